@@ -1,0 +1,165 @@
+//! Builds the application from a [`Config`] and runs it.
+//!
+//! `App::build` connects and migrates the database, loads (or creates) the encryption and
+//! signing keys, and assembles the router from each module's `router()`. `App::run` serves a
+//! listener the caller bound, so tests bind port 0 and never sleep.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::Router;
+use axum::serve::ListenerExt;
+use secrecy::{ExposeSecret, SecretString};
+use tokio::net::TcpListener;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::crypto::Sealer;
+use crate::events::Events;
+use crate::identity::jwt::TokenKeys;
+use crate::oauth::providers::Providers;
+use crate::state::AppState;
+use crate::store::Store;
+
+pub struct App {
+    state: AppState,
+    router: Router,
+}
+
+impl App {
+    pub async fn build(config: Config, clock: SharedClock) -> anyhow::Result<Self> {
+        let state = build_state(config, clock).await?;
+        let router = router(state.clone());
+        Ok(Self { state, router })
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::warn!(%error, "could not set TCP_NODELAY");
+            }
+        });
+        let cancel = self.state.shutdown.clone();
+        axum::serve(listener, self.router.into_make_service_with_connect_info::<std::net::SocketAddr>())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                // Ends open SSE streams, which would otherwise hold shutdown forever.
+                cancel.cancel();
+            })
+            .await
+    }
+}
+
+/// Everything but the router: also what `admin` commands use.
+pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<AppState> {
+    let store = open_store(&config).await?;
+    let sealer = Arc::new(load_sealer(&config)?);
+    let keys = TokenKeys::load_or_create(&store, &sealer, config.issuer(), config.mcp_url().to_string(), clock.now())
+        .await
+        .context("loading signing keys (is the encryption key the one this database was created with?)")?;
+    let demo_client_secret = config.demo.then(|| SecretString::from(crate::crypto::random_token(32)));
+    let providers = Providers::from_config(&config, demo_client_secret.as_ref());
+    Ok(AppState {
+        config: Arc::new(config),
+        store,
+        sealer,
+        clock,
+        http: crate::oauth::client::http_client(),
+        providers: Arc::new(providers),
+        keys: Arc::new(keys),
+        events: Events::new(),
+        refresh_locks: Default::default(),
+        sessions: Default::default(),
+        demo_client_secret,
+        shutdown: tokio_util::sync::CancellationToken::new(),
+    })
+}
+
+/// Connects and brings the schema up to date.
+pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    let store = Store::connect(&config.database_url)
+        .await
+        .with_context(|| format!("connecting to the database ({})", redact_database_url(&config.database_url)))?;
+    store.migrate().await.context("migrating the database")?;
+    Ok(store)
+}
+
+/// The sealing key: from config/env, else `data_dir/encryption.key`, created on first start.
+pub fn load_sealer(config: &Config) -> anyhow::Result<Sealer> {
+    let active = match &config.encryption_key {
+        Some(key) => key.clone(),
+        None => load_or_create_key_file(config)?,
+    };
+    let active = Sealer::parse_key(&active).context("OAUTH_BROKER_ENCRYPTION_KEY")?;
+    let retired = config
+        .retired_encryption_keys
+        .iter()
+        .map(Sealer::parse_key)
+        .collect::<Result<Vec<_>, _>>()
+        .context("retired_encryption_keys")?;
+    let retired_refs: Vec<&[u8]> = retired.iter().map(|k| k.expose_secret().as_slice()).collect();
+    Ok(Sealer::new(active.expose_secret(), &retired_refs)?)
+}
+
+fn load_or_create_key_file(config: &Config) -> anyhow::Result<SecretString> {
+    let path = config.data_dir.join("encryption.key");
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        return Ok(SecretString::from(text.trim().to_owned()));
+    }
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let key = Sealer::generate_key();
+    write_private_file(&path, key.expose_secret().as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    tracing::warn!(path = %path.display(), "generated a new encryption key; back it up — without it stored tokens cannot be read");
+    Ok(key)
+}
+
+fn write_private_file(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(contents)?;
+    file.write_all(b"\n")
+}
+
+/// For error messages: never print a database password.
+pub fn redact_database_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn router(state: AppState) -> Router {
+    let mut router = Router::new()
+        .merge(crate::mcp::router(state.clone()))
+        .merge(crate::identity::bearer::metadata_router())
+        .merge(crate::web::router());
+    if state.config.demo {
+        router = router.nest("/demo-provider", crate::demo_provider::router());
+    }
+    router
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .layer(crate::web::security_headers::layer())
+        .with_state(state)
+}

@@ -1,0 +1,339 @@
+//! Settings for every subcommand, from (highest first) command-line flags, `OAUTH_BROKER_*`
+//! environment variables, the TOML file named by `--config`, then defaults. `serve`, `migrate`
+//! and `admin` read the same settings, so they find the same database and keys.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use secrecy::SecretString;
+use serde::Deserialize;
+use url::Url;
+
+use crate::domain::{ProviderId, Scopes};
+
+/// Flags shared by every subcommand (each also read from `OAUTH_BROKER_<NAME>`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SettingsArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "OAUTH_BROKER_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "OAUTH_BROKER_LISTEN", global = true)]
+    pub listen: Option<SocketAddr>,
+    /// URL users and clients reach the broker at; the MCP endpoint is `{public_url}/mcp`
+    /// [default: http://{listen}].
+    #[arg(long, env = "OAUTH_BROKER_PUBLIC_URL", global = true)]
+    pub public_url: Option<Url>,
+    /// `sqlite://…` or `postgres://…` [default: sqlite in the data dir].
+    #[arg(long, env = "OAUTH_BROKER_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// Directory for the SQLite database and the generated encryption key [default: ./data].
+    #[arg(long, env = "OAUTH_BROKER_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Serve the built-in demo provider (`demo`) and create a demo user on first start.
+    #[arg(long, env = "OAUTH_BROKER_DEMO", global = true)]
+    pub demo: bool,
+}
+
+/// The TOML file's shape. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    public_url: Option<Url>,
+    database_url: Option<String>,
+    data_dir: Option<PathBuf>,
+    demo: Option<bool>,
+    /// Base64 or hex, 32 bytes. Prefer `OAUTH_BROKER_ENCRYPTION_KEY`.
+    encryption_key: Option<String>,
+    /// Keys from before a rotation: they still open old values.
+    #[serde(default)]
+    retired_encryption_keys: Vec<String>,
+    #[serde(default, with = "humantime_serde_opt")]
+    authorization_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    connect_wait: Option<Duration>,
+    #[serde(default)]
+    providers: BTreeMap<String, ProviderFile>,
+}
+
+mod humantime_serde_opt {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|s| humantime::parse_duration(&s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderFile {
+    display_name: Option<String>,
+    authorization_url: Url,
+    token_url: Url,
+    client_id: String,
+    client_secret: Option<String>,
+    client_secret_env: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
+    api_base_url: Url,
+    revocation_url: Option<Url>,
+    userinfo_url: Option<Url>,
+    #[serde(default)]
+    token_auth_method: TokenAuthMethod,
+    #[serde(default)]
+    extra_authorize_params: BTreeMap<String, String>,
+    issuer: Option<String>,
+}
+
+/// How the broker authenticates to a provider's token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenAuthMethod {
+    #[default]
+    ClientSecretBasic,
+    ClientSecretPost,
+}
+
+/// A third-party OAuth provider the broker can connect users to.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    pub id: ProviderId,
+    pub display_name: String,
+    pub authorization_url: Url,
+    pub token_url: Url,
+    pub client_id: String,
+    pub client_secret: Option<SecretString>,
+    /// Asked for when a tool names no scopes.
+    pub default_scopes: Scopes,
+    /// `provider_request` paths are resolved under this URL and cannot leave it.
+    pub api_base_url: Url,
+    pub revocation_url: Option<Url>,
+    pub userinfo_url: Option<Url>,
+    pub token_auth_method: TokenAuthMethod,
+    pub extra_authorize_params: BTreeMap<String, String>,
+    /// RFC 9207: when set, the callback must carry `iss` equal to this.
+    pub issuer: Option<String>,
+}
+
+/// Resolved settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// No trailing slash.
+    pub public_url: Url,
+    pub database_url: String,
+    pub data_dir: PathBuf,
+    pub demo: bool,
+    /// From `OAUTH_BROKER_ENCRYPTION_KEY` or the file; when absent a key is generated into
+    /// `data_dir/encryption.key` on first start.
+    pub encryption_key: Option<SecretString>,
+    pub retired_encryption_keys: Vec<SecretString>,
+    /// How long a connect link stays valid.
+    pub authorization_ttl: Duration,
+    /// How long `connect_account` holds the call open waiting for the browser flow.
+    pub connect_wait: Duration,
+    pub providers: BTreeMap<ProviderId, ProviderConfig>,
+}
+
+impl Config {
+    /// Reads flags/env (already parsed by clap) and the optional TOML file.
+    pub fn load(args: &SettingsArgs) -> anyhow::Result<Self> {
+        let file = match &args.config {
+            Some(path) => {
+                let text =
+                    std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str::<FileConfig>(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let env_key = std::env::var("OAUTH_BROKER_ENCRYPTION_KEY").ok().filter(|k| !k.is_empty());
+        Self::resolve(args, file, env_key)
+    }
+
+    /// Parses a TOML document as the config file (used by tests and `--config`).
+    pub fn from_toml(args: &SettingsArgs, toml_text: &str) -> anyhow::Result<Self> {
+        let file: FileConfig = toml::from_str(toml_text).context("parsing config")?;
+        Self::resolve(args, file, None)
+    }
+
+    fn resolve(args: &SettingsArgs, file: FileConfig, env_key: Option<String>) -> anyhow::Result<Self> {
+        let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
+        let public_url = match args.public_url.clone().or(file.public_url) {
+            Some(url) => url,
+            None => default_public_url(listen)?,
+        };
+        let public_url = normalize_public_url(public_url)?;
+        let database_url = args
+            .database_url
+            .clone()
+            .or(file.database_url)
+            .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", data_dir.join("oauth-broker.db").display()));
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres:")
+            || database_url.starts_with("postgresql:"))
+        {
+            bail!("database_url must start with sqlite:// or postgres://");
+        }
+        let mut providers = BTreeMap::new();
+        for (id, p) in file.providers {
+            let id = ProviderId::parse(&id).with_context(|| format!("[providers.{id}]"))?;
+            let provider = resolve_provider(id.clone(), p).with_context(|| format!("[providers.{id}]"))?;
+            providers.insert(id, provider);
+        }
+        Ok(Self {
+            listen,
+            public_url,
+            database_url,
+            data_dir,
+            demo: args.demo || file.demo.unwrap_or(false),
+            encryption_key: env_key.or(file.encryption_key).map(SecretString::from),
+            retired_encryption_keys: file.retired_encryption_keys.into_iter().map(SecretString::from).collect(),
+            authorization_ttl: file.authorization_ttl.unwrap_or(Duration::from_secs(600)),
+            connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
+            providers,
+        })
+    }
+
+    /// The MCP endpoint, which is also the `aud` of bearer tokens and the RFC 9728 `resource`.
+    pub fn mcp_url(&self) -> Url {
+        self.url("/mcp")
+    }
+
+    /// The issuer of the broker's own tokens.
+    pub fn issuer(&self) -> String {
+        self.public_url.as_str().trim_end_matches('/').to_owned()
+    }
+
+    /// An absolute URL under the public URL. `path` starts with '/'.
+    pub fn url(&self, path: &str) -> Url {
+        let base = self.public_url.as_str().trim_end_matches('/');
+        // Joining a base we validated with a path we build ourselves cannot fail.
+        Url::parse(&format!("{base}{path}")).unwrap_or_else(|_| self.public_url.clone())
+    }
+
+    /// Cookies get `Secure` when users reach us over https.
+    pub fn secure_cookies(&self) -> bool {
+        self.public_url.scheme() == "https"
+    }
+
+    /// Where providers send the browser back to; registered with each provider exactly.
+    pub fn redirect_uri(&self) -> Url {
+        self.url("/oauth/callback")
+    }
+}
+
+fn default_public_url(listen: SocketAddr) -> anyhow::Result<Url> {
+    let host = if listen.ip().is_unspecified() { "127.0.0.1".to_string() } else { listen.ip().to_string() };
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    Ok(Url::parse(&format!("http://{host}:{}", listen.port()))?)
+}
+
+fn normalize_public_url(url: Url) -> anyhow::Result<Url> {
+    if url.scheme() != "http" && url.scheme() != "https" {
+        bail!("public_url must be http or https, got {url}");
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        bail!("public_url must not have a query or fragment");
+    }
+    let trimmed = url.as_str().trim_end_matches('/').to_owned();
+    Ok(Url::parse(&trimmed)?)
+}
+
+fn resolve_provider(id: ProviderId, p: ProviderFile) -> anyhow::Result<ProviderConfig> {
+    let client_secret = match (p.client_secret, p.client_secret_env) {
+        (Some(_), Some(_)) => bail!("give client_secret or client_secret_env, not both"),
+        (Some(s), None) => Some(SecretString::from(s)),
+        (None, Some(var)) => Some(SecretString::from(
+            std::env::var(&var).with_context(|| format!("client_secret_env names {var}, which is not set"))?,
+        )),
+        (None, None) => None,
+    };
+    for url in [&p.authorization_url, &p.token_url, &p.api_base_url] {
+        if url.scheme() != "https" && !is_loopback(url) {
+            bail!("{url}: provider endpoints must be https (http only on loopback)");
+        }
+    }
+    let mut api_base_url = p.api_base_url;
+    if !api_base_url.path().ends_with('/') {
+        // A trailing slash makes the base a directory, so relative joins stay under it.
+        let path = format!("{}/", api_base_url.path());
+        api_base_url.set_path(&path);
+    }
+    Ok(ProviderConfig {
+        display_name: p.display_name.unwrap_or_else(|| id.to_string()),
+        id,
+        authorization_url: p.authorization_url,
+        token_url: p.token_url,
+        client_id: p.client_id,
+        client_secret,
+        default_scopes: Scopes::parse(&p.scopes)?,
+        api_base_url,
+        revocation_url: p.revocation_url,
+        userinfo_url: p.userinfo_url,
+        token_auth_method: p.token_auth_method,
+        extra_authorize_params: p.extra_authorize_params,
+        issuer: p.issuer,
+    })
+}
+
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_give_a_local_sqlite_broker_on_8080() {
+        let c = Config::from_toml(&SettingsArgs::default(), "").unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.mcp_url().as_str(), "http://127.0.0.1:8080/mcp");
+        assert!(c.database_url.starts_with("sqlite://./data/"));
+        assert!(!c.secure_cookies());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let args = SettingsArgs { public_url: Some(Url::parse("https://b.example/").unwrap()), ..Default::default() };
+        let c = Config::from_toml(&args, "public_url = \"https://file.example\"\n").unwrap();
+        assert_eq!(c.issuer(), "https://b.example");
+        assert!(c.secure_cookies());
+    }
+
+    #[test]
+    fn providers_are_parsed_and_checked() {
+        let toml = r#"
+            [providers.github]
+            authorization_url = "https://github.com/login/oauth/authorize"
+            token_url = "https://github.com/login/oauth/access_token"
+            client_id = "abc"
+            client_secret = "shh"
+            scopes = ["read:user"]
+            api_base_url = "https://api.github.com"
+            token_auth_method = "client_secret_post"
+        "#;
+        let c = Config::from_toml(&SettingsArgs::default(), toml).unwrap();
+        let gh = &c.providers[&ProviderId::parse("github").unwrap()];
+        assert_eq!(gh.api_base_url.as_str(), "https://api.github.com/");
+        assert_eq!(gh.token_auth_method, TokenAuthMethod::ClientSecretPost);
+        let insecure = toml.replace("https://api.github.com", "http://api.github.com");
+        assert!(Config::from_toml(&SettingsArgs::default(), &insecure).is_err());
+        let unknown = format!("{toml}\nsurprise = 1\n");
+        assert!(Config::from_toml(&SettingsArgs::default(), &unknown).is_err());
+    }
+}

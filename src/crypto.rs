@@ -1,0 +1,241 @@
+//! Secrets at rest and random values.
+//!
+//! Tokens, PKCE verifiers and signing keys are sealed with AES-256-GCM before they reach the
+//! database. A sealed blob is `v1 ‖ key_id(8) ‖ nonce(12) ‖ ciphertext+tag`, and the AAD names
+//! the table, column and row it belongs to, so a blob copied into another row (another user's
+//! grant, say) fails to open. Several keys can be loaded: the first seals, all of them open, which
+//! is what key rotation needs (after rust-lang/crates.io `crates_io_encryption` and Vault transit).
+//!
+//! Random 96-bit nonces are safe for about 2^32 encryptions per key (SP 800-38D); a broker seals
+//! a handful of values per authorization, far below that.
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::RngCore;
+use rand::rngs::OsRng;
+use secrecy::{ExposeSecret, SecretBox, SecretString};
+use sha2::{Digest, Sha256};
+
+const VERSION: u8 = 1;
+const KEY_ID_LEN: usize = 8;
+const NONCE_LEN: usize = 12;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CryptoError {
+    #[error("an encryption key must be exactly 32 bytes (base64 or hex encoded), got {0} bytes")]
+    BadKeyLength(usize),
+    #[error("the encryption key is neither base64 nor hex")]
+    BadKeyEncoding,
+    #[error("sealed value uses unknown format version {0}")]
+    UnknownVersion(u8),
+    #[error("sealed value is truncated")]
+    Truncated,
+    #[error("sealed value was made with key {0}, which is not loaded")]
+    UnknownKey(String),
+    #[error("sealed value failed authentication (tampered, or bound to another row)")]
+    Tampered,
+}
+
+/// One AES-256 key with its id (a hash of the key, so the id reveals nothing useful).
+struct SealingKey {
+    id: [u8; KEY_ID_LEN],
+    cipher: Aes256Gcm,
+}
+
+impl SealingKey {
+    fn new(raw: &[u8]) -> Result<Self, CryptoError> {
+        if raw.len() != 32 {
+            return Err(CryptoError::BadKeyLength(raw.len()));
+        }
+        let digest = Sha256::new().chain_update(b"oauth-broker sealing key id\0").chain_update(raw).finalize();
+        let mut id = [0u8; KEY_ID_LEN];
+        id.copy_from_slice(&digest[..KEY_ID_LEN]);
+        let cipher = Aes256Gcm::new_from_slice(raw).map_err(|_| CryptoError::BadKeyLength(raw.len()))?;
+        Ok(Self { id, cipher })
+    }
+}
+
+/// Seals and opens secrets. The first key seals; every key opens.
+pub struct Sealer {
+    keys: Vec<SealingKey>,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sealer").field("active_key_id", &self.active_key_id()).field("keys", &self.keys.len()).finish()
+    }
+}
+
+/// Where a sealed value lives; becomes the AAD.
+#[derive(Debug, Clone, Copy)]
+pub struct SealContext<'a> {
+    pub table: &'a str,
+    pub column: &'a str,
+    pub row_id: &'a str,
+    pub owner: &'a str,
+}
+
+impl SealContext<'_> {
+    fn aad(&self) -> Vec<u8> {
+        // NUL separators: none of the parts may contain NUL, so the encoding is unambiguous.
+        [self.table, self.column, self.row_id, self.owner].join("\0").into_bytes()
+    }
+}
+
+impl Sealer {
+    /// `active` seals; `retired` keys only open values sealed before a rotation.
+    pub fn new(active: &[u8], retired: &[&[u8]]) -> Result<Self, CryptoError> {
+        let mut keys = vec![SealingKey::new(active)?];
+        for raw in retired {
+            keys.push(SealingKey::new(raw)?);
+        }
+        Ok(Self { keys })
+    }
+
+    /// Parses a key written as base64 (standard or URL-safe) or hex.
+    pub fn parse_key(encoded: &SecretString) -> Result<SecretBox<Vec<u8>>, CryptoError> {
+        let text = encoded.expose_secret().trim();
+        let bytes = if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
+            hex::decode(text).map_err(|_| CryptoError::BadKeyEncoding)?
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .or_else(|_| URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')))
+                .map_err(|_| CryptoError::BadKeyEncoding)?
+        };
+        if bytes.len() != 32 {
+            return Err(CryptoError::BadKeyLength(bytes.len()));
+        }
+        Ok(SecretBox::new(Box::new(bytes)))
+    }
+
+    /// A fresh random key, base64 encoded (for `data_dir/encryption.key`).
+    pub fn generate_key() -> SecretString {
+        let mut raw = [0u8; 32];
+        OsRng.fill_bytes(&mut raw);
+        SecretString::from(base64::engine::general_purpose::STANDARD.encode(raw))
+    }
+
+    pub fn active_key_id(&self) -> String {
+        hex::encode(self.keys[0].id)
+    }
+
+    pub fn seal(&self, plaintext: &[u8], ctx: SealContext<'_>) -> Vec<u8> {
+        let key = &self.keys[0];
+        let mut nonce = [0u8; NONCE_LEN];
+        OsRng.fill_bytes(&mut nonce);
+        let aad = ctx.aad();
+        // Encryption with a valid 32-byte key and 12-byte nonce cannot fail for inputs this size.
+        let ciphertext =
+            key.cipher.encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: &aad }).unwrap_or_default();
+        let mut out = Vec::with_capacity(1 + KEY_ID_LEN + NONCE_LEN + ciphertext.len());
+        out.push(VERSION);
+        out.extend_from_slice(&key.id);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&ciphertext);
+        out
+    }
+
+    pub fn open(&self, sealed: &[u8], ctx: SealContext<'_>) -> Result<Vec<u8>, CryptoError> {
+        let (&version, rest) = sealed.split_first().ok_or(CryptoError::Truncated)?;
+        if version != VERSION {
+            return Err(CryptoError::UnknownVersion(version));
+        }
+        if rest.len() < KEY_ID_LEN + NONCE_LEN + 16 {
+            return Err(CryptoError::Truncated);
+        }
+        let (key_id, rest) = rest.split_at(KEY_ID_LEN);
+        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
+        let key =
+            self.keys.iter().find(|k| k.id == key_id).ok_or_else(|| CryptoError::UnknownKey(hex::encode(key_id)))?;
+        // `decrypt` (not `decrypt_in_place_detached`): nothing of the buffer is visible when the
+        // tag check fails (RUSTSEC-2023-0096).
+        key.cipher
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: ciphertext, aad: &ctx.aad() })
+            .map_err(|_| CryptoError::Tampered)
+    }
+
+    /// Key id a sealed blob was made with, for `admin` reports and rewrap decisions.
+    pub fn key_id_of(sealed: &[u8]) -> Option<String> {
+        sealed.get(1..1 + KEY_ID_LEN).map(hex::encode)
+    }
+}
+
+/// `bytes` random bytes, URL-safe base64 without padding. 32 bytes = 256 bits.
+pub fn random_token(bytes: usize) -> String {
+    let mut raw = vec![0u8; bytes];
+    OsRng.fill_bytes(&mut raw);
+    URL_SAFE_NO_PAD.encode(raw)
+}
+
+/// SHA-256, hex. Used to store one-time values (state, session ids, codes) so a database
+/// reader cannot replay them.
+pub fn sha256_hex(value: &str) -> String {
+    hex::encode(Sha256::digest(value.as_bytes()))
+}
+
+/// Constant-time equality for secrets compared in memory.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.ct_eq(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(row: &str) -> SealContext<'_> {
+        SealContext { table: "grants", column: "access_token", row_id: row, owner: "user-1" }
+    }
+
+    fn sealer() -> Sealer {
+        Sealer::new(&[7u8; 32], &[]).unwrap()
+    }
+
+    #[test]
+    fn sealed_value_opens_in_its_own_row() {
+        let s = sealer();
+        let blob = s.seal(b"gho_secret", ctx("g1"));
+        assert_eq!(s.open(&blob, ctx("g1")).unwrap(), b"gho_secret");
+        assert!(!blob.windows(10).any(|w| w == b"gho_secret"), "plaintext must not appear");
+    }
+
+    #[test]
+    fn sealed_value_moved_to_another_row_does_not_open() {
+        let s = sealer();
+        let blob = s.seal(b"gho_secret", ctx("g1"));
+        assert!(matches!(s.open(&blob, ctx("g2")), Err(CryptoError::Tampered)));
+    }
+
+    #[test]
+    fn tampered_ciphertext_is_rejected() {
+        let s = sealer();
+        let mut blob = s.seal(b"gho_secret", ctx("g1"));
+        let last = blob.len() - 1;
+        blob[last] ^= 1;
+        assert!(matches!(s.open(&blob, ctx("g1")), Err(CryptoError::Tampered)));
+        assert!(matches!(s.open(&blob[..5], ctx("g1")), Err(CryptoError::Truncated)));
+    }
+
+    #[test]
+    fn retired_key_still_opens_after_rotation_but_new_values_use_the_active_key() {
+        let old = sealer();
+        let blob = old.seal(b"v", ctx("g1"));
+        let rotated = Sealer::new(&[9u8; 32], &[&[7u8; 32]]).unwrap();
+        assert_eq!(rotated.open(&blob, ctx("g1")).unwrap(), b"v");
+        let fresh = rotated.seal(b"v", ctx("g1"));
+        assert_eq!(Sealer::key_id_of(&fresh).unwrap(), rotated.active_key_id());
+        assert!(matches!(old.open(&fresh, ctx("g1")), Err(CryptoError::UnknownKey(_))));
+    }
+
+    #[test]
+    fn keys_of_the_wrong_length_are_refused() {
+        assert!(matches!(Sealer::new(&[1u8; 16], &[]), Err(CryptoError::BadKeyLength(16))));
+        let short = SecretString::from("c2hvcnQ=".to_string());
+        assert!(matches!(Sealer::parse_key(&short), Err(CryptoError::BadKeyLength(5))));
+        let generated = Sealer::generate_key();
+        assert_eq!(Sealer::parse_key(&generated).unwrap().expose_secret().len(), 32);
+    }
+}

@@ -1,0 +1,1 @@
+//! Browser sign-in sessions.

@@ -1,0 +1,190 @@
+//! The broker's own bearer tokens (local identity mode): EdDSA (Ed25519) JWTs with `iss` = the
+//! public URL and `aud` = the MCP endpoint URL. Keys live in the database (private half sealed),
+//! so every instance and the `admin tokens issue` command sign with the same key.
+//!
+//! Verification pins the algorithm (EdDSA only: never `none`, never HMAC with a public key),
+//! checks signature, `iss`, `aud`, `exp` (30 s leeway) and requires `sub`.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::SigningKey;
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rand::rngs::OsRng;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::crypto::{SealContext, Sealer};
+use crate::store::Store;
+use crate::store::keys::SigningKeyRow;
+
+pub const LEEWAY_SECONDS: u64 = 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JwtError {
+    #[error("token is malformed")]
+    Malformed,
+    #[error("token is signed with an unknown key")]
+    UnknownKey,
+    #[error("token signature, algorithm or claims are invalid: {0}")]
+    Invalid(String),
+    #[error("token has expired")]
+    Expired,
+    #[error("could not sign token")]
+    Signing,
+    #[error("key store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("key material: {0}")]
+    Crypto(#[from] crate::crypto::CryptoError),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: String,
+    pub exp: i64,
+    pub iat: i64,
+    pub jti: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+struct KeyPair {
+    kid: String,
+    encoding: EncodingKey,
+}
+
+/// Signing and verification keys, loaded at start-up.
+pub struct TokenKeys {
+    issuer: String,
+    audience: String,
+    active: KeyPair,
+    verifying: HashMap<String, ([u8; 32], DecodingKey)>,
+}
+
+impl std::fmt::Debug for TokenKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenKeys").field("issuer", &self.issuer).field("active_kid", &self.active.kid).finish()
+    }
+}
+
+fn key_context(kid: &str) -> SealContext<'_> {
+    SealContext { table: "signing_keys", column: "private_key", row_id: kid, owner: "broker" }
+}
+
+impl TokenKeys {
+    /// Loads the keys from the database, creating the first one if there is none.
+    pub async fn load_or_create(
+        store: &Store,
+        sealer: &Sealer,
+        issuer: String,
+        audience: String,
+        now: Timestamp,
+    ) -> Result<Self, JwtError> {
+        let mut rows = store.signing_keys().await?;
+        if !rows.iter().any(|r| r.retired_at.is_none()) {
+            let row = generate_key_row(sealer, now)?;
+            store.insert_signing_key(&row).await?;
+            rows = store.signing_keys().await?;
+        }
+        let mut verifying = HashMap::new();
+        let mut active = None;
+        for row in &rows {
+            let public_raw: [u8; 32] = row.public_key.as_slice().try_into().map_err(|_| JwtError::Malformed)?;
+            verifying.insert(row.kid.clone(), (public_raw, DecodingKey::from_ed_der(&public_raw)));
+            if row.retired_at.is_none() && active.is_none() {
+                let der = sealer.open(&row.private_key_sealed, key_context(&row.kid))?;
+                active = Some(KeyPair { kid: row.kid.clone(), encoding: EncodingKey::from_ed_der(&der) });
+            }
+        }
+        let active = active.ok_or(JwtError::UnknownKey)?;
+        Ok(Self { issuer, audience, active, verifying })
+    }
+
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    pub fn audience(&self) -> &str {
+        &self.audience
+    }
+
+    /// A bearer token for `subject`, valid for `ttl_seconds` from `now`.
+    pub fn issue(
+        &self,
+        subject: &str,
+        name: Option<&str>,
+        now: Timestamp,
+        ttl_seconds: i64,
+    ) -> Result<String, JwtError> {
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            sub: subject.to_owned(),
+            aud: self.audience.clone(),
+            exp: now + ttl_seconds,
+            iat: now,
+            jti: uuid::Uuid::new_v4().to_string(),
+            name: name.map(str::to_owned),
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.active.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.active.encoding).map_err(|_| JwtError::Signing)
+    }
+
+    /// Verifies a token against `now` (the injected clock, not the system time).
+    pub fn verify(&self, token: &str, now: Timestamp) -> Result<Claims, JwtError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| JwtError::Malformed)?;
+        if header.alg != Algorithm::EdDSA {
+            return Err(JwtError::Invalid(format!("algorithm {:?} is not accepted", header.alg)));
+        }
+        let kid = header.kid.ok_or(JwtError::UnknownKey)?;
+        let (_, key) = self.verifying.get(&kid).ok_or(JwtError::UnknownKey)?;
+        let mut validation = Validation::new(Algorithm::EdDSA);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // Expiry is checked below against the injected clock.
+        validation.validate_exp = false;
+        let data =
+            jsonwebtoken::decode::<Claims>(token, key, &validation).map_err(|e| JwtError::Invalid(e.to_string()))?;
+        if data.claims.exp + LEEWAY_SECONDS as i64 <= now {
+            return Err(JwtError::Expired);
+        }
+        if data.claims.iat > now + LEEWAY_SECONDS as i64 {
+            return Err(JwtError::Invalid("token issued in the future".into()));
+        }
+        if data.claims.sub.is_empty() {
+            return Err(JwtError::Invalid("empty sub".into()));
+        }
+        Ok(data.claims)
+    }
+
+    /// The public keys as a JWK set (RFC 7517), for clients and other servers.
+    pub fn jwks(&self) -> serde_json::Value {
+        let mut keys: Vec<_> = self.verifying.iter().map(|(kid, (raw, _))| jwk(kid, raw)).collect();
+        keys.sort_by(|a, b| a["kid"].as_str().cmp(&b["kid"].as_str()));
+        serde_json::json!({ "keys": keys })
+    }
+}
+
+fn jwk(kid: &str, public_raw: &[u8; 32]) -> serde_json::Value {
+    serde_json::json!({ "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig", "kid": kid, "x": URL_SAFE_NO_PAD.encode(public_raw) })
+}
+
+fn generate_key_row(sealer: &Sealer, now: Timestamp) -> Result<SigningKeyRow, JwtError> {
+    let signing = SigningKey::generate(&mut OsRng);
+    let der = signing.to_pkcs8_der().map_err(|_| JwtError::Signing)?;
+    let public_raw = signing.verifying_key().to_bytes();
+    let kid = crate::crypto::random_token(12);
+    Ok(SigningKeyRow {
+        private_key_sealed: sealer.seal(der.as_bytes(), key_context(&kid)),
+        kid,
+        algorithm: "EdDSA".into(),
+        public_key: public_raw.to_vec(),
+        created_at: now,
+        retired_at: None,
+    })
+}

@@ -1,0 +1,41 @@
+//! # oauth-broker
+//!
+//! An MCP server (Streamable HTTP, protocol 2025-11-25) that lets AI tools act on a user's
+//! behalf at third-party services without ever seeing the user's credentials.
+//!
+//! ```text
+//! MCP client ─ tools/call ─▶ /mcp  (mcp)            user = verified bearer JWT (identity::bearer)
+//!                              │ grant for (user, provider)? (oauth::tokens, store::grants)
+//!                              │ no → authorization row = elicitationId (store::authorizations)
+//!                              ▼     URL elicitation / -32042 / isError text (mcp::elicitation)
+//! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (oauth::flow)
+//! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (oauth::client)
+//!                              → tokens sealed (crypto) into grants → events
+//! MCP session ◀─ notifications/elicitation/complete (mcp::sessions)
+//! ```
+//!
+//! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
+//! share; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`identity`] bearer tokens,
+//! browser sessions, passwords; [`oauth`] the client side of third-party OAuth; [`mcp`] the MCP
+//! server; [`web`] hosted pages; [`demo_provider`] a strict built-in OAuth provider for trying
+//! the flow offline and for tests; [`admin`] the operator CLI.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod admin;
+pub mod app;
+pub mod clock;
+pub mod config;
+pub mod crypto;
+pub mod demo_provider;
+pub mod domain;
+pub mod events;
+pub mod identity;
+pub mod mcp;
+pub mod oauth;
+pub mod state;
+pub mod store;
+pub mod web;
+
+pub use app::App;
+pub use config::Config;

@@ -1,0 +1,4 @@
+//! Live MCP sessions.
+
+#[derive(Debug, Default)]
+pub struct SessionRegistry {}

@@ -1,0 +1,1 @@
+//! Calling a provider API with the user token.

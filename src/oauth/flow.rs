@@ -1,0 +1,1 @@
+//! The browser leg of the authorization flow.

@@ -1,0 +1,4 @@
+//! Grants.
+
+#[derive(Debug, Default)]
+pub struct RefreshLocks {}

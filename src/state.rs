@@ -1,0 +1,52 @@
+//! What every handler shares. Cheap to clone (everything is behind `Arc` or is a handle).
+
+use std::sync::Arc;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::crypto::Sealer;
+use crate::events::Events;
+use crate::identity::jwt::TokenKeys;
+use crate::oauth::providers::Providers;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState {
+    /// Resolved settings (public URL, TTLs, …).
+    pub config: Arc<Config>,
+    /// The database.
+    pub store: Store,
+    /// Seals and opens secrets at rest.
+    pub sealer: Arc<Sealer>,
+    /// "Now", injectable for tests.
+    pub clock: SharedClock,
+    /// Outbound HTTP to providers: no redirects followed, bounded timeouts.
+    pub http: reqwest::Client,
+    /// Configured providers (and `demo` when enabled).
+    pub providers: Arc<Providers>,
+    /// The broker's own JWT keys (issues and verifies bearer tokens for /mcp).
+    pub keys: Arc<TokenKeys>,
+    /// "Authorization finished" signals for MCP sessions.
+    pub events: Events,
+    /// Per-grant in-process locks so one refresh runs at a time here; the database lease
+    /// does the same across instances.
+    pub refresh_locks: Arc<crate::oauth::tokens::RefreshLocks>,
+    /// Live MCP sessions by (user, session id), to deliver `notifications/elicitation/complete`.
+    pub sessions: Arc<crate::mcp::sessions::SessionRegistry>,
+    /// The demo provider's client secret, shared by the provider and the broker's `demo` entry.
+    pub demo_client_secret: Option<secrecy::SecretString>,
+    /// Cancelled at shutdown: ends SSE streams and waiting tool calls.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl AppState {
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("public_url", &self.config.public_url.as_str()).finish_non_exhaustive()
+    }
+}

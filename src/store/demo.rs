@@ -1,0 +1,1 @@
+//! The demo provider's tables (see `crate::demo_provider`).

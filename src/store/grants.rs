@@ -1,0 +1,214 @@
+//! Grants: a user's tokens at one provider, sealed. `version` makes every update a
+//! compare-and-swap, and `refresh_lease_until` lets one caller (on any instance) refresh while
+//! the others wait and re-read.
+
+use super::{Store, StoreError, StoreResult};
+use crate::clock::Timestamp;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantStatus {
+    Active,
+    /// The provider refused the refresh token (`invalid_grant`): only a new consent helps.
+    NeedsReconsent,
+}
+
+impl GrantStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GrantStatus::Active => "active",
+            GrantStatus::NeedsReconsent => "needs_reconsent",
+        }
+    }
+}
+
+#[derive(Clone, sqlx::FromRow)]
+pub struct GrantRow {
+    pub id: String,
+    pub user_id: String,
+    pub provider: String,
+    pub account_label: Option<String>,
+    pub scopes: String,
+    pub access_token_sealed: Vec<u8>,
+    pub refresh_token_sealed: Option<Vec<u8>>,
+    pub key_id: String,
+    pub expires_at: Option<i64>,
+    pub status: String,
+    pub version: i64,
+    pub refresh_lease_until: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl std::fmt::Debug for GrantRow {
+    // Sealed blobs are not secrets on their own, but they are noise in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrantRow")
+            .field("id", &self.id)
+            .field("user_id", &self.user_id)
+            .field("provider", &self.provider)
+            .field("scopes", &self.scopes)
+            .field("status", &self.status)
+            .field("expires_at", &self.expires_at)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+const GRANT_COLUMNS: &str = "id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at";
+
+/// New token material for a grant (already sealed by the caller).
+#[derive(Debug, Clone)]
+pub struct SealedTokens {
+    pub access_token_sealed: Vec<u8>,
+    pub refresh_token_sealed: Option<Vec<u8>>,
+    pub key_id: String,
+    pub expires_at: Option<Timestamp>,
+    pub scopes: String,
+}
+
+impl Store {
+    pub async fn grant(&self, user_id: &str, provider: &str) -> StoreResult<Option<GrantRow>> {
+        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2"
+        ))
+        .bind(user_id)
+        .bind(provider)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn grants_for_user(&self, user_id: &str) -> StoreResult<Vec<GrantRow>> {
+        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider"
+        ))
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    pub async fn all_grants(&self) -> StoreResult<Vec<GrantRow>> {
+        Ok(sqlx::query_as::<_, GrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider"))
+            .fetch_all(self.pool())
+            .await?)
+    }
+
+    /// Inserts the grant for (user, provider) or replaces its tokens, in one statement so two
+    /// completions racing cannot leave two rows. `id` is only used when inserting; the sealed
+    /// values must have been sealed for the id this returns, so callers seal with
+    /// [`Store::grant_id_for`] first.
+    pub async fn upsert_grant(
+        &self,
+        id: &str,
+        user_id: &str,
+        provider: &str,
+        account_label: Option<&str>,
+        tokens: &SealedTokens,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'active', 1, NULL, $10, $10) \
+             ON CONFLICT (user_id, provider) DO UPDATE SET account_label = excluded.account_label, scopes = excluded.scopes, \
+             access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
+             expires_at = excluded.expires_at, status = 'active', version = grants.version + 1, refresh_lease_until = NULL, updated_at = excluded.updated_at",
+        )
+        .bind(id)
+        .bind(user_id)
+        .bind(provider)
+        .bind(account_label)
+        .bind(&tokens.scopes)
+        .bind(&tokens.access_token_sealed)
+        .bind(&tokens.refresh_token_sealed)
+        .bind(&tokens.key_id)
+        .bind(tokens.expires_at)
+        .bind(now)
+        .execute(self.pool())
+        .await
+        .map_err(StoreError::from_write)?;
+        Ok(())
+    }
+
+    /// The id the grant for (user, provider) has, or will get when first inserted. Sealed
+    /// values are bound to the grant id, so this must be known before sealing.
+    pub async fn grant_id_for(&self, user_id: &str, provider: &str) -> StoreResult<String> {
+        Ok(match self.grant(user_id, provider).await? {
+            Some(g) => g.id,
+            None => uuid::Uuid::new_v4().to_string(),
+        })
+    }
+
+    /// Takes the refresh lease if nobody holds a live one. True when this caller won.
+    pub async fn claim_refresh_lease(
+        &self,
+        grant_id: &str,
+        version: i64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE grants SET refresh_lease_until = $1 WHERE id = $2 AND version = $3 AND status = 'active' \
+             AND (refresh_lease_until IS NULL OR refresh_lease_until <= $4)",
+        )
+        .bind(lease_until)
+        .bind(grant_id)
+        .bind(version)
+        .bind(now)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Stores refreshed tokens and releases the lease, if the row is still the version leased.
+    pub async fn store_refreshed_tokens(
+        &self,
+        grant_id: &str,
+        version: i64,
+        tokens: &SealedTokens,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
+             version = version + 1, refresh_lease_until = NULL, updated_at = $6 WHERE id = $7 AND version = $8",
+        )
+        .bind(&tokens.access_token_sealed)
+        .bind(&tokens.refresh_token_sealed)
+        .bind(&tokens.key_id)
+        .bind(tokens.expires_at)
+        .bind(&tokens.scopes)
+        .bind(now)
+        .bind(grant_id)
+        .bind(version)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Releases a lease without changing tokens (the refresh failed transiently).
+    pub async fn release_refresh_lease(&self, grant_id: &str, version: i64) -> StoreResult<()> {
+        sqlx::query("UPDATE grants SET refresh_lease_until = NULL WHERE id = $1 AND version = $2")
+            .bind(grant_id)
+            .bind(version)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn set_grant_status(&self, grant_id: &str, status: GrantStatus, now: Timestamp) -> StoreResult<()> {
+        sqlx::query("UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, updated_at = $2 WHERE id = $3")
+            .bind(status.as_str())
+            .bind(now)
+            .bind(grant_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_grant(&self, user_id: &str, provider: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
+            .bind(user_id)
+            .bind(provider)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,51 @@
+//! The broker's JWT signing keys. The private key is sealed like any other secret.
+
+use super::{Store, StoreError, StoreResult};
+use crate::clock::Timestamp;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SigningKeyRow {
+    pub kid: String,
+    pub algorithm: String,
+    pub private_key_sealed: Vec<u8>,
+    pub public_key: Vec<u8>,
+    pub created_at: i64,
+    pub retired_at: Option<i64>,
+}
+
+impl Store {
+    pub async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRow>> {
+        Ok(sqlx::query_as::<_, SigningKeyRow>(
+            "SELECT kid, algorithm, private_key_sealed, public_key, created_at, retired_at FROM signing_keys ORDER BY created_at DESC, kid",
+        )
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// Inserts a key. Two instances starting at once may both try; `Conflict`-free because each
+    /// key has its own kid, and readers take the newest active key.
+    pub async fn insert_signing_key(&self, row: &SigningKeyRow) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO signing_keys (kid, algorithm, private_key_sealed, public_key, created_at, retired_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&row.kid)
+        .bind(&row.algorithm)
+        .bind(&row.private_key_sealed)
+        .bind(&row.public_key)
+        .bind(row.created_at)
+        .bind(row.retired_at)
+        .execute(self.pool())
+        .await
+        .map_err(StoreError::from_write)?;
+        Ok(())
+    }
+
+    pub async fn retire_signing_key(&self, kid: &str, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE kid = $2 AND retired_at IS NULL")
+            .bind(now)
+            .bind(kid)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,149 @@
+//! The database: one [`Store`] over SQLite (embedded default) or PostgreSQL, chosen by the URL.
+//!
+//! sqlx's `Any` driver lets one set of runtime queries serve both: every query is a single SQL
+//! string with `$1` placeholders (SQLite reads `$N` as positional too), timestamps are integer
+//! Unix seconds bound from Rust, and blobs are `BLOB`/`BYTEA`. Where SQL must differ the
+//! migrations differ, never the queries. One-time values (state, codes, refresh leases) are
+//! consumed with compare-and-swap updates that check rows affected, which is correct on one
+//! instance or many.
+
+pub mod audit;
+pub mod authorizations;
+pub mod demo;
+pub mod grants;
+pub mod keys;
+pub mod sessions;
+pub mod users;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Executor};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    #[error("a row with the same key already exists")]
+    Conflict,
+    #[error("stored value is invalid: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Unique-constraint violations become `Conflict` so callers can branch on them.
+    pub(crate) fn from_write(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict,
+            _ => StoreError::Database(error),
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Cheap to clone: a handle on the pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Connects (creating the SQLite file and its directory if needed); does not migrate.
+    pub async fn connect(database_url: &str) -> StoreResult<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = if database_url.starts_with("sqlite:") { Backend::Sqlite } else { Backend::Postgres };
+        if backend == Backend::Sqlite {
+            create_sqlite_parent_dir(database_url);
+        }
+        let options = AnyConnectOptions::from_str(database_url)?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 8 } else { 16 })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // SQLite has one writer: WAL lets readers proceed during a write and
+                        // busy_timeout makes a second writer wait instead of failing at once.
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA busy_timeout = 5000").await?;
+                        conn.execute("PRAGMA foreign_keys = ON").await?;
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool, backend })
+    }
+
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match self.backend {
+            Backend::Sqlite => SQLITE_MIGRATIONS.run(&self.pool).await?,
+            Backend::Postgres => POSTGRES_MIGRATIONS.run(&self.pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Versions applied to this database and versions this binary knows, for `migrate --status`.
+    pub fn known_migrations(&self) -> Vec<(i64, String)> {
+        let migrator = match self.backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator.iter().map(|m| (m.version, m.description.to_string())).collect()
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn create_sqlite_parent_dir(url: &str) {
+    let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return;
+    }
+    if let Some(parent) = std::path::Path::new(path).parent()
+        && !parent.as_os_str().is_empty()
+    {
+        let _ = std::fs::create_dir_all(parent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migration_folders_have_the_same_versions() {
+        let sqlite: Vec<_> = SQLITE_MIGRATIONS.iter().map(|m| (m.version, m.description.clone())).collect();
+        let postgres: Vec<_> = POSTGRES_MIGRATIONS.iter().map(|m| (m.version, m.description.clone())).collect();
+        assert_eq!(sqlite, postgres);
+        assert!(!sqlite.is_empty());
+    }
+}

@@ -1,0 +1,86 @@
+//! Users: the pair (issuer, subject) is the identity; local accounts also have a username and
+//! an argon2 password hash.
+
+use super::{Store, StoreError, StoreResult};
+use crate::clock::Timestamp;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct User {
+    pub id: String,
+    pub issuer: String,
+    pub subject: String,
+    pub username: Option<String>,
+    pub password_hash: Option<String>,
+    pub created_at: i64,
+}
+
+impl Store {
+    /// Creates a local account; its subject is its new id. `Conflict` if the name is taken.
+    pub async fn create_local_user(
+        &self,
+        issuer: &str,
+        username: &str,
+        password_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<User> {
+        let id = uuid::Uuid::new_v4().to_string();
+        sqlx::query(
+            "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&id)
+        .bind(issuer)
+        .bind(&id)
+        .bind(username)
+        .bind(password_hash)
+        .bind(now)
+        .execute(self.pool())
+        .await
+        .map_err(StoreError::from_write)?;
+        self.user_by_id(&id).await?.ok_or(StoreError::Corrupt("user vanished after insert".into()))
+    }
+
+    pub async fn user_by_id(&self, id: &str) -> StoreResult<Option<User>> {
+        Ok(sqlx::query_as::<_, User>(
+            "SELECT id, issuer, subject, username, password_hash, created_at FROM users WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn user_by_username(&self, username: &str) -> StoreResult<Option<User>> {
+        Ok(sqlx::query_as::<_, User>(
+            "SELECT id, issuer, subject, username, password_hash, created_at FROM users WHERE username = $1",
+        )
+        .bind(username)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn user_by_identity(&self, issuer: &str, subject: &str) -> StoreResult<Option<User>> {
+        Ok(sqlx::query_as::<_, User>(
+            "SELECT id, issuer, subject, username, password_hash, created_at FROM users WHERE issuer = $1 AND subject = $2",
+        )
+        .bind(issuer)
+        .bind(subject)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn list_users(&self) -> StoreResult<Vec<User>> {
+        Ok(sqlx::query_as::<_, User>(
+            "SELECT id, issuer, subject, username, password_hash, created_at FROM users ORDER BY created_at, id",
+        )
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    pub async fn set_password_hash(&self, user_id: &str, password_hash: &str) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
+            .bind(password_hash)
+            .bind(user_id)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
