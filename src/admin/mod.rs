@@ -1,8 +1,150 @@
-//! CLI.
+//! The command line: `serve`, `migrate` and the operator's `admin …` commands. Every command
+//! reads the same settings ([`SettingsArgs`]), so `admin` finds the server's database and keys.
 
-#[derive(clap::Parser, Debug)]
-pub struct Cli {}
+mod demo;
+mod grants;
+mod users;
 
-pub async fn run(_cli: Cli) -> anyhow::Result<()> {
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::clock::SystemClock;
+use crate::config::{Config, SettingsArgs};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "oauth-broker",
+    version,
+    about = "An MCP server that connects AI tools to third-party accounts without exposing credentials"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub settings: SettingsArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the broker (MCP endpoint, hosted pages, demo provider with --demo).
+    Serve,
+    /// Create or upgrade the database schema and exit.
+    Migrate {
+        /// List the migrations this binary knows instead of applying them.
+        #[arg(long)]
+        status: bool,
+    },
+    /// Inspect and repair the broker's data.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Local user accounts.
+    Users {
+        #[command(subcommand)]
+        command: users::UsersCommand,
+    },
+    /// Bearer tokens for MCP clients.
+    Tokens {
+        #[command(subcommand)]
+        command: users::TokensCommand,
+    },
+    /// Stored third-party grants (never shows token values).
+    Grants {
+        #[command(subcommand)]
+        command: grants::GrantsCommand,
+    },
+    /// Connect attempts (elicitations) and their state.
+    Authorizations {
+        #[command(subcommand)]
+        command: grants::AuthorizationsCommand,
+    },
+    /// The audit log, newest first.
+    Audit {
+        /// Only this user's entries (username).
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let config = Config::load(&cli.settings)?;
+    match cli.command {
+        Command::Serve => serve(config).await,
+        Command::Migrate { status } => migrate(config, status).await,
+        Command::Admin { command } => {
+            let state = crate::app::build_state(config, Arc::new(SystemClock)).await?;
+            let result = match command {
+                AdminCommand::Users { command } => users::run_users(&state, command).await,
+                AdminCommand::Tokens { command } => users::run_tokens(&state, command).await,
+                AdminCommand::Grants { command } => grants::run_grants(&state, command).await,
+                AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
+                AdminCommand::Audit { user, limit, json } => grants::run_audit(&state, user, limit, json).await,
+            };
+            state.store.close().await;
+            result
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
+    let demo = config.demo;
+    let app = crate::App::build(config, Arc::new(SystemClock)).await?;
+    let state = app.state().clone();
+    tracing::info!(mcp = %state.config.mcp_url(), database = %crate::app::redact_database_url(&state.config.database_url), "oauth-broker listening on {}", state.config.listen);
+    if demo {
+        demo::print_demo_setup(&state).await?;
+    }
+    app.run(listener, shutdown_signal()).await.context("serving")?;
+    tracing::info!("stopped");
     Ok(())
+}
+
+async fn migrate(config: Config, status: bool) -> anyhow::Result<()> {
+    let store = crate::store::Store::connect(&config.database_url)
+        .await
+        .with_context(|| format!("connecting to {}", crate::app::redact_database_url(&config.database_url)))?;
+    if status {
+        for (version, description) in store.known_migrations() {
+            println!("{version:>4}  {description}");
+        }
+    } else {
+        store.migrate().await.context("migrating")?;
+        println!("database is up to date ({} migrations)", store.known_migrations().len());
+    }
+    store.close().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
 }

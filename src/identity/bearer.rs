@@ -1,9 +1,122 @@
-//! Bearer tokens on /mcp.
+//! Bearer authentication for /mcp (MCP 2025-11-25 basic/authorization; RFC 6750; RFC 9728).
+//!
+//! Every /mcp request carries its own token — a session id is never a credential. The token is
+//! verified (signature, algorithm, `iss`, `aud` = our MCP URL, `exp`) and must name a known
+//! user; the result is put in the request's extensions, where rmcp hands it to the MCP handler
+//! (through `http::request::Parts`). Failures get 401 with a `WWW-Authenticate` challenge that
+//! points at the protected-resource metadata, which we serve under both well-known paths.
 
+use axum::Json;
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
 
+use super::AuthenticatedUser;
 use crate::state::AppState;
 
+/// RFC 9728 §3 metadata for the MCP endpoint, at the root and at the path-suffixed location.
 pub fn metadata_router() -> Router<AppState> {
     Router::new()
+        .route("/.well-known/oauth-protected-resource", get(protected_resource_metadata))
+        .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource_metadata))
+        .route("/.well-known/jwks.json", get(jwks))
+}
+
+// RFC 9728 §3.2; `resource` is exactly the MCP endpoint URL (§3.3 check done by clients).
+async fn protected_resource_metadata(State(state): State<AppState>) -> Response {
+    let body = json!({
+        "resource": state.config.mcp_url().as_str(),
+        "authorization_servers": [state.config.issuer()],
+        "bearer_methods_supported": ["header"],
+        "resource_signing_alg_values_supported": ["EdDSA"],
+        "resource_name": "oauth-broker",
+        "jwks_uri": state.config.url("/.well-known/jwks.json").as_str(),
+    });
+    ([(header::CACHE_CONTROL, "max-age=300")], Json(body)).into_response()
+}
+
+async fn jwks(State(state): State<AppState>) -> Response {
+    ([(header::CACHE_CONTROL, "max-age=300")], Json(state.keys.jwks())).into_response()
+}
+
+/// Axum middleware for the /mcp route.
+pub async fn require_bearer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let user = match authenticate(&state, request.headers()).await {
+        Ok(user) => user,
+        Err(rejection) => return rejection.into_response_for(&state),
+    };
+    request.extensions_mut().insert(user);
+    next.run(request).await
+}
+
+#[derive(Debug)]
+pub enum Rejection {
+    /// No credentials: the challenge carries no error code (RFC 6750 §3.1).
+    Missing,
+    /// Credentials present but unusable.
+    Invalid(&'static str),
+    /// The database could not be asked.
+    Unavailable,
+}
+
+impl Rejection {
+    fn into_response_for(self, state: &AppState) -> Response {
+        let metadata = state.config.url("/.well-known/oauth-protected-resource/mcp");
+        let (status, challenge, body) = match self {
+            Rejection::Missing => (
+                StatusCode::UNAUTHORIZED,
+                format!("Bearer resource_metadata=\"{metadata}\""),
+                json!({"error": "invalid_request", "error_description": "a bearer token is required"}),
+            ),
+            Rejection::Invalid(why) => (
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    "Bearer error=\"invalid_token\", error_description=\"{why}\", resource_metadata=\"{metadata}\""
+                ),
+                json!({"error": "invalid_token", "error_description": why}),
+            ),
+            Rejection::Unavailable => {
+                return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "temporarily_unavailable"})))
+                    .into_response();
+            }
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        }
+        response
+    }
+}
+
+/// Verifies the request's bearer token and finds its user.
+pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<AuthenticatedUser, Rejection> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(Rejection::Missing);
+    };
+    let value = value.to_str().map_err(|_| Rejection::Invalid("malformed authorization header"))?;
+    let token = match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
+        _ => return Err(Rejection::Invalid("expected a Bearer token")),
+    };
+    let claims = state.keys.verify(token, state.now()).map_err(|e| {
+        tracing::debug!(error = %e, "bearer token rejected");
+        match e {
+            crate::identity::jwt::JwtError::Expired => Rejection::Invalid("the token has expired"),
+            _ => Rejection::Invalid("the token is not valid for this server"),
+        }
+    })?;
+    let user = state
+        .store
+        .user_by_identity(&claims.iss, &claims.sub)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "user lookup failed");
+            Rejection::Unavailable
+        })?
+        .ok_or(Rejection::Invalid("the token names an unknown user"))?;
+    Ok(AuthenticatedUser { user_id: user.id, issuer: user.issuer, subject: user.subject, display_name: user.username })
 }

@@ -1,11 +1,73 @@
-//! The MCP server.
+//! The MCP server (protocol 2025-11-25 over Streamable HTTP, served by rmcp).
+//!
+//! - [`server`]: the `ServerHandler` (one per session) and its per-session state.
+//! - [`tools`]: the tool catalogue and argument parsing.
+//! - [`connect`], [`connections`], [`provider_request`]: the tools.
+//! - [`elicitation`]: URL elicitation, `-32042`, the completion notification.
+//! - [`sessions`]: which user owns which session.
+//!
+//! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
+//! owner check, and rmcp validates `Host` and `Origin` against our public URL.
 
+pub mod connect;
+pub mod connections;
+pub mod elicitation;
+pub mod provider_request;
+pub mod server;
 pub mod sessions;
+pub mod tools;
+
+use std::sync::Arc;
 
 use axum::Router;
+use axum::middleware;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::state::AppState;
+use server::BrokerServer;
 
-pub fn router(_state: AppState) -> Router<AppState> {
+pub fn router(state: AppState) -> Router<AppState> {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(&state))
+        .with_allowed_origins(allowed_origins(&state))
+        .enforce_origin_validation()
+        .with_cancellation_token(state.shutdown.child_token());
+    let factory_state = state.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(BrokerServer::new(factory_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
     Router::new()
+        .route_service("/mcp", service)
+        // Layers run outside-in: bearer first, then the session owner check.
+        .layer(middleware::from_fn_with_state(state.clone(), sessions::enforce_session_owner))
+        .layer(middleware::from_fn_with_state(state, crate::identity::bearer::require_bearer))
+}
+
+/// DNS-rebinding defence: only our public host (and loopback names when we listen locally).
+fn allowed_hosts(state: &AppState) -> Vec<String> {
+    let public = &state.config.public_url;
+    let mut hosts = Vec::new();
+    if let Some(host) = public.host_str() {
+        hosts.push(host.to_owned());
+        if let Some(port) = public.port() {
+            hosts.push(format!("{host}:{port}"));
+        }
+    }
+    if state.config.listen.ip().is_loopback() || crate::config::is_loopback(public) {
+        hosts.extend(["localhost", "127.0.0.1", "::1", "[::1]"].map(String::from));
+    }
+    hosts
+}
+
+/// Browser origins allowed to call /mcp: our own. A foreign `Origin` gets 403.
+fn allowed_origins(state: &AppState) -> Vec<String> {
+    let origin = state.config.public_url.origin().ascii_serialization();
+    let with_port = match state.config.public_url.port_or_known_default() {
+        Some(port) if !origin.ends_with(&format!(":{port}")) => format!("{origin}:{port}"),
+        _ => origin,
+    };
+    vec![with_port]
 }

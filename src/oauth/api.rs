@@ -1,1 +1,232 @@
-//! Calling a provider API with the user token.
+//! `provider_request`: one call to a provider's API with the user's token injected.
+//!
+//! The path is resolved under the provider's `api_base_url` and cannot leave it (no `..`
+//! segments, even percent-encoded; no scheme, authority or backslash), so a tool cannot turn the
+//! broker into a way to send the user's token elsewhere. Redirects are not followed. The token
+//! never appears in the result: it is not echoed in headers, and any occurrence in the body is
+//! replaced.
+
+use std::collections::BTreeMap;
+
+use reqwest::Method;
+use secrecy::{ExposeSecret, SecretString};
+use serde::Serialize;
+use url::Url;
+
+/// Largest upstream body returned to the client; the rest is cut (and flagged).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Response headers worth showing a model (paging, rate limits, caching, content type).
+const FORWARDED_HEADERS: &[&str] = &["content-type", "link", "location", "etag", "last-modified", "retry-after"];
+const FORWARDED_PREFIXES: &[&str] = &["x-ratelimit-", "ratelimit-", "x-total-count", "x-next-page"];
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("method must be one of GET, POST, PUT, PATCH, DELETE, HEAD")]
+    BadMethod,
+    #[error("path must be relative to the provider's API (no scheme, host, '..', '\\' or '#')")]
+    BadPath,
+    #[error("query values must be strings, numbers or booleans")]
+    BadQuery,
+    #[error("a body is not allowed with {0}")]
+    BodyNotAllowed(String),
+}
+
+#[derive(Debug, Serialize)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    /// Parsed JSON when the provider sent JSON, else the text.
+    pub body: serde_json::Value,
+    pub truncated: bool,
+}
+
+pub fn parse_method(method: &str) -> Result<Method, RequestError> {
+    match method.to_ascii_uppercase().as_str() {
+        "GET" => Ok(Method::GET),
+        "POST" => Ok(Method::POST),
+        "PUT" => Ok(Method::PUT),
+        "PATCH" => Ok(Method::PATCH),
+        "DELETE" => Ok(Method::DELETE),
+        "HEAD" => Ok(Method::HEAD),
+        _ => Err(RequestError::BadMethod),
+    }
+}
+
+/// `base` ends with '/'. Returns a URL that is `base` plus the path, or `BadPath`.
+pub fn resolve_path(base: &Url, path: &str) -> Result<Url, RequestError> {
+    let trimmed = path.trim_start_matches('/');
+    let decoded = percent_decode(trimmed);
+    let bad = path.len() > 2048
+        || path.contains("://")
+        || path.starts_with("//")
+        || decoded.contains('\\')
+        || path.contains('#')
+        || path.contains('?')
+        || decoded.chars().any(char::is_control)
+        || decoded.split('/').any(|segment| segment == ".." || segment == ".");
+    if bad {
+        return Err(RequestError::BadPath);
+    }
+    let url = base.join(trimmed).map_err(|_| RequestError::BadPath)?;
+    let same_origin = url.scheme() == base.scheme()
+        && url.host_str() == base.host_str()
+        && url.port_or_known_default() == base.port_or_known_default();
+    if !same_origin || !url.path().starts_with(base.path()) || url.username() != "" || url.password().is_some() {
+        return Err(RequestError::BadPath);
+    }
+    Ok(url)
+}
+
+fn percent_decode(value: &str) -> String {
+    url::form_urlencoded::parse(format!("x={}", value.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+pub fn apply_query(
+    url: &mut Url,
+    query: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<(), RequestError> {
+    let Some(query) = query else { return Ok(()) };
+    let mut pairs = url.query_pairs_mut();
+    for (name, value) in query {
+        let text = match value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::Bool(b) => b.to_string(),
+            _ => return Err(RequestError::BadQuery),
+        };
+        pairs.append_pair(name, &text);
+    }
+    drop(pairs);
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+    Ok(())
+}
+
+/// Sends the request and shapes the answer. Transport failures are returned as `Err(text)`
+/// without the URL (which is ours, but reqwest errors can be verbose).
+pub async fn send(
+    http: &reqwest::Client,
+    method: Method,
+    url: Url,
+    token: &SecretString,
+    body: Option<&serde_json::Value>,
+) -> Result<ApiResponse, String> {
+    if body.is_some() && (method == Method::GET || method == Method::HEAD) {
+        return Err(RequestError::BodyNotAllowed(method.to_string()).to_string());
+    }
+    let mut request = http
+        .request(method, url)
+        .bearer_auth(token.expose_secret())
+        .header(reqwest::header::ACCEPT, "application/json");
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let mut response = request.send().await.map_err(|e| {
+        if e.is_timeout() {
+            "the provider did not answer in time".to_owned()
+        } else {
+            "could not reach the provider".to_owned()
+        }
+    })?;
+    let status = response.status().as_u16();
+    let headers = forwarded_headers(response.headers());
+    let is_json = headers.get("content-type").is_some_and(|ct| ct.contains("json"));
+    let mut bytes = Vec::new();
+    let mut truncated = false;
+    while let Some(chunk) = response.chunk().await.map_err(|_| "the provider's answer was interrupted".to_owned())? {
+        let room = MAX_BODY_BYTES.saturating_sub(bytes.len());
+        if chunk.len() > room {
+            bytes.extend_from_slice(&chunk[..room]);
+            truncated = true;
+            break;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let text = redact(&String::from_utf8_lossy(&bytes), token);
+    let body = if is_json && !truncated {
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
+    } else if text.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::Value::String(text)
+    };
+    Ok(ApiResponse { status, headers, body, truncated })
+}
+
+fn forwarded_headers(headers: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            FORWARDED_HEADERS.contains(&name) || FORWARDED_PREFIXES.iter().any(|p| name.starts_with(p))
+        })
+        .filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str().to_owned(), v.to_owned())))
+        .collect()
+}
+
+/// An API that echoes the request (debug endpoints do) must not leak the token to the client.
+fn redact(text: &str, token: &SecretString) -> String {
+    let secret = token.expose_secret();
+    if secret.len() >= 8 && text.contains(secret) { text.replace(secret, "[redacted]") } else { text.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Url {
+        Url::parse("https://api.example.com/v1/").unwrap()
+    }
+
+    #[test]
+    fn paths_resolve_under_the_api_base() {
+        assert_eq!(resolve_path(&base(), "/user/repos").unwrap().as_str(), "https://api.example.com/v1/user/repos");
+        assert_eq!(resolve_path(&base(), "me").unwrap().as_str(), "https://api.example.com/v1/me");
+    }
+
+    #[test]
+    fn paths_that_try_to_escape_the_api_base_are_refused() {
+        for evil in [
+            "../admin",
+            "/v1/../../etc",
+            "%2e%2e/admin",
+            "a/%2E%2E/%2e%2e/x",
+            "//evil.example/steal",
+            "https://evil.example/",
+            "..\\admin",
+            "a%5c..%5cb",
+            "me?x=1",
+            "me#frag",
+            "a/./b",
+        ] {
+            assert_eq!(resolve_path(&base(), evil), Err(RequestError::BadPath), "{evil:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn query_values_are_encoded_and_objects_refused() {
+        let mut url = base();
+        let query = serde_json::json!({"q": "a b&c", "n": 2, "all": true});
+        apply_query(&mut url, query.as_object()).unwrap();
+        assert_eq!(url.query(), Some("all=true&n=2&q=a+b%26c"));
+        let bad = serde_json::json!({"x": {"y": 1}});
+        assert_eq!(apply_query(&mut base(), bad.as_object()), Err(RequestError::BadQuery));
+    }
+
+    #[test]
+    fn methods_are_checked() {
+        assert_eq!(parse_method("get").unwrap(), Method::GET);
+        assert_eq!(parse_method("TRACE"), Err(RequestError::BadMethod));
+    }
+
+    #[test]
+    fn the_token_is_redacted_from_echoed_bodies() {
+        let token = SecretString::from("tok_abcdefgh123".to_string());
+        assert_eq!(redact("{\"auth\":\"Bearer tok_abcdefgh123\"}", &token), "{\"auth\":\"Bearer [redacted]\"}");
+    }
+}

@@ -1,1 +1,312 @@
 //! The browser leg of the authorization flow.
+//!
+//! ```text
+//! consent POST ─ begin ──▶ state (32 random bytes) + PKCE verifier; store sha256(state), the
+//!                          approving browser session's hash and the sealed verifier; 303 → provider
+//! provider ─▶ /oauth/callback ─ complete ──▶ state → row; same browser; unexpired; iss;
+//!                          consume state (once); error? → failed; exchange code + verifier;
+//!                          tokens sealed into the grant; row completed; event
+//! ```
+//!
+//! The web handlers only translate HTTP to these calls and [`FlowError`]s to pages. Nothing
+//! here logs or returns a state, code, verifier or token.
+
+use secrecy::{ExposeSecret, SecretString};
+use url::Url;
+
+use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
+use crate::domain::Scopes;
+use crate::events::AuthorizationFinished;
+use crate::identity::browser::BrowserSession;
+use crate::oauth::client::{self, ProviderError};
+use crate::oauth::tokens;
+use crate::state::AppState;
+use crate::store::StoreError;
+use crate::store::authorizations::{AuthorizationRow, AuthorizationStatus};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// No row holds this state: missing, forged, or already consumed.
+    #[error("unknown or already used state")]
+    UnknownState,
+    /// The response reached a browser other than the one that approved.
+    #[error("the response reached another browser")]
+    OtherBrowser,
+    #[error("the authorization expired")]
+    Expired,
+    /// RFC 9207: the response's `iss` is missing or names another server.
+    #[error("the response came from an unexpected issuer")]
+    IssuerMismatch,
+    /// Lost the compare-and-swap on the state: another request consumed it first.
+    #[error("the state was already used")]
+    AlreadyUsed,
+    /// The signed-in user is not the user the authorization was created for.
+    #[error("the authorization belongs to another user")]
+    WrongUser,
+    /// The row is not (or no longer) awaiting consent.
+    #[error("the authorization is not awaiting consent")]
+    NotActionable,
+    #[error("provider {0} is not configured")]
+    UnknownProvider(String),
+    /// The provider answered with an error (RFC 6749 §4.1.2.1); the code, sanitised.
+    #[error("the provider refused: {0}")]
+    ProviderRefused(String),
+    /// A response with neither `code` nor `error`.
+    #[error("the response carried no code")]
+    MissingCode,
+    /// The token request failed; a short reason such as `invalid_grant` or `unavailable`.
+    #[error("the code exchange failed: {0}")]
+    ExchangeFailed(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The provider's redirect back (RFC 6749 §4.1.2 and §4.1.2.1, RFC 9207 §2).
+#[derive(Default, serde::Deserialize)]
+pub struct CallbackParams {
+    pub code: Option<String>,
+    pub state: Option<String>,
+    pub iss: Option<String>,
+    pub error: Option<String>,
+    pub error_description: Option<String>,
+}
+
+impl std::fmt::Debug for CallbackParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallbackParams").field("iss", &self.iss).field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+/// A finished connection, for the result page.
+#[derive(Debug, Clone)]
+pub struct Connected {
+    pub authorization_id: String,
+    pub provider_id: String,
+    pub provider_name: String,
+}
+
+fn verifier_ctx<'a>(row: &'a AuthorizationRow) -> SealContext<'a> {
+    SealContext { table: "authorizations", column: "pkce_verifier", row_id: &row.id, owner: &row.user_id }
+}
+
+/// Checks shared by approve and decline: the owner, unexpired, still awaiting consent.
+fn check_consent(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+    // MCP 2025-11-25 client/elicitation §Phishing: the user who finishes the flow MUST be the
+    // user who started it (the URL may have been forwarded or edited).
+    if session.user.id != row.user_id {
+        return Err(FlowError::WrongUser);
+    }
+    if row.is_expired(state.now()) {
+        return Err(FlowError::Expired);
+    }
+    match row.status() {
+        Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) => Ok(()),
+        _ => Err(FlowError::NotActionable),
+    }
+}
+
+/// The owner approved on the consent page: returns the provider URL to redirect to.
+pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
+    check_consent(state, row, session)?;
+    let provider =
+        state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
+    let scopes = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
+    // MCP 2025-11-25 security best practices §Confused deputy, RFC 9700 §2.1: a random state,
+    // stored server-side only now (after consent, right before the redirect), bound to this row
+    // and to the approving browser session. RFC 7636 §4.1: a fresh verifier per attempt, sealed
+    // to this row and user. Approving again overwrites both, so an older state stops working.
+    let oauth_state = random_token(32);
+    let verifier = client::new_pkce_verifier();
+    let url = client::authorization_url(provider, &state.config.redirect_uri(), &scopes, &oauth_state, &verifier)
+        .map_err(|e| FlowError::Internal(e.to_string()))?;
+    let sealed = state.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
+    let now = state.now();
+    if !state.store.mark_redirected(&row.id, &sha256_hex(&oauth_state), &session.id_hash, &sealed, now).await? {
+        return Err(FlowError::NotActionable);
+    }
+    let detail = format!("id={}", row.id);
+    state.store.audit(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail)).await?;
+    tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization approved, redirecting to provider");
+    Ok(url)
+}
+
+/// The owner declined on the consent page.
+pub async fn decline(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+    check_consent(state, row, session)?;
+    let now = state.now();
+    if !state.store.decline_authorization(&row.id, now).await? {
+        return Err(FlowError::NotActionable);
+    }
+    let detail = format!("id={}", row.id);
+    state.store.audit(now, Some(&row.user_id), "authorization.declined", Some(&row.provider), Some(&detail)).await?;
+    tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization declined");
+    publish(state, row, "declined");
+    Ok(())
+}
+
+/// The provider sent the browser back. Every check that can reject the response runs before
+/// the token request; once the state is consumed the row ends `completed` or `failed`.
+pub async fn complete(
+    state: &AppState,
+    params: &CallbackParams,
+    session: Option<&BrowserSession>,
+) -> Result<Connected, FlowError> {
+    // RFC 6749 §10.12, RFC 9700 §2.1: a missing or unknown state is rejected outright.
+    let oauth_state = params.state.as_deref().filter(|s| !s.is_empty()).ok_or(FlowError::UnknownState)?;
+    let state_hash = sha256_hex(oauth_state);
+    let row = state.store.authorization_by_state_hash(&state_hash).await?.ok_or(FlowError::UnknownState)?;
+    // RFC 9700 §2.1 / §4.5: the state is bound to the browser session that approved, so a code
+    // injected into another browser (or a signed-out one) goes nowhere.
+    let same_browser = match (session, row.browser_session_hash.as_deref()) {
+        (Some(session), Some(bound)) => {
+            constant_time_eq(session.id_hash.as_bytes(), bound.as_bytes()) && session.user.id == row.user_id
+        }
+        _ => false,
+    };
+    if !same_browser {
+        tracing::warn!(authorization_id = %row.id, "callback from a browser other than the approving one");
+        return Err(FlowError::OtherBrowser);
+    }
+    let now = state.now();
+    if row.is_expired(now) {
+        return Err(FlowError::Expired);
+    }
+    let provider =
+        state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
+    // RFC 9207 §2.4, RFC 9700 §4.4.2.1 (mix-up): a provider with a known issuer must name it in
+    // every response, errors included; compared as plain strings.
+    if let Some(expected) = &provider.issuer
+        && params.iss.as_deref() != Some(expected.as_str())
+    {
+        tracing::warn!(authorization_id = %row.id, provider = %row.provider, "callback issuer mismatch");
+        return Err(FlowError::IssuerMismatch);
+    }
+    // MCP 2025-11-25 security best practices: state is single-use (compare-and-swap).
+    if !state.store.consume_state(&row.id, &state_hash, now).await? {
+        return Err(FlowError::AlreadyUsed);
+    }
+    // RFC 6749 §4.1.2.1: the provider refused (the user denied, or a bad request).
+    if let Some(error) = params.error.as_deref() {
+        let code = error_code(error);
+        fail(state, &row, &format!("provider_error:{code}")).await;
+        return Err(FlowError::ProviderRefused(code));
+    }
+    let Some(code) = params.code.as_deref().filter(|c| !c.is_empty()) else {
+        fail(state, &row, "missing_code").await;
+        return Err(FlowError::MissingCode);
+    };
+    let verifier = match open_verifier(state, &row) {
+        Ok(verifier) => verifier,
+        Err(error) => {
+            fail(state, &row, "verifier_unreadable").await;
+            return Err(error);
+        }
+    };
+    let scopes = match Scopes::from_space_separated(&row.scopes) {
+        Ok(scopes) => scopes,
+        Err(error) => {
+            fail(state, &row, "bad_scopes").await;
+            return Err(FlowError::Internal(error.to_string()));
+        }
+    };
+    // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.
+    let tokens = match client::exchange_code(&state.http, provider, &state.config.redirect_uri(), code, &verifier).await
+    {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            let reason = exchange_reason(&error);
+            fail(state, &row, &format!("exchange_failed:{reason}")).await;
+            return Err(FlowError::ExchangeFailed(reason));
+        }
+    };
+    if let Err(error) = tokens::store_grant(state, &row.user_id, provider, tokens, &scopes).await {
+        fail(state, &row, "store_failed").await;
+        return Err(FlowError::Internal(error.to_string()));
+    }
+    let now = state.now();
+    if !state.store.finish_authorization(&row.id, AuthorizationStatus::Completed, None, now).await? {
+        tracing::warn!(authorization_id = %row.id, "authorization was finished by someone else during the exchange");
+    }
+    let detail = format!("id={}", row.id);
+    state.store.audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail)).await?;
+    tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization completed");
+    publish(state, &row, "completed");
+    Ok(Connected {
+        authorization_id: row.id.clone(),
+        provider_id: provider.id.to_string(),
+        provider_name: provider.display_name.clone(),
+    })
+}
+
+fn open_verifier(state: &AppState, row: &AuthorizationRow) -> Result<SecretString, FlowError> {
+    let sealed = row.pkce_verifier_sealed.as_deref().ok_or_else(|| FlowError::Internal("no verifier stored".into()))?;
+    let bytes = state.sealer.open(sealed, verifier_ctx(row)).map_err(|e| FlowError::Internal(e.to_string()))?;
+    String::from_utf8(bytes).map(SecretString::from).map_err(|_| FlowError::Internal("verifier is not UTF-8".into()))
+}
+
+/// Marks the row failed, records it and tells listeners. Store errors are logged: the caller is
+/// already reporting a failure to the browser.
+async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
+    let now = state.now();
+    match state.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(authorization_id = %row.id, "authorization already finished"),
+        Err(error) => tracing::error!(authorization_id = %row.id, %error, "could not mark authorization failed"),
+    }
+    let detail = format!("id={} reason={reason}", row.id);
+    if let Err(error) =
+        state.store.audit(now, Some(&row.user_id), "authorization.failed", Some(&row.provider), Some(&detail)).await
+    {
+        tracing::error!(authorization_id = %row.id, %error, "could not audit failed authorization");
+    }
+    tracing::warn!(authorization_id = %row.id, provider = %row.provider, reason, "authorization failed");
+    publish(state, row, "failed");
+}
+
+fn publish(state: &AppState, row: &AuthorizationRow, status: &str) {
+    state.events.publish(AuthorizationFinished {
+        authorization_id: row.id.clone(),
+        user_id: row.user_id.clone(),
+        provider: row.provider.clone(),
+        status: status.to_owned(),
+    });
+}
+
+/// An OAuth error code reduced to `[a-z_]` (at most 64), safe to store, log and show.
+pub fn error_code(raw: &str) -> String {
+    let code: String = raw.chars().filter(|c| c.is_ascii_lowercase() || *c == '_').take(64).collect();
+    if code.is_empty() { "unknown".into() } else { code }
+}
+
+fn exchange_reason(error: &ProviderError) -> String {
+    match error {
+        ProviderError::InvalidGrant => "invalid_grant".into(),
+        ProviderError::Refused { error } => error_code(error),
+        ProviderError::Unavailable(_) => "unavailable".into(),
+        ProviderError::BadResponse => "bad_response".into(),
+        ProviderError::Misconfigured(_) => "misconfigured".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_are_reduced_to_lowercase_and_underscores() {
+        assert_eq!(error_code("access_denied"), "access_denied");
+        assert_eq!(error_code("<script>alert(1)</script>"), "scriptalertscript");
+        assert_eq!(error_code("ACCESS DENIED"), "unknown");
+        assert_eq!(error_code(&"a".repeat(100)).len(), 64);
+    }
+
+    #[test]
+    fn callback_params_debug_hides_code_and_state() {
+        let params =
+            CallbackParams { code: Some("the-code".into()), state: Some("the-state".into()), ..Default::default() };
+        let shown = format!("{params:?}");
+        assert!(!shown.contains("the-code") && !shown.contains("the-state"));
+    }
+}

@@ -1,4 +1,307 @@
-//! Grants.
+//! Grants: storing a provider's tokens (sealed) and handing out a usable access token.
+//!
+//! An expired access token is refreshed before use, and only one refresh per grant runs at a
+//! time: an in-process lock serialises callers here, and a lease column claimed with
+//! compare-and-swap serialises instances sharing a database. Losers wait and re-read the row
+//! instead of redeeming the same (single-use, rotating) refresh token a second time — the
+//! failure that logged users out in oauth2-proxy and Nango. `invalid_grant` is terminal (the
+//! grant is marked for re-consent); an unavailable provider is transient (the token is kept).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::config::ProviderConfig;
+use crate::crypto::SealContext;
+use crate::domain::Scopes;
+use crate::oauth::client::{self, ProviderError, TokenSet};
+use crate::state::AppState;
+use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
+
+/// Refresh this long before the provider's expiry, so a token does not expire in flight.
+const EXPIRY_MARGIN_SECONDS: i64 = 60;
+/// How long a refresh lease is held at most; a crashed holder blocks others no longer.
+const REFRESH_LEASE_SECONDS: i64 = 45;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("not connected to this provider")]
+    NotConnected,
+    #[error("the connection lacks scopes {missing}")]
+    MissingScopes { granted: Scopes, missing: String },
+    #[error("the provider no longer accepts this connection; the user must connect again")]
+    NeedsReconsent,
+    #[error("the provider is unavailable, try again later")]
+    ProviderUnavailable,
+    #[error("the provider refused the request ({0})")]
+    ProviderRefused(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl From<crate::store::StoreError> for TokenError {
+    fn from(e: crate::store::StoreError) -> Self {
+        TokenError::Internal(e.to_string())
+    }
+}
+
+/// A usable access token and the grant it came from.
+pub struct AccessToken {
+    pub token: SecretString,
+    pub grant: GrantRow,
+}
+
+/// One async mutex per grant id (in-process half of "one refresh at a time").
 #[derive(Debug, Default)]
-pub struct RefreshLocks {}
+pub struct RefreshLocks {
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl RefreshLocks {
+    fn lock_for(&self, grant_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self.locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        map.entry(grant_id.to_owned()).or_default().clone()
+    }
+}
+
+fn owner(user_id: &str, provider: &str) -> String {
+    format!("{user_id}/{provider}")
+}
+
+fn access_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
+    SealContext { table: "grants", column: "access_token", row_id: grant_id, owner }
+}
+
+fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
+    SealContext { table: "grants", column: "refresh_token", row_id: grant_id, owner }
+}
+
+/// Seals freshly issued tokens into the user's grant for this provider (insert or replace).
+/// Returns the granted scopes.
+pub async fn store_grant(
+    state: &AppState,
+    user_id: &str,
+    provider: &ProviderConfig,
+    tokens: TokenSet,
+    requested: &Scopes,
+) -> Result<Scopes, TokenError> {
+    let provider_id = provider.id.as_str();
+    let grant_id = state.store.grant_id_for(user_id, provider_id).await?;
+    let owner = owner(user_id, provider_id);
+    let scopes = tokens.scopes.clone().unwrap_or_else(|| requested.clone());
+    let account_label = fetch_account_label(state, provider, &tokens.access_token).await;
+    let now = state.now();
+    let sealed = SealedTokens {
+        access_token_sealed: state
+            .sealer
+            .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant_id, &owner)),
+        refresh_token_sealed: tokens
+            .refresh_token
+            .as_ref()
+            .map(|t| state.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
+        key_id: state.sealer.active_key_id(),
+        expires_at: tokens.expires_in.map(|d| now + d.as_secs() as i64),
+        scopes: scopes.to_space_separated(),
+    };
+    state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await?;
+    // The grant may have existed under another id (a concurrent insert won): re-check that our
+    // sealed values belong to the stored row, else the tokens would not open later.
+    let stored = state.store.grant(user_id, provider_id).await?.ok_or(TokenError::NotConnected)?;
+    if stored.id != grant_id {
+        return Err(TokenError::Internal("grant id changed during upsert".into()));
+    }
+    state
+        .store
+        .audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&format!("scopes={}", sealed.scopes)))
+        .await?;
+    Ok(scopes)
+}
+
+/// A valid access token for (user, provider) carrying at least `required` scopes.
+pub async fn access_token(
+    state: &AppState,
+    user_id: &str,
+    provider: &ProviderConfig,
+    required: &Scopes,
+) -> Result<AccessToken, TokenError> {
+    let provider_id = provider.id.as_str();
+    let grant = state.store.grant(user_id, provider_id).await?.ok_or(TokenError::NotConnected)?;
+    check_usable(&grant, required)?;
+    if is_fresh(&grant, state.now()) {
+        return open_access(state, grant);
+    }
+    refresh_grant(state, provider, grant).await
+}
+
+fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
+    if grant.status != GrantStatus::Active.as_str() {
+        return Err(TokenError::NeedsReconsent);
+    }
+    let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| TokenError::Internal(e.to_string()))?;
+    if !granted.is_superset_of(required) {
+        let missing = required.iter().filter(|s| !granted.iter().any(|g| g == *s)).collect::<Vec<_>>().join(" ");
+        return Err(TokenError::MissingScopes { granted, missing });
+    }
+    Ok(())
+}
+
+fn is_fresh(grant: &GrantRow, now: i64) -> bool {
+    grant.expires_at.is_none_or(|exp| exp - EXPIRY_MARGIN_SECONDS > now)
+}
+
+fn open_access(state: &AppState, grant: GrantRow) -> Result<AccessToken, TokenError> {
+    let owner = owner(&grant.user_id, &grant.provider);
+    let plain = state
+        .sealer
+        .open(&grant.access_token_sealed, access_ctx(&grant.id, &owner))
+        .map_err(|e| TokenError::Internal(format!("opening grant {}: {e}", grant.id)))?;
+    let token = String::from_utf8(plain).map_err(|_| TokenError::Internal("access token is not UTF-8".into()))?;
+    Ok(AccessToken { token: SecretString::from(token), grant })
+}
+
+async fn refresh_grant(
+    state: &AppState,
+    provider: &ProviderConfig,
+    grant: GrantRow,
+) -> Result<AccessToken, TokenError> {
+    let lock = state.refresh_locks.lock_for(&grant.id);
+    let _guard = lock.lock().await;
+    let deadline = state.now() + REFRESH_LEASE_SECONDS + 5;
+    loop {
+        // Re-read under the lock: someone may have refreshed while we waited.
+        let current = state.store.grant(&grant.user_id, &grant.provider).await?.ok_or(TokenError::NotConnected)?;
+        if current.status != GrantStatus::Active.as_str() {
+            return Err(TokenError::NeedsReconsent);
+        }
+        let now = state.now();
+        if is_fresh(&current, now) {
+            return open_access(state, current);
+        }
+        if state.store.claim_refresh_lease(&current.id, current.version, now, now + REFRESH_LEASE_SECONDS).await? {
+            return run_refresh(state, provider, current).await;
+        }
+        // Another instance holds the lease: wait for it to finish, then re-read.
+        if state.now() > deadline {
+            return Err(TokenError::ProviderUnavailable);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
+    let owner = owner(&grant.user_id, &grant.provider);
+    let Some(sealed_refresh) = &grant.refresh_token_sealed else {
+        // Expired and nothing to refresh with.
+        mark_needs_reconsent(state, &grant, "expired without a refresh token").await?;
+        return Err(TokenError::NeedsReconsent);
+    };
+    let refresh_token = state
+        .sealer
+        .open(sealed_refresh, refresh_ctx(&grant.id, &owner))
+        .map_err(|e| TokenError::Internal(format!("opening refresh token of grant {}: {e}", grant.id)))?;
+    let refresh_token = SecretString::from(
+        String::from_utf8(refresh_token).map_err(|_| TokenError::Internal("refresh token is not UTF-8".into()))?,
+    );
+    match client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token).await {
+        Ok(tokens) => {
+            let now = state.now();
+            let granted = Scopes::from_space_separated(&grant.scopes).unwrap_or_default();
+            let scopes = tokens.scopes.clone().unwrap_or(granted);
+            // RFC 6749 §6: a new refresh token replaces the old; none means keep using the old.
+            let refresh_sealed = match &tokens.refresh_token {
+                Some(new) => Some(state.sealer.seal(new.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner))),
+                None => {
+                    Some(state.sealer.seal(refresh_token.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner)))
+                }
+            };
+            let sealed = SealedTokens {
+                access_token_sealed: state
+                    .sealer
+                    .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant.id, &owner)),
+                refresh_token_sealed: refresh_sealed,
+                key_id: state.sealer.active_key_id(),
+                expires_at: tokens.expires_in.map(|d| now + d.as_secs() as i64),
+                scopes: scopes.to_space_separated(),
+            };
+            if !state.store.store_refreshed_tokens(&grant.id, grant.version, &sealed, now).await? {
+                return Err(TokenError::Internal("grant changed while refreshing".into()));
+            }
+            state.store.audit(now, Some(&grant.user_id), "grant.refreshed", Some(&grant.provider), None).await?;
+            let updated = state.store.grant(&grant.user_id, &grant.provider).await?.ok_or(TokenError::NotConnected)?;
+            Ok(AccessToken { token: tokens.access_token, grant: updated })
+        }
+        Err(ProviderError::InvalidGrant) => {
+            mark_needs_reconsent(state, &grant, "provider answered invalid_grant to refresh").await?;
+            Err(TokenError::NeedsReconsent)
+        }
+        Err(ProviderError::Unavailable(reason)) => {
+            tracing::warn!(grant = %grant.id, provider = %grant.provider, %reason, "refresh failed transiently");
+            state.store.release_refresh_lease(&grant.id, grant.version).await?;
+            Err(TokenError::ProviderUnavailable)
+        }
+        Err(other) => {
+            tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
+            state.store.release_refresh_lease(&grant.id, grant.version).await?;
+            Err(TokenError::ProviderRefused(other.to_string()))
+        }
+    }
+}
+
+async fn mark_needs_reconsent(state: &AppState, grant: &GrantRow, why: &str) -> Result<(), TokenError> {
+    let now = state.now();
+    state.store.set_grant_status(&grant.id, GrantStatus::NeedsReconsent, now).await?;
+    state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
+    Ok(())
+}
+
+/// Revokes at the provider (best effort) and deletes the grant. True if there was one.
+pub async fn disconnect(state: &AppState, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
+    let provider_id = provider.id.as_str();
+    let Some(grant) = state.store.grant(user_id, provider_id).await? else {
+        return Ok(false);
+    };
+    let owner = owner(user_id, provider_id);
+    // Revoke the refresh token (which revokes its access tokens at RFC 7009 providers), else
+    // the access token.
+    let (sealed, ctx, is_refresh) = match &grant.refresh_token_sealed {
+        Some(r) => (r.as_slice(), refresh_ctx(&grant.id, &owner), true),
+        None => (grant.access_token_sealed.as_slice(), access_ctx(&grant.id, &owner), false),
+    };
+    match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
+        Some(token) => {
+            if let Err(error) = client::revoke(&state.http, provider, &SecretString::from(token), is_refresh).await {
+                tracing::warn!(provider = provider_id, %error, "revocation at the provider failed; deleting the grant anyway");
+            }
+        }
+        None => tracing::warn!(grant = %grant.id, "could not open token to revoke it"),
+    }
+    let deleted = state.store.delete_grant(user_id, provider_id).await?;
+    state.store.audit(state.now(), Some(user_id), "grant.disconnected", Some(provider_id), None).await?;
+    Ok(deleted)
+}
+
+/// A human label for the connected account from the provider's userinfo endpoint, if any.
+async fn fetch_account_label(
+    state: &AppState,
+    provider: &ProviderConfig,
+    access_token: &SecretString,
+) -> Option<String> {
+    let url = provider.userinfo_url.clone()?;
+    let response = state
+        .http
+        .get(url)
+        .bearer_auth(access_token.expose_secret())
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let body: serde_json::Value = response.json().await.ok()?;
+    ["account", "login", "preferred_username", "email", "name", "username", "sub"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(|v| v.as_str()).map(|s| s.chars().take(128).collect()))
+}

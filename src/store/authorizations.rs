@@ -217,6 +217,20 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// The owner said no on the consent page: only from `pending` or `redirected` and while
+    /// unexpired, so a decline racing a callback that already consumed the state loses.
+    pub async fn decline_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE authorizations SET status = 'declined', pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
+             WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn authorizations_for_user(&self, user_id: &str, limit: i64) -> StoreResult<Vec<AuthorizationRow>> {
         Ok(sqlx::query_as::<_, AuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2"

@@ -1,11 +1,47 @@
 //! Hosted pages (askama templates in `templates/`): sign-in, connect/consent, OAuth callback.
+//!
+//! | route                  | file          | what                                              |
+//! |------------------------|---------------|---------------------------------------------------|
+//! | `GET /`                | [`home`]      | signed in as …, or a link to sign in              |
+//! | `GET/POST /login`      | [`login`]     | local sign-in (double-submit CSRF, throttled)     |
+//! | `POST /logout`         | [`login`]     | ends the browser session (CSRF)                   |
+//! | `GET/POST /connect/{id}` | [`connect`] | consent for an authorization (owner only, CSRF)   |
+//! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::oauth::flow`]   |
+//!
+//! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
+//! are [`error::PageError`]s. Security headers for all responses are in [`security_headers`].
 
+pub mod callback;
+pub mod connect;
+pub mod csrf;
+pub mod error;
+#[cfg(test)]
+mod flow_tests;
+pub mod home;
+pub mod login;
+pub mod next;
+pub mod pages;
 pub mod security_headers;
+pub mod throttle;
 
-use axum::Router;
+use std::sync::Arc;
+
+use axum::http::{HeaderValue, header};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/", get(home::show))
+        .route("/login", get(login::form).post(login::submit))
+        .route("/logout", post(login::logout))
+        .route("/connect/{id}", get(connect::show).post(connect::act))
+        .route("/oauth/callback", get(callback::receive))
+        // One throttle per running app (tests run several apps in one process).
+        .layer(Extension(Arc::new(throttle::LoginThrottle::new())))
+        // Pages carry CSRF tokens and per-user details; redirects carry provider URLs.
+        .layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
 }

@@ -1,0 +1,42 @@
+//! `serve --demo`: a demo account on first start, and everything needed to try the flow.
+
+use secrecy::ExposeSecret;
+
+use crate::identity::password;
+use crate::state::AppState;
+
+pub const DEMO_USER: &str = "demo";
+const DEMO_TOKEN_TTL_SECONDS: i64 = 24 * 3600;
+
+pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
+    let created_password = match state.store.user_by_username(DEMO_USER).await? {
+        Some(_) => None,
+        None => {
+            let secret = password::generate_password();
+            let hash = password::hash_password(&secret)?;
+            state.store.create_local_user(&state.config.issuer(), DEMO_USER, &hash, state.now()).await?;
+            Some(secret)
+        }
+    };
+    let token = super::users::issue_token_for(state, DEMO_USER, DEMO_TOKEN_TTL_SECONDS).await?;
+    let mcp = state.config.mcp_url();
+    let sign_in = match &created_password {
+        Some(secret) => format!(
+            "  username: {DEMO_USER}\n  password: {}   (shown once; reset with `oauth-broker admin users passwd {DEMO_USER}`)",
+            secret.expose_secret()
+        ),
+        None => format!(
+            "  username: {DEMO_USER}   (password was shown on first start; reset with `oauth-broker admin users passwd {DEMO_USER} --password-stdin`)"
+        ),
+    };
+    // Printed to stdout on purpose: this is the operator's own terminal, on a demo set-up.
+    println!(
+        "\n=== oauth-broker demo ===\n\
+         MCP endpoint: {mcp}\n\
+         Sign in to the broker's pages as\n{sign_in}\n\
+         Bearer token for MCP clients (valid 24 h):\n  {token}\n\n\
+         Try the whole flow with the bundled client:\n  cargo run --example demo_client -- --url {mcp} --token {token}\n\
+         or any MCP client with the header `Authorization: Bearer <token>`.\n"
+    );
+    Ok(())
+}

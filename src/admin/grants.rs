@@ -1,0 +1,135 @@
+//! `admin grants …`, `admin authorizations …`, `admin audit`. Token values are never printed.
+
+use anyhow::Context;
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::state::AppState;
+
+#[derive(Subcommand, Debug)]
+pub enum GrantsCommand {
+    /// List grants (one per user and provider).
+    List {
+        /// Only this user's grants (username).
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a user's grant at the provider and delete it.
+    Revoke { user: String, provider: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuthorizationsCommand {
+    /// Recent connect attempts.
+    List {
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete attempts that expired before now.
+    Purge,
+}
+
+async fn user_id(state: &AppState, name: &str) -> anyhow::Result<String> {
+    Ok(state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?.id)
+}
+
+pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Result<()> {
+    match command {
+        GrantsCommand::List { user, json } => {
+            let grants = match user {
+                Some(name) => state.store.grants_for_user(&user_id(state, &name).await?).await?,
+                None => state.store.all_grants().await?,
+            };
+            if json {
+                let rows: Vec<_> = grants
+                    .iter()
+                    .map(|g| json!({"id": g.id, "user_id": g.user_id, "provider": g.provider, "account": g.account_label, "scopes": g.scopes, "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{:<38} {:<12} {:<16} {:<20} SCOPES", "USER", "PROVIDER", "STATUS", "ACCOUNT");
+                for g in grants {
+                    println!(
+                        "{:<38} {:<12} {:<16} {:<20} {}",
+                        g.user_id,
+                        g.provider,
+                        g.status,
+                        g.account_label.as_deref().unwrap_or("-"),
+                        g.scopes
+                    );
+                }
+            }
+            Ok(())
+        }
+        GrantsCommand::Revoke { user, provider } => {
+            let id = user_id(state, &user).await?;
+            let provider_config =
+                state.providers.find(&provider).with_context(|| format!("unknown provider {provider}"))?;
+            let removed = crate::oauth::tokens::disconnect(state, &id, provider_config)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{}", if removed { "revoked and deleted" } else { "no such grant" });
+            Ok(())
+        }
+    }
+}
+
+pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand) -> anyhow::Result<()> {
+    match command {
+        AuthorizationsCommand::List { limit, json } => {
+            let rows = state.store.all_authorizations(limit).await?;
+            if json {
+                let rows: Vec<_> = rows
+                    .iter()
+                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "provider": r.provider, "scopes": r.scopes, "client": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{:<44} {:<12} {:<11} {:<12} FAILURE", "ID", "PROVIDER", "STATUS", "EXPIRES");
+                for r in rows {
+                    println!(
+                        "{:<44} {:<12} {:<11} {:<12} {}",
+                        r.id,
+                        r.provider,
+                        r.status,
+                        r.expires_at,
+                        r.failure.as_deref().unwrap_or("")
+                    );
+                }
+            }
+            Ok(())
+        }
+        AuthorizationsCommand::Purge => {
+            let removed = state.store.purge_authorizations(state.now()).await?;
+            println!("removed {removed} expired authorizations");
+            Ok(())
+        }
+    }
+}
+
+pub async fn run_audit(state: &AppState, user: Option<String>, limit: i64, json: bool) -> anyhow::Result<()> {
+    let user_id = match user {
+        Some(name) => Some(user_id(state, &name).await?),
+        None => None,
+    };
+    let entries = state.store.audit_entries(user_id.as_deref(), limit).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&entries)?);
+    } else {
+        for e in entries {
+            println!(
+                "{} {:<28} {:<10} {} {}",
+                e.at,
+                e.action,
+                e.provider.as_deref().unwrap_or("-"),
+                e.user_id.as_deref().unwrap_or("-"),
+                e.detail.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(())
+}

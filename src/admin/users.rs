@@ -1,0 +1,129 @@
+//! `admin users …` and `admin tokens …`.
+
+use std::io::Read;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::identity::password;
+use crate::state::AppState;
+use crate::store::StoreError;
+
+#[derive(Subcommand, Debug)]
+pub enum UsersCommand {
+    /// Create a local account. Without --password-stdin a random password is generated and printed.
+    Add {
+        name: String,
+        /// Read the password from standard input (first line).
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Set a new password (read from standard input).
+    Passwd { name: String },
+    /// List accounts.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokensCommand {
+    /// Print a bearer token (JWT) for NAME, for MCP clients' Authorization header.
+    Issue {
+        name: String,
+        /// Lifetime, e.g. 30m, 1h, 7d.
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        ttl: std::time::Duration,
+    },
+}
+
+pub fn validate_username(name: &str) -> anyhow::Result<()> {
+    let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b));
+    if !ok {
+        bail!("a username is 1-64 characters of letters, digits, '.', '_', '-' or '@'");
+    }
+    Ok(())
+}
+
+fn read_password_stdin() -> anyhow::Result<SecretString> {
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text).context("reading the password from standard input")?;
+    let line = text.lines().next().unwrap_or_default().to_owned();
+    if line.is_empty() {
+        bail!("no password on standard input");
+    }
+    Ok(SecretString::from(line))
+}
+
+pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Result<()> {
+    match command {
+        UsersCommand::Add { name, password_stdin } => {
+            validate_username(&name)?;
+            let (secret, generated) =
+                if password_stdin { (read_password_stdin()?, false) } else { (password::generate_password(), true) };
+            let hash = password::hash_password(&secret)?;
+            match state.store.create_local_user(&state.config.issuer(), &name, &hash, state.now()).await {
+                Ok(user) => {
+                    println!("created user {name} (id {})", user.id);
+                    if generated {
+                        println!("password: {}", secret.expose_secret());
+                    }
+                    Ok(())
+                }
+                Err(StoreError::Conflict) => bail!("a user named {name} already exists"),
+                Err(e) => Err(e.into()),
+            }
+        }
+        UsersCommand::Passwd { name } => {
+            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let hash = password::hash_password(&read_password_stdin()?)?;
+            state.store.set_password_hash(&user.id, &hash).await?;
+            println!("password changed for {name}");
+            Ok(())
+        }
+        UsersCommand::List { json } => {
+            let users = state.store.list_users().await?;
+            if json {
+                let rows: Vec<_> = users
+                    .iter()
+                    .map(|u| serde_json::json!({"id": u.id, "username": u.username, "issuer": u.issuer, "subject": u.subject, "created_at": u.created_at}))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{:<24} {:<38} CREATED", "USERNAME", "ID");
+                for u in users {
+                    println!("{:<24} {:<38} {}", u.username.as_deref().unwrap_or("-"), u.id, u.created_at);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Result<()> {
+    match command {
+        TokensCommand::Issue { name, ttl } => {
+            let token = issue_token_for(state, &name, ttl.as_secs() as i64).await?;
+            println!("{token}");
+            Ok(())
+        }
+    }
+}
+
+/// A bearer token for a local user (also used by the demo set-up).
+pub async fn issue_token_for(state: &AppState, name: &str, ttl_seconds: i64) -> anyhow::Result<String> {
+    if ttl_seconds <= 0 || ttl_seconds > 366 * 24 * 3600 {
+        bail!("--ttl must be between 1s and 366d");
+    }
+    let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
+    if user.issuer != state.config.issuer() {
+        bail!(
+            "user {name} was created under issuer {} but this broker's public URL is {}",
+            user.issuer,
+            state.config.issuer()
+        );
+    }
+    Ok(state.keys.issue(&user.subject, user.username.as_deref(), state.now(), ttl_seconds)?)
+}

@@ -1,0 +1,142 @@
+//! The demo provider's protected API (RFC 6750): a profile, notes, and an echo endpoint that
+//! shows what the broker forwarded. The access token is accepted only in the `Authorization`
+//! header; one in the query string is refused (§2.3 would leak it into logs and histories).
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{OriginalUri, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use serde_json::{Value, json};
+
+use super::errors::ApiError;
+use super::scopes::{DemoScope, ScopeSet};
+use crate::crypto::sha256_hex;
+use crate::state::AppState;
+use crate::store::demo::{DemoNoteRow, DemoTokenKind};
+
+const MAX_NOTE_CHARS: usize = 1000;
+
+/// Who an access token speaks for, once verified.
+#[derive(Debug)]
+struct Caller {
+    account: String,
+    scopes: ScopeSet,
+}
+
+impl Caller {
+    fn require(&self, scope: DemoScope) -> Result<(), ApiError> {
+        if self.scopes.contains(scope) { Ok(()) } else { Err(ApiError::InsufficientScope(scope)) }
+    }
+}
+
+// RFC 6750 §2.1 (header only), §3.1 (errors).
+async fn authenticate(state: &AppState, headers: &HeaderMap, uri: &Uri) -> Result<Caller, ApiError> {
+    if uri.query().is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "access_token")) {
+        return Err(ApiError::InvalidRequest("access tokens are accepted only in the Authorization header"));
+    }
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(ApiError::InvalidToken);
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty())
+        .ok_or(ApiError::InvalidToken)?;
+    let now = state.now();
+    let row = state
+        .store
+        .demo_token(&sha256_hex(token))
+        .await?
+        .filter(|row| row.is_kind(DemoTokenKind::Access) && row.revoked_at.is_none() && row.expires_at > now)
+        .ok_or(ApiError::InvalidToken)?;
+    Ok(Caller { scopes: ScopeSet::from_stored(&row.scopes), account: row.account })
+}
+
+// GET api/me — needs `profile`.
+pub async fn me(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Result<Json<Value>, ApiError> {
+    let caller = authenticate(&state, &headers, &uri).await?;
+    caller.require(DemoScope::Profile)?;
+    let scopes: Vec<&str> = caller.scopes.iter().map(DemoScope::as_str).collect();
+    Ok(Json(json!({ "account": caller.account, "scopes": scopes })))
+}
+
+// GET api/notes — needs `notes:read`.
+pub async fn list_notes(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Result<Json<Value>, ApiError> {
+    let caller = authenticate(&state, &headers, &uri).await?;
+    caller.require(DemoScope::NotesRead)?;
+    let notes = state.store.demo_notes(&caller.account).await?;
+    Ok(Json(json!({ "notes": notes })))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewNote {
+    text: String,
+}
+
+// POST api/notes — needs `notes:write`; body `{"text": "…"}`, 1–1000 characters.
+pub async fn create_note(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Result<(StatusCode, Json<DemoNoteRow>), ApiError> {
+    let caller = authenticate(&state, &headers, &uri).await?;
+    caller.require(DemoScope::NotesWrite)?;
+    let is_json = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(ApiError::InvalidRequest("the body must be application/json"));
+    }
+    let note: NewNote = serde_json::from_slice(&body)
+        .map_err(|_| ApiError::InvalidRequest("the body must be a JSON object with one text field"))?;
+    if !(1..=MAX_NOTE_CHARS).contains(&note.text.chars().count()) {
+        return Err(ApiError::InvalidRequest("text must be 1-1000 characters"));
+    }
+    let row = state.store.demo_insert_note(&caller.account, &note.text, state.now()).await?;
+    Ok((StatusCode::CREATED, Json(row)))
+}
+
+// Any method on api/echo[/…] — needs any valid access token. Shows what arrived, so tests can
+// check the broker forwards method, path, query, `x-demo-*` headers and body faithfully.
+pub async fn echo(
+    State(state): State<AppState>,
+    method: Method,
+    OriginalUri(original): OriginalUri,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let caller = authenticate(&state, &headers, &uri).await?;
+    let mut demo_headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in &headers {
+        if name.as_str().starts_with("x-demo-") {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            demo_headers
+                .entry(name.as_str().to_owned())
+                .and_modify(|existing| {
+                    existing.push_str(", ");
+                    existing.push_str(&value);
+                })
+                .or_insert(value);
+        }
+    }
+    Ok(Json(json!({
+        "method": method.as_str(),
+        "path": original.path(),
+        "query": original.query(),
+        "headers": demo_headers,
+        "body": String::from_utf8_lossy(&body),
+        "account": caller.account,
+    })))
+}

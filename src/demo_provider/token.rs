@@ -1,0 +1,184 @@
+//! The token endpoint (RFC 6749 §3.2): `authorization_code` (§4.1.3, RFC 7636 §4.6) and
+//! `refresh_token` (§6) with rotation and reuse detection (OAuth 2.1 §4.3.1).
+//!
+//! Every token descends from one code and shares its `family_id`, derived from the code hash so
+//! a replayed code can find what it issued. The new tokens are written *before* the one-time
+//! step (consuming the code, retiring the refresh token) is attempted: whoever loses that
+//! compare-and-swap revokes the whole family, and because the winner's tokens already exist
+//! they are revoked too. So a code or refresh token used twice, even concurrently, leaves no
+//! live token behind.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+use super::client_auth::authenticate;
+use super::errors::{OAuthError, no_store};
+use super::params::{Params, is_form};
+use super::scopes::ScopeSet;
+use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS, pkce};
+use crate::clock::Timestamp;
+use crate::crypto::{random_token, sha256_hex};
+use crate::state::AppState;
+use crate::store::demo::{DemoTokenKind, NewDemoToken};
+
+/// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
+#[derive(serde::Serialize)]
+struct TokenResponse {
+    access_token: String,
+    token_type: &'static str,
+    expires_in: i64,
+    refresh_token: String,
+    scope: String,
+}
+
+// RFC 6749 §3.2, §4.1.3, §6; OAuth 2.1 §3.2.
+pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    match handle(&state, &headers, &body).await {
+        Ok(tokens) => {
+            let mut response = Json(tokens).into_response();
+            no_store(&mut response);
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<TokenResponse, OAuthError> {
+    if !is_form(headers) {
+        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
+    }
+    let params = Params::parse(body);
+    let client_id = authenticate(state, headers, &params)?;
+    if params.has_duplicates() {
+        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
+    }
+    match params.get("grant_type") {
+        Some("authorization_code") => authorization_code(state, &client_id, &params).await,
+        Some("refresh_token") => refresh_token(state, &client_id, &params).await,
+        Some(_) => Err(OAuthError::UnsupportedGrantType),
+        None => Err(OAuthError::InvalidRequest("grant_type is required")),
+    }
+}
+
+/// The family of every token issued from a code: a hash of the code's hash, so it is stable,
+/// reveals nothing, and a replay of the code can find it.
+pub fn family_of(code_hash: &str) -> String {
+    sha256_hex(code_hash)
+}
+
+// RFC 6749 §4.1.3, RFC 7636 §4.6.
+async fn authorization_code(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
+    let code = params.get("code").ok_or(OAuthError::InvalidRequest("code is required"))?;
+    let code_hash = sha256_hex(code);
+    let row = state.store.demo_code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    if row.client_id != client_id {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let family_id = family_of(&code_hash);
+    let now = state.now();
+    if row.used_at.is_some() {
+        // RFC 6749 §4.1.2: a code used more than once revokes the tokens issued from it.
+        let revoked = state.store.demo_revoke_family(&family_id, now).await?;
+        tracing::warn!(revoked, "demo provider: authorization code reused; its tokens were revoked");
+        return Err(OAuthError::InvalidGrant);
+    }
+    if row.expires_at <= now {
+        return Err(OAuthError::InvalidGrant);
+    }
+    // RFC 6749 §4.1.3: redirect_uri must be present and identical to the authorize request's.
+    if params.get("redirect_uri") != Some(row.redirect_uri.as_str()) {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let verifier = params.get("code_verifier").ok_or(OAuthError::InvalidGrant)?;
+    if !pkce::verify(verifier, &row.code_challenge) {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let scopes = ScopeSet::from_stored(&row.scopes);
+    let tokens = issue_pair(state, &family_id, client_id, &row.account, &scopes, &scopes, now).await?;
+    if !state.store.demo_consume_code(&code_hash, now).await? {
+        let revoked = state.store.demo_revoke_family(&family_id, now).await?;
+        tracing::warn!(revoked, "demo provider: authorization code redeemed concurrently; its tokens were revoked");
+        return Err(OAuthError::InvalidGrant);
+    }
+    Ok(tokens)
+}
+
+// RFC 6749 §6, OAuth 2.1 §4.3.1 (rotation, reuse detection).
+async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
+    let presented = params.get("refresh_token").ok_or(OAuthError::InvalidRequest("refresh_token is required"))?;
+    let token_hash = sha256_hex(presented);
+    let row = state
+        .store
+        .demo_token(&token_hash)
+        .await?
+        .filter(|row| row.is_kind(DemoTokenKind::Refresh))
+        .ok_or(OAuthError::InvalidGrant)?;
+    if row.client_id != client_id {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let now = state.now();
+    if row.revoked_at.is_some() {
+        // Already rotated (or revoked): whoever holds it now may be an attacker, so the whole
+        // family goes, the legitimate client included, and the user must consent again.
+        let revoked = state.store.demo_revoke_family(&row.family_id, now).await?;
+        tracing::warn!(revoked, "demo provider: refresh token reused; its family was revoked");
+        return Err(OAuthError::InvalidGrant);
+    }
+    if row.expires_at <= now {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let granted = ScopeSet::from_stored(&row.scopes);
+    // §6: a requested scope may narrow the access token, never widen it; the new refresh
+    // token keeps the original scope.
+    let access_scopes = match params.get("scope") {
+        None => granted.clone(),
+        Some(requested) => {
+            let requested = ScopeSet::parse_requested(Some(requested)).map_err(|_| OAuthError::InvalidScope)?;
+            if !requested.is_subset_of(&granted) {
+                return Err(OAuthError::InvalidScope);
+            }
+            requested
+        }
+    };
+    let tokens = issue_pair(state, &row.family_id, client_id, &row.account, &access_scopes, &granted, now).await?;
+    if !state.store.demo_revoke_token(&token_hash, now).await? {
+        let revoked = state.store.demo_revoke_family(&row.family_id, now).await?;
+        tracing::warn!(revoked, "demo provider: refresh token used concurrently; its family was revoked");
+        return Err(OAuthError::InvalidGrant);
+    }
+    Ok(tokens)
+}
+
+async fn issue_pair(
+    state: &AppState,
+    family_id: &str,
+    client_id: &str,
+    account: &str,
+    access_scopes: &ScopeSet,
+    refresh_scopes: &ScopeSet,
+    now: Timestamp,
+) -> Result<TokenResponse, OAuthError> {
+    let access_token = format!("demo_at_{}", random_token(32));
+    let refresh_token = format!("demo_rt_{}", random_token(32));
+    let access_scope = access_scopes.to_space_separated();
+    let refresh_scope = refresh_scopes.to_space_separated();
+    let access_hash = sha256_hex(&access_token);
+    let refresh_hash = sha256_hex(&refresh_token);
+    for (token_hash, kind, scopes, expires_at) in [
+        (&access_hash, DemoTokenKind::Access, &access_scope, now + ACCESS_TTL_SECS),
+        (&refresh_hash, DemoTokenKind::Refresh, &refresh_scope, now + REFRESH_TTL_SECS),
+    ] {
+        let token = NewDemoToken { token_hash, kind, family_id, client_id, account, scopes, expires_at };
+        state.store.demo_insert_token(&token).await?;
+    }
+    Ok(TokenResponse {
+        access_token,
+        token_type: "Bearer",
+        expires_in: ACCESS_TTL_SECS,
+        refresh_token,
+        scope: access_scope,
+    })
+}

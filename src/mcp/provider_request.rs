@@ -1,0 +1,68 @@
+//! `provider_request`: a call to a provider's API with the user's token injected.
+
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::service::RequestContext;
+
+use super::connect::Needed;
+use super::connections::{internal, unknown_provider};
+use super::server::{BrokerServer, Caller, error_result};
+use super::tools::ProviderRequestArgs;
+use crate::domain::Scopes;
+use crate::oauth::api;
+use crate::oauth::tokens::{self, TokenError};
+
+impl BrokerServer {
+    pub(crate) async fn provider_request(
+        &self,
+        caller: &Caller,
+        args: ProviderRequestArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(provider) = self.state.providers.find(&args.provider) else {
+            return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
+        };
+        let method = match api::parse_method(&args.method) {
+            Ok(m) => m,
+            Err(e) => return Ok(error_result(e.to_string())),
+        };
+        let mut url = match api::resolve_path(&provider.api_base_url, &args.path) {
+            Ok(u) => u,
+            Err(e) => return Ok(error_result(e.to_string())),
+        };
+        if let Err(e) = api::apply_query(&mut url, args.query.as_ref()) {
+            return Ok(error_result(e.to_string()));
+        }
+        // Any grant will do: which scopes an API path needs is the provider's business, and
+        // its 403 is returned as is.
+        let none = Scopes::default();
+        let token = match tokens::access_token(&self.state, &caller.user.user_id, provider, &none).await {
+            Ok(token) => token,
+            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => {
+                return self.connection_required(caller, provider, &provider.default_scopes).await;
+            }
+            Err(other) => {
+                return match self.needed(caller, provider, &none).await? {
+                    Needed::Answer(result) => Ok(result),
+                    _ => Err(internal(other)),
+                };
+            }
+        };
+        let sent = tokio::select! {
+            // MCP cancellation: a cancelled call stops its upstream request.
+            _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
+            sent = api::send(&self.state.http, method, url, &token.token, args.body.as_ref()) => sent,
+        };
+        match sent {
+            Ok(response) => {
+                let structured = serde_json::to_value(&response).map_err(internal)?;
+                let mut result = CallToolResult::structured(structured.clone());
+                result.content = vec![ContentBlock::text(structured.to_string())];
+                // Provider-side failures are results the model should read, not protocol errors.
+                result.is_error = Some(response.status >= 400);
+                Ok(result)
+            }
+            Err(message) => Ok(error_result(format!("{}: {message}", provider.display_name))),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Tool definitions (MCP 2025-11-25 server/tools): names, schemas, annotations, and the parsing
+//! of their arguments. Argument problems are tool execution errors (`isError`, SEP-1303) so the
+//! model can correct itself.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub const LIST_CONNECTIONS: &str = "list_connections";
+pub const CONNECT_ACCOUNT: &str = "connect_account";
+pub const DISCONNECT_ACCOUNT: &str = "disconnect_account";
+pub const PROVIDER_REQUEST: &str = "provider_request";
+
+fn object(value: Value) -> Arc<JsonObject> {
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+}
+
+fn annotations(title: &str, read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations {
+    let mut a = ToolAnnotations::with_title(title);
+    a.read_only_hint = Some(read_only);
+    a.destructive_hint = Some(destructive);
+    a.idempotent_hint = Some(idempotent);
+    a.open_world_hint = Some(open_world);
+    a
+}
+
+/// The tool catalogue, in a stable order.
+pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
+    let provider_schema = json!({"type": "string", "description": "Provider id", "enum": provider_ids});
+    vec![
+        Tool::new(
+            LIST_CONNECTIONS,
+            "List the third-party providers this broker can connect to and, for each, whether your account is connected, with which scopes.",
+            object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
+        )
+        .with_title("List connections")
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {"connections": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "provider": {"type": "string"},
+                    "display_name": {"type": "string"},
+                    "connected": {"type": "boolean"},
+                    "status": {"type": "string", "enum": ["connected", "needs_reconsent", "not_connected"]},
+                    "account": {"type": ["string", "null"]},
+                    "scopes": {"type": "array", "items": {"type": "string"}},
+                    "expires_at": {"type": ["integer", "null"]}
+                },
+                "required": ["provider", "display_name", "connected", "status", "scopes"]
+            }}},
+            "required": ["connections"]
+        })))
+        .with_annotations(annotations("List connections", true, false, true, false)),
+        Tool::new(
+            CONNECT_ACCOUNT,
+            "Connect your account at a provider so tools can act there on your behalf. You approve in your browser on the broker's own page; your credentials never pass through this client.",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "provider": provider_schema,
+                    "scopes": {"type": "array", "items": {"type": "string"}, "description": "Scopes to request; the provider's defaults when omitted"}
+                },
+                "required": ["provider"],
+                "additionalProperties": false
+            })),
+        )
+        .with_title("Connect an account")
+        .with_annotations(annotations("Connect an account", false, false, true, true)),
+        Tool::new(
+            DISCONNECT_ACCOUNT,
+            "Disconnect your account at a provider: the broker revokes its tokens there and forgets them.",
+            object(json!({
+                "type": "object",
+                "properties": {"provider": provider_schema},
+                "required": ["provider"],
+                "additionalProperties": false
+            })),
+        )
+        .with_title("Disconnect an account")
+        .with_annotations(annotations("Disconnect an account", false, true, true, true)),
+        Tool::new(
+            PROVIDER_REQUEST,
+            "Call a provider's API as you, with your stored token (never shown). `path` is relative to the provider's API base URL. Returns the HTTP status, selected headers and the body.",
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "provider": provider_schema,
+                    "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
+                    "path": {"type": "string", "description": "Path under the provider's API base, e.g. /user"},
+                    "query": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+                    "body": {"description": "JSON body for POST/PUT/PATCH/DELETE"}
+                },
+                "required": ["provider", "method", "path"],
+                "additionalProperties": false
+            })),
+        )
+        .with_title("Call a provider API")
+        .with_raw_output_schema(object(json!({
+            "type": "object",
+            "properties": {
+                "status": {"type": "integer"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "body": {},
+                "truncated": {"type": "boolean"}
+            },
+            "required": ["status", "headers", "body", "truncated"]
+        })))
+        .with_annotations(annotations("Call a provider API", false, true, false, true)),
+    ]
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectArgs {
+    pub provider: String,
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisconnectArgs {
+    pub provider: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderRequestArgs {
+    pub provider: String,
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub query: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub body: Option<Value>,
+}
+
+/// Parses a tool's arguments; the error text names what is wrong.
+pub fn parse_args<T: for<'de> Deserialize<'de>>(arguments: Option<JsonObject>) -> Result<T, String> {
+    serde_json::from_value(Value::Object(arguments.unwrap_or_default())).map_err(|e| format!("invalid arguments: {e}"))
+}

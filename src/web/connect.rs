@@ -1,0 +1,154 @@
+//! `GET/POST /connect/{id}`: the page an MCP client's URL elicitation opens.
+//!
+//! GET shows the consent page to the signed-in owner of the authorization; POST (Approve or
+//! Deny, CSRF-checked) acts on it. Approving is what redirects to the provider: a GET never does,
+//! so a prefetched or forwarded link cannot start an OAuth flow on its own.
+
+use axum::Form;
+use axum::extract::rejection::{FormRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::csrf;
+use super::error::PageError;
+use super::next::login_path;
+use super::pages::{self, ConsentPage, SignOutForm};
+use crate::domain::ElicitationId;
+use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
+use crate::oauth::flow;
+use crate::state::AppState;
+use crate::store::authorizations::{AuthorizationRow, AuthorizationStatus};
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ConsentForm {
+    #[serde(default)]
+    csrf_token: String,
+    #[serde(default)]
+    action: String,
+}
+
+/// The id from the path, or 404 for anything that is not a well-formed elicitation id.
+fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<ElicitationId, PageError> {
+    let Ok(Path(raw)) = path else { return Err(PageError::not_found()) };
+    ElicitationId::parse(&raw).map_err(|_| PageError::not_found())
+}
+
+/// The signed-in browser, else 303 to `/login?next=/connect/{id}`.
+fn require_session(session: Option<BrowserSession>, id: &ElicitationId) -> Result<BrowserSession, PageError> {
+    session.ok_or_else(|| PageError::SignIn { next: format!("/connect/{id}") })
+}
+
+/// The row if this browser's user owns it and it still awaits consent; otherwise the page that
+/// explains why not. Ownership is checked first, so another account learns nothing about the
+/// row's state.
+async fn actionable_row(
+    state: &AppState,
+    id: &ElicitationId,
+    session: &BrowserSession,
+) -> Result<AuthorizationRow, PageError> {
+    let row = state.store.authorization(id.as_str()).await?.ok_or_else(PageError::not_found)?;
+    // MCP 2025-11-25 client/elicitation §Phishing: the user who opens the URL must be the user
+    // the elicitation was created for; a forwarded link must not bind another account's tokens.
+    if row.user_id != session.user.id {
+        tracing::warn!(authorization_id = %row.id, "connect link opened by another account");
+        return Err(PageError::Page {
+            status: StatusCode::FORBIDDEN,
+            title: "Wrong account".into(),
+            message: "This link was created for another account. Sign out and sign in as the account that started it."
+                .into(),
+            sign_out: Some(SignOutForm {
+                csrf_token: session.csrf_token.clone(),
+                next: login_path(&format!("/connect/{id}")),
+            }),
+        });
+    }
+    let page = |status, title: &str, message: &str| Err(PageError::page(status, title, message));
+    match row.status() {
+        Some(AuthorizationStatus::Completed) => {
+            page(StatusCode::OK, "Already connected", "Already connected — return to your client.")
+        }
+        Some(AuthorizationStatus::Declined) => page(
+            StatusCode::GONE,
+            "Request declined",
+            "You declined this request. If you change your mind, ask your client to try again.",
+        ),
+        Some(AuthorizationStatus::Failed) => {
+            page(StatusCode::GONE, "Connection failed", "This connection attempt failed. Ask your client to try again.")
+        }
+        Some(AuthorizationStatus::Exchanging) => page(
+            StatusCode::CONFLICT,
+            "Connection in progress",
+            "This connection is being completed. Return to your client.",
+        ),
+        Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) if row.is_expired(state.now()) => {
+            page(StatusCode::GONE, "Link expired", "This link has expired; ask your client to try again.")
+        }
+        Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) => Ok(row),
+        None => Err(PageError::internal(format!("authorization {} has unknown status", row.id))),
+    }
+}
+
+// MCP 2025-11-25 client/elicitation §URL mode (the server's own connect page);
+// MCP security best practices §Confused deputy (consent names the client, scopes, redirect).
+/// `GET /connect/{id}`: the consent page.
+pub async fn show(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    OptionalBrowserSession(session): OptionalBrowserSession,
+) -> Result<Response, PageError> {
+    let id = parse_id(path)?;
+    let session = require_session(session, &id)?;
+    let row = actionable_row(&state, &id, &session).await?;
+    let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
+    let page = ConsentPage {
+        id: row.id.clone(),
+        client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "An MCP client".into()),
+        provider_name: provider.display_name.clone(),
+        provider_id: provider.id.to_string(),
+        scopes: row.scopes.split_whitespace().map(str::to_owned).collect(),
+        authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
+        redirect_uri: state.config.redirect_uri().to_string(),
+        username: session.display_name().to_owned(),
+        csrf_token: session.csrf_token.clone(),
+    };
+    Ok(pages::render(StatusCode::OK, &page))
+}
+
+/// `POST /connect/{id}` (`csrf_token`, `action=approve|deny`): 303 to the provider, or the
+/// "declined" page.
+pub async fn act(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    OptionalBrowserSession(session): OptionalBrowserSession,
+    form: Result<Form<ConsentForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let id = parse_id(path)?;
+    let session = require_session(session, &id)?;
+    let row = actionable_row(&state, &id, &session).await?;
+    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+    // MCP security best practices §Confused deputy: consent carries CSRF protection.
+    if !csrf::session_token_matches(&session, &form.csrf_token) {
+        tracing::warn!(authorization_id = %row.id, "consent form with a wrong CSRF token");
+        return Err(PageError::csrf());
+    }
+    match form.action.as_str() {
+        "approve" => {
+            let url = flow::begin(&state, &row, &session).await?;
+            Ok(pages::see_other(url.as_str()))
+        }
+        "deny" => {
+            flow::decline(&state, &row, &session).await?;
+            Ok(pages::message(StatusCode::OK, "Declined", "You declined; return to your client."))
+        }
+        _ => Err(PageError::bad_request()),
+    }
+}
+
+fn provider_missing() -> PageError {
+    PageError::page(
+        StatusCode::NOT_FOUND,
+        "Provider not available",
+        "This provider is no longer available on this broker. Ask your client to try again.",
+    )
+}

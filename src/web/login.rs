@@ -1,0 +1,201 @@
+//! Local sign-in and sign-out (`GET/POST /login`, `POST /logout`).
+//!
+//! The sign-in form is protected by a double-submit CSRF cookie ([`super::csrf`]), failures are
+//! throttled per (username, IP) ([`super::throttle`]), unknown usernames cost the same argon2
+//! time as known ones, and every failure says the same thing. Success always mints a new session
+//! (session fixation) and redirects only to a local `next` ([`super::next`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Form;
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::csrf;
+use super::error::PageError;
+use super::next::safe_next;
+use super::pages::{self, LoginPage};
+use super::throttle::LoginThrottle;
+use crate::identity::browser::{self, OptionalBrowserSession};
+use crate::identity::password::{verify_against_dummy, verify_password};
+use crate::state::AppState;
+
+/// Longer inputs are refused without hashing (argon2 on megabytes is a denial of service).
+const MAX_USERNAME_LEN: usize = 256;
+const MAX_PASSWORD_LEN: usize = 1024;
+const WRONG_CREDENTIALS: &str = "Wrong username or password.";
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct LoginQuery {
+    #[serde(default)]
+    next: String,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    password: SecretString,
+    #[serde(default)]
+    next: String,
+    #[serde(default)]
+    csrf_token: String,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct LogoutForm {
+    #[serde(default)]
+    csrf_token: String,
+    #[serde(default)]
+    next: String,
+}
+
+/// The TCP peer's IP ("unknown" when the server runs without connect info, as in unit tests).
+#[derive(Debug, Clone)]
+pub struct ClientIp(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let ip = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip().to_string());
+        Ok(Self(ip.unwrap_or_else(|| "unknown".into())))
+    }
+}
+
+/// Renders the sign-in form with `status`, installing the login CSRF cookie when needed.
+fn form_page(
+    status: StatusCode,
+    next: &str,
+    username: &str,
+    error: Option<&str>,
+    (csrf_token, cookie): (String, Option<HeaderValue>),
+) -> Response {
+    let page = LoginPage {
+        next: safe_next(next).to_owned(),
+        csrf_token,
+        username: username.chars().take(MAX_USERNAME_LEN).collect(),
+        error: error.map(str::to_owned),
+    };
+    let mut response = pages::render(status, &page);
+    if let Some(cookie) = cookie {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// `GET /login?next=…`: the sign-in form.
+pub async fn form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<LoginQuery>, QueryRejection>,
+) -> Response {
+    let next = query.map(|Query(q)| q.next).unwrap_or_default();
+    let token = csrf::login_token(&headers, state.config.secure_cookies());
+    form_page(StatusCode::OK, &next, "", None, token)
+}
+
+/// `POST /login`: 303 to `next` with a session cookie, or the form again (401 wrong
+/// credentials, 403 CSRF, 429 throttled).
+pub async fn submit(
+    State(state): State<AppState>,
+    Extension(throttle): Extension<Arc<LoginThrottle>>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+    let secure = state.config.secure_cookies();
+    // RFC 9700 §2.1 / login CSRF: the hidden field must equal the cookie.
+    if !csrf::login_token_matches(&headers, secure, &form.csrf_token) {
+        let message = "This sign-in form expired. Please try again.";
+        return Ok(form_page(
+            StatusCode::FORBIDDEN,
+            &form.next,
+            &form.username,
+            Some(message),
+            csrf::fresh_login_token(secure),
+        ));
+    }
+    let token = (form.csrf_token.clone(), None);
+    let now = state.now();
+    if let Some(wait) = throttle.retry_after(&form.username, &ip, now) {
+        let minutes = (wait + 59) / 60;
+        let message = format!("Too many failed sign-in attempts. Try again in {minutes} minute(s).");
+        let mut response = form_page(StatusCode::TOO_MANY_REQUESTS, &form.next, &form.username, Some(&message), token);
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        return Ok(response);
+    }
+    let user = match check_credentials(&state, &form.username, form.password).await? {
+        Some(user) => user,
+        None => {
+            throttle.record_failure(&form.username, &ip, now);
+            tracing::info!("browser sign-in failed");
+            return Ok(form_page(StatusCode::UNAUTHORIZED, &form.next, &form.username, Some(WRONG_CREDENTIALS), token));
+        }
+    };
+    throttle.clear(&form.username, &ip);
+    // Session fixation: whatever session the browser presented is ended, and a new one minted.
+    if let Some(old) = browser::presented_session_hash(&state, &headers) {
+        state.store.delete_browser_session(&old).await?;
+    }
+    let (session, cookie) = browser::sign_in(&state, user).await?;
+    state.store.audit(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
+    tracing::info!(user_id = %session.user.id, "browser signed in");
+    let mut response = pages::see_other(safe_next(&form.next));
+    response.headers_mut().append(header::SET_COOKIE, cookie);
+    Ok(response)
+}
+
+/// The user with this username and password, or `None`. Runs argon2 off the async threads,
+/// and against a dummy hash when the account does not exist or has no password.
+async fn check_credentials(
+    state: &AppState,
+    username: &str,
+    password: SecretString,
+) -> Result<Option<crate::store::users::User>, PageError> {
+    if username.is_empty() || username.len() > MAX_USERNAME_LEN || password.expose_secret().len() > MAX_PASSWORD_LEN {
+        return Ok(None);
+    }
+    let user = state.store.user_by_username(username).await?;
+    let hash = user.as_ref().and_then(|u| u.password_hash.clone());
+    let verified = tokio::task::spawn_blocking(move || match hash {
+        Some(hash) => verify_password(&password, &hash),
+        None => {
+            verify_against_dummy(&password);
+            false
+        }
+    })
+    .await
+    .map_err(PageError::internal)?;
+    Ok(if verified { user } else { None })
+}
+
+/// `POST /logout`: ends the session (CSRF-checked) and clears the cookie; 303 to `next` or `/`.
+pub async fn logout(
+    State(state): State<AppState>,
+    OptionalBrowserSession(session): OptionalBrowserSession,
+    form: Result<Form<LogoutForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let form = form.map(|Form(f)| f).unwrap_or_default();
+    let Some(session) = session else {
+        let mut response = pages::see_other(safe_next(&form.next));
+        response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state));
+        return Ok(response);
+    };
+    if !csrf::session_token_matches(&session, &form.csrf_token) {
+        return Err(PageError::csrf());
+    }
+    let cookie = browser::sign_out(&state, &session.id_hash).await?;
+    tracing::info!(user_id = %session.user.id, "browser signed out");
+    let mut response = pages::see_other(safe_next(&form.next));
+    response.headers_mut().append(header::SET_COOKIE, cookie);
+    Ok(response.into_response())
+}

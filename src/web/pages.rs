@@ -1,0 +1,127 @@
+//! One askama struct per page (templates in `templates/`, all extending `base.html`), and the
+//! one way pages are sent: HTML, `Cache-Control: no-store` (pages carry CSRF tokens and
+//! per-user details). Values are HTML-escaped by askama; never pass a secret to a page.
+
+use askama::Template;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// A sign-out button on a page (used where the fix is "sign in as someone else").
+#[derive(Debug, Clone)]
+pub struct SignOutForm {
+    /// The browser session's CSRF token.
+    pub csrf_token: String,
+    /// Where to go after signing out (a local path; checked again on submit).
+    pub next: String,
+}
+
+/// A title and a sentence: results, refusals and errors.
+#[derive(Template)]
+#[template(path = "message.html")]
+pub struct MessagePage {
+    pub title: String,
+    pub message: String,
+    pub sign_out: Option<SignOutForm>,
+}
+
+/// The local sign-in form.
+#[derive(Template)]
+#[template(path = "login.html")]
+pub struct LoginPage {
+    /// Local path to continue to after signing in.
+    pub next: String,
+    /// The double-submit value, also in the login CSRF cookie.
+    pub csrf_token: String,
+    /// The username typed before, so a failed attempt does not wipe it.
+    pub username: String,
+    pub error: Option<String>,
+}
+
+/// The consent page: who asks, for which provider and scopes, and where Approve goes.
+#[derive(Template)]
+#[template(path = "consent.html")]
+pub struct ConsentPage {
+    /// The authorization id (elicitationId), for the form action.
+    pub id: String,
+    pub client_name: String,
+    pub provider_name: String,
+    pub provider_id: String,
+    pub scopes: Vec<String>,
+    pub authorization_host: String,
+    pub redirect_uri: String,
+    pub username: String,
+    pub csrf_token: String,
+}
+
+/// Who is signed in, for the home page.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub username: String,
+    pub csrf_token: String,
+}
+
+#[derive(Template)]
+#[template(path = "home.html")]
+pub struct HomePage {
+    pub signed_in: Option<SignedIn>,
+}
+
+/// Renders `page` with `status`. A template that fails to render is a bug: logged, plain 500.
+pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
+    match page.render() {
+        Ok(html) => {
+            let mut response = (status, html).into_response();
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(error) => {
+            tracing::error!(%error, "page template failed to render");
+            let mut response = (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response();
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+    }
+}
+
+/// A message page with `status`.
+pub fn message(status: StatusCode, title: impl Into<String>, message: impl Into<String>) -> Response {
+    render(status, &MessagePage { title: title.into(), message: message.into(), sign_out: None })
+}
+
+/// A 303 See Other (after a POST the browser must GET the target): a local path we checked, or
+/// the provider's authorization URL we built.
+pub fn see_other(location: &str) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    match HeaderValue::from_str(location) {
+        Ok(value) => {
+            response.headers_mut().insert(header::LOCATION, value);
+        }
+        Err(_) => {
+            response.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/"));
+        }
+    }
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_escape_what_they_show() {
+        let html =
+            MessagePage { title: "t".into(), message: "<script>x</script>".into(), sign_out: None }.render().unwrap();
+        assert!(!html.contains("<script>x"));
+        assert!(html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn rendered_pages_are_not_cached() {
+        let response = message(StatusCode::OK, "t", "m");
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+        assert!(response.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    }
+}

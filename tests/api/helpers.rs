@@ -1,0 +1,472 @@
+//! `spawn_app` runs the real application on a random port with a fresh database (SQLite in a
+//! temp dir, or a fresh PostgreSQL database) and a clock the test controls. `TestApp` has a
+//! real rmcp client (`mcp_client`) and a cookie-keeping HTTP client that plays the browser
+//! (`browser`), plus one helper per step of the flow.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use oauth_broker::App;
+use oauth_broker::clock::ManualClock;
+use oauth_broker::config::{Config, SettingsArgs};
+use oauth_broker::identity::password;
+use oauth_broker::state::AppState;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use secrecy::SecretString;
+use tokio::sync::{Mutex, mpsc};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub const ALICE: &str = "alice";
+pub const BOB: &str = "bob";
+pub const PASSWORD: &str = "correct-horse-battery";
+
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT`
+    pub address: String,
+    pub state: AppState,
+    pub clock: ManualClock,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    _data_dir: tempfile::TempDir,
+    postgres: Option<PostgresDb>,
+}
+
+/// Runs a test body on SQLite and on PostgreSQL. Without a PostgreSQL server the second run
+/// prints `SKIPPED postgres: …`, unless `REQUIRE_POSTGRES=1`, where it fails.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let app = $crate::helpers::spawn_app($crate::helpers::Backend::Sqlite).await.unwrap();
+                $body(&app).await;
+                app.stop().await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let Some(app) = $crate::helpers::spawn_app($crate::helpers::Backend::Postgres).await else { return };
+                $body(&app).await;
+                app.stop().await;
+            }
+        }
+    };
+}
+
+pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
+    let data_dir = tempfile::tempdir().unwrap();
+    let (database_url, postgres) = match backend {
+        Backend::Sqlite => (format!("sqlite://{}/broker.db?mode=rwc", data_dir.path().display()), None),
+        Backend::Postgres => {
+            let db = PostgresDb::create().await?;
+            (db.url.clone(), Some(db))
+        }
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let address = format!("http://127.0.0.1:{port}");
+    let args = SettingsArgs {
+        listen: Some(listener.local_addr().unwrap()),
+        public_url: Some(address.parse().unwrap()),
+        database_url: Some(database_url),
+        data_dir: Some(data_dir.path().to_path_buf()),
+        demo: true,
+        config: None,
+    };
+    let mut config = Config::from_toml(&args, "connect_wait = \"20s\"\n").unwrap();
+    config.encryption_key = Some(SecretString::from(oauth_broker::crypto::Sealer::generate_key()));
+    let clock = ManualClock::starting_now();
+    let app = App::build(config, Arc::new(clock.clone())).await.unwrap();
+    let state = app.state().clone();
+    for name in [ALICE, BOB] {
+        let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();
+        state.store.create_local_user(&state.config.issuer(), name, &hash, clock.now_secs()).await.unwrap();
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(app.run(listener, async move {
+        let _ = rx.await;
+    }));
+    Some(TestApp { address, state, clock, shutdown: Some(tx), _data_dir: data_dir, postgres })
+}
+
+trait NowSecs {
+    fn now_secs(&self) -> i64;
+}
+
+impl NowSecs for ManualClock {
+    fn now_secs(&self) -> i64 {
+        use oauth_broker::clock::Clock;
+        self.now()
+    }
+}
+
+impl TestApp {
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.state.store.close().await;
+        if let Some(db) = self.postgres.take() {
+            db.drop_database().await;
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub fn mcp_url(&self) -> String {
+        self.url("/mcp")
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now_secs()
+    }
+
+    pub async fn user_id(&self, name: &str) -> String {
+        self.state.store.user_by_username(name).await.unwrap().unwrap().id
+    }
+
+    /// A bearer token for a test user, signed by the broker's own key.
+    pub async fn token_for(&self, name: &str) -> String {
+        let user = self.state.store.user_by_username(name).await.unwrap().unwrap();
+        self.state.keys.issue(&user.subject, Some(name), self.now(), 400 * 24 * 3600).unwrap()
+    }
+
+    /// An HTTP client that keeps cookies and does not follow redirects (tests follow them
+    /// one hop at a time to check each).
+    pub fn browser(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    }
+
+    /// A plain HTTP client (no cookies, no redirects).
+    pub fn http(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    }
+
+    /// A real rmcp client with the given elicitation capabilities, authenticated as `name`.
+    pub async fn mcp_client(&self, name: &str, kind: ClientKind) -> McpClient {
+        let token = self.token_for(name).await;
+        self.mcp_client_with_token(&token, kind).await.unwrap()
+    }
+
+    pub async fn mcp_client_with_token(
+        &self,
+        token: &str,
+        kind: ClientKind,
+    ) -> Result<McpClient, rmcp::service::ClientInitializeError> {
+        let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let handler = RecordingClient { kind, elicitations: elicit_tx, completions: done_tx };
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(self.mcp_url()).auth_header(token),
+        );
+        let service = handler.serve(transport).await?;
+        Ok(McpClient { service, elicitations: Mutex::new(elicit_rx), completions: Mutex::new(done_rx) })
+    }
+
+    /// Signs `name` in on this browser (following the login form).
+    pub async fn sign_in(&self, browser: &reqwest::Client, name: &str, next: &str) -> reqwest::Response {
+        let page = browser.get(self.url(&format!("/login?next={}", urlencode(next)))).send().await.unwrap();
+        assert_eq!(page.status(), 200, "login page");
+        let html = page.text().await.unwrap();
+        let csrf = hidden_field(&html, "csrf_token").expect("login form has a CSRF field");
+        browser
+            .post(self.url("/login"))
+            .form(&[("username", name), ("password", PASSWORD), ("next", next), ("csrf_token", &csrf)])
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The whole browser leg for a connect URL, as `name`, approving at the broker and at the
+    /// demo provider. Returns the final callback response.
+    pub async fn approve_in_browser(
+        &self,
+        browser: &reqwest::Client,
+        connect_url: &str,
+        name: &str,
+    ) -> reqwest::Response {
+        let path = connect_url.strip_prefix(&self.address).expect("connect URL is ours");
+        let first = browser.get(connect_url).send().await.unwrap();
+        if first.status() == 303 {
+            let signed_in = self.sign_in(browser, name, path).await;
+            assert_eq!(signed_in.status(), 303, "sign-in redirects back");
+        }
+        let consent = browser.get(connect_url).send().await.unwrap();
+        assert_eq!(consent.status(), 200, "consent page");
+        let html = consent.text().await.unwrap();
+        let csrf = hidden_field(&html, "csrf_token").expect("consent form has a CSRF token");
+        let approved = browser
+            .post(connect_url)
+            .form(&[("csrf_token", csrf.as_str()), ("action", "approve")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 303, "approve redirects to the provider");
+        let provider_url = location(&approved);
+        self.approve_at_demo_provider(browser, &provider_url, "demo-user").await
+    }
+
+    /// At the demo provider's authorize page: approve as `account`, then follow the redirect
+    /// back to our callback.
+    pub async fn approve_at_demo_provider(
+        &self,
+        browser: &reqwest::Client,
+        authorize_url: &str,
+        account: &str,
+    ) -> reqwest::Response {
+        let callback_url = self.demo_provider_redirect(browser, authorize_url, account, "approve").await;
+        browser.get(callback_url).send().await.unwrap()
+    }
+
+    /// Submits the demo provider's approve page and returns where it redirects (our callback).
+    pub async fn demo_provider_redirect(
+        &self,
+        browser: &reqwest::Client,
+        authorize_url: &str,
+        account: &str,
+        decision: &str,
+    ) -> String {
+        let page = browser.get(authorize_url).send().await.unwrap();
+        assert_eq!(page.status(), 200, "demo provider approve page");
+        let html = page.text().await.unwrap();
+        let mut form: Vec<(String, String)> = hidden_fields(&html);
+        form.retain(|(k, _)| k != "account" && k != "decision");
+        form.push(("account".into(), account.into()));
+        form.push(("decision".into(), decision.into()));
+        let answer = browser.post(self.url("/demo-provider/authorize")).form(&form).send().await.unwrap();
+        assert_eq!(answer.status(), 302, "demo provider redirects back");
+        location(&answer)
+    }
+}
+
+pub fn location(response: &reqwest::Response) -> String {
+    response.headers().get("location").expect("a Location header").to_str().unwrap().to_owned()
+}
+
+pub fn urlencode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+/// The value of `<input … name="NAME" … value="VALUE">` in a page.
+pub fn hidden_field(html: &str, name: &str) -> Option<String> {
+    hidden_fields(html).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// All `<input name=… value=…>` pairs of a page (attribute order-insensitive).
+pub fn hidden_fields(html: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for tag in html.split("<input").skip(1) {
+        let tag = tag.split('>').next().unwrap_or_default();
+        let attr = |attr: &str| {
+            let key = format!("{attr}=\"");
+            tag.find(&key).map(|i| {
+                let rest = &tag[i + key.len()..];
+                html_unescape(&rest[..rest.find('"').unwrap_or(rest.len())])
+            })
+        };
+        if let (Some(name), Some(value)) = (attr("name"), attr("value")) {
+            out.push((name, value));
+        }
+    }
+    out
+}
+
+fn html_unescape(value: &str) -> String {
+    value
+        .replace("&#x2f;", "/")
+        .replace("&#x2F;", "/")
+        .replace("&#47;", "/")
+        .replace("&quot;", "\"")
+        .replace("&#34;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// Declares `elicitation: {form: {}, url: {}}`.
+    Url,
+    /// Declares `elicitation: {}` (form only).
+    FormOnly,
+    /// Declares no elicitation capability.
+    NoElicitation,
+    /// Declares URL mode but declines every elicitation.
+    UrlDeclining,
+}
+
+pub struct McpClient {
+    pub service: RunningService<RoleClient, RecordingClient>,
+    elicitations: Mutex<mpsc::UnboundedReceiver<ElicitRequestParams>>,
+    completions: Mutex<mpsc::UnboundedReceiver<String>>,
+}
+
+impl McpClient {
+    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    /// The next `elicitation/create` the server sent (URL mode).
+    pub async fn next_url_elicitation(&self) -> (String, String) {
+        let request = tokio::time::timeout(Duration::from_secs(20), self.elicitations.lock().await.recv())
+            .await
+            .expect("an elicitation")
+            .unwrap();
+        match request {
+            ElicitRequestParams::UrlElicitationParams { url, elicitation_id, .. } => (url, elicitation_id),
+            other => panic!("expected a URL elicitation, got {other:?}"),
+        }
+    }
+
+    pub async fn no_elicitation_was_sent(&self) -> bool {
+        self.elicitations.lock().await.try_recv().is_err()
+    }
+
+    /// The next `notifications/elicitation/complete` id.
+    pub async fn next_completion(&self, wait: Duration) -> Option<String> {
+        tokio::time::timeout(wait, self.completions.lock().await.recv()).await.ok().flatten()
+    }
+
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
+        let mut params = rmcp::model::CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments.as_object().cloned();
+        self.peer().call_tool(params).await
+    }
+
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+pub struct RecordingClient {
+    kind: ClientKind,
+    elicitations: mpsc::UnboundedSender<ElicitRequestParams>,
+    completions: mpsc::UnboundedSender<String>,
+}
+
+impl ClientHandler for RecordingClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = match self.kind {
+            ClientKind::Url | ClientKind::UrlDeclining => Some(
+                ElicitationCapability::new()
+                    .with_form(FormElicitationCapability::default())
+                    .with_url(UrlElicitationCapability::default()),
+            ),
+            ClientKind::FormOnly => Some(ElicitationCapability::new()),
+            ClientKind::NoElicitation => None,
+        };
+        ClientConfig::new(capabilities, Implementation::new("test-client", "1.0.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let _ = self.elicitations.send(request);
+        Ok(ElicitResult::new(if self.kind == ClientKind::UrlDeclining {
+            ElicitationAction::Decline
+        } else {
+            ElicitationAction::Accept
+        }))
+    }
+
+    async fn on_custom_notification(&self, notification: CustomNotification, _ctx: NotificationContext<RoleClient>) {
+        if notification.method == "notifications/elicitation/complete"
+            && let Some(id) = notification.params.as_ref().and_then(|p| p.get("elicitationId")).and_then(|v| v.as_str())
+        {
+            let _ = self.completions.send(id.to_owned());
+        }
+    }
+}
+
+/// A fresh PostgreSQL database per test, dropped at the end.
+struct PostgresDb {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl PostgresDb {
+    async fn create() -> Option<Self> {
+        use sqlx::Connection;
+        let admin_url =
+            std::env::var("TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let required = std::env::var("REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
+        let mut conn = match sqlx::PgConnection::connect(&admin_url).await {
+            Ok(conn) => conn,
+            Err(error) => {
+                if required {
+                    panic!("REQUIRE_POSTGRES=1 but PostgreSQL at {admin_url} is unreachable: {error}");
+                }
+                eprintln!("SKIPPED postgres: cannot connect to {admin_url}: {error}");
+                return None;
+            }
+        };
+        let name = format!("oauth_broker_test_{}", uuid::Uuid::new_v4().simple());
+        sqlx::Executor::execute(&mut conn, format!("CREATE DATABASE {name}").as_str()).await.unwrap();
+        let mut url = url::Url::parse(&admin_url).unwrap();
+        url.set_path(&format!("/{name}"));
+        Some(Self { admin_url, name, url: url.to_string() })
+    }
+
+    async fn drop_database(self) {
+        use sqlx::Connection;
+        if let Ok(mut conn) = sqlx::PgConnection::connect(&self.admin_url).await {
+            let _ = sqlx::Executor::execute(
+                &mut conn,
+                format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name).as_str(),
+            )
+            .await;
+        }
+    }
+}
+
+impl TestApp {
+    /// A URL-mode client for `name` whose demo account is connected (via -32042 and the
+    /// browser flow).
+    pub async fn connected_client(&self, name: &str) -> McpClient {
+        let client = self.mcp_client(name, ClientKind::Url).await;
+        let error = match client
+            .call("provider_request", serde_json::json!({"provider": "demo", "method": "GET", "path": "/me"}))
+            .await
+        {
+            Err(rmcp::ServiceError::McpError(e)) => e,
+            other => panic!("expected -32042, got {other:?}"),
+        };
+        let url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+        let browser = self.browser();
+        assert_eq!(self.approve_in_browser(&browser, &url, name).await.status(), 200);
+        client
+    }
+}

@@ -1,0 +1,55 @@
+//! Refreshing expired tokens: before use, once per grant even under concurrency (the demo
+//! provider rotates refresh tokens and revokes the family on reuse), and `invalid_grant`
+//! turning into a new consent.
+
+use rmcp::ServiceError;
+use serde_json::json;
+
+use crate::helpers::{ALICE, TestApp};
+use crate::on_both_backends;
+
+async fn me(client: &crate::helpers::McpClient) -> Result<rmcp::model::CallToolResult, ServiceError> {
+    client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await
+}
+
+async fn an_expired_access_token_is_refreshed_once_even_under_concurrent_calls(app: &TestApp) {
+    let client = std::sync::Arc::new(app.connected_client(ALICE).await);
+    let user = app.user_id(ALICE).await;
+    let before = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+
+    // The demo provider's access tokens live an hour.
+    app.clock.advance(2 * 3600);
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { me(&client).await })
+        })
+        .collect();
+    for call in calls {
+        let result = call.await.unwrap().unwrap();
+        assert_eq!(result.structured_content.unwrap()["status"], 200, "every concurrent call succeeds");
+    }
+    let after = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    assert_eq!(after.status, "active");
+    assert_eq!(after.version, before.version + 1, "exactly one refresh");
+    assert!(after.expires_at.unwrap() > app.now());
+    assert_ne!(after.refresh_token_sealed, before.refresh_token_sealed, "the rotated refresh token was stored");
+    let audit = app.state.store.audit_entries(Some(&user), 50).await.unwrap();
+    assert_eq!(audit.iter().filter(|e| e.action == "grant.refreshed").count(), 1);
+}
+on_both_backends!(refresh_once, an_expired_access_token_is_refreshed_once_even_under_concurrent_calls);
+
+async fn a_refused_refresh_token_asks_for_consent_again(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    // Past the demo refresh token's 30-day life: the provider answers invalid_grant.
+    app.clock.advance(31 * 24 * 3600);
+    match me(&client).await {
+        Err(ServiceError::McpError(e)) => assert_eq!(e.code.0, -32042),
+        other => panic!("expected -32042 after invalid_grant, got {other:?}"),
+    }
+    let grant = app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    assert_eq!(grant.status, "needs_reconsent");
+    let listed = client.call("list_connections", json!({})).await.unwrap();
+    assert_eq!(listed.structured_content.unwrap()["connections"][0]["status"], "needs_reconsent");
+}
+on_both_backends!(reconsent, a_refused_refresh_token_asks_for_consent_again);
