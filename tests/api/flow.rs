@@ -29,6 +29,9 @@ async fn inline_url_elicitation_connects_and_notifies_the_session(app: &TestApp)
     });
     let (url, elicitation_id) = client.next_url_elicitation().await;
     assert!(url.starts_with(&app.url("/connect/")), "the URL is our own connect page: {url}");
+    // The user takes a while: the waiting call reports progress (every 5 s).
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    assert!(client.progress_notifications() >= 1, "progress while waiting for the browser");
     assert!(url.ends_with(&elicitation_id), "the URL carries only the opaque elicitation id");
     let browser = app.browser();
     let callback = app.approve_in_browser(&browser, &url, ALICE).await;
@@ -140,3 +143,39 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
     assert!(app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().is_none());
 }
 on_both_backends!(declines, declining_at_the_client_or_on_the_consent_page_is_reported);
+
+async fn the_completion_notification_reaches_only_the_session_that_started_it(app: &TestApp) {
+    let starter = app.mcp_client(ALICE, ClientKind::Url).await;
+    let same_user_other_session = app.mcp_client(ALICE, ClientKind::Url).await;
+    let other_user = app.mcp_client(crate::helpers::BOB, ClientKind::Url).await;
+    // Every session has made a request (so each has its own listener running).
+    for client in [&starter, &same_user_other_session, &other_user] {
+        client.call("list_connections", json!({})).await.unwrap();
+    }
+    let error =
+        match starter.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await {
+            Err(ServiceError::McpError(e)) => e,
+            other => panic!("expected -32042, got {other:?}"),
+        };
+    let elicitation = &error.data.unwrap()["elicitations"][0];
+    let url = elicitation["url"].as_str().unwrap().to_owned();
+    let id = elicitation["elicitationId"].as_str().unwrap().to_owned();
+    let browser = app.browser();
+    assert_eq!(app.approve_in_browser(&browser, &url, ALICE).await.status(), 200);
+
+    assert_eq!(starter.next_completion(Duration::from_secs(10)).await.as_deref(), Some(id.as_str()));
+    assert_eq!(same_user_other_session.next_completion(Duration::from_secs(2)).await, None);
+    assert_eq!(other_user.next_completion(Duration::from_millis(500)).await, None);
+    // The grant is the user's, so the other session of the same user can use it too.
+    let used = same_user_other_session
+        .call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"}))
+        .await
+        .unwrap();
+    assert_eq!(used.structured_content.unwrap()["status"], 200);
+    // Bob is still not connected.
+    assert!(matches!(
+        other_user.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await,
+        Err(ServiceError::McpError(e)) if e.code.0 == -32042
+    ));
+}
+on_both_backends!(notification_routing, the_completion_notification_reaches_only_the_session_that_started_it);

@@ -178,12 +178,14 @@ impl TestApp {
     ) -> Result<McpClient, rmcp::service::ClientInitializeError> {
         let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let handler = RecordingClient { kind, elicitations: elicit_tx, completions: done_tx };
+        let progress = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let handler =
+            RecordingClient { kind, elicitations: elicit_tx, completions: done_tx, progress: progress.clone() };
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(self.mcp_url()).auth_header(token),
         );
         let service = handler.serve(transport).await?;
-        Ok(McpClient { service, elicitations: Mutex::new(elicit_rx), completions: Mutex::new(done_rx) })
+        Ok(McpClient { service, elicitations: Mutex::new(elicit_rx), completions: Mutex::new(done_rx), progress })
     }
 
     /// Signs `name` in on this browser (following the login form).
@@ -324,9 +326,15 @@ pub struct McpClient {
     pub service: RunningService<RoleClient, RecordingClient>,
     elicitations: Mutex<mpsc::UnboundedReceiver<ElicitRequestParams>>,
     completions: Mutex<mpsc::UnboundedReceiver<String>>,
+    progress: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl McpClient {
+    /// How many `notifications/progress` this client has received.
+    pub fn progress_notifications(&self) -> usize {
+        self.progress.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
         self.service.peer()
     }
@@ -371,9 +379,18 @@ pub struct RecordingClient {
     kind: ClientKind,
     elicitations: mpsc::UnboundedSender<ElicitRequestParams>,
     completions: mpsc::UnboundedSender<String>,
+    progress: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ClientHandler for RecordingClient {
+    async fn on_progress(
+        &self,
+        _params: rmcp::model::ProgressNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
         capabilities.elicitation = match self.kind {

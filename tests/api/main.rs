@@ -7,6 +7,7 @@ mod helpers;
 mod bearer;
 mod cli;
 mod flow;
+mod logs;
 mod provider_request;
 mod refresh;
 mod security;
