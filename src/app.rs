@@ -68,7 +68,8 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
     let keys = TokenKeys::load_or_create(&store, &sealer, config.issuer(), config.mcp_url().to_string(), clock.now())
         .await
         .context("loading signing keys (is the encryption key the one this database was created with?)")?;
-    let demo_client_secret = config.demo.then(|| SecretString::from(crate::crypto::random_token(32)));
+    // Derived from the sealing key, so `admin` commands and restarts agree with the server.
+    let demo_client_secret = config.demo.then(|| sealer.derive_secret("demo provider client secret"));
     let providers = Providers::from_config(&config, demo_client_secret.as_ref());
     Ok(AppState {
         config: Arc::new(config),

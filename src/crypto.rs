@@ -42,6 +42,8 @@ pub enum CryptoError {
 struct SealingKey {
     id: [u8; KEY_ID_LEN],
     cipher: Aes256Gcm,
+    /// For secrets derived from the key (never used to seal).
+    derive: hkdf::Hkdf<Sha256>,
 }
 
 impl SealingKey {
@@ -53,7 +55,8 @@ impl SealingKey {
         let mut id = [0u8; KEY_ID_LEN];
         id.copy_from_slice(&digest[..KEY_ID_LEN]);
         let cipher = Aes256Gcm::new_from_slice(raw).map_err(|_| CryptoError::BadKeyLength(raw.len()))?;
-        Ok(Self { id, cipher })
+        let derive = hkdf::Hkdf::<Sha256>::new(Some(b"oauth-broker derived secrets"), raw);
+        Ok(Self { id, cipher, derive })
     }
 }
 
@@ -157,6 +160,15 @@ impl Sealer {
             .map_err(|_| CryptoError::Tampered)
     }
 
+    /// A stable secret derived from the active key for `label` (HKDF-SHA256, RFC 5869), hex:
+    /// the same in every process sharing the key, so it needs no storage of its own.
+    pub fn derive_secret(&self, label: &str) -> SecretString {
+        let mut out = [0u8; 32];
+        // 32 bytes is far below HKDF's 255×32 output limit, so expand cannot fail.
+        let _ = self.keys[0].derive.expand(label.as_bytes(), &mut out);
+        SecretString::from(hex::encode(out))
+    }
+
     /// Key id a sealed blob was made with, for `admin` reports and rewrap decisions.
     pub fn key_id_of(sealed: &[u8]) -> Option<String> {
         sealed.get(1..1 + KEY_ID_LEN).map(hex::encode)
@@ -228,6 +240,15 @@ mod tests {
         let fresh = rotated.seal(b"v", ctx("g1"));
         assert_eq!(Sealer::key_id_of(&fresh).unwrap(), rotated.active_key_id());
         assert!(matches!(old.open(&fresh, ctx("g1")), Err(CryptoError::UnknownKey(_))));
+    }
+
+    #[test]
+    fn derived_secrets_are_stable_per_key_and_label() {
+        let a = sealer().derive_secret("x");
+        assert_eq!(a.expose_secret(), sealer().derive_secret("x").expose_secret());
+        assert_ne!(a.expose_secret(), sealer().derive_secret("y").expose_secret());
+        let other = Sealer::new(&[8u8; 32], &[]).unwrap();
+        assert_ne!(a.expose_secret(), other.derive_secret("x").expose_secret());
     }
 
     #[test]

@@ -22,11 +22,11 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
     let mcp = state.config.mcp_url();
     let sign_in = match &created_password {
         Some(secret) => format!(
-            "  username: {DEMO_USER}\n  password: {}   (shown once; reset with `oauth-broker admin users passwd {DEMO_USER}`)",
+            "  username: {DEMO_USER}\n  password: {}   (shown once; to reset: `oauth-broker admin users passwd {DEMO_USER}` reads a new one from stdin)",
             secret.expose_secret()
         ),
         None => format!(
-            "  username: {DEMO_USER}   (password was shown on first start; reset with `oauth-broker admin users passwd {DEMO_USER} --password-stdin`)"
+            "  username: {DEMO_USER}   (password was shown on first start; to reset: `oauth-broker admin users passwd {DEMO_USER}` reads a new one from stdin)"
         ),
     };
     // Printed to stdout on purpose: this is the operator's own terminal, on a demo set-up.

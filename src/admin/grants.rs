@@ -67,8 +67,9 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
         }
         GrantsCommand::Revoke { user, provider } => {
             let id = user_id(state, &user).await?;
-            let provider_config =
-                state.providers.find(&provider).with_context(|| format!("unknown provider {provider}"))?;
+            let provider_config = state.providers.find(&provider).with_context(|| {
+                format!("unknown provider {provider} (give admin the same settings as serve, e.g. --config or --demo)")
+            })?;
             let removed = crate::oauth::tokens::disconnect(state, &id, provider_config)
                 .await
                 .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -80,7 +80,8 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let hash = password::hash_password(&read_password_stdin()?)?;
             state.store.set_password_hash(&user.id, &hash).await?;
-            println!("password changed for {name}");
+            let ended = state.store.delete_browser_sessions_for_user(&user.id).await?;
+            println!("password changed for {name}; {ended} browser session(s) signed out");
             Ok(())
         }
         UsersCommand::List { json } => {

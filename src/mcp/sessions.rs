@@ -19,7 +19,8 @@ use crate::identity::AuthenticatedUser;
 use crate::state::AppState;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
-/// Owners of sessions idle longer than this are forgotten (rmcp drops idle sessions sooner).
+/// Owners of sessions idle longer than this are forgotten (rmcp drops idle sessions sooner);
+/// a forgotten session is refused, never opened to whoever names it.
 const IDLE_FORGET_SECONDS: i64 = 3600;
 
 #[derive(Debug, Default)]
@@ -34,11 +35,11 @@ struct Owner {
 }
 
 pub enum SessionCheck {
-    /// Known session of this user, or no session named.
+    /// A session of this user.
     Allowed,
     /// The session belongs to someone else.
     Foreign,
-    /// Not known here (rmcp answers 404 for ended sessions).
+    /// No owner on record: refused like an ended session.
     Unknown,
 }
 
@@ -82,17 +83,18 @@ pub async fn enforce_session_owner(State(state): State<AppState>, request: Reque
     };
     let now = state.now();
     let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    if let Some(session_id) = &named
-        && let SessionCheck::Foreign = state.sessions.check(session_id, &user.user_id, now)
-    {
-        tracing::warn!(user = %user.user_id, "request named another user's MCP session; refused");
-        return (
-            StatusCode::FORBIDDEN,
-            Json(
-                json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "this session belongs to another user"}}),
-            ),
-        )
-            .into_response();
+    if let Some(session_id) = &named {
+        match state.sessions.check(session_id, &user.user_id, now) {
+            SessionCheck::Allowed => {}
+            SessionCheck::Foreign => {
+                tracing::warn!(user = %user.user_id, "request named another user's MCP session; refused");
+                return rpc_error(StatusCode::FORBIDDEN, "this session belongs to another user");
+            }
+            // An owner we no longer know (ended, forgotten, or from before a restart) cannot be
+            // checked, so the session is treated as gone and the client re-initializes (MCP
+            // transports: 404 for a terminated session). Never let it through unchecked.
+            SessionCheck::Unknown => return rpc_error(StatusCode::NOT_FOUND, "session not found"),
+        }
     }
     let is_delete = request.method() == Method::DELETE;
     let response = next.run(request).await;
@@ -103,4 +105,8 @@ pub async fn enforce_session_owner(State(state): State<AppState>, request: Reque
         _ => {}
     }
     response
+}
+
+fn rpc_error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": message}}))).into_response()
 }

@@ -134,12 +134,15 @@ pub async fn send(
         }
     })?;
     let status = response.status().as_u16();
-    let headers = forwarded_headers(response.headers());
+    let headers: BTreeMap<String, String> =
+        forwarded_headers(response.headers()).into_iter().map(|(k, v)| (k, redact(&v, token))).collect();
     let is_json = headers.get("content-type").is_some_and(|ct| ct.contains("json"));
+    // Read a little past the limit so a token straddling the cut is still redacted whole.
+    let read_limit = MAX_BODY_BYTES + token.expose_secret().len();
     let mut bytes = Vec::new();
     let mut truncated = false;
     while let Some(chunk) = response.chunk().await.map_err(|_| "the provider's answer was interrupted".to_owned())? {
-        let room = MAX_BODY_BYTES.saturating_sub(bytes.len());
+        let room = read_limit.saturating_sub(bytes.len());
         if chunk.len() > room {
             bytes.extend_from_slice(&chunk[..room]);
             truncated = true;
@@ -147,11 +150,17 @@ pub async fn send(
         }
         bytes.extend_from_slice(&chunk);
     }
-    let text = redact(&String::from_utf8_lossy(&bytes), token);
+    let mut text = redact(&String::from_utf8_lossy(&bytes), token);
+    if text.len() > MAX_BODY_BYTES {
+        let mut cut = MAX_BODY_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        truncated = true;
+    }
     let body = if is_json && !truncated {
         serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
-    } else if text.is_empty() {
-        serde_json::Value::Null
     } else {
         serde_json::Value::String(text)
     };

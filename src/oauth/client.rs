@@ -192,6 +192,11 @@ fn sender(
                 .await
                 .map_err(|e| HttpError(describe(&e)))?;
             let status = response.status();
+            // 5xx and 429 are transient whatever the body says; reporting them as transport
+            // errors keeps the token instead of treating the provider's outage as a refusal.
+            if status.is_server_error() || status.as_u16() == 429 {
+                return Err(HttpError(format!("the token endpoint answered {status}")));
+            }
             let headers = response.headers().clone();
             let bytes = response.bytes().await.map_err(|e| HttpError(describe(&e)))?;
             let mut out = http::Response::builder().status(status);
@@ -249,20 +254,15 @@ fn token_set(result: TokenResult) -> Result<TokenSet, ProviderError> {
                 Err(_) => Err(ProviderError::BadResponse),
             }
         }
-        Err(RequestTokenError::Other(message)) => {
-            // oauth2 reports non-JSON error statuses here; 5xx and 429 are transient.
-            if message.contains("Server returned") && (message.contains(" 5") || message.contains("429")) {
-                Err(ProviderError::Unavailable(message))
-            } else {
-                Err(ProviderError::BadResponse)
-            }
-        }
+        // An error status without an OAuth error body (5xx/429 never get here, see `sender`).
+        Err(RequestTokenError::Other(_)) => Err(ProviderError::BadResponse),
     }
 }
 
 fn classify_oauth_error(error: &str) -> ProviderError {
     match error {
-        "invalid_grant" => ProviderError::InvalidGrant,
+        // GitHub answers a dead refresh token with `bad_refresh_token` (HTTP 200): terminal too.
+        "invalid_grant" | "bad_refresh_token" | "bad_verification_code" => ProviderError::InvalidGrant,
         "temporarily_unavailable" | "server_error" | "slow_down" => ProviderError::Unavailable(error.to_owned()),
         other => ProviderError::Refused { error: other.chars().filter(|c| c.is_ascii_graphic()).take(64).collect() },
     }

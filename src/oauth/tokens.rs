@@ -88,7 +88,7 @@ pub async fn store_grant(
     requested: &Scopes,
 ) -> Result<Scopes, TokenError> {
     let provider_id = provider.id.as_str();
-    let grant_id = state.store.grant_id_for(user_id, provider_id).await?;
+    let grant_id = crate::store::Store::grant_id_for(user_id, provider_id);
     let owner = owner(user_id, provider_id);
     let scopes = tokens.scopes.clone().unwrap_or_else(|| requested.clone());
     let account_label = fetch_account_label(state, provider, &tokens.access_token).await;
@@ -102,16 +102,10 @@ pub async fn store_grant(
             .as_ref()
             .map(|t| state.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
         key_id: state.sealer.active_key_id(),
-        expires_at: tokens.expires_in.map(|d| now + d.as_secs() as i64),
+        expires_at: expiry(now, tokens.expires_in),
         scopes: scopes.to_space_separated(),
     };
     state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await?;
-    // The grant may have existed under another id (a concurrent insert won): re-check that our
-    // sealed values belong to the stored row, else the tokens would not open later.
-    let stored = state.store.grant(user_id, provider_id).await?.ok_or(TokenError::NotConnected)?;
-    if stored.id != grant_id {
-        return Err(TokenError::Internal("grant id changed during upsert".into()));
-    }
     state
         .store
         .audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&format!("scopes={}", sealed.scopes)))
@@ -180,7 +174,9 @@ async fn refresh_grant(
             return open_access(state, current);
         }
         if state.store.claim_refresh_lease(&current.id, current.version, now, now + REFRESH_LEASE_SECONDS).await? {
-            return run_refresh(state, provider, current).await;
+            // The claim moved the row to the next version; only we expect it.
+            let leased = GrantRow { version: current.version + 1, ..current };
+            return run_refresh(state, provider, leased).await;
         }
         // Another instance holds the lease: wait for it to finish, then re-read.
         if state.now() > deadline {
@@ -222,7 +218,7 @@ async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRo
                     .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant.id, &owner)),
                 refresh_token_sealed: refresh_sealed,
                 key_id: state.sealer.active_key_id(),
-                expires_at: tokens.expires_in.map(|d| now + d.as_secs() as i64),
+                expires_at: expiry(now, tokens.expires_in),
                 scopes: scopes.to_space_separated(),
             };
             if !state.store.store_refreshed_tokens(&grant.id, grant.version, &sealed, now).await? {
@@ -251,9 +247,17 @@ async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRo
 
 async fn mark_needs_reconsent(state: &AppState, grant: &GrantRow, why: &str) -> Result<(), TokenError> {
     let now = state.now();
-    state.store.set_grant_status(&grant.id, GrantStatus::NeedsReconsent, now).await?;
-    state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
+    // Version-checked: a new consent that replaced this grant meanwhile stays active.
+    if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, now).await? {
+        state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
+    }
     Ok(())
+}
+
+/// Providers' lifetimes are clamped to ten years: a huge `expires_in` must not overflow.
+fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
+    const TEN_YEARS: u64 = 10 * 365 * 24 * 3600;
+    expires_in.map(|d| now.saturating_add(d.as_secs().min(TEN_YEARS) as i64))
 }
 
 /// Revokes at the provider (best effort) and deletes the grant. True if there was one.

@@ -93,9 +93,8 @@ impl Store {
     }
 
     /// Inserts the grant for (user, provider) or replaces its tokens, in one statement so two
-    /// completions racing cannot leave two rows. `id` is only used when inserting; the sealed
-    /// values must have been sealed for the id this returns, so callers seal with
-    /// [`Store::grant_id_for`] first.
+    /// completions racing cannot leave two rows. `id` must be [`Store::grant_id_for`], the id
+    /// the sealed values were bound to.
     pub async fn upsert_grant(
         &self,
         id: &str,
@@ -128,16 +127,18 @@ impl Store {
         Ok(())
     }
 
-    /// The id the grant for (user, provider) has, or will get when first inserted. Sealed
-    /// values are bound to the grant id, so this must be known before sealing.
-    pub async fn grant_id_for(&self, user_id: &str, provider: &str) -> StoreResult<String> {
-        Ok(match self.grant(user_id, provider).await? {
-            Some(g) => g.id,
-            None => uuid::Uuid::new_v4().to_string(),
-        })
+    /// The id of the grant for (user, provider). Sealed values are bound to the grant id, so it
+    /// must be known before sealing; deriving it from the key (rather than picking a random
+    /// one) means two first connections racing seal for the same id, whichever row wins.
+    pub fn grant_id_for(user_id: &str, provider: &str) -> String {
+        let digest = crate::crypto::sha256_hex(&format!("{user_id}\0{provider}"));
+        format!("g_{}", &digest[..32])
     }
 
-    /// Takes the refresh lease if nobody holds a live one. True when this caller won.
+    /// Takes the refresh lease if nobody holds a live one. True when this caller won; the row
+    /// is then at `version + 1`, which only the winner knows to expect when it stores the new
+    /// tokens or releases the lease (so an expired lease taken over by someone else cannot be
+    /// completed by its first holder).
     pub async fn claim_refresh_lease(
         &self,
         grant_id: &str,
@@ -146,7 +147,7 @@ impl Store {
         lease_until: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE grants SET refresh_lease_until = $1 WHERE id = $2 AND version = $3 AND status = 'active' \
+            "UPDATE grants SET refresh_lease_until = $1, version = version + 1 WHERE id = $2 AND version = $3 AND status = 'active' \
              AND (refresh_lease_until IS NULL OR refresh_lease_until <= $4)",
         )
         .bind(lease_until)
@@ -193,14 +194,25 @@ impl Store {
         Ok(())
     }
 
-    pub async fn set_grant_status(&self, grant_id: &str, status: GrantStatus, now: Timestamp) -> StoreResult<()> {
-        sqlx::query("UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, updated_at = $2 WHERE id = $3")
-            .bind(status.as_str())
-            .bind(now)
-            .bind(grant_id)
-            .execute(self.pool())
-            .await?;
-        Ok(())
+    /// Changes the status if the row is still at `version` (a refresh that failed must not
+    /// mark a grant that a new consent replaced meanwhile). True if it changed.
+    pub async fn set_grant_status(
+        &self,
+        grant_id: &str,
+        version: i64,
+        status: GrantStatus,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, updated_at = $2 WHERE id = $3 AND version = $4",
+        )
+        .bind(status.as_str())
+        .bind(now)
+        .bind(grant_id)
+        .bind(version)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     pub async fn delete_grant(&self, user_id: &str, provider: &str) -> StoreResult<bool> {

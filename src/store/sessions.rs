@@ -50,6 +50,13 @@ impl Store {
         Ok(())
     }
 
+    /// Signs a user out everywhere (after a password change).
+    pub async fn delete_browser_sessions_for_user(&self, user_id: &str) -> StoreResult<u64> {
+        let done =
+            sqlx::query("DELETE FROM browser_sessions WHERE user_id = $1").bind(user_id).execute(self.pool()).await?;
+        Ok(done.rows_affected())
+    }
+
     pub async fn delete_expired_browser_sessions(&self, now: Timestamp) -> StoreResult<u64> {
         let done =
             sqlx::query("DELETE FROM browser_sessions WHERE expires_at <= $1").bind(now).execute(self.pool()).await?;

@@ -47,6 +47,15 @@ impl PageError {
         )
     }
 
+    /// 429 when too many sign-ins are being checked at once.
+    pub fn busy() -> Self {
+        Self::page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Busy",
+            "Too many sign-in attempts are being checked right now. Wait a moment and try again.",
+        )
+    }
+
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         PageError::Internal(cause.to_string())
     }

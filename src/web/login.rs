@@ -164,6 +164,11 @@ async fn check_credentials(
     if username.is_empty() || username.len() > MAX_USERNAME_LEN || password.expose_secret().len() > MAX_PASSWORD_LEN {
         return Ok(None);
     }
+    // argon2 takes ~19 MiB and tens of milliseconds per check: bound how many run at once so a
+    // flood of sign-ins (random usernames dodge the throttle) cannot exhaust memory.
+    let Ok(_permit) = argon2_permits().try_acquire() else {
+        return Err(PageError::busy());
+    };
     let user = state.store.user_by_username(username).await?;
     let hash = user.as_ref().and_then(|u| u.password_hash.clone());
     let verified = tokio::task::spawn_blocking(move || match hash {
@@ -176,6 +181,14 @@ async fn check_credentials(
     .await
     .map_err(PageError::internal)?;
     Ok(if verified { user } else { None })
+}
+
+fn argon2_permits() -> &'static tokio::sync::Semaphore {
+    static PERMITS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        tokio::sync::Semaphore::new(cores * 2)
+    })
 }
 
 /// `POST /logout`: ends the session (CSRF-checked) and clears the cookie; 303 to `next` or `/`.

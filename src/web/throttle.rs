@@ -14,8 +14,13 @@ use std::sync::Mutex;
 
 use crate::clock::Timestamp;
 
-/// Wrong passwords allowed per window.
+/// Wrong passwords allowed per window for one (username, IP).
 pub const MAX_FAILURES: usize = 5;
+/// Wrong passwords allowed per window from one IP across all usernames, so spraying many
+/// usernames from one address is throttled too.
+pub const MAX_FAILURES_PER_IP: usize = 30;
+/// The username slot of the per-IP bucket (cannot collide: usernames have no NUL).
+const ANY_USER: &str = "\0any";
 /// Length of the counting window and of the lockout.
 pub const WINDOW_SECONDS: i64 = 5 * 60;
 /// Above this many tracked pairs, stale ones are swept on the next failure.
@@ -48,29 +53,36 @@ impl LoginThrottle {
         Self::default()
     }
 
-    /// Seconds until this pair may try again, if it is locked out.
+    /// Seconds until this pair (or this IP as a whole) may try again, if locked out.
     pub fn retry_after(&self, username: &str, ip: &str, now: Timestamp) -> Option<i64> {
         let entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let until = entries.get(&key(username, ip))?.locked_until?;
-        (until > now).then_some(until - now)
+        [key(username, ip), key(ANY_USER, ip)]
+            .iter()
+            .filter_map(|k| entries.get(k).and_then(|e| e.locked_until))
+            .filter(|&until| until > now)
+            .max()
+            .map(|until| until - now)
     }
 
-    /// Counts a wrong password; the failure that reaches the limit starts the lockout.
+    /// Counts a wrong password for the pair and for the IP; reaching a limit starts a lockout.
     pub fn record_failure(&self, username: &str, ip: &str, now: Timestamp) {
         let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if entries.len() > SWEEP_ABOVE {
             entries.retain(|_, entry| !entry.is_stale(now));
         }
-        let entry = entries.entry(key(username, ip)).or_default();
-        entry.failures.retain(|&t| t > now - WINDOW_SECONDS);
-        entry.failures.push(now);
-        if entry.failures.len() >= MAX_FAILURES {
-            entry.failures.clear();
-            entry.locked_until = Some(now + WINDOW_SECONDS);
+        for (k, limit) in [(key(username, ip), MAX_FAILURES), (key(ANY_USER, ip), MAX_FAILURES_PER_IP)] {
+            let entry = entries.entry(k).or_default();
+            entry.failures.retain(|&t| t > now - WINDOW_SECONDS);
+            entry.failures.push(now);
+            if entry.failures.len() >= limit {
+                entry.failures.clear();
+                entry.locked_until = Some(now + WINDOW_SECONDS);
+            }
         }
     }
 
-    /// A successful sign-in forgets the pair's failures.
+    /// A successful sign-in forgets the pair's failures (not the IP's: one valid account must
+    /// not reset a spray from the same address).
     pub fn clear(&self, username: &str, ip: &str) {
         let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         entries.remove(&key(username, ip));

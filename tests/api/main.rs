@@ -10,4 +10,5 @@ mod flow;
 mod logs;
 mod provider_request;
 mod refresh;
+mod review;
 mod security;

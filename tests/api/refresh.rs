@@ -31,7 +31,7 @@ async fn an_expired_access_token_is_refreshed_once_even_under_concurrent_calls(a
     }
     let after = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
     assert_eq!(after.status, "active");
-    assert_eq!(after.version, before.version + 1, "exactly one refresh");
+    assert_eq!(after.version, before.version + 2, "one lease claim and one store: exactly one refresh");
     assert!(after.expires_at.unwrap() > app.now());
     assert_ne!(after.refresh_token_sealed, before.refresh_token_sealed, "the rotated refresh token was stored");
     let audit = app.state.store.audit_entries(Some(&user), 50).await.unwrap();
