@@ -18,6 +18,8 @@ use crate::config::Config;
 use crate::crypto::Sealer;
 use crate::events::Events;
 use crate::identity::jwt::TokenKeys;
+use crate::mcp::extension::{Extension, Extensions};
+use crate::mcp::prompts::PromptCatalogue;
 use crate::oauth::providers::Providers;
 use crate::state::AppState;
 use crate::store::Store;
@@ -27,11 +29,61 @@ pub struct App {
     router: Router,
 }
 
-impl App {
-    pub async fn build(config: Config, clock: SharedClock) -> anyhow::Result<Self> {
-        let state = build_state(config, clock).await?;
+/// Assembles an [`App`]: configuration, clock, and optional extensions.
+pub struct AppBuilder {
+    config: Config,
+    clock: SharedClock,
+    extensions: Vec<Arc<dyn Extension>>,
+    fixed_identity: Option<String>,
+}
+
+impl AppBuilder {
+    /// Adds tools, prompts and resources served next to the broker's own.
+    pub fn extension(mut self, extension: impl Extension) -> Self {
+        self.extensions.push(Arc::new(extension));
+        self
+    }
+
+    /// For test harnesses that cannot send a bearer token (the MCP conformance suite): /mcp
+    /// requests without an `Authorization` header act as local user `username` (created if
+    /// missing). A request that does carry a token is still verified normally. Never reachable
+    /// from configuration: only code that builds the app can ask for it.
+    pub fn fixed_identity_for_tests(mut self, username: &str) -> Self {
+        self.fixed_identity = Some(username.to_owned());
+        self
+    }
+
+    pub async fn build(self) -> anyhow::Result<App> {
+        let mut state = build_state(self.config, self.clock).await?;
+        state.extensions = Extensions(Arc::new(self.extensions));
+        state.prompts = Arc::new(PromptCatalogue::new(&state.config, state.extensions.clone(), state.events.clone()));
+        state.prompts.start_watching(state.shutdown.clone());
+        if let Some(name) = self.fixed_identity {
+            ensure_local_user(&state, &name).await?;
+            state.fixed_identity = Some(name);
+        }
         let router = router(state.clone());
-        Ok(Self { state, router })
+        Ok(App { state, router })
+    }
+}
+
+async fn ensure_local_user(state: &AppState, name: &str) -> anyhow::Result<()> {
+    if state.store.user_by_username(name).await?.is_none() {
+        let password = crate::identity::password::generate_password();
+        let hash = crate::identity::password::hash_password(&password)?;
+        state.store.create_local_user(&state.config.issuer(), name, &hash, state.now()).await?;
+    }
+    Ok(())
+}
+
+impl App {
+    pub fn builder(config: Config, clock: SharedClock) -> AppBuilder {
+        AppBuilder { config, clock, extensions: Vec::new(), fixed_identity: None }
+    }
+
+    /// The broker with no extensions.
+    pub async fn build(config: Config, clock: SharedClock) -> anyhow::Result<Self> {
+        Self::builder(config, clock).build().await
     }
 
     pub fn state(&self) -> &AppState {
@@ -84,6 +136,9 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
         sessions: Default::default(),
         demo_client_secret,
         shutdown: tokio_util::sync::CancellationToken::new(),
+        extensions: Extensions::default(),
+        prompts: Arc::new(PromptCatalogue::empty()),
+        fixed_identity: None,
     })
 }
 

@@ -56,6 +56,10 @@ struct FileConfig {
     authorization_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     connect_wait: Option<Duration>,
+    /// Directory of operator prompt templates (TOML or Markdown with front matter).
+    prompts_dir: Option<PathBuf>,
+    /// Page size of `prompts/list` (and the other paginated lists).
+    page_size: Option<usize>,
     #[serde(default)]
     providers: BTreeMap<String, ProviderFile>,
 }
@@ -139,6 +143,10 @@ pub struct Config {
     pub authorization_ttl: Duration,
     /// How long `connect_account` holds the call open waiting for the browser flow.
     pub connect_wait: Duration,
+    /// Operator prompt templates, watched for changes [default: {data_dir}/prompts].
+    pub prompts_dir: PathBuf,
+    /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
+    pub page_size: usize,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
 }
 
@@ -167,6 +175,7 @@ impl Config {
     fn resolve(args: &SettingsArgs, file: FileConfig, env_key: Option<String>) -> anyhow::Result<Self> {
         let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
+        let data_dir_for_defaults = data_dir.clone();
         let public_url = match args.public_url.clone().or(file.public_url) {
             Some(url) => url,
             None => default_public_url(listen)?,
@@ -199,6 +208,12 @@ impl Config {
             retired_encryption_keys: file.retired_encryption_keys.into_iter().map(SecretString::from).collect(),
             authorization_ttl: file.authorization_ttl.unwrap_or(Duration::from_secs(600)),
             connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
+            prompts_dir: file.prompts_dir.unwrap_or_else(|| data_dir_for_defaults.join("prompts")),
+            page_size: match file.page_size {
+                Some(0) => bail!("page_size must be at least 1"),
+                Some(n) => n,
+                None => 50,
+            },
             providers,
         })
     }

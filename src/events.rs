@@ -17,9 +17,20 @@ pub struct AuthorizationFinished {
     pub status: String,
 }
 
+/// Changes MCP sessions relay as notifications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// The prompt catalogue changed (`notifications/prompts/list_changed` to every session).
+    PromptsChanged,
+    /// Resources of one user changed (`notifications/resources/updated` to that user's
+    /// sessions subscribed to one of these URIs).
+    ResourcesChanged { user_id: String, uris: Vec<String> },
+}
+
 #[derive(Debug, Clone)]
 pub struct Events {
     sender: broadcast::Sender<AuthorizationFinished>,
+    signals: broadcast::Sender<Signal>,
 }
 
 impl Default for Events {
@@ -31,7 +42,8 @@ impl Default for Events {
 impl Events {
     pub fn new() -> Self {
         let (sender, _) = broadcast::channel(1024);
-        Self { sender }
+        let (signals, _) = broadcast::channel(1024);
+        Self { sender, signals }
     }
 
     pub fn publish(&self, event: AuthorizationFinished) {
@@ -41,5 +53,21 @@ impl Events {
 
     pub fn subscribe(&self) -> broadcast::Receiver<AuthorizationFinished> {
         self.sender.subscribe()
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        let _ = self.signals.send(signal);
+    }
+
+    pub fn subscribe_signals(&self) -> broadcast::Receiver<Signal> {
+        self.signals.subscribe()
+    }
+
+    /// A user's connection to `provider` changed: its resources did.
+    pub fn connections_changed(&self, user_id: &str, provider: &str) {
+        self.signal(Signal::ResourcesChanged {
+            user_id: user_id.to_owned(),
+            uris: vec!["broker://connections".to_owned(), format!("broker://connections/{provider}")],
+        });
     }
 }

@@ -37,6 +37,13 @@ pub struct AppState {
     pub demo_client_secret: Option<secrecy::SecretString>,
     /// Cancelled at shutdown: ends SSE streams and waiting tool calls.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
+    pub extensions: crate::mcp::extension::Extensions,
+    /// The prompt catalogue (built-in, operator files, extensions).
+    pub prompts: Arc<crate::mcp::prompts::PromptCatalogue>,
+    /// Test harnesses only (never from configuration): the user for /mcp requests that carry
+    /// no bearer token. See [`crate::app::AppBuilder::fixed_identity_for_tests`].
+    pub fixed_identity: Option<String>,
 }
 
 impl AppState {

@@ -47,6 +47,10 @@ async fn jwks(State(state): State<AppState>) -> Response {
 pub async fn require_bearer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let user = match authenticate(&state, request.headers()).await {
         Ok(user) => user,
+        Err(Rejection::Missing) if state.fixed_identity.is_some() => match fixed_identity(&state).await {
+            Some(user) => user,
+            None => return Rejection::Unavailable.into_response_for(&state),
+        },
         Err(rejection) => return rejection.into_response_for(&state),
     };
     request.extensions_mut().insert(user);
@@ -90,6 +94,18 @@ impl Rejection {
         }
         response
     }
+}
+
+/// The test harness's fixed user (see `AppBuilder::fixed_identity_for_tests`).
+async fn fixed_identity(state: &AppState) -> Option<AuthenticatedUser> {
+    let name = state.fixed_identity.as_deref()?;
+    let user = state.store.user_by_username(name).await.ok().flatten()?;
+    Some(AuthenticatedUser {
+        user_id: user.id,
+        issuer: user.issuer,
+        subject: user.subject,
+        display_name: user.username,
+    })
 }
 
 /// Verifies the request's bearer token and finds its user.

@@ -98,6 +98,12 @@ impl BrokerServer {
             }
             Err(other) => return Err(internal(other)),
         }
+        self.log(
+            &ctx.peer,
+            super::server::LogLevel::Notice,
+            json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
+        )
+        .await;
         self.wait_for_browser(caller, provider, &row, &mut events, ctx).await
     }
 

@@ -9,10 +9,15 @@
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
 //! owner check, and rmcp validates `Host` and `Origin` against our public URL.
 
+pub mod completion;
 pub mod connect;
 pub mod connections;
 pub mod elicitation;
+pub mod extension;
+pub mod forms;
+pub mod prompts;
 pub mod provider_request;
+pub mod resources;
 pub mod server;
 pub mod sessions;
 pub mod tools;

@@ -6,7 +6,7 @@ use rmcp::service::RequestContext;
 
 use super::connect::Needed;
 use super::connections::{internal, unknown_provider};
-use super::server::{BrokerServer, Caller, error_result};
+use super::server::{BrokerServer, Caller, LogLevel, error_result};
 use super::tools::ProviderRequestArgs;
 use crate::domain::Scopes;
 use crate::oauth::api;
@@ -55,6 +55,13 @@ impl BrokerServer {
         };
         match sent {
             Ok(response) => {
+                // MCP utilities/logging: what was called and how it went; never the token.
+                self.log(
+                    &ctx.peer,
+                    if response.status >= 400 { LogLevel::Warning } else { LogLevel::Info },
+                    serde_json::json!({"provider": provider.id.as_str(), "method": args.method.to_ascii_uppercase(), "path": args.path, "status": response.status}),
+                )
+                .await;
                 let structured = serde_json::to_value(&response).map_err(internal)?;
                 let mut result = CallToolResult::structured(structured.clone());
                 result.content = vec![ContentBlock::text(structured.to_string())];

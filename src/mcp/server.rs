@@ -5,20 +5,29 @@
 //! ids its session started, so `notifications/elicitation/complete` goes to that session only
 //! (MCP 2025-11-25 client/elicitation: "only to the client that started the elicitation").
 
+// `logging/setLevel` and `notifications/message` are deprecated by SEP-2577 (2026-07-28) but
+// are part of 2025-11-25, which this server speaks.
+#![allow(deprecated)]
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use super::elicitation;
+use super::extension::ExtensionContext;
 use super::sessions::SESSION_HEADER;
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
+use crate::events::Signal;
 use crate::identity::AuthenticatedUser;
 use crate::state::AppState;
 
@@ -43,6 +52,10 @@ struct SessionScope {
     issued: Arc<Mutex<HashSet<String>>>,
     listener: OnceLock<()>,
     session_id: OnceLock<String>,
+    /// URIs this session subscribed to (`resources/subscribe`).
+    subscriptions: Arc<Mutex<HashSet<String>>>,
+    /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
     cancel: CancellationToken,
     state: AppState,
 }
@@ -63,6 +76,8 @@ impl BrokerServer {
             issued: Default::default(),
             listener: OnceLock::new(),
             session_id: OnceLock::new(),
+            subscriptions: Default::default(),
+            log_level: Default::default(),
             cancel,
             state: state.clone(),
         };
@@ -91,9 +106,10 @@ impl BrokerServer {
         self.scope.issued.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
     }
 
-    /// Once per session: forward "authorization finished" signals for elicitations this
-    /// session started, as `notifications/elicitation/complete`. It goes on the session's
-    /// standalone (GET) stream: it relates to no open request.
+    /// Once per session: relay what happens elsewhere as notifications on this session's
+    /// standalone (GET) stream, since none of it relates to an open request:
+    /// `notifications/elicitation/complete` for elicitations this session started, and
+    /// `prompts/list_changed` / `resources/updated` for the catalogue and this user's resources.
     fn start_completion_listener(&self, peer: &Peer<RoleServer>, caller: &Caller) {
         let Some(session_id) = caller.session_id.clone() else { return };
         if self.scope.listener.set(()).is_err() {
@@ -101,32 +117,103 @@ impl BrokerServer {
         }
         let _ = self.scope.session_id.set(session_id);
         let mut events = self.state.events.subscribe();
+        let mut signals = self.state.events.subscribe_signals();
         let issued = self.scope.issued.clone();
+        let subscriptions = self.scope.subscriptions.clone();
         let cancel = self.scope.cancel.clone();
         let user_id = caller.user.user_id.clone();
         let peer = peer.clone();
         tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
             loop {
-                let event = tokio::select! {
+                let sent = tokio::select! {
                     _ = cancel.cancelled() => break,
-                    event = events.recv() => event,
+                    event = events.recv() => match event {
+                        Ok(event) => {
+                            // Keyed by user first, then by the session's own elicitations.
+                            let ours = event.user_id == user_id
+                                && issued.lock().unwrap_or_else(|p| p.into_inner()).remove(&event.authorization_id);
+                            if !ours { continue; }
+                            peer.send_notification(elicitation::complete_notification(&event.authorization_id)).await.is_ok()
+                        }
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => break,
+                    },
+                    signal = signals.recv() => match signal {
+                        Ok(Signal::PromptsChanged) => peer.notify_prompt_list_changed().await.is_ok(),
+                        Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) => {
+                            if changed_for != user_id { continue; }
+                            let wanted: Vec<String> = {
+                                let subscribed = subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+                                uris.into_iter().filter(|u| subscribed.contains(u)).collect()
+                            };
+                            let mut ok = true;
+                            for uri in wanted {
+                                ok &= peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_ok();
+                            }
+                            ok
+                        }
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => break,
+                    },
                 };
-                let event = match event {
-                    Ok(event) => event,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                };
-                // Keyed by user first, then by the session's own elicitations.
-                let ours = event.user_id == user_id
-                    && issued.lock().unwrap_or_else(|p| p.into_inner()).remove(&event.authorization_id);
-                if !ours {
-                    continue;
-                }
-                if peer.send_notification(elicitation::complete_notification(&event.authorization_id)).await.is_err() {
+                if !sent {
+                    // The session's transport is gone.
                     break;
                 }
             }
         });
+    }
+
+    fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
+        ExtensionContext { user: caller.user.clone(), request: ctx.clone() }
+    }
+
+    /// Sends `notifications/message` if the session asked for this level (MCP utilities/logging).
+    /// Never include a secret in `data`.
+    pub(crate) async fn log(&self, peer: &Peer<RoleServer>, level: LogLevel, data: serde_json::Value) {
+        let level = level.into_rmcp();
+        let wanted = *self.scope.log_level.lock().unwrap_or_else(|p| p.into_inner());
+        if wanted.is_some_and(|min| severity(level) >= severity(min)) {
+            let mut param = LoggingMessageNotificationParam::new(level, data);
+            param.logger = Some("oauth-broker".into());
+            let _ = peer.notify_logging_message(param).await;
+        }
+    }
+}
+
+/// The levels the broker itself logs at (rmcp's enum is deprecated for 2026-07-28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+}
+
+impl LogLevel {
+    fn into_rmcp(self) -> LoggingLevel {
+        match self {
+            LogLevel::Debug => LoggingLevel::Debug,
+            LogLevel::Info => LoggingLevel::Info,
+            LogLevel::Notice => LoggingLevel::Notice,
+            LogLevel::Warning => LoggingLevel::Warning,
+            LogLevel::Error => LoggingLevel::Error,
+        }
+    }
+}
+
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
     }
 }
 
@@ -146,7 +233,20 @@ impl ServerHandler for BrokerServer {
             "Lets tools act at third-party services on your behalf; you approve each connection in your browser."
                 .into(),
         );
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_logging()
+            .enable_completions()
+            .build();
+        // The tool list never changes at run time.
+        if let Some(tools) = capabilities.tools.as_mut() {
+            tools.list_changed = Some(false);
+        }
+        ServerConfig::new(capabilities)
             .with_server_info(implementation)
             .with_instructions(
                 "Use list_connections to see which providers are connected. When a tool needs an account you have not \
@@ -160,7 +260,12 @@ impl ServerHandler for BrokerServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::catalogue(&self.state.providers.ids())))
+        let mut all = tools::catalogue(&self.state.providers.ids());
+        let builtin: HashSet<String> = all.iter().map(|t| t.name.to_string()).collect();
+        for extension in self.state.extensions.iter() {
+            all.extend(extension.tools().into_iter().filter(|t| !builtin.contains(t.name.as_ref())));
+        }
+        Ok(ListToolsResult::with_all_items(all))
     }
 
     async fn call_tool(
@@ -183,8 +288,112 @@ impl ServerHandler for BrokerServer {
                 Ok(args) => self.provider_request(&caller, args, &ctx).await,
                 Err(e) => Ok(error_result(e)),
             },
-            other => Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None)),
+            other => {
+                let ext = self.extension_context(&ctx, &caller);
+                for extension in self.state.extensions.iter() {
+                    if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
+                        return result.map(Into::into);
+                    }
+                }
+                Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
+            }
         }?;
         Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.caller(&ctx)?;
+        self.state.prompts.list(request.as_ref().and_then(|r| r.cursor.as_deref()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let caller = self.caller(&ctx)?;
+        let ext = self.extension_context(&ctx, &caller);
+        self.state.prompts.get(&self.state, &request.name, request.arguments, ext).await.map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let caller = self.caller(&ctx)?;
+        let ext = self.extension_context(&ctx, &caller);
+        super::completion::complete(&self.state, request, ext).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let caller = self.caller(&ctx)?;
+        let ext = self.extension_context(&ctx, &caller);
+        super::resources::list(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let caller = self.caller(&ctx)?;
+        let ext = self.extension_context(&ctx, &caller);
+        super::resources::templates(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = self.caller(&ctx)?;
+        let ext = self.extension_context(&ctx, &caller);
+        super::resources::read(&self.state, ext, &request.uri).await.map(Into::into)
+    }
+
+    // MCP server/resources §Subscriptions: updates go to this session only, for this user's
+    // resources only (the listener filters by user).
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&ctx)?;
+        let ext = self.extension_context(&ctx, &caller);
+        if !super::resources::exists(&self.state, &ext, &request.uri).await {
+            return Err(ErrorData::resource_not_found(format!("unknown resource: {}", request.uri), None));
+        }
+        self.scope.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&ctx)?;
+        self.scope.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.uri);
+        Ok(())
+    }
+
+    // MCP utilities/logging: remembered per session.
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&ctx)?;
+        *self.scope.log_level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
+        Ok(())
     }
 }

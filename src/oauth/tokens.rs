@@ -110,6 +110,7 @@ pub async fn store_grant(
         .store
         .audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&format!("scopes={}", sealed.scopes)))
         .await?;
+    state.events.connections_changed(user_id, provider_id);
     Ok(scopes)
 }
 
@@ -225,6 +226,7 @@ async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRo
                 return Err(TokenError::Internal("grant changed while refreshing".into()));
             }
             state.store.audit(now, Some(&grant.user_id), "grant.refreshed", Some(&grant.provider), None).await?;
+            state.events.connections_changed(&grant.user_id, &grant.provider);
             let updated = state.store.grant(&grant.user_id, &grant.provider).await?.ok_or(TokenError::NotConnected)?;
             Ok(AccessToken { token: tokens.access_token, grant: updated })
         }
@@ -250,6 +252,7 @@ async fn mark_needs_reconsent(state: &AppState, grant: &GrantRow, why: &str) -> 
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
     if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, now).await? {
         state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
+        state.events.connections_changed(&grant.user_id, &grant.provider);
     }
     Ok(())
 }
@@ -283,6 +286,7 @@ pub async fn disconnect(state: &AppState, user_id: &str, provider: &ProviderConf
     }
     let deleted = state.store.delete_grant(user_id, provider_id).await?;
     state.store.audit(state.now(), Some(user_id), "grant.disconnected", Some(provider_id), None).await?;
+    state.events.connections_changed(user_id, provider_id);
     Ok(deleted)
 }
 

@@ -1,0 +1,108 @@
+//! The extension point: tools, prompts, resources and completions served next to the broker's
+//! own, through the same MCP endpoint, authentication and sessions.
+//!
+//! An extender implements [`Extension`] and passes it to [`crate::app::AppBuilder::extension`].
+//! Every method has a default, so an extension only writes what it adds. Calls get an
+//! [`ExtensionContext`]: the verified user and rmcp's request context (the peer, for
+//! elicitation, sampling, progress and logging; the cancellation token; `_meta`).
+//!
+//! Names are the extension's responsibility: a tool, prompt or resource with the same name as a
+//! built-in one is shadowed by the built-in.
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResult, CompleteRequestParams, CompletionInfo, ErrorData, GetPromptResult, JsonObject, Prompt,
+    ReadResourceResult, Resource, ResourceTemplate, Tool,
+};
+use rmcp::service::RequestContext;
+
+use crate::identity::AuthenticatedUser;
+
+/// What an extension knows about the request it serves.
+#[derive(Clone)]
+pub struct ExtensionContext {
+    /// The user from the request's verified bearer token.
+    pub user: AuthenticatedUser,
+    /// rmcp's context: `peer` (elicitation, sampling, progress, logging), `ct`, `meta`.
+    pub request: RequestContext<RoleServer>,
+}
+
+pub type ExtensionFuture<'a, T> = BoxFuture<'a, Option<Result<T, ErrorData>>>;
+
+pub trait Extension: Send + Sync + 'static {
+    /// Tools this extension adds (listed after the broker's own).
+    fn tools(&self) -> Vec<Tool> {
+        Vec::new()
+    }
+
+    /// Runs `name` if it is one of this extension's tools; `None` otherwise.
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<JsonObject>,
+        ctx: ExtensionContext,
+    ) -> ExtensionFuture<'a, CallToolResult> {
+        let _ = (name, arguments, ctx);
+        Box::pin(async { None })
+    }
+
+    /// Prompts this extension adds. Required arguments are checked by the catalogue before
+    /// [`Extension::get_prompt`] is called.
+    fn prompts(&self) -> Vec<Prompt> {
+        Vec::new()
+    }
+
+    fn get_prompt<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: BTreeMap<String, String>,
+        ctx: ExtensionContext,
+    ) -> ExtensionFuture<'a, GetPromptResult> {
+        let _ = (name, arguments, ctx);
+        Box::pin(async { None })
+    }
+
+    /// Concrete resources this extension serves.
+    fn resources(&self) -> Vec<Resource> {
+        Vec::new()
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        Vec::new()
+    }
+
+    /// Reads `uri` if this extension serves it; `None` otherwise.
+    fn read_resource<'a>(&'a self, uri: &'a str, ctx: ExtensionContext) -> ExtensionFuture<'a, ReadResourceResult> {
+        let _ = (uri, ctx);
+        Box::pin(async { None })
+    }
+
+    /// Completes an argument of one of this extension's prompts or resource templates.
+    fn complete<'a>(
+        &'a self,
+        request: &'a CompleteRequestParams,
+        ctx: ExtensionContext,
+    ) -> ExtensionFuture<'a, CompletionInfo> {
+        let _ = (request, ctx);
+        Box::pin(async { None })
+    }
+}
+
+/// The registered extensions, in registration order.
+#[derive(Clone, Default)]
+pub struct Extensions(pub std::sync::Arc<Vec<std::sync::Arc<dyn Extension>>>);
+
+impl Extensions {
+    pub fn iter(&self) -> impl Iterator<Item = &std::sync::Arc<dyn Extension>> {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Extensions({})", self.0.len())
+    }
+}

@@ -1,0 +1,1 @@
+//! Form-mode elicitation (stub: filled in by the forms work).
