@@ -15,6 +15,7 @@ pub mod connections;
 pub mod elicitation;
 pub mod extension;
 pub mod forms;
+pub mod pagination;
 pub mod prompts;
 pub mod provider_request;
 pub mod resources;

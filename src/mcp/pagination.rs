@@ -1,0 +1,65 @@
+//! Cursor pagination for the list methods (MCP 2025-11-25 server/utilities/pagination).
+//!
+//! A cursor is opaque to clients: here the base64url of `v1:<kind>:<offset>`. A cursor that
+//! does not decode, names another list, or points past the end is an invalid-params error
+//! (-32602), as the spec asks.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rmcp::model::ErrorData;
+
+/// One page of `items` and the cursor of the next page, if any.
+pub fn page<T: Clone>(items: &[T], cursor: Option<&str>, page_size: usize, kind: &str) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let offset = match cursor {
+        None => 0,
+        Some(cursor) => decode(cursor, kind).ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
+    };
+    if offset > items.len() || (offset == items.len() && offset != 0) {
+        return Err(ErrorData::invalid_params("invalid cursor", None));
+    }
+    let size = page_size.max(1);
+    let end = (offset + size).min(items.len());
+    let next = (end < items.len()).then(|| encode(end, kind));
+    Ok((items[offset..end].to_vec(), next))
+}
+
+fn encode(offset: usize, kind: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{kind}:{offset}"))
+}
+
+fn decode(cursor: &str, kind: &str) -> Option<usize> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let rest = text.strip_prefix("v1:")?.strip_prefix(kind)?.strip_prefix(':')?;
+    rest.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_walk_the_whole_list_and_stop() {
+        let items: Vec<u32> = (0..5).collect();
+        let (first, next) = page(&items, None, 2, "prompts").unwrap();
+        assert_eq!(first, vec![0, 1]);
+        let (second, next) = page(&items, next.as_deref(), 2, "prompts").unwrap();
+        assert_eq!(second, vec![2, 3]);
+        let (third, next) = page(&items, next.as_deref(), 2, "prompts").unwrap();
+        assert_eq!((third, next), (vec![4], None));
+    }
+
+    #[test]
+    fn an_empty_list_has_one_empty_page() {
+        let (items, next) = page::<u32>(&[], None, 2, "prompts").unwrap();
+        assert!(items.is_empty() && next.is_none());
+    }
+
+    #[test]
+    fn invalid_cursors_are_refused() {
+        let items: Vec<u32> = (0..5).collect();
+        for bad in ["", "nope", &encode(99, "prompts"), &encode(2, "resources"), &encode(5, "prompts")] {
+            assert!(page(&items, Some(bad), 2, "prompts").is_err(), "{bad:?}");
+        }
+    }
+}
