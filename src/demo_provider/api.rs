@@ -140,3 +140,40 @@ pub async fn echo(
         "account": caller.account,
     })))
 }
+
+/// Slow calls whose caller went away before the answer (the handler future was dropped).
+static SLOW_ABANDONED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many `api/slow` calls were abandoned by their caller (for cancellation tests).
+pub fn slow_calls_abandoned() -> usize {
+    SLOW_ABANDONED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[derive(serde::Deserialize)]
+pub struct SlowQuery {
+    #[serde(default)]
+    seconds: u64,
+}
+
+// GET api/slow?seconds=N (at most 30): answers after N seconds. Lets a demo user (and the
+// tests) see that cancelling a tool call also cancels the request upstream.
+pub async fn slow(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    axum::extract::Query(query): axum::extract::Query<SlowQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let caller = authenticate(&state, &headers, &uri).await?;
+    struct Abandoned(bool);
+    impl Drop for Abandoned {
+        fn drop(&mut self) {
+            if self.0 {
+                SLOW_ABANDONED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    }
+    let mut guard = Abandoned(true);
+    tokio::time::sleep(std::time::Duration::from_secs(query.seconds.min(30))).await;
+    guard.0 = false;
+    Ok(Json(json!({ "slept": query.seconds.min(30), "account": caller.account })))
+}

@@ -15,7 +15,7 @@
 //! Codes and tokens are stored as SHA-256 hashes ([`crate::store::demo`]); one-time steps are
 //! compare-and-swap updates, so they hold across instances too.
 
-mod api;
+pub mod api;
 mod authorize;
 mod client_auth;
 mod errors;
@@ -50,6 +50,7 @@ pub fn router() -> Router<AppState> {
         .route("/revoke", post(revoke::revoke))
         .route("/api/me", get(api::me))
         .route("/api/notes", get(api::list_notes).post(api::create_note))
+        .route("/api/slow", get(api::slow))
         .route("/api/echo", any(api::echo))
         .route("/api/echo/{*rest}", any(api::echo))
 }

@@ -95,7 +95,10 @@ impl BrokerServer {
         let info = ctx.peer.peer_info();
         let client_name =
             info.as_ref().map(|i| i.client_info.title.clone().unwrap_or_else(|| i.client_info.name.clone()));
-        let url_mode = ctx.peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Url);
+        // Sessions declare capabilities at initialize; stateless (2026-07-28) requests carry
+        // them in `_meta`.
+        let url_mode = ctx.peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Url)
+            || ctx.meta.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.url.is_some());
         let caller = Caller { user, session_id, client_name, url_mode };
         self.start_completion_listener(&ctx.peer, &caller);
         Ok(caller)

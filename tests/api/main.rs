@@ -8,6 +8,7 @@ mod bearer;
 mod cli;
 mod flow;
 mod logs;
+mod protocol;
 mod provider_request;
 mod refresh;
 mod review;

@@ -1,0 +1,184 @@
+//! Protocol eras and utilities: an older client (2025-06-18, form-only elicitation), a
+//! client with no elicitation, an unsupported `MCP-Protocol-Version`, cancellation that stops
+//! the upstream request, ping, logging.
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest, ElicitationCapability, Implementation,
+    ProtocolVersion,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::json;
+
+use crate::helpers::{ALICE, Backend, TestApp, spawn_app};
+
+/// A plain client that declares the given version and elicitation capability.
+#[derive(Clone)]
+struct VersionedClient {
+    version: ProtocolVersion,
+    elicitation: Option<ElicitationCapability>,
+}
+
+impl ClientHandler for VersionedClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = self.elicitation.clone();
+        ClientConfig::new(capabilities, Implementation::new("versioned-client", "1.0.0"))
+            .with_protocol_version(self.version.clone())
+    }
+}
+
+async fn connect(
+    app: &TestApp,
+    client: VersionedClient,
+) -> rmcp::service::RunningService<rmcp::RoleClient, VersionedClient> {
+    let token = app.token_for(ALICE).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(token),
+    );
+    client.serve(transport).await.unwrap()
+}
+
+fn params(name: &str, arguments: serde_json::Value) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(name.to_owned());
+    p.arguments = arguments.as_object().cloned();
+    p
+}
+
+#[tokio::test]
+async fn every_supported_version_is_negotiated_and_old_clients_get_the_link_as_text() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    for version in [
+        ProtocolVersion::V_2024_11_05,
+        ProtocolVersion::V_2025_03_26,
+        ProtocolVersion::V_2025_06_18,
+        ProtocolVersion::V_2025_11_25,
+    ] {
+        // 2025-06-18 clients know only form elicitation (`elicitation: {}`).
+        let client = connect(
+            &app,
+            VersionedClient { version: version.clone(), elicitation: Some(ElicitationCapability::new()) },
+        )
+        .await;
+        let negotiated = client.peer().peer_info().unwrap().protocol_version.clone();
+        assert_eq!(negotiated, version, "the server echoes a version it supports");
+        let result = client.peer().call_tool(params("connect_account", json!({"provider": "demo"}))).await.unwrap();
+        assert_eq!(result.is_error, Some(true), "{version:?}");
+        let text = format!("{:?}", result.content);
+        assert!(text.contains("/connect/"), "the link as text for {version:?}: {text}");
+        let other = client
+            .peer()
+            .call_tool(params("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})))
+            .await;
+        assert!(other.is_ok(), "no -32042 for a client without URL mode ({version:?})");
+        client.cancel().await.unwrap();
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_unsupported_protocol_version_header_is_refused_with_400() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let token = app.token_for(ALICE).await;
+    let http = app.http();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    let response = http
+        .post(app.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let bad = http
+        .post(app.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "1999-01-01")
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let good = http
+        .post(app.mcp_url())
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(good.status(), 200, "ping answers");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_tool_call_stops_its_upstream_request() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let client = app.connected_client(ALICE).await;
+    let before = oauth_broker::demo_provider::api::slow_calls_abandoned();
+    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params(
+        "provider_request",
+        json!({"provider": "demo", "method": "GET", "path": "/slow", "query": {"seconds": 20}}),
+    )));
+    let handle = client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    handle.cancel(Some("user changed their mind".into())).await.unwrap();
+    // The broker drops its upstream request: the demo provider sees its caller go away long
+    // before the 20 s it would have taken.
+    let mut abandoned = false;
+    for _ in 0..50 {
+        if oauth_broker::demo_provider::api::slow_calls_abandoned() > before {
+            abandoned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(abandoned, "the upstream request was not cancelled");
+    // The session still works afterwards.
+    let ok = client.call("list_connections", json!({})).await.unwrap();
+    assert_ne!(ok.is_error, Some(true));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_stateless_2026_07_28_client_gets_url_elicitation_required() {
+    use rmcp::{ClientLifecycleMode, ClientServiceExt};
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let token = app.token_for(ALICE).await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(token),
+    );
+    let url_capable = ElicitationCapability::new().with_url(rmcp::model::UrlElicitationCapability::default());
+    let client = VersionedClient { version: ProtocolVersion::V_2026_07_28, elicitation: Some(url_capable) }
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+        )
+        .await
+        .unwrap();
+    for tool in ["provider_request", "connect_account"] {
+        let args = json!({"provider": "demo", "method": "GET", "path": "/me"});
+        let args = if tool == "connect_account" { json!({"provider": "demo"}) } else { args };
+        match client.peer().call_tool(params(tool, args)).await {
+            Err(rmcp::ServiceError::McpError(e)) => {
+                assert_eq!(e.code.0, -32042, "{tool}");
+                let url = e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+                assert!(url.starts_with(&app.url("/connect/")));
+            }
+            other => panic!("{tool}: expected -32042 without sessions, got {other:?}"),
+        }
+    }
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
