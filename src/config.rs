@@ -62,6 +62,59 @@ struct FileConfig {
     page_size: Option<usize>,
     #[serde(default)]
     providers: BTreeMap<String, ProviderFile>,
+    #[serde(default)]
+    identity: IdentityFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityFile {
+    mode: Option<IdentityMode>,
+    issuer: Option<Url>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    client_secret_env: Option<String>,
+    audience: Option<String>,
+    #[serde(default)]
+    scopes_supported: Vec<String>,
+    #[serde(default)]
+    required_scopes: Vec<String>,
+    #[serde(default, with = "humantime_serde_opt")]
+    leeway: Option<Duration>,
+    #[serde(default)]
+    algorithms: Vec<String>,
+}
+
+/// Who vouches for users (DESIGN.md "Identity").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityMode {
+    /// Local accounts; the broker is its own authorization server.
+    #[default]
+    Local,
+    /// An external OpenID Connect issuer (Keycloak, Okta, Entra ID, Auth0, Google…).
+    Oidc,
+}
+
+/// `[identity]`: where bearer tokens and browser sign-ins come from.
+#[derive(Debug, Clone)]
+pub struct IdentityConfig {
+    pub mode: IdentityMode,
+    /// OIDC only: the issuer (its `/.well-known/openid-configuration` is discovered).
+    pub issuer: Option<Url>,
+    /// OIDC only: the broker's client at the issuer, for browser sign-in.
+    pub client_id: Option<String>,
+    pub client_secret: Option<SecretString>,
+    /// Accepted `aud` of bearer tokens [default: the MCP endpoint URL].
+    pub audience: Option<String>,
+    /// Advertised in the protected-resource metadata.
+    pub scopes_supported: Vec<String>,
+    /// Scopes every /mcp token must carry (else 403 insufficient_scope).
+    pub required_scopes: Vec<String>,
+    /// Clock skew allowed on `exp`/`nbf`/`iat` [default: 60 s].
+    pub leeway: Duration,
+    /// JWS algorithms accepted from the issuer [default: RS256, PS256, ES256, EdDSA].
+    pub algorithms: Vec<String>,
 }
 
 mod humantime_serde_opt {
@@ -147,6 +200,7 @@ pub struct Config {
     pub prompts_dir: PathBuf,
     /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
     pub page_size: usize,
+    pub identity: IdentityConfig,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
 }
 
@@ -198,7 +252,9 @@ impl Config {
             let provider = resolve_provider(id.clone(), p).with_context(|| format!("[providers.{id}]"))?;
             providers.insert(id, provider);
         }
+        let identity = resolve_identity(file.identity)?;
         Ok(Self {
+            identity,
             listen,
             public_url,
             database_url,
@@ -244,6 +300,50 @@ impl Config {
     pub fn redirect_uri(&self) -> Url {
         self.url("/oauth/callback")
     }
+}
+
+fn resolve_identity(file: IdentityFile) -> anyhow::Result<IdentityConfig> {
+    let mode = file.mode.unwrap_or_default();
+    let client_secret = match (file.client_secret, file.client_secret_env) {
+        (Some(_), Some(_)) => bail!("[identity]: give client_secret or client_secret_env, not both"),
+        (Some(s), None) => Some(SecretString::from(s)),
+        (None, Some(var)) => Some(SecretString::from(
+            std::env::var(&var)
+                .with_context(|| format!("[identity] client_secret_env names {var}, which is not set"))?,
+        )),
+        (None, None) => None,
+    };
+    if mode == IdentityMode::Oidc {
+        let Some(issuer) = &file.issuer else { bail!("[identity] mode = \"oidc\" needs issuer") };
+        if issuer.scheme() != "https" && !is_loopback(issuer) {
+            bail!("[identity] issuer must be https (http only on loopback)");
+        }
+        if file.client_id.is_none() {
+            bail!("[identity] mode = \"oidc\" needs client_id (the broker's client for browser sign-in)");
+        }
+    }
+    const ALLOWED: &[&str] = &["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
+    let algorithms = if file.algorithms.is_empty() {
+        vec!["RS256".into(), "PS256".into(), "ES256".into(), "EdDSA".into()]
+    } else {
+        for alg in &file.algorithms {
+            if !ALLOWED.contains(&alg.as_str()) {
+                bail!("[identity] algorithm {alg} is not accepted (allowed: {})", ALLOWED.join(", "));
+            }
+        }
+        file.algorithms
+    };
+    Ok(IdentityConfig {
+        mode,
+        issuer: file.issuer,
+        client_id: file.client_id,
+        client_secret,
+        audience: file.audience,
+        scopes_supported: file.scopes_supported,
+        required_scopes: file.required_scopes,
+        leeway: file.leeway.unwrap_or(Duration::from_secs(60)),
+        algorithms,
+    })
 }
 
 fn default_public_url(listen: SocketAddr) -> anyhow::Result<Url> {
@@ -328,6 +428,18 @@ mod tests {
         let c = Config::from_toml(&args, "public_url = \"https://file.example\"\n").unwrap();
         assert_eq!(c.issuer(), "https://b.example");
         assert!(c.secure_cookies());
+    }
+
+    #[test]
+    fn identity_defaults_to_local_and_oidc_needs_an_issuer_and_client() {
+        let c = Config::from_toml(&SettingsArgs::default(), "").unwrap();
+        assert_eq!(c.identity.mode, IdentityMode::Local);
+        assert!(Config::from_toml(&SettingsArgs::default(), "[identity]\nmode = \"oidc\"\n").is_err());
+        let oidc = "[identity]\nmode = \"oidc\"\nissuer = \"https://idp.example\"\nclient_id = \"broker\"\n";
+        let c = Config::from_toml(&SettingsArgs::default(), oidc).unwrap();
+        assert_eq!(c.identity.algorithms, ["RS256", "PS256", "ES256", "EdDSA"]);
+        let hs = format!("{oidc}algorithms = [\"HS256\"]\n");
+        assert!(Config::from_toml(&SettingsArgs::default(), &hs).is_err(), "HMAC is never accepted");
     }
 
     #[test]
