@@ -55,6 +55,9 @@ impl AppBuilder {
 
     pub async fn build(self) -> anyhow::Result<App> {
         let mut state = build_state(self.config, self.clock).await?;
+        if let Some(oidc) = &state.oidc {
+            oidc.start(state.clock.clone(), state.shutdown.clone()).await;
+        }
         state.extensions = Extensions(Arc::new(self.extensions));
         state.prompts = Arc::new(PromptCatalogue::new(&state.config, state.extensions.clone(), state.events.clone()));
         state.prompts.start_watching(state.shutdown.clone());
@@ -123,6 +126,7 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
     // Derived from the sealing key, so `admin` commands and restarts agree with the server.
     let demo_client_secret = config.demo.then(|| sealer.derive_secret("demo provider client secret"));
     let providers = Providers::from_config(&config, demo_client_secret.as_ref());
+    let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
     Ok(AppState {
         config: Arc::new(config),
         store,
@@ -131,6 +135,7 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
         http: crate::oauth::client::http_client(),
         providers: Arc::new(providers),
         keys: Arc::new(keys),
+        oidc,
         events: Events::new(),
         refresh_locks: Default::default(),
         sessions: Default::default(),
@@ -210,7 +215,9 @@ fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .merge(crate::mcp::router(state.clone()))
         .merge(crate::identity::bearer::metadata_router())
-        .merge(crate::web::router());
+        .merge(crate::authorization_server::router())
+        .merge(crate::web::router())
+        .merge(crate::identity::oidc::router(state.oidc.clone()));
     if state.config.demo {
         router = router.nest("/demo-provider", crate::demo_provider::router());
     }

@@ -67,7 +67,12 @@ impl Events {
     pub fn connections_changed(&self, user_id: &str, provider: &str) {
         self.signal(Signal::ResourcesChanged {
             user_id: user_id.to_owned(),
-            uris: vec!["broker://connections".to_owned(), format!("broker://connections/{provider}")],
+            // `broker://providers` also shows whether this user is connected.
+            uris: vec![
+                "broker://connections".to_owned(),
+                format!("broker://connections/{provider}"),
+                "broker://providers".to_owned(),
+            ],
         });
     }
 }

@@ -24,6 +24,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod authorization_server;
 pub mod clock;
 pub mod config;
 pub mod crypto;

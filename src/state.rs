@@ -26,6 +26,9 @@ pub struct AppState {
     pub providers: Arc<Providers>,
     /// The broker's own JWT keys (issues and verifies bearer tokens for /mcp).
     pub keys: Arc<TokenKeys>,
+    /// `[identity] mode = "oidc"` only: the external issuer's metadata and keys, which verify
+    /// bearer tokens and browser sign-ins instead of the local accounts.
+    pub oidc: Option<Arc<crate::identity::oidc::OidcContext>>,
     /// "Authorization finished" signals for MCP sessions.
     pub events: Events,
     /// Per-grant in-process locks so one refresh runs at a time here; the database lease

@@ -8,7 +8,7 @@ use crate::state::AppState;
 
 #[derive(Subcommand, Debug)]
 pub enum GrantsCommand {
-    /// List grants (one per user and provider).
+    /// List grants (one per user, provider and account).
     List {
         /// Only this user's grants (username).
         #[arg(long)]
@@ -16,8 +16,14 @@ pub enum GrantsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a user's grant at the provider and delete it.
-    Revoke { user: String, provider: String },
+    /// Revoke a user's grants at the provider and delete them.
+    Revoke {
+        user: String,
+        provider: String,
+        /// Only this account (as `grants list` shows it); all of the user's accounts there when omitted.
+        #[arg(long)]
+        account: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -65,14 +71,19 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             }
             Ok(())
         }
-        GrantsCommand::Revoke { user, provider } => {
+        GrantsCommand::Revoke { user, provider, account } => {
             let id = user_id(state, &user).await?;
             let provider_config = state.providers.find(&provider).with_context(|| {
                 format!("unknown provider {provider} (give admin the same settings as serve, e.g. --config or --demo)")
             })?;
-            let removed = crate::oauth::tokens::disconnect(state, &id, provider_config)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let removed = match account {
+                Some(account) => match state.store.grant_for_account(&id, &provider, &account).await? {
+                    Some(grant) => crate::oauth::tokens::disconnect_grant(state, provider_config, &grant).await,
+                    None => Ok(false),
+                },
+                None => crate::oauth::tokens::disconnect(state, &id, provider_config).await,
+            }
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", if removed { "revoked and deleted" } else { "no such grant" });
             Ok(())
         }

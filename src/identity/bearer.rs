@@ -28,6 +28,9 @@ pub fn metadata_router() -> Router<AppState> {
 
 // RFC 9728 §3.2; `resource` is exactly the MCP endpoint URL (§3.3 check done by clients).
 async fn protected_resource_metadata(State(state): State<AppState>) -> Response {
+    if let Some(oidc) = &state.oidc {
+        return ([(header::CACHE_CONTROL, "max-age=300")], Json(oidc.resource_metadata())).into_response();
+    }
     let body = json!({
         "resource": state.config.mcp_url().as_str(),
         "authorization_servers": [state.config.issuer()],
@@ -63,6 +66,8 @@ pub enum Rejection {
     Missing,
     /// Credentials present but unusable.
     Invalid(&'static str),
+    /// A valid token without the required scopes (RFC 6750 §3.1); carries the scopes to ask for.
+    InsufficientScope(String),
     /// The database could not be asked.
     Unavailable,
 }
@@ -82,6 +87,13 @@ impl Rejection {
                     "Bearer error=\"invalid_token\", error_description=\"{why}\", resource_metadata=\"{metadata}\""
                 ),
                 json!({"error": "invalid_token", "error_description": why}),
+            ),
+            Rejection::InsufficientScope(scope) => (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "Bearer error=\"insufficient_scope\", scope=\"{scope}\", resource_metadata=\"{metadata}\", error_description=\"the token lacks required scopes\""
+                ),
+                json!({"error": "insufficient_scope", "scope": scope}),
             ),
             Rejection::Unavailable => {
                 return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"error": "temporarily_unavailable"})))
@@ -118,6 +130,9 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
         _ => return Err(Rejection::Invalid("expected a Bearer token")),
     };
+    if let Some(oidc) = &state.oidc {
+        return crate::identity::oidc::authenticate_bearer(state, oidc, token).await.map_err(Rejection::from);
+    }
     let claims = state.keys.verify(token, state.now()).map_err(|e| {
         tracing::debug!(error = %e, "bearer token rejected");
         match e {
@@ -125,6 +140,15 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
             _ => Rejection::Invalid("the token is not valid for this server"),
         }
     })?;
+    if let Some(grant_id) = &claims.grant_id {
+        let active = state.store.oauth_grant_is_active(grant_id).await.map_err(|e| {
+            tracing::error!(error = %e, "grant lookup failed");
+            Rejection::Unavailable
+        })?;
+        if !active {
+            return Err(Rejection::Invalid("the token's authorization was revoked"));
+        }
+    }
     let user = state
         .store
         .user_by_identity(&claims.iss, &claims.sub)
@@ -135,4 +159,14 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
         })?
         .ok_or(Rejection::Invalid("the token names an unknown user"))?;
     Ok(AuthenticatedUser { user_id: user.id, issuer: user.issuer, subject: user.subject, display_name: user.username })
+}
+
+impl From<crate::identity::oidc::OidcError> for Rejection {
+    fn from(error: crate::identity::oidc::OidcError) -> Self {
+        match error {
+            crate::identity::oidc::OidcError::InsufficientScope { scope } => Rejection::InsufficientScope(scope),
+            error if error.is_unavailable() => Rejection::Unavailable,
+            error => Rejection::Invalid(error.description()),
+        }
+    }
 }

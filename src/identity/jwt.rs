@@ -50,6 +50,10 @@ pub struct Claims {
     pub jti: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Set on tokens the built-in authorization server issued: the grant they belong to, so a
+    /// revoked grant (code or refresh-token replay) stops its access tokens at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
 }
 
 struct KeyPair {
@@ -128,6 +132,7 @@ impl TokenKeys {
             iat: now,
             jti: uuid::Uuid::new_v4().to_string(),
             name: name.map(str::to_owned),
+            grant_id: None,
         };
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.active.kid.clone());
@@ -187,4 +192,56 @@ fn generate_key_row(sealer: &Sealer, now: Timestamp) -> Result<SigningKeyRow, Jw
         created_at: now,
         retired_at: None,
     })
+}
+
+/// Claims of an access token the built-in authorization server issues to an MCP client
+/// ([`crate::authorization_server`]): the claims of [`Claims`] plus the client, the granted
+/// scope and the grant it descends from (RFC 9068 §2.2). [`TokenKeys::verify`] accepts these
+/// tokens like any other and ignores the extra claims.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientAccessClaims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: String,
+    pub exp: i64,
+    pub iat: i64,
+    pub jti: String,
+    pub client_id: String,
+    /// Space-separated; absent when no scope was granted.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope: String,
+    /// The authorization server's grant (`oauth_grants.id`), so a bearer check can refuse
+    /// tokens of a revoked grant ([`crate::store::Store::oauth_grant_is_active`]).
+    pub grant_id: String,
+}
+
+impl TokenKeys {
+    /// An access token for `subject` issued to MCP client `client_id` with `scope`, valid for
+    /// `ttl_seconds` from `now`; `iss` and `aud` are the same as [`TokenKeys::issue`]'s.
+    pub fn issue_for_client(
+        &self,
+        subject: &str,
+        client_id: &str,
+        scope: &str,
+        grant_id: &str,
+        now: Timestamp,
+        ttl_seconds: i64,
+    ) -> Result<String, JwtError> {
+        let claims = ClientAccessClaims {
+            iss: self.issuer.clone(),
+            sub: subject.to_owned(),
+            aud: self.audience.clone(),
+            exp: now + ttl_seconds,
+            iat: now,
+            jti: uuid::Uuid::new_v4().to_string(),
+            client_id: client_id.to_owned(),
+            scope: scope.to_owned(),
+            grant_id: grant_id.to_owned(),
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.active.kid.clone());
+        // RFC 9068 §2.1: access tokens are typed, so they cannot be confused with other JWTs.
+        header.typ = Some("at+jwt".into());
+        jsonwebtoken::encode(&header, &claims, &self.active.encoding).map_err(|_| JwtError::Signing)
+    }
 }

@@ -5,6 +5,7 @@
 pub mod bearer;
 pub mod browser;
 pub mod jwt;
+pub mod oidc;
 pub mod password;
 
 /// The user behind a request, as established by a verified credential.

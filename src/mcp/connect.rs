@@ -6,6 +6,14 @@
 //! answer `-32042` so the client can open the link and retry. Clients without URL mode get an
 //! `isError` result with the link as text. The database row is the truth: a retried call
 //! succeeds from the stored grant whether or not any notification arrived.
+//!
+//! §Form mode: when the user already holds an account at the provider, `connect_account`
+//! without `scopes` asks which scopes to request (multi-select, what they have plus the
+//! defaults ticked) and, without `account`, which account — one of theirs or another one — in
+//! one form. The first connection asks nothing: the consent page shows the scopes, and clients
+//! expect the link straight away. Decline or cancel connects nothing and changes nothing.
+//! Without form mode: the named or default scopes, and with several accounts an `isError`
+//! asking for `account`.
 
 use std::time::Duration;
 
@@ -14,14 +22,17 @@ use rmcp::model::{CallToolResult, ElicitationAction, ErrorData, ProgressNotifica
 use rmcp::service::{ElicitationError, RequestContext};
 use serde_json::json;
 
-use super::connections::{internal, unknown_provider};
+use super::connections::{find_account, internal, several_accounts, unknown_provider};
 use super::elicitation::{self, Requester};
+use super::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
+use super::forms::{self, FormSchema, Reply};
 use super::server::{BrokerServer, Caller, error_result, text_result};
-use super::tools::ConnectArgs;
+use super::tools::{CONNECT_ACCOUNT, ConnectArgs};
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::oauth::tokens::{self, TokenError};
 use crate::store::authorizations::{AuthorizationRow, AuthorizationStatus};
+use crate::store::grants::GrantRow;
 
 /// How often a waiting call re-reads the row and reports progress.
 const WAIT_TICK: Duration = Duration::from_secs(5);
@@ -36,6 +47,17 @@ pub(crate) enum Needed {
     Answer(CallToolResult),
 }
 
+/// Which account `connect_account` works on.
+enum Target {
+    /// `grants[i]`: reconnect it if it lacks the scopes.
+    Existing(usize),
+    /// Another account (under this name, if the caller gave one).
+    New(Option<String>),
+}
+
+/// `(id, version)` of the user's grants before a connection, to tell which one it produced.
+type Snapshot = Vec<(String, i64)>;
+
 impl BrokerServer {
     pub(crate) async fn connect_account(
         &self,
@@ -46,21 +68,147 @@ impl BrokerServer {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
-        let requested = match &args.scopes {
+        let named_scopes = match &args.scopes {
             Some(list) => match Scopes::parse(list) {
-                Ok(s) => s,
+                Ok(s) => Some(s),
                 Err(e) => return Ok(error_result(e.to_string())),
             },
-            None => provider.default_scopes.clone(),
+            None => None,
         };
-        let scopes = match self.needed(caller, provider, &requested).await? {
-            Needed::Ready => return self.connected_result(caller, provider).await,
-            Needed::Answer(result) => return Ok(result),
-            Needed::Connect(scopes) => scopes,
+        let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        let (target, requested) = match self.connect_choice(provider, &args, named_scopes, &grants, ctx).await? {
+            Ok(choice) => choice,
+            Err(result) => return Ok(result),
         };
-        let row = self.authorization(caller, provider, &scopes).await?;
+        let (scopes, hint) = match target {
+            Target::Existing(i) => {
+                let grant = &grants[i];
+                match self.needed(caller, provider, Some(account_name(grant)), &requested).await? {
+                    Needed::Ready => return Ok(connected_result(provider, grant)),
+                    Needed::Answer(result) => return Ok(result),
+                    Needed::Connect(scopes) => {
+                        let hint = grant
+                            .account_label
+                            .as_ref()
+                            .map(|_| format!("At {}, sign in as {}.", provider.display_name, account_shown(grant)));
+                        (scopes, hint)
+                    }
+                }
+            }
+            Target::New(Some(name)) => (requested, Some(format!("At {}, sign in as “{name}”.", provider.display_name))),
+            Target::New(None) if !grants.is_empty() => {
+                (requested, Some(format!("At {}, sign in with the account to add.", provider.display_name)))
+            }
+            Target::New(None) => (requested, None),
+        };
+        let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
+        self.start_connect(caller, provider, &scopes, hint.as_deref(), &before, ctx).await
+    }
+
+    /// The account and scopes to connect: from the arguments, from a form (see the module
+    /// doc), or an answer to return as is.
+    async fn connect_choice(
+        &self,
+        provider: &ProviderConfig,
+        args: &ConnectArgs,
+        named_scopes: Option<Scopes>,
+        grants: &[GrantRow],
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Result<(Target, Scopes), CallToolResult>, ErrorData> {
+        let named_target = args.account.as_deref().map(|name| match find_account(grants, name) {
+            Some(i) => Target::Existing(i),
+            None => Target::New(Some(name.to_owned())),
+        });
+        if grants.is_empty() {
+            let scopes = named_scopes.unwrap_or_else(|| provider.default_scopes.clone());
+            return Ok(Ok((named_target.unwrap_or(Target::New(None)), scopes)));
+        }
+        let ask_scopes = named_scopes.is_none() && questions::offers_more_than_defaults(provider);
+        let ask_account = named_target.is_none() && (grants.len() >= 2 || ask_scopes);
+        if !forms::form_mode(&ctx.peer) || !(ask_scopes || ask_account) {
+            let target = match named_target {
+                Some(target) => target,
+                None if grants.len() == 1 => Target::Existing(0),
+                None => return Ok(Err(several_accounts(provider, grants, CONNECT_ACCOUNT))),
+            };
+            return Ok(Ok((target, named_scopes.unwrap_or_else(|| provider.default_scopes.clone()))));
+        }
+        let default = match &named_target {
+            Some(Target::Existing(i)) => Some(*i),
+            Some(Target::New(_)) => None,
+            None => questions::most_recent(grants),
+        };
+        let question = ask_account.then(|| AccountQuestion::new(grants, true, default, provider));
+        let mut fields: Vec<forms::Field> = question.iter().map(|q| q.field.clone()).collect();
+        if ask_scopes {
+            // Ticked: what the (default) account holds plus the defaults. Unticking a held scope
+            // does not remove it; disconnecting does.
+            let held = default.and_then(|i| Scopes::from_space_separated(&grants[i].scopes).ok()).unwrap_or_default();
+            fields.push(questions::scopes_field(provider, &provider.default_scopes.union(&held)));
+        }
+        let form = FormSchema::new(fields).map_err(internal)?;
+        let message = match (ask_account, ask_scopes) {
+            (true, true) => format!("Connect {}: which account, and what may tools do there?", provider.display_name),
+            (true, false) => format!("Connect {}: which account?", provider.display_name),
+            _ => format!("Connect {}: what may tools do there on your behalf?", provider.display_name),
+        };
+        let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
+        self.log_reply(&ctx.peer, CONNECT_ACCOUNT, provider, &reply).await;
+        let answers = match reply {
+            Ok(Reply::Accepted(answers)) => answers,
+            Ok(Reply::Declined) => {
+                return Ok(Err(error_result(format!(
+                    "You declined. Nothing was connected, and your {} connections are unchanged.",
+                    provider.display_name
+                ))));
+            }
+            Ok(Reply::Cancelled) => {
+                return Ok(Err(error_result(format!(
+                    "Connecting {} was cancelled; nothing changed. Call connect_account again when you are ready.",
+                    provider.display_name
+                ))));
+            }
+            Err(error) => return questions::no_answer(error, "Nothing was connected.").map(Err),
+        };
+        let target = match (named_target, question.as_ref().and_then(|q| q.picked(&answers))) {
+            (Some(target), _) => target,
+            (None, Some(Picked::Existing(i))) => Target::Existing(i),
+            (None, Some(Picked::New)) => Target::New(None),
+            (None, None) if grants.len() == 1 => Target::Existing(0),
+            (None, None) => return Ok(Err(error_result("No account was chosen. Nothing was connected."))),
+        };
+        let scopes = match answers.choices(SCOPES) {
+            Some(chosen) => match Scopes::parse(chosen) {
+                Ok(scopes) => scopes,
+                Err(e) => {
+                    return Ok(Err(error_result(format!(
+                        "Your answer could not be used: {e}. Nothing was connected."
+                    ))));
+                }
+            },
+            None => named_scopes.unwrap_or_else(|| provider.default_scopes.clone()),
+        };
+        Ok(Ok((target, scopes)))
+    }
+
+    /// Opens (or reuses) an authorization and sends the user to the browser: inline URL
+    /// elicitation and a bounded wait, or the link as text.
+    async fn start_connect(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        scopes: &Scopes,
+        hint: Option<&str>,
+        before: &Snapshot,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let with_hint = |text: String| match hint {
+            Some(hint) => format!("{text} {hint}"),
+            None => text,
+        };
+        let row = self.authorization(caller, provider, scopes).await?;
         if !caller.url_mode {
-            return Ok(error_result(elicitation::manual_connect_text(&self.state, &row, provider, &scopes)));
+            return Ok(error_result(with_hint(elicitation::manual_connect_text(&self.state, &row, provider, scopes))));
         }
         // Subscribe before asking, so a fast browser cannot finish unseen.
         let mut events = self.state.events.subscribe();
@@ -68,7 +216,7 @@ impl BrokerServer {
         let asked = ctx
             .peer
             .elicit_url_with_timeout(
-                elicitation::connect_message(provider, &scopes),
+                with_hint(elicitation::connect_message(provider, scopes)),
                 url,
                 row.id.clone(),
                 Some(self.state.config.connect_wait),
@@ -94,7 +242,7 @@ impl BrokerServer {
             // A client on a revision without server-to-client requests (2026-07-28): the
             // error form still works.
             Err(ElicitationError::CapabilityNotSupported) | Err(ElicitationError::Service(_)) => {
-                return Err(elicitation::url_elicitation_required(&self.state, &row, provider, &scopes));
+                return Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes));
             }
             Err(other) => return Err(internal(other)),
         }
@@ -104,7 +252,7 @@ impl BrokerServer {
             json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
         )
         .await;
-        self.wait_for_browser(caller, provider, &row, &mut events, ctx).await
+        self.wait_for_browser(caller, provider, &row, before, &mut events, ctx).await
     }
 
     /// Waits for the authorization row to reach a final state, bounded by `connect_wait`,
@@ -114,6 +262,7 @@ impl BrokerServer {
         caller: &Caller,
         provider: &ProviderConfig,
         row: &AuthorizationRow,
+        before: &Snapshot,
         events: &mut tokio::sync::broadcast::Receiver<crate::events::AuthorizationFinished>,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
@@ -121,7 +270,7 @@ impl BrokerServer {
         let progress_token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
         loop {
-            if let Some(done) = self.final_outcome(caller, provider, &row.id).await? {
+            if let Some(done) = self.final_outcome(caller, provider, &row.id, before).await? {
                 return Ok(done);
             }
             tokio::select! {
@@ -154,13 +303,14 @@ impl BrokerServer {
         caller: &Caller,
         provider: &ProviderConfig,
         id: &str,
+        before: &Snapshot,
     ) -> Result<Option<CallToolResult>, ErrorData> {
         let row = self.state.store.authorization(id).await.map_err(internal)?;
         let Some(row) = row else {
             return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
         };
         Ok(match row.status() {
-            Some(AuthorizationStatus::Completed) => Some(self.connected_result(caller, provider).await?),
+            Some(AuthorizationStatus::Completed) => Some(self.completed_result(caller, provider, before).await?),
             Some(AuthorizationStatus::Declined) => {
                 Some(error_result(format!("You declined to connect {}.", provider.display_name)))
             }
@@ -176,31 +326,36 @@ impl BrokerServer {
         })
     }
 
-    async fn connected_result(&self, caller: &Caller, provider: &ProviderConfig) -> Result<CallToolResult, ErrorData> {
-        let grant = self.state.store.grant(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
-        let Some(grant) = grant else {
-            return Ok(error_result(format!("Not connected to {}.", provider.display_name)));
-        };
-        let account = grant.account_label.as_deref().map(|a| format!(" as {a}")).unwrap_or_default();
-        let mut result =
-            text_result(format!("Connected to {}{account} with scopes: {}.", provider.display_name, grant.scopes));
-        result.structured_content = Some(json!({
-            "provider": provider.id.as_str(),
-            "connected": true,
-            "account": grant.account_label,
-            "scopes": grant.scopes.split_whitespace().collect::<Vec<_>>(),
-        }));
-        Ok(result)
+    /// The result once a connection completed: the grant it created or changed (the row does
+    /// not record which account the user picked at the provider).
+    async fn completed_result(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        before: &Snapshot,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        let changed = grants
+            .iter()
+            .filter(|g| !before.iter().any(|(id, version)| *id == g.id && *version == g.version))
+            .max_by_key(|g| (g.updated_at, g.version));
+        let grant = changed.or_else(|| questions::most_recent(&grants).map(|i| &grants[i]));
+        Ok(match grant {
+            Some(grant) => connected_result(provider, grant),
+            None => error_result(format!("Not connected to {}.", provider.display_name)),
+        })
     }
 
-    /// Whether (user, provider) has a usable grant with `required` scopes.
+    /// Whether (user, provider, account) has a usable grant with `required` scopes (`account`
+    /// `None`: the most recently updated one).
     pub(crate) async fn needed(
         &self,
         caller: &Caller,
         provider: &ProviderConfig,
+        account: Option<&str>,
         required: &Scopes,
     ) -> Result<Needed, ErrorData> {
-        match tokens::access_token(&self.state, &caller.user.user_id, provider, required).await {
+        match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
             Ok(_) => Ok(Needed::Ready),
             Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => Ok(Needed::Connect(required.clone())),
             // Ask for what they have plus what is missing, so the new grant replaces the old
@@ -248,4 +403,17 @@ impl BrokerServer {
             Ok(error_result(elicitation::manual_connect_text(&self.state, &row, provider, scopes)))
         }
     }
+}
+
+fn connected_result(provider: &ProviderConfig, grant: &GrantRow) -> CallToolResult {
+    let account = grant.account_label.as_deref().map(|a| format!(" as {a}")).unwrap_or_default();
+    let mut result =
+        text_result(format!("Connected to {}{account} with scopes: {}.", provider.display_name, grant.scopes));
+    result.structured_content = Some(json!({
+        "provider": provider.id.as_str(),
+        "connected": true,
+        "account": grant.account_label,
+        "scopes": grant.scopes.split_whitespace().collect::<Vec<_>>(),
+    }));
+    result
 }

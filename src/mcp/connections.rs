@@ -1,26 +1,43 @@
-//! `list_connections` and `disconnect_account`.
+//! `list_connections` and `disconnect_account`, and choosing among a user's several accounts
+//! at one provider (shared with `connect_account` and `provider_request`).
+//!
+//! A tool that names no `account` while the user has several at that provider asks which one
+//! with a titled single-select form when the client declared form mode; other clients get an
+//! `isError` result listing the accounts and asking for `account`.
 
+use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::service::RequestContext;
 use serde_json::json;
 
-use super::server::{BrokerServer, Caller, error_result, text_result};
-use super::tools::DisconnectArgs;
-use crate::store::grants::GrantStatus;
+use super::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
+use super::forms::{self, FormSchema, Reply};
+use super::server::{BrokerServer, Caller, LogLevel, error_result, text_result};
+use super::tools::{CONNECT_ACCOUNT, DisconnectArgs};
+use crate::config::ProviderConfig;
+use crate::store::grants::{GrantRow, GrantStatus};
 
 pub(crate) fn internal(error: impl std::fmt::Display) -> ErrorData {
     tracing::error!(%error, "tool failed");
     ErrorData::internal_error("internal error", None)
 }
 
+/// Which of the user's accounts at a provider a tool acts on.
+pub(crate) enum AccountPick {
+    /// This one.
+    One(GrantRow),
+    /// The user has no account there.
+    NoAccount,
+    /// A result to return as is: an unknown name, no choice made, several without form mode.
+    Answer(CallToolResult),
+}
+
 impl BrokerServer {
     pub(crate) async fn list_connections(&self, caller: &Caller) -> Result<CallToolResult, ErrorData> {
         let grants = self.state.store.grants_for_user(&caller.user.user_id).await.map_err(internal)?;
-        let connections: Vec<_> = self
-            .state
-            .providers
-            .iter()
-            .map(|provider| {
-                let grant = grants.iter().find(|g| g.provider == provider.id.as_str());
+        let mut connections = Vec::new();
+        for provider in self.state.providers.iter() {
+            let entry = |grant: Option<&GrantRow>| {
                 let status = match grant {
                     Some(g) if g.status == GrantStatus::Active.as_str() => "connected",
                     Some(_) => "needs_reconsent",
@@ -35,8 +52,14 @@ impl BrokerServer {
                     "scopes": grant.map(|g| g.scopes.split_whitespace().collect::<Vec<_>>()).unwrap_or_default(),
                     "expires_at": grant.and_then(|g| g.expires_at),
                 })
-            })
-            .collect();
+            };
+            // One entry per account; a provider without any still gets its "not_connected" one.
+            let mine: Vec<&GrantRow> = grants.iter().filter(|g| g.provider == provider.id.as_str()).collect();
+            if mine.is_empty() {
+                connections.push(entry(None));
+            }
+            connections.extend(mine.into_iter().map(|g| entry(Some(g))));
+        }
         let structured = json!({ "connections": connections });
         let mut result = CallToolResult::structured(structured.clone());
         // Also as text, for clients that only show content (MCP server/tools §structured content).
@@ -44,23 +67,181 @@ impl BrokerServer {
         Ok(result)
     }
 
-    pub(crate) async fn disconnect_account(
+    // MCP 2025-11-25 client/elicitation §Form mode: confirming a destructive action.
+    pub(crate) async fn disconnect_account_in(
         &self,
         caller: &Caller,
         args: DisconnectArgs,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.disconnect(caller, args, Some(ctx)).await
+    }
+
+    async fn disconnect(
+        &self,
+        caller: &Caller,
+        args: DisconnectArgs,
+        ctx: Option<&RequestContext<RoleServer>>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
-        match crate::oauth::tokens::disconnect(&self.state, &caller.user.user_id, provider).await {
+        let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        if grants.is_empty() {
+            return Ok(text_result(format!("You were not connected to {}.", provider.display_name)));
+        }
+        let named = match args.account.as_deref() {
+            Some(name) => match find_account(&grants, name) {
+                Some(i) => Some(i),
+                None => return Ok(unknown_account(provider, name, &grants, "disconnect_account")),
+            },
+            None if grants.len() == 1 => Some(0),
+            None => None,
+        };
+        let form_ctx = ctx.filter(|c| forms::form_mode(&c.peer));
+        let Some(ctx) = form_ctx else {
+            // No form mode: the tool is annotated destructive (destructiveHint), so the client
+            // asks the user before calling it; asking again would need a form we cannot send.
+            return match named {
+                Some(i) => self.revoke(provider, &grants[i]).await,
+                None => Ok(several_accounts(provider, &grants, "disconnect_account")),
+            };
+        };
+        // One form: which account (when several and none named) and a ticked confirmation.
+        let question = named.is_none().then(|| AccountQuestion::new(&grants, false, None, provider));
+        let mut fields: Vec<forms::Field> = question.iter().map(|q| q.field.clone()).collect();
+        fields.push(questions::confirm_field());
+        let form = FormSchema::new(fields).map_err(internal)?;
+        let message = match named {
+            Some(i) => format!(
+                "Disconnect your {} account {}? The broker revokes its access there and forgets it.",
+                provider.display_name,
+                questions::account_shown(&grants[i])
+            ),
+            None => format!(
+                "Which {} account should be disconnected? The broker revokes its access there and forgets it.",
+                provider.display_name
+            ),
+        };
+        let nothing = "Nothing was disconnected.";
+        let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
+        self.log_reply(&ctx.peer, "disconnect_account", provider, &reply).await;
+        let answers = match reply {
+            Ok(Reply::Accepted(answers)) => answers,
+            Ok(Reply::Declined) => return Ok(error_result(format!("You declined. {nothing}"))),
+            Ok(Reply::Cancelled) => return Ok(error_result(format!("Cancelled. {nothing}"))),
+            Err(error) => return questions::no_answer(error, nothing),
+        };
+        // Accepting is the confirmation; only an unticked box says no.
+        if answers.bool(CONFIRM) == Some(false) {
+            return Ok(error_result(format!("You did not confirm. {nothing}")));
+        }
+        let chosen = match (named, question.as_ref().and_then(|q| q.picked(&answers))) {
+            (Some(i), _) | (None, Some(Picked::Existing(i))) => i,
+            _ => return Ok(error_result(format!("No account was chosen. {nothing}"))),
+        };
+        self.revoke(provider, &grants[chosen]).await
+    }
+
+    async fn revoke(&self, provider: &ProviderConfig, grant: &GrantRow) -> Result<CallToolResult, ErrorData> {
+        let account = grant.account_label.as_ref().map(|a| format!(" account “{a}”")).unwrap_or_default();
+        match crate::oauth::tokens::disconnect_grant(&self.state, provider, grant).await {
             Ok(true) => Ok(text_result(format!(
-                "Disconnected from {}; its tokens were revoked and deleted.",
+                "Disconnected your {}{account}; its tokens were revoked and deleted.",
                 provider.display_name
             ))),
-            Ok(false) => Ok(text_result(format!("You were not connected to {}.", provider.display_name))),
+            Ok(false) => Ok(text_result(format!("Your {}{account} was already disconnected.", provider.display_name))),
             Err(e) => Err(internal(e)),
         }
     }
+
+    /// The account a tool that uses an existing account acts on: the one named, the only one,
+    /// or — with several and none named — the user's choice (form mode) or an `isError` asking
+    /// for `account`.
+    pub(crate) async fn pick_account(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        named: Option<&str>,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<AccountPick, ErrorData> {
+        let mut grants =
+            self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        if grants.is_empty() {
+            return Ok(AccountPick::NoAccount);
+        }
+        if let Some(name) = named {
+            return Ok(match find_account(&grants, name) {
+                Some(i) => AccountPick::One(grants.swap_remove(i)),
+                None => AccountPick::Answer(unknown_account(provider, name, &grants, tool)),
+            });
+        }
+        if grants.len() == 1 {
+            return Ok(AccountPick::One(grants.swap_remove(0)));
+        }
+        if !forms::form_mode(&ctx.peer) {
+            return Ok(AccountPick::Answer(several_accounts(provider, &grants, tool)));
+        }
+        let question = AccountQuestion::new(&grants, false, questions::most_recent(&grants), provider);
+        let form = FormSchema::new([question.field.clone()]).map_err(internal)?;
+        let message = format!("You have several {} accounts. Which one should be used?", provider.display_name);
+        let nothing = "Nothing was sent to the provider.";
+        let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
+        self.log_reply(&ctx.peer, tool, provider, &reply).await;
+        Ok(match reply {
+            Ok(Reply::Accepted(answers)) => match question.picked(&answers) {
+                Some(Picked::Existing(i)) => AccountPick::One(grants.swap_remove(i)),
+                _ => AccountPick::Answer(error_result(format!("No account was chosen. {nothing}"))),
+            },
+            Ok(Reply::Declined) => {
+                AccountPick::Answer(error_result(format!("You declined to choose an account. {nothing}")))
+            }
+            Ok(Reply::Cancelled) => AccountPick::Answer(error_result(format!("Cancelled. {nothing}"))),
+            Err(error) => AccountPick::Answer(questions::no_answer(error, nothing)?),
+        })
+    }
+
+    /// MCP utilities/logging: how a question ended (never the answer's values).
+    pub(crate) async fn log_reply(
+        &self,
+        peer: &rmcp::service::Peer<RoleServer>,
+        tool: &str,
+        provider: &ProviderConfig,
+        reply: &Result<Reply, forms::AskError>,
+    ) {
+        let outcome = match reply {
+            Ok(Reply::Accepted(_)) => "accepted".to_owned(),
+            Ok(Reply::Declined) => "declined".to_owned(),
+            Ok(Reply::Cancelled) => "cancelled".to_owned(),
+            Err(error) => error.to_string(),
+        };
+        let level = if reply.is_ok() { LogLevel::Info } else { LogLevel::Warning };
+        self.log(peer, level, json!({"tool": tool, "provider": provider.id.as_str(), "form": outcome})).await;
+    }
+}
+
+/// The index of the account `name` ('' = the account without a name).
+pub(crate) fn find_account(grants: &[GrantRow], name: &str) -> Option<usize> {
+    grants.iter().position(|g| questions::account_name(g) == name)
+}
+
+fn unknown_account(provider: &ProviderConfig, name: &str, grants: &[GrantRow], tool: &str) -> CallToolResult {
+    let shown: String = name.chars().take(64).collect();
+    error_result(format!(
+        "You have no {} account named {shown:?}. Your accounts there: {}. Call {tool} again with one of them as `account`.",
+        provider.display_name,
+        questions::list_accounts(grants)
+    ))
+}
+
+pub(crate) fn several_accounts(provider: &ProviderConfig, grants: &[GrantRow], tool: &str) -> CallToolResult {
+    let or_new = if tool == CONNECT_ACCOUNT { " (or a new name, to add another account)" } else { "" };
+    error_result(format!(
+        "You have several {} accounts: {}. Call {tool} again with `account` set to the one to use{or_new}.",
+        provider.display_name,
+        questions::list_accounts(grants)
+    ))
 }
 
 pub(crate) fn unknown_provider(known: &[String], asked: &str) -> String {

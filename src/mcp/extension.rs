@@ -28,6 +28,16 @@ pub struct ExtensionContext {
     pub user: AuthenticatedUser,
     /// rmcp's context: `peer` (elicitation, sampling, progress, logging), `ct`, `meta`.
     pub request: RequestContext<RoleServer>,
+    /// The session's `logging/setLevel` choice, for [`ExtensionContext::log`].
+    pub(crate) log_level: crate::mcp::server::SessionLogLevel,
+}
+
+impl ExtensionContext {
+    /// Sends `notifications/message` if the session asked for `level` or more severe
+    /// (MCP utilities/logging). Never put a secret in `data`.
+    pub async fn log(&self, level: crate::mcp::server::LogLevel, data: serde_json::Value) {
+        crate::mcp::server::send_log(&self.request.peer, &self.log_level, level, data).await;
+    }
 }
 
 pub type ExtensionFuture<'a, T> = BoxFuture<'a, Option<Result<T, ErrorData>>>;

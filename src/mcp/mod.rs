@@ -4,7 +4,8 @@
 //! - [`tools`]: the tool catalogue and argument parsing.
 //! - [`connect`], [`connections`], [`provider_request`]: the tools.
 //! - [`elicitation`]: URL elicitation, `-32042`, the completion notification.
-//! - [`sessions`]: which user owns which session.
+//! - [`sessions`]: which user owns which session, and its protocol version (SSE priming only
+//!   from 2025-11-25 on).
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
 //! owner check, and rmcp validates `Host` and `Origin` against our public URL.

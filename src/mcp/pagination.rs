@@ -9,7 +9,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::model::ErrorData;
 
 /// One page of `items` and the cursor of the next page, if any.
-pub fn page<T: Clone>(items: &[T], cursor: Option<&str>, page_size: usize, kind: &str) -> Result<(Vec<T>, Option<String>), ErrorData> {
+pub fn page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+    page_size: usize,
+    kind: &str,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
     let offset = match cursor {
         None => 0,
         Some(cursor) => decode(cursor, kind).ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,

@@ -1,13 +1,15 @@
-//! `provider_request`: a call to a provider's API with the user's token injected.
+//! `provider_request`: a call to a provider's API with the user's token injected, as one of
+//! the user's accounts there (named, the only one, or chosen: see [`BrokerServer::pick_account`]).
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::RequestContext;
 
 use super::connect::Needed;
-use super::connections::{internal, unknown_provider};
+use super::connections::{AccountPick, internal, unknown_provider};
+use super::forms::questions::account_name;
 use super::server::{BrokerServer, Caller, LogLevel, error_result};
-use super::tools::ProviderRequestArgs;
+use super::tools::{PROVIDER_REQUEST, ProviderRequestArgs};
 use crate::domain::Scopes;
 use crate::oauth::api;
 use crate::oauth::tokens::{self, TokenError};
@@ -33,16 +35,29 @@ impl BrokerServer {
         if let Err(e) = api::apply_query(&mut url, args.query.as_ref()) {
             return Ok(error_result(e.to_string()));
         }
+        let account = match self.pick_account(caller, provider, args.account.as_deref(), PROVIDER_REQUEST, ctx).await? {
+            AccountPick::One(grant) => Some(account_name(&grant).to_owned()),
+            AccountPick::NoAccount => None,
+            AccountPick::Answer(result) => return Ok(result),
+        };
         // Any grant will do: which scopes an API path needs is the provider's business, and
         // its 403 is returned as is.
         let none = Scopes::default();
-        let token = match tokens::access_token(&self.state, &caller.user.user_id, provider, &none).await {
+        let token = match tokens::access_token_for(
+            &self.state,
+            &caller.user.user_id,
+            provider,
+            account.as_deref(),
+            &none,
+        )
+        .await
+        {
             Ok(token) => token,
             Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => {
                 return self.connection_required(caller, provider, &provider.default_scopes).await;
             }
             Err(other) => {
-                return match self.needed(caller, provider, &none).await? {
+                return match self.needed(caller, provider, account.as_deref(), &none).await? {
                     Needed::Answer(result) => Ok(result),
                     _ => Err(internal(other)),
                 };

@@ -169,19 +169,13 @@ impl BrokerServer {
     }
 
     fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
-        ExtensionContext { user: caller.user.clone(), request: ctx.clone() }
+        ExtensionContext { user: caller.user.clone(), request: ctx.clone(), log_level: self.scope.log_level.clone() }
     }
 
     /// Sends `notifications/message` if the session asked for this level (MCP utilities/logging).
     /// Never include a secret in `data`.
     pub(crate) async fn log(&self, peer: &Peer<RoleServer>, level: LogLevel, data: serde_json::Value) {
-        let level = level.into_rmcp();
-        let wanted = *self.scope.log_level.lock().unwrap_or_else(|p| p.into_inner());
-        if wanted.is_some_and(|min| severity(level) >= severity(min)) {
-            let mut param = LoggingMessageNotificationParam::new(level, data);
-            param.logger = Some("oauth-broker".into());
-            let _ = peer.notify_logging_message(param).await;
-        }
+        send_log(peer, &self.scope.log_level, level, data).await;
     }
 }
 
@@ -204,6 +198,25 @@ impl LogLevel {
             LogLevel::Warning => LoggingLevel::Warning,
             LogLevel::Error => LoggingLevel::Error,
         }
+    }
+}
+
+/// A session's `logging/setLevel` choice, shared with extension contexts.
+pub type SessionLogLevel = Arc<Mutex<Option<LoggingLevel>>>;
+
+/// Sends `notifications/message` if the session asked for this level or a less severe one.
+pub(crate) async fn send_log(
+    peer: &Peer<RoleServer>,
+    wanted: &SessionLogLevel,
+    level: LogLevel,
+    data: serde_json::Value,
+) {
+    let level = level.into_rmcp();
+    let wanted = *wanted.lock().unwrap_or_else(|p| p.into_inner());
+    if wanted.is_some_and(|min| severity(level) >= severity(min)) {
+        let mut param = LoggingMessageNotificationParam::new(level, data);
+        param.logger = Some("oauth-broker".into());
+        let _ = peer.notify_logging_message(param).await;
     }
 }
 
@@ -284,7 +297,7 @@ impl ServerHandler for BrokerServer {
                 Err(e) => Ok(error_result(e)),
             },
             DISCONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.disconnect_account(&caller, args).await,
+                Ok(args) => self.disconnect_account_in(&caller, args, &ctx).await,
                 Err(e) => Ok(error_result(e)),
             },
             PROVIDER_REQUEST => match tools::parse_args(request.arguments) {

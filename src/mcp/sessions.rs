@@ -1,18 +1,25 @@
-//! Which user owns which MCP session.
+//! Which user owns which MCP session, and which protocol version it negotiated.
 //!
 //! A session id is never a credential (MCP security best practices, "session hijacking"): each
 //! request is authenticated by its own bearer token, and a session belongs to the user whose
 //! token opened it. A request naming a session with another user's token is refused before it
 //! reaches rmcp, so one user can never read another's stream or answer their elicitations.
+//!
+//! SSE priming events (an event id with empty data, SEP-1699) exist from 2025-11-25 on; clients
+//! of earlier revisions parse every event's data as JSON and fail on an empty one. rmcp primes
+//! every stream, so for sessions that negotiated an older version the data-less events are
+//! taken out of the response here ([`PrimingFilter`]).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::Json;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::json;
 
 use crate::identity::AuthenticatedUser;
@@ -22,6 +29,9 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 /// Owners of sessions idle longer than this are forgotten (rmcp drops idle sessions sooner);
 /// a forgotten session is refused, never opened to whoever names it.
 const IDLE_FORGET_SECONDS: i64 = 3600;
+/// The first revision with SSE priming events (SEP-1699). Versions are dates, so they compare
+/// as strings.
+const PRIMING_SINCE: &str = "2025-11-25";
 
 #[derive(Debug, Default)]
 pub struct SessionRegistry {
@@ -32,11 +42,13 @@ pub struct SessionRegistry {
 struct Owner {
     user_id: String,
     last_seen: i64,
+    /// From the initialize result; `None` until it has been seen.
+    protocol_version: Option<String>,
 }
 
 pub enum SessionCheck {
-    /// A session of this user.
-    Allowed,
+    /// A session of this user; `priming` is false for sessions on a revision before 2025-11-25.
+    Allowed { priming: bool },
     /// The session belongs to someone else.
     Foreign,
     /// No owner on record: refused like an ended session.
@@ -49,7 +61,7 @@ impl SessionRegistry {
         match owners.get_mut(session_id) {
             Some(owner) if owner.user_id == user_id => {
                 owner.last_seen = now;
-                SessionCheck::Allowed
+                SessionCheck::Allowed { priming: owner.protocol_version.as_deref().is_none_or(primes) }
             }
             Some(_) => SessionCheck::Foreign,
             None => SessionCheck::Unknown,
@@ -59,7 +71,17 @@ impl SessionRegistry {
     fn bind(&self, session_id: &str, user_id: &str, now: i64) {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         owners.retain(|_, o| now - o.last_seen < IDLE_FORGET_SECONDS);
-        owners.insert(session_id.to_owned(), Owner { user_id: user_id.to_owned(), last_seen: now });
+        owners.insert(
+            session_id.to_owned(),
+            Owner { user_id: user_id.to_owned(), last_seen: now, protocol_version: None },
+        );
+    }
+
+    /// Records the version the session's initialize result named.
+    fn set_protocol_version(&self, session_id: &str, version: &str) {
+        if let Some(owner) = self.owners.lock().unwrap_or_else(|p| p.into_inner()).get_mut(session_id) {
+            owner.protocol_version = Some(version.to_owned());
+        }
     }
 
     /// Called when a session ends.
@@ -83,9 +105,10 @@ pub async fn enforce_session_owner(State(state): State<AppState>, request: Reque
     };
     let now = state.now();
     let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut priming = true;
     if let Some(session_id) = &named {
         match state.sessions.check(session_id, &user.user_id, now) {
-            SessionCheck::Allowed => {}
+            SessionCheck::Allowed { priming: primes } => priming = primes,
             SessionCheck::Foreign => {
                 tracing::warn!(user = %user.user_id, "request named another user's MCP session; refused");
                 return rpc_error(StatusCode::FORBIDDEN, "this session belongs to another user");
@@ -98,15 +121,163 @@ pub async fn enforce_session_owner(State(state): State<AppState>, request: Reque
     }
     let is_delete = request.method() == Method::DELETE;
     let response = next.run(request).await;
-    match (&named, response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())) {
-        // The initialize response names the new session: it belongs to this user.
-        (None, Some(created)) => state.sessions.bind(created, &user.user_id, now),
-        (Some(ended), _) if is_delete && response.status().is_success() => state.sessions.forget(ended),
-        _ => {}
+    let created = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let filter = match (&named, created) {
+        // The initialize response names the new session: it belongs to this user, and its
+        // result names the negotiated version.
+        (None, Some(created)) => {
+            state.sessions.bind(&created, &user.user_id, now);
+            Some(PrimingFilter::Learn { registry: state.sessions.clone(), session_id: created, held: Vec::new() })
+        }
+        (Some(ended), _) if is_delete && response.status().is_success() => {
+            state.sessions.forget(ended);
+            None
+        }
+        _ => (!priming).then_some(PrimingFilter::Drop),
+    };
+    match filter {
+        Some(filter) if is_event_stream(&response) => filter.apply(response),
+        _ => response,
     }
+}
+
+fn is_event_stream(response: &Response) -> bool {
     response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// Whether a session on `version` gets SSE priming events.
+fn primes(version: &str) -> bool {
+    version >= PRIMING_SINCE
+}
+
+/// Takes data-less SSE events (priming events, bare `retry:`) out of a response for sessions on
+/// a revision before 2025-11-25 ([`primes`]). Comments (keep-alives) and events with data pass.
+enum PrimingFilter {
+    /// The session's version is known and older than priming.
+    Drop,
+    /// An initialize response: hold data-less events until the result names the version, and
+    /// record it, before the client sees the result (so its next request finds it).
+    Learn { registry: Arc<SessionRegistry>, session_id: String, held: Vec<Bytes> },
+    /// Everything passes.
+    Keep,
+}
+
+impl PrimingFilter {
+    fn apply(self, response: Response) -> Response {
+        let (parts, body) = response.into_parts();
+        let mut filter = self;
+        let mut pending: Vec<u8> = Vec::new();
+        let events = body.into_data_stream().map(move |chunk| {
+            let chunk = chunk?;
+            pending.extend_from_slice(&chunk);
+            let mut out = Vec::new();
+            // rmcp writes whole events ("\n\n"-terminated); a split one waits for its rest.
+            while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = pending.drain(..end + 2).collect();
+                filter.event(Bytes::from(event), &mut out);
+            }
+            Ok::<_, axum::Error>(Bytes::from(out))
+        });
+        // A held or dropped event leaves nothing to send for its chunk.
+        let events = events.filter(|chunk| std::future::ready(!matches!(chunk, Ok(bytes) if bytes.is_empty())));
+        Response::from_parts(parts, Body::from_stream(events))
+    }
+
+    fn event(&mut self, event: Bytes, out: &mut Vec<u8>) {
+        let text = String::from_utf8_lossy(&event);
+        let data: String = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        let is_comment = text.lines().all(|line| line.is_empty() || line.starts_with(':'));
+        match self {
+            _ if is_comment => out.extend_from_slice(&event),
+            PrimingFilter::Keep => out.extend_from_slice(&event),
+            PrimingFilter::Drop if data.is_empty() => {}
+            PrimingFilter::Drop => out.extend_from_slice(&event),
+            PrimingFilter::Learn { held, .. } if data.is_empty() => held.push(event),
+            PrimingFilter::Learn { registry, session_id, held } => {
+                let version = serde_json::from_str::<serde_json::Value>(&data)
+                    .ok()
+                    .and_then(|m| m.pointer("/result/protocolVersion")?.as_str().map(str::to_owned));
+                if let Some(version) = &version {
+                    registry.set_protocol_version(session_id, version);
+                }
+                let keep = version.as_deref().is_none_or(primes);
+                if keep {
+                    held.iter().for_each(|e| out.extend_from_slice(e));
+                }
+                out.extend_from_slice(&event);
+                *self = if keep { PrimingFilter::Keep } else { PrimingFilter::Drop };
+            }
+        }
+    }
 }
 
 fn rpc_error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": message}}))).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PRIMING: &str = "data: \nid: 0\nretry: 3000\n\n";
+    const KEEP_ALIVE: &str = ":\n\n";
+
+    fn result(version: &str) -> String {
+        format!("data: {{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"protocolVersion\":\"{version}\"}}}}\nid: 1\n\n")
+    }
+
+    fn run(filter: &mut PrimingFilter, events: &[&str]) -> String {
+        let mut out = Vec::new();
+        for event in events {
+            filter.event(Bytes::from(event.to_string()), &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn registry_with_session() -> Arc<SessionRegistry> {
+        let registry = Arc::new(SessionRegistry::default());
+        registry.bind("s1", "alice", 0);
+        registry
+    }
+
+    fn priming_for(registry: &SessionRegistry) -> bool {
+        match registry.check("s1", "alice", 0) {
+            SessionCheck::Allowed { priming } => priming,
+            _ => panic!("the session should be alice's"),
+        }
+    }
+
+    #[test]
+    fn an_initialize_result_before_2025_11_25_loses_its_priming_event_and_later_streams_too() {
+        let registry = registry_with_session();
+        let mut filter = PrimingFilter::Learn { registry: registry.clone(), session_id: "s1".into(), held: Vec::new() };
+        let body = result("2025-06-18");
+
+        assert_eq!(run(&mut filter, &[PRIMING, &body, KEEP_ALIVE]), format!("{body}{KEEP_ALIVE}"));
+        assert!(!priming_for(&registry));
+        assert_eq!(run(&mut PrimingFilter::Drop, &[PRIMING, &body]), body);
+    }
+
+    #[test]
+    fn sessions_on_2025_11_25_keep_priming_events() {
+        let registry = registry_with_session();
+        let mut filter = PrimingFilter::Learn { registry: registry.clone(), session_id: "s1".into(), held: Vec::new() };
+        let body = result("2025-11-25");
+
+        assert_eq!(run(&mut filter, &[PRIMING, &body, PRIMING]), format!("{PRIMING}{body}{PRIMING}"));
+        assert!(priming_for(&registry));
+    }
+
+    #[test]
+    fn a_session_whose_version_is_not_known_yet_is_primed() {
+        assert!(priming_for(&registry_with_session()));
+    }
 }

@@ -29,10 +29,16 @@ fn annotations(title: &str, read_only: bool, destructive: bool, idempotent: bool
 /// The tool catalogue, in a stable order.
 pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
     let provider_schema = json!({"type": "string", "description": "Provider id", "enum": provider_ids});
+    let account_schema = |what: &str| {
+        json!({"type": "string", "maxLength": 128, "description": format!(
+            "Which of your accounts at the provider {what} (its name as list_connections shows it). \
+             Needed only when you have several there; left out, you are asked to choose."
+        )})
+    };
     vec![
         Tool::new(
             LIST_CONNECTIONS,
-            "List the third-party providers this broker can connect to and, for each, whether your account is connected, with which scopes.",
+            "List the third-party providers this broker can connect to and, for each, whether you are connected, with which accounts and scopes (one entry per account).",
             object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
         )
         .with_title("List connections")
@@ -61,7 +67,8 @@ pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "provider": provider_schema,
-                    "scopes": {"type": "array", "items": {"type": "string"}, "description": "Scopes to request; the provider's defaults when omitted"}
+                    "scopes": {"type": "array", "items": {"type": "string"}, "description": "Scopes to request; when omitted, you may be asked to choose (else the provider's defaults)"},
+                    "account": account_schema("to connect or reconnect; a new name adds another account")
                 },
                 "required": ["provider"],
                 "additionalProperties": false
@@ -71,10 +78,10 @@ pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
         .with_annotations(annotations("Connect an account", false, false, true, true)),
         Tool::new(
             DISCONNECT_ACCOUNT,
-            "Disconnect your account at a provider: the broker revokes its tokens there and forgets them.",
+            "Disconnect your account at a provider: the broker revokes its tokens there and forgets them. You may be asked to confirm.",
             object(json!({
                 "type": "object",
-                "properties": {"provider": provider_schema},
+                "properties": {"provider": provider_schema, "account": account_schema("to disconnect")},
                 "required": ["provider"],
                 "additionalProperties": false
             })),
@@ -91,7 +98,8 @@ pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
                     "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]},
                     "path": {"type": "string", "description": "Path under the provider's API base, e.g. /user"},
                     "query": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
-                    "body": {"description": "JSON body for POST/PUT/PATCH/DELETE"}
+                    "body": {"description": "JSON body for POST/PUT/PATCH/DELETE"},
+                    "account": account_schema("to act as")
                 },
                 "required": ["provider", "method", "path"],
                 "additionalProperties": false
@@ -118,12 +126,16 @@ pub struct ConnectArgs {
     pub provider: String,
     #[serde(default)]
     pub scopes: Option<Vec<String>>,
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DisconnectArgs {
     pub provider: String,
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,6 +148,8 @@ pub struct ProviderRequestArgs {
     pub query: Option<serde_json::Map<String, Value>>,
     #[serde(default)]
     pub body: Option<Value>,
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 /// Parses a tool's arguments; the error text names what is wrong.

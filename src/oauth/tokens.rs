@@ -78,8 +78,9 @@ fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
     SealContext { table: "grants", column: "refresh_token", row_id: grant_id, owner }
 }
 
-/// Seals freshly issued tokens into the user's grant for this provider (insert or replace).
-/// Returns the granted scopes.
+/// Seals freshly issued tokens into the user's grant for this provider and account (insert or
+/// replace). The account is the provider's name for it (its userinfo), so connecting the same
+/// account again updates it and a different one adds a grant. Returns the granted scopes.
 pub async fn store_grant(
     state: &AppState,
     user_id: &str,
@@ -88,41 +89,74 @@ pub async fn store_grant(
     requested: &Scopes,
 ) -> Result<Scopes, TokenError> {
     let provider_id = provider.id.as_str();
-    let grant_id = crate::store::Store::grant_id_for(user_id, provider_id);
     let owner = owner(user_id, provider_id);
     let scopes = tokens.scopes.clone().unwrap_or_else(|| requested.clone());
+    // Before sealing: the account decides the row, and the row id is bound into the seal.
     let account_label = fetch_account_label(state, provider, &tokens.access_token).await;
-    let now = state.now();
-    let sealed = SealedTokens {
-        access_token_sealed: state
-            .sealer
-            .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant_id, &owner)),
-        refresh_token_sealed: tokens
-            .refresh_token
-            .as_ref()
-            .map(|t| state.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
-        key_id: state.sealer.active_key_id(),
-        expires_at: expiry(now, tokens.expires_in),
-        scopes: scopes.to_space_separated(),
-    };
-    state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await?;
-    state
-        .store
-        .audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&format!("scopes={}", sealed.scopes)))
-        .await?;
-    state.events.connections_changed(user_id, provider_id);
-    Ok(scopes)
+    let account = account_label.as_deref().unwrap_or("");
+    // The row's id must be the one sealed for. An existing account keeps its id (rows from
+    // before several accounts were allowed have ids of the older derivation); a new one gets the
+    // derived id. If the row changes identity between the look-up and the write (disconnected
+    // and connected again), the write does nothing and we seal again for the new row.
+    for _ in 0..3 {
+        let now = state.now();
+        let grant_id = match state.store.grant_for_account(user_id, provider_id, account).await? {
+            Some(existing) => existing.id,
+            None => crate::store::Store::grant_id_for(user_id, provider_id, account),
+        };
+        let sealed = SealedTokens {
+            access_token_sealed: state
+                .sealer
+                .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant_id, &owner)),
+            refresh_token_sealed: tokens
+                .refresh_token
+                .as_ref()
+                .map(|t| state.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
+            key_id: state.sealer.active_key_id(),
+            expires_at: expiry(now, tokens.expires_in),
+            scopes: scopes.to_space_separated(),
+        };
+        if !state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await? {
+            continue;
+        }
+        let detail = match &account_label {
+            Some(label) => format!("account={label} scopes={}", sealed.scopes),
+            None => format!("scopes={}", sealed.scopes),
+        };
+        state.store.audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
+        state.events.connections_changed(user_id, provider_id);
+        return Ok(scopes);
+    }
+    Err(TokenError::Internal("the grant kept changing while it was stored".into()))
 }
 
-/// A valid access token for (user, provider) carrying at least `required` scopes.
+/// A valid access token for (user, provider) carrying at least `required` scopes, from the
+/// most recently updated of the user's accounts there. See [`access_token_for`].
 pub async fn access_token(
     state: &AppState,
     user_id: &str,
     provider: &ProviderConfig,
     required: &Scopes,
 ) -> Result<AccessToken, TokenError> {
+    access_token_for(state, user_id, provider, None, required).await
+}
+
+/// A valid access token for one of the user's accounts at `provider` (`account` as the tools
+/// name it, '' for an account without a name; `None` for the most recently updated one),
+/// carrying at least `required` scopes.
+pub async fn access_token_for(
+    state: &AppState,
+    user_id: &str,
+    provider: &ProviderConfig,
+    account: Option<&str>,
+    required: &Scopes,
+) -> Result<AccessToken, TokenError> {
     let provider_id = provider.id.as_str();
-    let grant = state.store.grant(user_id, provider_id).await?.ok_or(TokenError::NotConnected)?;
+    let grant = match account {
+        Some(account) => state.store.grant_for_account(user_id, provider_id, account).await?,
+        None => state.store.grant(user_id, provider_id).await?,
+    };
+    let grant = grant.ok_or(TokenError::NotConnected)?;
     check_usable(&grant, required)?;
     if is_fresh(&grant, state.now()) {
         return open_access(state, grant);
@@ -166,7 +200,7 @@ async fn refresh_grant(
     let deadline = state.now() + REFRESH_LEASE_SECONDS + 5;
     loop {
         // Re-read under the lock: someone may have refreshed while we waited.
-        let current = state.store.grant(&grant.user_id, &grant.provider).await?.ok_or(TokenError::NotConnected)?;
+        let current = state.store.grant_by_id(&grant.id).await?.ok_or(TokenError::NotConnected)?;
         if current.status != GrantStatus::Active.as_str() {
             return Err(TokenError::NeedsReconsent);
         }
@@ -227,7 +261,7 @@ async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRo
             }
             state.store.audit(now, Some(&grant.user_id), "grant.refreshed", Some(&grant.provider), None).await?;
             state.events.connections_changed(&grant.user_id, &grant.provider);
-            let updated = state.store.grant(&grant.user_id, &grant.provider).await?.ok_or(TokenError::NotConnected)?;
+            let updated = state.store.grant_by_id(&grant.id).await?.ok_or(TokenError::NotConnected)?;
             Ok(AccessToken { token: tokens.access_token, grant: updated })
         }
         Err(ProviderError::InvalidGrant) => {
@@ -263,13 +297,23 @@ fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
     expires_in.map(|d| now.saturating_add(d.as_secs().min(TEN_YEARS) as i64))
 }
 
-/// Revokes at the provider (best effort) and deletes the grant. True if there was one.
+/// Revokes every account the user holds at `provider` and deletes them. True if there was one.
 pub async fn disconnect(state: &AppState, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
+    let mut any = false;
+    for grant in state.store.grants_at(user_id, provider.id.as_str()).await? {
+        any |= disconnect_grant(state, provider, &grant).await?;
+    }
+    Ok(any)
+}
+
+/// Revokes one grant at the provider (best effort) and deletes it. True if it was there.
+pub async fn disconnect_grant(
+    state: &AppState,
+    provider: &ProviderConfig,
+    grant: &GrantRow,
+) -> Result<bool, TokenError> {
     let provider_id = provider.id.as_str();
-    let Some(grant) = state.store.grant(user_id, provider_id).await? else {
-        return Ok(false);
-    };
-    let owner = owner(user_id, provider_id);
+    let owner = owner(&grant.user_id, provider_id);
     // Revoke the refresh token (which revokes its access tokens at RFC 7009 providers), else
     // the access token.
     let (sealed, ctx, is_refresh) = match &grant.refresh_token_sealed {
@@ -284,9 +328,13 @@ pub async fn disconnect(state: &AppState, user_id: &str, provider: &ProviderConf
         }
         None => tracing::warn!(grant = %grant.id, "could not open token to revoke it"),
     }
-    let deleted = state.store.delete_grant(user_id, provider_id).await?;
-    state.store.audit(state.now(), Some(user_id), "grant.disconnected", Some(provider_id), None).await?;
-    state.events.connections_changed(user_id, provider_id);
+    let deleted = state.store.delete_grant_by_id(&grant.id).await?;
+    let detail = grant.account_label.as_ref().map(|label| format!("account={label}"));
+    state
+        .store
+        .audit(state.now(), Some(&grant.user_id), "grant.disconnected", Some(provider_id), detail.as_deref())
+        .await?;
+    state.events.connections_changed(&grant.user_id, provider_id);
     Ok(deleted)
 }
 

@@ -1,6 +1,8 @@
-//! Grants: a user's tokens at one provider, sealed. `version` makes every update a
-//! compare-and-swap, and `refresh_lease_until` lets one caller (on any instance) refresh while
-//! the others wait and re-read.
+//! Grants: a user's tokens for one account at one provider, sealed. A user may hold several
+//! accounts at a provider, keyed by `(user_id, provider, account_label)`; the column stores ''
+//! for an account the provider gave no name, and [`GrantRow::account_label`] reads it as `None`.
+//! `version` makes every update a compare-and-swap, and `refresh_lease_until` lets one caller
+//! (on any instance) refresh while the others wait and re-read.
 
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
@@ -26,6 +28,7 @@ pub struct GrantRow {
     pub id: String,
     pub user_id: String,
     pub provider: String,
+    /// The provider's name for the account (from its userinfo), `None` when it gave none.
     pub account_label: Option<String>,
     pub scopes: String,
     pub access_token_sealed: Vec<u8>,
@@ -46,6 +49,7 @@ impl std::fmt::Debug for GrantRow {
             .field("id", &self.id)
             .field("user_id", &self.user_id)
             .field("provider", &self.provider)
+            .field("account_label", &self.account_label)
             .field("scopes", &self.scopes)
             .field("status", &self.status)
             .field("expires_at", &self.expires_at)
@@ -54,7 +58,8 @@ impl std::fmt::Debug for GrantRow {
     }
 }
 
-const GRANT_COLUMNS: &str = "id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at";
+/// '' in the column (no name) reads as NULL, so callers see `None`.
+const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at";
 
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]
@@ -67,9 +72,11 @@ pub struct SealedTokens {
 }
 
 impl Store {
+    /// The user's grant at `provider`; with several accounts there, the most recently updated.
+    /// Tools that must act on one account use [`Store::grant_for_account`].
     pub async fn grant(&self, user_id: &str, provider: &str) -> StoreResult<Option<GrantRow>> {
         Ok(sqlx::query_as::<_, GrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2"
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY updated_at DESC, version DESC, id LIMIT 1"
         ))
         .bind(user_id)
         .bind(provider)
@@ -77,9 +84,44 @@ impl Store {
         .await?)
     }
 
+    /// The grant for one account (`account` '' = the account without a name).
+    pub async fn grant_for_account(
+        &self,
+        user_id: &str,
+        provider: &str,
+        account: &str,
+    ) -> StoreResult<Option<GrantRow>> {
+        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 AND account_label = $3"
+        ))
+        .bind(user_id)
+        .bind(provider)
+        .bind(account)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn grant_by_id(&self, id: &str) -> StoreResult<Option<GrantRow>> {
+        Ok(sqlx::query_as::<_, GrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?)
+    }
+
+    /// Every account the user holds at `provider`, by account name.
+    pub async fn grants_at(&self, user_id: &str, provider: &str) -> StoreResult<Vec<GrantRow>> {
+        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY account_label"
+        ))
+        .bind(user_id)
+        .bind(provider)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
     pub async fn grants_for_user(&self, user_id: &str) -> StoreResult<Vec<GrantRow>> {
         Ok(sqlx::query_as::<_, GrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider"
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider, account_label"
         ))
         .bind(user_id)
         .fetch_all(self.pool())
@@ -87,14 +129,18 @@ impl Store {
     }
 
     pub async fn all_grants(&self) -> StoreResult<Vec<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider"))
-            .fetch_all(self.pool())
-            .await?)
+        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider, account_label"
+        ))
+        .fetch_all(self.pool())
+        .await?)
     }
 
-    /// Inserts the grant for (user, provider) or replaces its tokens, in one statement so two
-    /// completions racing cannot leave two rows. `id` must be [`Store::grant_id_for`], the id
-    /// the sealed values were bound to.
+    /// Inserts the grant for (user, provider, account) or replaces its tokens, in one statement
+    /// so two completions racing cannot leave two rows. `id` is the id the sealed values were
+    /// bound to: the existing row's, or [`Store::grant_id_for`] for a new account. The update
+    /// only applies to a row with that id; false means the row changed identity meanwhile
+    /// (disconnected and connected again), and the caller must seal again for the new id.
     pub async fn upsert_grant(
         &self,
         id: &str,
@@ -103,18 +149,19 @@ impl Store {
         account_label: Option<&str>,
         tokens: &SealedTokens,
         now: Timestamp,
-    ) -> StoreResult<()> {
-        sqlx::query(
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
             "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'active', 1, NULL, $10, $10) \
-             ON CONFLICT (user_id, provider) DO UPDATE SET account_label = excluded.account_label, scopes = excluded.scopes, \
+             ON CONFLICT (user_id, provider, account_label) DO UPDATE SET scopes = excluded.scopes, \
              access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
-             expires_at = excluded.expires_at, status = 'active', version = grants.version + 1, refresh_lease_until = NULL, updated_at = excluded.updated_at",
+             expires_at = excluded.expires_at, status = 'active', version = grants.version + 1, refresh_lease_until = NULL, updated_at = excluded.updated_at \
+             WHERE grants.id = excluded.id",
         )
         .bind(id)
         .bind(user_id)
         .bind(provider)
-        .bind(account_label)
+        .bind(account_label.unwrap_or(""))
         .bind(&tokens.scopes)
         .bind(&tokens.access_token_sealed)
         .bind(&tokens.refresh_token_sealed)
@@ -124,14 +171,17 @@ impl Store {
         .execute(self.pool())
         .await
         .map_err(StoreError::from_write)?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
-    /// The id of the grant for (user, provider). Sealed values are bound to the grant id, so it
-    /// must be known before sealing; deriving it from the key (rather than picking a random
-    /// one) means two first connections racing seal for the same id, whichever row wins.
-    pub fn grant_id_for(user_id: &str, provider: &str) -> String {
-        let digest = crate::crypto::sha256_hex(&format!("{user_id}\0{provider}"));
+    /// The id for a new grant of (user, provider, account). Sealed values are bound to the
+    /// grant id, so it must be known before sealing; deriving it from the key (rather than
+    /// picking a random one) means two first connections racing seal for the same id, whichever
+    /// row wins. Rows from before several accounts were allowed keep their ids,
+    /// sha256(user\0provider): the input here has one more NUL-separated part, so the two never
+    /// meet, and a reconnect finds the existing row (and its id) by its key first.
+    pub fn grant_id_for(user_id: &str, provider: &str, account: &str) -> String {
+        let digest = crate::crypto::sha256_hex(&format!("{user_id}\0{provider}\0{account}"));
         format!("g_{}", &digest[..32])
     }
 
@@ -215,12 +265,19 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Deletes every account the user holds at `provider`. True if there was any.
     pub async fn delete_grant(&self, user_id: &str, provider: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
             .bind(provider)
             .execute(self.pool())
             .await?;
+        Ok(done.rows_affected() >= 1)
+    }
+
+    /// Deletes one grant. True if it was there.
+    pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.pool()).await?;
         Ok(done.rows_affected() == 1)
     }
 }

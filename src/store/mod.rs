@@ -10,8 +10,11 @@
 pub mod audit;
 pub mod authorizations;
 pub mod demo;
+pub mod external_users;
 pub mod grants;
 pub mod keys;
+pub mod oauth_clients;
+pub mod oauth_codes;
 pub mod sessions;
 pub mod users;
 

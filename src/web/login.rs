@@ -98,6 +98,10 @@ pub async fn form(
     query: Result<Query<LoginQuery>, QueryRejection>,
 ) -> Response {
     let next = query.map(|Query(q)| q.next).unwrap_or_default();
+    // [identity] mode = "oidc": the issuer signs browsers in; there is no local form.
+    if state.oidc.is_some() {
+        return pages::see_other(&crate::identity::oidc::login_path(&next));
+    }
     let token = csrf::login_token(&headers, state.config.secure_cookies());
     form_page(StatusCode::OK, &next, "", None, token)
 }
@@ -111,6 +115,9 @@ pub async fn submit(
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Result<Response, PageError> {
+    if state.oidc.is_some() {
+        return Err(PageError::not_found());
+    }
     let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
     let secure = state.config.secure_cookies();
     // RFC 9700 §2.1 / login CSRF: the hidden field must equal the cookie.

@@ -13,6 +13,7 @@
 
 pub mod callback;
 pub mod connect;
+pub mod connections;
 pub mod csrf;
 pub mod error;
 #[cfg(test)]
@@ -38,6 +39,9 @@ pub fn router() -> Router<AppState> {
         .route("/", get(home::show))
         .route("/login", get(login::form).post(login::submit))
         .route("/logout", post(login::logout))
+        .route("/logout/everywhere", post(connections::logout_everywhere))
+        .route("/connections", get(connections::show))
+        .route("/connections/revoke", post(connections::revoke))
         .route("/connect/{id}", get(connect::show).post(connect::act))
         .route("/oauth/callback", get(callback::receive))
         // One throttle per running app (tests run several apps in one process).

@@ -125,3 +125,20 @@ mod tests {
         assert!(response.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
     }
 }
+
+/// One connection on the "my connections" page (never a token).
+pub struct ConnectionRow {
+    pub grant_id: String,
+    pub provider: String,
+    pub account: String,
+    pub scopes: String,
+    pub status: String,
+}
+
+#[derive(Template)]
+#[template(path = "connections.html")]
+pub struct ConnectionsPage {
+    pub username: String,
+    pub csrf_token: String,
+    pub rows: Vec<ConnectionRow>,
+}

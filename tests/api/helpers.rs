@@ -3,6 +3,7 @@
 //! real rmcp client (`mcp_client`) and a cookie-keeping HTTP client that plays the browser
 //! (`browser`), plus one helper per step of the flow.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -179,13 +180,25 @@ impl TestApp {
         let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let progress = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let handler =
-            RecordingClient { kind, elicitations: elicit_tx, completions: done_tx, progress: progress.clone() };
+        let form_answers = FormAnswers::default();
+        let handler = RecordingClient {
+            kind,
+            elicitations: elicit_tx,
+            completions: done_tx,
+            progress: progress.clone(),
+            form_answers: form_answers.clone(),
+        };
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(self.mcp_url()).auth_header(token),
         );
         let service = handler.serve(transport).await?;
-        Ok(McpClient { service, elicitations: Mutex::new(elicit_rx), completions: Mutex::new(done_rx), progress })
+        Ok(McpClient {
+            service,
+            elicitations: Mutex::new(elicit_rx),
+            completions: Mutex::new(done_rx),
+            progress,
+            form_answers,
+        })
     }
 
     /// Signs `name` in on this browser (following the login form).
@@ -210,6 +223,17 @@ impl TestApp {
         connect_url: &str,
         name: &str,
     ) -> reqwest::Response {
+        self.approve_in_browser_as(browser, connect_url, name, "demo-user").await
+    }
+
+    /// [`Self::approve_in_browser`], choosing `account` at the demo provider.
+    pub async fn approve_in_browser_as(
+        &self,
+        browser: &reqwest::Client,
+        connect_url: &str,
+        name: &str,
+        account: &str,
+    ) -> reqwest::Response {
         let path = connect_url.strip_prefix(&self.address).expect("connect URL is ours");
         let first = browser.get(connect_url).send().await.unwrap();
         if first.status() == 303 {
@@ -228,7 +252,7 @@ impl TestApp {
             .unwrap();
         assert_eq!(approved.status(), 303, "approve redirects to the provider");
         let provider_url = location(&approved);
-        self.approve_at_demo_provider(browser, &provider_url, "demo-user").await
+        self.approve_at_demo_provider(browser, &provider_url, account).await
     }
 
     /// At the demo provider's authorize page: approve as `account`, then follow the redirect
@@ -320,13 +344,55 @@ pub enum ClientKind {
     NoElicitation,
     /// Declares URL mode but declines every elicitation.
     UrlDeclining,
+    /// Declares `elicitation: {url: {}}` (URL mode only, no forms).
+    #[allow(dead_code, reason = "used by the forms tests")]
+    UrlOnly,
 }
+
+/// Answers a client gives to form elicitations, in order (see [`McpClient::answer_forms`]).
+/// With none queued, a form gets the client kind's usual answer.
+#[derive(Clone, Default)]
+pub struct FormAnswers(Arc<std::sync::Mutex<VecDeque<ElicitResult>>>);
 
 pub struct McpClient {
     pub service: RunningService<RoleClient, RecordingClient>,
     elicitations: Mutex<mpsc::UnboundedReceiver<ElicitRequestParams>>,
     completions: Mutex<mpsc::UnboundedReceiver<String>>,
     progress: Arc<std::sync::atomic::AtomicUsize>,
+    #[allow(dead_code, reason = "used by the forms tests")]
+    form_answers: FormAnswers,
+}
+
+#[allow(dead_code, reason = "used by the forms tests")]
+impl McpClient {
+    /// Queues answers for the next form elicitations (one each, in order).
+    pub fn answer_forms(&self, answers: impl IntoIterator<Item = ElicitResult>) {
+        self.form_answers.0.lock().unwrap().extend(answers);
+    }
+
+    /// The next `elicitation/create` the server sent, of either mode.
+    pub async fn next_elicitation(&self) -> ElicitRequestParams {
+        tokio::time::timeout(Duration::from_secs(20), self.elicitations.lock().await.recv())
+            .await
+            .expect("an elicitation")
+            .unwrap()
+    }
+
+    /// The next form elicitation: its message and `requestedSchema` as JSON.
+    pub async fn next_form_elicitation(&self) -> (String, serde_json::Value) {
+        match self.next_elicitation().await {
+            ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+                (message, serde_json::to_value(requested_schema).unwrap())
+            }
+            other => panic!("expected a form elicitation, got {other:?}"),
+        }
+    }
+
+    /// Every elicitation received and not yet taken.
+    pub async fn drain_elicitations(&self) -> Vec<ElicitRequestParams> {
+        let mut receiver = self.elicitations.lock().await;
+        std::iter::from_fn(|| receiver.try_recv().ok()).collect()
+    }
 }
 
 impl McpClient {
@@ -380,6 +446,7 @@ pub struct RecordingClient {
     elicitations: mpsc::UnboundedSender<ElicitRequestParams>,
     completions: mpsc::UnboundedSender<String>,
     progress: Arc<std::sync::atomic::AtomicUsize>,
+    form_answers: FormAnswers,
 }
 
 impl ClientHandler for RecordingClient {
@@ -400,6 +467,7 @@ impl ClientHandler for RecordingClient {
                     .with_url(UrlElicitationCapability::default()),
             ),
             ClientKind::FormOnly => Some(ElicitationCapability::new()),
+            ClientKind::UrlOnly => Some(ElicitationCapability::new().with_url(UrlElicitationCapability::default())),
             ClientKind::NoElicitation => None,
         };
         ClientConfig::new(capabilities, Implementation::new("test-client", "1.0.0"))
@@ -410,7 +478,14 @@ impl ClientHandler for RecordingClient {
         request: ElicitRequestParams,
         _ctx: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        let queued = match &request {
+            ElicitRequestParams::FormElicitationParams { .. } => self.form_answers.0.lock().unwrap().pop_front(),
+            _ => None,
+        };
         let _ = self.elicitations.send(request);
+        if let Some(answer) = queued {
+            return Ok(answer);
+        }
         Ok(ElicitResult::new(if self.kind == ClientKind::UrlDeclining {
             ElicitationAction::Decline
         } else {
@@ -423,6 +498,38 @@ impl ClientHandler for RecordingClient {
             && let Some(id) = notification.params.as_ref().and_then(|p| p.get("elicitationId")).and_then(|v| v.as_str())
         {
             let _ = self.completions.send(id.to_owned());
+        }
+    }
+}
+
+/// An empty database (nothing migrated), for tests of the migrations themselves.
+#[allow(dead_code, reason = "used by the forms tests")]
+pub struct EmptyDatabase {
+    pub url: String,
+    _dir: tempfile::TempDir,
+    postgres: Option<PostgresDb>,
+}
+
+#[allow(dead_code, reason = "used by the forms tests")]
+impl EmptyDatabase {
+    /// `None` when PostgreSQL is unreachable (printing `SKIPPED postgres: …`, see `on_both_backends`).
+    pub async fn create(backend: Backend) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        match backend {
+            Backend::Sqlite => {
+                let url = format!("sqlite://{}/empty.db?mode=rwc", dir.path().display());
+                Some(Self { url, _dir: dir, postgres: None })
+            }
+            Backend::Postgres => {
+                let db = PostgresDb::create().await?;
+                Some(Self { url: db.url.clone(), _dir: dir, postgres: Some(db) })
+            }
+        }
+    }
+
+    pub async fn drop_now(mut self) {
+        if let Some(db) = self.postgres.take() {
+            db.drop_database().await;
         }
     }
 }

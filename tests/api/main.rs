@@ -4,12 +4,17 @@
 
 mod helpers;
 
+mod authorization_server;
 mod bearer;
 mod cli;
 mod flow;
+mod forms;
 mod logs;
+mod oidc;
+mod prompts;
 mod protocol;
 mod provider_request;
 mod refresh;
+mod resources;
 mod review;
 mod security;

@@ -233,3 +233,60 @@ async fn an_mcp_session_cannot_be_used_with_another_users_token(app: &TestApp) {
     assert_eq!(bare.status(), 401);
 }
 on_both_backends!(session_binding, an_mcp_session_cannot_be_used_with_another_users_token);
+
+async fn the_connections_page_lists_and_revokes_only_the_users_own_connections(app: &TestApp) {
+    let (url, _) = pending_link(app, ALICE).await;
+    let browser = app.browser();
+    assert_eq!(app.approve_in_browser(&browser, &url, ALICE).await.status(), 200);
+    let page = browser.get(app.url("/connections")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Demo Provider") && html.contains("demo-user"), "{html}");
+    let grant_id = hidden_field(&html, "grant_id").unwrap();
+    let csrf = hidden_field(&html, "csrf_token").unwrap();
+
+    // Bob cannot revoke Alice's connection with his own session and CSRF token.
+    let bob = app.browser();
+    app.sign_in(&bob, BOB, "/").await;
+    let bob_page = bob.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
+    assert!(!bob_page.contains("demo-user"), "Bob sees only his own connections");
+    let bob_csrf = hidden_field(&bob_page, "csrf_token").unwrap();
+    let attempt = bob
+        .post(app.url("/connections/revoke"))
+        .form(&[("csrf_token", bob_csrf.as_str()), ("grant_id", grant_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(attempt.status(), 404);
+    assert!(alice_has_grant(app).await);
+    // Alice without the CSRF token: refused.
+    let forged = browser
+        .post(app.url("/connections/revoke"))
+        .form(&[("csrf_token", "x"), ("grant_id", grant_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert!(alice_has_grant(app).await);
+    // Alice revokes.
+    let revoked = browser
+        .post(app.url("/connections/revoke"))
+        .form(&[("csrf_token", csrf.as_str()), ("grant_id", grant_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 303);
+    assert!(!alice_has_grant(app).await);
+
+    // Sign out everywhere ends every browser session of Alice.
+    let second = app.browser();
+    app.sign_in(&second, ALICE, "/").await;
+    let everywhere =
+        browser.post(app.url("/logout/everywhere")).form(&[("csrf_token", csrf.as_str())]).send().await.unwrap();
+    assert_eq!(everywhere.status(), 303);
+    for b in [&browser, &second] {
+        let page = b.get(app.url("/connections")).send().await.unwrap();
+        assert_eq!(page.status(), 303, "signed out");
+    }
+}
+on_both_backends!(connections_page, the_connections_page_lists_and_revokes_only_the_users_own_connections);

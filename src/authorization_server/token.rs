@@ -1,0 +1,218 @@
+//! The token endpoint (OAuth 2.1 §3.2, RFC 6749 §4.1.3 and §6, RFC 7636 §4.6, RFC 8707 §2.2).
+//!
+//! `authorization_code`: the code must exist, be unexpired and unused, belong to the
+//! authenticated client, come with the identical `redirect_uri` and a `code_verifier` whose S256
+//! is the stored challenge. It is consumed by compare-and-swap; a second use — a replay, or a
+//! concurrent redemption — revokes the grant, which kills every refresh token issued from it.
+//!
+//! `refresh_token`: rotation (OAuth 2.1 §4.3.1). Each use retires the presented token by
+//! compare-and-swap and issues a new one; presenting a retired token revokes the whole grant
+//! (the legitimate client included: the user must consent again).
+//!
+//! Access tokens are JWTs from [`crate::identity::jwt::TokenKeys::issue_for_client`] (`aud` =
+//! the MCP endpoint URL, which is the only `resource` granted), so /mcp verifies them without a
+//! database lookup — and so a revoked grant's access tokens stay valid until they expire (at
+//! most [`ACCESS_TOKEN_TTL_SECS`]) unless the bearer check also asks
+//! [`crate::store::Store::oauth_grant_is_active`] about their `grant_id` claim.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+use super::client_auth::authenticate;
+use super::errors::{OAuthError, no_store};
+use super::params::{Params, is_form};
+use super::{ACCESS_TOKEN_TTL_SECS, LocalMode, REFRESH_TOKEN_TTL_SECS, pkce, scopes};
+use crate::clock::Timestamp;
+use crate::crypto::{random_token, sha256_hex};
+use crate::state::AppState;
+use crate::store::oauth_codes::OAuthGrantFields;
+
+/// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
+#[derive(serde::Serialize)]
+struct TokenResponse {
+    access_token: String,
+    token_type: &'static str,
+    expires_in: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refresh_token: Option<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    scope: String,
+}
+
+// OAuth 2.1 §3.2.
+pub async fn token(
+    _: LocalMode,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Ok(body) = body else {
+        return OAuthError::InvalidRequest("the body could not be read or is too large").into_response();
+    };
+    match handle(&state, &headers, &body).await {
+        Ok(tokens) => {
+            let mut response = Json(tokens).into_response();
+            no_store(&mut response);
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<TokenResponse, OAuthError> {
+    if !is_form(headers) {
+        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
+    }
+    let params = Params::parse(body);
+    let client_id = authenticate(state, headers, &params).await?;
+    if params.has_duplicates() {
+        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
+    }
+    match params.get("grant_type") {
+        Some("authorization_code") => authorization_code(state, &client_id, &params).await,
+        Some("refresh_token") => refresh_token(state, &client_id, &params).await,
+        Some(_) => Err(OAuthError::UnsupportedGrantType),
+        None => Err(OAuthError::InvalidRequest("grant_type is required")),
+    }
+}
+
+/// RFC 8707 §2.2: a `resource` on the token request must be the one the grant is for.
+fn check_resource(params: &Params, grant: &OAuthGrantFields) -> Result<(), OAuthError> {
+    match params.get("resource") {
+        Some(resource) if resource != grant.resource => Err(OAuthError::InvalidTarget),
+        _ => Ok(()),
+    }
+}
+
+/// Revokes the grant after a replay and says so in the log (never the code or token itself).
+async fn revoke_after_replay(state: &AppState, grant: &OAuthGrantFields, what: &str) -> Result<(), OAuthError> {
+    state.store.revoke_oauth_grant(&grant.grant_id, state.now()).await?;
+    tracing::warn!(client_id = %grant.client_id, user_id = %grant.user_id, "{what} reused; the grant was revoked");
+    state
+        .store
+        .audit(state.now(), Some(&grant.user_id), "oauth_grant.revoked_on_reuse", None, Some(&grant.client_id))
+        .await?;
+    Ok(())
+}
+
+// RFC 6749 §4.1.3, RFC 7636 §4.6.
+async fn authorization_code(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
+    let code = params.get("code").ok_or(OAuthError::InvalidRequest("code is required"))?;
+    let code_hash = sha256_hex(code);
+    let row = state.store.oauth_code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    // Another client's code: refused without touching it (the rightful client may still use it).
+    if row.grant.client_id != client_id {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let now = state.now();
+    if row.used_at.is_some() {
+        // RFC 6749 §4.1.2: a code used twice revokes the tokens issued from it.
+        revoke_after_replay(state, &row.grant, "authorization code").await?;
+        return Err(OAuthError::InvalidGrant);
+    }
+    if row.expires_at <= now || row.grant.grant_revoked_at.is_some() {
+        return Err(OAuthError::InvalidGrant);
+    }
+    // RFC 6749 §4.1.3: redirect_uri present and identical to the authorization request's.
+    if params.get("redirect_uri") != Some(row.redirect_uri.as_str()) {
+        return Err(OAuthError::InvalidGrant);
+    }
+    let verifier = params.get("code_verifier").ok_or(OAuthError::InvalidGrant)?;
+    if !pkce::verify(verifier, &row.code_challenge) {
+        return Err(OAuthError::InvalidGrant);
+    }
+    check_resource(params, &row.grant)?;
+    if !state.store.consume_oauth_code(&code_hash, now).await? {
+        // Lost the race to a concurrent redemption of the same code: treat it as a replay.
+        revoke_after_replay(state, &row.grant, "authorization code").await?;
+        return Err(OAuthError::InvalidGrant);
+    }
+    let scope = row.grant.scope.clone();
+    issue(state, &row.grant, &scope, now).await
+}
+
+// RFC 6749 §6, OAuth 2.1 §4.3.1 (rotation, reuse detection).
+async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
+    let presented = params.get("refresh_token").ok_or(OAuthError::InvalidRequest("refresh_token is required"))?;
+    let token_hash = sha256_hex(presented);
+    let row = state.store.oauth_refresh_token(&token_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    if row.grant.client_id != client_id {
+        return Err(OAuthError::InvalidGrant);
+    }
+    if !row.grant.refresh_allowed() {
+        return Err(OAuthError::UnauthorizedClient);
+    }
+    let now = state.now();
+    if row.grant.grant_revoked_at.is_some() {
+        return Err(OAuthError::InvalidGrant);
+    }
+    if row.rotated_at.is_some() {
+        // Already rotated: whoever holds it now may be an attacker, so the grant goes.
+        revoke_after_replay(state, &row.grant, "refresh token").await?;
+        return Err(OAuthError::InvalidGrant);
+    }
+    if row.expires_at <= now {
+        return Err(OAuthError::InvalidGrant);
+    }
+    check_resource(params, &row.grant)?;
+    let granted = super::client::scope_set(Some(&row.grant.scope)).unwrap_or_default();
+    // §6: a requested scope may narrow the access token, never widen it; the new refresh token
+    // keeps the grant's scope.
+    let access_scope = match params.get("scope") {
+        None => scopes::join(&granted),
+        Some(requested) => {
+            let requested = scopes::parse_list(requested, &granted).map_err(|_| OAuthError::InvalidScope)?;
+            scopes::join(&requested)
+        }
+    };
+    if !state.store.rotate_oauth_refresh_token(&token_hash, now).await? {
+        revoke_after_replay(state, &row.grant, "refresh token").await?;
+        return Err(OAuthError::InvalidGrant);
+    }
+    issue(state, &row.grant, &access_scope, now).await
+}
+
+/// A new access token (and refresh token, when the client registered that grant).
+async fn issue(
+    state: &AppState,
+    grant: &OAuthGrantFields,
+    access_scope: &str,
+    now: Timestamp,
+) -> Result<TokenResponse, OAuthError> {
+    let user = state.store.user_by_id(&grant.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
+    // The bearer check finds users by (iss, sub); a token naming another issuer's user would be
+    // refused there, so refuse it here.
+    if user.issuer != state.keys.issuer() || grant.resource != state.keys.audience() {
+        tracing::error!(user_id = %user.id, "grant does not match this server's issuer or audience");
+        return Err(OAuthError::InvalidGrant);
+    }
+    let access_token = state
+        .keys
+        .issue_for_client(&user.subject, &grant.client_id, access_scope, &grant.grant_id, now, ACCESS_TOKEN_TTL_SECS)
+        .map_err(|error| {
+            tracing::error!(%error, "signing an access token failed");
+            OAuthError::Server
+        })?;
+    let refresh_token = if grant.refresh_allowed() {
+        let token = random_token(32);
+        state
+            .store
+            .insert_oauth_refresh_token(&sha256_hex(&token), &grant.grant_id, now, now + REFRESH_TOKEN_TTL_SECS)
+            .await?;
+        Some(token)
+    } else {
+        None
+    };
+    tracing::info!(client_id = %grant.client_id, user_id = %grant.user_id, "access token issued to MCP client");
+    Ok(TokenResponse {
+        access_token,
+        token_type: "Bearer",
+        expires_in: ACCESS_TOKEN_TTL_SECS,
+        refresh_token,
+        scope: access_scope.to_owned(),
+    })
+}

@@ -1,0 +1,343 @@
+//! Browser sign-in with the issuer: OIDC Core §3.1 authorization code flow with PKCE S256
+//! (RFC 7636) and a nonce.
+//!
+//! `GET /login/oidc?next=…` sends the browser to the issuer's authorization endpoint.
+//! `GET /login/oidc/callback` checks the response, exchanges the code, verifies the ID token
+//! ([`super::verify_id_token`]), finds or creates the user by (issuer, subject), starts a browser
+//! session exactly as local sign-in does (a new cookie, never one the browser sent), and 303s to
+//! the local `next`.
+//!
+//! **Where the pending sign-in lives.** `state`, `nonce`, the PKCE verifier, `next`, the issuer
+//! and an expiry are sealed (AES-256-GCM with the broker's key, AAD naming this purpose) into a
+//! short-lived cookie (`__Host-` over https, `HttpOnly`, `SameSite=Lax`, 10 minutes) rather than
+//! a database row: the sign-in starts before there is a user to hang a row on, and a cookie binds
+//! the attempt to the browser that started it — a callback URL carried to another browser (login
+//! CSRF: signing a victim into the attacker's account) finds no cookie and is refused. Sealing
+//! makes the cookie unreadable and unforgeable, so the verifier and nonce stay secret and the
+//! expiry cannot be extended. Single use: the callback clears the cookie whatever the outcome,
+//! records the state as used in this process until the cookie would have expired, and the
+//! issuer accepts an authorization code once; a replay across instances would need the victim's
+//! `HttpOnly` cookie *and* an unused code. A second sign-in started in another tab replaces the
+//! first (the first tab's callback is then refused and the user starts again).
+//!
+//! RFC 9700 §4.4.2 (mix-up): a present `iss` parameter must equal the issuer (RFC 9207), and is
+//! required when the issuer advertises it; the ID token's `iss` is checked in any case.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Router};
+use axum_extra::extract::cookie::CookieJar;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use oauth2::basic::{BasicErrorResponseType, BasicTokenType};
+use oauth2::{
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, RequestTokenError, StandardErrorResponse, TokenUrl,
+};
+use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
+
+use super::discovery::ProviderMetadata;
+use super::{OidcContext, OidcError};
+use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
+use crate::identity::browser;
+use crate::state::AppState;
+use crate::web::error::PageError;
+use crate::web::next::safe_next;
+use crate::web::pages;
+
+pub const LOGIN_PATH: &str = "/login/oidc";
+/// Registered at the issuer exactly as `{public_url}/login/oidc/callback`.
+pub const CALLBACK_PATH: &str = "/login/oidc/callback";
+const LOGIN_COOKIE: &str = "oauth_broker_oidc_login";
+/// How long the browser has to finish signing in at the issuer.
+const LOGIN_TTL_SECONDS: i64 = 10 * 60;
+const SCOPES: [&str; 3] = ["openid", "profile", "email"];
+/// A sealed pending sign-in is under 3 KiB (with a 2 KiB `next`); refuse more before opening.
+const MAX_COOKIE_BYTES: usize = 4096;
+
+const SEAL: SealContext<'static> =
+    SealContext { table: "oidc_login_cookie", column: "pending_sign_in", row_id: "v1", owner: "browser" };
+
+/// The sign-in routes, when oidc mode is on (an empty router otherwise).
+pub fn router(ctx: Option<Arc<OidcContext>>) -> Router<AppState> {
+    let Some(ctx) = ctx else { return Router::new() };
+    Router::new().route(LOGIN_PATH, get(start)).route(CALLBACK_PATH, get(callback)).layer(Extension(ctx)).layer(
+        tower_http::set_header::SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ),
+    )
+}
+
+/// `/login/oidc?next=<next>` with `next` made safe and percent-encoded, for the local sign-in
+/// page to redirect to in oidc mode.
+pub fn login_path(next: &str) -> String {
+    let local = crate::web::next::login_path(next);
+    format!("{LOGIN_PATH}{}", local.strip_prefix("/login").unwrap_or("?next=/"))
+}
+
+/// A sign-in in progress, sealed into the browser's cookie.
+#[derive(Serialize, Deserialize)]
+struct PendingSignIn {
+    state: String,
+    nonce: String,
+    verifier: String,
+    next: String,
+    /// The issuer the browser was sent to (mix-up defence).
+    issuer: String,
+    expires_at: i64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct StartQuery {
+    #[serde(default)]
+    next: String,
+}
+
+// OIDC Core §3.1.2.1, RFC 7636 §4.3.
+async fn start(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<OidcContext>>,
+    query: Result<Query<StartQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let next = query.map(|Query(q)| q.next).unwrap_or_default();
+    let now = state.now();
+    let metadata = ctx.metadata(now).await.map_err(issuer_unavailable)?;
+    let Some(authorization_endpoint) = metadata.authorization_endpoint.clone() else {
+        tracing::error!(issuer = %metadata.issuer, "the OIDC issuer publishes no authorization_endpoint");
+        return Err(issuer_unavailable(OidcError::BadIssuerResponse("no authorization_endpoint".into())));
+    };
+    let pending = PendingSignIn {
+        state: random_token(32),
+        nonce: random_token(32),
+        verifier: random_token(32),
+        next: safe_next(&next).to_owned(),
+        issuer: metadata.issuer.clone(),
+        expires_at: now + LOGIN_TTL_SECONDS,
+    };
+    let challenge = PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(pending.verifier.clone()));
+    let csrf = pending.state.clone();
+    let (url, _) = oauth2::basic::BasicClient::new(ClientId::new(ctx.client_id.clone()))
+        .set_auth_uri(AuthUrl::from_url(authorization_endpoint))
+        .set_redirect_uri(RedirectUrl::from_url(ctx.redirect_uri.clone()))
+        .authorize_url(move || CsrfToken::new(csrf))
+        .set_pkce_challenge(challenge)
+        .add_scopes(SCOPES.map(|s| oauth2::Scope::new(s.to_owned())))
+        .add_extra_param("nonce", pending.nonce.clone())
+        .url();
+    let plaintext = serde_json::to_vec(&pending).map_err(PageError::internal)?;
+    let sealed = URL_SAFE_NO_PAD.encode(state.sealer.seal(&plaintext, SEAL));
+    let mut response = pages::see_other(url.as_str());
+    response
+        .headers_mut()
+        .append(header::SET_COOKIE, browser::set_cookie(LOGIN_COOKIE, &sealed, LOGIN_TTL_SECONDS, ctx.secure_cookies));
+    Ok(response)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    iss: Option<String>,
+}
+
+// OIDC Core §3.1.2.5-§3.1.3.7, RFC 9207 §2.4.
+async fn callback(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<OidcContext>>,
+    headers: HeaderMap,
+    query: Result<Query<CallbackQuery>, QueryRejection>,
+) -> Response {
+    let mut response = match finish(&state, &ctx, &headers, query).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    };
+    // Single use: whatever happened, this attempt is over.
+    response.headers_mut().append(header::SET_COOKIE, browser::set_cookie(LOGIN_COOKIE, "", 0, ctx.secure_cookies));
+    response
+}
+
+async fn finish(
+    state: &AppState,
+    ctx: &OidcContext,
+    headers: &HeaderMap,
+    query: Result<Query<CallbackQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let Ok(Query(query)) = query else { return Err(PageError::bad_request()) };
+    let now = state.now();
+    let pending = read_pending(state, ctx, headers).ok_or_else(not_valid)?;
+    let presented = query.state.as_deref().unwrap_or_default();
+    if !constant_time_eq(presented.as_bytes(), pending.state.as_bytes()) {
+        tracing::info!("OIDC sign-in callback refused: state does not match this browser's sign-in");
+        return Err(not_valid());
+    }
+    if pending.expires_at <= now {
+        return Err(PageError::page(
+            StatusCode::GONE,
+            "Sign-in expired",
+            "This sign-in took too long. Start signing in again.",
+        ));
+    }
+    if !ctx.consume_state(sha256_hex(&pending.state), pending.expires_at, now) {
+        tracing::info!("OIDC sign-in callback refused: state already used");
+        return Err(not_valid());
+    }
+    let metadata = ctx.metadata(now).await.map_err(issuer_unavailable)?;
+    // RFC 9207 §2.4: compare a present `iss`; require it when the issuer says it sends one.
+    match &query.iss {
+        Some(iss) if *iss != pending.issuer => return Err(mix_up()),
+        None if metadata.authorization_response_iss_parameter_supported => return Err(mix_up()),
+        _ => {}
+    }
+    if metadata.issuer != pending.issuer {
+        return Err(mix_up());
+    }
+    if let Some(error) = &query.error {
+        let code: String = error.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
+        tracing::info!(error = %code, "the OIDC issuer did not sign the browser in");
+        return Err(PageError::page(
+            StatusCode::FORBIDDEN,
+            "Not signed in",
+            format!("The identity provider did not sign you in (error: {code}). Start signing in again."),
+        ));
+    }
+    let Some(code) = query.code.filter(|c| !c.is_empty()) else { return Err(not_valid()) };
+    let id_token = exchange_code(ctx, &metadata, &code, &pending.verifier).await?;
+    let claims = super::verify_id_token(ctx, &id_token, &pending.nonce, now).await.map_err(|error| {
+        if error.is_unavailable() {
+            return issuer_unavailable(error);
+        }
+        tracing::warn!(%error, "OIDC sign-in refused: the ID token did not verify");
+        PageError::page(
+            StatusCode::BAD_REQUEST,
+            "Sign-in not valid",
+            "The identity provider's answer could not be verified, so you are not signed in. Start signing in again.",
+        )
+    })?;
+    let user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await?;
+    // Session fixation: whatever session the browser presented is ended, and a new one minted.
+    if let Some(old) = browser::presented_session_hash(state, headers) {
+        state.store.delete_browser_session(&old).await?;
+    }
+    let (session, cookie) = browser::sign_in(state, user).await?;
+    state.store.audit(now, Some(&session.user.id), "browser.signed_in", None, Some("oidc")).await?;
+    tracing::info!(user_id = %session.user.id, "browser signed in with the OIDC issuer");
+    let mut response = pages::see_other(safe_next(&pending.next));
+    response.headers_mut().append(header::SET_COOKIE, cookie);
+    Ok(response)
+}
+
+/// The pending sign-in sealed in this browser's cookie, if there is one and it opens.
+fn read_pending(state: &AppState, ctx: &OidcContext, headers: &HeaderMap) -> Option<PendingSignIn> {
+    let jar = CookieJar::from_headers(headers);
+    let value = jar.get(&browser::cookie_name(LOGIN_COOKIE, ctx.secure_cookies))?.value().to_owned();
+    if value.is_empty() || value.len() > MAX_COOKIE_BYTES {
+        return None;
+    }
+    let sealed = URL_SAFE_NO_PAD.decode(value).ok()?;
+    let plaintext = state.sealer.open(&sealed, SEAL).ok()?;
+    serde_json::from_slice(&plaintext).ok()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct IdTokenField {
+    #[serde(default)]
+    id_token: Option<String>,
+}
+
+impl oauth2::ExtraTokenFields for IdTokenField {}
+
+type SignInClient = oauth2::Client<
+    StandardErrorResponse<BasicErrorResponseType>,
+    oauth2::StandardTokenResponse<IdTokenField, BasicTokenType>,
+    oauth2::StandardTokenIntrospectionResponse<IdTokenField, BasicTokenType>,
+    oauth2::StandardRevocableToken,
+    StandardErrorResponse<oauth2::RevocationErrorResponseType>,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointNotSet,
+    oauth2::EndpointSet,
+>;
+
+/// OIDC Core §3.1.3.1-§3.1.3.3: the code for tokens; returns the ID token. Client
+/// authentication is `client_secret_basic` (RFC 6749 §2.3.1) unless the issuer lists only
+/// `client_secret_post`; without a secret we are a public client and PKCE alone binds the code.
+async fn exchange_code(
+    ctx: &OidcContext,
+    metadata: &ProviderMetadata,
+    code: &str,
+    verifier: &str,
+) -> Result<String, PageError> {
+    let Some(token_endpoint) = metadata.token_endpoint.clone() else {
+        return Err(issuer_unavailable(OidcError::BadIssuerResponse("no token_endpoint".into())));
+    };
+    let methods = &metadata.token_endpoint_auth_methods_supported;
+    let post_only =
+        methods.iter().any(|m| m == "client_secret_post") && !methods.iter().any(|m| m == "client_secret_basic");
+    let mut client: SignInClient = oauth2::Client::new(ClientId::new(ctx.client_id.clone()))
+        .set_token_uri(TokenUrl::from_url(token_endpoint))
+        .set_redirect_uri(RedirectUrl::from_url(ctx.redirect_uri.clone()))
+        .set_auth_type(if post_only { AuthType::RequestBody } else { AuthType::BasicAuth });
+    if let Some(secret) = &ctx.client_secret {
+        client = client.set_client_secret(ClientSecret::new(secret.expose_secret().to_owned()));
+    }
+    let send = super::fetch::sender(&ctx.http);
+    let result = client
+        .exchange_code(AuthorizationCode::new(code.to_owned()))
+        .set_pkce_verifier(PkceCodeVerifier::new(verifier.to_owned()))
+        .request_async(&send)
+        .await;
+    let refused = |why: String| {
+        tracing::warn!(%why, "OIDC sign-in: the code exchange failed");
+        PageError::page(
+            StatusCode::BAD_GATEWAY,
+            "Sign-in failed",
+            "The identity provider did not complete the sign-in. Start signing in again.",
+        )
+    };
+    match result {
+        Ok(response) => {
+            response.extra_fields().id_token.clone().ok_or_else(|| refused("no id_token in the token response".into()))
+        }
+        Err(RequestTokenError::ServerResponse(error)) => {
+            Err(refused(format!("token endpoint error {}", error.error())))
+        }
+        Err(RequestTokenError::Request(error)) => Err(refused(error.to_string())),
+        Err(RequestTokenError::Parse(_, _)) => Err(refused("unparseable token response".into())),
+        Err(RequestTokenError::Other(other)) => Err(refused(other)),
+    }
+}
+
+fn not_valid() -> PageError {
+    PageError::page(
+        StatusCode::BAD_REQUEST,
+        "Sign-in not valid",
+        "This sign-in response is not valid, was already used, or belongs to another browser. Start signing in again.",
+    )
+}
+
+fn mix_up() -> PageError {
+    tracing::warn!("OIDC sign-in callback refused: issuer mismatch (RFC 9207)");
+    PageError::page(
+        StatusCode::BAD_REQUEST,
+        "Sign-in not valid",
+        "This sign-in response came from an unexpected issuer, so it was ignored. Start signing in again.",
+    )
+}
+
+fn issuer_unavailable(error: OidcError) -> PageError {
+    tracing::error!(%error, "OIDC sign-in: the identity provider is unavailable");
+    PageError::page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Identity provider unavailable",
+        "The identity provider cannot be reached right now. Try again in a moment.",
+    )
+}

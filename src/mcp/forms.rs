@@ -1,1 +1,0 @@
-//! Form-mode elicitation (stub: filled in by the forms work).

@@ -1,0 +1,95 @@
+//! MCP resources (MCP 2025-11-25 server/resources) for the signed-in user.
+//!
+//! - [`uri`]: parsing and validating resource URIs; -32002; RFC 6570 level-1 matching.
+//! - [`broker`]: `broker://connections`, `broker://connections/{provider}`, `broker://providers`.
+//!
+//! Extensions' resources and templates follow the broker's own; anything in the broker's
+//! namespace (`broker://connections…`, `broker://providers`) is the broker's, so an extension
+//! cannot shadow it. Every read is for `ctx.user` only. Updates reach subscribers through
+//! [`crate::events::Events::connections_changed`], relayed per session by the server.
+
+pub mod broker;
+pub mod uri;
+
+use rmcp::model::{ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult};
+
+use self::uri::Route;
+use crate::mcp::extension::ExtensionContext;
+use crate::mcp::pagination::page;
+use crate::state::AppState;
+
+// MCP 2025-11-25 server/resources §Listing Resources; utilities/pagination.
+pub async fn list(
+    state: &AppState,
+    _ctx: &ExtensionContext,
+    cursor: Option<&str>,
+) -> Result<ListResourcesResult, ErrorData> {
+    let mut all = broker::resources();
+    for extension in state.extensions.iter() {
+        for resource in extension.resources() {
+            if matches!(uri::route(&resource.uri), Route::Other) && !all.iter().any(|r| r.uri == resource.uri) {
+                all.push(resource);
+            }
+        }
+    }
+    let (items, next) = page(&all, cursor, state.config.page_size, "resources")?;
+    let mut result = ListResourcesResult::with_all_items(items);
+    result.next_cursor = next;
+    Ok(result)
+}
+
+// MCP 2025-11-25 server/resources §Resource Templates.
+pub async fn templates(
+    state: &AppState,
+    _ctx: &ExtensionContext,
+    cursor: Option<&str>,
+) -> Result<ListResourceTemplatesResult, ErrorData> {
+    let mut all = broker::templates(state);
+    for extension in state.extensions.iter() {
+        for template in extension.resource_templates() {
+            let ours = !matches!(uri::route(&template.uri_template), Route::Other);
+            if !ours && !all.iter().any(|t| t.uri_template == template.uri_template) {
+                all.push(template);
+            }
+        }
+    }
+    let (items, next) = page(&all, cursor, state.config.page_size, "resource-templates")?;
+    let mut result = ListResourceTemplatesResult::with_all_items(items);
+    result.next_cursor = next;
+    Ok(result)
+}
+
+// MCP 2025-11-25 server/resources §Reading Resources, §Error Handling (-32002).
+pub async fn read(state: &AppState, ctx: ExtensionContext, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    match uri::route(uri) {
+        Route::Broker(target) => broker::read(state, &ctx.user.user_id, &target, uri).await,
+        Route::BrokerMalformed => Err(uri::not_found(uri)),
+        Route::Other => {
+            for extension in state.extensions.iter() {
+                if let Some(result) = extension.read_resource(uri, ctx.clone()).await {
+                    return result;
+                }
+            }
+            Err(uri::not_found(uri))
+        }
+    }
+}
+
+/// Whether `uri` names a resource this user may subscribe to.
+// MCP 2025-11-25 server/resources §Subscriptions.
+pub async fn exists(state: &AppState, _ctx: &ExtensionContext, uri: &str) -> bool {
+    match uri::route(uri) {
+        Route::Broker(target) => broker::exists(state, &target),
+        Route::BrokerMalformed => false,
+        Route::Other => state.extensions.iter().any(|extension| {
+            extension.resources().iter().any(|r| r.uri == uri)
+                || extension.resource_templates().iter().any(|t| uri::matches_template(&t.uri_template, uri))
+        }),
+    }
+}
+
+/// A store or encoding failure: logged here, shown to the client as a bare internal error.
+fn internal(error: impl std::fmt::Display) -> ErrorData {
+    tracing::error!(%error, "reading a resource failed");
+    ErrorData::internal_error("internal error", None)
+}
