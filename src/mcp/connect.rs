@@ -119,12 +119,14 @@ impl BrokerServer {
             Some(i) => Target::Existing(i),
             None => Target::New(Some(name.to_owned())),
         });
-        if grants.is_empty() {
+        // Which scopes, when the caller named none and the provider offers more than its
+        // defaults: asked on a first connection too (the consent page then shows the choice).
+        let ask_scopes = named_scopes.is_none() && questions::offers_more_than_defaults(provider);
+        if grants.is_empty() && !(ask_scopes && forms::form_mode(&ctx.peer)) {
             let scopes = named_scopes.unwrap_or_else(|| provider.default_scopes.clone());
             return Ok(Ok((named_target.unwrap_or(Target::New(None)), scopes)));
         }
-        let ask_scopes = named_scopes.is_none() && questions::offers_more_than_defaults(provider);
-        let ask_account = named_target.is_none() && (grants.len() >= 2 || ask_scopes);
+        let ask_account = !grants.is_empty() && named_target.is_none() && (grants.len() >= 2 || ask_scopes);
         if !forms::form_mode(&ctx.peer) || !(ask_scopes || ask_account) {
             let target = match named_target {
                 Some(target) => target,
@@ -174,6 +176,7 @@ impl BrokerServer {
             (Some(target), _) => target,
             (None, Some(Picked::Existing(i))) => Target::Existing(i),
             (None, Some(Picked::New)) => Target::New(None),
+            (None, None) if grants.is_empty() => Target::New(None),
             (None, None) if grants.len() == 1 => Target::Existing(0),
             (None, None) => return Ok(Err(error_result("No account was chosen. Nothing was connected."))),
         };

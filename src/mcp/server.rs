@@ -56,6 +56,8 @@ struct SessionScope {
     subscriptions: Arc<Mutex<HashSet<String>>>,
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// Recent `completion/complete` calls (MCP utilities/completion: servers MUST rate-limit).
+    completions: Mutex<std::collections::VecDeque<std::time::Instant>>,
     cancel: CancellationToken,
     state: AppState,
 }
@@ -78,6 +80,7 @@ impl BrokerServer {
             session_id: OnceLock::new(),
             subscriptions: Default::default(),
             log_level: Default::default(),
+            completions: Default::default(),
             cancel,
             state: state.clone(),
         };
@@ -168,6 +171,21 @@ impl BrokerServer {
         });
     }
 
+    /// At most [`COMPLETIONS_PER_WINDOW`] completions per session per second (typing produces a
+    /// burst, a loop produces a flood).
+    fn completion_allowed(&self) -> bool {
+        let now = std::time::Instant::now();
+        let mut recent = self.scope.completions.lock().unwrap_or_else(|p| p.into_inner());
+        while recent.front().is_some_and(|t| now.duration_since(*t) > std::time::Duration::from_secs(1)) {
+            recent.pop_front();
+        }
+        if recent.len() >= COMPLETIONS_PER_WINDOW {
+            return false;
+        }
+        recent.push_back(now);
+        true
+    }
+
     fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
         ExtensionContext { user: caller.user.clone(), request: ctx.clone(), log_level: self.scope.log_level.clone() }
     }
@@ -232,6 +250,8 @@ fn severity(level: LoggingLevel) -> u8 {
         LoggingLevel::Emergency => 7,
     }
 }
+
+const COMPLETIONS_PER_WINDOW: usize = 20;
 
 pub fn text_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(text)])
@@ -342,6 +362,9 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
+        if !self.completion_allowed() {
+            return Err(ErrorData::invalid_request("too many completion requests; slow down", None));
+        }
         let ext = self.extension_context(&ctx, &caller);
         super::completion::complete(&self.state, request, ext).await
     }

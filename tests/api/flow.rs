@@ -93,7 +93,8 @@ on_both_backends!(url_elicitation_required_error, other_tools_answer_32042_then_
 async fn clients_without_url_mode_get_the_link_as_text_and_succeed_on_retry(app: &TestApp) {
     for kind in [ClientKind::NoElicitation, ClientKind::FormOnly] {
         let client = app.mcp_client(ALICE, kind).await;
-        let result = client.call("connect_account", json!({"provider": "demo"})).await.unwrap();
+        // Scopes named, so no form question: this test is about the link.
+        let result = client.call("connect_account", json!({"provider": "demo", "scopes": ["profile"]})).await.unwrap();
         assert_eq!(result.is_error, Some(true));
         let text = text_of(&result);
         assert!(text.contains("Demo Provider"), "names the provider: {text}");
@@ -116,7 +117,7 @@ on_both_backends!(no_url_mode, clients_without_url_mode_get_the_link_as_text_and
 async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestApp) {
     // Declined in the client: the row is closed as declined.
     let declining = app.mcp_client(ALICE, ClientKind::UrlDeclining).await;
-    let result = declining.call("connect_account", json!({"provider": "demo"})).await.unwrap();
+    let result = declining.call("connect_account", json!({"provider": "demo", "scopes": ["profile"]})).await.unwrap();
     assert_eq!(result.is_error, Some(true));
     assert!(text_of(&result).contains("declined"));
     let (_, id) = declining.next_url_elicitation().await;
@@ -126,7 +127,7 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
     let client = std::sync::Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
     let call = tokio::spawn({
         let client = client.clone();
-        async move { client.call("connect_account", json!({"provider": "demo"})).await }
+        async move { client.call("connect_account", json!({"provider": "demo", "scopes": ["profile"]})).await }
     });
     let (url, id) = client.next_url_elicitation().await;
     let browser = app.browser();

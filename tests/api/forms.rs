@@ -394,3 +394,22 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     assert_eq!(me.structured_content.unwrap()["status"], 200);
 }
 on_both_backends!(legacy_grant_reconnect, reconnecting_an_account_from_before_several_accounts_keeps_its_row);
+
+async fn a_first_connection_without_scopes_asks_which_scopes(app: &TestApp) {
+    let client = std::sync::Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
+    client.answer_forms([accept(json!({"scopes": ["profile", "notes:write"]}))]);
+    let call_task = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("connect_account", json!({"provider": "demo"})).await }
+    });
+    let (_, schema) = client.next_form_elicitation().await;
+    assert_eq!(schema["properties"]["scopes"]["type"], "array", "a multi-select of scopes");
+    assert!(schema["properties"].get("account").is_none(), "no account question before any account exists");
+    let (url, _) = client.next_url_elicitation().await;
+    let browser = app.browser();
+    assert_eq!(app.approve_in_browser(&browser, &url, ALICE).await.status(), 200);
+    let connected = call_task.await.unwrap().unwrap();
+    assert_ne!(connected.is_error, Some(true), "{}", text_of(&connected));
+    assert_eq!(accounts(app).await, [("demo-user".to_owned(), "notes:write profile".to_owned())]);
+}
+on_both_backends!(first_scope_question, a_first_connection_without_scopes_asks_which_scopes);

@@ -392,3 +392,23 @@ on_both_backends!(
     connections_are_reviewed_and_completed_for_their_owner,
     connections_are_reviewed_and_completed_for_their_owner_only
 );
+
+#[tokio::test]
+async fn a_flood_of_completion_requests_is_rate_limited() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    let mut refused = 0;
+    for _ in 0..60 {
+        if client.peer().complete_prompt_argument("connect_provider", "provider", "d", None).await.is_err() {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "60 completions in a burst must hit the limit");
+    // After a pause the session may complete again.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let values =
+        client.peer().complete_prompt_argument("connect_provider", "provider", "d", None).await.unwrap().values;
+    assert_eq!(values, ["demo"]);
+    client.close().await;
+    app.stop().await;
+}

@@ -66,7 +66,11 @@ async fn every_supported_version_is_negotiated_and_old_clients_get_the_link_as_t
         .await;
         let negotiated = client.peer().peer_info().unwrap().protocol_version.clone();
         assert_eq!(negotiated, version, "the server echoes a version it supports");
-        let result = client.peer().call_tool(params("connect_account", json!({"provider": "demo"}))).await.unwrap();
+        let result = client
+            .peer()
+            .call_tool(params("connect_account", json!({"provider": "demo", "scopes": ["profile"]})))
+            .await
+            .unwrap();
         assert_eq!(result.is_error, Some(true), "{version:?}");
         let text = format!("{:?}", result.content);
         assert!(text.contains("/connect/"), "the link as text for {version:?}: {text}");
