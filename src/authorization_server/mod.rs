@@ -28,7 +28,6 @@ pub mod client_metadata_document;
 mod errors;
 pub mod metadata;
 mod params;
-pub mod pkce;
 pub mod redirect_uri;
 pub mod registration;
 pub mod scopes;

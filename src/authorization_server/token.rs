@@ -25,9 +25,10 @@ use axum::response::{IntoResponse, Response};
 use super::client_auth::authenticate;
 use super::errors::{OAuthError, no_store};
 use super::params::{Params, is_form};
-use super::{ACCESS_TOKEN_TTL_SECS, LocalMode, REFRESH_TOKEN_TTL_SECS, pkce, scopes};
+use super::{ACCESS_TOKEN_TTL_SECS, LocalMode, REFRESH_TOKEN_TTL_SECS, scopes};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
+use crate::pkce;
 use crate::state::AppState;
 use crate::store::oauth_codes::OAuthGrantFields;
 

@@ -21,9 +21,10 @@ use url::Url;
 
 use super::params::{Params, is_form};
 use super::scopes::ScopeSet;
-use super::{CODE_TTL_SECS, issuer, pkce};
+use super::{CODE_TTL_SECS, issuer};
 use crate::crypto::{random_token, sha256_hex};
 use crate::oauth::providers::DEMO_CLIENT_ID;
+use crate::pkce;
 use crate::state::AppState;
 use crate::store::demo::DemoCodeRow;
 

@@ -20,7 +20,6 @@ mod authorize;
 mod client_auth;
 mod errors;
 mod params;
-mod pkce;
 mod revoke;
 mod scopes;
 mod token;

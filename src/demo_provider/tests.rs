@@ -12,9 +12,9 @@ use serde_json::Value;
 use tower::ServiceExt;
 use url::Url;
 
-use super::pkce::s256;
 use crate::clock::ManualClock;
 use crate::config::{Config, SettingsArgs};
+use crate::pkce::s256;
 use crate::state::AppState;
 
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";

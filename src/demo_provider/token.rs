@@ -18,9 +18,10 @@ use super::client_auth::authenticate;
 use super::errors::{OAuthError, no_store};
 use super::params::{Params, is_form};
 use super::scopes::ScopeSet;
-use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS, pkce};
+use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
+use crate::pkce;
 use crate::state::AppState;
 use crate::store::demo::{DemoTokenKind, NewDemoToken};
 

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use oauth_broker::authorization_server::{client_metadata_document, pkce};
+use oauth_broker::authorization_server::client_metadata_document;
+use oauth_broker::pkce;
 use serde_json::{Value, json};
 
 use crate::helpers::{ALICE, Backend, ClientKind, TestApp, hidden_fields, location, spawn_app};

@@ -1,5 +1,6 @@
-//! PKCE, S256 only (RFC 7636; OAuth 2.1 §7.5.2 and MCP 2025-11-25 authorization require it).
-//! `plain` is refused so a client that would fall back to it is caught.
+//! PKCE verification for the broker's two authorization servers (its own, and the demo
+//! provider): S256 only (RFC 7636; OAuth 2.1 §7.5.2 and MCP 2025-11-25 authorization require
+//! it). `plain` is refused so a client that would fall back to it is caught.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -23,7 +24,7 @@ pub fn s256(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
-/// RFC 7636 §4.6: recompute the challenge from the verifier and compare in constant time.
+/// RFC 7636 §4.6: the server recomputes the challenge from the verifier and compares.
 pub fn verify(verifier: &str, challenge: &str) -> bool {
     is_valid_verifier(verifier) && constant_time_eq(s256(verifier).as_bytes(), challenge.as_bytes())
 }
@@ -37,13 +38,33 @@ mod tests {
     const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 
     #[test]
-    fn the_rfc_7636_example_verifies_and_nothing_else_does() {
+    fn the_rfc_7636_appendix_b_example_verifies() {
         assert_eq!(s256(VERIFIER), CHALLENGE);
         assert!(verify(VERIFIER, CHALLENGE));
         assert!(is_valid_challenge(CHALLENGE));
-        assert!(!verify(&VERIFIER.replace('d', "e"), CHALLENGE));
-        assert!(!verify(VERIFIER, VERIFIER), "plain is not accepted");
+    }
+
+    #[test]
+    fn a_different_verifier_or_plain_challenge_does_not_verify() {
+        let other = VERIFIER.replace('d', "e");
+        assert!(!verify(&other, CHALLENGE));
+        assert!(!verify(VERIFIER, VERIFIER), "the plain method is not accepted");
+    }
+
+    #[test]
+    fn verifiers_must_be_43_to_128_unreserved_characters() {
+        assert!(is_valid_verifier(&"a".repeat(43)));
+        assert!(is_valid_verifier(&"~._-".repeat(32)));
         assert!(!is_valid_verifier(&"a".repeat(42)));
+        assert!(!is_valid_verifier(&"a".repeat(129)));
+        assert!(!is_valid_verifier(&format!("{}+", "a".repeat(43))));
+        let short = &VERIFIER[..42];
+        assert!(!verify(short, &s256(short)), "a 42-character verifier is refused even if it hashes right");
+    }
+
+    #[test]
+    fn challenges_must_look_like_a_sha256_digest() {
         assert!(!is_valid_challenge(&CHALLENGE[..42]));
+        assert!(!is_valid_challenge(&format!("{}=", &CHALLENGE[..42])));
     }
 }
