@@ -186,3 +186,69 @@ async fn a_stateless_2026_07_28_client_gets_url_elicitation_required() {
     client.cancel().await.unwrap();
     app.stop().await;
 }
+
+/// Records `notifications/message` (logging is deprecated for 2026-07-28, not for 2025-11-25).
+#[derive(Clone, Default)]
+struct LoggingClient {
+    messages: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+#[allow(deprecated)]
+impl ClientHandler for LoggingClient {
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _ctx: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.messages.lock().unwrap().push(serde_json::to_value(&params).unwrap());
+    }
+}
+
+#[allow(deprecated)]
+#[tokio::test]
+async fn logging_follows_the_sessions_level_and_never_carries_a_secret() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    // Connect the demo provider first (through the real browser flow).
+    let _connected = app.connected_client(ALICE).await;
+    let token = app.token_for(ALICE).await;
+    let handler = LoggingClient::default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(token.clone()),
+    );
+    let client = handler.clone().serve(transport).await.unwrap();
+    let me = params("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"}));
+
+    // No level asked for: nothing is sent.
+    client.peer().call_tool(me.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(handler.messages.lock().unwrap().is_empty(), "no logging before logging/setLevel");
+
+    // Warning: an info-level success stays quiet. Info: it is reported.
+    client.peer().set_level(rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Warning)).await.unwrap();
+    client.peer().call_tool(me.clone()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(handler.messages.lock().unwrap().is_empty(), "info is below warning");
+    client.peer().set_level(rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Info)).await.unwrap();
+    client.peer().call_tool(me).await.unwrap();
+    let mut logged = Vec::new();
+    for _ in 0..30 {
+        logged = handler.messages.lock().unwrap().clone();
+        if !logged.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["data"]["status"], 200);
+    assert_eq!(logged[0]["data"]["path"], "/me");
+    let user = app.user_id(ALICE).await;
+    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let owner = format!("{user}/demo");
+    let ctx =
+        oauth_broker::crypto::SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };
+    let access = String::from_utf8(app.state.sealer.open(&grant.access_token_sealed, ctx).unwrap()).unwrap();
+    let text = serde_json::to_string(&logged).unwrap();
+    assert!(!text.contains(&access) && !text.contains(&token), "no secret in a log message");
+    client.cancel().await.unwrap();
+    app.stop().await;
+}
