@@ -18,7 +18,7 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
             Some(secret)
         }
     };
-    let token = super::users::issue_token_for(state, DEMO_USER, DEMO_TOKEN_TTL_SECONDS).await?;
+    let token = super::users::issue_token_for(state, DEMO_USER, Some("demo_client"), DEMO_TOKEN_TTL_SECONDS).await?;
     let mcp = state.config.mcp_url();
     let sign_in = match &created_password {
         Some(secret) => format!(

@@ -27,6 +27,33 @@ pub enum GrantsCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum ConsentsCommand {
+    /// List which clients each user allowed to use which connection.
+    List {
+        /// Only this user's consents (username).
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long, default_value_t = 200)]
+        limit: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Withdraw a client's consent: it asks the user again before using the connection.
+    Revoke {
+        user: String,
+        /// The client key as `consents list` shows it (e.g. `client:abc`, `token:ci`).
+        #[arg(long)]
+        client: String,
+        /// Only connections at this provider.
+        #[arg(long)]
+        provider: Option<String>,
+        /// Only this account (as `grants list` shows it).
+        #[arg(long)]
+        account: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum AuthorizationsCommand {
     /// Recent connect attempts.
     List {
@@ -90,6 +117,66 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
     }
 }
 
+pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow::Result<()> {
+    match command {
+        ConsentsCommand::List { user, limit, json } => {
+            let consents = match user {
+                Some(name) => state.store.consents_for_user(&user_id(state, &name).await?).await?,
+                None => state.store.all_consents(limit).await?,
+            };
+            let grants = state.store.all_grants().await?;
+            let grant_of = |id: &str| grants.iter().find(|g| g.id == id);
+            if json {
+                let rows: Vec<_> = consents
+                    .iter()
+                    .map(|c| {
+                        let grant = grant_of(&c.grant_id);
+                        json!({"user_id": c.user_id, "grant_id": c.grant_id, "provider": grant.map(|g| &g.provider), "account": grant.and_then(|g| g.account_label.as_ref()), "client": c.client_key, "client_name": c.client_name, "scopes": c.scopes, "covers_current_scopes": grant.is_some_and(|g| c.covers(&crate::domain::Scopes::from_space_separated(&g.scopes).unwrap_or_default())), "updated_at": c.updated_at})
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{:<38} {:<12} {:<20} {:<30} SCOPES", "USER", "PROVIDER", "ACCOUNT", "CLIENT");
+                for c in consents {
+                    let grant = grant_of(&c.grant_id);
+                    println!(
+                        "{:<38} {:<12} {:<20} {:<30} {}",
+                        c.user_id,
+                        grant.map(|g| g.provider.as_str()).unwrap_or("-"),
+                        grant.and_then(|g| g.account_label.as_deref()).unwrap_or("-"),
+                        c.client_key,
+                        c.scopes
+                    );
+                }
+            }
+            Ok(())
+        }
+        ConsentsCommand::Revoke { user, client, provider, account } => {
+            let id = user_id(state, &user).await?;
+            let grants = state.store.grants_for_user(&id).await?;
+            let mut removed = 0;
+            for consent in state.store.consents_for_user(&id).await?.into_iter().filter(|c| c.client_key == client) {
+                let Some(grant) = grants.iter().find(|g| g.id == consent.grant_id) else { continue };
+                if provider.as_deref().is_some_and(|p| p != grant.provider)
+                    || account.as_deref().is_some_and(|a| a != grant.account_label.as_deref().unwrap_or(""))
+                {
+                    continue;
+                }
+                if state.store.revoke_consent(&id, &grant.id, &client).await? {
+                    removed += 1;
+                    let detail = format!("grant={} client={client} by=admin", grant.id);
+                    state
+                        .store
+                        .audit(state.now(), Some(&id), "consent.revoked", Some(&grant.provider), Some(&detail))
+                        .await?;
+                }
+            }
+            println!("withdrew {removed} consent(s)");
+            Ok(())
+        }
+    }
+}
+
 pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand) -> anyhow::Result<()> {
     match command {
         AuthorizationsCommand::List { limit, json } => {
@@ -97,16 +184,17 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
             if json {
                 let rows: Vec<_> = rows
                     .iter()
-                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "provider": r.provider, "scopes": r.scopes, "client": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
+                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "provider": r.provider, "scopes": r.scopes, "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:<44} {:<12} {:<11} {:<12} FAILURE", "ID", "PROVIDER", "STATUS", "EXPIRES");
+                println!("{:<44} {:<12} {:<8} {:<11} {:<12} FAILURE", "ID", "PROVIDER", "KIND", "STATUS", "EXPIRES");
                 for r in rows {
                     println!(
-                        "{:<44} {:<12} {:<11} {:<12} {}",
+                        "{:<44} {:<12} {:<8} {:<11} {:<12} {}",
                         r.id,
                         r.provider,
+                        r.kind,
                         r.status,
                         r.expires_at,
                         r.failure.as_deref().unwrap_or("")

@@ -60,6 +60,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: grants::GrantsCommand,
     },
+    /// Which clients users allowed to use which connections (consent per client).
+    Consents {
+        #[command(subcommand)]
+        command: grants::ConsentsCommand,
+    },
     /// Connect attempts (elicitations) and their state.
     Authorizations {
         #[command(subcommand)]
@@ -88,6 +93,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Users { command } => users::run_users(&state, command).await,
                 AdminCommand::Tokens { command } => users::run_tokens(&state, command).await,
                 AdminCommand::Grants { command } => grants::run_grants(&state, command).await,
+                AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json } => grants::run_audit(&state, user, limit, json).await,
             };

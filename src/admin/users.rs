@@ -36,6 +36,11 @@ pub enum TokensCommand {
         /// Lifetime, e.g. 30m, 1h, 7d.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: std::time::Duration,
+        /// Which program the token is for (e.g. `ci`, `claude-desktop`): the user's consent
+        /// to use each connection is then asked and kept for this program alone. Without it,
+        /// all of the user's unlabelled tokens count as one client.
+        #[arg(long)]
+        client: Option<String>,
     },
 }
 
@@ -43,6 +48,15 @@ pub fn validate_username(name: &str) -> anyhow::Result<()> {
     let ok = (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b));
     if !ok {
         bail!("a username is 1-64 characters of letters, digits, '.', '_', '-' or '@'");
+    }
+    Ok(())
+}
+
+/// A `--client` label: 1-64 letters, digits, '.', '_' or '-' (it is shown on consent pages).
+pub fn validate_client_label(label: &str) -> anyhow::Result<()> {
+    let ok = (1..=64).contains(&label.len()) && label.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !ok {
+        bail!("a --client label is 1-64 characters of letters, digits, '.', '_' or '-'");
     }
     Ok(())
 }
@@ -105,8 +119,11 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
 
 pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Result<()> {
     match command {
-        TokensCommand::Issue { name, ttl } => {
-            let token = issue_token_for(state, &name, ttl.as_secs() as i64).await?;
+        TokensCommand::Issue { name, ttl, client } => {
+            if let Some(label) = &client {
+                validate_client_label(label)?;
+            }
+            let token = issue_token_for(state, &name, client.as_deref(), ttl.as_secs() as i64).await?;
             println!("{token}");
             Ok(())
         }
@@ -114,7 +131,17 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
 }
 
 /// A bearer token for a local user (also used by the demo set-up).
-pub async fn issue_token_for(state: &AppState, name: &str, ttl_seconds: i64) -> anyhow::Result<String> {
+pub async fn issue_token_for(
+    state: &AppState,
+    name: &str,
+    client: Option<&str>,
+    ttl_seconds: i64,
+) -> anyhow::Result<String> {
+    if state.oidc.is_some() {
+        bail!(
+            "identity mode is \"oidc\": /mcp accepts only the identity provider's tokens, so a token issued here would be refused; get one from the issuer"
+        );
+    }
     if ttl_seconds <= 0 || ttl_seconds > 366 * 24 * 3600 {
         bail!("--ttl must be between 1s and 366d");
     }
@@ -126,5 +153,5 @@ pub async fn issue_token_for(state: &AppState, name: &str, ttl_seconds: i64) -> 
             state.config.issuer()
         );
     }
-    Ok(state.keys.issue(&user.subject, user.username.as_deref(), state.now(), ttl_seconds)?)
+    Ok(state.keys.issue_labelled(&user.subject, user.username.as_deref(), client, state.now(), ttl_seconds)?)
 }

@@ -117,6 +117,7 @@ async fn fixed_identity(state: &AppState) -> Option<AuthenticatedUser> {
         issuer: user.issuer,
         subject: user.subject,
         display_name: user.username,
+        client: super::ClientIdentity::IssuedToken(None),
     })
 }
 
@@ -158,7 +159,13 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
             Rejection::Unavailable
         })?
         .ok_or(Rejection::Invalid("the token names an unknown user"))?;
-    Ok(AuthenticatedUser { user_id: user.id, issuer: user.issuer, subject: user.subject, display_name: user.username })
+    Ok(AuthenticatedUser {
+        user_id: user.id,
+        issuer: user.issuer,
+        subject: user.subject,
+        display_name: user.username,
+        client: claims.client(),
+    })
 }
 
 impl From<crate::identity::oidc::OidcError> for Rejection {

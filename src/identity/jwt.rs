@@ -54,6 +54,24 @@ pub struct Claims {
     /// revoked grant (code or refresh-token replay) stops its access tokens at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant_id: Option<String>,
+    /// Set on the authorization server's tokens (with `grant_id`): the OAuth client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Set on operator-issued tokens made with `admin tokens issue --client LABEL`: which
+    /// program the operator made it for, so consents to use connections stay per program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_label: Option<String>,
+}
+
+impl Claims {
+    /// The client this token was issued to. Only the authorization server's tokens (which
+    /// carry a `grant_id`) name an OAuth client; anything else is an operator-issued token.
+    pub fn client(&self) -> super::ClientIdentity {
+        match (&self.grant_id, &self.client_id) {
+            (Some(_), Some(client_id)) => super::ClientIdentity::OAuthClient(client_id.clone()),
+            _ => super::ClientIdentity::IssuedToken(self.client_label.clone()),
+        }
+    }
 }
 
 struct KeyPair {
@@ -124,6 +142,19 @@ impl TokenKeys {
         now: Timestamp,
         ttl_seconds: i64,
     ) -> Result<String, JwtError> {
+        self.issue_labelled(subject, name, None, now, ttl_seconds)
+    }
+
+    /// [`TokenKeys::issue`] for one named program (`client_label`): consents to use the user's
+    /// connections are then kept for that program alone.
+    pub fn issue_labelled(
+        &self,
+        subject: &str,
+        name: Option<&str>,
+        client_label: Option<&str>,
+        now: Timestamp,
+        ttl_seconds: i64,
+    ) -> Result<String, JwtError> {
         let claims = Claims {
             iss: self.issuer.clone(),
             sub: subject.to_owned(),
@@ -133,6 +164,8 @@ impl TokenKeys {
             jti: uuid::Uuid::new_v4().to_string(),
             name: name.map(str::to_owned),
             grant_id: None,
+            client_id: None,
+            client_label: client_label.map(str::to_owned),
         };
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.active.kid.clone());

@@ -17,4 +17,77 @@ pub struct AuthenticatedUser {
     pub subject: String,
     /// For display only (consent page, logs never).
     pub display_name: Option<String>,
+    /// The client holding the token: a user's consent to use a connection is per client.
+    pub client: ClientIdentity,
+}
+
+/// Which MCP client a bearer token was issued to, as the token itself says (never the
+/// self-reported `clientInfo`, which any client can fill in). MCP security best practices
+/// §Confused deputy: consent to use a user's connection is recorded per client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientIdentity {
+    /// An OAuth client: registered with the broker's authorization server (the token's
+    /// `client_id`), or known to the OIDC issuer (`client_id`, `azp`, `cid` or `appid`).
+    OAuthClient(String),
+    /// A token an operator issued with `oauth-broker admin tokens issue`, with its `--client`
+    /// label if one was given; every unlabelled token of a user counts as one client.
+    IssuedToken(Option<String>),
+    /// An OIDC access token that names no client: all such tokens of a user count as one client.
+    Unidentified,
+}
+
+impl ClientIdentity {
+    /// The key consents are stored under. The prefixes keep the kinds apart, so a client id
+    /// can never pass for an operator's label.
+    pub fn key(&self) -> String {
+        match self {
+            ClientIdentity::OAuthClient(id) => format!("client:{id}"),
+            ClientIdentity::IssuedToken(label) => format!("token:{}", label.as_deref().unwrap_or("")),
+            ClientIdentity::Unidentified => "unidentified".into(),
+        }
+    }
+
+    /// The identity a [`ClientIdentity::key`] was made from.
+    pub fn from_key(key: &str) -> Self {
+        if let Some(id) = key.strip_prefix("client:") {
+            ClientIdentity::OAuthClient(id.to_owned())
+        } else if let Some(label) = key.strip_prefix("token:") {
+            ClientIdentity::IssuedToken(Some(label.to_owned()).filter(|l| !l.is_empty()))
+        } else {
+            ClientIdentity::Unidentified
+        }
+    }
+
+    /// How pages and tool results name it when nothing better is known.
+    pub fn describe(&self) -> String {
+        match self {
+            ClientIdentity::OAuthClient(id) => format!("client {id}"),
+            ClientIdentity::IssuedToken(Some(label)) => format!("the token issued for “{label}”"),
+            ClientIdentity::IssuedToken(None) => "a personal access token".into(),
+            ClientIdentity::Unidentified => "a client your identity provider did not name".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientIdentity;
+
+    #[test]
+    fn client_keys_round_trip_and_keep_kinds_apart() {
+        for client in [
+            ClientIdentity::OAuthClient("abc".into()),
+            ClientIdentity::OAuthClient("https://app.example/client.json".into()),
+            ClientIdentity::IssuedToken(None),
+            ClientIdentity::IssuedToken(Some("ci".into())),
+            ClientIdentity::Unidentified,
+        ] {
+            assert_eq!(ClientIdentity::from_key(&client.key()), client);
+        }
+        // A client id that looks like a token label stays a client id.
+        assert_ne!(
+            ClientIdentity::OAuthClient("token:ci".into()).key(),
+            ClientIdentity::IssuedToken(Some("ci".into())).key()
+        );
+    }
 }

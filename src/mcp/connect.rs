@@ -23,15 +23,16 @@ use rmcp::service::{ElicitationError, RequestContext};
 use serde_json::json;
 
 use super::connections::{find_account, internal, several_accounts, unknown_provider};
-use super::elicitation::{self, Requester};
+use super::elicitation::{self, Ask, Requester};
 use super::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
 use super::forms::{self, FormSchema, Reply};
 use super::server::{BrokerServer, Caller, error_result, text_result};
 use super::tools::{CONNECT_ACCOUNT, ConnectArgs};
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
+use crate::oauth::consent;
 use crate::oauth::tokens::{self, TokenError};
-use crate::store::authorizations::{AuthorizationRow, AuthorizationStatus};
+use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::grants::GrantRow;
 
 /// How often a waiting call re-reads the row and reports progress.
@@ -43,6 +44,9 @@ pub(crate) enum Needed {
     Ready,
     /// The user must (re)connect, requesting these scopes.
     Connect(Scopes),
+    /// Connected, but this client may not use the grant yet (or not with all the scopes it
+    /// now carries): the user must allow it.
+    Consent(GrantRow),
     /// A result to return as is (provider down, etc.).
     Answer(CallToolResult),
 }
@@ -86,6 +90,13 @@ impl BrokerServer {
                 match self.needed(caller, provider, Some(account_name(grant)), &requested).await? {
                     Needed::Ready => return Ok(connected_result(provider, grant)),
                     Needed::Answer(result) => return Ok(result),
+                    Needed::Consent(grant) => {
+                        let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
+                        let scopes = Scopes::from_space_separated(&grant.scopes).map_err(internal)?;
+                        return self
+                            .start_connect(caller, provider, &scopes, Ask::UseGrant(&grant), None, &before, ctx)
+                            .await;
+                    }
                     Needed::Connect(scopes) => {
                         let hint = grant
                             .account_label
@@ -102,7 +113,7 @@ impl BrokerServer {
             Target::New(None) => (requested, None),
         };
         let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
-        self.start_connect(caller, provider, &scopes, hint.as_deref(), &before, ctx).await
+        self.start_connect(caller, provider, &scopes, Ask::Connect, hint.as_deref(), &before, ctx).await
     }
 
     /// The account and scopes to connect: from the arguments, from a form (see the module
@@ -196,11 +207,13 @@ impl BrokerServer {
 
     /// Opens (or reuses) an authorization and sends the user to the browser: inline URL
     /// elicitation and a bounded wait, or the link as text.
+    #[allow(clippy::too_many_arguments)]
     async fn start_connect(
         &self,
         caller: &Caller,
         provider: &ProviderConfig,
         scopes: &Scopes,
+        ask: Ask<'_>,
         hint: Option<&str>,
         before: &Snapshot,
         ctx: &RequestContext<RoleServer>,
@@ -209,7 +222,7 @@ impl BrokerServer {
             Some(hint) => format!("{text} {hint}"),
             None => text,
         };
-        let row = self.authorization(caller, provider, scopes).await?;
+        let row = self.authorization(caller, provider, scopes, ask).await?;
         if !caller.url_mode {
             return Ok(error_result(with_hint(elicitation::manual_connect_text(&self.state, &row, provider, scopes))));
         }
@@ -219,7 +232,7 @@ impl BrokerServer {
         let asked = ctx
             .peer
             .elicit_url_with_timeout(
-                with_hint(elicitation::connect_message(provider, scopes)),
+                with_hint(elicitation::ask_message(&row, provider, scopes)),
                 url,
                 row.id.clone(),
                 Some(self.state.config.connect_wait),
@@ -234,7 +247,7 @@ impl BrokerServer {
                     .store
                     .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
                     .await;
-                return Ok(error_result(format!("You declined to connect {}.", provider.display_name)));
+                return Ok(error_result(declined_text(&row, provider)));
             }
             Ok(_) => {
                 return Ok(error_result(format!(
@@ -313,10 +326,26 @@ impl BrokerServer {
             return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
         };
         Ok(match row.status() {
-            Some(AuthorizationStatus::Completed) => Some(self.completed_result(caller, provider, before).await?),
-            Some(AuthorizationStatus::Declined) => {
-                Some(error_result(format!("You declined to connect {}.", provider.display_name)))
-            }
+            Some(AuthorizationStatus::Completed) => match row.grant_id.as_deref() {
+                // Consent-only: the grant the user allowed, whatever else changed meanwhile.
+                Some(grant_id) if row.kind() == AuthorizationKind::Consent => {
+                    let grants = self
+                        .state
+                        .store
+                        .grants_at(&caller.user.user_id, provider.id.as_str())
+                        .await
+                        .map_err(internal)?;
+                    Some(match grants.iter().find(|g| g.id == grant_id) {
+                        Some(grant) => connected_result(provider, grant),
+                        None => error_result(format!(
+                            "That {} connection was removed meanwhile; call connect_account again.",
+                            provider.display_name
+                        )),
+                    })
+                }
+                _ => Some(self.completed_result(caller, provider, before).await?),
+            },
+            Some(AuthorizationStatus::Declined) => Some(error_result(declined_text(&row, provider))),
             Some(AuthorizationStatus::Failed) => Some(error_result(format!(
                 "Connecting {} failed ({}). Call connect_account to try again.",
                 provider.display_name,
@@ -359,7 +388,15 @@ impl BrokerServer {
         required: &Scopes,
     ) -> Result<Needed, ErrorData> {
         match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
-            Ok(_) => Ok(Needed::Ready),
+            Ok(token) => {
+                // MCP security best practices §Confused deputy: the user's connection, but is
+                // this client allowed to use it, with everything it carries?
+                if consent::client_may_use(&self.state, &caller.user.client, &token.grant).await.map_err(internal)? {
+                    Ok(Needed::Ready)
+                } else {
+                    Ok(Needed::Consent(token.grant))
+                }
+            }
             Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => Ok(Needed::Connect(required.clone())),
             // Ask for what they have plus what is missing, so the new grant replaces the old
             // without losing scopes.
@@ -381,13 +418,17 @@ impl BrokerServer {
         caller: &Caller,
         provider: &ProviderConfig,
         scopes: &Scopes,
+        ask: Ask<'_>,
     ) -> Result<AuthorizationRow, ErrorData> {
+        let client_key = caller.user.client.key();
         let who = Requester {
             user_id: &caller.user.user_id,
+            client_key: &client_key,
             client_name: caller.client_name.as_deref(),
             mcp_session: caller.session_id.as_deref(),
         };
-        let row = elicitation::ensure_authorization(&self.state, &who, provider, scopes).await.map_err(internal)?;
+        let row =
+            elicitation::ensure_authorization(&self.state, &who, provider, scopes, ask).await.map_err(internal)?;
         self.remember_elicitation(&row.id);
         Ok(row)
     }
@@ -398,12 +439,22 @@ impl BrokerServer {
         caller: &Caller,
         provider: &ProviderConfig,
         scopes: &Scopes,
+        ask: Ask<'_>,
     ) -> Result<CallToolResult, ErrorData> {
-        let row = self.authorization(caller, provider, scopes).await?;
+        let row = self.authorization(caller, provider, scopes, ask).await?;
         if caller.url_mode {
             Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes))
         } else {
             Ok(error_result(elicitation::manual_connect_text(&self.state, &row, provider, scopes)))
+        }
+    }
+}
+
+fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {
+    match row.kind() {
+        AuthorizationKind::Connect => format!("You declined to connect {}.", provider.display_name),
+        AuthorizationKind::Consent => {
+            format!("You declined to let this client use your {} connection.", provider.display_name)
         }
     }
 }

@@ -15,6 +15,7 @@ use super::forms::{self, FormSchema, Reply};
 use super::server::{BrokerServer, Caller, LogLevel, error_result, text_result};
 use super::tools::{CONNECT_ACCOUNT, DisconnectArgs};
 use crate::config::ProviderConfig;
+use crate::oauth::consent;
 use crate::store::grants::{GrantRow, GrantStatus};
 
 pub(crate) fn internal(error: impl std::fmt::Display) -> ErrorData {
@@ -35,6 +36,12 @@ pub(crate) enum AccountPick {
 impl BrokerServer {
     pub(crate) async fn list_connections(&self, caller: &Caller) -> Result<CallToolResult, ErrorData> {
         let grants = self.state.store.grants_for_user(&caller.user.user_id).await.map_err(internal)?;
+        let mut allowed = std::collections::HashSet::new();
+        for grant in &grants {
+            if consent::client_may_use(&self.state, &caller.user.client, grant).await.map_err(internal)? {
+                allowed.insert(grant.id.clone());
+            }
+        }
         let mut connections = Vec::new();
         for provider in self.state.providers.iter() {
             let entry = |grant: Option<&GrantRow>| {
@@ -51,6 +58,7 @@ impl BrokerServer {
                     "account": grant.and_then(|g| g.account_label.clone()),
                     "scopes": grant.map(|g| g.scopes.split_whitespace().collect::<Vec<_>>()).unwrap_or_default(),
                     "expires_at": grant.and_then(|g| g.expires_at),
+                    "allowed_for_this_client": grant.is_some_and(|g| allowed.contains(&g.id)),
                 })
             };
             // One entry per account; a provider without any still gets its "not_connected" one.

@@ -7,12 +7,13 @@ use rmcp::service::RequestContext;
 
 use super::connect::Needed;
 use super::connections::{AccountPick, internal, unknown_provider};
+use super::elicitation::Ask;
 use super::forms::questions::account_name;
 use super::server::{BrokerServer, Caller, LogLevel, error_result};
 use super::tools::{PROVIDER_REQUEST, ProviderRequestArgs};
 use crate::domain::Scopes;
-use crate::oauth::api;
 use crate::oauth::tokens::{self, TokenError};
+use crate::oauth::{api, consent};
 
 impl BrokerServer {
     pub(crate) async fn provider_request(
@@ -54,7 +55,7 @@ impl BrokerServer {
         {
             Ok(token) => token,
             Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => {
-                return self.connection_required(caller, provider, &provider.default_scopes).await;
+                return self.connection_required(caller, provider, &provider.default_scopes, Ask::Connect).await;
             }
             Err(other) => {
                 return match self.needed(caller, provider, account.as_deref(), &none).await? {
@@ -63,6 +64,12 @@ impl BrokerServer {
                 };
             }
         };
+        // MCP security best practices §Confused deputy: this client must be allowed to use the
+        // connection, with every scope it carries, before its token is used on its behalf.
+        if !consent::client_may_use(&self.state, &caller.user.client, &token.grant).await.map_err(internal)? {
+            let scopes = Scopes::from_space_separated(&token.grant.scopes).map_err(internal)?;
+            return self.connection_required(caller, provider, &scopes, Ask::UseGrant(&token.grant)).await;
+        }
         let sent = tokio::select! {
             // MCP cancellation: a cancelled call stops its upstream request.
             _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),

@@ -1,9 +1,10 @@
 //! Which user owns which MCP session, and which protocol version it negotiated.
 //!
 //! A session id is never a credential (MCP security best practices, "session hijacking"): each
-//! request is authenticated by its own bearer token, and a session belongs to the user whose
-//! token opened it. A request naming a session with another user's token is refused before it
-//! reaches rmcp, so one user can never read another's stream or answer their elicitations.
+//! request is authenticated by its own bearer token, and a session belongs to the user (and the
+//! client, see [`crate::identity::ClientIdentity`]) whose token opened it. A request naming a
+//! session with another user's or client's token is refused before it reaches rmcp, so nobody
+//! can read another's stream or answer their elicitations.
 //!
 //! SSE priming events (an event id with empty data, SEP-1699) exist from 2025-11-25 on; clients
 //! of earlier revisions parse every event's data as JSON and fail on an empty one. rmcp primes
@@ -40,7 +41,7 @@ pub struct SessionRegistry {
 
 #[derive(Debug, Clone)]
 struct Owner {
-    user_id: String,
+    owner_key: String,
     last_seen: i64,
     /// From the initialize result; `None` until it has been seen.
     protocol_version: Option<String>,
@@ -56,10 +57,10 @@ pub enum SessionCheck {
 }
 
 impl SessionRegistry {
-    fn check(&self, session_id: &str, user_id: &str, now: i64) -> SessionCheck {
+    fn check(&self, session_id: &str, owner_key: &str, now: i64) -> SessionCheck {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         match owners.get_mut(session_id) {
-            Some(owner) if owner.user_id == user_id => {
+            Some(owner) if owner.owner_key == owner_key => {
                 owner.last_seen = now;
                 SessionCheck::Allowed { priming: owner.protocol_version.as_deref().is_none_or(primes) }
             }
@@ -68,12 +69,12 @@ impl SessionRegistry {
         }
     }
 
-    fn bind(&self, session_id: &str, user_id: &str, now: i64) {
+    fn bind(&self, session_id: &str, owner_key: &str, now: i64) {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         owners.retain(|_, o| now - o.last_seen < IDLE_FORGET_SECONDS);
         owners.insert(
             session_id.to_owned(),
-            Owner { user_id: user_id.to_owned(), last_seen: now, protocol_version: None },
+            Owner { owner_key: owner_key.to_owned(), last_seen: now, protocol_version: None },
         );
     }
 
@@ -98,6 +99,12 @@ impl SessionRegistry {
     }
 }
 
+/// Who owns a session: the user and the client their token was issued to. Another client of
+/// the same user opens its own session (its consents to use connections are its own).
+fn owner_key(user: &AuthenticatedUser) -> String {
+    format!("{}\n{}", user.user_id, user.client.key())
+}
+
 /// Runs after bearer authentication on /mcp.
 pub async fn enforce_session_owner(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(user) = request.extensions().get::<AuthenticatedUser>().cloned() else {
@@ -107,11 +114,11 @@ pub async fn enforce_session_owner(State(state): State<AppState>, request: Reque
     let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut priming = true;
     if let Some(session_id) = &named {
-        match state.sessions.check(session_id, &user.user_id, now) {
+        match state.sessions.check(session_id, &owner_key(&user), now) {
             SessionCheck::Allowed { priming: primes } => priming = primes,
             SessionCheck::Foreign => {
-                tracing::warn!(user = %user.user_id, "request named another user's MCP session; refused");
-                return rpc_error(StatusCode::FORBIDDEN, "this session belongs to another user");
+                tracing::warn!(user = %user.user_id, "request named an MCP session of another user or client; refused");
+                return rpc_error(StatusCode::FORBIDDEN, "this session belongs to another user or client");
             }
             // An owner we no longer know (ended, forgotten, or from before a restart) cannot be
             // checked, so the session is treated as gone and the client re-initializes (MCP
@@ -126,7 +133,7 @@ pub async fn enforce_session_owner(State(state): State<AppState>, request: Reque
         // The initialize response names the new session: it belongs to this user, and its
         // result names the negotiated version.
         (None, Some(created)) => {
-            state.sessions.bind(&created, &user.user_id, now);
+            state.sessions.bind(&created, &owner_key(&user), now);
             Some(PrimingFilter::Learn { registry: state.sessions.clone(), session_id: created, held: Vec::new() })
         }
         (Some(ended), _) if is_delete && response.status().is_success() => {

@@ -38,7 +38,7 @@ pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
     vec![
         Tool::new(
             LIST_CONNECTIONS,
-            "List the third-party providers this broker can connect to and, for each, whether you are connected, with which accounts and scopes (one entry per account).",
+            "List the third-party providers this broker can connect to and, for each, whether you are connected, with which accounts and scopes (one entry per account), and whether this client may use each connection yet.",
             object(json!({"type": "object", "properties": {}, "additionalProperties": false})),
         )
         .with_title("List connections")
@@ -53,7 +53,8 @@ pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
                     "status": {"type": "string", "enum": ["connected", "needs_reconsent", "not_connected"]},
                     "account": {"type": ["string", "null"]},
                     "scopes": {"type": "array", "items": {"type": "string"}},
-                    "expires_at": {"type": ["integer", "null"]}
+                    "expires_at": {"type": ["integer", "null"]},
+                    "allowed_for_this_client": {"type": "boolean", "description": "Whether you allowed this client to use this connection with all its scopes; if not, using it asks you first."}
                 },
                 "required": ["provider", "display_name", "connected", "status", "scopes"]
             }}},

@@ -19,10 +19,10 @@ use crate::domain::Scopes;
 use crate::events::AuthorizationFinished;
 use crate::identity::browser::BrowserSession;
 use crate::oauth::client::{self, ProviderError};
-use crate::oauth::tokens;
+use crate::oauth::{consent, tokens};
 use crate::state::AppState;
 use crate::store::StoreError;
-use crate::store::authorizations::{AuthorizationRow, AuthorizationStatus};
+use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
@@ -110,6 +110,9 @@ fn check_consent(state: &AppState, row: &AuthorizationRow, session: &BrowserSess
 /// The owner approved on the consent page: returns the provider URL to redirect to.
 pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
     check_consent(state, row, session)?;
+    if row.kind() != AuthorizationKind::Connect {
+        return Err(FlowError::NotActionable);
+    }
     let provider =
         state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
     let scopes = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
@@ -130,6 +133,24 @@ pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSe
     state.store.audit(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail)).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization approved, redirecting to provider");
     Ok(url)
+}
+
+/// The owner approved a consent-only authorization: the row's client may now use the grant it
+/// names, with the scopes the page showed. Nothing goes to the provider.
+pub async fn allow(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+    check_consent(state, row, session)?;
+    if row.kind() != AuthorizationKind::Consent || row.client_key.is_empty() {
+        return Err(FlowError::NotActionable);
+    }
+    let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
+    let scopes = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
+    // Single use: only the request that moves the row out of `pending` records the consent.
+    if !state.store.complete_consent_authorization(&row.id, state.now()).await? {
+        return Err(FlowError::NotActionable);
+    }
+    consent::record(state, row, grant_id, &scopes).await?;
+    publish(state, row, "completed");
+    Ok(())
 }
 
 /// The owner declined on the consent page.
@@ -221,9 +242,16 @@ pub async fn complete(
             return Err(FlowError::ExchangeFailed(reason));
         }
     };
-    if let Err(error) = tokens::store_grant(state, &row.user_id, provider, tokens, &scopes).await {
-        fail(state, &row, "store_failed").await;
-        return Err(FlowError::Internal(error.to_string()));
+    let stored = match tokens::store_grant(state, &row.user_id, provider, tokens, &scopes).await {
+        Ok(stored) => stored,
+        Err(error) => {
+            fail(state, &row, "store_failed").await;
+            return Err(FlowError::Internal(error.to_string()));
+        }
+    };
+    // The client that asked may use what the user just approved; other clients still ask.
+    if let Err(error) = consent::allow_after_connect(state, &row, &stored.grant_id, &stored.scopes).await {
+        tracing::error!(authorization_id = %row.id, %error, "could not record the client's consent");
     }
     let now = state.now();
     if !state.store.finish_authorization(&row.id, AuthorizationStatus::Completed, None, now).await? {

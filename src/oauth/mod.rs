@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod client;
+pub mod consent;
 pub mod flow;
 pub mod providers;
 pub mod tokens;

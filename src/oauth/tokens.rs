@@ -47,6 +47,13 @@ impl From<crate::store::StoreError> for TokenError {
     }
 }
 
+/// What [`store_grant`] wrote: the grant's id and the scopes it now carries.
+#[derive(Debug, Clone)]
+pub struct StoredGrant {
+    pub grant_id: String,
+    pub scopes: Scopes,
+}
+
 /// A usable access token and the grant it came from.
 pub struct AccessToken {
     pub token: SecretString,
@@ -80,14 +87,14 @@ fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
 
 /// Seals freshly issued tokens into the user's grant for this provider and account (insert or
 /// replace). The account is the provider's name for it (its userinfo), so connecting the same
-/// account again updates it and a different one adds a grant. Returns the granted scopes.
+/// account again updates it and a different one adds a grant. Returns the grant and its scopes.
 pub async fn store_grant(
     state: &AppState,
     user_id: &str,
     provider: &ProviderConfig,
     tokens: TokenSet,
     requested: &Scopes,
-) -> Result<Scopes, TokenError> {
+) -> Result<StoredGrant, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(user_id, provider_id);
     let scopes = tokens.scopes.clone().unwrap_or_else(|| requested.clone());
@@ -125,7 +132,7 @@ pub async fn store_grant(
         };
         state.store.audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
         state.events.connections_changed(user_id, provider_id);
-        return Ok(scopes);
+        return Ok(StoredGrant { grant_id, scopes });
     }
     Err(TokenError::Internal("the grant kept changing while it was stored".into()))
 }

@@ -52,6 +52,13 @@ pub struct AuthorizationRow {
     pub scopes: String,
     pub client_name: Option<String>,
     pub mcp_session: Option<String>,
+    /// The client the authorization is for ([`crate::identity::ClientIdentity::key`]); '' on
+    /// rows from before consents were per client.
+    pub client_key: String,
+    /// `connect` or `consent` ([`AuthorizationKind`]).
+    pub kind: String,
+    /// For `consent` rows: the grant the client asks to use.
+    pub grant_id: Option<String>,
     pub status: String,
     pub state_hash: Option<String>,
     pub browser_session_hash: Option<String>,
@@ -83,9 +90,35 @@ impl AuthorizationRow {
     pub fn is_expired(&self, now: Timestamp) -> bool {
         now >= self.expires_at
     }
+
+    pub fn kind(&self) -> AuthorizationKind {
+        if self.kind == AuthorizationKind::Consent.as_str() {
+            AuthorizationKind::Consent
+        } else {
+            AuthorizationKind::Connect
+        }
+    }
 }
 
-const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, status, state_hash, browser_session_hash, pkce_verifier_sealed, failure, created_at, expires_at, updated_at";
+/// What approving an authorization does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthorizationKind {
+    /// Runs the provider's OAuth flow; the new or updated grant is then allowed for the client.
+    Connect,
+    /// Only lets the client use an existing grant (`grant_id`): no trip to the provider.
+    Consent,
+}
+
+impl AuthorizationKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthorizationKind::Connect => "connect",
+            AuthorizationKind::Consent => "consent",
+        }
+    }
+}
+
+const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, failure, created_at, expires_at, updated_at";
 
 /// What a tool call knows when it asks for a connection.
 #[derive(Debug, Clone)]
@@ -96,14 +129,18 @@ pub struct NewAuthorization<'a> {
     pub scopes: &'a str,
     pub client_name: Option<&'a str>,
     pub mcp_session: Option<&'a str>,
+    pub client_key: &'a str,
+    pub kind: AuthorizationKind,
+    /// For [`AuthorizationKind::Consent`]: the grant to allow.
+    pub grant_id: Option<&'a str>,
     pub expires_at: Timestamp,
 }
 
 impl Store {
     pub async fn create_authorization(&self, new: &NewAuthorization<'_>, now: Timestamp) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, status, created_at, expires_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $7)",
+            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, created_at, expires_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $10)",
         )
         .bind(new.id)
         .bind(new.user_id)
@@ -111,6 +148,9 @@ impl Store {
         .bind(new.scopes)
         .bind(new.client_name)
         .bind(new.mcp_session)
+        .bind(new.client_key)
+        .bind(new.kind.as_str())
+        .bind(new.grant_id)
         .bind(now)
         .bind(new.expires_at)
         .execute(self.pool())
@@ -134,27 +174,43 @@ impl Store {
         .await?)
     }
 
-    /// A still-usable pending authorization for the same user, provider, scopes and session,
-    /// so repeated tool calls reuse one link instead of minting a new one each time.
+    /// A still-usable pending authorization asking the same thing (user, client, kind,
+    /// provider, scopes, grant) for the same session, so repeated tool calls reuse one link
+    /// instead of minting a new one each time.
     pub async fn open_authorization(
         &self,
-        user_id: &str,
-        provider: &str,
-        scopes: &str,
-        mcp_session: Option<&str>,
+        like: &NewAuthorization<'_>,
         now: Timestamp,
     ) -> StoreResult<Option<AuthorizationRow>> {
         let rows = sqlx::query_as::<_, AuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 AND provider = $2 AND scopes = $3 \
-             AND status IN ('pending', 'redirected') AND expires_at > $4 ORDER BY created_at DESC"
+             AND client_key = $4 AND kind = $5 AND status IN ('pending', 'redirected') AND expires_at > $6 ORDER BY created_at DESC"
         ))
-        .bind(user_id)
-        .bind(provider)
-        .bind(scopes)
+        .bind(like.user_id)
+        .bind(like.provider)
+        .bind(like.scopes)
+        .bind(like.client_key)
+        .bind(like.kind.as_str())
         .bind(now)
         .fetch_all(self.pool())
         .await?;
-        Ok(rows.into_iter().find(|r| r.mcp_session.as_deref() == mcp_session))
+        Ok(rows
+            .into_iter()
+            .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id))
+    }
+
+    /// A consent-only authorization was approved: `pending` → `completed` (while unexpired).
+    /// Only one caller wins; the consent itself is recorded by the caller.
+    pub async fn complete_consent_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE authorizations SET status = 'completed', updated_at = $1 \
+             WHERE id = $2 AND kind = 'consent' AND status = 'pending' AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Owner approved: store the state hash, the sealed verifier and the approving browser

@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod authorizations;
+pub mod consents;
 pub mod demo;
 pub mod external_users;
 pub mod grants;

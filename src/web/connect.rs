@@ -13,12 +13,15 @@ use axum::response::Response;
 use super::csrf;
 use super::error::PageError;
 use super::next::login_path;
-use super::pages::{self, ConsentPage, SignOutForm};
+use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
+use crate::config::ProviderConfig;
 use crate::domain::ElicitationId;
+use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
+use crate::oauth::consent;
 use crate::oauth::flow;
 use crate::state::AppState;
-use crate::store::authorizations::{AuthorizationRow, AuthorizationStatus};
+use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct ConsentForm {
@@ -101,8 +104,13 @@ pub async fn show(
     let session = require_session(session, &id)?;
     let row = actionable_row(&state, &id, &session).await?;
     let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
+    let client_identity = consent::describe_client(&state, &ClientIdentity::from_key(&row.client_key)).await;
+    if row.kind() == AuthorizationKind::Consent {
+        return allow_page(&state, &row, provider, client_identity, &session).await;
+    }
     let page = ConsentPage {
         id: row.id.clone(),
+        client_identity,
         client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "An MCP client".into()),
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
@@ -132,17 +140,57 @@ pub async fn act(
         tracing::warn!(authorization_id = %row.id, "consent form with a wrong CSRF token");
         return Err(PageError::csrf());
     }
-    match form.action.as_str() {
-        "approve" => {
+    match (form.action.as_str(), row.kind()) {
+        ("approve", AuthorizationKind::Connect) => {
             let url = flow::begin(&state, &row, &session).await?;
             Ok(pages::see_other(url.as_str()))
         }
-        "deny" => {
+        ("approve", AuthorizationKind::Consent) => {
+            flow::allow(&state, &row, &session).await?;
+            Ok(pages::message(StatusCode::OK, "Allowed", "The client may now use this connection; return to it."))
+        }
+        ("deny", _) => {
             flow::decline(&state, &row, &session).await?;
             Ok(pages::message(StatusCode::OK, "Declined", "You declined; return to your client."))
         }
         _ => Err(PageError::bad_request()),
     }
+}
+
+/// The consent-only page: the connection it is about, and what this client was allowed before.
+async fn allow_page(
+    state: &AppState,
+    row: &AuthorizationRow,
+    provider: &ProviderConfig,
+    client_identity: String,
+    session: &BrowserSession,
+) -> Result<Response, PageError> {
+    let grant_id = row.grant_id.as_deref().ok_or_else(|| PageError::internal("consent row without a grant"))?;
+    let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
+    let Some(grant) = grants.iter().find(|g| g.id == grant_id) else {
+        return Err(PageError::page(
+            StatusCode::GONE,
+            "Connection removed",
+            "That connection was removed meanwhile. Ask your client to try again.",
+        ));
+    };
+    let previously_allowed = match state.store.consent(grant_id, &row.client_key).await? {
+        Some(consent) => consent.scopes.split_whitespace().map(str::to_owned).collect(),
+        None => Vec::new(),
+    };
+    let page = AllowClientPage {
+        id: row.id.clone(),
+        client_identity,
+        client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()),
+        provider_name: provider.display_name.clone(),
+        provider_id: provider.id.to_string(),
+        account: grant.account_label.clone().unwrap_or_else(|| "(unnamed)".into()),
+        scopes: row.scopes.split_whitespace().map(str::to_owned).collect(),
+        previously_allowed,
+        username: session.display_name().to_owned(),
+        csrf_token: session.csrf_token.clone(),
+    };
+    Ok(pages::render(StatusCode::OK, &page))
 }
 
 fn provider_missing() -> PageError {

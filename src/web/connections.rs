@@ -1,9 +1,12 @@
-//! `GET /connections`: the signed-in user's connections, each with a Revoke button, and
-//! `POST /logout/everywhere` (end every browser session of this user).
+//! `GET /connections`: the signed-in user's connections, each with a Revoke button and the
+//! clients allowed to use it (each with its own Revoke), and `POST /logout/everywhere` (end
+//! every browser session of this user).
 //!
-//! Revoking here is the same as `disconnect_account`: the tokens are revoked at the provider
-//! (RFC 7009) and deleted. Every form carries the session's CSRF token, and a grant id posted
-//! back is looked up among this user's own grants, so another user's id revokes nothing.
+//! Revoking a connection is the same as `disconnect_account`: the tokens are revoked at the
+//! provider (RFC 7009) and deleted, with every client's consent to use them. Revoking a client's
+//! consent leaves the connection in place; that client asks again next time. Every form carries
+//! the session's CSRF token, and ids posted back are looked up among this user's own rows, so
+//! another user's id revokes nothing.
 
 use axum::Form;
 use axum::extract::State;
@@ -12,9 +15,13 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 
 use super::error::PageError;
-use super::pages::{self, ConnectionRow, ConnectionsPage};
+use super::pages::{self, ClientConsentRow, ConnectionRow, ConnectionsPage};
+use crate::domain::Scopes;
+use crate::identity::ClientIdentity;
 use crate::identity::browser::{self, OptionalBrowserSession};
 use crate::state::AppState;
+use crate::store::consents::ConsentRow;
+use crate::store::grants::GrantRow;
 
 pub async fn show(
     State(state): State<AppState>,
@@ -22,9 +29,11 @@ pub async fn show(
 ) -> Result<Response, PageError> {
     let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
     let grants = state.store.grants_for_user(&session.user.id).await?;
+    let consents = state.store.consents_for_user(&session.user.id).await?;
     let rows = grants
         .iter()
         .map(|g| ConnectionRow {
+            clients: client_rows(g, &consents),
             grant_id: g.id.clone(),
             provider: state
                 .providers
@@ -71,6 +80,58 @@ pub async fn revoke(
     };
     crate::oauth::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
+    Ok(pages::see_other("/connections"))
+}
+
+/// The clients allowed to use `grant`, most recently approved first.
+fn client_rows(grant: &GrantRow, consents: &[ConsentRow]) -> Vec<ClientConsentRow> {
+    let granted = Scopes::from_space_separated(&grant.scopes).unwrap_or_default();
+    let mut rows: Vec<&ConsentRow> = consents.iter().filter(|c| c.grant_id == grant.id).collect();
+    rows.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
+    rows.into_iter()
+        .map(|c| ClientConsentRow {
+            client_key: c.client_key.clone(),
+            client: c.client_name.clone().unwrap_or_else(|| ClientIdentity::from_key(&c.client_key).describe()),
+            scopes: c.scopes.clone(),
+            current: c.covers(&granted),
+            since: day(c.updated_at),
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DD` (UTC) of a Unix timestamp.
+fn day(timestamp: i64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(timestamp.max(0) as u64);
+    humantime::format_rfc3339_seconds(time).to_string().chars().take(10).collect()
+}
+
+#[derive(serde::Deserialize)]
+pub struct RevokeConsentForm {
+    csrf_token: String,
+    grant_id: String,
+    client_key: String,
+}
+
+/// `POST /connections/clients/revoke`: withdraws one client's consent to use one connection.
+pub async fn revoke_client(
+    State(state): State<AppState>,
+    OptionalBrowserSession(session): OptionalBrowserSession,
+    form: Result<Form<RevokeConsentForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
+    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
+        return Err(PageError::csrf());
+    }
+    // Scoped to this user in the query itself: another user's grant id deletes nothing.
+    if !state.store.revoke_consent(&session.user.id, &form.grant_id, &form.client_key).await? {
+        return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That client had no access to withdraw."));
+    }
+    let grant = state.store.grants_for_user(&session.user.id).await?.into_iter().find(|g| g.id == form.grant_id);
+    let provider = grant.as_ref().map(|g| g.provider.as_str());
+    let detail = format!("grant={} client={}", form.grant_id, form.client_key);
+    state.store.audit(state.now(), Some(&session.user.id), "consent.revoked", provider, Some(&detail)).await?;
+    tracing::info!(user_id = %session.user.id, "a client's access to a connection was withdrawn");
     Ok(pages::see_other("/connections"))
 }
 

@@ -13,7 +13,7 @@ use crate::config::{Config, SettingsArgs};
 use crate::domain::ElicitationId;
 use crate::identity::password::hash_password;
 use crate::state::AppState;
-use crate::store::authorizations::NewAuthorization;
+use crate::store::authorizations::{AuthorizationKind, NewAuthorization};
 
 struct TestApp {
     base: String,
@@ -80,6 +80,9 @@ impl TestApp {
             scopes: "notes:read profile",
             client_name: Some("<b>Test Client</b>"),
             mcp_session: None,
+            client_key: "token:flow-test",
+            kind: AuthorizationKind::Connect,
+            grant_id: None,
             expires_at: now + 600,
         };
         self.state.store.create_authorization(&new, now).await.unwrap();
@@ -148,7 +151,11 @@ async fn the_owner_connects_and_the_callback_works_once() {
     let event = events.try_recv().unwrap();
     assert_eq!((event.authorization_id.as_str(), event.status.as_str()), (id.as_str(), "completed"));
     let alice_id = app.state.store.user_by_username("alice").await.unwrap().unwrap().id;
-    assert!(app.state.store.grant(&alice_id, "demo").await.unwrap().is_some());
+    let grant = app.state.store.grant(&alice_id, "demo").await.unwrap().unwrap();
+    // The client that asked may use the new connection; no other client may.
+    let consent = app.state.store.consent(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");
+    assert!(consent.covers(&crate::domain::Scopes::from_space_separated(&grant.scopes).unwrap()));
+    assert!(app.state.store.consent(&grant.id, "token:").await.unwrap().is_none());
 
     let replay = alice.get(&callback).send().await.unwrap();
     assert_eq!(replay.status(), StatusCode::BAD_REQUEST);

@@ -44,6 +44,8 @@ pub struct ConsentPage {
     /// The authorization id (elicitationId), for the form action.
     pub id: String,
     pub client_name: String,
+    /// The client as its token identifies it ([`crate::oauth::consent::describe_client`]).
+    pub client_identity: String,
     pub provider_name: String,
     pub provider_id: String,
     pub scopes: Vec<String>,
@@ -133,6 +135,38 @@ pub struct ConnectionRow {
     pub account: String,
     pub scopes: String,
     pub status: String,
+    /// The clients allowed to use this connection.
+    pub clients: Vec<ClientConsentRow>,
+}
+
+/// One client's consent to use a connection, with its Revoke form's values.
+#[derive(Debug, Clone)]
+pub struct ClientConsentRow {
+    pub client_key: String,
+    pub client: String,
+    pub scopes: String,
+    /// False when the connection has since gained scopes: the client will ask again.
+    pub current: bool,
+    /// `YYYY-MM-DD` (UTC) of the latest approval.
+    pub since: String,
+}
+
+/// The consent page for a client that wants to use an existing connection (no provider trip).
+#[derive(Template)]
+#[template(path = "allow_client.html")]
+pub struct AllowClientPage {
+    pub id: String,
+    pub client_identity: String,
+    /// The self-reported `clientInfo` name, if any.
+    pub client_name: Option<String>,
+    pub provider_name: String,
+    pub provider_id: String,
+    pub account: String,
+    pub scopes: Vec<String>,
+    /// Scopes this client was allowed before (an older consent), so the page can say what is new.
+    pub previously_allowed: Vec<String>,
+    pub username: String,
+    pub csrf_token: String,
 }
 
 #[derive(Template)]

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use oauth_broker::authorization_server::client_metadata_document;
+use oauth_broker::identity::ClientIdentity;
 use oauth_broker::pkce;
 use serde_json::{Value, json};
 
@@ -306,6 +307,23 @@ async fn full_flow(app: &TestApp) {
     let client = app.mcp_client_with_token(&access, ClientKind::Url).await.expect("/mcp accepts the token");
     let tools = client.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "list_connections"));
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", format!("Bearer {access}").parse().unwrap());
+    let user = oauth_broker::identity::bearer::authenticate(&app.state, &headers).await.unwrap();
+    assert_eq!(user.client, ClientIdentity::OAuthClient(client_id.clone()), "the token names its client");
+
+    // Consent per client: Alice's connection, made through another client, asks before this
+    // client may use it, and the page names the client as it registered.
+    let other = app.connected_client(ALICE).await;
+    other.close().await;
+    let me = serde_json::json!({"provider": "demo", "method": "GET", "path": "/me"});
+    let error = match client.call("provider_request", me).await {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let link = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    let page = app.allow_in_browser(&browser, &link, ALICE).await;
+    assert!(page.contains(&format!("“Flow Tool” (client {client_id})")), "{page}");
     client.close().await;
 
     // Refresh rotates: a new pair, and the old refresh token is retired.

@@ -70,3 +70,44 @@ async fn the_cli_creates_a_user_and_issues_a_token_the_server_accepts() {
     let _ = server.wait();
     assert_eq!(status.map(|s| s.as_u16()), Some(200), "the CLI-issued token opens /mcp");
 }
+
+#[test]
+fn tokens_can_be_issued_for_a_named_client_and_consents_are_listed() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let public_url = "http://127.0.0.1:9";
+    let run = |args: &[&str]| broker(dir.path(), public_url).args(args).output().unwrap();
+    assert!(run(&["migrate"]).status.success());
+    let mut add = broker(dir.path(), public_url)
+        .args(["admin", "users", "add", "dave", "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    add.stdin.take().unwrap().write_all(b"a-long-enough-password\n").unwrap();
+    assert!(add.wait().unwrap().success());
+
+    let issued = run(&["admin", "tokens", "issue", "dave", "--client", "nightly-ci"]);
+    assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
+    let token = String::from_utf8(issued.stdout).unwrap();
+    let payload = token.trim().split('.').nth(1).unwrap();
+    let claims: serde_json::Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    assert_eq!(claims["client_label"], "nightly-ci", "consents are kept for this program alone");
+
+    for bad in ["", "two words", "<script>", &"x".repeat(65)] {
+        let refused = run(&["admin", "tokens", "issue", "dave", "--client", bad]);
+        assert!(!refused.status.success(), "label {bad:?}");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("--client label"), "label {bad:?}");
+    }
+
+    let listed = run(&["admin", "consents", "list", "--json"]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&listed.stdout).unwrap(), serde_json::json!([]));
+    let unknown = run(&["admin", "consents", "revoke", "nobody", "--client", "token:nightly-ci"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no user named nobody"));
+    let none = run(&["admin", "consents", "revoke", "dave", "--client", "token:nightly-ci"]);
+    assert!(none.status.success());
+    assert_eq!(String::from_utf8_lossy(&none.stdout).trim(), "withdrew 0 consent(s)");
+}

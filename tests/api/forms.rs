@@ -365,8 +365,13 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     let refresh_ctx = |row_id| SealContext { table: "grants", column: "refresh_token", row_id, owner: &owner };
     let access = app.state.sealer.open(&grant.access_token_sealed, ctx(&grant.id)).unwrap();
     let refresh = app.state.sealer.open(grant.refresh_token_sealed.as_ref().unwrap(), refresh_ctx(&grant.id)).unwrap();
-    // Turn it into a row as 0001 would have written it.
+    // Turn it into a row as 0001 would have written it (consents came later, in 0004).
     let legacy = legacy_grant_id(&user, "demo");
+    sqlx::query("DELETE FROM client_consents WHERE grant_id = $1")
+        .bind(&grant.id)
+        .execute(app.state.store.pool())
+        .await
+        .unwrap();
     sqlx::query("UPDATE grants SET id = $1, access_token_sealed = $2, refresh_token_sealed = $3 WHERE id = $4")
         .bind(&legacy)
         .bind(app.state.sealer.seal(&access, ctx(&legacy)))

@@ -146,6 +146,37 @@ impl TestApp {
         self.state.keys.issue(&user.subject, Some(name), self.now(), 400 * 24 * 3600).unwrap()
     }
 
+    /// A bearer token for `name` issued for one program (`admin tokens issue --client LABEL`):
+    /// to the broker, a different client from [`Self::token_for`]'s.
+    #[allow(dead_code, reason = "used by the consent tests")]
+    pub async fn token_for_client(&self, name: &str, client: &str) -> String {
+        let user = self.state.store.user_by_username(name).await.unwrap().unwrap();
+        self.state.keys.issue_labelled(&user.subject, Some(name), Some(client), self.now(), 400 * 24 * 3600).unwrap()
+    }
+
+    /// Approves a consent-only link ("let this client use your connection") as `name`:
+    /// signs in if needed, checks the page asks nothing of the provider, and allows.
+    #[allow(dead_code, reason = "used by the consent tests")]
+    pub async fn allow_in_browser(&self, browser: &reqwest::Client, connect_url: &str, name: &str) -> String {
+        let path = connect_url.strip_prefix(&self.address).expect("connect URL is ours");
+        if browser.get(connect_url).send().await.unwrap().status() == 303 {
+            assert_eq!(self.sign_in(browser, name, path).await.status(), 303, "sign-in redirects back");
+        }
+        let page = browser.get(connect_url).send().await.unwrap();
+        assert_eq!(page.status(), 200, "consent page");
+        let html = page.text().await.unwrap();
+        assert!(html.contains("Allow this client"), "a consent-only page: {html}");
+        let csrf = hidden_field(&html, "csrf_token").expect("consent form has a CSRF token");
+        let allowed = browser
+            .post(connect_url)
+            .form(&[("csrf_token", csrf.as_str()), ("action", "approve")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(allowed.status(), 200, "allowing ends here: no trip to the provider");
+        html
+    }
+
     /// An HTTP client that keeps cookies and does not follow redirects (tests follow them
     /// one hop at a time to check each).
     pub fn browser(&self) -> reqwest::Client {

@@ -7,6 +7,7 @@ mod helpers;
 mod authorization_server;
 mod bearer;
 mod cli;
+mod consent;
 mod flow;
 mod forms;
 mod logs;

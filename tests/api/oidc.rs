@@ -866,3 +866,26 @@ async fn the_local_sign_in_form_is_not_offered_in_oidc_mode() {
 fn serde_urlencoded(params: &HashMap<String, String>) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params.iter()).finish()
 }
+
+#[tokio::test]
+async fn the_client_is_taken_from_client_id_azp_cid_or_appid() {
+    use oauth_broker::identity::ClientIdentity;
+    let setup = spawn().await;
+    let cases = [
+        (json!({"client_id": "rfc9068", "azp": "keycloak"}), ClientIdentity::OAuthClient("rfc9068".into())),
+        (json!({"azp": "keycloak"}), ClientIdentity::OAuthClient("keycloak".into())),
+        (json!({"cid": "okta-app"}), ClientIdentity::OAuthClient("okta-app".into())),
+        (json!({"appid": "entra-v1"}), ClientIdentity::OAuthClient("entra-v1".into())),
+        (json!({"azp": ""}), ClientIdentity::Unidentified),
+        (json!({"azp": "x".repeat(300)}), ClientIdentity::Unidentified),
+        (json!({}), ClientIdentity::Unidentified),
+    ];
+    for (extra, expected) in cases {
+        let token = setup.token(&setup.claims_with(extra.clone()));
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let user = oauth_broker::identity::bearer::authenticate(&setup.state, &headers).await.unwrap();
+        assert_eq!(user.client, expected, "{extra}");
+    }
+    setup.stop().await;
+}

@@ -29,6 +29,8 @@ use crate::state::AppState;
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// OIDC Core §2: `sub` is at most 255 ASCII characters.
 const MAX_SUBJECT_BYTES: usize = 255;
+/// Longer client ids are ignored (treated as naming no client) rather than stored.
+const MAX_CLIENT_ID_BYTES: usize = 255;
 
 /// What a verified token says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +42,9 @@ pub struct VerifiedClaims {
     pub scopes: Vec<String>,
     /// `name`, else `preferred_username`, else `email`: for display only.
     pub display_name: Option<String>,
+    /// The client the token was issued to: RFC 9068 `client_id`, else OIDC `azp`, else the
+    /// vendor spellings `cid` (Okta) and `appid` (Entra ID v1).
+    pub client_id: Option<String>,
     pub expires_at: Timestamp,
 }
 
@@ -73,6 +78,9 @@ struct Claims {
     scp: Option<OneOrMany>,
     nonce: Option<String>,
     azp: Option<String>,
+    client_id: Option<String>,
+    cid: Option<String>,
+    appid: Option<String>,
     name: Option<String>,
     preferred_username: Option<String>,
     email: Option<String>,
@@ -184,7 +192,12 @@ async fn verify(
         .flatten()
         .find(|s| !s.trim().is_empty())
         .map(|s| s.chars().take(200).collect());
-    Ok(VerifiedClaims { issuer, subject, scopes, display_name, expires_at: exp })
+    let client_id = [&claims.client_id, &claims.azp, &claims.cid, &claims.appid]
+        .into_iter()
+        .flatten()
+        .find(|id| !id.is_empty() && id.len() <= MAX_CLIENT_ID_BYTES)
+        .cloned();
+    Ok(VerifiedClaims { issuer, subject, scopes, display_name, client_id, expires_at: exp })
 }
 
 fn is_hmac(alg: Algorithm) -> bool {
@@ -249,5 +262,9 @@ pub async fn authenticate_bearer(
         issuer: user.issuer,
         subject: user.subject,
         display_name: claims.display_name,
+        client: match claims.client_id {
+            Some(id) => crate::identity::ClientIdentity::OAuthClient(id),
+            None => crate::identity::ClientIdentity::Unidentified,
+        },
     })
 }

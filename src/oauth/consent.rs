@@ -1,0 +1,80 @@
+//! Consent per client (MCP security best practices §Confused deputy).
+//!
+//! A connection (grant) belongs to a user, but each MCP client of that user must be allowed
+//! to use it: the user's consent is recorded per (grant, client) with the scopes allowed, and a
+//! client may use a grant only while its consent covers every scope the grant carries. So a new
+//! client asks, and a client whose grant has gained scopes (another client asked for more) asks
+//! again. Connecting through the provider records the consent for the client that asked; a
+//! client that finds an existing connection gets a consent-only authorization (no trip to the
+//! provider, see [`crate::oauth::flow::allow`]).
+
+use crate::domain::Scopes;
+use crate::identity::ClientIdentity;
+use crate::state::AppState;
+use crate::store::StoreError;
+use crate::store::authorizations::AuthorizationRow;
+use crate::store::grants::GrantRow;
+
+/// Whether `client` may use `grant` as it stands (its current scopes).
+pub async fn client_may_use(state: &AppState, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
+    let Some(consent) = state.store.consent(&grant.id, &client.key()).await? else { return Ok(false) };
+    let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(consent.covers(&granted))
+}
+
+/// How the consent page and the connections page name a client: the name it registered with
+/// the broker's authorization server and its id, or what its token says. Never the
+/// self-reported `clientInfo` name alone, which any program can claim.
+pub async fn describe_client(state: &AppState, client: &ClientIdentity) -> String {
+    if let ClientIdentity::OAuthClient(id) = client
+        && state.oidc.is_none()
+    {
+        match state.store.oauth_client(id).await {
+            Ok(Some(row)) => {
+                if let Some(name) = row.client_name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+                    return format!("“{name}” (client {id})");
+                }
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "could not look up a client's registered name"),
+        }
+    }
+    client.describe()
+}
+
+/// After the provider flow of `row` stored `grant_id` with `granted` scopes: the client that
+/// asked may use it with everything the user saw on the consent page and the provider granted.
+/// Rows from before consents were per client (no client key) record nothing.
+pub async fn allow_after_connect(
+    state: &AppState,
+    row: &AuthorizationRow,
+    grant_id: &str,
+    granted: &Scopes,
+) -> Result<(), StoreError> {
+    if row.client_key.is_empty() {
+        return Ok(());
+    }
+    let requested = Scopes::from_space_separated(&row.scopes).unwrap_or_default();
+    record(state, row, grant_id, &requested.union(granted)).await
+}
+
+/// Records that `row`'s client may use `grant_id` with `scopes`, with an audit entry.
+pub async fn record(
+    state: &AppState,
+    row: &AuthorizationRow,
+    grant_id: &str,
+    scopes: &Scopes,
+) -> Result<(), StoreError> {
+    let client = ClientIdentity::from_key(&row.client_key);
+    let name = describe_client(state, &client).await;
+    let now = state.now();
+    let scope_text = scopes.to_space_separated();
+    if !state.store.record_consent(grant_id, &row.user_id, &row.client_key, Some(&name), &scope_text, now).await? {
+        tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");
+        return Ok(());
+    }
+    let detail = format!("id={} client={} scopes={scope_text}", row.id, row.client_key);
+    state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+    tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
+    Ok(())
+}
