@@ -75,16 +75,22 @@ pub enum Rejection {
 impl Rejection {
     fn into_response_for(self, state: &AppState) -> Response {
         let metadata = state.config.url("/.well-known/oauth-protected-resource/mcp");
+        // MCP 2025-11-25 authorization §Scope selection (SEP-835): a 401 challenge SHOULD name
+        // the scopes to ask for; clients take them as authoritative. Only configured scopes.
+        let scope = match state.config.identity.required_scopes.join(" ") {
+            scopes if scopes.is_empty() => String::new(),
+            scopes => format!(", scope=\"{scopes}\""),
+        };
         let (status, challenge, body) = match self {
             Rejection::Missing => (
                 StatusCode::UNAUTHORIZED,
-                format!("Bearer resource_metadata=\"{metadata}\""),
+                format!("Bearer resource_metadata=\"{metadata}\"{scope}"),
                 json!({"error": "invalid_request", "error_description": "a bearer token is required"}),
             ),
             Rejection::Invalid(why) => (
                 StatusCode::UNAUTHORIZED,
                 format!(
-                    "Bearer error=\"invalid_token\", error_description=\"{why}\", resource_metadata=\"{metadata}\""
+                    "Bearer error=\"invalid_token\", error_description=\"{why}\", resource_metadata=\"{metadata}\"{scope}"
                 ),
                 json!({"error": "invalid_token", "error_description": why}),
             ),

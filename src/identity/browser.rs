@@ -47,7 +47,7 @@ impl std::fmt::Debug for BrowserSession {
 impl BrowserSession {
     /// What pages call the user: the local username, else the subject.
     pub fn display_name(&self) -> &str {
-        self.user.username.as_deref().unwrap_or(&self.user.subject)
+        self.user.username.as_deref().or(self.user.display_name.as_deref()).unwrap_or(&self.user.subject)
     }
 }
 

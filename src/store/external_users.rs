@@ -29,4 +29,15 @@ impl Store {
         .map_err(StoreError::from_write)?;
         self.user_by_identity(issuer, subject).await?.ok_or(StoreError::Corrupt("user vanished after upsert".into()))
     }
+
+    /// Records the issuer's current display name for a user (at browser sign-in; the caller
+    /// writes only when it changed).
+    pub async fn set_display_name(&self, user_id: &str, display_name: Option<&str>) -> StoreResult<()> {
+        sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
+            .bind(display_name)
+            .bind(user_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
 }

@@ -12,6 +12,8 @@ pub struct User {
     pub username: Option<String>,
     pub password_hash: Option<String>,
     pub created_at: i64,
+    /// External users: the issuer's name for them, for display only (see migration 0004).
+    pub display_name: Option<String>,
 }
 
 impl Store {
@@ -41,7 +43,7 @@ impl Store {
 
     pub async fn user_by_id(&self, id: &str) -> StoreResult<Option<User>> {
         Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at FROM users WHERE id = $1",
+            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE id = $1",
         )
         .bind(id)
         .fetch_optional(self.pool())
@@ -50,7 +52,7 @@ impl Store {
 
     pub async fn user_by_username(&self, username: &str) -> StoreResult<Option<User>> {
         Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at FROM users WHERE username = $1",
+            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE username = $1",
         )
         .bind(username)
         .fetch_optional(self.pool())
@@ -59,7 +61,7 @@ impl Store {
 
     pub async fn user_by_identity(&self, issuer: &str, subject: &str) -> StoreResult<Option<User>> {
         Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at FROM users WHERE issuer = $1 AND subject = $2",
+            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE issuer = $1 AND subject = $2",
         )
         .bind(issuer)
         .bind(subject)
@@ -69,7 +71,7 @@ impl Store {
 
     pub async fn list_users(&self) -> StoreResult<Vec<User>> {
         Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at FROM users ORDER BY created_at, id",
+            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users ORDER BY created_at, id",
         )
         .fetch_all(self.pool())
         .await?)

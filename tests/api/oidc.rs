@@ -27,7 +27,7 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::helpers::{hidden_field, location, urlencode};
+use crate::helpers::{Backend, EmptyDatabase, hidden_field, location, urlencode};
 
 const CLIENT_ID: &str = "broker-client";
 const CLIENT_SECRET: &str = "broker-secret";
@@ -315,12 +315,23 @@ struct Setup {
     clock: ManualClock,
     shutdown: Vec<tokio::sync::oneshot::Sender<()>>,
     _data_dir: tempfile::TempDir,
+    database: Option<EmptyDatabase>,
 }
 
 /// An issuer publishing `rsa-1` (no `alg`, so RS256 and PS256), `ec-1` (ES256) and `ed-1`
 /// (EdDSA), and a broker (SQLite) in oidc mode requiring scope [`SCOPE`]. With `reachable`
 /// false the broker is pointed at a closed port instead.
 async fn spawn_with(reachable: bool) -> Setup {
+    spawn_full(reachable, None).await
+}
+
+/// The OIDC set-up on `backend`; `None` when PostgreSQL is unreachable (and not required).
+async fn spawn_on(backend: Backend) -> Option<Setup> {
+    let database = EmptyDatabase::create(backend).await?;
+    Some(spawn_full(true, Some(database)).await)
+}
+
+async fn spawn_full(reachable: bool, database: Option<EmptyDatabase>) -> Setup {
     let clock = ManualClock::starting_now();
     let broker_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", broker_listener.local_addr().unwrap());
@@ -360,7 +371,10 @@ async fn spawn_with(reachable: bool) -> Setup {
     let args = SettingsArgs {
         listen: Some(broker_listener.local_addr().unwrap()),
         public_url: Some(address.parse().unwrap()),
-        database_url: Some(format!("sqlite://{}/broker.db?mode=rwc", data_dir.path().display())),
+        database_url: Some(match &database {
+            Some(database) => database.url.clone(),
+            None => format!("sqlite://{}/broker.db?mode=rwc", data_dir.path().display()),
+        }),
         data_dir: Some(data_dir.path().to_path_buf()),
         demo: false,
         config: None,
@@ -378,7 +392,7 @@ async fn spawn_with(reachable: bool) -> Setup {
         let _ = rx.await;
     }));
     shutdown.push(tx);
-    Setup { issuer, address, state, clock, shutdown, _data_dir: data_dir }
+    Setup { issuer, address, state, clock, shutdown, _data_dir: data_dir, database }
 }
 
 async fn spawn() -> Setup {
@@ -391,6 +405,9 @@ impl Setup {
             let _ = tx.send(());
         }
         self.state.store.close().await;
+        if let Some(database) = self.database {
+            database.drop_now().await;
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -513,6 +530,8 @@ async fn assert_invalid_token(setup: &Setup, what: &str, token: &str) {
     assert!(challenge.starts_with("Bearer error=\"invalid_token\""), "{what}: {challenge}");
     let metadata = setup.url("/.well-known/oauth-protected-resource/mcp");
     assert!(challenge.contains(&format!("resource_metadata=\"{metadata}\"")), "{what}: {challenge}");
+    // SEP-835: the challenge names the scopes to ask for.
+    assert!(challenge.contains(&format!("scope=\"{SCOPE}\"")), "{what}: {challenge}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -643,6 +662,9 @@ async fn clock_skew_within_the_leeway_and_audience_arrays_naming_us_are_accepted
 async fn a_token_without_the_required_scope_gets_403_insufficient_scope() {
     let setup = spawn().await;
     let metadata = setup.url("/.well-known/oauth-protected-resource/mcp");
+    let anonymous = http().post(setup.mcp_url()).json(&json!({})).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(challenge(&anonymous), format!("Bearer resource_metadata=\"{metadata}\", scope=\"{SCOPE}\""));
     for (what, changes, scope) in [
         ("other scopes", json!({"scope": "openid profile"}), format!("{SCOPE} openid profile")),
         ("no scope claim", json!({"scope": null}), SCOPE.to_owned()),
@@ -737,7 +759,7 @@ async fn the_browser_signs_in_at_the_issuer_and_lands_on_next_as_the_bearer_user
     assert!(cookies.iter().any(|c| c.starts_with("oauth_broker_oidc_login=;")), "login cookie cleared: {cookies:?}");
 
     // …and the browser is signed in as that same (iss, sub) user.
-    assert_eq!(setup.signed_in_as(&browser).await.as_deref(), Some(SUBJECT));
+    assert_eq!(setup.signed_in_as(&browser).await.as_deref(), Some("Test User"), "shown by the ID token's name");
     assert_eq!(setup.users_of_the_issuer().await.len(), 1, "bearer and browser name the same user");
     setup.stop().await;
 }
@@ -888,4 +910,36 @@ async fn the_client_is_taken_from_client_id_azp_cid_or_appid() {
         assert_eq!(user.client, expected, "{extra}");
     }
     setup.stop().await;
+}
+
+/// First sight of a user by many concurrent requests, and a sign-in that records the display
+/// name, on both databases (the upsert's `ON CONFLICT` must behave the same).
+async fn external_users_are_created_once_and_named_at_sign_in(backend: Backend) {
+    let Some(setup) = spawn_on(backend).await else { return };
+    let token = setup.token(&setup.claims());
+    let attempts = (0..8).map(|_| setup.post_mcp(&token));
+    for response in futures::future::join_all(attempts).await {
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(setup.users_of_the_issuer().await.len(), 1, "one user however many first requests race");
+
+    let browser = browser();
+    let (authorize_url, _) = setup.start_sign_in(&browser, "/").await;
+    let callback = setup.approve_at_issuer(&browser, &authorize_url).await;
+    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 303);
+    let users = setup.users_of_the_issuer().await;
+    assert_eq!(users.len(), 1, "the browser found the same user");
+    assert_eq!(users[0].display_name.as_deref(), Some("Test User"));
+    assert_eq!(users[0].username, None);
+    setup.stop().await;
+}
+
+#[tokio::test]
+async fn external_users_on_sqlite() {
+    external_users_are_created_once_and_named_at_sign_in(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn external_users_on_postgres() {
+    external_users_are_created_once_and_named_at_sign_in(Backend::Postgres).await;
 }

@@ -221,7 +221,11 @@ async fn finish(
             "The identity provider's answer could not be verified, so you are not signed in. Start signing in again.",
         )
     })?;
-    let user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await?;
+    let mut user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await?;
+    if user.display_name != claims.display_name {
+        state.store.set_display_name(&user.id, claims.display_name.as_deref()).await?;
+        user.display_name = claims.display_name.clone();
+    }
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
     if let Some(old) = browser::presented_session_hash(state, headers) {
         state.store.delete_browser_session(&old).await?;
