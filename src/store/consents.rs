@@ -100,4 +100,14 @@ impl Store {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+
+    /// Withdraws every consent of this user for one client; returns how many there were.
+    pub async fn revoke_client_consents(&self, user_id: &str, client_key: &str) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND client_key = $2")
+            .bind(user_id)
+            .bind(client_key)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
+    }
 }

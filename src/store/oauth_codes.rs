@@ -74,6 +74,15 @@ pub struct OAuthRefreshTokenRow {
     pub grant: OAuthGrantFields,
 }
 
+/// One live approval of an MCP client by a user.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OAuthGrantRow {
+    pub id: String,
+    pub client_id: String,
+    pub scope: String,
+    pub created_at: Timestamp,
+}
+
 const GRANT_FIELDS: &str = "g.id AS grant_id, g.client_id, g.user_id, g.scope, g.resource, g.refresh_allowed, g.revoked_at AS grant_revoked_at";
 
 impl Store {
@@ -195,6 +204,36 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// The user's live approvals of MCP clients, oldest first (the connections page).
+    pub async fn active_oauth_grants_for_user(&self, user_id: &str) -> StoreResult<Vec<OAuthGrantRow>> {
+        Ok(sqlx::query_as::<_, OAuthGrantRow>(
+            "SELECT id, client_id, scope, created_at FROM oauth_grants WHERE user_id = $1 AND revoked_at IS NULL \
+             ORDER BY created_at, id",
+        )
+        .bind(user_id)
+        .fetch_all(self.pool())
+        .await?)
+    }
+
+    /// Revokes every live grant of this user to `client_id`: its access and refresh tokens stop
+    /// working at once. Returns how many grants were live.
+    pub async fn revoke_oauth_grants_of_client(
+        &self,
+        user_id: &str,
+        client_id: &str,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE oauth_grants SET revoked_at = $1 WHERE user_id = $2 AND client_id = $3 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(user_id)
+        .bind(client_id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Whether a grant exists and is not revoked: what a bearer check can ask about the

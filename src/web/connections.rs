@@ -15,10 +15,11 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 
 use super::error::PageError;
-use super::pages::{self, ClientConsentRow, ConnectionRow, ConnectionsPage};
+use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage};
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{self, OptionalBrowserSession};
+use crate::oauth::consent;
 use crate::state::AppState;
 use crate::store::consents::ConsentRow;
 use crate::store::grants::GrantRow;
@@ -45,10 +46,70 @@ pub async fn show(
             status: if g.status == "active" { "connected".into() } else { "needs a new consent".into() },
         })
         .collect();
+    let apps = app_rows(&state, &session.user.id).await?;
     Ok(pages::render(
         StatusCode::OK,
-        &ConnectionsPage { username: session.display_name().to_owned(), csrf_token: session.csrf_token.clone(), rows },
+        &ConnectionsPage {
+            username: session.display_name().to_owned(),
+            csrf_token: session.csrf_token.clone(),
+            rows,
+            apps,
+        },
     ))
+}
+
+/// The MCP clients with a live approval at the broker's authorization server, one row each.
+async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageError> {
+    let grants = state.store.active_oauth_grants_for_user(user_id).await?;
+    let mut apps: Vec<AppRow> = Vec::new();
+    for grant in grants {
+        let scopes = Scopes::from_space_separated(&grant.scope).unwrap_or_default();
+        if let Some(app) = apps.iter_mut().find(|a| a.client_id == grant.client_id) {
+            let held = Scopes::from_space_separated(&app.scopes).unwrap_or_default();
+            app.scopes = held.union(&scopes).to_space_separated();
+            continue;
+        }
+        let client = consent::describe_client(state, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
+        apps.push(AppRow {
+            client_id: grant.client_id,
+            client,
+            scopes: scopes.to_space_separated(),
+            since: day(grant.created_at),
+        });
+    }
+    Ok(apps)
+}
+
+#[derive(serde::Deserialize)]
+pub struct RevokeAppForm {
+    csrf_token: String,
+    client_id: String,
+}
+
+/// `POST /connections/apps/revoke`: signs an MCP client out of the broker for this user. Its
+/// access and refresh tokens stop working at once, and its consents to use connections go too,
+/// so if it signs in again it asks again.
+pub async fn revoke_app(
+    State(state): State<AppState>,
+    OptionalBrowserSession(session): OptionalBrowserSession,
+    form: Result<Form<RevokeAppForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
+    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
+        return Err(PageError::csrf());
+    }
+    let now = state.now();
+    let revoked = state.store.revoke_oauth_grants_of_client(&session.user.id, &form.client_id, now).await?;
+    if revoked == 0 {
+        return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That app is not signed in (any more)."));
+    }
+    let client_key = ClientIdentity::OAuthClient(form.client_id.clone()).key();
+    let consents = state.store.revoke_client_consents(&session.user.id, &client_key).await?;
+    let detail = format!("client={} grants={revoked} consents={consents}", form.client_id);
+    state.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
+    tracing::info!(user_id = %session.user.id, "an MCP client was signed out of the broker");
+    Ok(pages::see_other("/connections"))
 }
 
 #[derive(serde::Deserialize)]

@@ -43,6 +43,7 @@ pub fn router() -> Router<AppState> {
         .route("/connections", get(connections::show))
         .route("/connections/revoke", post(connections::revoke))
         .route("/connections/clients/revoke", post(connections::revoke_client))
+        .route("/connections/apps/revoke", post(connections::revoke_app))
         .route("/connect/{id}", get(connect::show).post(connect::act))
         .route("/oauth/callback", get(callback::receive))
         // One throttle per running app (tests run several apps in one process).

@@ -175,4 +175,16 @@ pub struct ConnectionsPage {
     pub username: String,
     pub csrf_token: String,
     pub rows: Vec<ConnectionRow>,
+    /// MCP clients signed in to the broker through its authorization server (local mode).
+    pub apps: Vec<AppRow>,
+}
+
+/// An MCP client the user approved at the broker's `/authorize`, with its Sign-out form's value.
+#[derive(Debug, Clone)]
+pub struct AppRow {
+    pub client_id: String,
+    pub client: String,
+    pub scopes: String,
+    /// `YYYY-MM-DD` (UTC) of the first live approval.
+    pub since: String,
 }

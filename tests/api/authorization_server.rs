@@ -341,6 +341,58 @@ async fn full_flow(app: &TestApp) {
 }
 on_both_backends!(register_authorize_exchange_use_and_rotate, full_flow);
 
+/// The connections page lists the MCP clients signed in through the authorization server;
+/// signing one out ends its access and refresh tokens and its consents to use connections.
+async fn signing_an_app_out_ends_its_tokens_and_consents(app: &TestApp) {
+    let client_id = register_public_client(app, "Flow Tool").await;
+    let (verifier, challenge) = new_pkce();
+    let code = authorize_code(app, &client_id, &challenge).await;
+    let tokens: Value = exchange(app, &client_id, &code, &verifier).await.json().await.unwrap();
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let refresh_1 = tokens["refresh_token"].as_str().unwrap().to_owned();
+    let grant_id = jwt_claims(&access)["grant_id"].as_str().unwrap().to_owned();
+    // The app is allowed to use Alice's connection (it connected it).
+    let other = app.connected_client(ALICE).await;
+    other.close().await;
+    let client = app.mcp_client_with_token(&access, ClientKind::Url).await.unwrap();
+    let me = serde_json::json!({"provider": "demo", "method": "GET", "path": "/me"});
+    let link = match client.call("provider_request", me).await {
+        Err(rmcp::ServiceError::McpError(e)) => e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned(),
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let browser = app.browser();
+    app.allow_in_browser(&browser, &link, ALICE).await;
+    client.close().await;
+
+    let page = browser.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("Apps signed in to the broker") && page.contains("Flow Tool"), "{page}");
+    let csrf = crate::helpers::hidden_field(&page, "csrf_token").unwrap();
+    let sign_out = |browser: &reqwest::Client, csrf: String, client: String| {
+        let request =
+            browser.post(app.url("/connections/apps/revoke")).form(&[("csrf_token", csrf), ("client_id", client)]);
+        async move { request.send().await.unwrap().status() }
+    };
+    let bob = app.browser();
+    app.sign_in(&bob, crate::helpers::BOB, "/").await;
+    let bob_page = bob.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
+    assert!(!bob_page.contains("Flow Tool"), "Bob sees only his own apps");
+    let bob_csrf = crate::helpers::hidden_field(&bob_page, "csrf_token").unwrap();
+    assert_eq!(sign_out(&bob, bob_csrf, client_id.clone()).await, 404, "Bob cannot sign Alice's app out");
+    assert_eq!(sign_out(&browser, "forged".into(), client_id.clone()).await, 403);
+    assert!(app.state.store.oauth_grant_is_active(&grant_id).await.unwrap());
+    let alice_id = app.user_id(ALICE).await;
+    let client_key = format!("client:{client_id}");
+    let consents = app.state.store.consents_for_user(&alice_id).await.unwrap();
+    assert!(consents.iter().any(|c| c.client_key == client_key));
+    assert_eq!(sign_out(&browser, csrf, client_id.clone()).await, 303);
+    assert!(!app.state.store.oauth_grant_is_active(&grant_id).await.unwrap());
+    let consents = app.state.store.consents_for_user(&alice_id).await.unwrap();
+    assert!(!consents.iter().any(|c| c.client_key == client_key), "its consents went with it");
+    assert!(app.mcp_client_with_token(&access, ClientKind::Url).await.is_err(), "its access token stopped working");
+    assert_eq!(oauth_error(refresh(app, &client_id, &refresh_1).await).await, (400, "invalid_grant".into()));
+}
+on_both_backends!(sign_an_app_out, signing_an_app_out_ends_its_tokens_and_consents);
+
 #[tokio::test]
 async fn rmcps_oauth_client_discovers_registers_authorizes_and_calls_mcp() {
     use rmcp::ServiceExt;
