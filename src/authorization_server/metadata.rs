@@ -26,6 +26,8 @@ pub async fn metadata(_: LocalMode, State(state): State<AppState>) -> Response {
         "authorization_endpoint": config.url("/authorize").as_str(),
         "token_endpoint": config.url("/token").as_str(),
         "registration_endpoint": config.url("/register").as_str(),
+        "revocation_endpoint": config.url("/revoke").as_str(),
+        "revocation_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
         "jwks_uri": config.url("/.well-known/jwks.json").as_str(),
         "scopes_supported": scopes::supported(config),
         "response_types_supported": ["code"],

@@ -9,6 +9,7 @@
 //! GET  /authorize    validate → /login?next=… → consent page naming the client  (authorize)
 //! POST /authorize    re-validate + session CSRF → code (60 s, single use) or access_denied
 //! POST /token        client auth → authorization_code (PKCE S256) | refresh_token (rotation) (token)
+//! POST /revoke       RFC 7009: client auth → the token's grant revoked          (revocation)
 //! ```
 //!
 //! Access tokens are the broker's own EdDSA JWTs ([`crate::identity::jwt::TokenKeys`]): `iss` =
@@ -30,6 +31,7 @@ pub mod metadata;
 mod params;
 pub mod redirect_uri;
 pub mod registration;
+pub mod revocation;
 pub mod scopes;
 pub mod token;
 
@@ -63,6 +65,7 @@ pub fn router() -> Router<AppState> {
         .route("/register", post(registration::register))
         .route("/authorize", get(authorize::show).post(authorize::decide))
         .route("/token", post(token::token))
+        .route("/revoke", post(revocation::revoke))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(Extension(documents))
         .layer(Extension(registrations))

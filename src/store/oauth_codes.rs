@@ -236,6 +236,15 @@ impl Store {
         Ok(done.rows_affected())
     }
 
+    /// The user a grant belongs to.
+    pub async fn oauth_grant_user(&self, grant_id: &str) -> StoreResult<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT user_id FROM oauth_grants WHERE id = $1")
+            .bind(grant_id)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.map(|(user_id,)| user_id))
+    }
+
     /// Whether a grant exists and is not revoked: what a bearer check can ask about the
     /// `grant_id` claim of an access token the authorization server issued.
     pub async fn oauth_grant_is_active(&self, grant_id: &str) -> StoreResult<bool> {

@@ -171,6 +171,7 @@ async fn metadata_names_every_endpoint_and_only_what_is_supported() {
     assert_eq!(m["authorization_endpoint"], app.url("/authorize"));
     assert_eq!(m["token_endpoint"], app.url("/token"));
     assert_eq!(m["registration_endpoint"], app.url("/register"));
+    assert_eq!(m["revocation_endpoint"], app.url("/revoke"));
     assert_eq!(m["jwks_uri"], app.url("/.well-known/jwks.json"));
     assert_eq!(m["response_types_supported"], json!(["code"]));
     assert_eq!(m["grant_types_supported"], json!(["authorization_code", "refresh_token"]));
@@ -685,3 +686,55 @@ async fn a_client_with_a_metadata_document_connects_without_registering() {
     assert_eq!(response.status(), 400);
     app.stop().await;
 }
+
+/// Tokens for a fresh public client as alice: (client_id, access token, refresh token).
+async fn tokens_for_new_client(app: &TestApp, name: &str) -> (String, String, String) {
+    let client_id = register_public_client(app, name).await;
+    let (verifier, challenge) = new_pkce();
+    let code = authorize_code(app, &client_id, &challenge).await;
+    let tokens: Value = exchange(app, &client_id, &code, &verifier).await.json().await.unwrap();
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    (client_id, access, tokens["refresh_token"].as_str().unwrap().to_owned())
+}
+
+async fn revoke(app: &TestApp, form: &[(&str, &str)]) -> reqwest::Response {
+    app.http().post(app.url("/revoke")).form(form).send().await.unwrap()
+}
+
+// RFC 7009.
+async fn a_client_revokes_its_own_tokens_and_nobody_elses(app: &TestApp) {
+    let (client_a, access_a, refresh_a) = tokens_for_new_client(app, "Tool A").await;
+    let (client_b, access_b, refresh_b) = tokens_for_new_client(app, "Tool B").await;
+    let grant_of = |token: &str| jwt_claims(token)["grant_id"].as_str().unwrap().to_owned();
+    let active = |grant: String| async move { app.state.store.oauth_grant_is_active(&grant).await.unwrap() };
+
+    // Without client authentication: 401, nothing revoked.
+    let anonymous = app.http().post(app.url("/revoke")).form(&[("token", refresh_a.as_str())]).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    // Client B presenting A's tokens: answered like an unknown token, and A keeps them.
+    for token in [&refresh_a, &access_a] {
+        assert_eq!(revoke(app, &[("client_id", &client_b), ("token", token)]).await.status(), 200);
+    }
+    assert!(active(grant_of(&access_a)).await);
+    // Unknown or malformed tokens, and a missing one.
+    assert_eq!(revoke(app, &[("client_id", &client_a), ("token", "no-such-token")]).await.status(), 200);
+    assert_eq!(oauth_error(revoke(app, &[("client_id", &client_a)]).await).await, (400, "invalid_request".into()));
+
+    // A revokes with its refresh token: the whole grant ends, its access token included.
+    let revoked =
+        revoke(app, &[("client_id", &client_a), ("token", &refresh_a), ("token_type_hint", "refresh_token")]).await;
+    assert_eq!(revoked.status(), 200);
+    assert!(!active(grant_of(&access_a)).await);
+    assert!(app.mcp_client_with_token(&access_a, ClientKind::Url).await.is_err());
+    assert_eq!(oauth_error(refresh(app, &client_a, &refresh_a).await).await, (400, "invalid_grant".into()));
+
+    // B revokes with its access token (the hint is only a hint).
+    let revoked =
+        revoke(app, &[("client_id", &client_b), ("token", &access_b), ("token_type_hint", "refresh_token")]).await;
+    assert_eq!(revoked.status(), 200);
+    assert!(!active(grant_of(&access_b)).await);
+    assert_eq!(oauth_error(refresh(app, &client_b, &refresh_b).await).await, (400, "invalid_grant".into()));
+    // Revoking again is still a success.
+    assert_eq!(revoke(app, &[("client_id", &client_b), ("token", &refresh_b)]).await.status(), 200);
+}
+on_both_backends!(revocation_endpoint, a_client_revokes_its_own_tokens_and_nobody_elses);

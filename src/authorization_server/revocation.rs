@@ -1,0 +1,84 @@
+//! Token revocation (RFC 7009), at `POST /revoke`: a client signing out tells us it no longer
+//! needs its tokens. The client authenticates as at `/token`.
+//!
+//! A refresh token, or an access token (one of our JWTs, still valid), revokes the grant it
+//! descends from, so every token of that approval stops working at once (the /mcp bearer check
+//! asks about the grant). A token that is unknown, expired, malformed or another client's is
+//! left alone and answered 200 like a success (RFC 7009 §2.2: an invalid token is not an
+//! error), so the endpoint tells a caller nothing about tokens it does not hold. The user's
+//! consents are not touched: signing out is not forgetting what the user allowed.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::LocalMode;
+use super::client_auth::authenticate;
+use super::errors::{OAuthError, no_store};
+use super::params::{Params, is_form};
+use crate::crypto::sha256_hex;
+use crate::state::AppState;
+
+pub async fn revoke(
+    _: LocalMode,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Ok(body) = body else {
+        return OAuthError::InvalidRequest("the body could not be read or is too large").into_response();
+    };
+    match handle(&state, &headers, &body).await {
+        Ok(()) => {
+            let mut response = StatusCode::OK.into_response();
+            no_store(&mut response);
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), OAuthError> {
+    if !is_form(headers) {
+        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
+    }
+    let params = Params::parse(body);
+    let client_id = authenticate(state, headers, &params).await?;
+    if params.has_duplicates() {
+        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
+    }
+    let token = params.get("token").filter(|t| !t.is_empty()).ok_or(OAuthError::InvalidRequest("token is required"))?;
+    // RFC 7009 §2.1: the hint only orders the look-ups; both kinds are tried.
+    let grant = match refresh_token_grant(state, token, &client_id).await? {
+        Some(grant) => Some(grant),
+        None => access_token_grant(state, token, &client_id),
+    };
+    let Some(grant_id) = grant else { return Ok(()) };
+    if state.store.revoke_oauth_grant(&grant_id, state.now()).await? {
+        tracing::info!(%client_id, "a client revoked its tokens");
+        let user_id = state.store.oauth_grant_user(&grant_id).await?;
+        let detail = format!("client={client_id}");
+        state
+            .store
+            .audit(state.now(), user_id.as_deref(), "oauth_grant.revoked_by_client", None, Some(&detail))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The grant of one of this client's refresh tokens.
+async fn refresh_token_grant(state: &AppState, token: &str, client_id: &str) -> Result<Option<String>, OAuthError> {
+    let row = state.store.oauth_refresh_token(&sha256_hex(token)).await?;
+    Ok(row.filter(|r| r.grant.client_id == client_id).map(|r| r.grant.grant_id))
+}
+
+/// The grant of one of this client's (unexpired) access tokens.
+fn access_token_grant(state: &AppState, token: &str, client_id: &str) -> Option<String> {
+    let claims = state.keys.verify(token, state.now()).ok()?;
+    match (claims.grant_id, claims.client_id) {
+        (Some(grant_id), Some(owner)) if owner == client_id => Some(grant_id),
+        _ => None,
+    }
+}
