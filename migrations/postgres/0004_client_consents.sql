@@ -24,7 +24,3 @@ CREATE INDEX client_consents_user ON client_consents (user_id);
 ALTER TABLE authorizations ADD COLUMN client_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE authorizations ADD COLUMN kind TEXT NOT NULL DEFAULT 'connect';
 ALTER TABLE authorizations ADD COLUMN grant_id TEXT;
-
--- An external (OIDC) user's name for display, from the ID token at sign-in (`name`, else
--- `preferred_username`, else `email`). Never used to identify anyone: that is (issuer, subject).
-ALTER TABLE users ADD COLUMN display_name TEXT;

@@ -121,7 +121,11 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
     match command {
         ConsentsCommand::List { user, limit, json } => {
             let consents = match user {
-                Some(name) => state.store.consents_for_user(&user_id(state, &name).await?).await?,
+                Some(name) => {
+                    let mut consents = state.store.consents_for_user(&user_id(state, &name).await?).await?;
+                    consents.truncate(usize::try_from(limit).unwrap_or(0));
+                    consents
+                }
                 None => state.store.all_consents(limit).await?,
             };
             let grants = state.store.all_grants().await?;

@@ -31,9 +31,9 @@ use super::tools::{CONNECT_ACCOUNT, ConnectArgs};
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::oauth::consent;
-use crate::oauth::tokens::{self, TokenError};
+use crate::oauth::tokens::{self, AccessToken, TokenError};
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
-use crate::store::grants::GrantRow;
+use crate::store::grants::{GrantRow, GrantStatus};
 
 /// How often a waiting call re-reads the row and reports progress.
 const WAIT_TICK: Duration = Duration::from_secs(5);
@@ -378,8 +378,8 @@ impl BrokerServer {
         })
     }
 
-    /// Whether (user, provider, account) has a usable grant with `required` scopes (`account`
-    /// `None`: the most recently updated one).
+    /// Whether (user, provider, account) has a usable grant with `required` scopes that this
+    /// client may use (`account` `None`: the most recently updated one).
     pub(crate) async fn needed(
         &self,
         caller: &Caller,
@@ -387,6 +387,9 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<Needed, ErrorData> {
+        if let Some(grant) = self.consent_missing(caller, provider, account, required).await? {
+            return Ok(Needed::Consent(grant));
+        }
         match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
             Ok(token) => {
                 // MCP security best practices §Confused deputy: the user's connection, but is
@@ -409,6 +412,79 @@ impl BrokerServer {
                 Ok(Needed::Answer(error_result(format!("{} refused: {why}", provider.display_name))))
             }
             Err(TokenError::Internal(e)) => Err(internal(e)),
+        }
+    }
+
+    /// The grant, when it is usable with `required` scopes but this client may not use it yet.
+    /// Checked on the stored row before the token is touched: a client the user has not allowed
+    /// must not even make the broker refresh it (MCP security best practices §Confused deputy).
+    async fn consent_missing(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        account: Option<&str>,
+        required: &Scopes,
+    ) -> Result<Option<GrantRow>, ErrorData> {
+        let store = &self.state.store;
+        let grant = match account {
+            Some(account) => store.grant_for_account(&caller.user.user_id, provider.id.as_str(), account).await,
+            None => store.grant(&caller.user.user_id, provider.id.as_str()).await,
+        }
+        .map_err(internal)?;
+        let Some(grant) = grant else { return Ok(None) };
+        let granted = Scopes::from_space_separated(&grant.scopes).map_err(internal)?;
+        // A grant that must be reconnected anyway (revoked, or lacking scopes) goes through the
+        // provider flow, which records this client's consent on the way.
+        if grant.status != GrantStatus::Active.as_str() || !granted.is_superset_of(required) {
+            return Ok(None);
+        }
+        if consent::client_may_use(&self.state, &caller.user.client, &grant).await.map_err(internal)? {
+            return Ok(None);
+        }
+        Ok(Some(grant))
+    }
+
+    /// A token for (provider, account) with `required` scopes that this client may use, or what
+    /// to answer instead: a connect or consent link (`-32042`, or as text), or why not now.
+    pub(crate) async fn token_for_tool(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        account: Option<&str>,
+        required: &Scopes,
+    ) -> Result<AccessToken, Result<CallToolResult, ErrorData>> {
+        let connect =
+            |scopes: Scopes| async move { self.connection_required(caller, provider, &scopes, Ask::Connect).await };
+        let allow = |grant: GrantRow| async move {
+            match Scopes::from_space_separated(&grant.scopes) {
+                Ok(scopes) => self.connection_required(caller, provider, &scopes, Ask::UseGrant(&grant)).await,
+                Err(error) => Err(internal(error)),
+            }
+        };
+        match self.consent_missing(caller, provider, account, required).await {
+            Ok(Some(grant)) => return Err(allow(grant).await),
+            Ok(None) => {}
+            Err(error) => return Err(Err(error)),
+        }
+        match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
+            // Re-checked: a refresh may have changed the grant's scopes.
+            Ok(token) => match consent::client_may_use(&self.state, &caller.user.client, &token.grant).await {
+                Ok(true) => Ok(token),
+                Ok(false) => Err(allow(token.grant).await),
+                Err(error) => Err(Err(internal(error))),
+            },
+            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => {
+                Err(connect(provider.default_scopes.union(required)).await)
+            }
+            Err(TokenError::MissingScopes { granted, .. }) => Err(connect(granted.union(required)).await),
+            Err(TokenError::ProviderUnavailable) => Err(Ok(error_result(format!(
+                "{} is not answering right now; try again in a moment.",
+                provider.display_name
+            )))),
+            Err(TokenError::ProviderRefused(why)) => {
+                Err(Ok(error_result(format!("{} refused: {why}", provider.display_name))))
+            }
+            Err(TokenError::Internal(error)) => Err(Err(internal(error))),
         }
     }
 

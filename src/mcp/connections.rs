@@ -106,12 +106,18 @@ impl BrokerServer {
             None if grants.len() == 1 => Some(0),
             None => None,
         };
+        // Checked before any question: a client that may not use the connection may not end it.
+        if let Some(i) = named
+            && let Some(refusal) = self.not_allowed_to_disconnect(caller, provider, &grants[i]).await?
+        {
+            return Ok(refusal);
+        }
         let form_ctx = ctx.filter(|c| forms::form_mode(&c.peer));
         let Some(ctx) = form_ctx else {
             // No form mode: the tool is annotated destructive (destructiveHint), so the client
             // asks the user before calling it; asking again would need a form we cannot send.
             return match named {
-                Some(i) => self.revoke(provider, &grants[i]).await,
+                Some(i) => self.revoke(caller, provider, &grants[i]).await,
                 None => Ok(several_accounts(provider, &grants, "disconnect_account")),
             };
         };
@@ -148,10 +154,38 @@ impl BrokerServer {
             (Some(i), _) | (None, Some(Picked::Existing(i))) => i,
             _ => return Ok(error_result(format!("No account was chosen. {nothing}"))),
         };
-        self.revoke(provider, &grants[chosen]).await
+        self.revoke(caller, provider, &grants[chosen]).await
     }
 
-    async fn revoke(&self, provider: &ProviderConfig, grant: &GrantRow) -> Result<CallToolResult, ErrorData> {
+    /// MCP security best practices §Confused deputy: disconnecting revokes the tokens at the
+    /// provider, which is a use of them; a client the user has not allowed to use this
+    /// connection gets a refusal naming the page where the user can do it.
+    async fn not_allowed_to_disconnect(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        grant: &GrantRow,
+    ) -> Result<Option<CallToolResult>, ErrorData> {
+        if consent::client_may_use(&self.state, &caller.user.client, grant).await.map_err(internal)? {
+            return Ok(None);
+        }
+        Ok(Some(error_result(format!(
+            "This client is not allowed to use your {} connection{}, so it cannot disconnect it. You can disconnect it yourself at {}. Nothing was disconnected.",
+            provider.display_name,
+            grant.account_label.as_ref().map(|a| format!(" “{a}”")).unwrap_or_default(),
+            self.state.config.url("/connections"),
+        ))))
+    }
+
+    async fn revoke(
+        &self,
+        caller: &Caller,
+        provider: &ProviderConfig,
+        grant: &GrantRow,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Some(refusal) = self.not_allowed_to_disconnect(caller, provider, grant).await? {
+            return Ok(refusal);
+        }
         let account = grant.account_label.as_ref().map(|a| format!(" account “{a}”")).unwrap_or_default();
         match crate::oauth::tokens::disconnect_grant(&self.state, provider, grant).await {
             Ok(true) => Ok(text_result(format!(

@@ -99,7 +99,7 @@ pub fn use_message(provider: &ProviderConfig, scopes: &Scopes) -> String {
         format!(" (access: {})", scopes.iter().collect::<Vec<_>>().join(", "))
     };
     format!(
-        "Allow this client to use your existing {} connection{access}. Each client asks once; nothing is sent to {} until you approve.",
+        "Allow this client to use your existing {} connection{access}. The broker asks before each client uses a connection; nothing is sent to {} for this client until you allow it.",
         provider.display_name, provider.display_name
     )
 }

@@ -30,9 +30,60 @@ pub struct ExtensionContext {
     pub request: RequestContext<RoleServer>,
     /// The session's `logging/setLevel` choice, for [`ExtensionContext::log`].
     pub(crate) log_level: crate::mcp::server::SessionLogLevel,
+    /// The session's handler and caller, for [`ExtensionContext::access_token`].
+    pub(crate) server: crate::mcp::server::BrokerServer,
+    pub(crate) caller: crate::mcp::server::Caller,
+}
+
+/// Why a tool cannot have a token yet, as the tool should answer: return
+/// [`TokenUnavailable::into_tool_result`] as is.
+#[derive(Debug)]
+pub enum TokenUnavailable {
+    /// A protocol error, typically `-32042` with the link the user must open (connect, or let
+    /// this client use an existing connection); the client retries after.
+    Error(ErrorData),
+    /// An `isError` result: the link as text for clients without URL elicitation, an unknown
+    /// provider, or a provider that is down.
+    Result(CallToolResult),
+}
+
+impl TokenUnavailable {
+    pub fn into_tool_result(self) -> Result<CallToolResult, ErrorData> {
+        match self {
+            TokenUnavailable::Error(error) => Err(error),
+            TokenUnavailable::Result(result) => Ok(result),
+        }
+    }
 }
 
 impl ExtensionContext {
+    /// A token for the user's account at `provider` (`account` as `list_connections` names it,
+    /// `None` for the most recent), carrying `required` scopes, that **this client** may use.
+    ///
+    /// This is the only way an extension should act at a provider: it applies every rule the
+    /// broker's own tools follow — connected? scopes? refreshed? and has the user allowed this
+    /// client to use the connection (MCP security best practices §Confused deputy)? — and
+    /// otherwise hands back the answer that sends the user to the right page. Never put the
+    /// token in a result, a log line or an error.
+    pub async fn access_token(
+        &self,
+        provider: &str,
+        account: Option<&str>,
+        required: &[&str],
+    ) -> Result<crate::oauth::tokens::AccessToken, TokenUnavailable> {
+        let state = &self.server.state;
+        let Some(provider) = state.providers.find(provider) else {
+            let message = crate::mcp::connections::unknown_provider(&state.providers.ids(), provider);
+            return Err(TokenUnavailable::Result(crate::mcp::server::error_result(message)));
+        };
+        let required = crate::domain::Scopes::parse(required.iter().copied())
+            .map_err(|e| TokenUnavailable::Result(crate::mcp::server::error_result(e.to_string())))?;
+        self.server.token_for_tool(&self.caller, provider, account, &required).await.map_err(|answer| match answer {
+            Ok(result) => TokenUnavailable::Result(result),
+            Err(error) => TokenUnavailable::Error(error),
+        })
+    }
+
     /// Sends `notifications/message` if the session asked for `level` or more severe
     /// (MCP utilities/logging). Never put a secret in `data`.
     pub async fn log(&self, level: crate::mcp::server::LogLevel, data: serde_json::Value) {

@@ -5,15 +5,12 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::RequestContext;
 
-use super::connect::Needed;
 use super::connections::{AccountPick, internal, unknown_provider};
-use super::elicitation::Ask;
 use super::forms::questions::account_name;
 use super::server::{BrokerServer, Caller, LogLevel, error_result};
 use super::tools::{PROVIDER_REQUEST, ProviderRequestArgs};
 use crate::domain::Scopes;
-use crate::oauth::tokens::{self, TokenError};
-use crate::oauth::{api, consent};
+use crate::oauth::api;
 
 impl BrokerServer {
     pub(crate) async fn provider_request(
@@ -42,34 +39,12 @@ impl BrokerServer {
             AccountPick::Answer(result) => return Ok(result),
         };
         // Any grant will do: which scopes an API path needs is the provider's business, and
-        // its 403 is returned as is.
-        let none = Scopes::default();
-        let token = match tokens::access_token_for(
-            &self.state,
-            &caller.user.user_id,
-            provider,
-            account.as_deref(),
-            &none,
-        )
-        .await
-        {
+        // its 403 is returned as is. The client must be allowed to use the connection (consent
+        // per client) before its token is used, or even refreshed, on its behalf.
+        let token = match self.token_for_tool(caller, provider, account.as_deref(), &Scopes::default()).await {
             Ok(token) => token,
-            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => {
-                return self.connection_required(caller, provider, &provider.default_scopes, Ask::Connect).await;
-            }
-            Err(other) => {
-                return match self.needed(caller, provider, account.as_deref(), &none).await? {
-                    Needed::Answer(result) => Ok(result),
-                    _ => Err(internal(other)),
-                };
-            }
+            Err(answer) => return answer,
         };
-        // MCP security best practices §Confused deputy: this client must be allowed to use the
-        // connection, with every scope it carries, before its token is used on its behalf.
-        if !consent::client_may_use(&self.state, &caller.user.client, &token.grant).await.map_err(internal)? {
-            let scopes = Scopes::from_space_separated(&token.grant.scopes).map_err(internal)?;
-            return self.connection_required(caller, provider, &scopes, Ask::UseGrant(&token.grant)).await;
-        }
         let sent = tokio::select! {
             // MCP cancellation: a cancelled call stops its upstream request.
             _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),

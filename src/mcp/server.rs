@@ -32,6 +32,7 @@ use crate::identity::AuthenticatedUser;
 use crate::state::AppState;
 
 /// What the handler knows about the caller of one request.
+#[derive(Debug, Clone)]
 pub struct Caller {
     pub user: AuthenticatedUser,
     pub session_id: Option<String>,
@@ -187,7 +188,13 @@ impl BrokerServer {
     }
 
     fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
-        ExtensionContext { user: caller.user.clone(), request: ctx.clone(), log_level: self.scope.log_level.clone() }
+        ExtensionContext {
+            user: caller.user.clone(),
+            request: ctx.clone(),
+            log_level: self.scope.log_level.clone(),
+            server: self.clone(),
+            caller: caller.clone(),
+        }
     }
 
     /// Sends `notifications/message` if the session asked for this level (MCP utilities/logging).

@@ -32,7 +32,8 @@ pub async fn describe_client(state: &AppState, client: &ClientIdentity) -> Strin
         match state.store.oauth_client(id).await {
             Ok(Some(row)) => {
                 if let Some(name) = row.client_name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
-                    return format!("“{name}” (client {id})");
+                    // Anyone can register any name: say so next to it.
+                    return format!("“{name}” (a name the app chose when it registered; client {id})");
                 }
             }
             Ok(None) => {}
@@ -42,39 +43,22 @@ pub async fn describe_client(state: &AppState, client: &ClientIdentity) -> Strin
     client.describe()
 }
 
-/// After the provider flow of `row` stored `grant_id` with `granted` scopes: the client that
-/// asked may use it with everything the user saw on the consent page and the provider granted.
-/// Rows from before consents were per client (no client key) record nothing.
-pub async fn allow_after_connect(
-    state: &AppState,
-    row: &AuthorizationRow,
-    grant_id: &str,
-    granted: &Scopes,
-) -> Result<(), StoreError> {
+/// After the provider flow of `row` stored `grant_id`: the client that asked may use it with
+/// exactly the scopes the consent page listed. If the provider granted more (some return every
+/// scope ever granted), the client asks again before the extra ones are used for it. Rows from
+/// before consents were per client (no client key) record nothing.
+pub async fn allow_after_connect(state: &AppState, row: &AuthorizationRow, grant_id: &str) -> Result<(), StoreError> {
     if row.client_key.is_empty() {
         return Ok(());
     }
-    let requested = Scopes::from_space_separated(&row.scopes).unwrap_or_default();
-    record(state, row, grant_id, &requested.union(granted)).await
-}
-
-/// Records that `row`'s client may use `grant_id` with `scopes`, with an audit entry.
-pub async fn record(
-    state: &AppState,
-    row: &AuthorizationRow,
-    grant_id: &str,
-    scopes: &Scopes,
-) -> Result<(), StoreError> {
     let client = ClientIdentity::from_key(&row.client_key);
     let name = describe_client(state, &client).await;
     let now = state.now();
-    let scope_text = scopes.to_space_separated();
-    if !state.store.record_consent(grant_id, &row.user_id, &row.client_key, Some(&name), &scope_text, now).await? {
+    if !state.store.record_consent(grant_id, &row.user_id, &row.client_key, Some(&name), &row.scopes, now).await? {
         tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");
         return Ok(());
     }
-    let detail = format!("id={} client={} scopes={scope_text}", row.id, row.client_key);
+    let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes);
     state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
-    tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
     Ok(())
 }

@@ -17,12 +17,14 @@ use url::Url;
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
 use crate::domain::Scopes;
 use crate::events::AuthorizationFinished;
+use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
 use crate::oauth::client::{self, ProviderError};
 use crate::oauth::{consent, tokens};
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
+use crate::store::consents::{AllowOutcome, NewConsent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
@@ -48,6 +50,12 @@ pub enum FlowError {
     NotActionable,
     #[error("provider {0} is not configured")]
     UnknownProvider(String),
+    /// A consent-only authorization whose connection was removed meanwhile.
+    #[error("the connection was removed")]
+    GrantGone,
+    /// A consent-only authorization whose connection gained scopes since the page was shown.
+    #[error("the connection changed")]
+    ConnectionChanged,
     /// The provider answered with an error (RFC 6749 §4.1.2.1); the code, sanitised.
     #[error("the provider refused: {0}")]
     ProviderRefused(String),
@@ -136,19 +144,50 @@ pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSe
 }
 
 /// The owner approved a consent-only authorization: the row's client may now use the grant it
-/// names, with the scopes the page showed. Nothing goes to the provider.
+/// names, with exactly the scopes the page showed. Nothing goes to the provider. The row and
+/// the consent change together, or not at all.
 pub async fn allow(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     check_consent(state, row, session)?;
     if row.kind() != AuthorizationKind::Consent || row.client_key.is_empty() {
         return Err(FlowError::NotActionable);
     }
     let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
-    let scopes = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
-    // Single use: only the request that moves the row out of `pending` records the consent.
-    if !state.store.complete_consent_authorization(&row.id, state.now()).await? {
-        return Err(FlowError::NotActionable);
+    let shown = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
+    let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
+    let Some(grant) = grants.iter().find(|g| g.id == grant_id) else {
+        fail(state, row, "grant_gone").await;
+        return Err(FlowError::GrantGone);
+    };
+    // The connection gained scopes after the page was built: approving what was shown would not
+    // cover them, so this request ends and the client asks again with the current list.
+    let carried = Scopes::from_space_separated(&grant.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
+    if !shown.is_superset_of(&carried) {
+        fail(state, row, "connection_changed").await;
+        return Err(FlowError::ConnectionChanged);
     }
-    consent::record(state, row, grant_id, &scopes).await?;
+    let client = ClientIdentity::from_key(&row.client_key);
+    let name = consent::describe_client(state, &client).await;
+    let scope_text = shown.to_space_separated();
+    let new = NewConsent {
+        authorization_id: &row.id,
+        grant_id,
+        user_id: &row.user_id,
+        client_key: &row.client_key,
+        client_name: Some(&name),
+        scopes: &scope_text,
+    };
+    let now = state.now();
+    match state.store.allow_client(&new, now).await? {
+        AllowOutcome::Allowed => {}
+        AllowOutcome::NotPending => return Err(FlowError::NotActionable),
+        AllowOutcome::GrantGone => {
+            fail(state, row, "grant_gone").await;
+            return Err(FlowError::GrantGone);
+        }
+    }
+    let detail = format!("id={} client={} scopes={scope_text}", row.id, row.client_key);
+    state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+    tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
     publish(state, row, "completed");
     Ok(())
 }
@@ -249,12 +288,14 @@ pub async fn complete(
             return Err(FlowError::Internal(error.to_string()));
         }
     };
-    // The client that asked may use what the user just approved; other clients still ask.
-    if let Err(error) = consent::allow_after_connect(state, &row, &stored.grant_id, &stored.scopes).await {
-        tracing::error!(authorization_id = %row.id, %error, "could not record the client's consent");
-    }
     let now = state.now();
-    if !state.store.finish_authorization(&row.id, AuthorizationStatus::Completed, None, now).await? {
+    if state.store.finish_authorization(&row.id, AuthorizationStatus::Completed, None, now).await? {
+        // The client that asked may use what the user just approved; other clients still ask.
+        if let Err(error) = consent::allow_after_connect(state, &row, &stored.grant_id).await {
+            tracing::error!(authorization_id = %row.id, %error, "could not record the client's consent");
+        }
+    } else {
+        // Declined in the client meanwhile: the grant is stored, but no client was allowed.
         tracing::warn!(authorization_id = %row.id, "authorization was finished by someone else during the exchange");
     }
     let detail = format!("id={}", row.id);
@@ -276,7 +317,7 @@ fn open_verifier(state: &AppState, row: &AuthorizationRow) -> Result<SecretStrin
 
 /// Marks the row failed, records it and tells listeners. Store errors are logged: the caller is
 /// already reporting a failure to the browser.
-async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
+pub(crate) async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
     let now = state.now();
     match state.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
         Ok(true) => {}

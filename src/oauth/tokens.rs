@@ -137,21 +137,14 @@ pub async fn store_grant(
     Err(TokenError::Internal("the grant kept changing while it was stored".into()))
 }
 
-/// A valid access token for (user, provider) carrying at least `required` scopes, from the
-/// most recently updated of the user's accounts there. See [`access_token_for`].
-pub async fn access_token(
-    state: &AppState,
-    user_id: &str,
-    provider: &ProviderConfig,
-    required: &Scopes,
-) -> Result<AccessToken, TokenError> {
-    access_token_for(state, user_id, provider, None, required).await
-}
-
 /// A valid access token for one of the user's accounts at `provider` (`account` as the tools
 /// name it, '' for an account without a name; `None` for the most recently updated one),
 /// carrying at least `required` scopes.
-pub async fn access_token_for(
+///
+/// Crate-private on purpose: it knows nothing of which client asks. Tools and extensions get
+/// tokens through [`crate::mcp::extension::ExtensionContext::access_token`] and the handler's
+/// `token_for_tool`, which check the client's consent first.
+pub(crate) async fn access_token_for(
     state: &AppState,
     user_id: &str,
     provider: &ProviderConfig,

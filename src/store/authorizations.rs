@@ -199,20 +199,6 @@ impl Store {
             .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id))
     }
 
-    /// A consent-only authorization was approved: `pending` → `completed` (while unexpired).
-    /// Only one caller wins; the consent itself is recorded by the caller.
-    pub async fn complete_consent_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE authorizations SET status = 'completed', updated_at = $1 \
-             WHERE id = $2 AND kind = 'consent' AND status = 'pending' AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(id)
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
     /// Owner approved: store the state hash, the sealed verifier and the approving browser
     /// session; only from `pending` or `redirected` (a second click re-issues the redirect).
     pub async fn mark_redirected(

@@ -27,6 +27,28 @@ impl ConsentRow {
     }
 }
 
+/// How approving a consent-only authorization went ([`Store::allow_client`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowOutcome {
+    /// The authorization completed and the consent is recorded, together.
+    Allowed,
+    /// The authorization was no longer pending (approved, declined or expired meanwhile).
+    NotPending,
+    /// The grant is gone or not the user's: nothing changed.
+    GrantGone,
+}
+
+/// The consent to record when a consent-only authorization is approved.
+#[derive(Debug, Clone)]
+pub struct NewConsent<'a> {
+    pub authorization_id: &'a str,
+    pub grant_id: &'a str,
+    pub user_id: &'a str,
+    pub client_key: &'a str,
+    pub client_name: Option<&'a str>,
+    pub scopes: &'a str,
+}
+
 const CONSENT_COLUMNS: &str = "grant_id, client_key, user_id, client_name, scopes, created_at, updated_at";
 
 impl Store {
@@ -42,7 +64,8 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<bool> {
         // INSERT … SELECT from grants: a consent is never written for a grant that is gone or
-        // that belongs to someone else, whatever the caller passed.
+        // that belongs to someone else, whatever the caller passed. (The WHERE clause also keeps
+        // SQLite from reading `ON CONFLICT` as part of the SELECT: do not drop it.)
         let done = sqlx::query(
             "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
              SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
@@ -58,6 +81,46 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Completes a pending consent-only authorization and records its consent in one
+    /// transaction: both happen, or neither (the row stays pending if the grant is gone).
+    pub async fn allow_client(&self, new: &NewConsent<'_>, now: Timestamp) -> StoreResult<AllowOutcome> {
+        let mut tx = self.pool().begin().await?;
+        let completed = sqlx::query(
+            "UPDATE authorizations SET status = 'completed', updated_at = $1 \
+             WHERE id = $2 AND user_id = $3 AND kind = 'consent' AND status = 'pending' AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(new.authorization_id)
+        .bind(new.user_id)
+        .execute(&mut *tx)
+        .await?;
+        if completed.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(AllowOutcome::NotPending);
+        }
+        // The WHERE clause also keeps SQLite from reading `ON CONFLICT` as part of the SELECT.
+        let recorded = sqlx::query(
+            "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
+             SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
+             ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
+             scopes = excluded.scopes, updated_at = excluded.updated_at",
+        )
+        .bind(new.client_key)
+        .bind(new.client_name)
+        .bind(new.scopes)
+        .bind(now)
+        .bind(new.grant_id)
+        .bind(new.user_id)
+        .execute(&mut *tx)
+        .await?;
+        if recorded.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(AllowOutcome::GrantGone);
+        }
+        tx.commit().await?;
+        Ok(AllowOutcome::Allowed)
     }
 
     pub async fn consent(&self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {

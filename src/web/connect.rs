@@ -16,6 +16,7 @@ use super::next::login_path;
 use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
 use crate::config::ProviderConfig;
 use crate::domain::ElicitationId;
+use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::oauth::consent;
@@ -68,6 +69,9 @@ async fn actionable_row(
     }
     let page = |status, title: &str, message: &str| Err(PageError::page(status, title, message));
     match row.status() {
+        Some(AuthorizationStatus::Completed) if row.kind() == AuthorizationKind::Consent => {
+            page(StatusCode::OK, "Already allowed", "Already allowed — return to your client.")
+        }
         Some(AuthorizationStatus::Completed) => {
             page(StatusCode::OK, "Already connected", "Already connected — return to your client.")
         }
@@ -104,14 +108,19 @@ pub async fn show(
     let session = require_session(session, &id)?;
     let row = actionable_row(&state, &id, &session).await?;
     let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
-    let client_identity = consent::describe_client(&state, &ClientIdentity::from_key(&row.client_key)).await;
+    let client_identity = if row.client_key.is_empty() {
+        // Created before consents were per client: the token's client was not recorded.
+        "An MCP client (asked before this broker recorded which client asks)".to_owned()
+    } else {
+        consent::describe_client(&state, &ClientIdentity::from_key(&row.client_key)).await
+    };
     if row.kind() == AuthorizationKind::Consent {
         return allow_page(&state, &row, provider, client_identity, &session).await;
     }
     let page = ConsentPage {
         id: row.id.clone(),
         client_identity,
-        client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()).unwrap_or_else(|| "An MCP client".into()),
+        client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()),
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
         scopes: row.scopes.split_whitespace().map(str::to_owned).collect(),
@@ -168,12 +177,15 @@ async fn allow_page(
     let grant_id = row.grant_id.as_deref().ok_or_else(|| PageError::internal("consent row without a grant"))?;
     let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
     let Some(grant) = grants.iter().find(|g| g.id == grant_id) else {
-        return Err(PageError::page(
-            StatusCode::GONE,
-            "Connection removed",
-            "That connection was removed meanwhile. Ask your client to try again.",
-        ));
+        // Ended here, so a tool waiting on it stops waiting.
+        flow::fail(state, row, "grant_gone").await;
+        return Err(flow::FlowError::GrantGone.into());
     };
+    let shown = Scopes::from_space_separated(&row.scopes).unwrap_or_default();
+    if !shown.is_superset_of(&Scopes::from_space_separated(&grant.scopes).unwrap_or_default()) {
+        flow::fail(state, row, "connection_changed").await;
+        return Err(flow::FlowError::ConnectionChanged.into());
+    }
     let previously_allowed = match state.store.consent(grant_id, &row.client_key).await? {
         Some(consent) => consent.scopes.split_whitespace().map(str::to_owned).collect(),
         None => Vec::new(),

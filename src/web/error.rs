@@ -99,6 +99,16 @@ impl From<FlowError> for PageError {
                 "Link no longer usable",
                 "This request can no longer be approved or declined. Return to your client.",
             ),
+            FlowError::GrantGone => Self::page(
+                S::GONE,
+                "Connection removed",
+                "That connection was removed meanwhile, so there is nothing to allow. Ask your client to try again.",
+            ),
+            FlowError::ConnectionChanged => Self::page(
+                S::CONFLICT,
+                "Connection changed",
+                "This connection gained permissions since this page was shown, so nothing was allowed. Ask your client to try again; it will show the current list.",
+            ),
             FlowError::UnknownProvider(_) => Self::page(
                 S::NOT_FOUND,
                 "Provider not available",

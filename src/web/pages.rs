@@ -43,7 +43,8 @@ pub struct LoginPage {
 pub struct ConsentPage {
     /// The authorization id (elicitationId), for the form action.
     pub id: String,
-    pub client_name: String,
+    /// The self-reported `clientInfo` name, if the client gave one.
+    pub client_name: Option<String>,
     /// The client as its token identifies it ([`crate::oauth::consent::describe_client`]).
     pub client_identity: String,
     pub provider_name: String,

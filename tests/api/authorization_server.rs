@@ -324,7 +324,8 @@ async fn full_flow(app: &TestApp) {
     };
     let link = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
     let page = app.allow_in_browser(&browser, &link, ALICE).await;
-    assert!(page.contains(&format!("“Flow Tool” (client {client_id})")), "{page}");
+    let named = format!("“Flow Tool” (a name the app chose when it registered; client {client_id})");
+    assert!(page.contains(&named), "{page}");
     client.close().await;
 
     // Refresh rotates: a new pair, and the old refresh token is retired.

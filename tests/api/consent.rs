@@ -87,7 +87,7 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
     );
     // The used link is spent.
     let again = browser.get(&url).send().await.unwrap().text().await.unwrap();
-    assert!(again.contains("Already connected"), "{again}");
+    assert!(again.contains("Already allowed"), "{again}");
 }
 on_both_backends!(second_client_asks, first_client_connects_and_a_second_client_must_be_allowed);
 
@@ -301,3 +301,125 @@ async fn a_session_opened_by_one_client_refuses_another_clients_token(app: &Test
     assert_eq!(post(&first, &ping, Some(&session)).await.status(), 200);
 }
 on_both_backends!(session_per_client, a_session_opened_by_one_client_refuses_another_clients_token);
+
+async fn an_unallowed_client_makes_the_broker_touch_nothing(app: &TestApp) {
+    let first = app.connected_client(ALICE).await;
+    let user = app.user_id(ALICE).await;
+    let before = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    // Long after the access token expired: using it would mean a refresh at the provider.
+    app.clock.advance(3 * 3600);
+    let stranger = other_client(app, ALICE, OTHER_TOOL, ClientKind::NoElicitation).await;
+    assert!(call_me(&stranger).await.unwrap().is_error == Some(true), "asked to be allowed");
+    let after = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    assert_eq!(after.version, before.version, "no refresh was made for a client the user has not allowed");
+
+    // Nor may it disconnect (revoking at the provider is a use of the tokens).
+    let refused = stranger.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    let text = refused.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains("not allowed") && text.contains("/connections"), "{text}");
+    assert!(app.state.store.grant(&user, "demo").await.unwrap().is_some(), "still connected");
+    assert!(works(&first).await, "the allowed client refreshes and goes on");
+}
+on_both_backends!(unallowed_touches_nothing, an_unallowed_client_makes_the_broker_touch_nothing);
+
+async fn an_allow_page_for_a_connection_that_gained_scopes_allows_nothing(app: &TestApp) {
+    let first = Arc::new(app.connected_client(ALICE).await);
+    let second = other_client(app, ALICE, OTHER_TOOL, ClientKind::Url).await;
+    let (stale_url, stale_id) = consent_link(&second).await;
+    // Meanwhile the first client widens the connection.
+    let call = tokio::spawn({
+        let first = first.clone();
+        async move {
+            let arguments = json!({"provider": "demo", "scopes": ["profile", "notes:read", "notes:write"]});
+            first.call("connect_account", arguments).await
+        }
+    });
+    let (url, _) = first.next_url_elicitation().await;
+    assert_eq!(app.approve_in_browser(&app.browser(), &url, ALICE).await.status(), 200);
+    assert_ne!(call.await.unwrap().unwrap().is_error, Some(true));
+
+    let browser = app.browser();
+    let path = stale_url.strip_prefix(&app.address).unwrap();
+    app.sign_in(&browser, ALICE, path).await;
+    let page = browser.get(&stale_url).send().await.unwrap();
+    assert_eq!(page.status(), 409);
+    assert!(page.text().await.unwrap().contains("Connection changed"));
+    assert_eq!(app.state.store.authorization(&stale_id).await.unwrap().unwrap().status, "failed");
+    // The next call asks with the current list.
+    let (url, _) = consent_link(&second).await;
+    let html = app.allow_in_browser(&browser, &url, ALICE).await;
+    assert!(html.contains("notes:write"), "{html}");
+    assert!(works(&second).await);
+}
+on_both_backends!(stale_allow_page, an_allow_page_for_a_connection_that_gained_scopes_allows_nothing);
+
+/// An extension tool that acts at the demo provider through `ExtensionContext::access_token`.
+struct DemoTool;
+
+impl oauth_broker::mcp::extension::Extension for DemoTool {
+    fn tools(&self) -> Vec<rmcp::model::Tool> {
+        let schema = serde_json::from_value(json!({"type": "object"})).unwrap();
+        vec![rmcp::model::Tool::new("demo_account_name", "The demo account this client acts as.", Arc::new(schema))]
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        _arguments: Option<rmcp::model::JsonObject>,
+        ctx: oauth_broker::mcp::extension::ExtensionContext,
+    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, CallToolResult> {
+        Box::pin(async move {
+            if name != "demo_account_name" {
+                return None;
+            }
+            Some(match ctx.access_token("demo", None, &["profile"]).await {
+                // Never the token itself: only which grant it came from.
+                Ok(token) => Ok(CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    token.grant.account_label.unwrap_or_default(),
+                )])),
+                Err(unavailable) => unavailable.into_tool_result(),
+            })
+        })
+    }
+}
+
+/// The `-32042` an extension tool answers when it may not have the token yet.
+async fn asked(client: &McpClient) -> ErrorData {
+    match client.call("demo_account_name", json!({})).await {
+        Err(ServiceError::McpError(error)) => error,
+        other => panic!("expected -32042, got {other:?}"),
+    }
+}
+
+async fn extension_tools_get_tokens_only_for_allowed_clients(backend: crate::helpers::Backend) {
+    let Some(app) = crate::helpers::spawn_app_with(backend, |builder| builder.extension(DemoTool)).await else {
+        return;
+    };
+    let first = app.mcp_client(ALICE, ClientKind::Url).await;
+    let connect = asked(&first).await;
+    assert_eq!(connect.code.0, -32042);
+    let url = connect.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    assert_eq!(app.approve_in_browser(&app.browser(), &url, ALICE).await.status(), 200);
+    let named = first.call("demo_account_name", json!({})).await.unwrap();
+    assert_eq!(named.content[0].as_text().unwrap().text, "demo-user");
+
+    let second = other_client(&app, ALICE, OTHER_TOOL, ClientKind::Url).await;
+    let consent = asked(&second).await;
+    assert!(consent.message.contains("permission"), "{}", consent.message);
+    let url = consent.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    app.allow_in_browser(&app.browser(), &url, ALICE).await;
+    let named = second.call("demo_account_name", json!({})).await.unwrap();
+    assert_eq!(named.content[0].as_text().unwrap().text, "demo-user");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_tokens_on_sqlite() {
+    extension_tools_get_tokens_only_for_allowed_clients(crate::helpers::Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_tokens_on_postgres() {
+    extension_tools_get_tokens_only_for_allowed_clients(crate::helpers::Backend::Postgres).await;
+}

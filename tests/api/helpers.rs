@@ -67,6 +67,14 @@ macro_rules! on_both_backends {
 }
 
 pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
+    spawn_app_with(backend, |builder| builder).await
+}
+
+/// [`spawn_app`] with the app builder changed first (extensions).
+pub async fn spawn_app_with(
+    backend: Backend,
+    extend: impl FnOnce(oauth_broker::app::AppBuilder) -> oauth_broker::app::AppBuilder,
+) -> Option<TestApp> {
     let data_dir = tempfile::tempdir().unwrap();
     let (database_url, postgres) = match backend {
         Backend::Sqlite => (format!("sqlite://{}/broker.db?mode=rwc", data_dir.path().display()), None),
@@ -89,7 +97,7 @@ pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
     let mut config = Config::from_toml(&args, "connect_wait = \"20s\"\n").unwrap();
     config.encryption_key = Some(SecretString::from(oauth_broker::crypto::Sealer::generate_key()));
     let clock = ManualClock::starting_now();
-    let app = App::build(config, Arc::new(clock.clone())).await.unwrap();
+    let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
     let state = app.state().clone();
     for name in [ALICE, BOB] {
         let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();

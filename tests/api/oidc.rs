@@ -891,6 +891,7 @@ fn serde_urlencoded(params: &HashMap<String, String>) -> String {
 
 #[tokio::test]
 async fn the_client_is_taken_from_client_id_azp_cid_or_appid() {
+    use oauth_broker::crypto::sha256_hex;
     use oauth_broker::identity::ClientIdentity;
     let setup = spawn().await;
     let cases = [
@@ -899,7 +900,10 @@ async fn the_client_is_taken_from_client_id_azp_cid_or_appid() {
         (json!({"cid": "okta-app"}), ClientIdentity::OAuthClient("okta-app".into())),
         (json!({"appid": "entra-v1"}), ClientIdentity::OAuthClient("entra-v1".into())),
         (json!({"azp": ""}), ClientIdentity::Unidentified),
-        (json!({"azp": "x".repeat(300)}), ClientIdentity::Unidentified),
+        (
+            json!({"azp": "x".repeat(300)}),
+            ClientIdentity::OAuthClient(format!("sha256:{}", sha256_hex(&"x".repeat(300)))),
+        ),
         (json!({}), ClientIdentity::Unidentified),
     ];
     for (extra, expected) in cases {

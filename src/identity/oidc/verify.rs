@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use super::{OidcContext, OidcError};
 use crate::clock::Timestamp;
-use crate::crypto::constant_time_eq;
+use crate::crypto::{constant_time_eq, sha256_hex};
 use crate::identity::AuthenticatedUser;
 use crate::state::AppState;
 
@@ -29,7 +29,7 @@ use crate::state::AppState;
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// OIDC Core §2: `sub` is at most 255 ASCII characters.
 const MAX_SUBJECT_BYTES: usize = 255;
-/// Longer client ids are ignored (treated as naming no client) rather than stored.
+/// Longer client ids are stored as `sha256:<hex>` of the id.
 const MAX_CLIENT_ID_BYTES: usize = 255;
 
 /// What a verified token says.
@@ -192,11 +192,13 @@ async fn verify(
         .flatten()
         .find(|s| !s.trim().is_empty())
         .map(|s| s.chars().take(200).collect());
+    // A very long id (a URL-style client id) is kept as its hash, never dropped: dropping it
+    // would merge the client with every token that names none.
     let client_id = [&claims.client_id, &claims.azp, &claims.cid, &claims.appid]
         .into_iter()
         .flatten()
-        .find(|id| !id.is_empty() && id.len() <= MAX_CLIENT_ID_BYTES)
-        .cloned();
+        .find(|id| !id.is_empty())
+        .map(|id| if id.len() <= MAX_CLIENT_ID_BYTES { id.clone() } else { format!("sha256:{}", sha256_hex(id)) });
     Ok(VerifiedClaims { issuer, subject, scopes, display_name, client_id, expires_at: exp })
 }
 
