@@ -179,7 +179,10 @@ pub async fn show(
         Err(refusal) => return refuse(&state, refusal),
     };
     match session {
-        Some(session) => consent_page(&state, &request, &session),
+        Some(session) => match connections_allowed(&state, &request.client.client_id, &session).await {
+            Ok(already_allowed) => consent_page(&state, &request, &session, already_allowed),
+            Err(error) => PageError::from(error).into_response(),
+        },
         None => PageError::SignIn { next: request.path() }.into_response(),
     }
 }
@@ -321,9 +324,41 @@ struct ConsentPage {
     username: String,
     csrf_token: String,
     hidden: Vec<HiddenField>,
+    /// Connections this client id may already use: approving hands them over at once.
+    already_allowed: Vec<String>,
 }
 
-fn consent_page(state: &AppState, request: &AuthorizeRequest, session: &BrowserSession) -> Response {
+/// The user's connections this client may already use (consents from an earlier approval), so
+/// the page says what approving hands over at once: anyone who can start a flow under this
+/// client id inherits them.
+async fn connections_allowed(
+    state: &AppState,
+    client_id: &str,
+    session: &BrowserSession,
+) -> Result<Vec<String>, crate::store::StoreError> {
+    let key = crate::identity::ClientIdentity::OAuthClient(client_id.to_owned()).key();
+    let consents = state.store.consents_for_user(&session.user.id).await?;
+    let grants = state.store.grants_for_user(&session.user.id).await?;
+    Ok(consents
+        .iter()
+        .filter(|c| c.client_key == key)
+        .filter_map(|c| grants.iter().find(|g| g.id == c.grant_id))
+        .map(|g| {
+            let provider = state.providers.find(&g.provider).map_or(g.provider.clone(), |p| p.display_name.clone());
+            match &g.account_label {
+                Some(account) => format!("{provider} ({account})"),
+                None => provider,
+            }
+        })
+        .collect())
+}
+
+fn consent_page(
+    state: &AppState,
+    request: &AuthorizeRequest,
+    session: &BrowserSession,
+    already_allowed: Vec<String>,
+) -> Response {
     let client = &request.client;
     let page = ConsentPage {
         action: state.config.url("/authorize").path().to_owned(),
@@ -338,6 +373,7 @@ fn consent_page(state: &AppState, request: &AuthorizeRequest, session: &BrowserS
         username: session.display_name().to_owned(),
         csrf_token: session.csrf_token.clone(),
         hidden: request.fields().into_iter().map(|(name, value)| HiddenField { name, value }).collect(),
+        already_allowed,
     };
     pages::render(StatusCode::OK, &page)
 }
@@ -360,10 +396,12 @@ mod tests {
             username: "alice".into(),
             csrf_token: "tok".into(),
             hidden: vec![HiddenField { name: "state", value: "\"><b>".into() }],
+            already_allowed: vec!["Demo <i>(x)</i>".into()],
         };
         let html = page.render().unwrap();
         assert!(!html.contains("<script>x"));
         assert!(!html.contains("\"><b>"));
+        assert!(!html.contains("<i>(x)") && html.contains("Connections it may use at once"));
         assert!(html.contains("name=\"action\" value=\"approve\""));
         assert!(html.contains("name=\"csrf_token\" value=\"tok\""));
         assert!(html.contains("127.0.0.1:5"));

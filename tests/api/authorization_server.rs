@@ -365,6 +365,10 @@ async fn signing_an_app_out_ends_its_tokens_and_consents(app: &TestApp) {
     let browser = app.browser();
     app.allow_in_browser(&browser, &link, ALICE).await;
     client.close().await;
+    // Approving this client id again would hand that connection over at once: the page says so.
+    let (_, challenge) = new_pkce();
+    let again = consent_page(app, &browser, &authorize_url(app, &authorize_params(app, &client_id, &challenge))).await;
+    assert!(again.contains("Connections it may use at once") && again.contains("Demo Provider (demo-user)"), "{again}");
 
     let page = browser.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("Apps signed in to the broker") && page.contains("Flow Tool"), "{page}");

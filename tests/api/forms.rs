@@ -283,8 +283,18 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
     let source = format!("{}/migrations/{folder}/0001_initial.sql", env!("CARGO_MANIFEST_DIR"));
     std::fs::copy(source, only_first.path().join("0001_initial.sql")).unwrap();
     sqlx::migrate::Migrator::new(only_first.path()).await.unwrap().run(store.pool()).await.unwrap();
-    let alice = store.create_local_user("https://issuer.example", "alice", "hash", 1).await.unwrap().id;
-    let bob = store.create_local_user("https://issuer.example", "bob", "hash", 1).await.unwrap().id;
+    // Users as 0001 stored them (raw SQL: the store's queries read columns added later).
+    let (alice, bob) = ("user-alice".to_owned(), "user-bob".to_owned());
+    for (id, name) in [(&alice, "alice"), (&bob, "bob")] {
+        sqlx::query(
+            "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) VALUES ($1, 'https://issuer.example', $1, $2, 'hash', 1)",
+        )
+        .bind(id)
+        .bind(name)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
     for (user, label) in [(&alice, None), (&bob, Some("bob-at-demo"))] {
         sqlx::query(
             "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at) \
