@@ -51,6 +51,16 @@ pub(crate) enum Needed {
     Answer(CallToolResult),
 }
 
+/// What the consent check on the stored grant found.
+enum Gate {
+    /// This client may use the grant as read.
+    Allowed(Box<GrantRow>),
+    /// The grant is usable but this client may not use it yet.
+    Missing(Box<GrantRow>),
+    /// No usable grant: the connect flow decides (and records the consent).
+    Unsettled,
+}
+
 /// Which account `connect_account` works on.
 enum Target {
     /// `grants[i]`: reconnect it if it lacks the scopes.
@@ -387,8 +397,8 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<Needed, ErrorData> {
-        if let Some(grant) = self.consent_missing(caller, provider, account, required).await? {
-            return Ok(Needed::Consent(grant));
+        if let Gate::Missing(grant) = self.consent_gate(caller, provider, account, required).await? {
+            return Ok(Needed::Consent(*grant));
         }
         match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
             Ok(token) => {
@@ -415,33 +425,33 @@ impl BrokerServer {
         }
     }
 
-    /// The grant, when it is usable with `required` scopes but this client may not use it yet.
-    /// Checked on the stored row before the token is touched: a client the user has not allowed
-    /// must not even make the broker refresh it (MCP security best practices §Confused deputy).
-    async fn consent_missing(
+    /// Whether this client may use the stored grant, checked before the token is touched: a
+    /// client the user has not allowed must not even make the broker refresh it (MCP security
+    /// best practices §Confused deputy).
+    async fn consent_gate(
         &self,
         caller: &Caller,
         provider: &ProviderConfig,
         account: Option<&str>,
         required: &Scopes,
-    ) -> Result<Option<GrantRow>, ErrorData> {
+    ) -> Result<Gate, ErrorData> {
         let store = &self.state.store;
         let grant = match account {
             Some(account) => store.grant_for_account(&caller.user.user_id, provider.id.as_str(), account).await,
             None => store.grant(&caller.user.user_id, provider.id.as_str()).await,
         }
         .map_err(internal)?;
-        let Some(grant) = grant else { return Ok(None) };
+        let Some(grant) = grant else { return Ok(Gate::Unsettled) };
         let granted = Scopes::from_space_separated(&grant.scopes).map_err(internal)?;
         // A grant that must be reconnected anyway (revoked, or lacking scopes) goes through the
         // provider flow, which records this client's consent on the way.
         if grant.status != GrantStatus::Active.as_str() || !granted.is_superset_of(required) {
-            return Ok(None);
+            return Ok(Gate::Unsettled);
         }
         if consent::client_may_use(&self.state, &caller.user.client, &grant).await.map_err(internal)? {
-            return Ok(None);
+            return Ok(Gate::Allowed(Box::new(grant)));
         }
-        Ok(Some(grant))
+        Ok(Gate::Missing(Box::new(grant)))
     }
 
     /// A token for (provider, account) with `required` scopes that this client may use, or what
@@ -461,13 +471,25 @@ impl BrokerServer {
                 Err(error) => Err(internal(error)),
             }
         };
-        match self.consent_missing(caller, provider, account, required).await {
-            Ok(Some(grant)) => return Err(allow(grant).await),
-            Ok(None) => {}
+        let (token, read) = match self.consent_gate(caller, provider, account, required).await {
+            Ok(Gate::Missing(grant)) => return Err(allow(*grant).await),
+            Ok(Gate::Allowed(grant)) => {
+                let read = (grant.id.clone(), grant.scopes.clone());
+                (tokens::access_token_from(&self.state, provider, *grant, required).await, Some(read))
+            }
+            Ok(Gate::Unsettled) => {
+                (tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await, None)
+            }
             Err(error) => return Err(Err(error)),
-        }
-        match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
-            // Re-checked: a refresh may have changed the grant's scopes.
+        };
+        match token {
+            // The consent covered exactly this grant as it was read: nothing to check again.
+            Ok(token)
+                if read.as_ref().is_some_and(|(id, scopes)| *id == token.grant.id && *scopes == token.grant.scopes) =>
+            {
+                Ok(token)
+            }
+            // Otherwise (a refresh changed the scopes, or the grant appeared meanwhile) re-check.
             Ok(token) => match consent::client_may_use(&self.state, &caller.user.client, &token.grant).await {
                 Ok(true) => Ok(token),
                 Ok(false) => Err(allow(token.grant).await),

@@ -36,12 +36,17 @@ pub(crate) enum AccountPick {
 impl BrokerServer {
     pub(crate) async fn list_connections(&self, caller: &Caller) -> Result<CallToolResult, ErrorData> {
         let grants = self.state.store.grants_for_user(&caller.user.user_id).await.map_err(internal)?;
-        let mut allowed = std::collections::HashSet::new();
-        for grant in &grants {
-            if consent::client_may_use(&self.state, &caller.user.client, grant).await.map_err(internal)? {
-                allowed.insert(grant.id.clone());
-            }
-        }
+        // One query for all of them.
+        let key = caller.user.client.key();
+        let consents = self.state.store.consents_for_user(&caller.user.user_id).await.map_err(internal)?;
+        let allowed: std::collections::HashSet<&str> = grants
+            .iter()
+            .filter(|g| {
+                let granted = crate::domain::Scopes::from_space_separated(&g.scopes).unwrap_or_default();
+                consents.iter().any(|c| c.grant_id == g.id && c.client_key == key && c.covers(&granted))
+            })
+            .map(|g| g.id.as_str())
+            .collect();
         let mut connections = Vec::new();
         for provider in self.state.providers.iter() {
             let entry = |grant: Option<&GrantRow>| {
@@ -58,7 +63,7 @@ impl BrokerServer {
                     "account": grant.and_then(|g| g.account_label.clone()),
                     "scopes": grant.map(|g| g.scopes.split_whitespace().collect::<Vec<_>>()).unwrap_or_default(),
                     "expires_at": grant.and_then(|g| g.expires_at),
-                    "allowed_for_this_client": grant.is_some_and(|g| allowed.contains(&g.id)),
+                    "allowed_for_this_client": grant.is_some_and(|g| allowed.contains(g.id.as_str())),
                 })
             };
             // One entry per account; a provider without any still gets its "not_connected" one.

@@ -157,6 +157,16 @@ pub(crate) async fn access_token_for(
         None => state.store.grant(user_id, provider_id).await?,
     };
     let grant = grant.ok_or(TokenError::NotConnected)?;
+    access_token_from(state, provider, grant, required).await
+}
+
+/// [`access_token_for`] from a grant row the caller has just read (saves reading it again).
+pub(crate) async fn access_token_from(
+    state: &AppState,
+    provider: &ProviderConfig,
+    grant: GrantRow,
+    required: &Scopes,
+) -> Result<AccessToken, TokenError> {
     check_usable(&grant, required)?;
     if is_fresh(&grant, state.now()) {
         return open_access(state, grant);
