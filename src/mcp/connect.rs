@@ -38,15 +38,18 @@ use crate::store::grants::{GrantRow, GrantStatus};
 /// How often a waiting call re-reads the row and reports progress.
 const WAIT_TICK: Duration = Duration::from_secs(5);
 
-/// What a tool should do about a missing connection.
+/// Where this client stands with (user, provider, account) and the scopes a tool needs.
 pub(crate) enum Needed {
-    /// Connected with the scopes asked for.
-    Ready,
-    /// The user must (re)connect, requesting these scopes.
-    Connect(Scopes),
+    /// Connected with the scopes asked for, and this client may use it: the token.
+    Ready(Box<AccessToken>),
+    /// Not connected there (or the provider refused the refresh): the user must connect.
+    NotConnected,
+    /// Connected without all the scopes: reconnect asking for these (held plus missing, so the
+    /// new grant replaces the old without losing scopes).
+    MoreScopes(Scopes),
     /// Connected, but this client may not use the grant yet (or not with all the scopes it
     /// now carries): the user must allow it.
-    Consent(GrantRow),
+    Consent(Box<GrantRow>),
     /// A result to return as is (provider down, etc.).
     Answer(CallToolResult),
 }
@@ -98,7 +101,7 @@ impl BrokerServer {
             Target::Existing(i) => {
                 let grant = &grants[i];
                 match self.needed(caller, provider, Some(account_name(grant)), &requested).await? {
-                    Needed::Ready => return Ok(connected_result(provider, grant)),
+                    Needed::Ready(_) => return Ok(connected_result(provider, grant)),
                     Needed::Answer(result) => return Ok(result),
                     Needed::Consent(grant) => {
                         let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
@@ -107,7 +110,11 @@ impl BrokerServer {
                             .start_connect(caller, provider, &scopes, Ask::UseGrant(&grant), None, &before, ctx)
                             .await;
                     }
-                    Needed::Connect(scopes) => {
+                    needed @ (Needed::NotConnected | Needed::MoreScopes(_)) => {
+                        let scopes = match needed {
+                            Needed::MoreScopes(scopes) => scopes,
+                            _ => requested,
+                        };
                         let hint = grant
                             .account_label
                             .as_ref()
@@ -388,8 +395,9 @@ impl BrokerServer {
         })
     }
 
-    /// Whether (user, provider, account) has a usable grant with `required` scopes that this
-    /// client may use (`account` `None`: the most recently updated one).
+    /// Where this client stands with (user, provider, account) and `required` scopes
+    /// (`account` `None`: the most recently updated one). The consent is checked on the stored
+    /// grant before its token is touched, and again if a refresh changed its scopes.
     pub(crate) async fn needed(
         &self,
         caller: &Caller,
@@ -397,23 +405,33 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<Needed, ErrorData> {
-        if let Gate::Missing(grant) = self.consent_gate(caller, provider, account, required).await? {
-            return Ok(Needed::Consent(*grant));
-        }
-        match tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await {
+        let (token, read) = match self.consent_gate(caller, provider, account, required).await? {
+            Gate::Missing(grant) => return Ok(Needed::Consent(grant)),
+            Gate::Allowed(grant) => {
+                let read = (grant.id.clone(), grant.scopes.clone());
+                (tokens::access_token_from(&self.state, provider, *grant, required).await, Some(read))
+            }
+            Gate::Unsettled => {
+                (tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await, None)
+            }
+        };
+        match token {
+            // The consent covered exactly this grant as it was read: nothing to check again.
+            Ok(token)
+                if read.as_ref().is_some_and(|(id, scopes)| *id == token.grant.id && *scopes == token.grant.scopes) =>
+            {
+                Ok(Needed::Ready(Box::new(token)))
+            }
+            // Otherwise (a refresh changed the scopes, or the grant appeared meanwhile) re-check.
             Ok(token) => {
-                // MCP security best practices §Confused deputy: the user's connection, but is
-                // this client allowed to use it, with everything it carries?
                 if consent::client_may_use(&self.state, &caller.user.client, &token.grant).await.map_err(internal)? {
-                    Ok(Needed::Ready)
+                    Ok(Needed::Ready(Box::new(token)))
                 } else {
-                    Ok(Needed::Consent(token.grant))
+                    Ok(Needed::Consent(Box::new(token.grant)))
                 }
             }
-            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => Ok(Needed::Connect(required.clone())),
-            // Ask for what they have plus what is missing, so the new grant replaces the old
-            // without losing scopes.
-            Err(TokenError::MissingScopes { granted, .. }) => Ok(Needed::Connect(granted.union(required))),
+            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => Ok(Needed::NotConnected),
+            Err(TokenError::MissingScopes { granted, .. }) => Ok(Needed::MoreScopes(granted.union(required))),
             Err(TokenError::ProviderUnavailable) => Ok(Needed::Answer(error_result(format!(
                 "{} is not answering right now; try again in a moment.",
                 provider.display_name
@@ -463,51 +481,25 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<AccessToken, Result<CallToolResult, ErrorData>> {
-        let connect =
-            |scopes: Scopes| async move { self.connection_required(caller, provider, &scopes, Ask::Connect).await };
-        let allow = |grant: GrantRow| async move {
-            match Scopes::from_space_separated(&grant.scopes) {
-                Ok(scopes) => self.connection_required(caller, provider, &scopes, Ask::UseGrant(&grant)).await,
-                Err(error) => Err(internal(error)),
-            }
-        };
-        let (token, read) = match self.consent_gate(caller, provider, account, required).await {
-            Ok(Gate::Missing(grant)) => return Err(allow(*grant).await),
-            Ok(Gate::Allowed(grant)) => {
-                let read = (grant.id.clone(), grant.scopes.clone());
-                (tokens::access_token_from(&self.state, provider, *grant, required).await, Some(read))
-            }
-            Ok(Gate::Unsettled) => {
-                (tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await, None)
-            }
+        let needed = match self.needed(caller, provider, account, required).await {
+            Ok(needed) => needed,
             Err(error) => return Err(Err(error)),
         };
-        match token {
-            // The consent covered exactly this grant as it was read: nothing to check again.
-            Ok(token)
-                if read.as_ref().is_some_and(|(id, scopes)| *id == token.grant.id && *scopes == token.grant.scopes) =>
-            {
-                Ok(token)
+        let (scopes, grant) = match needed {
+            Needed::Ready(token) => return Ok(*token),
+            Needed::Answer(result) => return Err(Ok(result)),
+            Needed::NotConnected => (provider.default_scopes.union(required), None),
+            Needed::MoreScopes(scopes) => (scopes, None),
+            Needed::Consent(grant) => {
+                let scopes = Scopes::from_space_separated(&grant.scopes).map_err(|e| Err(internal(e)))?;
+                (scopes, Some(grant))
             }
-            // Otherwise (a refresh changed the scopes, or the grant appeared meanwhile) re-check.
-            Ok(token) => match consent::client_may_use(&self.state, &caller.user.client, &token.grant).await {
-                Ok(true) => Ok(token),
-                Ok(false) => Err(allow(token.grant).await),
-                Err(error) => Err(Err(internal(error))),
-            },
-            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => {
-                Err(connect(provider.default_scopes.union(required)).await)
-            }
-            Err(TokenError::MissingScopes { granted, .. }) => Err(connect(granted.union(required)).await),
-            Err(TokenError::ProviderUnavailable) => Err(Ok(error_result(format!(
-                "{} is not answering right now; try again in a moment.",
-                provider.display_name
-            )))),
-            Err(TokenError::ProviderRefused(why)) => {
-                Err(Ok(error_result(format!("{} refused: {why}", provider.display_name))))
-            }
-            Err(TokenError::Internal(error)) => Err(Err(internal(error))),
-        }
+        };
+        let ask = match &grant {
+            Some(grant) => Ask::UseGrant(grant),
+            None => Ask::Connect,
+        };
+        Err(self.connection_required(caller, provider, &scopes, ask).await)
     }
 
     /// An open authorization row for this request, remembered for the completion notification.

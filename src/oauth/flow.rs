@@ -25,6 +25,7 @@ use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::consents::{AllowOutcome, NewConsent};
+use crate::store::grants::GrantRow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
@@ -143,6 +144,27 @@ pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSe
     Ok(url)
 }
 
+/// The grant a consent-only authorization asks to use, as long as it still exists and carries no
+/// scope beyond those the row lists (what its page shows). Otherwise the row ends — a tool
+/// waiting on it stops waiting — and the error says why.
+pub async fn consent_target(state: &AppState, row: &AuthorizationRow) -> Result<GrantRow, FlowError> {
+    let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
+    let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
+    let Some(grant) = grants.into_iter().find(|g| g.id == grant_id) else {
+        fail(state, row, "grant_gone").await;
+        return Err(FlowError::GrantGone);
+    };
+    // The connection gained scopes after the row was made: approving what it lists would not
+    // cover them, so this request ends and the client asks again with the current list.
+    let shown = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
+    let carried = Scopes::from_space_separated(&grant.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
+    if !shown.is_superset_of(&carried) {
+        fail(state, row, "connection_changed").await;
+        return Err(FlowError::ConnectionChanged);
+    }
+    Ok(grant)
+}
+
 /// The owner approved a consent-only authorization: the row's client may now use the grant it
 /// names, with exactly the scopes the page showed. Nothing goes to the provider. The row and
 /// the consent change together, or not at all.
@@ -151,20 +173,9 @@ pub async fn allow(state: &AppState, row: &AuthorizationRow, session: &BrowserSe
     if row.kind() != AuthorizationKind::Consent || row.client_key.is_empty() {
         return Err(FlowError::NotActionable);
     }
-    let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
+    let grant = consent_target(state, row).await?;
+    let grant_id = grant.id.as_str();
     let shown = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
-    let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
-    let Some(grant) = grants.iter().find(|g| g.id == grant_id) else {
-        fail(state, row, "grant_gone").await;
-        return Err(FlowError::GrantGone);
-    };
-    // The connection gained scopes after the page was built: approving what was shown would not
-    // cover them, so this request ends and the client asks again with the current list.
-    let carried = Scopes::from_space_separated(&grant.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
-    if !shown.is_superset_of(&carried) {
-        fail(state, row, "connection_changed").await;
-        return Err(FlowError::ConnectionChanged);
-    }
     let client = ClientIdentity::from_key(&row.client_key);
     let name = consent::describe_client(state, &client).await;
     let scope_text = shown.to_space_separated();
@@ -317,7 +328,7 @@ fn open_verifier(state: &AppState, row: &AuthorizationRow) -> Result<SecretStrin
 
 /// Marks the row failed, records it and tells listeners. Store errors are logged: the caller is
 /// already reporting a failure to the browser.
-pub(crate) async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
+async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
     let now = state.now();
     match state.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
         Ok(true) => {}

@@ -49,6 +49,16 @@ pub struct NewConsent<'a> {
     pub scopes: &'a str,
 }
 
+/// Records (or replaces) a consent: `$1` client key, `$2` client name, `$3` scopes, `$4` now,
+/// `$5` grant id, `$6` user id. INSERT … SELECT from grants, so a consent is never written for
+/// a grant that is gone or belongs to someone else, whatever the caller passed; the statement
+/// affects no row then. (The WHERE clause also keeps SQLite from reading `ON CONFLICT` as part
+/// of the SELECT: do not drop it.)
+const UPSERT_CONSENT: &str = "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
+     SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
+     ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
+     scopes = excluded.scopes, updated_at = excluded.updated_at";
+
 const CONSENT_COLUMNS: &str = "grant_id, client_key, user_id, client_name, scopes, created_at, updated_at";
 
 impl Store {
@@ -63,23 +73,15 @@ impl Store {
         scopes: &str,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        // INSERT … SELECT from grants: a consent is never written for a grant that is gone or
-        // that belongs to someone else, whatever the caller passed. (The WHERE clause also keeps
-        // SQLite from reading `ON CONFLICT` as part of the SELECT: do not drop it.)
-        let done = sqlx::query(
-            "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
-             SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
-             ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
-             scopes = excluded.scopes, updated_at = excluded.updated_at",
-        )
-        .bind(client_key)
-        .bind(client_name)
-        .bind(scopes)
-        .bind(now)
-        .bind(grant_id)
-        .bind(user_id)
-        .execute(self.pool())
-        .await?;
+        let done = sqlx::query(UPSERT_CONSENT)
+            .bind(client_key)
+            .bind(client_name)
+            .bind(scopes)
+            .bind(now)
+            .bind(grant_id)
+            .bind(user_id)
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -100,21 +102,15 @@ impl Store {
             tx.rollback().await?;
             return Ok(AllowOutcome::NotPending);
         }
-        // The WHERE clause also keeps SQLite from reading `ON CONFLICT` as part of the SELECT.
-        let recorded = sqlx::query(
-            "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
-             SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
-             ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
-             scopes = excluded.scopes, updated_at = excluded.updated_at",
-        )
-        .bind(new.client_key)
-        .bind(new.client_name)
-        .bind(new.scopes)
-        .bind(now)
-        .bind(new.grant_id)
-        .bind(new.user_id)
-        .execute(&mut *tx)
-        .await?;
+        let recorded = sqlx::query(UPSERT_CONSENT)
+            .bind(new.client_key)
+            .bind(new.client_name)
+            .bind(new.scopes)
+            .bind(now)
+            .bind(new.grant_id)
+            .bind(new.user_id)
+            .execute(&mut *tx)
+            .await?;
         if recorded.rows_affected() != 1 {
             tx.rollback().await?;
             return Ok(AllowOutcome::GrantGone);

@@ -16,7 +16,6 @@ use super::next::login_path;
 use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
 use crate::config::ProviderConfig;
 use crate::domain::ElicitationId;
-use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::oauth::consent;
@@ -174,19 +173,8 @@ async fn allow_page(
     client_identity: String,
     session: &BrowserSession,
 ) -> Result<Response, PageError> {
-    let grant_id = row.grant_id.as_deref().ok_or_else(|| PageError::internal("consent row without a grant"))?;
-    let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
-    let Some(grant) = grants.iter().find(|g| g.id == grant_id) else {
-        // Ended here, so a tool waiting on it stops waiting.
-        flow::fail(state, row, "grant_gone").await;
-        return Err(flow::FlowError::GrantGone.into());
-    };
-    let shown = Scopes::from_space_separated(&row.scopes).unwrap_or_default();
-    if !shown.is_superset_of(&Scopes::from_space_separated(&grant.scopes).unwrap_or_default()) {
-        flow::fail(state, row, "connection_changed").await;
-        return Err(flow::FlowError::ConnectionChanged.into());
-    }
-    let previously_allowed = match state.store.consent(grant_id, &row.client_key).await? {
+    let grant = flow::consent_target(state, row).await?;
+    let previously_allowed = match state.store.consent(&grant.id, &row.client_key).await? {
         Some(consent) => consent.scopes.split_whitespace().map(str::to_owned).collect(),
         None => Vec::new(),
     };

@@ -18,7 +18,7 @@ use super::error::PageError;
 use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage};
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
-use crate::identity::browser::{self, OptionalBrowserSession};
+use crate::identity::browser::{self, BrowserSession, OptionalBrowserSession};
 use crate::oauth::consent;
 use crate::state::AppState;
 use crate::store::consents::ConsentRow;
@@ -86,6 +86,12 @@ pub struct RevokeAppForm {
     client_id: String,
 }
 
+impl PostedForm for RevokeAppForm {
+    fn csrf_token(&self) -> &str {
+        &self.csrf_token
+    }
+}
+
 /// `POST /connections/apps/revoke`: signs an MCP client out of the broker for this user. Its
 /// access and refresh tokens stop working at once, and its consents to use connections go too,
 /// so if it signs in again it asks again.
@@ -94,11 +100,7 @@ pub async fn revoke_app(
     OptionalBrowserSession(session): OptionalBrowserSession,
     form: Result<Form<RevokeAppForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
-    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
-        return Err(PageError::csrf());
-    }
+    let (session, form) = checked(session, form)?;
     let now = state.now();
     let revoked = state.store.revoke_oauth_grants_of_client(&session.user.id, &form.client_id, now).await?;
     if revoked == 0 {
@@ -118,16 +120,18 @@ pub struct RevokeForm {
     grant_id: String,
 }
 
+impl PostedForm for RevokeForm {
+    fn csrf_token(&self) -> &str {
+        &self.csrf_token
+    }
+}
+
 pub async fn revoke(
     State(state): State<AppState>,
     OptionalBrowserSession(session): OptionalBrowserSession,
     form: Result<Form<RevokeForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
-    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
-        return Err(PageError::csrf());
-    }
+    let (session, form) = checked(session, form)?;
     let grants = state.store.grants_for_user(&session.user.id).await?;
     let Some(grant) = grants.iter().find(|g| g.id == form.grant_id) else {
         return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That connection does not exist (any more)."));
@@ -142,6 +146,24 @@ pub async fn revoke(
     crate::oauth::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
     Ok(pages::see_other("/connections"))
+}
+
+/// A form posted from the connections page, carrying the session's CSRF token.
+trait PostedForm {
+    fn csrf_token(&self) -> &str;
+}
+
+/// The signed-in user and their CSRF-checked form; signed out → sign in, then back here.
+fn checked<T: PostedForm>(
+    session: Option<BrowserSession>,
+    form: Result<Form<T>, FormRejection>,
+) -> Result<(BrowserSession, T), PageError> {
+    let session = session.ok_or_else(|| PageError::SignIn { next: "/connections".into() })?;
+    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+    if !super::csrf::session_token_matches(&session, form.csrf_token()) {
+        return Err(PageError::csrf());
+    }
+    Ok((session, form))
 }
 
 /// The clients allowed to use `grant`, most recently approved first.
@@ -173,17 +195,19 @@ pub struct RevokeConsentForm {
     client_key: String,
 }
 
+impl PostedForm for RevokeConsentForm {
+    fn csrf_token(&self) -> &str {
+        &self.csrf_token
+    }
+}
+
 /// `POST /connections/clients/revoke`: withdraws one client's consent to use one connection.
 pub async fn revoke_client(
     State(state): State<AppState>,
     OptionalBrowserSession(session): OptionalBrowserSession,
     form: Result<Form<RevokeConsentForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
-    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
-        return Err(PageError::csrf());
-    }
+    let (session, form) = checked(session, form)?;
     // Scoped to this user in the query itself: another user's grant id deletes nothing.
     if !state.store.revoke_consent(&session.user.id, &form.grant_id, &form.client_key).await? {
         return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That client had no access to withdraw."));
