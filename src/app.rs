@@ -21,7 +21,7 @@ use crate::identity::jwt::TokenKeys;
 use crate::mcp::extension::{Extension, Extensions};
 use crate::mcp::prompts::PromptCatalogue;
 use crate::oauth::providers::Providers;
-use crate::state::AppState;
+use crate::state::{AppState, Core};
 use crate::store::Store;
 
 pub struct App {
@@ -127,17 +127,20 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
     let demo_client_secret = config.demo.then(|| sealer.derive_secret("demo provider client secret"));
     let providers = Providers::from_config(&config, demo_client_secret.as_ref());
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
-    Ok(AppState {
+    let core = Core {
         config: Arc::new(config),
         store,
         sealer,
         clock,
         http: crate::oauth::client::http_client(),
         providers: Arc::new(providers),
-        keys: Arc::new(keys),
-        oidc,
         events: Events::new(),
         refresh_locks: Default::default(),
+    };
+    Ok(AppState {
+        core,
+        keys: Arc::new(keys),
+        oidc,
         sessions: Default::default(),
         demo_client_secret,
         shutdown: tokio_util::sync::CancellationToken::new(),

@@ -56,6 +56,8 @@ struct FileConfig {
     authorization_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     connect_wait: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    progress_interval: Option<Duration>,
     /// Directory of operator prompt templates (TOML or Markdown with front matter).
     prompts_dir: Option<PathBuf>,
     /// Page size of `prompts/list` (and the other paginated lists).
@@ -196,6 +198,9 @@ pub struct Config {
     pub authorization_ttl: Duration,
     /// How long `connect_account` holds the call open waiting for the browser flow.
     pub connect_wait: Duration,
+    /// How often a waiting `connect_account` re-reads its authorization and sends progress
+    /// (`progress_interval`, default 5 s).
+    pub progress_interval: Duration,
     /// Operator prompt templates, watched for changes [default: {data_dir}/prompts].
     pub prompts_dir: PathBuf,
     /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
@@ -264,6 +269,7 @@ impl Config {
             retired_encryption_keys: file.retired_encryption_keys.into_iter().map(SecretString::from).collect(),
             authorization_ttl: file.authorization_ttl.unwrap_or(Duration::from_secs(600)),
             connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
+            progress_interval: file.progress_interval.unwrap_or(Duration::from_secs(5)).max(Duration::from_millis(50)),
             prompts_dir: file.prompts_dir.unwrap_or_else(|| data_dir_for_defaults.join("prompts")),
             page_size: match file.page_size {
                 Some(0) => bail!("page_size must be at least 1"),

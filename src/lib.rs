@@ -5,10 +5,10 @@
 //!
 //! ```text
 //! MCP client ─ tools/call ─▶ /mcp  (mcp)            user = verified bearer JWT (identity::bearer)
-//!                              │ grant for (user, provider)? (oauth::tokens, store::grants)
+//!                              │ grant for (user, provider)? (broker::tokens, store::grants)
 //!                              │ no → authorization row = elicitationId (store::authorizations)
 //!                              ▼     URL elicitation / -32042 / isError text (mcp::elicitation)
-//! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (oauth::flow)
+//! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (broker::flow)
 //! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (oauth::client)
 //!                              → tokens sealed (crypto) into grants → events
 //! MCP session ◀─ notifications/elicitation/complete (mcp::sessions)
@@ -25,6 +25,7 @@
 pub mod admin;
 pub mod app;
 pub mod authorization_server;
+pub mod broker;
 pub mod clock;
 pub mod config;
 pub mod crypto;

@@ -1,4 +1,11 @@
-//! What every handler shares. Cheap to clone (everything is behind `Arc` or is a handle).
+//! What handlers share, in two layers.
+//!
+//! [`Core`] is what the broker core ([`crate::broker`]) needs to decide: the database, the
+//! sealer, the providers, the clock, outbound HTTP and the event bus. [`AppState`] adds what only
+//! the faces need (the broker's own signing keys, the OIDC context, MCP sessions, prompts and
+//! extensions) and dereferences to its `Core`, so a face hands `&state` straight to a core
+//! function while the core never sees an MCP session or a prompt catalogue. Both are cheap to
+//! clone (everything is behind `Arc` or is a handle).
 
 use std::sync::Arc;
 
@@ -10,8 +17,9 @@ use crate::identity::jwt::TokenKeys;
 use crate::oauth::providers::Providers;
 use crate::store::Store;
 
+/// What the broker core decides with.
 #[derive(Clone)]
-pub struct AppState {
+pub struct Core {
     /// Resolved settings (public URL, TTLs, …).
     pub config: Arc<Config>,
     /// The database.
@@ -24,21 +32,33 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Configured providers (and `demo` when enabled).
     pub providers: Arc<Providers>,
+    /// "Authorization finished" and "connections changed" signals, for every face to relay.
+    pub events: Events,
+    /// Per-grant in-process locks so one refresh runs at a time here; the database lease
+    /// does the same across instances.
+    pub refresh_locks: Arc<crate::broker::tokens::RefreshLocks>,
+}
+
+impl Core {
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+}
+
+/// What every face's handler shares: the core, plus face-only parts.
+#[derive(Clone)]
+pub struct AppState {
+    pub core: Core,
     /// The broker's own JWT keys (issues and verifies bearer tokens for /mcp).
     pub keys: Arc<TokenKeys>,
     /// `[identity] mode = "oidc"` only: the external issuer's metadata and keys, which verify
     /// bearer tokens and browser sign-ins instead of the local accounts.
     pub oidc: Option<Arc<crate::identity::oidc::OidcContext>>,
-    /// "Authorization finished" signals for MCP sessions.
-    pub events: Events,
-    /// Per-grant in-process locks so one refresh runs at a time here; the database lease
-    /// does the same across instances.
-    pub refresh_locks: Arc<crate::oauth::tokens::RefreshLocks>,
     /// Live MCP sessions by (user, session id), to deliver `notifications/elicitation/complete`.
     pub sessions: Arc<crate::mcp::sessions::SessionRegistry>,
     /// The demo provider's client secret, shared by the provider and the broker's `demo` entry.
     pub demo_client_secret: Option<secrecy::SecretString>,
-    /// Cancelled at shutdown: ends SSE streams and waiting tool calls.
+    /// Cancelled at shutdown: ends SSE streams, long polls and waiting tool calls.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
     pub extensions: crate::mcp::extension::Extensions,
@@ -49,14 +69,22 @@ pub struct AppState {
     pub fixed_identity: Option<String>,
 }
 
-impl AppState {
-    pub fn now(&self) -> i64 {
-        self.clock.now()
+impl std::ops::Deref for AppState {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
     }
 }
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState").field("public_url", &self.config.public_url.as_str()).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("public_url", &self.config.public_url.as_str()).finish_non_exhaustive()
     }
 }

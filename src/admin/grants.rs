@@ -105,10 +105,10 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             })?;
             let removed = match account {
                 Some(account) => match state.store.grant_for_account(&id, &provider, &account).await? {
-                    Some(grant) => crate::oauth::tokens::disconnect_grant(state, provider_config, &grant).await,
+                    Some(grant) => crate::broker::tokens::disconnect_grant(state, provider_config, &grant).await,
                     None => Ok(false),
                 },
-                None => crate::oauth::tokens::disconnect(state, &id, provider_config).await,
+                None => crate::broker::tokens::disconnect(state, &id, provider_config).await,
             }
             .map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{}", if removed { "revoked and deleted" } else { "no such grant" });

@@ -127,7 +127,7 @@ async fn fixed_identity(state: &AppState) -> Option<AuthenticatedUser> {
     })
 }
 
-/// Verifies the request's bearer token and finds its user.
+/// Verifies the request's bearer token (for /mcp) and finds its user.
 pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<AuthenticatedUser, Rejection> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(Rejection::Missing);
@@ -137,10 +137,32 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => token.trim(),
         _ => return Err(Rejection::Invalid("expected a Bearer token")),
     };
-    if let Some(oidc) = &state.oidc {
-        return crate::identity::oidc::authenticate_bearer(state, oidc, token).await.map_err(Rejection::from);
+    match &state.oidc {
+        Some(oidc) => crate::identity::oidc::authenticate_bearer(state, oidc, token).await.map_err(Rejection::from),
+        None => authenticate_local(state, token, state.config.mcp_url().as_str()).await,
     }
-    let claims = state.keys.verify(token, state.now()).map_err(|e| {
+}
+
+/// A user's access token meant for `audience` (a registered tool server's resource URL),
+/// presented by that tool server to the token API (RFC 8693 `subject_token`): the same checks
+/// as a bearer token on /mcp — signature, algorithm, issuer, expiry, a live grant, a known user —
+/// with that audience instead of ours.
+pub async fn authenticate_for_audience(
+    state: &AppState,
+    token: &str,
+    audience: &str,
+) -> Result<AuthenticatedUser, Rejection> {
+    match &state.oidc {
+        Some(oidc) => {
+            crate::identity::oidc::authenticate_bearer_for(state, oidc, token, audience).await.map_err(Rejection::from)
+        }
+        None => authenticate_local(state, token, audience).await,
+    }
+}
+
+/// The broker's own JWT (local identity mode), for `audience`.
+async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Result<AuthenticatedUser, Rejection> {
+    let claims = state.keys.verify_for(token, audience, state.now()).map_err(|e| {
         tracing::debug!(error = %e, "bearer token rejected");
         match e {
             crate::identity::jwt::JwtError::Expired => Rejection::Invalid("the token has expired"),

@@ -174,6 +174,12 @@ impl TokenKeys {
 
     /// Verifies a token against `now` (the injected clock, not the system time).
     pub fn verify(&self, token: &str, now: Timestamp) -> Result<Claims, JwtError> {
+        self.verify_for(token, &self.audience, now)
+    }
+
+    /// [`TokenKeys::verify`] for another audience: a user's token for a registered tool server
+    /// (its resource URL), presented to the token API. Every other rule is the same.
+    pub fn verify_for(&self, token: &str, audience: &str, now: Timestamp) -> Result<Claims, JwtError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| JwtError::Malformed)?;
         if header.alg != Algorithm::EdDSA {
             return Err(JwtError::Invalid(format!("algorithm {:?} is not accepted", header.alg)));
@@ -182,7 +188,7 @@ impl TokenKeys {
         let (_, key) = self.verifying.get(&kid).ok_or(JwtError::UnknownKey)?;
         let mut validation = Validation::new(Algorithm::EdDSA);
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
+        validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         // Expiry is checked below against the injected clock.
         validation.validate_exp = false;

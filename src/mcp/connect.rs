@@ -15,54 +15,24 @@
 //! Without form mode: the named or default scopes, and with several accounts an `isError`
 //! asking for `account`.
 
-use std::time::Duration;
-
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ElicitationAction, ErrorData, ProgressNotificationParam};
 use rmcp::service::{ElicitationError, RequestContext};
 use serde_json::json;
 
 use super::connections::{find_account, internal, several_accounts, unknown_provider};
-use super::elicitation::{self, Ask, Requester};
+use super::elicitation;
 use super::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
 use super::forms::{self, FormSchema, Reply};
 use super::server::{BrokerServer, Caller, error_result, text_result};
 use super::tools::{CONNECT_ACCOUNT, ConnectArgs};
+use crate::broker::access::{self, Access, Standing};
+use crate::broker::authorizations::{self, Ask};
+use crate::broker::tokens::AccessToken;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
-use crate::oauth::consent;
-use crate::oauth::tokens::{self, AccessToken, TokenError};
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
-use crate::store::grants::{GrantRow, GrantStatus};
-
-/// How often a waiting call re-reads the row and reports progress.
-const WAIT_TICK: Duration = Duration::from_secs(5);
-
-/// Where this client stands with (user, provider, account) and the scopes a tool needs.
-pub(crate) enum Needed {
-    /// Connected with the scopes asked for, and this client may use it: the token.
-    Ready(Box<AccessToken>),
-    /// Not connected there (or the provider refused the refresh): the user must connect.
-    NotConnected,
-    /// Connected without all the scopes: reconnect asking for these (held plus missing, so the
-    /// new grant replaces the old without losing scopes).
-    MoreScopes(Scopes),
-    /// Connected, but this client may not use the grant yet (or not with all the scopes it
-    /// now carries): the user must allow it.
-    Consent(Box<GrantRow>),
-    /// A result to return as is (provider down, etc.).
-    Answer(CallToolResult),
-}
-
-/// What the consent check on the stored grant found.
-enum Gate {
-    /// This client may use the grant as read.
-    Allowed(Box<GrantRow>),
-    /// The grant is usable but this client may not use it yet.
-    Missing(Box<GrantRow>),
-    /// No usable grant: the connect flow decides (and records the consent).
-    Unsettled,
-}
+use crate::store::grants::GrantRow;
 
 /// Which account `connect_account` works on.
 enum Target {
@@ -100,19 +70,22 @@ impl BrokerServer {
         let (scopes, hint) = match target {
             Target::Existing(i) => {
                 let grant = &grants[i];
-                match self.needed(caller, provider, Some(account_name(grant)), &requested).await? {
-                    Needed::Ready(_) => return Ok(connected_result(provider, grant)),
-                    Needed::Answer(result) => return Ok(result),
-                    Needed::Consent(grant) => {
+                match self.standing(caller, provider, Some(account_name(grant)), &requested).await? {
+                    Standing::Ready(_) => return Ok(connected_result(provider, grant)),
+                    Standing::Unavailable => return Ok(unavailable_result(provider)),
+                    Standing::Refused(why) => {
+                        return Ok(error_result(format!("{} refused: {why}", provider.display_name)));
+                    }
+                    Standing::AllowClient(grant) => {
                         let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
                         let scopes = Scopes::from_space_separated(&grant.scopes).map_err(internal)?;
                         return self
                             .start_connect(caller, provider, &scopes, Ask::UseGrant(&grant), None, &before, ctx)
                             .await;
                     }
-                    needed @ (Needed::NotConnected | Needed::MoreScopes(_)) => {
-                        let scopes = match needed {
-                            Needed::MoreScopes(scopes) => scopes,
+                    standing @ (Standing::NotConnected(_) | Standing::MoreScopes { .. }) => {
+                        let scopes = match standing {
+                            Standing::MoreScopes { ask, .. } => ask,
                             _ => requested,
                         };
                         let hint = grant
@@ -245,7 +218,7 @@ impl BrokerServer {
         }
         // Subscribe before asking, so a fast browser cannot finish unseen.
         let mut events = self.state.events.subscribe();
-        let url = elicitation::connect_url(&self.state, &row.id);
+        let url = authorizations::connect_url(&self.state, &row.id);
         let asked = ctx
             .peer
             .elicit_url_with_timeout(
@@ -311,10 +284,10 @@ impl BrokerServer {
                 _ = tokio::time::sleep_until(deadline) => {
                     return Ok(error_result(format!(
                         "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
-                        elicitation::connect_url(&self.state, &row.id)
+                        authorizations::connect_url(&self.state, &row.id)
                     )));
                 }
-                _ = tokio::time::sleep(WAIT_TICK) => {
+                _ = tokio::time::sleep(self.state.config.progress_interval) => {
                     ticks += 1;
                     if let Some(token) = &progress_token {
                         let note = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
@@ -396,84 +369,22 @@ impl BrokerServer {
     }
 
     /// Where this client stands with (user, provider, account) and `required` scopes
-    /// (`account` `None`: the most recently updated one). The consent is checked on the stored
-    /// grant before its token is touched, and again if a refresh changed its scopes.
-    pub(crate) async fn needed(
+    /// (`account` `None`: the most recently updated one): the core's answer.
+    pub(crate) async fn standing(
         &self,
         caller: &Caller,
         provider: &ProviderConfig,
         account: Option<&str>,
         required: &Scopes,
-    ) -> Result<Needed, ErrorData> {
-        let (token, read) = match self.consent_gate(caller, provider, account, required).await? {
-            Gate::Missing(grant) => return Ok(Needed::Consent(grant)),
-            Gate::Allowed(grant) => {
-                let read = (grant.id.clone(), grant.scopes.clone());
-                (tokens::access_token_from(&self.state, provider, *grant, required).await, Some(read))
-            }
-            Gate::Unsettled => {
-                (tokens::access_token_for(&self.state, &caller.user.user_id, provider, account, required).await, None)
-            }
-        };
-        match token {
-            // The consent covered exactly this grant as it was read: nothing to check again.
-            Ok(token)
-                if read.as_ref().is_some_and(|(id, scopes)| *id == token.grant.id && *scopes == token.grant.scopes) =>
-            {
-                Ok(Needed::Ready(Box::new(token)))
-            }
-            // Otherwise (a refresh changed the scopes, or the grant appeared meanwhile) re-check.
-            Ok(token) => {
-                if consent::client_may_use(&self.state, &caller.user.client, &token.grant).await.map_err(internal)? {
-                    Ok(Needed::Ready(Box::new(token)))
-                } else {
-                    Ok(Needed::Consent(Box::new(token.grant)))
-                }
-            }
-            Err(TokenError::NotConnected) | Err(TokenError::NeedsReconsent) => Ok(Needed::NotConnected),
-            Err(TokenError::MissingScopes { granted, .. }) => Ok(Needed::MoreScopes(granted.union(required))),
-            Err(TokenError::ProviderUnavailable) => Ok(Needed::Answer(error_result(format!(
-                "{} is not answering right now; try again in a moment.",
-                provider.display_name
-            )))),
-            Err(TokenError::ProviderRefused(why)) => {
-                Ok(Needed::Answer(error_result(format!("{} refused: {why}", provider.display_name))))
-            }
-            Err(TokenError::Internal(e)) => Err(internal(e)),
-        }
-    }
-
-    /// Whether this client may use the stored grant, checked before the token is touched: a
-    /// client the user has not allowed must not even make the broker refresh it (MCP security
-    /// best practices §Confused deputy).
-    async fn consent_gate(
-        &self,
-        caller: &Caller,
-        provider: &ProviderConfig,
-        account: Option<&str>,
-        required: &Scopes,
-    ) -> Result<Gate, ErrorData> {
-        let store = &self.state.store;
-        let grant = match account {
-            Some(account) => store.grant_for_account(&caller.user.user_id, provider.id.as_str(), account).await,
-            None => store.grant(&caller.user.user_id, provider.id.as_str()).await,
-        }
-        .map_err(internal)?;
-        let Some(grant) = grant else { return Ok(Gate::Unsettled) };
-        let granted = Scopes::from_space_separated(&grant.scopes).map_err(internal)?;
-        // A grant that must be reconnected anyway (revoked, or lacking scopes) goes through the
-        // provider flow, which records this client's consent on the way.
-        if grant.status != GrantStatus::Active.as_str() || !granted.is_superset_of(required) {
-            return Ok(Gate::Unsettled);
-        }
-        if consent::client_may_use(&self.state, &caller.user.client, &grant).await.map_err(internal)? {
-            return Ok(Gate::Allowed(Box::new(grant)));
-        }
-        Ok(Gate::Missing(Box::new(grant)))
+    ) -> Result<Standing, ErrorData> {
+        access::standing(&self.state, &caller.user.user_id, &caller.user.client, provider, account, required)
+            .await
+            .map_err(internal)
     }
 
     /// A token for (provider, account) with `required` scopes that this client may use, or what
-    /// to answer instead: a connect or consent link (`-32042`, or as text), or why not now.
+    /// to answer instead: the core's [`Access`] translated — a connect or consent link
+    /// (`-32042` to URL-capable clients, else as text), or why not now.
     pub(crate) async fn token_for_tool(
         &self,
         caller: &Caller,
@@ -481,28 +392,21 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<AccessToken, Result<CallToolResult, ErrorData>> {
-        let needed = match self.needed(caller, provider, account, required).await {
-            Ok(needed) => needed,
-            Err(error) => return Err(Err(error)),
+        let who = caller.requester();
+        let answer = access::access(&self.state, &who, provider, account, required).await;
+        let row = match answer.map_err(|e| Err(internal(e)))? {
+            Access::Ready(token) => return Ok(*token),
+            Access::Unavailable { .. } => return Err(Ok(unavailable_result(provider))),
+            Access::Refused(why) => return Err(Ok(error_result(format!("{} refused: {why}", provider.display_name)))),
+            Access::Connect { authorization, .. }
+            | Access::MoreScopes { authorization, .. }
+            | Access::AllowClient { authorization } => authorization,
         };
-        let (scopes, grant) = match needed {
-            Needed::Ready(token) => return Ok(*token),
-            Needed::Answer(result) => return Err(Ok(result)),
-            Needed::NotConnected => (provider.default_scopes.union(required), None),
-            Needed::MoreScopes(scopes) => (scopes, None),
-            Needed::Consent(grant) => {
-                let scopes = Scopes::from_space_separated(&grant.scopes).map_err(|e| Err(internal(e)))?;
-                (scopes, Some(grant))
-            }
-        };
-        let ask = match &grant {
-            Some(grant) => Ask::UseGrant(grant),
-            None => Ask::Connect,
-        };
-        Err(self.connection_required(caller, provider, &scopes, ask).await)
+        self.remember_elicitation(&row.id);
+        Err(self.link_answer(caller, provider, &row))
     }
 
-    /// An open authorization row for this request, remembered for the completion notification.
+    /// An open authorization for this request, remembered for the completion notification.
     pub(crate) async fn authorization(
         &self,
         caller: &Caller,
@@ -510,34 +414,30 @@ impl BrokerServer {
         scopes: &Scopes,
         ask: Ask<'_>,
     ) -> Result<AuthorizationRow, ErrorData> {
-        let client_key = caller.user.client.key();
-        let who = Requester {
-            user_id: &caller.user.user_id,
-            client_key: &client_key,
-            client_name: caller.client_name.as_deref(),
-            mcp_session: caller.session_id.as_deref(),
-        };
         let row =
-            elicitation::ensure_authorization(&self.state, &who, provider, scopes, ask).await.map_err(internal)?;
+            authorizations::open(&self.state, &caller.requester(), provider, scopes, ask).await.map_err(internal)?;
         self.remember_elicitation(&row.id);
         Ok(row)
     }
 
     /// For tools other than `connect_account`: `-32042` to URL-capable clients, else text.
-    pub(crate) async fn connection_required(
+    fn link_answer(
         &self,
         caller: &Caller,
         provider: &ProviderConfig,
-        scopes: &Scopes,
-        ask: Ask<'_>,
+        row: &AuthorizationRow,
     ) -> Result<CallToolResult, ErrorData> {
-        let row = self.authorization(caller, provider, scopes, ask).await?;
+        let scopes = Scopes::from_space_separated(&row.scopes).map_err(internal)?;
         if caller.url_mode {
-            Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes))
+            Err(elicitation::url_elicitation_required(&self.state, row, provider, &scopes))
         } else {
-            Ok(error_result(elicitation::manual_connect_text(&self.state, &row, provider, scopes)))
+            Ok(error_result(elicitation::manual_connect_text(&self.state, row, provider, &scopes)))
         }
     }
+}
+
+fn unavailable_result(provider: &ProviderConfig) -> CallToolResult {
+    error_result(format!("{} is not answering right now; try again in a moment.", provider.display_name))
 }
 
 fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {

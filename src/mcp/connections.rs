@@ -14,9 +14,10 @@ use super::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
 use super::forms::{self, FormSchema, Reply};
 use super::server::{BrokerServer, Caller, LogLevel, error_result, text_result};
 use super::tools::{CONNECT_ACCOUNT, DisconnectArgs};
+use crate::broker::connections::{self, ConnectionStatus};
+use crate::broker::consent;
 use crate::config::ProviderConfig;
-use crate::oauth::consent;
-use crate::store::grants::{GrantRow, GrantStatus};
+use crate::store::grants::GrantRow;
 
 pub(crate) fn internal(error: impl std::fmt::Display) -> ErrorData {
     tracing::error!(%error, "tool failed");
@@ -35,45 +36,28 @@ pub(crate) enum AccountPick {
 
 impl BrokerServer {
     pub(crate) async fn list_connections(&self, caller: &Caller) -> Result<CallToolResult, ErrorData> {
-        let grants = self.state.store.grants_for_user(&caller.user.user_id).await.map_err(internal)?;
-        // One query for all of them.
-        let key = caller.user.client.key();
-        let consents = self.state.store.consents_for_user(&caller.user.user_id).await.map_err(internal)?;
-        let allowed: std::collections::HashSet<&str> = grants
+        let listing = connections::connections(&self.state, &caller.user.user_id, Some(&caller.user.client))
+            .await
+            .map_err(internal)?;
+        // Providers no longer configured are not offered to tools.
+        let entries: Vec<_> = listing
             .iter()
-            .filter(|g| {
-                let granted = crate::domain::Scopes::from_space_separated(&g.scopes).unwrap_or_default();
-                consents.iter().any(|c| c.grant_id == g.id && c.client_key == key && c.covers(&granted))
-            })
-            .map(|g| g.id.as_str())
-            .collect();
-        let mut connections = Vec::new();
-        for provider in self.state.providers.iter() {
-            let entry = |grant: Option<&GrantRow>| {
-                let status = match grant {
-                    Some(g) if g.status == GrantStatus::Active.as_str() => "connected",
-                    Some(_) => "needs_reconsent",
-                    None => "not_connected",
-                };
-                json!({
+            .filter_map(|c| {
+                let provider = c.provider?;
+                let grant = c.grant.as_ref();
+                Some(json!({
                     "provider": provider.id.as_str(),
                     "display_name": provider.display_name,
-                    "connected": status == "connected",
-                    "status": status,
+                    "connected": c.status == ConnectionStatus::Connected,
+                    "status": c.status.as_str(),
                     "account": grant.and_then(|g| g.account_label.clone()),
                     "scopes": grant.map(|g| g.scopes.split_whitespace().collect::<Vec<_>>()).unwrap_or_default(),
                     "expires_at": grant.and_then(|g| g.expires_at),
-                    "allowed_for_this_client": grant.is_some_and(|g| allowed.contains(g.id.as_str())),
-                })
-            };
-            // One entry per account; a provider without any still gets its "not_connected" one.
-            let mine: Vec<&GrantRow> = grants.iter().filter(|g| g.provider == provider.id.as_str()).collect();
-            if mine.is_empty() {
-                connections.push(entry(None));
-            }
-            connections.extend(mine.into_iter().map(|g| entry(Some(g))));
-        }
-        let structured = json!({ "connections": connections });
+                    "allowed_for_this_client": c.allowed_for_client,
+                }))
+            })
+            .collect();
+        let structured = json!({ "connections": entries });
         let mut result = CallToolResult::structured(structured.clone());
         // Also as text, for clients that only show content (MCP server/tools §structured content).
         result.content = vec![ContentBlock::text(structured.to_string())];
@@ -192,7 +176,7 @@ impl BrokerServer {
             return Ok(refusal);
         }
         let account = grant.account_label.as_ref().map(|a| format!(" account “{a}”")).unwrap_or_default();
-        match crate::oauth::tokens::disconnect_grant(&self.state, provider, grant).await {
+        match crate::broker::tokens::disconnect_grant(&self.state, provider, grant).await {
             Ok(true) => Ok(text_result(format!(
                 "Disconnected your {}{account}; its tokens were revoked and deleted.",
                 provider.display_name

@@ -7,81 +7,16 @@
 
 use rmcp::model::{CustomNotification, ErrorCode, ErrorData, ServerNotification};
 use serde_json::json;
-use url::Url;
 
+use crate::broker::authorizations;
 use crate::config::ProviderConfig;
-use crate::domain::{ElicitationId, Scopes};
+use crate::domain::Scopes;
 use crate::state::AppState;
-use crate::store::StoreError;
-use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, NewAuthorization};
-use crate::store::grants::GrantRow;
+use crate::store::authorizations::{AuthorizationKind, AuthorizationRow};
 
 /// MCP's URLElicitationRequiredError code; used for nothing else.
 pub const URL_ELICITATION_REQUIRED: ErrorCode = ErrorCode(-32042);
 pub const COMPLETE_METHOD: &str = "notifications/elicitation/complete";
-
-/// Who asks, as far as an authorization row needs to know.
-pub struct Requester<'a> {
-    pub user_id: &'a str,
-    /// [`crate::identity::ClientIdentity::key`] of the token's client.
-    pub client_key: &'a str,
-    /// The self-reported `clientInfo` name, shown as such.
-    pub client_name: Option<&'a str>,
-    pub mcp_session: Option<&'a str>,
-}
-
-/// What the user is asked to approve.
-#[derive(Clone, Copy)]
-pub enum Ask<'a> {
-    /// Connect (or reconnect) an account at the provider.
-    Connect,
-    /// Let this client use an existing connection (consent per client).
-    UseGrant(&'a GrantRow),
-}
-
-/// An open authorization asking the same thing for this session, reused if one is still valid
-/// so retries do not mint a new link each time.
-pub async fn ensure_authorization(
-    state: &AppState,
-    who: &Requester<'_>,
-    provider: &ProviderConfig,
-    scopes: &Scopes,
-    ask: Ask<'_>,
-) -> Result<AuthorizationRow, StoreError> {
-    let now = state.now();
-    let scope_text = scopes.to_space_separated();
-    let id = ElicitationId::generate();
-    let (kind, grant_id) = match ask {
-        Ask::Connect => (AuthorizationKind::Connect, None),
-        Ask::UseGrant(grant) => (AuthorizationKind::Consent, Some(grant.id.as_str())),
-    };
-    let new = NewAuthorization {
-        id: id.as_str(),
-        user_id: who.user_id,
-        provider: provider.id.as_str(),
-        scopes: &scope_text,
-        client_name: who.client_name,
-        mcp_session: who.mcp_session,
-        client_key: who.client_key,
-        kind,
-        grant_id,
-        expires_at: now + state.config.authorization_ttl.as_secs() as i64,
-    };
-    if let Some(row) = state.store.open_authorization(&new, now).await? {
-        return Ok(row);
-    }
-    state.store.create_authorization(&new, now).await?;
-    let detail = format!("id={id} kind={} client={}", kind.as_str(), who.client_key);
-    state
-        .store
-        .audit(now, Some(who.user_id), "authorization.created", Some(provider.id.as_str()), Some(&detail))
-        .await?;
-    state.store.authorization(id.as_str()).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
-}
-
-pub fn connect_url(state: &AppState, authorization_id: &str) -> Url {
-    state.config.url(&format!("/connect/{authorization_id}"))
-}
 
 /// What the elicitation says, for either kind of row.
 pub fn ask_message(row: &AuthorizationRow, provider: &ProviderConfig, scopes: &Scopes) -> String {
@@ -141,7 +76,7 @@ pub fn url_elicitation_required(
             "elicitations": [{
                 "mode": "url",
                 "elicitationId": row.id,
-                "url": connect_url(state, &row.id).as_str(),
+                "url": authorizations::connect_url(state, &row.id).as_str(),
                 "message": ask_message(row, provider, scopes),
             }],
             "provider": provider.id.as_str(),
@@ -166,7 +101,7 @@ pub fn manual_connect_text(
     format!(
         "{situation} {message} Open this link in your browser, sign in to the broker and approve: {url} — then call this tool again. (The link is valid for {minutes} minutes.)",
         message = ask_message(row, provider, scopes),
-        url = connect_url(state, &row.id),
+        url = authorizations::connect_url(state, &row.id),
         minutes = state.config.authorization_ttl.as_secs() / 60,
     )
 }

@@ -70,7 +70,7 @@ impl ExtensionContext {
         provider: &str,
         account: Option<&str>,
         required: &[&str],
-    ) -> Result<crate::oauth::tokens::AccessToken, TokenUnavailable> {
+    ) -> Result<crate::broker::tokens::AccessToken, TokenUnavailable> {
         let state = &self.server.state;
         let Some(provider) = state.providers.find(provider) else {
             let message = crate::mcp::connections::unknown_provider(&state.providers.ids(), provider);

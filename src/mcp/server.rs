@@ -41,6 +41,18 @@ pub struct Caller {
     pub url_mode: bool,
 }
 
+impl Caller {
+    /// Who asks, for the core.
+    pub(crate) fn requester(&self) -> crate::broker::authorizations::Requester<'_> {
+        crate::broker::authorizations::Requester {
+            user_id: &self.user.user_id,
+            client: &self.user.client,
+            client_name: self.client_name.as_deref(),
+            mcp_session: self.session_id.as_deref(),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct BrokerServer {
     pub(crate) state: AppState,
@@ -58,7 +70,7 @@ struct SessionScope {
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     /// Recent `completion/complete` calls (MCP utilities/completion: servers MUST rate-limit).
-    completions: Mutex<std::collections::VecDeque<std::time::Instant>>,
+    completions: Mutex<std::collections::VecDeque<crate::clock::Timestamp>>,
     cancel: CancellationToken,
     state: AppState,
 }
@@ -172,12 +184,12 @@ impl BrokerServer {
         });
     }
 
-    /// At most [`COMPLETIONS_PER_WINDOW`] completions per session per second (typing produces a
-    /// burst, a loop produces a flood).
+    /// At most [`COMPLETIONS_PER_WINDOW`] completions per session in one second of the
+    /// injected clock (typing produces a burst, a loop produces a flood).
     fn completion_allowed(&self) -> bool {
-        let now = std::time::Instant::now();
+        let now = self.state.now();
         let mut recent = self.scope.completions.lock().unwrap_or_else(|p| p.into_inner());
-        while recent.front().is_some_and(|t| now.duration_since(*t) > std::time::Duration::from_secs(1)) {
+        while recent.front().is_some_and(|t| *t < now) {
             recent.pop_front();
         }
         if recent.len() >= COMPLETIONS_PER_WINDOW {

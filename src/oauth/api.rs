@@ -107,6 +107,21 @@ pub fn apply_query(
     Ok(())
 }
 
+/// A request body to forward: JSON from a tool, or raw bytes with their type from the proxy.
+pub enum Body<'a> {
+    Json(&'a serde_json::Value),
+    Raw { content_type: Option<&'a str>, bytes: axum::body::Bytes },
+}
+
+/// The provider's answer with the token redacted: status, the headers worth forwarding, and at
+/// most [`MAX_BODY_BYTES`] of body (`truncated` says the rest was cut).
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+    pub truncated: bool,
+}
+
 /// Sends the request and shapes the answer. Transport failures are returned as `Err(text)`
 /// without the URL (which is ours, but reqwest errors can be verbose).
 pub async fn send(
@@ -116,15 +131,42 @@ pub async fn send(
     token: &SecretString,
     body: Option<&serde_json::Value>,
 ) -> Result<ApiResponse, String> {
+    let raw = fetch(http, method, url, token, body.map(Body::Json), Some("application/json")).await?;
+    let is_json = raw.headers.get("content-type").is_some_and(|ct| ct.contains("json"));
+    let body = if is_json && !raw.truncated {
+        serde_json::from_str(&raw.body).unwrap_or(serde_json::Value::String(raw.body))
+    } else {
+        serde_json::Value::String(raw.body)
+    };
+    Ok(ApiResponse { status: raw.status, headers: raw.headers, body, truncated: raw.truncated })
+}
+
+/// One request to the provider with the user's token; the token is redacted from everything
+/// that comes back (headers and body), even where a cut would split it.
+pub async fn fetch(
+    http: &reqwest::Client,
+    method: Method,
+    url: Url,
+    token: &SecretString,
+    body: Option<Body<'_>>,
+    accept: Option<&str>,
+) -> Result<RawResponse, String> {
     if body.is_some() && (method == Method::GET || method == Method::HEAD) {
         return Err(RequestError::BodyNotAllowed(method.to_string()).to_string());
     }
-    let mut request = http
-        .request(method, url)
-        .bearer_auth(token.expose_secret())
-        .header(reqwest::header::ACCEPT, "application/json");
-    if let Some(body) = body {
-        request = request.json(body);
+    let mut request = http.request(method, url).bearer_auth(token.expose_secret());
+    if let Some(accept) = accept {
+        request = request.header(reqwest::header::ACCEPT, accept);
+    }
+    match body {
+        Some(Body::Json(value)) => request = request.json(value),
+        Some(Body::Raw { content_type, bytes }) => {
+            if let Some(content_type) = content_type {
+                request = request.header(reqwest::header::CONTENT_TYPE, content_type);
+            }
+            request = request.body(bytes);
+        }
+        None => {}
     }
     let mut response = request.send().await.map_err(|e| {
         if e.is_timeout() {
@@ -136,7 +178,6 @@ pub async fn send(
     let status = response.status().as_u16();
     let headers: BTreeMap<String, String> =
         forwarded_headers(response.headers()).into_iter().map(|(k, v)| (k, redact(&v, token))).collect();
-    let is_json = headers.get("content-type").is_some_and(|ct| ct.contains("json"));
     // Read a little past the limit so a token straddling the cut is still redacted whole.
     let read_limit = MAX_BODY_BYTES + token.expose_secret().len();
     let mut bytes = Vec::new();
@@ -159,12 +200,7 @@ pub async fn send(
         text.truncate(cut);
         truncated = true;
     }
-    let body = if is_json && !truncated {
-        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
-    } else {
-        serde_json::Value::String(text)
-    };
-    Ok(ApiResponse { status, headers, body, truncated })
+    Ok(RawResponse { status, headers, body: text, truncated })
 }
 
 fn forwarded_headers(headers: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {

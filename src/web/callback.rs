@@ -2,7 +2,7 @@
 //!
 //! The page shows only the outcome: no third-party resources or links (the URL carries a code;
 //! RFC 9700 §4.2.4), `Referrer-Policy: no-referrer` from the security headers layer, and
-//! `Cache-Control: no-store`. All checks live in [`crate::oauth::flow::complete`].
+//! `Cache-Control: no-store`. All checks live in [`crate::broker::flow::complete`].
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -11,8 +11,8 @@ use axum::response::Response;
 
 use super::error::PageError;
 use super::pages;
+use crate::broker::flow::{self, CallbackParams, FlowError};
 use crate::identity::browser::OptionalBrowserSession;
-use crate::oauth::flow::{self, CallbackParams, FlowError};
 use crate::state::AppState;
 
 // RFC 6749 §4.1.2, RFC 9700 §4.4.2 and §4.5, RFC 9207 §2.4.

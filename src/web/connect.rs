@@ -14,12 +14,12 @@ use super::csrf;
 use super::error::PageError;
 use super::next::login_path;
 use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
+use crate::broker::consent;
+use crate::broker::flow;
 use crate::config::ProviderConfig;
 use crate::domain::ElicitationId;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
-use crate::oauth::consent;
-use crate::oauth::flow;
 use crate::state::AppState;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 

@@ -16,10 +16,11 @@ use axum::response::Response;
 
 use super::error::PageError;
 use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage};
+use crate::broker::connections::ConnectionStatus;
+use crate::broker::consent;
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{self, BrowserSession, OptionalBrowserSession};
-use crate::oauth::consent;
 use crate::state::AppState;
 use crate::store::consents::ConsentRow;
 use crate::store::grants::GrantRow;
@@ -43,7 +44,10 @@ pub async fn show(
                 .unwrap_or_else(|| g.provider.clone()),
             account: g.account_label.clone().unwrap_or_else(|| "—".into()),
             scopes: g.scopes.clone(),
-            status: if g.status == "active" { "connected".into() } else { "needs a new consent".into() },
+            status: match ConnectionStatus::of(Some(g)) {
+                ConnectionStatus::Connected => "connected".into(),
+                _ => "needs a new consent".into(),
+            },
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
@@ -143,7 +147,7 @@ pub async fn revoke(
             "This provider is no longer configured; ask the operator to remove the connection.",
         ));
     };
-    crate::oauth::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
+    crate::broker::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
     Ok(pages::see_other("/connections"))
 }

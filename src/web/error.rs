@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::pages::{self, MessagePage, SignOutForm};
-use crate::oauth::flow::FlowError;
+use crate::broker::flow::FlowError;
 use crate::store::StoreError;
 
 #[derive(Debug)]

@@ -6,7 +6,7 @@
 //! | `GET/POST /login`      | [`login`]     | local sign-in (double-submit CSRF, throttled)     |
 //! | `POST /logout`         | [`login`]     | ends the browser session (CSRF)                   |
 //! | `GET/POST /connect/{id}` | [`connect`] | consent for an authorization (owner only, CSRF)   |
-//! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::oauth::flow`]   |
+//! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]   |
 //!
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
 //! are [`error::PageError`]s. Security headers for all responses are in [`security_headers`].

@@ -45,7 +45,7 @@ pub struct ConsentPage {
     pub id: String,
     /// The self-reported `clientInfo` name, if the client gave one.
     pub client_name: Option<String>,
-    /// The client as its token identifies it ([`crate::oauth::consent::describe_client`]).
+    /// The client as its token identifies it ([`crate::broker::consent::describe_client`]).
     pub client_identity: String,
     pub provider_name: String,
     pub provider_id: String,

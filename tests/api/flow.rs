@@ -29,9 +29,8 @@ async fn inline_url_elicitation_connects_and_notifies_the_session(app: &TestApp)
     });
     let (url, elicitation_id) = client.next_url_elicitation().await;
     assert!(url.starts_with(&app.url("/connect/")), "the URL is our own connect page: {url}");
-    // The user takes a while: the waiting call reports progress (every 5 s).
-    tokio::time::sleep(Duration::from_millis(5500)).await;
-    assert!(client.progress_notifications() >= 1, "progress while waiting for the browser");
+    // The user takes a while: the waiting call reports progress (every `progress_interval`).
+    assert!(client.wait_for_progress(1, Duration::from_secs(10)).await, "progress while waiting for the browser");
     assert!(url.ends_with(&elicitation_id), "the URL carries only the opaque elicitation id");
     let browser = app.browser();
     let callback = app.approve_in_browser(&browser, &url, ALICE).await;

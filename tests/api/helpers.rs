@@ -94,7 +94,7 @@ pub async fn spawn_app_with(
         demo: true,
         config: None,
     };
-    let mut config = Config::from_toml(&args, "connect_wait = \"20s\"\n").unwrap();
+    let mut config = Config::from_toml(&args, "connect_wait = \"20s\"\nprogress_interval = \"200ms\"\n").unwrap();
     config.encryption_key = Some(SecretString::from(oauth_broker::crypto::Sealer::generate_key()));
     let clock = ManualClock::starting_now();
     let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
@@ -218,7 +218,7 @@ impl TestApp {
     ) -> Result<McpClient, rmcp::service::ClientInitializeError> {
         let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let progress = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let progress = Arc::new(tokio::sync::watch::Sender::new(0usize));
         let form_answers = FormAnswers::default();
         let handler = RecordingClient {
             kind,
@@ -397,7 +397,7 @@ pub struct McpClient {
     pub service: RunningService<RoleClient, RecordingClient>,
     elicitations: Mutex<mpsc::UnboundedReceiver<ElicitRequestParams>>,
     completions: Mutex<mpsc::UnboundedReceiver<String>>,
-    progress: Arc<std::sync::atomic::AtomicUsize>,
+    progress: Arc<tokio::sync::watch::Sender<usize>>,
     #[allow(dead_code, reason = "used by the forms tests")]
     form_answers: FormAnswers,
 }
@@ -435,9 +435,10 @@ impl McpClient {
 }
 
 impl McpClient {
-    /// How many `notifications/progress` this client has received.
-    pub fn progress_notifications(&self) -> usize {
-        self.progress.load(std::sync::atomic::Ordering::SeqCst)
+    /// Waits (at most `wait`) until this client has received `count` progress notifications.
+    pub async fn wait_for_progress(&self, count: usize, wait: Duration) -> bool {
+        let mut seen = self.progress.subscribe();
+        tokio::time::timeout(wait, seen.wait_for(|n| *n >= count)).await.is_ok_and(|r| r.is_ok())
     }
 
     pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
@@ -484,7 +485,7 @@ pub struct RecordingClient {
     kind: ClientKind,
     elicitations: mpsc::UnboundedSender<ElicitRequestParams>,
     completions: mpsc::UnboundedSender<String>,
-    progress: Arc<std::sync::atomic::AtomicUsize>,
+    progress: Arc<tokio::sync::watch::Sender<usize>>,
     form_answers: FormAnswers,
 }
 
@@ -494,7 +495,7 @@ impl ClientHandler for RecordingClient {
         _params: rmcp::model::ProgressNotificationParam,
         _ctx: NotificationContext<RoleClient>,
     ) {
-        self.progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.progress.send_modify(|n| *n += 1);
     }
 
     fn get_info(&self) -> ClientConfig {

@@ -404,8 +404,8 @@ async fn a_flood_of_completion_requests_is_rate_limited() {
         }
     }
     assert!(refused > 0, "60 completions in a burst must hit the limit");
-    // After a pause the session may complete again.
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    // A second later the session may complete again.
+    app.clock.advance(1);
     let values =
         client.peer().complete_prompt_argument("connect_provider", "provider", "d", None).await.unwrap().values;
     assert_eq!(values, ["demo"]);

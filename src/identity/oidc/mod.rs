@@ -38,7 +38,7 @@ use secrecy::SecretString;
 use url::Url;
 
 pub use browser_login::{login_path, router};
-pub use verify::{VerifiedClaims, authenticate_bearer, verify_bearer, verify_id_token};
+pub use verify::{VerifiedClaims, authenticate_bearer, authenticate_bearer_for, verify_bearer, verify_id_token};
 
 use self::discovery::ProviderMetadata;
 use self::jwks::{KeySet, PublicKey};

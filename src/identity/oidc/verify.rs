@@ -209,7 +209,18 @@ fn is_hmac(alg: Algorithm) -> bool {
 /// A bearer token on /mcp: every rule in the module docs, audience = the configured audience or
 /// the MCP endpoint URL, and the required scopes.
 pub async fn verify_bearer(ctx: &OidcContext, token: &str, now: Timestamp) -> Result<VerifiedClaims, OidcError> {
-    let claims = verify(ctx, token, now, Expected { audience: &ctx.audience, id_token: None }).await?;
+    verify_bearer_for(ctx, token, &ctx.audience, now).await
+}
+
+/// [`verify_bearer`] for another audience (a registered tool server's resource URL, for the
+/// token API); every other rule is the same.
+pub async fn verify_bearer_for(
+    ctx: &OidcContext,
+    token: &str,
+    audience: &str,
+    now: Timestamp,
+) -> Result<VerifiedClaims, OidcError> {
+    let claims = verify(ctx, token, now, Expected { audience, id_token: None }).await?;
     let missing = ctx.required_scopes.iter().any(|needed| !claims.scopes.contains(needed));
     if missing {
         // MCP 2025-11-25 §step-up: name what is needed plus what was already granted.
@@ -243,8 +254,18 @@ pub async fn authenticate_bearer(
     ctx: &OidcContext,
     token: &str,
 ) -> Result<AuthenticatedUser, OidcError> {
+    authenticate_bearer_for(state, ctx, token, &ctx.audience).await
+}
+
+/// [`authenticate_bearer`] for a token meant for `audience`.
+pub async fn authenticate_bearer_for(
+    state: &AppState,
+    ctx: &OidcContext,
+    token: &str,
+    audience: &str,
+) -> Result<AuthenticatedUser, OidcError> {
     let now = state.now();
-    let claims = match verify_bearer(ctx, token, now).await {
+    let claims = match verify_bearer_for(ctx, token, audience, now).await {
         Ok(claims) => claims,
         Err(error) => {
             if error.is_unavailable() {

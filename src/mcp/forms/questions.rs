@@ -6,12 +6,13 @@ use rmcp::model::{CallToolResult, ErrorData};
 
 use super::schema::{Choice, Field};
 use super::{Answers, AskError};
+use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::mcp::connections::internal;
 use crate::mcp::server::error_result;
 use crate::oauth::providers::DEMO_PROVIDER_ID;
-use crate::store::grants::{GrantRow, GrantStatus};
+use crate::store::grants::GrantRow;
 
 pub const ACCOUNT: &str = "account";
 pub const SCOPES: &str = "scopes";
@@ -116,7 +117,7 @@ impl AccountQuestion {
                 account_shown(grant),
                 grant.scopes.split_whitespace().collect::<Vec<_>>().join(", ")
             );
-            if grant.status != GrantStatus::Active.as_str() {
+            if ConnectionStatus::of(Some(grant)) != ConnectionStatus::Connected {
                 title.push_str(" (needs reconnecting)");
             }
             options.push(Choice::titled(value.clone(), title));

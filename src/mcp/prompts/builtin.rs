@@ -11,12 +11,13 @@ use rmcp::model::{ErrorData, GetPromptResult, Prompt, PromptArgument, PromptMess
 use serde_json::json;
 
 use super::args::shown;
+use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::identity::AuthenticatedUser;
 use crate::oauth::providers::DEMO_PROVIDER_ID;
 use crate::state::AppState;
-use crate::store::grants::{GrantRow, GrantStatus};
+use crate::store::grants::GrantRow;
 
 pub const CONNECT_PROVIDER: &str = "connect_provider";
 pub const REVIEW_CONNECTIONS: &str = "review_connections";
@@ -239,7 +240,7 @@ fn connection_status(grants: &[GrantRow]) -> String {
         .iter()
         .map(|g| {
             let account = json!(g.account_label.as_deref().unwrap_or("(unnamed account)"));
-            if g.status == GrantStatus::Active.as_str() {
+            if ConnectionStatus::of(Some(g)) == ConnectionStatus::Connected {
                 let scopes = g.scopes.split_whitespace().collect::<Vec<_>>().join(", ");
                 format!("I am connected as {account}, with scopes: {scopes}.")
             } else {

@@ -9,9 +9,10 @@ use rmcp::model::{ErrorData, ReadResourceResult, Resource, ResourceContents, Res
 use serde_json::{Value, json};
 
 use super::uri::{self, BrokerUri};
+use crate::broker::connections::ConnectionStatus;
 use crate::config::{ProviderConfig, TokenAuthMethod};
 use crate::state::AppState;
-use crate::store::grants::{GrantRow, GrantStatus};
+use crate::store::grants::GrantRow;
 
 const JSON: &str = "application/json";
 
@@ -92,11 +93,7 @@ fn find<'a>(grants: &'a [GrantRow], provider: &ProviderConfig) -> Option<&'a Gra
 }
 
 fn status(grant: Option<&GrantRow>) -> &'static str {
-    match grant {
-        Some(g) if g.status == GrantStatus::Active.as_str() => "connected",
-        Some(_) => "needs_reconsent",
-        None => "not_connected",
-    }
+    ConnectionStatus::of(grant).as_str()
 }
 
 /// One connection, in `list_connections`' shape plus `uri`, `updated_at` and `refreshable`.

@@ -17,7 +17,7 @@ use crate::config::ProviderConfig;
 use crate::crypto::SealContext;
 use crate::domain::Scopes;
 use crate::oauth::client::{self, ProviderError, TokenSet};
-use crate::state::AppState;
+use crate::state::Core;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
 /// Refresh this long before the provider's expiry, so a token does not expire in flight.
@@ -89,7 +89,7 @@ fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
 /// replace). The account is the provider's name for it (its userinfo), so connecting the same
 /// account again updates it and a different one adds a grant. Returns the grant and its scopes.
 pub async fn store_grant(
-    state: &AppState,
+    state: &Core,
     user_id: &str,
     provider: &ProviderConfig,
     tokens: TokenSet,
@@ -145,7 +145,7 @@ pub async fn store_grant(
 /// tokens through [`crate::mcp::extension::ExtensionContext::access_token`] and the handler's
 /// `token_for_tool`, which check the client's consent first.
 pub(crate) async fn access_token_for(
-    state: &AppState,
+    state: &Core,
     user_id: &str,
     provider: &ProviderConfig,
     account: Option<&str>,
@@ -162,7 +162,7 @@ pub(crate) async fn access_token_for(
 
 /// [`access_token_for`] from a grant row the caller has just read (saves reading it again).
 pub(crate) async fn access_token_from(
-    state: &AppState,
+    state: &Core,
     provider: &ProviderConfig,
     grant: GrantRow,
     required: &Scopes,
@@ -190,7 +190,7 @@ fn is_fresh(grant: &GrantRow, now: i64) -> bool {
     grant.expires_at.is_none_or(|exp| exp - EXPIRY_MARGIN_SECONDS > now)
 }
 
-fn open_access(state: &AppState, grant: GrantRow) -> Result<AccessToken, TokenError> {
+fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
     let owner = owner(&grant.user_id, &grant.provider);
     let plain = state
         .sealer
@@ -200,11 +200,7 @@ fn open_access(state: &AppState, grant: GrantRow) -> Result<AccessToken, TokenEr
     Ok(AccessToken { token: SecretString::from(token), grant })
 }
 
-async fn refresh_grant(
-    state: &AppState,
-    provider: &ProviderConfig,
-    grant: GrantRow,
-) -> Result<AccessToken, TokenError> {
+async fn refresh_grant(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
     let lock = state.refresh_locks.lock_for(&grant.id);
     let _guard = lock.lock().await;
     let deadline = state.now() + REFRESH_LEASE_SECONDS + 5;
@@ -231,7 +227,7 @@ async fn refresh_grant(
     }
 }
 
-async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
+async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
     let owner = owner(&grant.user_id, &grant.provider);
     let Some(sealed_refresh) = &grant.refresh_token_sealed else {
         // Expired and nothing to refresh with.
@@ -291,7 +287,7 @@ async fn run_refresh(state: &AppState, provider: &ProviderConfig, grant: GrantRo
     }
 }
 
-async fn mark_needs_reconsent(state: &AppState, grant: &GrantRow, why: &str) -> Result<(), TokenError> {
+async fn mark_needs_reconsent(state: &Core, grant: &GrantRow, why: &str) -> Result<(), TokenError> {
     let now = state.now();
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
     if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, now).await? {
@@ -308,7 +304,7 @@ fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
 }
 
 /// Revokes every account the user holds at `provider` and deletes them. True if there was one.
-pub async fn disconnect(state: &AppState, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
+pub async fn disconnect(state: &Core, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
     let mut any = false;
     for grant in state.store.grants_at(user_id, provider.id.as_str()).await? {
         any |= disconnect_grant(state, provider, &grant).await?;
@@ -317,11 +313,7 @@ pub async fn disconnect(state: &AppState, user_id: &str, provider: &ProviderConf
 }
 
 /// Revokes one grant at the provider (best effort) and deletes it. True if it was there.
-pub async fn disconnect_grant(
-    state: &AppState,
-    provider: &ProviderConfig,
-    grant: &GrantRow,
-) -> Result<bool, TokenError> {
+pub async fn disconnect_grant(state: &Core, provider: &ProviderConfig, grant: &GrantRow) -> Result<bool, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(&grant.user_id, provider_id);
     // Revoke the refresh token (which revokes its access tokens at RFC 7009 providers), else
@@ -349,11 +341,7 @@ pub async fn disconnect_grant(
 }
 
 /// A human label for the connected account from the provider's userinfo endpoint, if any.
-async fn fetch_account_label(
-    state: &AppState,
-    provider: &ProviderConfig,
-    access_token: &SecretString,
-) -> Option<String> {
+async fn fetch_account_label(state: &Core, provider: &ProviderConfig, access_token: &SecretString) -> Option<String> {
     let url = provider.userinfo_url.clone()?;
     let response = state
         .http

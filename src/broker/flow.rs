@@ -14,14 +14,14 @@
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
+use crate::broker::{consent, tokens};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
 use crate::domain::Scopes;
 use crate::events::AuthorizationFinished;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
 use crate::oauth::client::{self, ProviderError};
-use crate::oauth::{consent, tokens};
-use crate::state::AppState;
+use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::consents::{AllowOutcome, NewConsent};
@@ -101,7 +101,7 @@ fn verifier_ctx<'a>(row: &'a AuthorizationRow) -> SealContext<'a> {
 }
 
 /// Checks shared by approve and decline: the owner, unexpired, still awaiting consent.
-fn check_consent(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     // MCP 2025-11-25 client/elicitation §Phishing: the user who finishes the flow MUST be the
     // user who started it (the URL may have been forwarded or edited).
     if session.user.id != row.user_id {
@@ -117,7 +117,7 @@ fn check_consent(state: &AppState, row: &AuthorizationRow, session: &BrowserSess
 }
 
 /// The owner approved on the consent page: returns the provider URL to redirect to.
-pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
+pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
     check_consent(state, row, session)?;
     if row.kind() != AuthorizationKind::Connect {
         return Err(FlowError::NotActionable);
@@ -147,7 +147,7 @@ pub async fn begin(state: &AppState, row: &AuthorizationRow, session: &BrowserSe
 /// The grant a consent-only authorization asks to use, as long as it still exists and carries no
 /// scope beyond those the row lists (what its page shows). Otherwise the row ends — a tool
 /// waiting on it stops waiting — and the error says why.
-pub async fn consent_target(state: &AppState, row: &AuthorizationRow) -> Result<GrantRow, FlowError> {
+pub async fn consent_target(state: &Core, row: &AuthorizationRow) -> Result<GrantRow, FlowError> {
     let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
     let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
     let Some(grant) = grants.into_iter().find(|g| g.id == grant_id) else {
@@ -168,7 +168,7 @@ pub async fn consent_target(state: &AppState, row: &AuthorizationRow) -> Result<
 /// The owner approved a consent-only authorization: the row's client may now use the grant it
 /// names, with exactly the scopes the page showed. Nothing goes to the provider. The row and
 /// the consent change together, or not at all.
-pub async fn allow(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     check_consent(state, row, session)?;
     if row.kind() != AuthorizationKind::Consent || row.client_key.is_empty() {
         return Err(FlowError::NotActionable);
@@ -204,7 +204,7 @@ pub async fn allow(state: &AppState, row: &AuthorizationRow, session: &BrowserSe
 }
 
 /// The owner declined on the consent page.
-pub async fn decline(state: &AppState, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+pub async fn decline(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     check_consent(state, row, session)?;
     let now = state.now();
     if !state.store.decline_authorization(&row.id, now).await? {
@@ -220,7 +220,7 @@ pub async fn decline(state: &AppState, row: &AuthorizationRow, session: &Browser
 /// The provider sent the browser back. Every check that can reject the response runs before
 /// the token request; once the state is consumed the row ends `completed` or `failed`.
 pub async fn complete(
-    state: &AppState,
+    state: &Core,
     params: &CallbackParams,
     session: Option<&BrowserSession>,
 ) -> Result<Connected, FlowError> {
@@ -320,7 +320,7 @@ pub async fn complete(
     })
 }
 
-fn open_verifier(state: &AppState, row: &AuthorizationRow) -> Result<SecretString, FlowError> {
+fn open_verifier(state: &Core, row: &AuthorizationRow) -> Result<SecretString, FlowError> {
     let sealed = row.pkce_verifier_sealed.as_deref().ok_or_else(|| FlowError::Internal("no verifier stored".into()))?;
     let bytes = state.sealer.open(sealed, verifier_ctx(row)).map_err(|e| FlowError::Internal(e.to_string()))?;
     String::from_utf8(bytes).map(SecretString::from).map_err(|_| FlowError::Internal("verifier is not UTF-8".into()))
@@ -328,7 +328,7 @@ fn open_verifier(state: &AppState, row: &AuthorizationRow) -> Result<SecretStrin
 
 /// Marks the row failed, records it and tells listeners. Store errors are logged: the caller is
 /// already reporting a failure to the browser.
-async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
+async fn fail(state: &Core, row: &AuthorizationRow, reason: &str) {
     let now = state.now();
     match state.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
         Ok(true) => {}
@@ -345,7 +345,7 @@ async fn fail(state: &AppState, row: &AuthorizationRow, reason: &str) {
     publish(state, row, "failed");
 }
 
-fn publish(state: &AppState, row: &AuthorizationRow, status: &str) {
+fn publish(state: &Core, row: &AuthorizationRow, status: &str) {
     state.events.publish(AuthorizationFinished {
         authorization_id: row.id.clone(),
         user_id: row.user_id.clone(),

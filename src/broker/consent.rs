@@ -6,17 +6,17 @@
 //! client asks, and a client whose grant has gained scopes (another client asked for more) asks
 //! again. Connecting through the provider records the consent for the client that asked; a
 //! client that finds an existing connection gets a consent-only authorization (no trip to the
-//! provider, see [`crate::oauth::flow::allow`]).
+//! provider, see [`crate::broker::flow::allow`]).
 
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
-use crate::state::AppState;
+use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::grants::GrantRow;
 
 /// Whether `client` may use `grant` as it stands (its current scopes).
-pub async fn client_may_use(state: &AppState, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
+pub async fn client_may_use(state: &Core, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
     let Some(consent) = state.store.consent(&grant.id, &client.key()).await? else { return Ok(false) };
     let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     Ok(consent.covers(&granted))
@@ -25,9 +25,9 @@ pub async fn client_may_use(state: &AppState, client: &ClientIdentity, grant: &G
 /// How the consent page and the connections page name a client: the name it registered with
 /// the broker's authorization server and its id, or what its token says. Never the
 /// self-reported `clientInfo` name alone, which any program can claim.
-pub async fn describe_client(state: &AppState, client: &ClientIdentity) -> String {
+pub async fn describe_client(state: &Core, client: &ClientIdentity) -> String {
     if let ClientIdentity::OAuthClient(id) = client
-        && state.oidc.is_none()
+        && state.config.identity.mode == crate::config::IdentityMode::Local
     {
         match state.store.oauth_client(id).await {
             Ok(Some(row)) => {
@@ -47,7 +47,7 @@ pub async fn describe_client(state: &AppState, client: &ClientIdentity) -> Strin
 /// exactly the scopes the consent page listed. If the provider granted more (some return every
 /// scope ever granted), the client asks again before the extra ones are used for it. Rows from
 /// before consents were per client (no client key) record nothing.
-pub async fn allow_after_connect(state: &AppState, row: &AuthorizationRow, grant_id: &str) -> Result<(), StoreError> {
+pub async fn allow_after_connect(state: &Core, row: &AuthorizationRow, grant_id: &str) -> Result<(), StoreError> {
     if row.client_key.is_empty() {
         return Ok(());
     }

@@ -1,0 +1,208 @@
+//! The one decision every face asks: may this client have this user's token for this provider
+//! and these scopes — and if not, what must the user do?
+//!
+//! [`standing`] reads where the client stands without creating anything (a face that asks the
+//! user a question first, like `connect_account`, starts from it); [`access`] also opens the
+//! authorization the user must finish, so the answer carries the link. The consent check runs
+//! on the stored grant before its token is touched: a client the user has not allowed must not
+//! even make the broker refresh it (MCP security best practices §Confused deputy).
+//!
+//! Faces translate [`Access`]: MCP to a token, `-32042` / URL elicitation / `isError` text; the
+//! token API to JSON; nothing here knows either.
+
+use std::time::Duration;
+
+use crate::broker::authorizations::{self, Ask, Requester};
+use crate::broker::consent;
+use crate::broker::tokens::{self, AccessToken, TokenError};
+use crate::config::ProviderConfig;
+use crate::domain::Scopes;
+use crate::identity::ClientIdentity;
+use crate::state::Core;
+use crate::store::StoreError;
+use crate::store::authorizations::AuthorizationRow;
+use crate::store::grants::{GrantRow, GrantStatus};
+
+/// How long a caller should wait before asking again after the provider did not answer.
+pub const RETRY_AFTER_UNAVAILABLE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Why the user must connect (again) through the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectReason {
+    /// No account at this provider (or not the one named).
+    NotConnected,
+    /// The provider no longer accepts the stored grant (`invalid_grant`, or expired with no
+    /// refresh token).
+    NeedsReconsent,
+}
+
+impl ConnectReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectReason::NotConnected => "not_connected",
+            ConnectReason::NeedsReconsent => "needs_reconsent",
+        }
+    }
+}
+
+/// Where this client stands with (user, provider, account) and the scopes it needs.
+pub enum Standing {
+    /// Connected with those scopes, and this client may use it: the token.
+    Ready(Box<AccessToken>),
+    /// Not connected there, or the provider refused the refresh: the user must connect.
+    NotConnected(ConnectReason),
+    /// Connected without all the scopes: reconnect asking for `ask` (held plus missing, so the
+    /// new grant replaces the old without losing scopes).
+    MoreScopes { ask: Scopes, missing: Scopes },
+    /// Connected, but this client may not use the grant yet (or not with all the scopes it now
+    /// carries): the user must allow it.
+    AllowClient(Box<GrantRow>),
+    /// The provider did not answer (a refresh failed transiently); try again later.
+    Unavailable,
+    /// The provider refused the refresh for a reason the user cannot fix by connecting.
+    Refused(String),
+}
+
+/// [`Standing`] with the authorization opened where the user must act.
+pub enum Access {
+    Ready(Box<AccessToken>),
+    /// The user must connect (or reconnect) the account: the link is the authorization's.
+    Connect {
+        authorization: AuthorizationRow,
+        reason: ConnectReason,
+    },
+    /// The user must reconnect granting `missing` as well.
+    MoreScopes {
+        authorization: AuthorizationRow,
+        missing: Scopes,
+    },
+    /// The user must let this client use an existing connection (no trip to the provider).
+    AllowClient {
+        authorization: AuthorizationRow,
+    },
+    Unavailable {
+        retry_after: Duration,
+    },
+    Refused(String),
+}
+
+/// The consent check on the stored grant.
+enum Gate {
+    /// This client may use the grant as read.
+    Allowed(Box<GrantRow>),
+    /// The grant is usable but this client may not use it yet.
+    Missing(Box<GrantRow>),
+    /// No usable grant: the connect flow decides (and records the consent).
+    Unsettled,
+}
+
+/// Where `client` stands with the user's account at `provider` (`account` as the tools name it,
+/// '' for an account without a name; `None` for the most recently updated one) and `required`.
+pub async fn standing(
+    core: &Core,
+    user_id: &str,
+    client: &ClientIdentity,
+    provider: &ProviderConfig,
+    account: Option<&str>,
+    required: &Scopes,
+) -> Result<Standing, AccessError> {
+    let (token, read) = match consent_gate(core, user_id, client, provider, account, required).await? {
+        Gate::Missing(grant) => return Ok(Standing::AllowClient(grant)),
+        Gate::Allowed(grant) => {
+            let read = (grant.id.clone(), grant.scopes.clone());
+            (tokens::access_token_from(core, provider, *grant, required).await, Some(read))
+        }
+        Gate::Unsettled => (tokens::access_token_for(core, user_id, provider, account, required).await, None),
+    };
+    match token {
+        // The consent covered exactly this grant as it was read: nothing to check again.
+        Ok(token)
+            if read.as_ref().is_some_and(|(id, scopes)| *id == token.grant.id && *scopes == token.grant.scopes) =>
+        {
+            Ok(Standing::Ready(Box::new(token)))
+        }
+        // Otherwise (a refresh changed the scopes, or the grant appeared meanwhile) re-check.
+        Ok(token) => {
+            if consent::client_may_use(core, client, &token.grant).await? {
+                Ok(Standing::Ready(Box::new(token)))
+            } else {
+                Ok(Standing::AllowClient(Box::new(token.grant)))
+            }
+        }
+        Err(TokenError::NotConnected) => Ok(Standing::NotConnected(ConnectReason::NotConnected)),
+        Err(TokenError::NeedsReconsent) => Ok(Standing::NotConnected(ConnectReason::NeedsReconsent)),
+        Err(TokenError::MissingScopes { granted, missing }) => {
+            let missing = Scopes::from_space_separated(&missing).map_err(|e| AccessError::Internal(e.to_string()))?;
+            Ok(Standing::MoreScopes { ask: granted.union(required), missing })
+        }
+        Err(TokenError::ProviderUnavailable) => Ok(Standing::Unavailable),
+        Err(TokenError::ProviderRefused(why)) => Ok(Standing::Refused(why)),
+        Err(TokenError::Internal(e)) => Err(AccessError::Internal(e)),
+    }
+}
+
+/// A token the requester's client may use, or the authorization the user must finish first
+/// (reused while one asking the same is open), or why not now.
+pub async fn access(
+    core: &Core,
+    who: &Requester<'_>,
+    provider: &ProviderConfig,
+    account: Option<&str>,
+    required: &Scopes,
+) -> Result<Access, AccessError> {
+    Ok(match standing(core, who.user_id, who.client, provider, account, required).await? {
+        Standing::Ready(token) => Access::Ready(token),
+        Standing::Unavailable => Access::Unavailable { retry_after: RETRY_AFTER_UNAVAILABLE },
+        Standing::Refused(why) => Access::Refused(why),
+        Standing::NotConnected(reason) => {
+            let scopes = provider.default_scopes.union(required);
+            let authorization = authorizations::open(core, who, provider, &scopes, Ask::Connect).await?;
+            Access::Connect { authorization, reason }
+        }
+        Standing::MoreScopes { ask, missing } => {
+            let authorization = authorizations::open(core, who, provider, &ask, Ask::Connect).await?;
+            Access::MoreScopes { authorization, missing }
+        }
+        Standing::AllowClient(grant) => {
+            let scopes =
+                Scopes::from_space_separated(&grant.scopes).map_err(|e| AccessError::Internal(e.to_string()))?;
+            let authorization = authorizations::open(core, who, provider, &scopes, Ask::UseGrant(&grant)).await?;
+            Access::AllowClient { authorization }
+        }
+    })
+}
+
+/// Whether this client may use the stored grant, checked before the token is touched.
+async fn consent_gate(
+    core: &Core,
+    user_id: &str,
+    client: &ClientIdentity,
+    provider: &ProviderConfig,
+    account: Option<&str>,
+    required: &Scopes,
+) -> Result<Gate, AccessError> {
+    let store = &core.store;
+    let grant = match account {
+        Some(account) => store.grant_for_account(user_id, provider.id.as_str(), account).await,
+        None => store.grant(user_id, provider.id.as_str()).await,
+    }?;
+    let Some(grant) = grant else { return Ok(Gate::Unsettled) };
+    let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| AccessError::Internal(e.to_string()))?;
+    // A grant that must be reconnected anyway (revoked, or lacking scopes) goes through the
+    // provider flow, which records this client's consent on the way.
+    if grant.status != GrantStatus::Active.as_str() || !granted.is_superset_of(required) {
+        return Ok(Gate::Unsettled);
+    }
+    if consent::client_may_use(core, client, &grant).await? {
+        return Ok(Gate::Allowed(Box::new(grant)));
+    }
+    Ok(Gate::Missing(Box::new(grant)))
+}

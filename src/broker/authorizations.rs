@@ -1,0 +1,127 @@
+//! Opening an authorization (the row behind a connect or consent link) and reading where one
+//! stands. Every face that needs the user in the browser comes here: the MCP tools (whose
+//! `elicitationId` is the row id), the token API (which hands the link to a tool server), and
+//! the pages (which act on the row).
+
+use url::Url;
+
+use crate::config::ProviderConfig;
+use crate::domain::{ElicitationId, Scopes};
+use crate::identity::ClientIdentity;
+use crate::state::Core;
+use crate::store::StoreError;
+use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus, NewAuthorization};
+use crate::store::grants::GrantRow;
+
+/// Who asks, as far as an authorization row needs to know.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    pub user_id: &'a str,
+    /// The client the token was issued to (an MCP client, or a registered tool server): the
+    /// user's consent is recorded for it.
+    pub client: &'a ClientIdentity,
+    /// A self-reported name (MCP `clientInfo`), shown as such; never an identity.
+    pub client_name: Option<&'a str>,
+    /// The MCP session that asked, so its completion notification goes there only.
+    pub mcp_session: Option<&'a str>,
+}
+
+/// What the user is asked to approve.
+#[derive(Clone, Copy)]
+pub enum Ask<'a> {
+    /// Connect (or reconnect) an account at the provider.
+    Connect,
+    /// Let this client use an existing connection (consent per client).
+    UseGrant(&'a GrantRow),
+}
+
+/// An open authorization asking the same thing for this requester (and session), reused while
+/// still valid so retries do not mint a new link each time; otherwise a new one.
+pub async fn open(
+    core: &Core,
+    who: &Requester<'_>,
+    provider: &ProviderConfig,
+    scopes: &Scopes,
+    ask: Ask<'_>,
+) -> Result<AuthorizationRow, StoreError> {
+    let now = core.now();
+    let scope_text = scopes.to_space_separated();
+    let id = ElicitationId::generate();
+    let client_key = who.client.key();
+    let (kind, grant_id) = match ask {
+        Ask::Connect => (AuthorizationKind::Connect, None),
+        Ask::UseGrant(grant) => (AuthorizationKind::Consent, Some(grant.id.as_str())),
+    };
+    let new = NewAuthorization {
+        id: id.as_str(),
+        user_id: who.user_id,
+        provider: provider.id.as_str(),
+        scopes: &scope_text,
+        client_name: who.client_name,
+        mcp_session: who.mcp_session,
+        client_key: &client_key,
+        kind,
+        grant_id,
+        expires_at: now + core.config.authorization_ttl.as_secs() as i64,
+    };
+    if let Some(row) = core.store.open_authorization(&new, now).await? {
+        return Ok(row);
+    }
+    core.store.create_authorization(&new, now).await?;
+    let detail = format!("id={id} kind={} client={client_key}", kind.as_str());
+    core.store
+        .audit(now, Some(who.user_id), "authorization.created", Some(provider.id.as_str()), Some(&detail))
+        .await?;
+    core.store.authorization(id.as_str()).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
+}
+
+/// The broker's own page for an authorization: the only link ever handed out. It carries just
+/// the opaque id and is useless without signing in as the row's user.
+pub fn connect_url(core: &Core, authorization_id: &str) -> Url {
+    core.config.url(&format!("/connect/{authorization_id}"))
+}
+
+/// Where an authorization stands, as every face reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Waiting for the user (not yet approved, or sent to the provider).
+    Pending,
+    Completed,
+    Declined,
+    /// Ended without a connection; the reason is a short code, safe to show.
+    Failed(String),
+    /// Not finished before its link expired.
+    Expired,
+}
+
+impl Outcome {
+    pub fn of(row: &AuthorizationRow, now: i64) -> Self {
+        match row.status() {
+            Some(AuthorizationStatus::Completed) => Outcome::Completed,
+            Some(AuthorizationStatus::Declined) => Outcome::Declined,
+            Some(AuthorizationStatus::Failed) | None => {
+                Outcome::Failed(row.failure.clone().unwrap_or_else(|| "unknown".into()))
+            }
+            // `exchanging` past the expiry still finishes (the state was consumed in time).
+            Some(AuthorizationStatus::Exchanging) => Outcome::Pending,
+            Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) if row.is_expired(now) => {
+                Outcome::Expired
+            }
+            Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) => Outcome::Pending,
+        }
+    }
+
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Outcome::Pending)
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Pending => "pending",
+            Outcome::Completed => "completed",
+            Outcome::Declined => "declined",
+            Outcome::Failed(_) => "failed",
+            Outcome::Expired => "expired",
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! A user's connections as every face shows them: each configured provider with each account
+//! the user holds there (or one "not connected" entry), its status, and whether a given client
+//! may use it. `list_connections`, the `broker://` resources, the prompts, the forms and the
+//! connections page all render this one listing.
+
+use std::collections::HashSet;
+
+use crate::config::ProviderConfig;
+use crate::domain::Scopes;
+use crate::identity::ClientIdentity;
+use crate::state::Core;
+use crate::store::StoreError;
+use crate::store::grants::{GrantRow, GrantStatus};
+
+/// Where the user stands with one account (or provider).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionStatus {
+    /// A grant that works (refreshed as needed).
+    Connected,
+    /// The provider no longer accepts the grant: only connecting again helps.
+    NeedsReconsent,
+    /// No grant.
+    NotConnected,
+}
+
+impl ConnectionStatus {
+    pub fn of(grant: Option<&GrantRow>) -> Self {
+        match grant {
+            Some(g) if g.status == GrantStatus::Active.as_str() => ConnectionStatus::Connected,
+            Some(_) => ConnectionStatus::NeedsReconsent,
+            None => ConnectionStatus::NotConnected,
+        }
+    }
+
+    /// The name faces show (`list_connections`' `status`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionStatus::Connected => "connected",
+            ConnectionStatus::NeedsReconsent => "needs_reconsent",
+            ConnectionStatus::NotConnected => "not_connected",
+        }
+    }
+}
+
+/// One entry of the listing.
+#[derive(Debug)]
+pub struct Connection<'a> {
+    /// The provider's id (also for grants of a provider no longer configured).
+    pub provider_id: String,
+    /// `None` for a grant whose provider was removed from the configuration.
+    pub provider: Option<&'a ProviderConfig>,
+    pub grant: Option<GrantRow>,
+    pub status: ConnectionStatus,
+    /// The asking client may use this grant as it stands (its consent covers every scope).
+    pub allowed_for_client: bool,
+}
+
+impl Connection<'_> {
+    /// The provider's display name, or its id when it is no longer configured.
+    pub fn provider_name(&self) -> &str {
+        self.provider.map(|p| p.display_name.as_str()).unwrap_or(&self.provider_id)
+    }
+}
+
+/// Every configured provider with the user's accounts there (one "not connected" entry for a
+/// provider without any), then grants at providers no longer configured. Two queries in all.
+pub async fn connections<'a>(
+    core: &'a Core,
+    user_id: &str,
+    client: Option<&ClientIdentity>,
+) -> Result<Vec<Connection<'a>>, StoreError> {
+    let grants = core.store.grants_for_user(user_id).await?;
+    let allowed: HashSet<String> = match client {
+        Some(client) => {
+            let key = client.key();
+            let consents = core.store.consents_for_user(user_id).await?;
+            grants
+                .iter()
+                .filter(|g| {
+                    let granted = Scopes::from_space_separated(&g.scopes).unwrap_or_default();
+                    consents.iter().any(|c| c.grant_id == g.id && c.client_key == key && c.covers(&granted))
+                })
+                .map(|g| g.id.clone())
+                .collect()
+        }
+        None => HashSet::new(),
+    };
+    let mut by_provider: Vec<(String, Vec<GrantRow>)> = Vec::new();
+    for grant in grants {
+        match by_provider.iter_mut().find(|(id, _)| *id == grant.provider) {
+            Some((_, list)) => list.push(grant),
+            None => by_provider.push((grant.provider.clone(), vec![grant])),
+        }
+    }
+    let entry = |provider_id: &str, provider: Option<&'a ProviderConfig>, grant: Option<GrantRow>| Connection {
+        provider_id: provider_id.to_owned(),
+        provider,
+        status: ConnectionStatus::of(grant.as_ref()),
+        allowed_for_client: grant.as_ref().is_some_and(|g| allowed.contains(&g.id)),
+        grant,
+    };
+    let mut listing = Vec::new();
+    for provider in core.providers.iter() {
+        let id = provider.id.as_str();
+        match by_provider.iter().position(|(p, _)| p == id) {
+            Some(i) => {
+                let (_, grants) = by_provider.swap_remove(i);
+                listing.extend(grants.into_iter().map(|g| entry(id, Some(provider), Some(g))));
+            }
+            None => listing.push(entry(id, Some(provider), None)),
+        }
+    }
+    by_provider.sort_by(|a, b| a.0.cmp(&b.0));
+    for (id, grants) in by_provider {
+        listing.extend(grants.into_iter().map(|g| entry(&id, None, Some(g))));
+    }
+    Ok(listing)
+}

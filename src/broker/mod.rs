@@ -1,0 +1,24 @@
+//! The broker core: every decision about users' connections, in its own types, for every face.
+//!
+//! - [`access`]: may this client have this user's token for this provider and scopes — and if
+//!   not, what must the user do ([`access::Access`]).
+//! - [`authorizations`]: opening the authorization behind a connect or consent link, and where
+//!   one stands.
+//! - [`flow`]: the browser leg of an authorization: approve → provider (state + PKCE) →
+//!   callback → sealed grant; consent-only approvals; declines.
+//! - [`consent`]: consent per client (which client may use which connection).
+//! - [`tokens`]: sealing tokens into grants, handing out a fresh access token (one refresh per
+//!   grant at a time, on one instance or many), disconnecting.
+//! - [`connections`]: the one listing of a user's connections that every face renders.
+//!
+//! Faces — MCP ([`crate::mcp`]), the hosted pages ([`crate::web`]), the token API
+//! ([`crate::api`]), the admin CLI ([`crate::admin`]) — call in here and translate the answers.
+//! Nothing here imports a face or a protocol library's types (`grep -rn rmcp src/broker` is
+//! empty); it works on [`crate::state::Core`], which holds no MCP session or prompt.
+
+pub mod access;
+pub mod authorizations;
+pub mod connections;
+pub mod consent;
+pub mod flow;
+pub mod tokens;
