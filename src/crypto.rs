@@ -194,6 +194,73 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && bool::from(a.ct_eq(b))
 }
 
+/// A one-time secret (a service's client secret, …) generated together with the hash stored
+/// in its place (after rust-lang/crates.io `SecureToken`): the plaintext is shown once and
+/// dropped, only [`SecretHash`] reaches the database, and the two are different types so one
+/// cannot be passed for the other. `Debug` prints neither.
+pub struct OneTimeSecret {
+    plaintext: SecretString,
+    hash: SecretHash,
+}
+
+impl OneTimeSecret {
+    /// `prefix` followed by `bytes` random bytes, URL-safe base64 ([`random_token`]).
+    pub fn generate(prefix: &str, bytes: usize) -> Self {
+        let plaintext = format!("{prefix}{}", random_token(bytes));
+        let hash = SecretHash::of(&plaintext);
+        Self { plaintext: SecretString::from(plaintext), hash }
+    }
+
+    /// The plaintext, to show its owner once.
+    pub fn expose_plaintext(&self) -> &str {
+        self.plaintext.expose_secret()
+    }
+
+    /// What to store.
+    pub fn hash(&self) -> &SecretHash {
+        &self.hash
+    }
+}
+
+impl std::fmt::Debug for OneTimeSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OneTimeSecret([redacted])")
+    }
+}
+
+/// [`sha256_hex`] of a secret: what the database holds instead of it. A fast hash suffices
+/// because the secrets are 256 random bits. Compared only in constant time.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretHash(String);
+
+impl SecretHash {
+    /// The hash of a presented or generated plaintext.
+    pub fn of(plaintext: &str) -> Self {
+        Self(sha256_hex(plaintext))
+    }
+
+    /// A hash read from the database: 64 lowercase hex digits, or `None`.
+    pub fn from_stored(hex: String) -> Option<Self> {
+        let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        ok.then_some(Self(hex))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `presented` is the secret this is the hash of, compared in constant time.
+    pub fn verify(&self, presented: &str) -> bool {
+        constant_time_eq(sha256_hex(presented).as_bytes(), self.0.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for SecretHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretHash([redacted])")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +325,29 @@ mod tests {
         assert!(matches!(Sealer::parse_key(&short), Err(CryptoError::BadKeyLength(5))));
         let generated = Sealer::generate_key();
         assert_eq!(Sealer::parse_key(&generated).unwrap().expose_secret().len(), 32);
+    }
+
+    #[test]
+    fn a_one_time_secret_carries_its_hash_and_debug_shows_neither() {
+        let secret = OneTimeSecret::generate("obs_", 32);
+        let plaintext = secret.expose_plaintext().to_owned();
+        assert!(plaintext.starts_with("obs_"));
+        assert_eq!(plaintext.len(), 4 + 43, "32 bytes of URL-safe base64 without padding");
+        assert_eq!(secret.hash().as_str(), sha256_hex(&plaintext));
+        assert!(secret.hash().verify(&plaintext));
+        assert!(!secret.hash().verify(&format!("{plaintext}x")));
+        assert_ne!(plaintext, OneTimeSecret::generate("obs_", 32).expose_plaintext());
+        let shown = format!("{secret:?} {:?}", secret.hash());
+        assert!(!shown.contains(&plaintext) && !shown.contains(secret.hash().as_str()), "{shown}");
+        assert!(shown.contains("[redacted]"));
+    }
+
+    #[test]
+    fn stored_hashes_must_look_like_sha256_hex() {
+        let hash = sha256_hex("x");
+        assert_eq!(SecretHash::from_stored(hash.clone()).unwrap().as_str(), hash);
+        for bad in ["", "abc", &hash.to_uppercase(), &format!("{hash}0"), &"g".repeat(64)] {
+            assert!(SecretHash::from_stored(bad.to_owned()).is_none(), "{bad:?}");
+        }
     }
 }

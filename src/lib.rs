@@ -18,11 +18,14 @@
 //! share; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`identity`] bearer tokens,
 //! browser sessions, passwords; [`oauth`] the client side of third-party OAuth; [`mcp`] the MCP
 //! server; [`web`] hosted pages; [`demo_provider`] a strict built-in OAuth provider for trying
-//! the flow offline and for tests; [`admin`] the operator CLI.
+//! the flow offline and for tests; [`api`] the token API for registered tool servers; [`admin`]
+//! the operator CLI.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod admin;
+/// The token API for registered tool servers (`/v1/…`, service authentication, problem JSON).
+pub mod api;
 pub mod app;
 pub mod authorization_server;
 pub mod broker;

@@ -3,6 +3,7 @@
 
 mod demo;
 mod grants;
+mod services;
 mod users;
 
 use std::sync::Arc;
@@ -65,6 +66,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: grants::ConsentsCommand,
     },
+    /// Tool servers registered for the token API (client credentials, providers).
+    Services {
+        #[command(subcommand)]
+        command: services::ServicesCommand,
+    },
     /// Connect attempts (elicitations) and their state.
     Authorizations {
         #[command(subcommand)]
@@ -94,6 +100,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Tokens { command } => users::run_tokens(&state, command).await,
                 AdminCommand::Grants { command } => grants::run_grants(&state, command).await,
                 AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
+                AdminCommand::Services { command } => services::run_services(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json } => grants::run_audit(&state, user, limit, json).await,
             };

@@ -34,6 +34,9 @@ pub enum ClientIdentity {
     IssuedToken(Option<String>),
     /// An OIDC access token that names no client: all such tokens of a user count as one client.
     Unidentified,
+    /// A registered tool server using the token API (`admin services add`), by its client id
+    /// `svc_<name>` ([`crate::store::services::ServiceRow`]).
+    Service(String),
 }
 
 impl ClientIdentity {
@@ -44,6 +47,7 @@ impl ClientIdentity {
             ClientIdentity::OAuthClient(id) => format!("client:{id}"),
             ClientIdentity::IssuedToken(label) => format!("token:{}", label.as_deref().unwrap_or("")),
             ClientIdentity::Unidentified => "unidentified".into(),
+            ClientIdentity::Service(id) => format!("service:{id}"),
         }
     }
 
@@ -53,6 +57,8 @@ impl ClientIdentity {
             ClientIdentity::OAuthClient(id.to_owned())
         } else if let Some(label) = key.strip_prefix("token:") {
             ClientIdentity::IssuedToken(Some(label.to_owned()).filter(|l| !l.is_empty()))
+        } else if let Some(id) = key.strip_prefix("service:") {
+            ClientIdentity::Service(id.to_owned())
         } else {
             ClientIdentity::Unidentified
         }
@@ -65,6 +71,9 @@ impl ClientIdentity {
             ClientIdentity::IssuedToken(Some(label)) => format!("the token issued for “{label}”"),
             ClientIdentity::IssuedToken(None) => "a personal access token".into(),
             ClientIdentity::Unidentified => "a client your identity provider did not name".into(),
+            ClientIdentity::Service(id) => {
+                format!("the tool server “{}”", crate::store::services::ServiceRow::name_of_client_id(id))
+            }
         }
     }
 }
@@ -81,13 +90,25 @@ mod tests {
             ClientIdentity::IssuedToken(None),
             ClientIdentity::IssuedToken(Some("ci".into())),
             ClientIdentity::Unidentified,
+            ClientIdentity::Service("svc_notes".into()),
         ] {
             assert_eq!(ClientIdentity::from_key(&client.key()), client);
         }
+        assert_eq!(ClientIdentity::Service("svc_notes".into()).key(), "service:svc_notes");
+        // A client id that looks like a service stays a client id.
+        assert_ne!(
+            ClientIdentity::OAuthClient("service:svc_notes".into()).key(),
+            ClientIdentity::Service("svc_notes".into()).key()
+        );
         // A client id that looks like a token label stays a client id.
         assert_ne!(
             ClientIdentity::OAuthClient("token:ci".into()).key(),
             ClientIdentity::IssuedToken(Some("ci".into())).key()
         );
+    }
+
+    #[test]
+    fn a_service_is_described_by_its_name() {
+        assert_eq!(ClientIdentity::Service("svc_notes".into()).describe(), "the tool server “notes”");
     }
 }

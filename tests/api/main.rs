@@ -19,3 +19,4 @@ mod refresh;
 mod resources;
 mod review;
 mod security;
+mod services;

@@ -1,0 +1,152 @@
+//! Service authentication: HTTP Basic with the client id and secret `admin services add`
+//! printed (RFC 6749 §2.3.1: each form-urlencoded, then joined by ':' and base64 encoded, RFC
+//! 7617). The secret is compared as a SHA-256 hash in constant time ([`SecretHash::verify`]).
+//! A missing or malformed header, an unknown client id and a wrong secret all get the same
+//! `invalid_client` answer, and the secret is never logged.
+
+use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use secrecy::{ExposeSecret, SecretString};
+
+use super::problem::Problem;
+use crate::crypto::SecretHash;
+use crate::state::AppState;
+use crate::store::services::{CLIENT_ID_PREFIX, ServiceRow};
+
+/// The service whose credentials `headers` carry, or `invalid_client` (500 only when the
+/// database fails).
+pub async fn authenticate_service(state: &AppState, headers: &HeaderMap) -> Result<ServiceRow, Problem> {
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let credentials = match (values.next(), values.next()) {
+        (Some(value), None) => value.to_str().ok().and_then(parse_basic),
+        _ => None,
+    };
+    let Some((client_id, secret)) = credentials else {
+        tracing::info!("service authentication failed: no single valid Basic Authorization header");
+        return Err(Problem::invalid_client());
+    };
+    let row = if looks_like_client_id(&client_id) { state.store.service_by_id(&client_id).await? } else { None };
+    match row {
+        Some(row) if row.secret_hash.verify(secret.expose_secret()) => Ok(row),
+        Some(row) => {
+            tracing::info!(client_id = %row.id, "service authentication failed: wrong secret");
+            Err(Problem::invalid_client())
+        }
+        None => {
+            // Hash anyway, so an unknown id costs what a wrong secret does.
+            let _ = UNKNOWN_CLIENT_HASH.verify(secret.expose_secret());
+            tracing::info!("service authentication failed: unknown client id");
+            Err(Problem::invalid_client())
+        }
+    }
+}
+
+/// Compared against when the client id is unknown; matches nothing (no SHA-256 preimage).
+static UNKNOWN_CLIENT_HASH: std::sync::LazyLock<SecretHash> =
+    std::sync::LazyLock::new(|| SecretHash::of("oauth-broker: no such service"));
+
+/// `svc_` and a name by the provider id rule: anything else is not looked up.
+fn looks_like_client_id(client_id: &str) -> bool {
+    client_id.strip_prefix(CLIENT_ID_PREFIX).is_some_and(|name| crate::domain::ProviderId::parse(name).is_ok())
+}
+
+/// Parses `Basic base64(urlencode(id) ":" urlencode(secret))` (RFC 6749 §2.3.1, RFC 7617).
+/// Only the first ':' separates, so a secret that was not encoded may still contain one; a
+/// malformed escape or invalid UTF-8 refuses the whole header.
+pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
+    let (scheme, credentials) = header.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = String::from_utf8(STANDARD.decode(credentials.trim()).ok()?).ok()?;
+    let (id, secret) = decoded.split_once(':')?;
+    let id = form_urldecode(id)?;
+    let secret = form_urldecode(secret)?;
+    if id.is_empty() || secret.is_empty() {
+        return None;
+    }
+    Some((id, SecretString::from(secret)))
+}
+
+/// One `application/x-www-form-urlencoded` component: '+' is a space, `%XX` a byte. Strict.
+fn form_urldecode(input: &str) -> Option<String> {
+    let bytes = input.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                out.push(u8::from_str_radix(input.get(i + 1..i + 3)?, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The authenticated service, for handlers: `AuthenticatedService(service): AuthenticatedService`.
+/// Rejects with [`Problem::invalid_client`].
+#[derive(Debug, Clone)]
+pub struct AuthenticatedService(pub ServiceRow);
+
+impl FromRequestParts<AppState> for AuthenticatedService {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        authenticate_service(state, &parts.headers).await.map(AuthenticatedService)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basic(raw: &str) -> String {
+        format!("Basic {}", STANDARD.encode(raw))
+    }
+
+    #[test]
+    fn basic_credentials_are_form_decoded_after_base64() {
+        let (id, secret) = parse_basic(&basic("svc_notes:obs_a%3Ab%25c+d")).unwrap();
+        assert_eq!(id, "svc_notes");
+        assert_eq!(secret.expose_secret(), "obs_a:b%c d");
+        let (_, secret) = parse_basic(&basic("svc_notes:a:b")).unwrap();
+        assert_eq!(secret.expose_secret(), "a:b", "only the first colon separates");
+        assert!(parse_basic(&format!("basic  {}", STANDARD.encode("svc_n:s"))).is_some(), "scheme is case-insensitive");
+        let (id, _) = parse_basic(&basic("svc%5Fnotes:s")).unwrap();
+        assert_eq!(id, "svc_notes", "the id is form-decoded too");
+    }
+
+    #[test]
+    fn malformed_basic_credentials_are_refused() {
+        for bad in [
+            "Bearer abc".to_owned(),
+            "Basic".to_owned(),
+            "Basic !!!".to_owned(),
+            basic("no-colon"),
+            basic(":secret"),
+            basic("svc_notes:"),
+            basic("svc_notes:%zz"),
+            basic("svc_notes:%4"),
+            basic("svc_notes:%FF"),
+            format!("Basic {}", STANDARD.encode([b's', b':', 0xff])),
+        ] {
+            assert!(parse_basic(&bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_service_client_ids_are_looked_up() {
+        assert!(looks_like_client_id("svc_notes"));
+        for bad in ["notes", "svc_", "svc_Notes", "client:svc_notes", &format!("svc_{}", "x".repeat(65))] {
+            assert!(!looks_like_client_id(bad), "{bad}");
+        }
+    }
+}
