@@ -220,6 +220,7 @@ fn router(state: AppState) -> Router {
         .merge(crate::identity::bearer::metadata_router())
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())
+        .merge(crate::api::router())
         .merge(crate::identity::oidc::router(state.oidc.clone()));
     if state.config.demo {
         router = router.nest("/demo-provider", crate::demo_provider::router());

@@ -41,6 +41,11 @@ pub enum TokensCommand {
         /// all of the user's unlabelled tokens count as one client.
         #[arg(long)]
         client: Option<String>,
+        /// A token for the tool server registered as SERVICE (`admin services add`) instead of
+        /// for the broker's own /mcp: its audience is that service's resource URL, so only that
+        /// tool server can present it to the token API.
+        #[arg(long, value_name = "SERVICE")]
+        service: Option<String>,
     },
 }
 
@@ -119,15 +124,36 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
 
 pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Result<()> {
     match command {
-        TokensCommand::Issue { name, ttl, client } => {
+        TokensCommand::Issue { name, ttl, client, service } => {
             if let Some(label) = &client {
                 validate_client_label(label)?;
             }
-            let token = issue_token_for(state, &name, client.as_deref(), ttl.as_secs() as i64).await?;
+            let audience = match &service {
+                Some(service) => Some(service_audience(state, service).await?),
+                None => None,
+            };
+            let token =
+                issue_token_for_audience(state, &name, client.as_deref(), audience.as_deref(), ttl.as_secs() as i64)
+                    .await?;
             println!("{token}");
             Ok(())
         }
     }
+}
+
+/// The resource URL of a registered service, the audience of user tokens meant for it.
+async fn service_audience(state: &AppState, service: &str) -> anyhow::Result<String> {
+    let row = state
+        .store
+        .service_by_name(service)
+        .await?
+        .with_context(|| format!("no service named {service} (see `oauth-broker admin services list`)"))?;
+    let resource = row.resource.with_context(|| {
+        format!(
+            "service {service} has no resource URL, so no user token can be meant for it; register it with --resource"
+        )
+    })?;
+    Ok(resource.to_string())
 }
 
 /// A bearer token for a local user (also used by the demo set-up).
@@ -135,6 +161,17 @@ pub async fn issue_token_for(
     state: &AppState,
     name: &str,
     client: Option<&str>,
+    ttl_seconds: i64,
+) -> anyhow::Result<String> {
+    issue_token_for_audience(state, name, client, None, ttl_seconds).await
+}
+
+/// [`issue_token_for`] for `audience` (a tool server's resource URL), or the broker's /mcp.
+pub async fn issue_token_for_audience(
+    state: &AppState,
+    name: &str,
+    client: Option<&str>,
+    audience: Option<&str>,
     ttl_seconds: i64,
 ) -> anyhow::Result<String> {
     if state.oidc.is_some() {
@@ -153,5 +190,13 @@ pub async fn issue_token_for(
             state.config.issuer()
         );
     }
-    Ok(state.keys.issue_labelled(&user.subject, user.username.as_deref(), client, state.now(), ttl_seconds)?)
+    let audience = audience.unwrap_or(state.keys.audience());
+    Ok(state.keys.issue_for_audience(
+        &user.subject,
+        user.username.as_deref(),
+        client,
+        audience,
+        state.now(),
+        ttl_seconds,
+    )?)
 }

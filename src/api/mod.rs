@@ -1,23 +1,46 @@
-//! The token API for registered tool servers ("services", `admin services add`): a service
-//! authenticates with HTTP Basic ([`service_auth`]) and asks for a user's provider token or a
-//! proxied call; refusals are RFC 9457 problems ([`problem`]).
+//! The token API: the broker's face for registered tool servers ("services", `admin services
+//! add`). A service authenticates with HTTP Basic ([`service_auth`]), names the user with the
+//! user's own access token for it (or a user id, if trusted: [`acting`]) and asks the core for
+//! that user's provider token; refusals are RFC 9457 problems ([`problem`]).
 //!
 //! ```text
-//! service ─ Basic svc_NAME:secret ─▶ /v1/…   service_auth → ServiceRow (store::services)
-//!                                      │ the user's token (subject_token) or user_id (trusted)
-//!                                      ▼ the core decides; this face renders JSON or a Problem
+//! POST /token              RFC 8693 token exchange → provider token            (exchange)
+//! POST /v1/tokens          JSON → provider token | authorization_required | …  (tokens)
+//! GET  /v1/authorizations/{id}[?wait=N]   status, long-poll                    (authorizations)
+//! GET  /v1/authorizations/{id}/events     status as server-sent events
+//! ANY  /v1/proxy/{provider}/{path}        the provider's API, token added     (proxy)
+//! GET  /v1/openapi.json                   this API, generated from the code   (openapi)
 //! ```
 //!
-//! The endpoints are the agreed token API contract; [`router`] collects them.
+//! The decision is the core's ([`crate::broker::access`]), the same one the MCP tools get; this
+//! face only renders it.
 
+pub mod acting;
+pub mod authorizations;
+pub mod exchange;
+pub mod openapi;
 pub mod problem;
+pub mod proxy;
 pub mod service_auth;
+pub mod tokens;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{any, get, post};
 
 use crate::state::AppState;
 
-/// The token API's routes (`/v1/…`).
+/// Largest request body the proxy forwards (and any other /v1 request).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The token API's routes (`/v1/…`); `/token`'s exchange grant is dispatched by the token
+/// endpoint ([`crate::authorization_server::token`]).
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/v1/tokens", post(tokens::create))
+        .route("/v1/authorizations/{id}", get(authorizations::show))
+        .route("/v1/authorizations/{id}/events", get(authorizations::events))
+        .route("/v1/proxy/{provider}/{*path}", any(proxy::forward))
+        .route("/v1/openapi.json", get(openapi::document))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }

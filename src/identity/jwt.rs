@@ -155,10 +155,25 @@ impl TokenKeys {
         now: Timestamp,
         ttl_seconds: i64,
     ) -> Result<String, JwtError> {
+        self.issue_for_audience(subject, name, client_label, &self.audience, now, ttl_seconds)
+    }
+
+    /// [`TokenKeys::issue_labelled`] for another audience: a registered tool server's resource
+    /// URL (`admin tokens issue --audience`), so the user can call that tool server, which
+    /// presents the token to the token API.
+    pub fn issue_for_audience(
+        &self,
+        subject: &str,
+        name: Option<&str>,
+        client_label: Option<&str>,
+        audience: &str,
+        now: Timestamp,
+        ttl_seconds: i64,
+    ) -> Result<String, JwtError> {
         let claims = Claims {
             iss: self.issuer.clone(),
             sub: subject.to_owned(),
-            aud: self.audience.clone(),
+            aud: audience.to_owned(),
             exp: now + ttl_seconds,
             iat: now,
             jti: uuid::Uuid::new_v4().to_string(),

@@ -216,28 +216,7 @@ impl TestApp {
         token: &str,
         kind: ClientKind,
     ) -> Result<McpClient, rmcp::service::ClientInitializeError> {
-        let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
-        let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let progress = Arc::new(tokio::sync::watch::Sender::new(0usize));
-        let form_answers = FormAnswers::default();
-        let handler = RecordingClient {
-            kind,
-            elicitations: elicit_tx,
-            completions: done_tx,
-            progress: progress.clone(),
-            form_answers: form_answers.clone(),
-        };
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(self.mcp_url()).auth_header(token),
-        );
-        let service = handler.serve(transport).await?;
-        Ok(McpClient {
-            service,
-            elicitations: Mutex::new(elicit_rx),
-            completions: Mutex::new(done_rx),
-            progress,
-            form_answers,
-        })
+        mcp_client_at(&self.mcp_url(), token, kind).await
     }
 
     /// Signs `name` in on this browser (following the login form).
@@ -325,6 +304,37 @@ impl TestApp {
         assert_eq!(answer.status(), 302, "demo provider redirects back");
         location(&answer)
     }
+}
+
+/// A real rmcp client of any MCP server at `url` (the broker's, or a tool server's), with the
+/// given elicitation capabilities and bearer token.
+pub async fn mcp_client_at(
+    url: &str,
+    token: &str,
+    kind: ClientKind,
+) -> Result<McpClient, rmcp::service::ClientInitializeError> {
+    let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let progress = Arc::new(tokio::sync::watch::Sender::new(0usize));
+    let form_answers = FormAnswers::default();
+    let handler = RecordingClient {
+        kind,
+        elicitations: elicit_tx,
+        completions: done_tx,
+        progress: progress.clone(),
+        form_answers: form_answers.clone(),
+    };
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
+    );
+    let service = handler.serve(transport).await?;
+    Ok(McpClient {
+        service,
+        elicitations: Mutex::new(elicit_rx),
+        completions: Mutex::new(done_rx),
+        progress,
+        form_answers,
+    })
 }
 
 pub fn location(response: &reqwest::Response) -> String {

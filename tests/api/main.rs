@@ -20,3 +20,4 @@ mod resources;
 mod review;
 mod security;
 mod services;
+mod token_api;

@@ -1,0 +1,76 @@
+//! `GET /v1/openapi.json`: the token API described as OpenAPI 3.1, generated from the handlers'
+//! own annotations (utoipa), so the document cannot drift from the code.
+
+use axum::Json;
+use axum::response::IntoResponse;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::authorizations::AuthorizationStatusBody;
+use super::tokens::{TokenRequest, TokenResponse};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "oauth-broker token API",
+        description = "For registered tool servers (`oauth-broker admin services add`): a user's provider \
+                       token, or the broker's link where the user must connect or consent first. Also RFC 8693 \
+                       token exchange at POST /token (grant_type urn:ietf:params:oauth:grant-type:token-exchange, \
+                       with `provider`). Refusals are RFC 9457 problem documents with a `code`."
+    ),
+    paths(
+        super::tokens::create,
+        super::authorizations::show,
+        super::authorizations::events,
+        super::proxy::forward,
+    ),
+    components(schemas(TokenRequest, TokenResponse, AuthorizationStatusBody, ProblemDocument)),
+    modifiers(&ServiceAuth),
+    tags(
+        (name = "tokens", description = "Provider tokens for a user"),
+        (name = "authorizations", description = "Waiting for the user to finish in the browser"),
+        (name = "proxy", description = "Calling a provider without holding its token"),
+    )
+)]
+pub struct ApiDoc;
+
+/// RFC 9457 problem details, as every refusal is sent (`application/problem+json`).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ProblemDocument {
+    /// `urn:oauth-broker:problem:<code>`.
+    r#type: String,
+    title: String,
+    status: u16,
+    detail: String,
+    /// `authorization_required`, `provider_unavailable`, `forbidden`, `invalid_client`,
+    /// `invalid_subject_token`, `unknown_provider`, `unknown_authorization`, `invalid_request`,
+    /// `invalid_scope`, `server_error`.
+    code: String,
+    /// With `authorization_required`: `not_connected`, `needs_reconsent`, `missing_scopes` or
+    /// `consent_required`.
+    reason: Option<String>,
+    /// With `missing_scopes`.
+    missing_scopes: Option<Vec<String>>,
+    /// With `authorization_required`: `{id, url, expires_at}` — send the user to `url`.
+    authorization: Option<serde_json::Value>,
+    /// With `provider_unavailable`: seconds (also in `Retry-After`).
+    retry_after: Option<u64>,
+}
+
+/// Services authenticate with HTTP Basic: client id and secret from `admin services add`.
+struct ServiceAuth;
+
+impl Modify for ServiceAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "service",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Basic).build()),
+        );
+    }
+}
+
+pub async fn document() -> impl IntoResponse {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,106 @@
+//! `ANY /v1/proxy/{provider}/{path}`: the broker calls the provider for a service, with the
+//! user's token added — for services that must never hold a token (`--proxy-only`), and open to
+//! every service. What `provider_request` does for MCP clients, over HTTP: the path stays under
+//! the provider's API base, redirects are not followed, and the token is stripped from anything
+//! echoed back.
+//!
+//! The service authenticates with HTTP Basic; the user comes from `X-Subject-Token` (the user's
+//! access token for this service) or, for trusted services, `X-User-Id`; `X-Account` picks one of
+//! several accounts. The query string and body are forwarded as they are.
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::acting::Subject;
+use super::problem::Problem;
+use super::service_auth::AuthenticatedService;
+use super::tokens::{Purpose, TokenAsk, token_for_service};
+use crate::oauth::api::{self, Body};
+use crate::state::AppState;
+
+pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
+pub const USER_ID_HEADER: &str = "x-user-id";
+pub const ACCOUNT_HEADER: &str = "x-account";
+/// Set to `true` when the provider's body was longer than the broker returns.
+pub const TRUNCATED_HEADER: &str = "x-broker-truncated";
+
+/// Call the provider's API as the user.
+#[utoipa::path(
+    get, path = "/v1/proxy/{provider}/{path}", tag = "proxy",
+    params(
+        ("provider" = String, Path, description = "The provider's id"),
+        ("path" = String, Path, description = "The API path under the provider's API base (GET, POST, PUT, PATCH, DELETE, HEAD all work)"),
+        ("X-Subject-Token" = Option<String>, Header, description = "The user's access token for this service"),
+        ("X-User-Id" = Option<String>, Header, description = "A user id instead (trusted services only)"),
+        ("X-Account" = Option<String>, Header, description = "Which of the user's accounts at the provider"),
+    ),
+    request_body(content = String, description = "Forwarded as is, with its Content-Type", content_type = "*/*"),
+    security(("service" = [])),
+    responses(
+        (status = 200, description = "The provider's answer, status and body as it sent them (token redacted)"),
+        (status = 409, description = "authorization_required", content_type = "application/problem+json"),
+        (status = 400, description = "invalid_request: the path leaves the API base, or a bad method", content_type = "application/problem+json"),
+        (status = 502, description = "provider_unavailable: the provider could not be reached", content_type = "application/problem+json"),
+    )
+)]
+pub async fn forward(
+    State(state): State<AppState>,
+    AuthenticatedService(service): AuthenticatedService,
+    method: Method,
+    Path((provider, path)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match call(&state, &service, method, &provider, &path, query, &headers, body).await {
+        Ok(response) => response,
+        Err(problem) => problem.into_response(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn call(
+    state: &AppState,
+    service: &crate::store::services::ServiceRow,
+    method: Method,
+    provider_id: &str,
+    path: &str,
+    query: Option<String>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, Problem> {
+    let method = api::parse_method(method.as_str()).map_err(|e| Problem::invalid_request(e.to_string()))?;
+    let provider = super::acting::provider_for(state, service, provider_id)?;
+    let mut url =
+        api::resolve_path(&provider.api_base_url, path).map_err(|e| Problem::invalid_request(e.to_string()))?;
+    url.set_query(query.as_deref().filter(|q| !q.is_empty()));
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER), header(USER_ID_HEADER))?;
+    let asked = TokenAsk { provider: provider_id, scopes: &[], account: header(ACCOUNT_HEADER) };
+    let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
+    let body =
+        (!body.is_empty()).then(|| Body::Raw { content_type: header(header::CONTENT_TYPE.as_str()), bytes: body });
+    let accept = header(header::ACCEPT.as_str());
+    let answer = api::fetch(&state.http, method, url, &token.token, body, accept).await.map_err(|message| {
+        let mut problem = Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs());
+        problem.status = StatusCode::BAD_GATEWAY;
+        problem.detail = format!("{}: {message}", provider.display_name);
+        problem
+    })?;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut response = (status, answer.body).into_response();
+    let out = response.headers_mut();
+    out.remove(header::CONTENT_TYPE);
+    for (name, value) in &answer.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::from_str(value)) {
+            out.insert(name, value);
+        }
+    }
+    if answer.truncated {
+        out.insert(HeaderName::from_static(TRUNCATED_HEADER), HeaderValue::from_static("true"));
+    }
+    out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}

@@ -1,0 +1,200 @@
+//! `POST /v1/tokens`: a user's provider token for a service, or what the user must do first.
+//!
+//! The core decides ([`crate::broker::access::access`], the same decision the MCP tools get);
+//! this face renders its answer as JSON or a [`Problem`]. For consent a service is a client like
+//! any other: the user allows *that tool server* to use a connection, on the same pages.
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
+
+use super::acting::{Subject, provider_for, user_for};
+use super::problem::{AuthorizationLink, Problem, RequiredReason};
+use super::service_auth::AuthenticatedService;
+use crate::broker::access::{self, Access, ConnectReason};
+use crate::broker::authorizations::{self, Requester};
+use crate::broker::tokens::AccessToken;
+use crate::config::ProviderConfig;
+use crate::domain::Scopes;
+use crate::state::AppState;
+use crate::store::authorizations::AuthorizationRow;
+use crate::store::services::ServiceRow;
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// The user's access token, issued for this service's registered resource.
+    #[serde(default)]
+    pub subject_token: Option<String>,
+    /// A user id instead of a token (services registered with `--trusted` only).
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// The provider's id, e.g. `github`.
+    pub provider: String,
+    /// Scopes the token must carry (the provider's own names).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Which of the user's accounts at the provider (as `list_connections` names it); the most
+    /// recently used one when absent.
+    #[serde(default)]
+    pub account: Option<String>,
+}
+
+/// A usable provider access token. Never log it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct TokenResponse {
+    pub access_token: String,
+    /// Always `Bearer`.
+    pub token_type: &'static str,
+    /// Unix seconds; absent when the provider gave no lifetime.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    pub scopes: Vec<String>,
+    pub provider: String,
+    /// The provider's name for the account, when it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+}
+
+/// Get a user's provider access token.
+#[utoipa::path(
+    post, path = "/v1/tokens", tag = "tokens",
+    request_body = TokenRequest,
+    security(("service" = [])),
+    responses(
+        (status = 200, description = "A fresh access token", body = TokenResponse),
+        (status = 409, description = "authorization_required: send the user to `authorization.url`", content_type = "application/problem+json"),
+        (status = 503, description = "provider_unavailable: retry after `retry_after` seconds", content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", content_type = "application/problem+json"),
+        (status = 401, description = "invalid_client or invalid_subject_token", content_type = "application/problem+json"),
+        (status = 404, description = "unknown_provider", content_type = "application/problem+json"),
+        (status = 400, description = "invalid_request or invalid_scope", content_type = "application/problem+json"),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    AuthenticatedService(service): AuthenticatedService,
+    body: Result<Json<TokenRequest>, JsonRejection>,
+) -> Response {
+    let Json(request) = match body {
+        Ok(body) => body,
+        Err(rejection) => return Problem::invalid_request(rejection.body_text()).into_response(),
+    };
+    let subject = match Subject::from_parts(request.subject_token.as_deref(), request.user_id.as_deref()) {
+        Ok(subject) => subject,
+        Err(problem) => return problem.into_response(),
+    };
+    let asked = TokenAsk { provider: &request.provider, scopes: &request.scopes, account: request.account.as_deref() };
+    match token_for_service(&state, &service, subject, asked, Purpose::RawToken).await {
+        Ok(token) => {
+            let mut response = Json(token_response(&token)).into_response();
+            response
+                .headers_mut()
+                .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(problem) => problem.into_response(),
+    }
+}
+
+/// What a service asks for.
+#[derive(Clone, Copy)]
+pub struct TokenAsk<'a> {
+    pub provider: &'a str,
+    pub scopes: &'a [String],
+    pub account: Option<&'a str>,
+}
+
+/// Whether the service will hold the token or the broker uses it on its behalf.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The token leaves the broker (`/v1/tokens`, token exchange): refused to proxy-only services.
+    RawToken,
+    /// The broker calls the provider itself (`/v1/proxy`).
+    Proxy,
+}
+
+/// Every check of a token-API request, then the core's answer: a token, or a problem.
+pub async fn token_for_service(
+    state: &AppState,
+    service: &ServiceRow,
+    subject: Subject<'_>,
+    asked: TokenAsk<'_>,
+    purpose: Purpose,
+) -> Result<AccessToken, Problem> {
+    let provider = provider_for(state, service, asked.provider)?;
+    if purpose == Purpose::RawToken && service.proxy_only {
+        return Err(Problem::forbidden(
+            "this service is proxy-only: it calls providers through /v1/proxy and never holds a token",
+        ));
+    }
+    let required = Scopes::parse(asked.scopes).map_err(|e| Problem::invalid_scope(e.to_string()))?;
+    let user_id = user_for(state, service, subject).await?;
+    let client = service.client();
+    let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None };
+    let answer = access::access(state, &who, provider, asked.account, &required).await.map_err(|error| {
+        tracing::error!(%error, service = %service.id, "token API: access decision failed");
+        Problem::server_error()
+    })?;
+    let audit = |outcome: &str| format!("service={} outcome={outcome}", service.id);
+    let (reason, missing, row) = match answer {
+        Access::Ready(token) => {
+            state
+                .store
+                .audit(
+                    state.now(),
+                    Some(&user_id),
+                    "token_api.token",
+                    Some(provider.id.as_str()),
+                    Some(&audit("issued")),
+                )
+                .await?;
+            return Ok(*token);
+        }
+        Access::Unavailable { retry_after } => return Err(Problem::provider_unavailable(retry_after.as_secs())),
+        Access::Refused(why) => {
+            tracing::warn!(service = %service.id, provider = %provider.id, %why, "token API: provider refused the refresh");
+            let mut problem = Problem::provider_unavailable(access::RETRY_AFTER_UNAVAILABLE.as_secs());
+            problem.detail = format!("{} refused to refresh the connection ({why}).", provider.display_name);
+            return Err(problem);
+        }
+        Access::Connect { authorization, reason: ConnectReason::NotConnected } => {
+            (RequiredReason::NotConnected, None, authorization)
+        }
+        Access::Connect { authorization, reason: ConnectReason::NeedsReconsent } => {
+            (RequiredReason::NeedsReconsent, None, authorization)
+        }
+        Access::MoreScopes { authorization, missing } => (RequiredReason::MissingScopes, Some(missing), authorization),
+        Access::AllowClient { authorization } => (RequiredReason::ConsentRequired, None, authorization),
+    };
+    Err(authorization_required(state, provider, reason, missing.as_ref(), &row))
+}
+
+fn authorization_required(
+    state: &AppState,
+    provider: &ProviderConfig,
+    reason: RequiredReason,
+    missing: Option<&Scopes>,
+    row: &AuthorizationRow,
+) -> Problem {
+    let link = AuthorizationLink {
+        id: row.id.clone(),
+        url: authorizations::connect_url(state, &row.id),
+        expires_at: row.expires_at,
+    };
+    Problem::authorization_required(reason, missing, &link).with("provider", provider.id.as_str())
+}
+
+pub fn token_response(token: &AccessToken) -> TokenResponse {
+    TokenResponse {
+        access_token: token.token.expose_secret().to_owned(),
+        token_type: "Bearer",
+        expires_at: token.grant.expires_at,
+        scopes: token.grant.scopes.split_whitespace().map(str::to_owned).collect(),
+        provider: token.grant.provider.clone(),
+        account: token.grant.account_label.clone(),
+    }
+}
