@@ -34,6 +34,7 @@ pub mod events;
 pub mod identity;
 pub mod mcp;
 pub mod oauth;
+pub mod oauth_server;
 pub mod pkce;
 pub mod state;
 pub mod store;
