@@ -217,7 +217,7 @@ fn router(state: AppState) -> Router {
         .merge(crate::identity::bearer::metadata_router())
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())
-        .merge(crate::identity::oidc::router(state.oidc.clone()));
+        .merge(crate::web::oidc_login::router(state.oidc.clone()));
     if state.config.demo {
         router = router.nest("/demo-provider", crate::demo_provider::router());
     }

@@ -15,10 +15,14 @@
 //! ```
 //!
 //! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
-//! share; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`identity`] bearer tokens,
-//! browser sessions, passwords; [`oauth`] the client side of third-party OAuth; [`mcp`] the MCP
-//! server; [`web`] hosted pages; [`demo_provider`] a strict built-in OAuth provider for trying
-//! the flow offline and for tests; [`admin`] the operator CLI.
+//! share; [`clock`] the injected time; [`domain`] identifiers parsed at the edge; [`events`] the
+//! signal that an authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing
+//! secrets; [`pkce`] RFC 7636 S256; [`identity`] bearer tokens, browser sessions, sign-in (local
+//! and OIDC), passwords; [`oauth`] the client side of third-party OAuth; [`mcp`] the MCP server;
+//! [`web`] hosted pages; [`authorization_server`] the broker's own OAuth 2.1 authorization server
+//! for MCP clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow
+//! offline and for tests; [`oauth_server`] the token/revocation plumbing those two share;
+//! [`admin`] the operator CLI.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 

@@ -12,12 +12,12 @@ use axum::response::Response;
 
 use super::csrf;
 use super::error::PageError;
-use super::next::login_path;
 use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
 use crate::config::ProviderConfig;
 use crate::domain::ElicitationId;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
+use crate::identity::next::login_path;
 use crate::oauth::consent;
 use crate::oauth::flow;
 use crate::state::AppState;
