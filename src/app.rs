@@ -221,7 +221,7 @@ fn router(state: AppState) -> Router {
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())
         .merge(crate::api::router())
-        .merge(crate::identity::oidc::router(state.oidc.clone()));
+        .merge(crate::web::oidc_login::router(state.oidc.clone()));
     if state.config.demo {
         router = router.nest("/demo-provider", crate::demo_provider::router());
     }

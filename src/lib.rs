@@ -15,11 +15,17 @@
 //! ```
 //!
 //! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
-//! share; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`identity`] bearer tokens,
-//! browser sessions, passwords; [`oauth`] the client side of third-party OAuth; [`mcp`] the MCP
-//! server; [`web`] hosted pages; [`demo_provider`] a strict built-in OAuth provider for trying
-//! the flow offline and for tests; [`api`] the token API for registered tool servers; [`admin`]
-//! the operator CLI.
+//! share ([`state::Core`] for the core, [`state::AppState`] for the faces); [`clock`] the
+//! injected time; [`domain`] identifiers parsed at the edge; [`events`] the signal that an
+//! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
+//! RFC 7636 S256; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
+//! passwords; [`oauth`] the client side of third-party OAuth (provider catalogue, token
+//! endpoint calls, API calls); [`broker`] the core: access decisions, authorizations, consent,
+//! the browser flow, refresh, connections. Faces over the core: [`mcp`] the MCP server; [`web`]
+//! hosted pages; [`api`] the token API for registered tool servers; [`admin`] the operator CLI.
+//! Beside them: [`authorization_server`] the broker's own OAuth 2.1 authorization server for MCP
+//! clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and
+//! for tests; [`oauth_server`] the token/revocation plumbing those two share.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -38,6 +44,7 @@ pub mod events;
 pub mod identity;
 pub mod mcp;
 pub mod oauth;
+pub mod oauth_server;
 pub mod pkce;
 pub mod state;
 pub mod store;

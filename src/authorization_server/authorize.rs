@@ -28,10 +28,10 @@ use url::Url;
 
 use super::client::{self, Client, ClientSource, LookupError};
 use super::client_metadata_document::DocumentCache;
-use super::params::{Params, is_form};
 use super::{CODE_TTL_SECS, LocalMode, redirect_uri, scopes};
 use crate::crypto::{random_token, sha256_hex};
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
+use crate::oauth_server::params::{Params, is_form};
 use crate::pkce;
 use crate::state::AppState;
 use crate::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};

@@ -14,40 +14,13 @@ use serde::Deserialize;
 use super::client_metadata_document::{DocumentCache, DocumentError};
 use super::{redirect_uri, scopes};
 use crate::config::Config;
+pub use crate::oauth_server::client_auth::AuthMethod;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::oauth_clients::OAuthClientRow;
 
 /// Longer names are refused (they are shown on the consent page).
 pub const MAX_CLIENT_NAME_CHARS: usize = 100;
-
-/// RFC 7591 §2 `token_endpoint_auth_method`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMethod {
-    /// A public client: identified by `client_id` alone; PKCE protects its codes.
-    None,
-    ClientSecretBasic,
-    ClientSecretPost,
-}
-
-impl AuthMethod {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::ClientSecretBasic => "client_secret_basic",
-            Self::ClientSecretPost => "client_secret_post",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Self> {
-        Some(match value {
-            "none" => Self::None,
-            "client_secret_basic" => Self::ClientSecretBasic,
-            "client_secret_post" => Self::ClientSecretPost,
-            _ => return None,
-        })
-    }
-}
 
 /// Where the client's metadata came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

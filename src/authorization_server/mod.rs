@@ -18,6 +18,9 @@
 //! them unchanged. Codes, client secrets and refresh tokens are stored only as hashes
 //! ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
 //!
+//! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
+//! checks are shared with the demo provider ([`crate::oauth_server`]).
+//!
 //! A request whose client or redirect URI cannot be trusted gets an error page, never a redirect
 //! (no open redirector, RFC 9700 §4.11); other authorization errors go back to the client's
 //! registered redirect URI with `state` and `iss` (RFC 9207).
@@ -28,7 +31,6 @@ mod client_auth;
 pub mod client_metadata_document;
 mod errors;
 pub mod metadata;
-mod params;
 pub mod redirect_uri;
 pub mod registration;
 pub mod revocation;

@@ -20,10 +20,11 @@ use serde_json::json;
 
 use super::LocalMode;
 use super::client::{AuthMethod, ClientMetadataInput, MetadataContext, MetadataError, validate_metadata};
-use super::errors::{RegistrationError, no_store};
-use super::params::has_content_type;
+use super::errors::RegistrationError;
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
+use crate::oauth_server::errors::no_store;
+use crate::oauth_server::params::has_content_type;
 use crate::state::AppState;
 use crate::store::oauth_clients::OAuthClientRow;
 use crate::web::login::ClientIp;

@@ -11,49 +11,34 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 
 use super::LocalMode;
-use super::client_auth::authenticate;
-use super::errors::{OAuthError, no_store};
-use super::params::{Params, is_form};
+use super::client_auth::{self, REALM};
 use crate::crypto::sha256_hex;
+use crate::oauth_server::endpoint::{self, RevocationRequest};
+use crate::oauth_server::errors::OAuthError;
 use crate::state::AppState;
 
+// RFC 7009 §2.1–§2.2.
 pub async fn revoke(
     _: LocalMode,
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let Ok(body) = body else {
-        return OAuthError::InvalidRequest("the body could not be read or is too large").into_response();
-    };
-    match handle(&state, &headers, &body).await {
-        Ok(()) => {
-            let mut response = StatusCode::OK.into_response();
-            no_store(&mut response);
-            response
-        }
-        Err(error) => error.into_response(),
-    }
+    endpoint::revocation(REALM, &state, &headers, body, client_auth::verify, revoke_grant).await
 }
 
-async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), OAuthError> {
-    if !is_form(headers) {
-        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
-    }
-    let params = Params::parse(body);
-    let client_id = authenticate(state, headers, &params).await?;
-    if params.has_duplicates() {
-        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
-    }
-    let token = params.get("token").filter(|t| !t.is_empty()).ok_or(OAuthError::InvalidRequest("token is required"))?;
+/// The grant the token descends from, if it is one of this client's, is revoked.
+async fn revoke_grant(state: &AppState, request: RevocationRequest) -> Result<(), OAuthError> {
+    let RevocationRequest { client_id, token } = request;
+    let (client_id, token) = (client_id.as_str(), token.as_str());
     // RFC 7009 §2.1: the hint only orders the look-ups; both kinds are tried.
-    let grant = match refresh_token_grant(state, token, &client_id).await? {
+    let grant = match refresh_token_grant(state, token, client_id).await? {
         Some(grant) => Some(grant),
-        None => access_token_grant(state, token, &client_id),
+        None => access_token_grant(state, token, client_id),
     };
     let Some(grant_id) = grant else { return Ok(()) };
     if state.store.revoke_oauth_grant(&grant_id, state.now()).await? {

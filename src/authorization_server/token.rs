@@ -15,20 +15,19 @@
 //! most [`ACCESS_TOKEN_TTL_SECS`]) unless the bearer check also asks
 //! [`crate::store::Store::oauth_grant_is_active`] about their `grant_id` claim.
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use super::client_auth::authenticate;
-use super::errors::{OAuthError, no_store};
-use super::params::{Params, is_form};
+use super::client_auth::{self, REALM};
 use super::{ACCESS_TOKEN_TTL_SECS, LocalMode, REFRESH_TOKEN_TTL_SECS, scopes};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
-use crate::pkce;
+use crate::oauth_server::endpoint::{self, TokenRequest, check_code_binding};
+use crate::oauth_server::errors::OAuthError;
+use crate::oauth_server::params::Params;
 use crate::state::AppState;
 use crate::store::oauth_codes::OAuthGrantFields;
 
@@ -51,33 +50,15 @@ pub async fn token(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let Ok(body) = body else {
-        return OAuthError::InvalidRequest("the body could not be read or is too large").into_response();
-    };
-    match handle(&state, &headers, &body).await {
-        Ok(tokens) => {
-            let mut response = Json(tokens).into_response();
-            no_store(&mut response);
-            response
-        }
-        Err(error) => error.into_response(),
-    }
+    endpoint::token(REALM, &state, &headers, body, client_auth::verify, grant).await
 }
 
-async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<TokenResponse, OAuthError> {
-    if !is_form(headers) {
-        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
-    }
-    let params = Params::parse(body);
-    let client_id = authenticate(state, headers, &params).await?;
-    if params.has_duplicates() {
-        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
-    }
-    match params.get("grant_type") {
-        Some("authorization_code") => authorization_code(state, &client_id, &params).await,
-        Some("refresh_token") => refresh_token(state, &client_id, &params).await,
-        Some(_) => Err(OAuthError::UnsupportedGrantType),
-        None => Err(OAuthError::InvalidRequest("grant_type is required")),
+/// One arm per grant type this server issues tokens for.
+async fn grant(state: &AppState, request: TokenRequest) -> Result<TokenResponse, OAuthError> {
+    match request.grant_type()? {
+        "authorization_code" => authorization_code(state, &request.client_id, &request.params).await,
+        "refresh_token" => refresh_token(state, &request.client_id, &request.params).await,
+        _ => Err(OAuthError::UnsupportedGrantType),
     }
 }
 
@@ -118,14 +99,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
     if row.expires_at <= now || row.grant.grant_revoked_at.is_some() {
         return Err(OAuthError::InvalidGrant);
     }
-    // RFC 6749 §4.1.3: redirect_uri present and identical to the authorization request's.
-    if params.get("redirect_uri") != Some(row.redirect_uri.as_str()) {
-        return Err(OAuthError::InvalidGrant);
-    }
-    let verifier = params.get("code_verifier").ok_or(OAuthError::InvalidGrant)?;
-    if !pkce::verify(verifier, &row.code_challenge) {
-        return Err(OAuthError::InvalidGrant);
-    }
+    check_code_binding(params, &row.redirect_uri, &row.code_challenge)?;
     check_resource(params, &row.grant)?;
     if !state.store.consume_oauth_code(&code_hash, now).await? {
         // Lost the race to a concurrent redemption of the same code: treat it as a replay.

@@ -19,11 +19,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use url::Url;
 
-use super::params::{Params, is_form};
 use super::scopes::ScopeSet;
 use super::{CODE_TTL_SECS, issuer};
 use crate::crypto::{random_token, sha256_hex};
 use crate::oauth::providers::DEMO_CLIENT_ID;
+use crate::oauth_server::params::{Params, is_form};
 use crate::pkce;
 use crate::state::AppState;
 use crate::store::demo::DemoCodeRow;

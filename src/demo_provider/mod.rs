@@ -12,6 +12,9 @@
 //! GET  /.well-known/oauth-authorization-server   RFC 8414 metadata
 //! ```
 //!
+//! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
+//! checks are shared with the broker's own authorization server ([`crate::oauth_server`]).
+//!
 //! Codes and tokens are stored as SHA-256 hashes ([`crate::store::demo`]); one-time steps are
 //! compare-and-swap updates, so they hold across instances too.
 
@@ -19,7 +22,6 @@ pub mod api;
 mod authorize;
 mod client_auth;
 mod errors;
-mod params;
 mod revoke;
 mod scopes;
 mod token;

@@ -1,46 +1,34 @@
-//! Token revocation (RFC 7009).
+//! Token revocation (RFC 7009). One table holds both kinds of token, so `token_type_hint` is
+//! not needed (§2.1 lets it only speed up a look-up).
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::Response;
 
-use super::client_auth::authenticate;
-use super::errors::{OAuthError, no_store};
-use super::params::{Params, is_form};
+use super::client_auth::{self, REALM};
 use crate::crypto::sha256_hex;
+use crate::oauth_server::endpoint::{self, RevocationRequest};
+use crate::oauth_server::errors::OAuthError;
 use crate::state::AppState;
 use crate::store::demo::DemoTokenKind;
 
 // RFC 7009 §2.1–§2.2.
-pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    match handle(&state, &headers, &body).await {
-        Ok(()) => {
-            let mut response = StatusCode::OK.into_response();
-            no_store(&mut response);
-            response
-        }
-        Err(error) => error.into_response(),
-    }
+pub async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    endpoint::revocation(REALM, &state, &headers, body, client_auth::verify, revoke_token).await
 }
 
-async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), OAuthError> {
-    if !is_form(headers) {
-        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
-    }
-    let params = Params::parse(body);
-    let client_id = authenticate(state, headers, &params)?;
-    if params.has_duplicates() {
-        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
-    }
-    let token = params.get("token").ok_or(OAuthError::InvalidRequest("token is required"))?;
-    // `token_type_hint` only speeds up a lookup (§2.1); one table holds both kinds, so it is
-    // ignored, and a wrong hint must not stop the revocation.
-    let Some(row) = state.store.demo_token(&sha256_hex(token)).await? else {
+async fn revoke_token(state: &AppState, request: RevocationRequest) -> Result<(), OAuthError> {
+    let Some(row) = state.store.demo_token(&sha256_hex(&request.token)).await? else {
         // §2.2: an unknown token is answered with 200, so the endpoint reveals nothing.
         return Ok(());
     };
-    if row.client_id != client_id {
+    if row.client_id != request.client_id {
         // §2.1 lets us refuse; a silent 200 reveals less about someone else's token.
         return Ok(());
     }

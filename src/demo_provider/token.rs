@@ -8,20 +8,20 @@
 //! they are revoked too. So a code or refresh token used twice, even concurrently, leaves no
 //! live token behind.
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use super::client_auth::authenticate;
-use super::errors::{OAuthError, no_store};
-use super::params::{Params, is_form};
+use super::client_auth::{self, REALM};
 use super::scopes::ScopeSet;
 use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
-use crate::pkce;
+use crate::oauth_server::endpoint::{self, TokenRequest, check_code_binding};
+use crate::oauth_server::errors::OAuthError;
+use crate::oauth_server::params::Params;
 use crate::state::AppState;
 use crate::store::demo::{DemoTokenKind, NewDemoToken};
 
@@ -36,31 +36,16 @@ struct TokenResponse {
 }
 
 // RFC 6749 §3.2, §4.1.3, §6; OAuth 2.1 §3.2.
-pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    match handle(&state, &headers, &body).await {
-        Ok(tokens) => {
-            let mut response = Json(tokens).into_response();
-            no_store(&mut response);
-            response
-        }
-        Err(error) => error.into_response(),
-    }
+pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    endpoint::token(REALM, &state, &headers, body, client_auth::verify, grant).await
 }
 
-async fn handle(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<TokenResponse, OAuthError> {
-    if !is_form(headers) {
-        return Err(OAuthError::InvalidRequest("the body must be application/x-www-form-urlencoded"));
-    }
-    let params = Params::parse(body);
-    let client_id = authenticate(state, headers, &params)?;
-    if params.has_duplicates() {
-        return Err(OAuthError::InvalidRequest("a parameter was sent more than once"));
-    }
-    match params.get("grant_type") {
-        Some("authorization_code") => authorization_code(state, &client_id, &params).await,
-        Some("refresh_token") => refresh_token(state, &client_id, &params).await,
-        Some(_) => Err(OAuthError::UnsupportedGrantType),
-        None => Err(OAuthError::InvalidRequest("grant_type is required")),
+/// One arm per grant type this provider issues tokens for.
+async fn grant(state: &AppState, request: TokenRequest) -> Result<TokenResponse, OAuthError> {
+    match request.grant_type()? {
+        "authorization_code" => authorization_code(state, &request.client_id, &request.params).await,
+        "refresh_token" => refresh_token(state, &request.client_id, &request.params).await,
+        _ => Err(OAuthError::UnsupportedGrantType),
     }
 }
 
@@ -89,14 +74,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
     if row.expires_at <= now {
         return Err(OAuthError::InvalidGrant);
     }
-    // RFC 6749 §4.1.3: redirect_uri must be present and identical to the authorize request's.
-    if params.get("redirect_uri") != Some(row.redirect_uri.as_str()) {
-        return Err(OAuthError::InvalidGrant);
-    }
-    let verifier = params.get("code_verifier").ok_or(OAuthError::InvalidGrant)?;
-    if !pkce::verify(verifier, &row.code_challenge) {
-        return Err(OAuthError::InvalidGrant);
-    }
+    check_code_binding(params, &row.redirect_uri, &row.code_challenge)?;
     let scopes = ScopeSet::from_stored(&row.scopes);
     let tokens = issue_pair(state, &family_id, client_id, &row.account, &scopes, &scopes, now).await?;
     if !state.store.demo_consume_code(&code_hash, now).await? {

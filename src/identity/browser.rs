@@ -7,8 +7,9 @@
 //! plant or overwrite it). Every sign-in mints a new value, never reusing one sent by the browser
 //! (session fixation). Sessions last 12 hours.
 //!
-//! [`OptionalBrowserSession`] and [`BrowserSession`] are extractors; the latter redirects to the
-//! sign-in form when the browser is not signed in.
+//! [`OptionalBrowserSession`] and [`BrowserSession`] are extractors; the latter refuses a browser
+//! that is not signed in with [`SessionError::SignInRequired`], which the pages answer with a
+//! redirect to the sign-in form.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -17,9 +18,8 @@ use axum_extra::extract::cookie::CookieJar;
 
 use crate::crypto::{random_token, sha256_hex};
 use crate::state::AppState;
-use crate::store::StoreResult;
 use crate::store::users::User;
-use crate::web::error::PageError;
+use crate::store::{StoreError, StoreResult};
 
 /// The session cookie's name over plain http (development).
 pub const SESSION_COOKIE: &str = "oauth_broker_session";
@@ -27,6 +27,17 @@ pub const SESSION_COOKIE: &str = "oauth_broker_session";
 pub const SESSION_TTL_SECONDS: i64 = 12 * 60 * 60;
 /// 32 random bytes, base64url without padding.
 const SESSION_VALUE_LEN: usize = 43;
+
+/// Why a request has no browser session to act for.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The browser is not signed in; after signing in it should come back to `next` (a local
+    /// path, checked again by [`super::next::safe_next`] before it is followed).
+    #[error("the browser is not signed in")]
+    SignInRequired { next: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// A signed-in browser.
 #[derive(Clone)]
@@ -115,7 +126,7 @@ pub async fn current(state: &AppState, headers: &HeaderMap) -> StoreResult<Optio
 pub struct OptionalBrowserSession(pub Option<BrowserSession>);
 
 impl FromRequestParts<AppState> for OptionalBrowserSession {
-    type Rejection = PageError;
+    type Rejection = SessionError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         Ok(Self(current(state, &parts.headers).await?))
@@ -125,7 +136,7 @@ impl FromRequestParts<AppState> for OptionalBrowserSession {
 /// A signed-in browser; otherwise a 303 to `/login?next=<this path>` (the path only for GET, as
 /// a form POST cannot be replayed after signing in).
 impl FromRequestParts<AppState> for BrowserSession {
-    type Rejection = PageError;
+    type Rejection = SessionError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         match current(state, &parts.headers).await? {
@@ -136,7 +147,7 @@ impl FromRequestParts<AppState> for BrowserSession {
                 } else {
                     parts.uri.path().to_owned()
                 };
-                Err(PageError::SignIn { next })
+                Err(SessionError::SignInRequired { next })
             }
         }
     }

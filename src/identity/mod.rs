@@ -1,10 +1,15 @@
 //! Who is asking. On /mcp, only a verified bearer JWT says who the user is ([`bearer`]); in the
 //! browser, a sign-in session cookie does ([`browser`]). The consent pages act only when both
-//! name the same user.
+//! name the same user. Where a browser goes after signing in is checked by [`next`].
+//!
+//! Identity decides and imports no face: refusals are its own error enums
+//! ([`browser::SessionError`], [`oidc::browser_login::SignInError`]), which the hosted pages
+//! (`src/web/`) turn into pages.
 
 pub mod bearer;
 pub mod browser;
 pub mod jwt;
+pub mod next;
 pub mod oidc;
 pub mod password;
 

@@ -12,7 +12,6 @@ use axum::response::Response;
 
 use super::csrf;
 use super::error::PageError;
-use super::next::login_path;
 use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
 use crate::broker::consent;
 use crate::broker::flow;
@@ -20,6 +19,7 @@ use crate::config::ProviderConfig;
 use crate::domain::ElicitationId;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
+use crate::identity::next::login_path;
 use crate::state::AppState;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 

@@ -6,6 +6,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::pages::{self, MessagePage, SignOutForm};
 use crate::broker::flow::FlowError;
+use crate::identity::browser::SessionError;
+use crate::identity::next::login_path;
+use crate::identity::oidc::browser_login::SignInError;
 use crate::store::StoreError;
 
 #[derive(Debug)]
@@ -64,6 +67,66 @@ impl PageError {
 impl From<StoreError> for PageError {
     fn from(error: StoreError) -> Self {
         PageError::Internal(format!("store: {error}"))
+    }
+}
+
+impl From<SessionError> for PageError {
+    fn from(error: SessionError) -> Self {
+        match error {
+            SessionError::SignInRequired { next } => PageError::SignIn { next },
+            SessionError::Store(error) => Self::from(error),
+        }
+    }
+}
+
+/// The browser-session extractors' rejection, as a page.
+impl IntoResponse for SessionError {
+    fn into_response(self) -> Response {
+        PageError::from(self).into_response()
+    }
+}
+
+impl From<SignInError> for PageError {
+    fn from(error: SignInError) -> Self {
+        use StatusCode as S;
+        let again = "Start signing in again.";
+        match error {
+            SignInError::NotValid => Self::page(
+                S::BAD_REQUEST,
+                "Sign-in not valid",
+                format!("This sign-in response is not valid, was already used, or belongs to another browser. {again}"),
+            ),
+            SignInError::Expired => {
+                Self::page(S::GONE, "Sign-in expired", format!("This sign-in took too long. {again}"))
+            }
+            SignInError::IssuerMismatch => Self::page(
+                S::BAD_REQUEST,
+                "Sign-in not valid",
+                format!("This sign-in response came from an unexpected issuer, so it was ignored. {again}"),
+            ),
+            SignInError::Refused(code) => Self::page(
+                S::FORBIDDEN,
+                "Not signed in",
+                format!("The identity provider did not sign you in (error: {code}). {again}"),
+            ),
+            SignInError::IdTokenNotVerified => Self::page(
+                S::BAD_REQUEST,
+                "Sign-in not valid",
+                format!("The identity provider's answer could not be verified, so you are not signed in. {again}"),
+            ),
+            SignInError::ExchangeFailed(_) => Self::page(
+                S::BAD_GATEWAY,
+                "Sign-in failed",
+                format!("The identity provider did not complete the sign-in. {again}"),
+            ),
+            SignInError::IssuerUnavailable(_) => Self::page(
+                S::SERVICE_UNAVAILABLE,
+                "Identity provider unavailable",
+                "The identity provider cannot be reached right now. Try again in a moment.",
+            ),
+            SignInError::Store(error) => Self::from(error),
+            SignInError::Internal(cause) => PageError::Internal(cause),
+        }
     }
 }
 
@@ -143,7 +206,7 @@ impl IntoResponse for PageError {
             PageError::Page { status, title, message, sign_out } => {
                 pages::render(status, &MessagePage { title, message, sign_out })
             }
-            PageError::SignIn { next } => pages::see_other(&super::next::login_path(&next)),
+            PageError::SignIn { next } => pages::see_other(&login_path(&next)),
             PageError::Internal(cause) => {
                 tracing::error!(%cause, "hosted page failed");
                 pages::message(

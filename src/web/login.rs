@@ -19,10 +19,10 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::csrf;
 use super::error::PageError;
-use super::next::safe_next;
 use super::pages::{self, LoginPage};
 use super::throttle::LoginThrottle;
 use crate::identity::browser::{self, OptionalBrowserSession};
+use crate::identity::next::safe_next;
 use crate::identity::password::{verify_against_dummy, verify_password};
 use crate::state::AppState;
 

@@ -5,6 +5,7 @@
 //! | `GET /`                | [`home`]      | signed in as …, or a link to sign in              |
 //! | `GET/POST /login`      | [`login`]     | local sign-in (double-submit CSRF, throttled)     |
 //! | `POST /logout`         | [`login`]     | ends the browser session (CSRF)                   |
+//! | `GET /login/oidc`, `GET /login/oidc/callback` | [`oidc_login`] | sign-in at the OIDC issuer → [`crate::identity::oidc::browser_login`] |
 //! | `GET/POST /connect/{id}` | [`connect`] | consent for an authorization (owner only, CSRF)   |
 //! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]   |
 //!
@@ -20,7 +21,7 @@ pub mod error;
 mod flow_tests;
 pub mod home;
 pub mod login;
-pub mod next;
+pub mod oidc_login;
 pub mod pages;
 pub mod security_headers;
 pub mod throttle;

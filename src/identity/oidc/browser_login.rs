@@ -1,11 +1,12 @@
 //! Browser sign-in with the issuer: OIDC Core §3.1 authorization code flow with PKCE S256
 //! (RFC 7636) and a nonce.
 //!
-//! `GET /login/oidc?next=…` sends the browser to the issuer's authorization endpoint.
-//! `GET /login/oidc/callback` checks the response, exchanges the code, verifies the ID token
-//! ([`super::verify_id_token`]), finds or creates the user by (issuer, subject), starts a browser
-//! session exactly as local sign-in does (a new cookie, never one the browser sent), and 303s to
-//! the local `next`.
+//! [`start`] (`GET /login/oidc?next=…`) picks where the browser goes at the issuer's
+//! authorization endpoint. [`finish`] (`GET /login/oidc/callback`) checks the response,
+//! exchanges the code, verifies the ID token ([`super::verify_id_token`]), finds or creates the
+//! user by (issuer, subject), and starts a browser session exactly as local sign-in does (a new
+//! cookie, never one the browser sent); the browser then goes to the local `next`. Refusals are
+//! [`SignInError`]s; the routes and pages are in `src/web/oidc_login.rs`.
 //!
 //! **Where the pending sign-in lives.** `state`, `nonce`, the PKCE verifier, `next`, the issuer
 //! and an expiry are sealed (AES-256-GCM with the broker's key, AAD naming this purpose) into a
@@ -23,14 +24,7 @@
 //! RFC 9700 §4.4.2 (mix-up): a present `iss` parameter must equal the issuer (RFC 9207), and is
 //! required when the issuer advertises it; the ID token's `iss` is checked in any case.
 
-use std::sync::Arc;
-
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Extension, Router};
+use axum::http::{HeaderMap, HeaderValue};
 use axum_extra::extract::cookie::CookieJar;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -41,15 +35,15 @@ use oauth2::{
 };
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
+use url::Url;
 
 use super::discovery::ProviderMetadata;
 use super::{OidcContext, OidcError};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
 use crate::identity::browser;
+use crate::identity::next::safe_next;
 use crate::state::AppState;
-use crate::web::error::PageError;
-use crate::web::next::safe_next;
-use crate::web::pages;
+use crate::store::StoreError;
 
 pub const LOGIN_PATH: &str = "/login/oidc";
 /// Registered at the issuer exactly as `{public_url}/login/oidc/callback`.
@@ -64,22 +58,59 @@ const MAX_COOKIE_BYTES: usize = 4096;
 const SEAL: SealContext<'static> =
     SealContext { table: "oidc_login_cookie", column: "pending_sign_in", row_id: "v1", owner: "browser" };
 
-/// The sign-in routes, when oidc mode is on (an empty router otherwise).
-pub fn router(ctx: Option<Arc<OidcContext>>) -> Router<AppState> {
-    let Some(ctx) = ctx else { return Router::new() };
-    Router::new().route(LOGIN_PATH, get(start)).route(CALLBACK_PATH, get(callback)).layer(Extension(ctx)).layer(
-        tower_http::set_header::SetResponseHeaderLayer::overriding(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        ),
-    )
-}
-
 /// `/login/oidc?next=<next>` with `next` made safe and percent-encoded, for the local sign-in
 /// page to redirect to in oidc mode.
 pub fn login_path(next: &str) -> String {
-    let local = crate::web::next::login_path(next);
+    let local = crate::identity::next::login_path(next);
     format!("{LOGIN_PATH}{}", local.strip_prefix("/login").unwrap_or("?next=/"))
+}
+
+/// Why a sign-in with the issuer did not happen. Causes are logged where they arise, never shown.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    /// No pending sign-in in this browser, `state` not matching it or already used, or no code:
+    /// the response is not valid, was already used, or belongs to another browser.
+    #[error("the sign-in response is not valid, was already used, or belongs to another browser")]
+    NotValid,
+    /// The browser took longer than the pending sign-in's lifetime.
+    #[error("the sign-in expired")]
+    Expired,
+    /// RFC 9207 §2.4 / RFC 9700 §4.4.2: the response came from an unexpected issuer (mix-up).
+    #[error("the sign-in response came from an unexpected issuer")]
+    IssuerMismatch,
+    /// The issuer answered with an `error` (kept to `[A-Za-z0-9_]`, at most 64 characters).
+    #[error("the issuer did not sign the browser in (error: {0})")]
+    Refused(String),
+    /// The ID token did not verify.
+    #[error("the ID token did not verify")]
+    IdTokenNotVerified,
+    /// The code exchange failed (why, for the log).
+    #[error("the code exchange failed: {0}")]
+    ExchangeFailed(String),
+    /// The issuer cannot be reached or publishes no usable endpoint.
+    #[error("the identity provider is unavailable: {0}")]
+    IssuerUnavailable(OidcError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A sign-in begun: send the browser to `location` with `cookie` set.
+#[derive(Debug)]
+pub struct Started {
+    /// The issuer's authorization endpoint with our request.
+    pub location: Url,
+    /// `Set-Cookie` carrying the sealed pending sign-in.
+    pub cookie: HeaderValue,
+}
+
+/// A sign-in completed: the new session's `Set-Cookie`, and the local path to go to.
+#[derive(Debug)]
+pub struct SignedIn {
+    pub cookie: HeaderValue,
+    /// Already made safe ([`safe_next`]).
+    pub next: String,
 }
 
 /// A sign-in in progress, sealed into the browser's cookie.
@@ -94,19 +125,9 @@ struct PendingSignIn {
     expires_at: i64,
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct StartQuery {
-    #[serde(default)]
-    next: String,
-}
-
 // OIDC Core §3.1.2.1, RFC 7636 §4.3.
-async fn start(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<Arc<OidcContext>>,
-    query: Result<Query<StartQuery>, QueryRejection>,
-) -> Result<Response, PageError> {
-    let next = query.map(|Query(q)| q.next).unwrap_or_default();
+/// Begins a sign-in that will come back to the local path `next` (made safe here).
+pub async fn start(state: &AppState, ctx: &OidcContext, next: &str) -> Result<Started, SignInError> {
     let now = state.now();
     let metadata = ctx.metadata(now).await.map_err(issuer_unavailable)?;
     let Some(authorization_endpoint) = metadata.authorization_endpoint.clone() else {
@@ -117,13 +138,13 @@ async fn start(
         state: random_token(32),
         nonce: random_token(32),
         verifier: random_token(32),
-        next: safe_next(&next).to_owned(),
+        next: safe_next(next).to_owned(),
         issuer: metadata.issuer.clone(),
         expires_at: now + LOGIN_TTL_SECONDS,
     };
     let challenge = PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(pending.verifier.clone()));
     let csrf = pending.state.clone();
-    let (url, _) = oauth2::basic::BasicClient::new(ClientId::new(ctx.client_id.clone()))
+    let (location, _) = oauth2::basic::BasicClient::new(ClientId::new(ctx.client_id.clone()))
         .set_auth_uri(AuthUrl::from_url(authorization_endpoint))
         .set_redirect_uri(RedirectUrl::from_url(ctx.redirect_uri.clone()))
         .authorize_url(move || CsrfToken::new(csrf))
@@ -131,15 +152,13 @@ async fn start(
         .add_scopes(SCOPES.map(|s| oauth2::Scope::new(s.to_owned())))
         .add_extra_param("nonce", pending.nonce.clone())
         .url();
-    let plaintext = serde_json::to_vec(&pending).map_err(PageError::internal)?;
+    let plaintext = serde_json::to_vec(&pending).map_err(|error| SignInError::Internal(error.to_string()))?;
     let sealed = URL_SAFE_NO_PAD.encode(state.sealer.seal(&plaintext, SEAL));
-    let mut response = pages::see_other(url.as_str());
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, browser::set_cookie(LOGIN_COOKIE, &sealed, LOGIN_TTL_SECONDS, ctx.secure_cookies));
-    Ok(response)
+    let cookie = browser::set_cookie(LOGIN_COOKIE, &sealed, LOGIN_TTL_SECONDS, ctx.secure_cookies);
+    Ok(Started { location, cookie })
 }
 
+/// The callback's query parameters (OIDC Core §3.1.2.5–§3.1.2.6, RFC 9207 §2).
 #[derive(Debug, Default, Deserialize)]
 pub struct CallbackQuery {
     code: Option<String>,
@@ -148,46 +167,32 @@ pub struct CallbackQuery {
     iss: Option<String>,
 }
 
-// OIDC Core §3.1.2.5-§3.1.3.7, RFC 9207 §2.4.
-async fn callback(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<Arc<OidcContext>>,
-    headers: HeaderMap,
-    query: Result<Query<CallbackQuery>, QueryRejection>,
-) -> Response {
-    let mut response = match finish(&state, &ctx, &headers, query).await {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    };
-    // Single use: whatever happened, this attempt is over.
-    response.headers_mut().append(header::SET_COOKIE, browser::set_cookie(LOGIN_COOKIE, "", 0, ctx.secure_cookies));
-    response
+/// `Set-Cookie` ending the pending sign-in. Single use: the callback sends it whatever happened.
+pub fn clear_pending(ctx: &OidcContext) -> HeaderValue {
+    browser::set_cookie(LOGIN_COOKIE, "", 0, ctx.secure_cookies)
 }
 
-async fn finish(
+// OIDC Core §3.1.2.5-§3.1.3.7, RFC 9207 §2.4.
+/// Completes the sign-in this browser started, given the issuer's answer.
+pub async fn finish(
     state: &AppState,
     ctx: &OidcContext,
     headers: &HeaderMap,
-    query: Result<Query<CallbackQuery>, QueryRejection>,
-) -> Result<Response, PageError> {
-    let Ok(Query(query)) = query else { return Err(PageError::bad_request()) };
+    query: CallbackQuery,
+) -> Result<SignedIn, SignInError> {
     let now = state.now();
-    let pending = read_pending(state, ctx, headers).ok_or_else(not_valid)?;
+    let pending = read_pending(state, ctx, headers).ok_or(SignInError::NotValid)?;
     let presented = query.state.as_deref().unwrap_or_default();
     if !constant_time_eq(presented.as_bytes(), pending.state.as_bytes()) {
         tracing::info!("OIDC sign-in callback refused: state does not match this browser's sign-in");
-        return Err(not_valid());
+        return Err(SignInError::NotValid);
     }
     if pending.expires_at <= now {
-        return Err(PageError::page(
-            StatusCode::GONE,
-            "Sign-in expired",
-            "This sign-in took too long. Start signing in again.",
-        ));
+        return Err(SignInError::Expired);
     }
     if !ctx.consume_state(sha256_hex(&pending.state), pending.expires_at, now) {
         tracing::info!("OIDC sign-in callback refused: state already used");
-        return Err(not_valid());
+        return Err(SignInError::NotValid);
     }
     let metadata = ctx.metadata(now).await.map_err(issuer_unavailable)?;
     // RFC 9207 §2.4: compare a present `iss`; require it when the issuer says it sends one.
@@ -202,24 +207,16 @@ async fn finish(
     if let Some(error) = &query.error {
         let code: String = error.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
         tracing::info!(error = %code, "the OIDC issuer did not sign the browser in");
-        return Err(PageError::page(
-            StatusCode::FORBIDDEN,
-            "Not signed in",
-            format!("The identity provider did not sign you in (error: {code}). Start signing in again."),
-        ));
+        return Err(SignInError::Refused(code));
     }
-    let Some(code) = query.code.filter(|c| !c.is_empty()) else { return Err(not_valid()) };
+    let Some(code) = query.code.filter(|c| !c.is_empty()) else { return Err(SignInError::NotValid) };
     let id_token = exchange_code(ctx, &metadata, &code, &pending.verifier).await?;
     let claims = super::verify_id_token(ctx, &id_token, &pending.nonce, now).await.map_err(|error| {
         if error.is_unavailable() {
             return issuer_unavailable(error);
         }
         tracing::warn!(%error, "OIDC sign-in refused: the ID token did not verify");
-        PageError::page(
-            StatusCode::BAD_REQUEST,
-            "Sign-in not valid",
-            "The identity provider's answer could not be verified, so you are not signed in. Start signing in again.",
-        )
+        SignInError::IdTokenNotVerified
     })?;
     let mut user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await?;
     if user.display_name != claims.display_name {
@@ -233,9 +230,7 @@ async fn finish(
     let (session, cookie) = browser::sign_in(state, user).await?;
     state.store.audit(now, Some(&session.user.id), "browser.signed_in", None, Some("oidc")).await?;
     tracing::info!(user_id = %session.user.id, "browser signed in with the OIDC issuer");
-    let mut response = pages::see_other(safe_next(&pending.next));
-    response.headers_mut().append(header::SET_COOKIE, cookie);
-    Ok(response)
+    Ok(SignedIn { cookie, next: safe_next(&pending.next).to_owned() })
 }
 
 /// The pending sign-in sealed in this browser's cookie, if there is one and it opens.
@@ -279,7 +274,7 @@ async fn exchange_code(
     metadata: &ProviderMetadata,
     code: &str,
     verifier: &str,
-) -> Result<String, PageError> {
+) -> Result<String, SignInError> {
     let Some(token_endpoint) = metadata.token_endpoint.clone() else {
         return Err(issuer_unavailable(OidcError::BadIssuerResponse("no token_endpoint".into())));
     };
@@ -301,11 +296,7 @@ async fn exchange_code(
         .await;
     let refused = |why: String| {
         tracing::warn!(%why, "OIDC sign-in: the code exchange failed");
-        PageError::page(
-            StatusCode::BAD_GATEWAY,
-            "Sign-in failed",
-            "The identity provider did not complete the sign-in. Start signing in again.",
-        )
+        SignInError::ExchangeFailed(why)
     };
     match result {
         Ok(response) => {
@@ -320,28 +311,12 @@ async fn exchange_code(
     }
 }
 
-fn not_valid() -> PageError {
-    PageError::page(
-        StatusCode::BAD_REQUEST,
-        "Sign-in not valid",
-        "This sign-in response is not valid, was already used, or belongs to another browser. Start signing in again.",
-    )
-}
-
-fn mix_up() -> PageError {
+fn mix_up() -> SignInError {
     tracing::warn!("OIDC sign-in callback refused: issuer mismatch (RFC 9207)");
-    PageError::page(
-        StatusCode::BAD_REQUEST,
-        "Sign-in not valid",
-        "This sign-in response came from an unexpected issuer, so it was ignored. Start signing in again.",
-    )
+    SignInError::IssuerMismatch
 }
 
-fn issuer_unavailable(error: OidcError) -> PageError {
+fn issuer_unavailable(error: OidcError) -> SignInError {
     tracing::error!(%error, "OIDC sign-in: the identity provider is unavailable");
-    PageError::page(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Identity provider unavailable",
-        "The identity provider cannot be reached right now. Try again in a moment.",
-    )
+    SignInError::IssuerUnavailable(error)
 }

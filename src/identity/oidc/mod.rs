@@ -6,7 +6,7 @@
 //! | [`discovery`]       | `/.well-known/openid-configuration`, `issuer` checked exactly      |
 //! | [`jwks`]            | the issuer's signing keys, parsed and filtered                     |
 //! | [`verify`]          | bearer JWTs on /mcp and ID tokens: signature, alg, iss, aud, time  |
-//! | [`browser_login`]   | `GET /login/oidc`, `GET /login/oidc/callback`: code + PKCE + nonce |
+//! | [`browser_login`]   | sign-in: code + PKCE + nonce; routes in `src/web/oidc_login.rs`    |
 //! | [`fetch`]           | outbound HTTP to the issuer: no redirects, timeouts, size caps     |
 //!
 //! [`OidcContext`] is built at start-up when the mode is `oidc` and lives in `AppState`. It
@@ -37,7 +37,7 @@ use jsonwebtoken::Algorithm;
 use secrecy::SecretString;
 use url::Url;
 
-pub use browser_login::{login_path, router};
+pub use browser_login::login_path;
 pub use verify::{VerifiedClaims, authenticate_bearer, authenticate_bearer_for, verify_bearer, verify_id_token};
 
 use self::discovery::ProviderMetadata;

@@ -1,9 +1,7 @@
-//! Request parameters parsed strictly, for the authorize query, the approve form and the
-//! token/revocation bodies.
-//!
-//! RFC 6749 §3.1/§3.2: parameters sent without a value are treated as omitted, and a parameter
-//! must not appear more than once. serde's map extractors would silently keep one of two
-//! values, so the parser records duplicates and the handlers refuse them.
+//! Request parameters parsed strictly, for authorize queries, consent/approve forms and the
+//! token and revocation bodies. RFC 6749 §3.1/§3.2: a parameter sent without a value counts as
+//! omitted, and a parameter must not appear more than once — serde's map extractors would
+//! silently keep one of two values, so duplicates are recorded and refused by the handlers.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,13 +45,18 @@ impl Params {
     }
 }
 
-/// True when the body is declared `application/x-www-form-urlencoded` (any charset parameter).
-pub fn is_form(headers: &HeaderMap) -> bool {
+/// True when the body is declared with the media type `essence` (any parameters).
+pub fn has_content_type(headers: &HeaderMap, essence: &str) -> bool {
     headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+        .is_some_and(|found| found.trim().eq_ignore_ascii_case(essence))
+}
+
+/// True for `application/x-www-form-urlencoded` bodies (any charset parameter).
+pub fn is_form(headers: &HeaderMap) -> bool {
+    has_content_type(headers, "application/x-www-form-urlencoded")
 }
 
 /// Decodes one `application/x-www-form-urlencoded` component ('+' is a space, `%XX` a byte).
@@ -93,12 +96,13 @@ mod tests {
     }
 
     #[test]
-    fn only_form_urlencoded_bodies_are_forms() {
+    fn content_types_are_matched_on_their_essence() {
         let mut h = HeaderMap::new();
         assert!(!is_form(&h));
         h.insert(CONTENT_TYPE, "Application/X-WWW-Form-Urlencoded; charset=UTF-8".parse().unwrap());
         assert!(is_form(&h));
         h.insert(CONTENT_TYPE, "application/json".parse().unwrap());
+        assert!(has_content_type(&h, "application/json"));
         assert!(!is_form(&h));
     }
 
