@@ -148,6 +148,16 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
             validate_service_name(&name)?;
             let providers = parse_providers(&providers, &state.providers)?;
             let resource = resource.as_deref().map(parse_resource).transpose()?;
+            if let Some(resource) = &resource {
+                // A user token names one audience: two holders of it could act for each
+                // other's users, and the broker's own would let a tool server use /mcp tokens.
+                if resource.as_str() == state.config.mcp_url().as_str() {
+                    bail!("--resource {resource} is the broker's own MCP endpoint; give the tool server's MCP URL");
+                }
+                if let Some(other) = state.store.service_by_resource(resource.as_str()).await? {
+                    bail!("--resource {resource} is already registered for service {}", other.name);
+                }
+            }
             let secret = OneTimeSecret::generate(SECRET_PREFIX, SECRET_BYTES);
             let new = NewService {
                 name: &name,

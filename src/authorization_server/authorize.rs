@@ -144,12 +144,26 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
         .get("code_challenge")
         .filter(|c| pkce::is_valid_challenge(c))
         .ok_or_else(|| fail("invalid_request", "code_challenge is missing or malformed"))?;
-    // RFC 8707 §2: the only resource here is the MCP endpoint; it becomes the token's `aud`.
+    // RFC 8707 §2: the resource becomes the token's `aud`: the broker's MCP endpoint, or a
+    // registered tool server's (`admin services add --resource`), which presents the token to
+    // the token API. Compared exactly.
     let mcp_url = state.config.mcp_url().to_string();
     let resource = match params.get("resource") {
         None => mcp_url,
         Some(resource) if resource == mcp_url => mcp_url,
-        Some(_) => return Err(fail("invalid_target", "resource must be this server's MCP endpoint URL")),
+        Some(resource) => match state.store.service_by_resource(resource).await {
+            Ok(Some(_)) => resource.to_owned(),
+            Ok(None) => {
+                return Err(fail(
+                    "invalid_target",
+                    "resource must be this server's MCP endpoint URL or a registered tool server's",
+                ));
+            }
+            Err(error) => {
+                tracing::error!(%error, "looking up a resource failed");
+                return Err(fail("server_error", "the authorization server failed; try again"));
+            }
+        },
     };
     let scope = scopes::for_request(&state.config, params.get("scope"), client.scope.as_deref())
         .map_err(|_| fail("invalid_scope", "a requested scope is unknown or not allowed for this client"))?;
@@ -180,7 +194,7 @@ pub async fn show(
     };
     match session {
         Some(session) => match connections_allowed(&state, &request.client.client_id, &session).await {
-            Ok(already_allowed) => consent_page(&state, &request, &session, already_allowed),
+            Ok(already_allowed) => consent_page(&state, &request, &session, already_allowed).await,
             Err(error) => PageError::from(error).into_response(),
         },
         None => PageError::SignIn { next: request.path() }.into_response(),
@@ -321,6 +335,8 @@ struct ConsentPage {
     redirect_host: String,
     scopes: Vec<String>,
     resource: String,
+    /// What the token will open: the broker's MCP server, or a named tool server.
+    resource_name: String,
     username: String,
     csrf_token: String,
     hidden: Vec<HiddenField>,
@@ -353,7 +369,18 @@ async fn connections_allowed(
         .collect())
 }
 
-fn consent_page(
+/// How the consent page names the resource a token is for.
+async fn resource_name(state: &AppState, resource: &str) -> String {
+    if resource == state.config.mcp_url().as_str() {
+        return "this broker's MCP server".into();
+    }
+    match state.store.service_by_resource(resource).await {
+        Ok(Some(service)) => service.client().describe(),
+        _ => "a tool server".into(),
+    }
+}
+
+async fn consent_page(
     state: &AppState,
     request: &AuthorizeRequest,
     session: &BrowserSession,
@@ -370,6 +397,7 @@ fn consent_page(
         redirect_host: redirect_uri::host_of(&request.redirect_uri),
         scopes: request.scope.iter().cloned().collect(),
         resource: request.resource.clone(),
+        resource_name: resource_name(state, &request.resource).await,
         username: session.display_name().to_owned(),
         csrf_token: session.csrf_token.clone(),
         hidden: request.fields().into_iter().map(|(name, value)| HiddenField { name, value }).collect(),
@@ -393,6 +421,7 @@ mod tests {
             redirect_host: "127.0.0.1:5".into(),
             scopes: vec!["mcp".into()],
             resource: "http://127.0.0.1:8080/mcp".into(),
+            resource_name: "this broker's MCP server".into(),
             username: "alice".into(),
             csrf_token: "tok".into(),
             hidden: vec![HiddenField { name: "state", value: "\"><b>".into() }],

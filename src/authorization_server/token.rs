@@ -10,7 +10,8 @@
 //! (the legitimate client included: the user must consent again).
 //!
 //! Access tokens are JWTs from [`crate::identity::jwt::TokenKeys::issue_for_client`] (`aud` =
-//! the MCP endpoint URL, which is the only `resource` granted), so /mcp verifies them without a
+//! the grant's resource: the MCP endpoint URL, or a registered tool server's, which the token
+//! API checks — never both), so /mcp verifies them without a
 //! database lookup — and so a revoked grant's access tokens stay valid until they expire (at
 //! most [`ACCESS_TOKEN_TTL_SECS`]) unless the bearer check also asks
 //! [`crate::store::Store::oauth_grant_is_active`] about their `grant_id` claim.
@@ -18,16 +19,16 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 
 use super::client_auth::{self, REALM};
-use super::{ACCESS_TOKEN_TTL_SECS, LocalMode, REFRESH_TOKEN_TTL_SECS, scopes};
+use super::{ACCESS_TOKEN_TTL_SECS, REFRESH_TOKEN_TTL_SECS, scopes};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::oauth_server::endpoint::{self, TokenRequest, check_code_binding};
 use crate::oauth_server::errors::OAuthError;
-use crate::oauth_server::params::Params;
+use crate::oauth_server::params::{Params, is_form};
 use crate::state::AppState;
 use crate::store::oauth_codes::OAuthGrantFields;
 
@@ -43,13 +44,23 @@ struct TokenResponse {
     scope: String,
 }
 
-// OAuth 2.1 §3.2.
-pub async fn token(
-    _: LocalMode,
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
+// OAuth 2.1 §3.2. RFC 8693 token exchange is the token API's (registered tool servers, in
+// either identity mode); every other grant is this authorization server's (local mode only).
+pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    if let Ok(bytes) = &body
+        && is_form(&headers)
+    {
+        let params = Params::parse(bytes);
+        if params.get("grant_type") == Some(crate::api::exchange::GRANT_TYPE) {
+            if params.has_duplicates() {
+                return OAuthError::InvalidRequest("a parameter was sent more than once").into_response_for(REALM);
+            }
+            return crate::api::exchange::exchange(&state, &headers, |name| params.get(name)).await;
+        }
+    }
+    if state.config.identity.mode != crate::config::IdentityMode::Local {
+        return StatusCode::NOT_FOUND.into_response();
+    }
     endpoint::token(REALM, &state, &headers, body, client_auth::verify, grant).await
 }
 
@@ -161,13 +172,29 @@ async fn issue(
     let user = state.store.user_by_id(&grant.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
     // The bearer check finds users by (iss, sub); a token naming another issuer's user would be
     // refused there, so refuse it here.
-    if user.issuer != state.keys.issuer() || grant.resource != state.keys.audience() {
-        tracing::error!(user_id = %user.id, "grant does not match this server's issuer or audience");
+    if user.issuer != state.keys.issuer() {
+        tracing::error!(user_id = %user.id, "grant does not match this server's issuer");
+        return Err(OAuthError::InvalidGrant);
+    }
+    // The audience: our MCP endpoint, or a tool server that is still registered (a removed
+    // one's grants issue nothing more).
+    if grant.resource != state.keys.audience() && state.store.service_by_resource(&grant.resource).await?.is_none() {
+        tracing::warn!(user_id = %user.id, "grant's resource is no longer a registered tool server");
         return Err(OAuthError::InvalidGrant);
     }
     let access_token = state
         .keys
-        .issue_for_client(&user.subject, &grant.client_id, access_scope, &grant.grant_id, now, ACCESS_TOKEN_TTL_SECS)
+        .issue_for_client(
+            &user.subject,
+            &crate::identity::jwt::ClientGrant {
+                client_id: &grant.client_id,
+                scope: access_scope,
+                grant_id: &grant.grant_id,
+                audience: &grant.resource,
+            },
+            now,
+            ACCESS_TOKEN_TTL_SECS,
+        )
         .map_err(|error| {
             tracing::error!(%error, "signing an access token failed");
             OAuthError::Server

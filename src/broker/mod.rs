@@ -11,10 +11,9 @@
 //!   grant at a time, on one instance or many), disconnecting.
 //! - [`connections`]: the one listing of a user's connections that every face renders.
 //!
-//! Faces — MCP ([`crate::mcp`]), the hosted pages ([`crate::web`]), the token API
-//! ([`crate::api`]), the admin CLI ([`crate::admin`]) — call in here and translate the answers.
-//! Nothing here imports a face or a protocol library's types (`grep -rn rmcp src/broker` is
-//! empty); it works on [`crate::state::Core`], which holds no MCP session or prompt.
+//! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the admin CLI
+//! (`admin`) — call in here and translate the answers. Nothing here imports a face or the MCP
+//! SDK's types; it works on [`crate::state::Core`], which holds no MCP session or prompt.
 
 pub mod access;
 pub mod authorizations;

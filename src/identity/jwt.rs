@@ -269,28 +269,37 @@ pub struct ClientAccessClaims {
     pub grant_id: String,
 }
 
+/// What an authorization-server grant puts in its access tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientGrant<'a> {
+    pub client_id: &'a str,
+    /// Space-separated.
+    pub scope: &'a str,
+    pub grant_id: &'a str,
+    /// The RFC 8707 resource: the MCP endpoint URL or a registered tool server's.
+    pub audience: &'a str,
+}
+
 impl TokenKeys {
     /// An access token for `subject` issued to MCP client `client_id` with `scope`, valid for
-    /// `ttl_seconds` from `now`; `iss` and `aud` are the same as [`TokenKeys::issue`]'s.
+    /// `ttl_seconds` from `now`, for `audience` (the grant's RFC 8707 resource).
     pub fn issue_for_client(
         &self,
         subject: &str,
-        client_id: &str,
-        scope: &str,
-        grant_id: &str,
+        grant: &ClientGrant<'_>,
         now: Timestamp,
         ttl_seconds: i64,
     ) -> Result<String, JwtError> {
         let claims = ClientAccessClaims {
             iss: self.issuer.clone(),
             sub: subject.to_owned(),
-            aud: self.audience.clone(),
+            aud: grant.audience.to_owned(),
             exp: now + ttl_seconds,
             iat: now,
             jti: uuid::Uuid::new_v4().to_string(),
-            client_id: client_id.to_owned(),
-            scope: scope.to_owned(),
-            grant_id: grant_id.to_owned(),
+            client_id: grant.client_id.to_owned(),
+            scope: grant.scope.to_owned(),
+            grant_id: grant.grant_id.to_owned(),
         };
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.active.kid.clone());

@@ -171,14 +171,23 @@ impl Store {
         self.service_where("name", name).await
     }
 
-    /// `column` is one of two literals above, never input.
+    /// The service registered with this resource URL (as stored: [`url::Url`]'s serialisation),
+    /// if any: the audience the broker's authorization server may put in a user's token.
+    pub async fn service_by_resource(&self, resource: &str) -> StoreResult<Option<ServiceRow>> {
+        self.service_where("resource", resource).await
+    }
+
+    /// `column` is one of the literals above, never input. The first match, by name, so a
+    /// resource registered twice (refused by `admin services add`) answers predictably.
     async fn service_where(&self, column: &'static str, value: &str) -> StoreResult<Option<ServiceRow>> {
-        sqlx::query_as::<_, RawServiceRow>(&format!("SELECT {SERVICE_COLUMNS} FROM services WHERE {column} = $1"))
-            .bind(value)
-            .fetch_optional(self.pool())
-            .await?
-            .map(ServiceRow::try_from)
-            .transpose()
+        sqlx::query_as::<_, RawServiceRow>(&format!(
+            "SELECT {SERVICE_COLUMNS} FROM services WHERE {column} = $1 ORDER BY name LIMIT 1"
+        ))
+        .bind(value)
+        .fetch_optional(self.pool())
+        .await?
+        .map(ServiceRow::try_from)
+        .transpose()
     }
 
     /// Every service, by name.

@@ -400,7 +400,8 @@ async fn the_proxy_adds_the_token_and_keeps_to_the_api_base() {
     assert_eq!(body["account"], "demo-user");
 
     // The path cannot leave the API base, however it is spelled; nothing reaches the provider.
-    for evil in ["..%2F..%2Fdemo-provider%2Ftoken", "%2e%2e/authorize", "a/%2E%2E/%2e%2e/x"] {
+    // (Spelled so the HTTP client sends them as they are: it would resolve a bare `%2e%2e/`.)
+    for evil in ["..%2F..%2Fdemo-provider%2Ftoken", "%2e%2e%2Fauthorize", "a%2F%2E%2E%2F%2e%2e%2Fx", "%5C..%5Cx"] {
         let refused = proxy(evil).await.unwrap();
         assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{evil}");
         let problem: Value = refused.json().await.unwrap();
@@ -450,10 +451,10 @@ async fn refusals_change_nothing(app: &TestApp) {
         ServiceOptions { resource: Some("https://proxied.example/mcp"), proxy_only: true, trusted: false },
     )
     .await;
-    let no_providers = register_service(
+    let not_given_demo = register_service(
         app,
         "github-only",
-        &["demo"],
+        &["github"],
         ServiceOptions { resource: Some(RESOURCE), ..Default::default() },
     )
     .await;
@@ -507,10 +508,7 @@ async fn refusals_change_nothing(app: &TestApp) {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "a token for `notes` is not one for `other`");
 
     // A provider the service was not given; an unknown provider; a malformed scope.
-    let _ = no_providers;
-    let limited =
-        register_service(app, "limited", &[], ServiceOptions { resource: Some(RESOURCE), ..Default::default() }).await;
-    let (status, body) = limited.token(app, ask.clone()).await;
+    let (status, body) = not_given_demo.token(app, ask.clone()).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::FORBIDDEN, Some("forbidden")), "{body}");
     let (status, body) = service.token(app, json!({"subject_token": token, "provider": "nope"})).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("unknown_provider")));
