@@ -576,3 +576,56 @@ impl ServiceCredentials {
         Self { client_id: self.client_id.clone(), secret: self.secret.clone(), resource: self.resource.clone() }
     }
 }
+
+#[tokio::test]
+async fn an_mcp_client_discovers_the_broker_from_the_tool_server_and_gets_a_token_for_it() {
+    use rmcp::transport::auth::{AuthorizationRequest, OAuthState};
+
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let secret = OneTimeSecret::generate("obs_", 32);
+    let tool_server = ToolServer::start(&app, "svc_whoami", secret.expose_plaintext(), "exchange").await;
+    let options = ServiceOptions { resource: Some(&tool_server.mcp_url), ..Default::default() };
+    register_service_with(&app, "whoami", &["demo"], options, &secret).await;
+
+    // Discovery starts at the tool server (its 401 and RFC 9728 metadata name the broker),
+    // then registration and authorization at the broker, for the tool server's resource.
+    let mut oauth = OAuthState::new(tool_server.mcp_url.clone(), None).await.unwrap();
+    oauth
+        .start_authorization(
+            AuthorizationRequest::new("http://127.0.0.1:33418/callback").with_client_name("a desktop MCP client"),
+        )
+        .await
+        .unwrap();
+    let authorize = oauth.get_authorization_url().await.unwrap();
+    assert!(authorize.starts_with(&app.url("/authorize?")), "{authorize}");
+    let browser = app.browser();
+    let path = authorize.strip_prefix(&app.address).unwrap();
+    assert_eq!(app.sign_in(&browser, ALICE, path).await.status(), 303);
+    let html = browser.get(&authorize).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("the tool server “whoami”"), "the consent page names the tool server: {html}");
+    let mut form = hidden_fields(&html);
+    form.push(("action".into(), "approve".into()));
+    let approved = browser.post(app.url("/authorize")).form(&form).send().await.unwrap();
+    oauth.handle_callback_url(&location(&approved)).await.unwrap();
+    let access = oauth.into_authorization_manager().expect("authorized").get_access_token().await.unwrap();
+
+    // The token opens the tool server (which the broker's token API checks), not the broker.
+    let refused_here = app.http().post(app.mcp_url()).bearer_auth(&access).send().await.unwrap();
+    assert_eq!(refused_here.status(), StatusCode::UNAUTHORIZED, "a tool server's token is not one for /mcp");
+    let client = mcp_client_at(&tool_server.mcp_url, &access, ClientKind::Url).await.unwrap();
+    let (_, url) = url_elicitation_required(client.call("whoami_at_demo", json!({})).await);
+    app.approve_in_browser(&browser, &url, ALICE).await;
+    let result = client.call("whoami_at_demo", json!({})).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+
+    // A resource that is neither the broker's nor a registered tool server's is refused.
+    let other = authorize.replace(&urlencode(&tool_server.mcp_url), &urlencode("https://unregistered.example/mcp"));
+    assert_ne!(other, authorize, "the request named the tool server's resource");
+    let refused = browser.get(&other).send().await.unwrap();
+    let back = location(&refused);
+    assert!(back.contains("error=invalid_target"), "{back}");
+
+    client.close().await;
+    tool_server.stop().await;
+    app.stop().await;
+}

@@ -1,0 +1,197 @@
+//! Token requests per second on a ready grant, side by side with a bare axum JSON handler.
+//!
+//! The real app runs as the API tests run it (`spawn_app(Backend::Sqlite)`, port 0 on
+//! 127.0.0.1); a service is registered and alice connects the demo provider through the token
+//! API and the real browser flow. Then, interleaved over `ROUNDS` rounds of `BUDGET` each, with
+//! `TASKS` concurrent workers on one HTTP client:
+//!   (a) baseline: POST the same JSON body with the same Basic header to a bare axum handler
+//!       that parses it and answers JSON (the HTTP + JSON ceiling on this machine);
+//!   (b) POST /v1/tokens (service auth, user token verification, consent, grant, unsealing);
+//!   (c) RFC 8693 token exchange at POST /token.
+//! Medians of the rounds are reported, with (b)/(a) and (c)/(a).
+//! `cargo bench --bench token_api`
+
+// helpers.rs is the test harness; a bench uses only part of it.
+#[allow(dead_code, unused_macros, unused_imports)]
+#[path = "../tests/api/helpers.rs"]
+mod helpers;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::routing::post;
+use helpers::{ALICE, Backend, spawn_app};
+use oauth_broker::crypto::OneTimeSecret;
+use oauth_broker::domain::ProviderId;
+use oauth_broker::store::services::NewService;
+use serde_json::{Value, json};
+
+const TASKS: usize = 16;
+const ROUNDS: usize = 3;
+const BUDGET: Duration = Duration::from_secs(5);
+const RESOURCE: &str = "https://tools.example/mcp";
+
+/// One kind of request; panics on a wrong answer, since a fast error would flatter the numbers.
+#[derive(Clone)]
+enum Case {
+    Json { url: String, body: Value },
+    Form { url: String, form: Vec<(&'static str, String)> },
+}
+
+#[derive(Clone)]
+struct Request {
+    http: reqwest::Client,
+    client_id: String,
+    secret: String,
+    case: Case,
+}
+
+impl Request {
+    async fn send(&self) {
+        let builder = match &self.case {
+            Case::Json { url, body } => self.http.post(url).json(body),
+            Case::Form { url, form } => self.http.post(url).form(form),
+        };
+        let response = builder.basic_auth(&self.client_id, Some(&self.secret)).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        assert!(body["access_token"].as_str().is_some_and(|t| !t.is_empty()), "{body}");
+    }
+}
+
+struct Run {
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+async fn run(request: &Request) -> Run {
+    let start = Instant::now();
+    let workers: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let request = request.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while start.elapsed() < BUDGET {
+                    let sent = Instant::now();
+                    request.send().await;
+                    latencies.push(sent.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(worker.await.unwrap());
+    }
+    let total = start.elapsed();
+    latencies.sort_unstable();
+    let at = |p: usize| latencies[(latencies.len() - 1) * p / 100];
+    Run { per_second: latencies.len() as f64 / total.as_secs_f64(), p50: at(50), p99: at(99) }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn micros(seconds: f64) -> String {
+    format!("{:.0} µs", seconds * 1e6)
+}
+
+/// A bare axum handler: parse the JSON body, answer a token-shaped JSON body.
+async fn bare_axum() -> String {
+    async fn handler(Json(body): Json<Value>) -> Json<Value> {
+        Json(json!({"access_token": "x".repeat(40), "token_type": "Bearer", "provider": body["provider"]}))
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = axum::Router::new().route("/v1/tokens", post(handler));
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{address}/v1/tokens")
+}
+
+#[tokio::main]
+async fn main() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    // A registered tool server and alice's token for it.
+    let secret = OneTimeSecret::generate("obs_", 32);
+    let providers: BTreeSet<ProviderId> = [ProviderId::demo()].into();
+    let resource = url::Url::parse(RESOURCE).unwrap();
+    let new = NewService {
+        name: "bench",
+        providers: &providers,
+        resource: Some(&resource),
+        proxy_only: false,
+        trusted: false,
+        secret_hash: secret.hash(),
+    };
+    app.state.store.create_service(&new, app.now()).await.unwrap();
+    let user = app.state.store.user_by_username(ALICE).await.unwrap().unwrap();
+    let token = app.state.keys.issue_for_audience(&user.subject, None, None, RESOURCE, app.now(), 3600).unwrap();
+    let http = reqwest::Client::new();
+    let body = json!({"subject_token": token, "provider": "demo"});
+
+    // Connect through the API and the browser, so the grant is ready and this service allowed.
+    let first = http
+        .post(app.url("/v1/tokens"))
+        .basic_auth("svc_bench", Some(secret.expose_plaintext()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 409);
+    let problem: Value = first.json().await.unwrap();
+    app.approve_in_browser(&app.browser(), problem["authorization"]["url"].as_str().unwrap(), ALICE).await;
+
+    let request = |case: Case| Request {
+        http: http.clone(),
+        client_id: "svc_bench".into(),
+        secret: secret.expose_plaintext().to_owned(),
+        case,
+    };
+    let cases: Vec<(&str, Request)> = vec![
+        ("(a) bare axum JSON handler", request(Case::Json { url: bare_axum().await, body: body.clone() })),
+        ("(b) POST /v1/tokens", request(Case::Json { url: app.url("/v1/tokens"), body: body.clone() })),
+        (
+            "(c) token exchange at /token",
+            request(Case::Form {
+                url: app.url("/token"),
+                form: vec![
+                    ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange".into()),
+                    ("subject_token", token.clone()),
+                    ("subject_token_type", "urn:ietf:params:oauth:token-type:access_token".into()),
+                    ("provider", "demo".into()),
+                ],
+            }),
+        ),
+    ];
+    for (_, request) in &cases {
+        for _ in 0..200 {
+            request.send().await;
+        }
+    }
+    let mut runs: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
+    for _ in 0..ROUNDS {
+        for (i, (_, request)) in cases.iter().enumerate() {
+            runs[i].push(run(request).await);
+        }
+    }
+    println!("\n{TASKS} concurrent requests, {ROUNDS} interleaved rounds of {}s, medians", BUDGET.as_secs());
+    println!("{:<32} {:>9} {:>10} {:>10} {:>8}", "case", "req/s", "p50", "p99", "ratio");
+    let baseline = median(runs[0].iter().map(|r| r.per_second).collect());
+    for ((name, _), runs) in cases.iter().zip(&runs) {
+        let per_second = median(runs.iter().map(|r| r.per_second).collect());
+        let p50 = median(runs.iter().map(|r| r.p50.as_secs_f64()).collect());
+        let p99 = median(runs.iter().map(|r| r.p99.as_secs_f64()).collect());
+        println!(
+            "{name:<32} {per_second:>9.0} {:>10} {:>10} {:>7.2}x",
+            micros(p50),
+            micros(p99),
+            per_second / baseline
+        );
+    }
+    app.stop().await;
+}
