@@ -4,14 +4,17 @@
 //! behalf at third-party services without ever seeing the user's credentials.
 //!
 //! ```text
-//! MCP client ─ tools/call ─▶ /mcp  (mcp)            user = verified bearer JWT (identity::bearer)
-//!                              │ grant for (user, provider)? (broker::tokens, store::grants)
-//!                              │ no → authorization row = elicitationId (store::authorizations)
-//!                              ▼     URL elicitation / -32042 / isError text (mcp::elicitation)
+//! MCP client ─ tools/call ─▶ /mcp (mcp)         tool server ─ Basic + user token ─▶ /v1, /token (api)
+//!        user = verified bearer JWT (identity::bearer)      user = token for its resource (api::acting)
+//!                      └──────────────┬──────────────────────────────┘
+//!                                     ▼  broker::access — one decision for every face:
+//!           Ready(token) · Connect · MoreScopes · AllowClient (authorization row = elicitationId)
+//!           · Unavailable · Refused        (consent per client: broker::consent; refresh: broker::tokens)
+//!        MCP: token | -32042 / URL elicitation / isError text     API: JSON | RFC 9457 problem
 //! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (broker::flow)
 //! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (oauth::client)
 //!                              → tokens sealed (crypto) into grants → events
-//! MCP session ◀─ notifications/elicitation/complete (mcp::sessions)
+//! MCP session ◀─ notifications/elicitation/complete (mcp::server) · tool server ◀─ /v1/authorizations/{id}
 //! ```
 //!
 //! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers

@@ -381,7 +381,10 @@ async fn spawn_full(reachable: bool, database: Option<EmptyDatabase>) -> Setup {
     };
     let toml = format!(
         "[identity]\nmode = \"oidc\"\nissuer = \"{configured_issuer}\"\nclient_id = \"{CLIENT_ID}\"\n\
-         client_secret = \"{CLIENT_SECRET}\"\nrequired_scopes = [\"{SCOPE}\"]\nscopes_supported = [\"{SCOPE}\", \"openid\"]\n"
+         client_secret = \"{CLIENT_SECRET}\"\nrequired_scopes = [\"{SCOPE}\"]\nscopes_supported = [\"{SCOPE}\", \"openid\"]\n\
+         [providers.files]\ndisplay_name = \"Files\"\nauthorization_url = \"https://files.example/authorize\"\n\
+         token_url = \"https://files.example/token\"\nclient_id = \"broker\"\nclient_secret = \"s\"\n\
+         scopes = [\"read\"]\napi_base_url = \"https://api.files.example\"\n"
     );
     let mut config = Config::from_toml(&args, &toml).unwrap();
     config.encryption_key = Some(SecretString::from(oauth_broker::crypto::Sealer::generate_key()));
@@ -946,4 +949,67 @@ async fn external_users_on_sqlite() {
 #[tokio::test]
 async fn external_users_on_postgres() {
     external_users_are_created_once_and_named_at_sign_in(Backend::Postgres).await;
+}
+
+/// The token API in OIDC mode: a tool server presents the issuer's token for its own resource
+/// (the user is created on first sight, as on /mcp); a token for the broker is refused; the
+/// exchange at /token answers in this mode too, though the broker is no authorization server.
+#[tokio::test]
+async fn a_tool_server_exchanges_the_issuers_token_for_its_resource_only() {
+    let setup = spawn().await;
+    let secret = oauth_broker::crypto::OneTimeSecret::generate("obs_", 32);
+    let providers = [oauth_broker::domain::ProviderId::parse("files").unwrap()].into();
+    let resource = url::Url::parse("https://tools.example/mcp").unwrap();
+    let new = oauth_broker::store::services::NewService {
+        name: "notes",
+        providers: &providers,
+        resource: Some(&resource),
+        proxy_only: false,
+        trusted: false,
+        secret_hash: secret.hash(),
+    };
+    setup.state.store.create_service(&new, setup.now()).await.unwrap();
+    let ask = |token: String| {
+        http()
+            .post(setup.url("/v1/tokens"))
+            .basic_auth("svc_notes", Some(secret.expose_plaintext()))
+            .json(&json!({"subject_token": token, "provider": "files"}))
+            .send()
+    };
+
+    // The broker's required_scopes are for its own /mcp, not for a tool server's clients.
+    let for_tool_server =
+        setup.token(&setup.claims_with(json!({"aud": "https://tools.example/mcp", "scope": "openid"})));
+    let answer = ask(for_tool_server.clone()).await.unwrap();
+    assert_eq!(answer.status(), StatusCode::CONFLICT);
+    let problem: Value = answer.json().await.unwrap();
+    assert_eq!(problem["reason"], "not_connected", "{problem}");
+    assert!(problem["authorization"]["url"].as_str().unwrap().starts_with(&setup.url("/connect/")));
+    assert_eq!(setup.users_of_the_issuer().await.len(), 1, "the user is created on first sight");
+
+    let for_the_broker = setup.token(&setup.claims());
+    let refused = ask(for_the_broker).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let problem: Value = refused.json().await.unwrap();
+    assert_eq!(problem["code"], "invalid_subject_token");
+
+    let exchanged = http()
+        .post(setup.url("/token"))
+        .basic_auth("svc_notes", Some(secret.expose_plaintext()))
+        .form(&[
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            ("subject_token", for_tool_server.as_str()),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+            ("provider", "files"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(exchanged.status(), StatusCode::CONFLICT);
+    let error: Value = exchanged.json().await.unwrap();
+    assert_eq!(error["error"], "authorization_required", "{error}");
+    // Other grants at /token stay local-mode only.
+    let code = http().post(setup.url("/token")).form(&[("grant_type", "authorization_code")]).send().await.unwrap();
+    assert_eq!(code.status(), StatusCode::NOT_FOUND);
+    setup.stop().await;
 }

@@ -209,18 +209,23 @@ fn is_hmac(alg: Algorithm) -> bool {
 /// A bearer token on /mcp: every rule in the module docs, audience = the configured audience or
 /// the MCP endpoint URL, and the required scopes.
 pub async fn verify_bearer(ctx: &OidcContext, token: &str, now: Timestamp) -> Result<VerifiedClaims, OidcError> {
-    verify_bearer_for(ctx, token, &ctx.audience, now).await
+    let claims = verify_bearer_for(ctx, token, &ctx.audience, now).await?;
+    check_required_scopes(ctx, claims)
 }
 
-/// [`verify_bearer`] for another audience (a registered tool server's resource URL, for the
-/// token API); every other rule is the same.
+/// A user's token for another audience (a registered tool server's resource URL, presented to
+/// the token API): every rule of [`verify_bearer`] but the broker's `required_scopes`, which
+/// are what *our* MCP endpoint demands, not what the tool server's clients were granted.
 pub async fn verify_bearer_for(
     ctx: &OidcContext,
     token: &str,
     audience: &str,
     now: Timestamp,
 ) -> Result<VerifiedClaims, OidcError> {
-    let claims = verify(ctx, token, now, Expected { audience, id_token: None }).await?;
+    verify(ctx, token, now, Expected { audience, id_token: None }).await
+}
+
+fn check_required_scopes(ctx: &OidcContext, claims: VerifiedClaims) -> Result<VerifiedClaims, OidcError> {
     let missing = ctx.required_scopes.iter().any(|needed| !claims.scopes.contains(needed));
     if missing {
         // MCP 2025-11-25 §step-up: name what is needed plus what was already granted.
@@ -254,18 +259,25 @@ pub async fn authenticate_bearer(
     ctx: &OidcContext,
     token: &str,
 ) -> Result<AuthenticatedUser, OidcError> {
-    authenticate_bearer_for(state, ctx, token, &ctx.audience).await
+    user_of(state, verify_bearer(ctx, token, state.now()).await).await
 }
 
-/// [`authenticate_bearer`] for a token meant for `audience`.
+/// [`authenticate_bearer`] for a token meant for `audience` (see [`verify_bearer_for`]).
 pub async fn authenticate_bearer_for(
     state: &AppState,
     ctx: &OidcContext,
     token: &str,
     audience: &str,
 ) -> Result<AuthenticatedUser, OidcError> {
+    user_of(state, verify_bearer_for(ctx, token, audience, state.now()).await).await
+}
+
+async fn user_of(
+    state: &AppState,
+    verified: Result<VerifiedClaims, OidcError>,
+) -> Result<AuthenticatedUser, OidcError> {
     let now = state.now();
-    let claims = match verify_bearer_for(ctx, token, audience, now).await {
+    let claims = match verified {
         Ok(claims) => claims,
         Err(error) => {
             if error.is_unavailable() {
