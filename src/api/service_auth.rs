@@ -8,8 +8,6 @@ use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::problem::Problem;
@@ -54,41 +52,9 @@ fn looks_like_client_id(client_id: &str) -> bool {
     client_id.strip_prefix(CLIENT_ID_PREFIX).is_some_and(|name| crate::domain::ProviderId::parse(name).is_ok())
 }
 
-/// Parses `Basic base64(urlencode(id) ":" urlencode(secret))` (RFC 6749 §2.3.1, RFC 7617).
-/// Only the first ':' separates, so a secret that was not encoded may still contain one; a
-/// malformed escape or invalid UTF-8 refuses the whole header.
+/// A service's Basic credentials: the OAuth client parser, and a secret is never empty.
 pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
-    let (scheme, credentials) = header.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = String::from_utf8(STANDARD.decode(credentials.trim()).ok()?).ok()?;
-    let (id, secret) = decoded.split_once(':')?;
-    let id = form_urldecode(id)?;
-    let secret = form_urldecode(secret)?;
-    if id.is_empty() || secret.is_empty() {
-        return None;
-    }
-    Some((id, SecretString::from(secret)))
-}
-
-/// One `application/x-www-form-urlencoded` component: '+' is a space, `%XX` a byte. Strict.
-fn form_urldecode(input: &str) -> Option<String> {
-    let bytes = input.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                out.push(u8::from_str_radix(input.get(i + 1..i + 3)?, 16).ok()?);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
+    crate::oauth_server::client_auth::parse_basic(header).filter(|(_, secret)| !secret.expose_secret().is_empty())
 }
 
 /// The authenticated service, for handlers: `AuthenticatedService(service): AuthenticatedService`.
@@ -106,6 +72,9 @@ impl FromRequestParts<AppState> for AuthenticatedService {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+
     use super::*;
 
     fn basic(raw: &str) -> String {
