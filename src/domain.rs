@@ -92,6 +92,11 @@ impl Scopes {
         Scopes(self.0.union(&other.0).cloned().collect())
     }
 
+    /// The scopes of `self` that `other` lacks.
+    pub fn difference(&self, other: &Scopes) -> Scopes {
+        Scopes(self.0.difference(&other.0).cloned().collect())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -151,6 +156,7 @@ mod tests {
         let more = Scopes::parse(["repo", "read:user", "gist"]).unwrap();
         assert!(more.is_superset_of(&s));
         assert!(!s.is_superset_of(&more));
+        assert_eq!(more.difference(&s).to_space_separated(), "gist");
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub async fn show(
                 .map(|p| p.display_name.clone())
                 .unwrap_or_else(|| g.provider.clone()),
             account: g.account_label.clone().unwrap_or_else(|| "—".into()),
-            scopes: g.scopes.clone(),
+            scopes: g.scopes.to_space_separated(),
             status: match ConnectionStatus::of(Some(g)) {
                 ConnectionStatus::Connected => "connected".into(),
                 _ => "needs a new consent".into(),
@@ -172,15 +172,14 @@ fn checked<T: PostedForm>(
 
 /// The clients allowed to use `grant`, most recently approved first.
 fn client_rows(grant: &GrantRow, consents: &[ConsentRow]) -> Vec<ClientConsentRow> {
-    let granted = Scopes::from_space_separated(&grant.scopes).unwrap_or_default();
     let mut rows: Vec<&ConsentRow> = consents.iter().filter(|c| c.grant_id == grant.id).collect();
     rows.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
     rows.into_iter()
         .map(|c| ClientConsentRow {
             client_key: c.client_key.clone(),
             client: c.client_name.clone().unwrap_or_else(|| ClientIdentity::from_key(&c.client_key).describe()),
-            scopes: c.scopes.clone(),
-            current: c.covers(&granted),
+            scopes: c.scopes.to_space_separated(),
+            current: c.covers(&grant.scopes),
             since: day(c.updated_at),
         })
         .collect()
