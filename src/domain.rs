@@ -101,6 +101,10 @@ impl Scopes {
         self.0.is_empty()
     }
 
+    pub fn contains(&self, scope: &str) -> bool {
+        self.0.contains(scope)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(String::as_str)
     }
@@ -157,6 +161,7 @@ mod tests {
         assert!(more.is_superset_of(&s));
         assert!(!s.is_superset_of(&more));
         assert_eq!(more.difference(&s).to_space_separated(), "gist");
+        assert!(more.contains("gist") && !s.contains("gist"));
     }
 
     #[test]
