@@ -92,8 +92,17 @@ impl Scopes {
         Scopes(self.0.union(&other.0).cloned().collect())
     }
 
+    /// The scopes of `self` that `other` lacks.
+    pub fn difference(&self, other: &Scopes) -> Scopes {
+        Scopes(self.0.difference(&other.0).cloned().collect())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    pub fn contains(&self, scope: &str) -> bool {
+        self.0.contains(scope)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &str> {
@@ -151,6 +160,8 @@ mod tests {
         let more = Scopes::parse(["repo", "read:user", "gist"]).unwrap();
         assert!(more.is_superset_of(&s));
         assert!(!s.is_superset_of(&more));
+        assert_eq!(more.difference(&s).to_space_separated(), "gist");
+        assert!(more.contains("gist") && !s.contains("gist"));
     }
 
     #[test]

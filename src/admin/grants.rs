@@ -80,7 +80,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             if json {
                 let rows: Vec<_> = grants
                     .iter()
-                    .map(|g| json!({"id": g.id, "user_id": g.user_id, "provider": g.provider, "account": g.account_label, "scopes": g.scopes, "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
+                    .map(|g| json!({"id": g.id, "user_id": g.user_id, "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
@@ -92,7 +92,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                         g.provider,
                         g.status,
                         g.account_label.as_deref().unwrap_or("-"),
-                        g.scopes
+                        g.scopes.to_space_separated()
                     );
                 }
             }
@@ -135,7 +135,7 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
                     .iter()
                     .map(|c| {
                         let grant = grant_of(&c.grant_id);
-                        json!({"user_id": c.user_id, "grant_id": c.grant_id, "provider": grant.map(|g| &g.provider), "account": grant.and_then(|g| g.account_label.as_ref()), "client": c.client_key, "client_name": c.client_name, "scopes": c.scopes, "covers_current_scopes": grant.is_some_and(|g| c.covers(&crate::domain::Scopes::from_space_separated(&g.scopes).unwrap_or_default())), "updated_at": c.updated_at})
+                        json!({"user_id": c.user_id, "grant_id": c.grant_id, "provider": grant.map(|g| &g.provider), "account": grant.and_then(|g| g.account_label.as_ref()), "client": c.client_key, "client_name": c.client_name, "scopes": c.scopes.to_space_separated(), "covers_current_scopes": grant.is_some_and(|g| c.covers(&g.scopes)), "updated_at": c.updated_at})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -149,7 +149,7 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
                         grant.map(|g| g.provider.as_str()).unwrap_or("-"),
                         grant.and_then(|g| g.account_label.as_deref()).unwrap_or("-"),
                         c.client_key,
-                        c.scopes
+                        c.scopes.to_space_separated()
                     );
                 }
             }
@@ -188,7 +188,7 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
             if json {
                 let rows: Vec<_> = rows
                     .iter()
-                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "provider": r.provider, "scopes": r.scopes, "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
+                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {

@@ -142,7 +142,7 @@ impl Watch {
     async fn next(&mut self) -> Option<AuthorizationStatusBody> {
         loop {
             if let Some(body) = self.pending.take() {
-                self.done = body.status != "pending";
+                self.done = body.status != Outcome::Pending.as_str();
                 self.last = Some(body.clone());
                 return Some(body);
             }

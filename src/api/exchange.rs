@@ -96,7 +96,7 @@ async fn answer<'p>(
         issued_token_type: ACCESS_TOKEN_TYPE,
         token_type: "Bearer",
         expires_in: token.grant.expires_at.map(|at| (at - now).max(0)),
-        scope: token.grant.scopes.clone(),
+        scope: token.grant.scopes.to_space_separated(),
         provider: token.grant.provider.clone(),
         account: token.grant.account_label.clone(),
     })

@@ -193,7 +193,7 @@ pub fn token_response(token: &AccessToken) -> TokenResponse {
         access_token: token.token.expose_secret().to_owned(),
         token_type: "Bearer",
         expires_at: token.grant.expires_at,
-        scopes: token.grant.scopes.split_whitespace().map(str::to_owned).collect(),
+        scopes: token.grant.scopes.iter().map(str::to_owned).collect(),
         provider: token.grant.provider.clone(),
         account: token.grant.account_label.clone(),
     }

@@ -165,7 +165,7 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
             }
         },
     };
-    let scope = scopes::for_request(&state.config, params.get("scope"), client.scope.as_deref())
+    let scope = scopes::for_request(&state.config, params.get("scope"), client.scope.as_ref())
         .map_err(|_| fail("invalid_scope", "a requested scope is unknown or not allowed for this client"))?;
     Ok(AuthorizeRequest {
         redirect_uri: redirect_uri.to_owned(),

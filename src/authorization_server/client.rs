@@ -7,13 +7,12 @@
 //! `grant_types` ⊆ {authorization_code, refresh_token}, a known token endpoint auth method, a
 //! short printable `client_name` and supported scopes.
 
-use std::collections::BTreeSet;
-
 use serde::Deserialize;
 
 use super::client_metadata_document::{DocumentCache, DocumentError};
 use super::{redirect_uri, scopes};
 use crate::config::Config;
+use crate::domain::Scopes;
 pub use crate::oauth_server::client_auth::AuthMethod;
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -39,8 +38,8 @@ pub struct Client {
     pub redirect_uris: Vec<String>,
     /// The client registered the `refresh_token` grant.
     pub refresh_allowed: bool,
-    /// Space separated; limits what the client may ask for.
-    pub scope: Option<String>,
+    /// Limits what the client may ask for.
+    pub scope: Option<Scopes>,
     pub auth_method: AuthMethod,
     /// `sha256_hex` of a confidential client's secret.
     pub secret_hash: Option<String>,
@@ -59,28 +58,22 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    fn from_row(row: OAuthClientRow) -> Result<Self, StoreError> {
-        let redirect_uris = row.redirect_uri_list()?;
-        let auth_method = AuthMethod::parse(&row.token_endpoint_auth_method)
-            .ok_or_else(|| StoreError::Corrupt(format!("oauth client {} has an unknown auth method", row.client_id)))?;
-        Ok(Self {
-            refresh_allowed: row.grant_types.split(' ').any(|g| g == "refresh_token"),
+    fn from_row(row: OAuthClientRow) -> Self {
+        Self {
+            refresh_allowed: row.refresh_allowed,
             client_id: row.client_id,
             client_name: row.client_name,
-            redirect_uris,
+            redirect_uris: row.redirect_uris,
             scope: row.scope,
-            auth_method,
+            auth_method: row.token_endpoint_auth_method,
             secret_hash: row.client_secret_hash,
             source: ClientSource::Registered,
-        })
+        }
     }
 
     /// The registered client with this id, if any.
     pub async fn registered(state: &AppState, client_id: &str) -> Result<Option<Self>, StoreError> {
-        match state.store.oauth_client(client_id).await? {
-            Some(row) => Ok(Some(Self::from_row(row)?)),
-            None => Ok(None),
-        }
+        Ok(state.store.oauth_client(client_id).await?.map(Self::from_row))
     }
 }
 
@@ -157,7 +150,7 @@ pub struct ValidatedMetadata {
     /// Ordered: `authorization_code` first.
     pub grant_types: Vec<&'static str>,
     pub client_name: Option<String>,
-    pub scope: Option<String>,
+    pub scope: Option<Scopes>,
 }
 
 impl ValidatedMetadata {
@@ -233,17 +226,12 @@ pub fn validate_metadata(
     let scope = match input.scope.as_deref() {
         None => None,
         Some(value) => {
-            let set = scopes::parse_list(value, &scopes::supported(config))
-                .map_err(|_| Invalid("scope names a scope this server does not support"))?;
-            Some(scopes::join(&set))
+            let unsupported = Invalid("scope names a scope this server does not support");
+            let set = scopes::parse_list(value, &scopes::supported(config)).map_err(|_| unsupported)?;
+            Some(Scopes::parse(&set).map_err(|_| unsupported)?)
         }
     };
     Ok(ValidatedMetadata { redirect_uris, auth_method, grant_types, client_name, scope })
-}
-
-/// The set form of a client's registered scope, for comparisons.
-pub fn scope_set(scope: Option<&str>) -> Option<BTreeSet<String>> {
-    scope.map(|s| s.split(' ').filter(|t| !t.is_empty()).map(str::to_owned).collect())
 }
 
 #[cfg(test)]

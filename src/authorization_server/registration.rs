@@ -108,10 +108,10 @@ async fn handle(
     let row = OAuthClientRow {
         client_id: client_id.clone(),
         client_secret_hash: secret.as_deref().map(sha256_hex),
-        token_endpoint_auth_method: metadata.auth_method.as_str().to_owned(),
+        token_endpoint_auth_method: metadata.auth_method,
         client_name: metadata.client_name.clone(),
-        redirect_uris: OAuthClientRow::encode_redirect_uris(&metadata.redirect_uris),
-        grant_types: metadata.grant_types.join(" "),
+        redirect_uris: metadata.redirect_uris.clone(),
+        refresh_allowed: metadata.refresh_allowed(),
         scope: metadata.scope.clone(),
         created_at: now,
     };
@@ -136,7 +136,7 @@ async fn handle(
         body["client_name"] = name.into();
     }
     if let Some(scope) = metadata.scope {
-        body["scope"] = scope.into();
+        body["scope"] = scope.to_space_separated().into();
     }
     let mut response = (StatusCode::CREATED, Json(body)).into_response();
     no_store(&mut response);

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::config::Config;
+use crate::domain::Scopes;
 
 /// RFC 6749 §3.3 `scope-token = 1*( %x21 / %x23-5B / %x5D-7E )`.
 pub fn is_scope_token(token: &str) -> bool {
@@ -38,11 +39,10 @@ pub fn parse_list(value: &str, allowed: &BTreeSet<String>) -> Result<BTreeSet<St
 pub fn for_request(
     config: &Config,
     requested: Option<&str>,
-    client_scope: Option<&str>,
+    client_scope: Option<&Scopes>,
 ) -> Result<BTreeSet<String>, InvalidScope> {
     let mut allowed = supported(config);
     if let Some(registered) = client_scope {
-        let registered: BTreeSet<String> = registered.split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect();
         allowed.retain(|s| registered.contains(s));
     }
     match requested {
@@ -82,8 +82,9 @@ mod tests {
         assert_eq!(join(&for_request(&c, Some("mcp:write mcp"), None).unwrap()), "mcp mcp:write");
         assert_eq!(for_request(&c, Some("mcp admin"), None), Err(InvalidScope));
         assert_eq!(for_request(&c, Some("mcp\tmcp:read"), None), Err(InvalidScope));
-        assert_eq!(for_request(&c, Some("mcp:write"), Some("mcp mcp:read")), Err(InvalidScope));
-        assert_eq!(join(&for_request(&c, Some("mcp:read"), Some("mcp mcp:read")).unwrap()), "mcp:read");
+        let registered = Scopes::parse(["mcp", "mcp:read"]).unwrap();
+        assert_eq!(for_request(&c, Some("mcp:write"), Some(&registered)), Err(InvalidScope));
+        assert_eq!(join(&for_request(&c, Some("mcp:read"), Some(&registered)).unwrap()), "mcp:read");
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! most [`ACCESS_TOKEN_TTL_SECS`]) unless the bearer check also asks
 //! [`crate::store::Store::oauth_grant_is_active`] about their `grant_id` claim.
 
+use std::collections::BTreeSet;
+
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
@@ -117,8 +119,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
         revoke_after_replay(state, &row.grant, "authorization code").await?;
         return Err(OAuthError::InvalidGrant);
     }
-    let scope = row.grant.scope.clone();
-    issue(state, &row.grant, &scope, now).await
+    issue(state, &row.grant, &row.grant.scope.to_space_separated(), now).await
 }
 
 // RFC 6749 §6, OAuth 2.1 §4.3.1 (rotation, reuse detection).
@@ -129,7 +130,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
     if row.grant.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
     }
-    if !row.grant.refresh_allowed() {
+    if !row.grant.refresh_allowed {
         return Err(OAuthError::UnauthorizedClient);
     }
     let now = state.now();
@@ -145,7 +146,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
         return Err(OAuthError::InvalidGrant);
     }
     check_resource(params, &row.grant)?;
-    let granted = super::client::scope_set(Some(&row.grant.scope)).unwrap_or_default();
+    let granted: BTreeSet<String> = row.grant.scope.iter().map(str::to_owned).collect();
     // §6: a requested scope may narrow the access token, never widen it; the new refresh token
     // keeps the grant's scope.
     let access_scope = match params.get("scope") {
@@ -199,7 +200,7 @@ async fn issue(
             tracing::error!(%error, "signing an access token failed");
             OAuthError::Server
         })?;
-    let refresh_token = if grant.refresh_allowed() {
+    let refresh_token = if grant.refresh_allowed {
         let token = random_token(32);
         state
             .store

@@ -140,7 +140,6 @@ pub async fn standing(
         Err(TokenError::NotConnected) => Ok(Standing::NotConnected(ConnectReason::NotConnected)),
         Err(TokenError::NeedsReconsent) => Ok(Standing::NotConnected(ConnectReason::NeedsReconsent)),
         Err(TokenError::MissingScopes { granted, missing }) => {
-            let missing = Scopes::from_space_separated(&missing).map_err(|e| AccessError::Internal(e.to_string()))?;
             Ok(Standing::MoreScopes { ask: granted.union(required), missing })
         }
         Err(TokenError::ProviderUnavailable) => Ok(Standing::Unavailable),
@@ -172,9 +171,7 @@ pub async fn access(
             Access::MoreScopes { authorization, missing }
         }
         Standing::AllowClient(grant) => {
-            let scopes =
-                Scopes::from_space_separated(&grant.scopes).map_err(|e| AccessError::Internal(e.to_string()))?;
-            let authorization = authorizations::open(core, who, provider, &scopes, Ask::UseGrant(&grant)).await?;
+            let authorization = authorizations::open(core, who, provider, &grant.scopes, Ask::UseGrant(&grant)).await?;
             Access::AllowClient { authorization }
         }
     })
@@ -195,10 +192,9 @@ async fn consent_gate(
         None => store.grant(user_id, provider.id.as_str()).await,
     }?;
     let Some(grant) = grant else { return Ok(Gate::Unsettled) };
-    let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| AccessError::Internal(e.to_string()))?;
     // A grant that must be reconnected anyway (revoked, or lacking scopes) goes through the
     // provider flow, which records this client's consent on the way.
-    if grant.status != GrantStatus::Active.as_str() || !granted.is_superset_of(required) {
+    if grant.status != GrantStatus::Active || !grant.scopes.is_superset_of(required) {
         return Ok(Gate::Unsettled);
     }
     if consent::client_may_use(core, client, &grant).await? {

@@ -45,7 +45,6 @@ pub async fn open(
     ask: Ask<'_>,
 ) -> Result<AuthorizationRow, StoreError> {
     let now = core.now();
-    let scope_text = scopes.to_space_separated();
     let id = ElicitationId::generate();
     let client_key = who.client.key();
     let (kind, grant_id) = match ask {
@@ -56,7 +55,7 @@ pub async fn open(
         id: id.as_str(),
         user_id: who.user_id,
         provider: provider.id.as_str(),
-        scopes: &scope_text,
+        scopes,
         client_name: who.client_name,
         mcp_session: who.mcp_session,
         client_key: &client_key,
@@ -96,18 +95,14 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn of(row: &AuthorizationRow, now: i64) -> Self {
-        match row.status() {
-            Some(AuthorizationStatus::Completed) => Outcome::Completed,
-            Some(AuthorizationStatus::Declined) => Outcome::Declined,
-            Some(AuthorizationStatus::Failed) | None => {
-                Outcome::Failed(row.failure.clone().unwrap_or_else(|| "unknown".into()))
-            }
+        match row.status {
+            AuthorizationStatus::Completed => Outcome::Completed,
+            AuthorizationStatus::Declined => Outcome::Declined,
+            AuthorizationStatus::Failed => Outcome::Failed(row.failure.clone().unwrap_or_else(|| "unknown".into())),
             // `exchanging` past the expiry still finishes (the state was consumed in time).
-            Some(AuthorizationStatus::Exchanging) => Outcome::Pending,
-            Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) if row.is_expired(now) => {
-                Outcome::Expired
-            }
-            Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) => Outcome::Pending,
+            AuthorizationStatus::Exchanging => Outcome::Pending,
+            AuthorizationStatus::Pending | AuthorizationStatus::Redirected if row.is_expired(now) => Outcome::Expired,
+            AuthorizationStatus::Pending | AuthorizationStatus::Redirected => Outcome::Pending,
         }
     }
 

@@ -6,7 +6,6 @@
 use std::collections::HashSet;
 
 use crate::config::ProviderConfig;
-use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::state::Core;
 use crate::store::StoreError;
@@ -26,7 +25,7 @@ pub enum ConnectionStatus {
 impl ConnectionStatus {
     pub fn of(grant: Option<&GrantRow>) -> Self {
         match grant {
-            Some(g) if g.status == GrantStatus::Active.as_str() => ConnectionStatus::Connected,
+            Some(g) if g.status == GrantStatus::Active => ConnectionStatus::Connected,
             Some(_) => ConnectionStatus::NeedsReconsent,
             None => ConnectionStatus::NotConnected,
         }
@@ -76,10 +75,7 @@ pub async fn connections<'a>(
             let consents = core.store.consents_for_user(user_id).await?;
             grants
                 .iter()
-                .filter(|g| {
-                    let granted = Scopes::from_space_separated(&g.scopes).unwrap_or_default();
-                    consents.iter().any(|c| c.grant_id == g.id && c.client_key == key && c.covers(&granted))
-                })
+                .filter(|g| consents.iter().any(|c| c.grant_id == g.id && c.client_key == key && c.covers(&g.scopes)))
                 .map(|g| g.id.clone())
                 .collect()
         }

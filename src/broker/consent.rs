@@ -8,7 +8,6 @@
 //! client that finds an existing connection gets a consent-only authorization (no trip to the
 //! provider, see [`crate::broker::flow::allow`]).
 
-use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::state::Core;
 use crate::store::StoreError;
@@ -18,8 +17,7 @@ use crate::store::grants::GrantRow;
 /// Whether `client` may use `grant` as it stands (its current scopes).
 pub async fn client_may_use(state: &Core, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
     let Some(consent) = state.store.consent(&grant.id, &client.key()).await? else { return Ok(false) };
-    let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    Ok(consent.covers(&granted))
+    Ok(consent.covers(&grant.scopes))
 }
 
 /// How the consent page and the connections page name a client: the name it registered with
@@ -58,7 +56,7 @@ pub async fn allow_after_connect(state: &Core, row: &AuthorizationRow, grant_id:
         tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");
         return Ok(());
     }
-    let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes);
+    let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
     state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
     Ok(())
 }

@@ -16,7 +16,6 @@ use url::Url;
 
 use crate::broker::{consent, tokens};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
-use crate::domain::Scopes;
 use crate::events::AuthorizationFinished;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
@@ -110,8 +109,8 @@ fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession)
     if row.is_expired(state.now()) {
         return Err(FlowError::Expired);
     }
-    match row.status() {
-        Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) => Ok(()),
+    match row.status {
+        AuthorizationStatus::Pending | AuthorizationStatus::Redirected => Ok(()),
         _ => Err(FlowError::NotActionable),
     }
 }
@@ -119,19 +118,18 @@ fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession)
 /// The owner approved on the consent page: returns the provider URL to redirect to.
 pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
     check_consent(state, row, session)?;
-    if row.kind() != AuthorizationKind::Connect {
+    if row.kind != AuthorizationKind::Connect {
         return Err(FlowError::NotActionable);
     }
     let provider =
         state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
-    let scopes = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
     // MCP 2025-11-25 security best practices §Confused deputy, RFC 9700 §2.1: a random state,
     // stored server-side only now (after consent, right before the redirect), bound to this row
     // and to the approving browser session. RFC 7636 §4.1: a fresh verifier per attempt, sealed
     // to this row and user. Approving again overwrites both, so an older state stops working.
     let oauth_state = random_token(32);
     let verifier = client::new_pkce_verifier();
-    let url = client::authorization_url(provider, &state.config.redirect_uri(), &scopes, &oauth_state, &verifier)
+    let url = client::authorization_url(provider, &state.config.redirect_uri(), &row.scopes, &oauth_state, &verifier)
         .map_err(|e| FlowError::Internal(e.to_string()))?;
     let sealed = state.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
     let now = state.now();
@@ -156,9 +154,7 @@ pub async fn consent_target(state: &Core, row: &AuthorizationRow) -> Result<Gran
     };
     // The connection gained scopes after the row was made: approving what it lists would not
     // cover them, so this request ends and the client asks again with the current list.
-    let shown = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
-    let carried = Scopes::from_space_separated(&grant.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
-    if !shown.is_superset_of(&carried) {
+    if !row.scopes.is_superset_of(&grant.scopes) {
         fail(state, row, "connection_changed").await;
         return Err(FlowError::ConnectionChanged);
     }
@@ -170,22 +166,20 @@ pub async fn consent_target(state: &Core, row: &AuthorizationRow) -> Result<Gran
 /// the consent change together, or not at all.
 pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     check_consent(state, row, session)?;
-    if row.kind() != AuthorizationKind::Consent || row.client_key.is_empty() {
+    if row.kind != AuthorizationKind::Consent || row.client_key.is_empty() {
         return Err(FlowError::NotActionable);
     }
     let grant = consent_target(state, row).await?;
     let grant_id = grant.id.as_str();
-    let shown = Scopes::from_space_separated(&row.scopes).map_err(|e| FlowError::Internal(e.to_string()))?;
     let client = ClientIdentity::from_key(&row.client_key);
     let name = consent::describe_client(state, &client).await;
-    let scope_text = shown.to_space_separated();
     let new = NewConsent {
         authorization_id: &row.id,
         grant_id,
         user_id: &row.user_id,
         client_key: &row.client_key,
         client_name: Some(&name),
-        scopes: &scope_text,
+        scopes: &row.scopes,
     };
     let now = state.now();
     match state.store.allow_client(&new, now).await? {
@@ -196,7 +190,7 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
             return Err(FlowError::GrantGone);
         }
     }
-    let detail = format!("id={} client={} scopes={scope_text}", row.id, row.client_key);
+    let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
     state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
     publish(state, row, "completed");
@@ -275,13 +269,6 @@ pub async fn complete(
             return Err(error);
         }
     };
-    let scopes = match Scopes::from_space_separated(&row.scopes) {
-        Ok(scopes) => scopes,
-        Err(error) => {
-            fail(state, &row, "bad_scopes").await;
-            return Err(FlowError::Internal(error.to_string()));
-        }
-    };
     // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.
     let tokens = match client::exchange_code(&state.http, provider, &state.config.redirect_uri(), code, &verifier).await
     {
@@ -292,7 +279,7 @@ pub async fn complete(
             return Err(FlowError::ExchangeFailed(reason));
         }
     };
-    let stored = match tokens::store_grant(state, &row.user_id, provider, tokens, &scopes).await {
+    let stored = match tokens::store_grant(state, &row.user_id, provider, tokens, &row.scopes).await {
         Ok(stored) => stored,
         Err(error) => {
             fail(state, &row, "store_failed").await;

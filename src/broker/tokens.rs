@@ -29,8 +29,8 @@ const REFRESH_LEASE_SECONDS: i64 = 45;
 pub enum TokenError {
     #[error("not connected to this provider")]
     NotConnected,
-    #[error("the connection lacks scopes {missing}")]
-    MissingScopes { granted: Scopes, missing: String },
+    #[error("the connection lacks scopes {}", missing.to_space_separated())]
+    MissingScopes { granted: Scopes, missing: Scopes },
     #[error("the provider no longer accepts this connection; the user must connect again")]
     NeedsReconsent,
     #[error("the provider is unavailable, try again later")]
@@ -121,14 +121,14 @@ pub async fn store_grant(
                 .map(|t| state.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
             key_id: state.sealer.active_key_id(),
             expires_at: expiry(now, tokens.expires_in),
-            scopes: scopes.to_space_separated(),
+            scopes: scopes.clone(),
         };
         if !state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await? {
             continue;
         }
         let detail = match &account_label {
-            Some(label) => format!("account={label} scopes={}", sealed.scopes),
-            None => format!("scopes={}", sealed.scopes),
+            Some(label) => format!("account={label} scopes={}", scopes.to_space_separated()),
+            None => format!("scopes={}", scopes.to_space_separated()),
         };
         state.store.audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
         state.events.connections_changed(user_id, provider_id);
@@ -175,13 +175,12 @@ pub(crate) async fn access_token_from(
 }
 
 fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
-    if grant.status != GrantStatus::Active.as_str() {
+    if grant.status != GrantStatus::Active {
         return Err(TokenError::NeedsReconsent);
     }
-    let granted = Scopes::from_space_separated(&grant.scopes).map_err(|e| TokenError::Internal(e.to_string()))?;
-    if !granted.is_superset_of(required) {
-        let missing = required.iter().filter(|s| !granted.iter().any(|g| g == *s)).collect::<Vec<_>>().join(" ");
-        return Err(TokenError::MissingScopes { granted, missing });
+    if !grant.scopes.is_superset_of(required) {
+        let missing = required.difference(&grant.scopes);
+        return Err(TokenError::MissingScopes { granted: grant.scopes.clone(), missing });
     }
     Ok(())
 }
@@ -207,7 +206,7 @@ async fn refresh_grant(state: &Core, provider: &ProviderConfig, grant: GrantRow)
     loop {
         // Re-read under the lock: someone may have refreshed while we waited.
         let current = state.store.grant_by_id(&grant.id).await?.ok_or(TokenError::NotConnected)?;
-        if current.status != GrantStatus::Active.as_str() {
+        if current.status != GrantStatus::Active {
             return Err(TokenError::NeedsReconsent);
         }
         let now = state.now();
@@ -244,8 +243,7 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -
     match client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token).await {
         Ok(tokens) => {
             let now = state.now();
-            let granted = Scopes::from_space_separated(&grant.scopes).unwrap_or_default();
-            let scopes = tokens.scopes.clone().unwrap_or(granted);
+            let scopes = tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone());
             // RFC 6749 §6: a new refresh token replaces the old; none means keep using the old.
             let refresh_sealed = match &tokens.refresh_token {
                 Some(new) => Some(state.sealer.seal(new.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner))),
@@ -260,7 +258,7 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -
                 refresh_token_sealed: refresh_sealed,
                 key_id: state.sealer.active_key_id(),
                 expires_at: expiry(now, tokens.expires_in),
-                scopes: scopes.to_space_separated(),
+                scopes,
             };
             if !state.store.store_refreshed_tokens(&grant.id, grant.version, &sealed, now).await? {
                 return Err(TokenError::Internal("grant changed while refreshing".into()));

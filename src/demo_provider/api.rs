@@ -54,9 +54,9 @@ async fn authenticate(state: &AppState, headers: &HeaderMap, uri: &Uri) -> Resul
         .store
         .demo_token(&sha256_hex(token))
         .await?
-        .filter(|row| row.is_kind(DemoTokenKind::Access) && row.revoked_at.is_none() && row.expires_at > now)
+        .filter(|row| row.kind == DemoTokenKind::Access && row.revoked_at.is_none() && row.expires_at > now)
         .ok_or(ApiError::InvalidToken)?;
-    Ok(Caller { scopes: ScopeSet::from_stored(&row.scopes), account: row.account })
+    Ok(Caller { scopes: row.scopes, account: row.account })
 }
 
 // GET api/me — needs `profile`.

@@ -166,7 +166,7 @@ async fn issue_code(
         code_hash: sha256_hex(&code),
         client_id: request.client_id.clone(),
         redirect_uri: request.redirect_uri.clone(),
-        scopes: request.scopes.to_space_separated(),
+        scopes: request.scopes.clone(),
         account: account.to_owned(),
         code_challenge: request.code_challenge.clone(),
         expires_at: state.now() + CODE_TTL_SECS,

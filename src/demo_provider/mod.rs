@@ -23,7 +23,7 @@ mod authorize;
 mod client_auth;
 mod errors;
 mod revoke;
-mod scopes;
+pub mod scopes;
 mod token;
 
 #[cfg(test)]

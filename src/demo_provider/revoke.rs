@@ -33,7 +33,7 @@ async fn revoke_token(state: &AppState, request: RevocationRequest) -> Result<()
         return Ok(());
     }
     let now = state.now();
-    if row.is_kind(DemoTokenKind::Refresh) {
+    if row.kind == DemoTokenKind::Refresh {
         // §2.1: revoking a refresh token also invalidates the access tokens of the same grant.
         state.store.demo_revoke_family(&row.family_id, now).await?;
     } else {

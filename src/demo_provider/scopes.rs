@@ -59,9 +59,11 @@ impl ScopeSet {
         Ok(Self(set))
     }
 
-    /// Parses scopes as stored in our own tables; anything unknown is dropped (fails closed).
-    pub fn from_stored(value: &str) -> Self {
-        Self(value.split(' ').filter_map(DemoScope::parse).collect())
+    /// Parses scopes as stored in our own tables ([`crate::store::demo`]); anything unknown
+    /// fails the whole list, which the store reports as a corrupt row.
+    pub fn from_stored(value: &str) -> Result<Self, UnknownScope> {
+        let scopes = value.split(' ').filter(|s| !s.is_empty()).map(|s| DemoScope::parse(s).ok_or(UnknownScope));
+        Ok(Self(scopes.collect::<Result<_, _>>()?))
     }
 
     pub fn contains(&self, scope: DemoScope) -> bool {
@@ -100,6 +102,12 @@ mod tests {
     }
 
     #[test]
+    fn stored_scopes_read_back_and_unknown_ones_are_refused() {
+        assert_eq!(ScopeSet::from_stored("profile notes:write").unwrap().to_space_separated(), "profile notes:write");
+        assert_eq!(ScopeSet::from_stored("profile admin"), Err(UnknownScope));
+    }
+
+    #[test]
     fn one_unknown_scope_fails_the_request() {
         assert_eq!(ScopeSet::parse_requested(Some("profile admin")), Err(UnknownScope));
         assert_eq!(ScopeSet::parse_requested(Some("Profile")), Err(UnknownScope), "scopes are case-sensitive");
@@ -108,7 +116,7 @@ mod tests {
 
     #[test]
     fn narrowing_is_a_subset_check() {
-        let granted = ScopeSet::from_stored("profile notes:read");
+        let granted = ScopeSet::from_stored("profile notes:read").unwrap();
         assert!(ScopeSet::parse_requested(Some("notes:read")).unwrap().is_subset_of(&granted));
         assert!(!ScopeSet::parse_requested(Some("notes:write")).unwrap().is_subset_of(&granted));
     }

@@ -75,8 +75,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
         return Err(OAuthError::InvalidGrant);
     }
     check_code_binding(params, &row.redirect_uri, &row.code_challenge)?;
-    let scopes = ScopeSet::from_stored(&row.scopes);
-    let tokens = issue_pair(state, &family_id, client_id, &row.account, &scopes, &scopes, now).await?;
+    let tokens = issue_pair(state, &family_id, client_id, &row.account, &row.scopes, &row.scopes, now).await?;
     if !state.store.demo_consume_code(&code_hash, now).await? {
         let revoked = state.store.demo_revoke_family(&family_id, now).await?;
         tracing::warn!(revoked, "demo provider: authorization code redeemed concurrently; its tokens were revoked");
@@ -93,7 +92,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
         .store
         .demo_token(&token_hash)
         .await?
-        .filter(|row| row.is_kind(DemoTokenKind::Refresh))
+        .filter(|row| row.kind == DemoTokenKind::Refresh)
         .ok_or(OAuthError::InvalidGrant)?;
     if row.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
@@ -109,20 +108,20 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
     if row.expires_at <= now {
         return Err(OAuthError::InvalidGrant);
     }
-    let granted = ScopeSet::from_stored(&row.scopes);
+    let granted = &row.scopes;
     // §6: a requested scope may narrow the access token, never widen it; the new refresh
     // token keeps the original scope.
     let access_scopes = match params.get("scope") {
         None => granted.clone(),
         Some(requested) => {
             let requested = ScopeSet::parse_requested(Some(requested)).map_err(|_| OAuthError::InvalidScope)?;
-            if !requested.is_subset_of(&granted) {
+            if !requested.is_subset_of(granted) {
                 return Err(OAuthError::InvalidScope);
             }
             requested
         }
     };
-    let tokens = issue_pair(state, &row.family_id, client_id, &row.account, &access_scopes, &granted, now).await?;
+    let tokens = issue_pair(state, &row.family_id, client_id, &row.account, &access_scopes, granted, now).await?;
     if !state.store.demo_revoke_token(&token_hash, now).await? {
         let revoked = state.store.demo_revoke_family(&row.family_id, now).await?;
         tracing::warn!(revoked, "demo provider: refresh token used concurrently; its family was revoked");
@@ -142,13 +141,11 @@ async fn issue_pair(
 ) -> Result<TokenResponse, OAuthError> {
     let access_token = format!("demo_at_{}", random_token(32));
     let refresh_token = format!("demo_rt_{}", random_token(32));
-    let access_scope = access_scopes.to_space_separated();
-    let refresh_scope = refresh_scopes.to_space_separated();
     let access_hash = sha256_hex(&access_token);
     let refresh_hash = sha256_hex(&refresh_token);
     for (token_hash, kind, scopes, expires_at) in [
-        (&access_hash, DemoTokenKind::Access, &access_scope, now + ACCESS_TTL_SECS),
-        (&refresh_hash, DemoTokenKind::Refresh, &refresh_scope, now + REFRESH_TTL_SECS),
+        (&access_hash, DemoTokenKind::Access, access_scopes, now + ACCESS_TTL_SECS),
+        (&refresh_hash, DemoTokenKind::Refresh, refresh_scopes, now + REFRESH_TTL_SECS),
     ] {
         let token = NewDemoToken { token_hash, kind, family_id, client_id, account, scopes, expires_at };
         state.store.demo_insert_token(&token).await?;
@@ -158,6 +155,6 @@ async fn issue_pair(
         token_type: "Bearer",
         expires_in: ACCESS_TTL_SECS,
         refresh_token,
-        scope: access_scope,
+        scope: access_scopes.to_space_separated(),
     })
 }

@@ -78,9 +78,8 @@ impl BrokerServer {
                     }
                     Standing::AllowClient(grant) => {
                         let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
-                        let scopes = Scopes::from_space_separated(&grant.scopes).map_err(internal)?;
                         return self
-                            .start_connect(caller, provider, &scopes, Ask::UseGrant(&grant), None, &before, ctx)
+                            .start_connect(caller, provider, &grant.scopes, Ask::UseGrant(&grant), None, &before, ctx)
                             .await;
                     }
                     standing @ (Standing::NotConnected(_) | Standing::MoreScopes { .. }) => {
@@ -146,7 +145,7 @@ impl BrokerServer {
         if ask_scopes {
             // Ticked: what the (default) account holds plus the defaults. Unticking a held scope
             // does not remove it; disconnecting does.
-            let held = default.and_then(|i| Scopes::from_space_separated(&grants[i].scopes).ok()).unwrap_or_default();
+            let held = default.map(|i| grants[i].scopes.clone()).unwrap_or_default();
             fields.push(questions::scopes_field(provider, &provider.default_scopes.union(&held)));
         }
         let form = FormSchema::new(fields).map_err(internal)?;
@@ -315,10 +314,10 @@ impl BrokerServer {
         let Some(row) = row else {
             return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
         };
-        Ok(match row.status() {
-            Some(AuthorizationStatus::Completed) => match row.grant_id.as_deref() {
+        Ok(match row.status {
+            AuthorizationStatus::Completed => match row.grant_id.as_deref() {
                 // Consent-only: the grant the user allowed, whatever else changed meanwhile.
-                Some(grant_id) if row.kind() == AuthorizationKind::Consent => {
+                Some(grant_id) if row.kind == AuthorizationKind::Consent => {
                     let grants = self
                         .state
                         .store
@@ -335,8 +334,8 @@ impl BrokerServer {
                 }
                 _ => Some(self.completed_result(caller, provider, before).await?),
             },
-            Some(AuthorizationStatus::Declined) => Some(error_result(declined_text(&row, provider))),
-            Some(AuthorizationStatus::Failed) => Some(error_result(format!(
+            AuthorizationStatus::Declined => Some(error_result(declined_text(&row, provider))),
+            AuthorizationStatus::Failed => Some(error_result(format!(
                 "Connecting {} failed ({}). Call connect_account to try again.",
                 provider.display_name,
                 row.failure.as_deref().unwrap_or("unknown reason")
@@ -427,11 +426,10 @@ impl BrokerServer {
         provider: &ProviderConfig,
         row: &AuthorizationRow,
     ) -> Result<CallToolResult, ErrorData> {
-        let scopes = Scopes::from_space_separated(&row.scopes).map_err(internal)?;
         if caller.url_mode {
-            Err(elicitation::url_elicitation_required(&self.state, row, provider, &scopes))
+            Err(elicitation::url_elicitation_required(&self.state, row, provider, &row.scopes))
         } else {
-            Ok(error_result(elicitation::manual_connect_text(&self.state, row, provider, &scopes)))
+            Ok(error_result(elicitation::manual_connect_text(&self.state, row, provider, &row.scopes)))
         }
     }
 }
@@ -441,7 +439,7 @@ fn unavailable_result(provider: &ProviderConfig) -> CallToolResult {
 }
 
 fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {
-    match row.kind() {
+    match row.kind {
         AuthorizationKind::Connect => format!("You declined to connect {}.", provider.display_name),
         AuthorizationKind::Consent => {
             format!("You declined to let this client use your {} connection.", provider.display_name)
@@ -451,13 +449,16 @@ fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {
 
 fn connected_result(provider: &ProviderConfig, grant: &GrantRow) -> CallToolResult {
     let account = grant.account_label.as_deref().map(|a| format!(" as {a}")).unwrap_or_default();
-    let mut result =
-        text_result(format!("Connected to {}{account} with scopes: {}.", provider.display_name, grant.scopes));
+    let mut result = text_result(format!(
+        "Connected to {}{account} with scopes: {}.",
+        provider.display_name,
+        grant.scopes.to_space_separated()
+    ));
     result.structured_content = Some(json!({
         "provider": provider.id.as_str(),
         "connected": true,
         "account": grant.account_label,
-        "scopes": grant.scopes.split_whitespace().collect::<Vec<_>>(),
+        "scopes": grant.scopes,
     }));
     result
 }

@@ -51,7 +51,7 @@ impl BrokerServer {
                     "connected": c.status == ConnectionStatus::Connected,
                     "status": c.status.as_str(),
                     "account": grant.and_then(|g| g.account_label.clone()),
-                    "scopes": grant.map(|g| g.scopes.split_whitespace().collect::<Vec<_>>()).unwrap_or_default(),
+                    "scopes": grant.map(|g| g.scopes.iter().collect::<Vec<_>>()).unwrap_or_default(),
                     "expires_at": grant.and_then(|g| g.expires_at),
                     "allowed_for_this_client": c.allowed_for_client,
                 }))

@@ -20,7 +20,7 @@ pub const COMPLETE_METHOD: &str = "notifications/elicitation/complete";
 
 /// What the elicitation says, for either kind of row.
 pub fn ask_message(row: &AuthorizationRow, provider: &ProviderConfig, scopes: &Scopes) -> String {
-    match row.kind() {
+    match row.kind {
         AuthorizationKind::Connect => connect_message(provider, scopes),
         AuthorizationKind::Consent => use_message(provider, scopes),
     }
@@ -58,7 +58,7 @@ pub fn url_elicitation_required(
     provider: &ProviderConfig,
     scopes: &Scopes,
 ) -> ErrorData {
-    let headline = match row.kind() {
+    let headline = match row.kind {
         AuthorizationKind::Connect => {
             format!("This request requires connecting your {} account.", provider.display_name)
         }
@@ -92,7 +92,7 @@ pub fn manual_connect_text(
     provider: &ProviderConfig,
     scopes: &Scopes,
 ) -> String {
-    let situation = match row.kind() {
+    let situation = match row.kind {
         AuthorizationKind::Connect => format!("Not connected to {} yet.", provider.display_name),
         AuthorizationKind::Consent => {
             format!("This client may not use your {} connection yet.", provider.display_name)

@@ -6,8 +6,9 @@
 //! hash, bound to this row and to the browser session that approved, and consumed with a
 //! compare-and-swap so it works once.
 
-use super::{Store, StoreResult};
+use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
+use crate::domain::Scopes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthorizationStatus {
@@ -44,22 +45,37 @@ impl AuthorizationStatus {
     }
 }
 
-#[derive(Clone, sqlx::FromRow)]
+impl std::fmt::Display for AuthorizationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, not `write_str`: the admin tables align these with `{:<16}`.
+        f.pad(self.as_str())
+    }
+}
+
+/// Serialises as the stored string, so JSON shows what it showed when the field was text.
+impl serde::Serialize for AuthorizationStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// An authorization as the rest of the broker sees it: status, kind and scopes parsed once, here.
+#[derive(Clone)]
 pub struct AuthorizationRow {
     pub id: String,
     pub user_id: String,
     pub provider: String,
-    pub scopes: String,
+    /// Space separated in the column.
+    pub scopes: Scopes,
     pub client_name: Option<String>,
     pub mcp_session: Option<String>,
     /// The client the authorization is for ([`crate::identity::ClientIdentity::key`]); '' on
     /// rows from before consents were per client.
     pub client_key: String,
-    /// `connect` or `consent` ([`AuthorizationKind`]).
-    pub kind: String,
+    pub kind: AuthorizationKind,
     /// For `consent` rows: the grant the client asks to use.
     pub grant_id: Option<String>,
-    pub status: String,
+    pub status: AuthorizationStatus,
     pub state_hash: Option<String>,
     pub browser_session_hash: Option<String>,
     pub pkce_verifier_sealed: Option<Vec<u8>>,
@@ -76,6 +92,7 @@ impl std::fmt::Debug for AuthorizationRow {
             .field("user_id", &self.user_id)
             .field("provider", &self.provider)
             .field("scopes", &self.scopes)
+            .field("kind", &self.kind)
             .field("status", &self.status)
             .field("expires_at", &self.expires_at)
             .finish_non_exhaustive()
@@ -83,20 +100,62 @@ impl std::fmt::Debug for AuthorizationRow {
 }
 
 impl AuthorizationRow {
-    pub fn status(&self) -> Option<AuthorizationStatus> {
-        AuthorizationStatus::parse(&self.status)
-    }
-
     pub fn is_expired(&self, now: Timestamp) -> bool {
         now >= self.expires_at
     }
+}
 
-    pub fn kind(&self) -> AuthorizationKind {
-        if self.kind == AuthorizationKind::Consent.as_str() {
-            AuthorizationKind::Consent
-        } else {
-            AuthorizationKind::Connect
-        }
+/// The row as stored; read only through [`AuthorizationRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawAuthorizationRow {
+    id: String,
+    user_id: String,
+    provider: String,
+    scopes: String,
+    client_name: Option<String>,
+    mcp_session: Option<String>,
+    client_key: String,
+    kind: String,
+    grant_id: Option<String>,
+    status: String,
+    state_hash: Option<String>,
+    browser_session_hash: Option<String>,
+    pkce_verifier_sealed: Option<Vec<u8>>,
+    failure: Option<String>,
+    created_at: i64,
+    expires_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<RawAuthorizationRow> for AuthorizationRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawAuthorizationRow) -> Result<Self, Self::Error> {
+        let corrupt = |what: String| StoreError::Corrupt(format!("authorization {:?} has {what}", raw.id));
+        let status = AuthorizationStatus::parse(&raw.status)
+            .ok_or_else(|| corrupt(format!("unknown status {:?}", raw.status)))?;
+        let kind =
+            AuthorizationKind::parse(&raw.kind).ok_or_else(|| corrupt(format!("unknown kind {:?}", raw.kind)))?;
+        let scopes = Scopes::from_space_separated(&raw.scopes).map_err(|e| corrupt(e.to_string()))?;
+        Ok(AuthorizationRow {
+            id: raw.id,
+            user_id: raw.user_id,
+            provider: raw.provider,
+            scopes,
+            client_name: raw.client_name,
+            mcp_session: raw.mcp_session,
+            client_key: raw.client_key,
+            kind,
+            grant_id: raw.grant_id,
+            status,
+            state_hash: raw.state_hash,
+            browser_session_hash: raw.browser_session_hash,
+            pkce_verifier_sealed: raw.pkce_verifier_sealed,
+            failure: raw.failure,
+            created_at: raw.created_at,
+            expires_at: raw.expires_at,
+            updated_at: raw.updated_at,
+        })
     }
 }
 
@@ -116,6 +175,29 @@ impl AuthorizationKind {
             AuthorizationKind::Consent => "consent",
         }
     }
+
+    /// The kind stored as `value`, `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "connect" => Some(AuthorizationKind::Connect),
+            "consent" => Some(AuthorizationKind::Consent),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for AuthorizationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, not `write_str`: the admin tables align these with `{:<16}`.
+        f.pad(self.as_str())
+    }
+}
+
+/// Serialises as the stored string, so JSON shows what it showed when the field was text.
+impl serde::Serialize for AuthorizationKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
 }
 
 const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, failure, created_at, expires_at, updated_at";
@@ -126,7 +208,7 @@ pub struct NewAuthorization<'a> {
     pub id: &'a str,
     pub user_id: &'a str,
     pub provider: &'a str,
-    pub scopes: &'a str,
+    pub scopes: &'a Scopes,
     pub client_name: Option<&'a str>,
     pub mcp_session: Option<&'a str>,
     pub client_key: &'a str,
@@ -145,7 +227,7 @@ impl Store {
         .bind(new.id)
         .bind(new.user_id)
         .bind(new.provider)
-        .bind(new.scopes)
+        .bind(new.scopes.to_space_separated())
         .bind(new.client_name)
         .bind(new.mcp_session)
         .bind(new.client_key)
@@ -159,19 +241,23 @@ impl Store {
     }
 
     pub async fn authorization(&self, id: &str) -> StoreResult<Option<AuthorizationRow>> {
-        Ok(sqlx::query_as::<_, AuthorizationRow>(&format!("SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE id = $1"))
+        sqlx::query_as::<_, RawAuthorizationRow>(&format!("SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE id = $1"))
             .bind(id)
             .fetch_optional(self.pool())
-            .await?)
+            .await?
+            .map(AuthorizationRow::try_from)
+            .transpose()
     }
 
     pub async fn authorization_by_state_hash(&self, state_hash: &str) -> StoreResult<Option<AuthorizationRow>> {
-        Ok(sqlx::query_as::<_, AuthorizationRow>(&format!(
+        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE state_hash = $1"
         ))
         .bind(state_hash)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(AuthorizationRow::try_from)
+        .transpose()
     }
 
     /// A still-usable pending authorization asking the same thing (user, client, kind,
@@ -182,21 +268,22 @@ impl Store {
         like: &NewAuthorization<'_>,
         now: Timestamp,
     ) -> StoreResult<Option<AuthorizationRow>> {
-        let rows = sqlx::query_as::<_, AuthorizationRow>(&format!(
+        let rows = sqlx::query_as::<_, RawAuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 AND provider = $2 AND scopes = $3 \
              AND client_key = $4 AND kind = $5 AND status IN ('pending', 'redirected') AND expires_at > $6 ORDER BY created_at DESC"
         ))
         .bind(like.user_id)
         .bind(like.provider)
-        .bind(like.scopes)
+        .bind(like.scopes.to_space_separated())
         .bind(like.client_key)
         .bind(like.kind.as_str())
         .bind(now)
         .fetch_all(self.pool())
         .await?;
-        Ok(rows
-            .into_iter()
-            .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id))
+        rows.into_iter()
+            .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id)
+            .map(AuthorizationRow::try_from)
+            .transpose()
     }
 
     /// Owner approved: store the state hash, the sealed verifier and the approving browser
@@ -274,22 +361,28 @@ impl Store {
     }
 
     pub async fn authorizations_for_user(&self, user_id: &str, limit: i64) -> StoreResult<Vec<AuthorizationRow>> {
-        Ok(sqlx::query_as::<_, AuthorizationRow>(&format!(
+        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2"
         ))
         .bind(user_id)
         .bind(limit)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(AuthorizationRow::try_from)
+        .collect()
     }
 
     pub async fn all_authorizations(&self, limit: i64) -> StoreResult<Vec<AuthorizationRow>> {
-        Ok(sqlx::query_as::<_, AuthorizationRow>(&format!(
+        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations ORDER BY created_at DESC LIMIT $1"
         ))
         .bind(limit)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(AuthorizationRow::try_from)
+        .collect()
     }
 
     /// Deletes rows that ended or expired before `cutoff` (housekeeping).
@@ -297,5 +390,108 @@ impl Store {
         let done =
             sqlx::query("DELETE FROM authorizations WHERE expires_at < $1").bind(cutoff).execute(self.pool()).await?;
         Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(status: &str, kind: &str, scopes: &str) -> RawAuthorizationRow {
+        RawAuthorizationRow {
+            id: "a1".into(),
+            user_id: "u1".into(),
+            provider: "demo".into(),
+            scopes: scopes.into(),
+            client_name: None,
+            mcp_session: None,
+            client_key: String::new(),
+            kind: kind.into(),
+            grant_id: None,
+            status: status.into(),
+            state_hash: None,
+            browser_session_hash: None,
+            pkce_verifier_sealed: None,
+            failure: None,
+            created_at: 1,
+            expires_at: 2,
+            updated_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_stored_row_becomes_a_typed_authorization() {
+        let row = AuthorizationRow::try_from(raw("redirected", "consent", "profile notes:read")).unwrap();
+        assert_eq!((row.status, row.kind), (AuthorizationStatus::Redirected, AuthorizationKind::Consent));
+        assert_eq!(row.scopes, Scopes::parse(["notes:read", "profile"]).unwrap());
+    }
+
+    #[test]
+    fn an_unknown_status_or_kind_or_a_malformed_scope_is_corrupt() {
+        let bad = [
+            raw("expired", "connect", "profile"),
+            raw("pending", "", "profile"),
+            raw("pending", "Consent", "profile"),
+            raw("pending", "connect", "pro\\file"),
+        ];
+        for row in bad {
+            assert!(matches!(AuthorizationRow::try_from(row), Err(StoreError::Corrupt(_))));
+        }
+    }
+
+    #[test]
+    fn statuses_and_kinds_read_back_what_they_write() {
+        use AuthorizationStatus::*;
+        for status in [Pending, Redirected, Exchanging, Completed, Declined, Failed] {
+            assert_eq!(AuthorizationStatus::parse(status.as_str()), Some(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        for kind in [AuthorizationKind::Connect, AuthorizationKind::Consent] {
+            assert_eq!(AuthorizationKind::parse(kind.as_str()), Some(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+            assert_eq!(format!("{kind:<8}|"), format!("{:<8}|", kind.as_str()));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_authorization_round_trips_through_sqlite_as_typed_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+        store.migrate().await.unwrap();
+        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let scopes = Scopes::parse(["profile", "notes:read"]).unwrap();
+        let new = NewAuthorization {
+            id: "a1",
+            user_id: &user,
+            provider: "demo",
+            scopes: &scopes,
+            client_name: None,
+            mcp_session: Some("s1"),
+            client_key: "token:t",
+            kind: AuthorizationKind::Consent,
+            grant_id: Some("g1"),
+            expires_at: 100,
+        };
+        store.create_authorization(&new, 10).await.unwrap();
+
+        let row = store.authorization("a1").await.unwrap().unwrap();
+        assert_eq!(
+            (row.status, row.kind, &row.scopes),
+            (AuthorizationStatus::Pending, AuthorizationKind::Consent, &scopes)
+        );
+        let reused = store.open_authorization(&new, 11).await.unwrap().expect("the same ask finds the open row");
+        assert_eq!(reused.id, "a1");
+        let stored: (String, String, String) =
+            sqlx::query_as("SELECT scopes, kind, status FROM authorizations WHERE id = 'a1'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(stored, ("notes:read profile".into(), "consent".into(), "pending".into()));
+
+        assert!(store.finish_authorization("a1", AuthorizationStatus::Completed, None, 12).await.unwrap());
+        assert_eq!(store.authorization("a1").await.unwrap().unwrap().status, AuthorizationStatus::Completed);
+        sqlx::query("UPDATE authorizations SET kind = 'other' WHERE id = 'a1'").execute(store.pool()).await.unwrap();
+        assert!(matches!(store.authorization("a1").await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.all_authorizations(10).await, Err(StoreError::Corrupt(_))));
     }
 }

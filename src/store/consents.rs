@@ -4,17 +4,19 @@
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
-use super::{Store, StoreResult};
+use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+/// A consent as the rest of the broker sees it: scopes parsed once, here.
+#[derive(Debug, Clone)]
 pub struct ConsentRow {
     pub grant_id: String,
     pub client_key: String,
     pub user_id: String,
     pub client_name: Option<String>,
-    pub scopes: String,
+    /// The scopes the user allowed; space separated in the column.
+    pub scopes: Scopes,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -23,7 +25,38 @@ impl ConsentRow {
     /// Whether this consent lets its client use a grant that carries `granted`: every scope
     /// the token carries must have been allowed, since the client could exercise any of them.
     pub fn covers(&self, granted: &Scopes) -> bool {
-        Scopes::from_space_separated(&self.scopes).is_ok_and(|allowed| allowed.is_superset_of(granted))
+        self.scopes.is_superset_of(granted)
+    }
+}
+
+/// The row as stored; read only through [`ConsentRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawConsentRow {
+    grant_id: String,
+    client_key: String,
+    user_id: String,
+    client_name: Option<String>,
+    scopes: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl TryFrom<RawConsentRow> for ConsentRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawConsentRow) -> Result<Self, Self::Error> {
+        let scopes = Scopes::from_space_separated(&raw.scopes).map_err(|e| {
+            StoreError::Corrupt(format!("consent of grant {:?} for {:?}: {e}", raw.grant_id, raw.client_key))
+        })?;
+        Ok(ConsentRow {
+            grant_id: raw.grant_id,
+            client_key: raw.client_key,
+            user_id: raw.user_id,
+            client_name: raw.client_name,
+            scopes,
+            created_at: raw.created_at,
+            updated_at: raw.updated_at,
+        })
     }
 }
 
@@ -46,7 +79,7 @@ pub struct NewConsent<'a> {
     pub user_id: &'a str,
     pub client_key: &'a str,
     pub client_name: Option<&'a str>,
-    pub scopes: &'a str,
+    pub scopes: &'a Scopes,
 }
 
 /// Records (or replaces) a consent: `$1` client key, `$2` client name, `$3` scopes, `$4` now,
@@ -70,13 +103,13 @@ impl Store {
         user_id: &str,
         client_key: &str,
         client_name: Option<&str>,
-        scopes: &str,
+        scopes: &Scopes,
         now: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(UPSERT_CONSENT)
             .bind(client_key)
             .bind(client_name)
-            .bind(scopes)
+            .bind(scopes.to_space_separated())
             .bind(now)
             .bind(grant_id)
             .bind(user_id)
@@ -105,7 +138,7 @@ impl Store {
         let recorded = sqlx::query(UPSERT_CONSENT)
             .bind(new.client_key)
             .bind(new.client_name)
-            .bind(new.scopes)
+            .bind(new.scopes.to_space_separated())
             .bind(now)
             .bind(new.grant_id)
             .bind(new.user_id)
@@ -120,33 +153,41 @@ impl Store {
     }
 
     pub async fn consent(&self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {
-        Ok(sqlx::query_as::<_, ConsentRow>(&format!(
+        sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE grant_id = $1 AND client_key = $2"
         ))
         .bind(grant_id)
         .bind(client_key)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(ConsentRow::try_from)
+        .transpose()
     }
 
     /// The user's consents, by grant then client.
     pub async fn consents_for_user(&self, user_id: &str) -> StoreResult<Vec<ConsentRow>> {
-        Ok(sqlx::query_as::<_, ConsentRow>(&format!(
+        sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE user_id = $1 ORDER BY grant_id, client_key"
         ))
         .bind(user_id)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(ConsentRow::try_from)
+        .collect()
     }
 
     /// Every consent (admin listing), newest first.
     pub async fn all_consents(&self, limit: i64) -> StoreResult<Vec<ConsentRow>> {
-        Ok(sqlx::query_as::<_, ConsentRow>(&format!(
+        sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents ORDER BY updated_at DESC LIMIT $1"
         ))
         .bind(limit)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(ConsentRow::try_from)
+        .collect()
     }
 
     /// Withdraws one consent of this user; false if there was none.
@@ -168,5 +209,59 @@ impl Store {
             .execute(self.pool())
             .await?;
         Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::grants::SealedTokens;
+
+    fn raw(scopes: &str) -> RawConsentRow {
+        RawConsentRow {
+            grant_id: "g1".into(),
+            client_key: "token:t".into(),
+            user_id: "u1".into(),
+            client_name: None,
+            scopes: scopes.into(),
+            created_at: 1,
+            updated_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_stored_row_becomes_a_typed_consent_and_a_malformed_scope_is_corrupt() {
+        let consent = ConsentRow::try_from(raw("profile notes:read")).unwrap();
+        assert!(consent.covers(&Scopes::parse(["profile"]).unwrap()));
+        assert!(!consent.covers(&Scopes::parse(["profile", "notes:write"]).unwrap()));
+        assert!(matches!(ConsentRow::try_from(raw("profile \"x\"")), Err(StoreError::Corrupt(_))));
+    }
+
+    #[tokio::test]
+    async fn a_consent_round_trips_through_sqlite_as_typed_scopes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+        store.migrate().await.unwrap();
+        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let scopes = Scopes::parse(["profile", "notes:read"]).unwrap();
+        let tokens = SealedTokens {
+            access_token_sealed: vec![1],
+            refresh_token_sealed: None,
+            key_id: "k1".into(),
+            expires_at: None,
+            scopes: scopes.clone(),
+        };
+        let grant_id = Store::grant_id_for(&user, "demo", "");
+        assert!(store.upsert_grant(&grant_id, &user, "demo", None, &tokens, 10).await.unwrap());
+
+        assert!(store.record_consent(&grant_id, &user, "token:t", None, &scopes, 11).await.unwrap());
+        let consent = store.consent(&grant_id, "token:t").await.unwrap().unwrap();
+        assert_eq!(consent.scopes, scopes);
+        let (stored,): (String,) =
+            sqlx::query_as("SELECT scopes FROM client_consents").fetch_one(store.pool()).await.unwrap();
+        assert_eq!(stored, "notes:read profile");
+
+        sqlx::query("UPDATE client_consents SET scopes = 'a\\b'").execute(store.pool()).await.unwrap();
+        assert!(matches!(store.consents_for_user(&user).await, Err(StoreError::Corrupt(_))));
     }
 }

@@ -7,18 +7,52 @@
 
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
+use crate::demo_provider::scopes::ScopeSet;
 
 /// An authorization code, by hash.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct DemoCodeRow {
     pub code_hash: String,
     pub client_id: String,
     pub redirect_uri: String,
-    pub scopes: String,
+    /// Space separated in the column.
+    pub scopes: ScopeSet,
     pub account: String,
     pub code_challenge: String,
     pub expires_at: i64,
     pub used_at: Option<i64>,
+}
+
+/// The row as stored; read only through [`DemoCodeRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawDemoCodeRow {
+    code_hash: String,
+    client_id: String,
+    redirect_uri: String,
+    scopes: String,
+    account: String,
+    code_challenge: String,
+    expires_at: i64,
+    used_at: Option<i64>,
+}
+
+impl TryFrom<RawDemoCodeRow> for DemoCodeRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawDemoCodeRow) -> Result<Self, Self::Error> {
+        let scopes = ScopeSet::from_stored(&raw.scopes)
+            .map_err(|_| StoreError::Corrupt("a demo code has an unknown scope".into()))?;
+        Ok(DemoCodeRow {
+            code_hash: raw.code_hash,
+            client_id: raw.client_id,
+            redirect_uri: raw.redirect_uri,
+            scopes,
+            account: raw.account,
+            code_challenge: raw.code_challenge,
+            expires_at: raw.expires_at,
+            used_at: raw.used_at,
+        })
+    }
 }
 
 /// What a token is; stored in `demo_tokens.kind`.
@@ -35,24 +69,62 @@ impl DemoTokenKind {
             Self::Refresh => "refresh",
         }
     }
+
+    /// The kind stored as `value`, `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "access" => Some(Self::Access),
+            "refresh" => Some(Self::Refresh),
+            _ => None,
+        }
+    }
 }
 
 /// An access or refresh token, by hash. `family_id` links every token descended from one code.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct DemoTokenRow {
     pub token_hash: String,
-    pub kind: String,
+    pub kind: DemoTokenKind,
     pub family_id: String,
     pub client_id: String,
     pub account: String,
-    pub scopes: String,
+    /// Space separated in the column.
+    pub scopes: ScopeSet,
     pub expires_at: i64,
     pub revoked_at: Option<i64>,
 }
 
-impl DemoTokenRow {
-    pub fn is_kind(&self, kind: DemoTokenKind) -> bool {
-        self.kind == kind.as_str()
+/// The row as stored; read only through [`DemoTokenRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawDemoTokenRow {
+    token_hash: String,
+    kind: String,
+    family_id: String,
+    client_id: String,
+    account: String,
+    scopes: String,
+    expires_at: i64,
+    revoked_at: Option<i64>,
+}
+
+impl TryFrom<RawDemoTokenRow> for DemoTokenRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawDemoTokenRow) -> Result<Self, Self::Error> {
+        let kind = DemoTokenKind::parse(&raw.kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("a demo token has unknown kind {:?}", raw.kind)))?;
+        let scopes = ScopeSet::from_stored(&raw.scopes)
+            .map_err(|_| StoreError::Corrupt("a demo token has an unknown scope".into()))?;
+        Ok(DemoTokenRow {
+            token_hash: raw.token_hash,
+            kind,
+            family_id: raw.family_id,
+            client_id: raw.client_id,
+            account: raw.account,
+            scopes,
+            expires_at: raw.expires_at,
+            revoked_at: raw.revoked_at,
+        })
     }
 }
 
@@ -64,7 +136,7 @@ pub struct NewDemoToken<'a> {
     pub family_id: &'a str,
     pub client_id: &'a str,
     pub account: &'a str,
-    pub scopes: &'a str,
+    pub scopes: &'a ScopeSet,
     pub expires_at: Timestamp,
 }
 
@@ -86,7 +158,7 @@ impl Store {
             .bind(&code.code_hash)
             .bind(&code.client_id)
             .bind(&code.redirect_uri)
-            .bind(&code.scopes)
+            .bind(code.scopes.to_space_separated())
             .bind(&code.account)
             .bind(&code.code_challenge)
             .bind(code.expires_at)
@@ -98,10 +170,12 @@ impl Store {
     }
 
     pub async fn demo_code(&self, code_hash: &str) -> StoreResult<Option<DemoCodeRow>> {
-        Ok(sqlx::query_as::<_, DemoCodeRow>(&format!("SELECT {CODE_COLUMNS} FROM demo_codes WHERE code_hash = $1"))
+        sqlx::query_as::<_, RawDemoCodeRow>(&format!("SELECT {CODE_COLUMNS} FROM demo_codes WHERE code_hash = $1"))
             .bind(code_hash)
             .fetch_optional(self.pool())
-            .await?)
+            .await?
+            .map(DemoCodeRow::try_from)
+            .transpose()
     }
 
     /// Marks the code used if nobody has yet and it has not expired. True when this caller won.
@@ -123,7 +197,7 @@ impl Store {
             .bind(token.family_id)
             .bind(token.client_id)
             .bind(token.account)
-            .bind(token.scopes)
+            .bind(token.scopes.to_space_separated())
             .bind(token.expires_at)
             .execute(self.pool())
             .await
@@ -132,10 +206,12 @@ impl Store {
     }
 
     pub async fn demo_token(&self, token_hash: &str) -> StoreResult<Option<DemoTokenRow>> {
-        Ok(sqlx::query_as::<_, DemoTokenRow>(&format!("SELECT {TOKEN_COLUMNS} FROM demo_tokens WHERE token_hash = $1"))
+        sqlx::query_as::<_, RawDemoTokenRow>(&format!("SELECT {TOKEN_COLUMNS} FROM demo_tokens WHERE token_hash = $1"))
             .bind(token_hash)
             .fetch_optional(self.pool())
-            .await?)
+            .await?
+            .map(DemoTokenRow::try_from)
+            .transpose()
     }
 
     /// Revokes one token if it is still live. True when this caller revoked it (for refresh
@@ -198,7 +274,7 @@ mod tests {
             code_hash: hash.into(),
             client_id: "c".into(),
             redirect_uri: "http://x/cb".into(),
-            scopes: "profile".into(),
+            scopes: ScopeSet::from_stored("profile").unwrap(),
             account: "demo-user".into(),
             code_challenge: "ch".into(),
             expires_at,
@@ -206,14 +282,14 @@ mod tests {
         }
     }
 
-    fn token<'a>(hash: &'a str, kind: DemoTokenKind, family: &'a str) -> NewDemoToken<'a> {
+    fn token<'a>(hash: &'a str, kind: DemoTokenKind, family: &'a str, scopes: &'a ScopeSet) -> NewDemoToken<'a> {
         NewDemoToken {
             token_hash: hash,
             kind,
             family_id: family,
             client_id: "c",
             account: "demo-user",
-            scopes: "profile",
+            scopes,
             expires_at: 2_000,
         }
     }
@@ -234,9 +310,10 @@ mod tests {
     #[tokio::test]
     async fn revoking_a_family_revokes_all_its_live_tokens_and_only_them() {
         let (_dir, store) = store().await;
-        store.demo_insert_token(&token("a1", DemoTokenKind::Access, "f1")).await.unwrap();
-        store.demo_insert_token(&token("r1", DemoTokenKind::Refresh, "f1")).await.unwrap();
-        store.demo_insert_token(&token("a2", DemoTokenKind::Access, "f2")).await.unwrap();
+        let profile = ScopeSet::from_stored("profile").unwrap();
+        store.demo_insert_token(&token("a1", DemoTokenKind::Access, "f1", &profile)).await.unwrap();
+        store.demo_insert_token(&token("r1", DemoTokenKind::Refresh, "f1", &profile)).await.unwrap();
+        store.demo_insert_token(&token("a2", DemoTokenKind::Access, "f2", &profile)).await.unwrap();
 
         assert!(store.demo_revoke_token("r1", 1_000).await.unwrap());
         assert!(!store.demo_revoke_token("r1", 1_001).await.unwrap(), "a rotated token cannot rotate twice");
@@ -245,7 +322,27 @@ mod tests {
         assert_eq!(store.demo_token("a1").await.unwrap().unwrap().revoked_at, Some(1_002));
         assert_eq!(store.demo_token("r1").await.unwrap().unwrap().revoked_at, Some(1_000));
         assert_eq!(store.demo_token("a2").await.unwrap().unwrap().revoked_at, None);
-        assert!(store.demo_token("r1").await.unwrap().unwrap().is_kind(DemoTokenKind::Refresh));
+        assert_eq!(store.demo_token("r1").await.unwrap().unwrap().kind, DemoTokenKind::Refresh);
+    }
+
+    #[tokio::test]
+    async fn tokens_read_back_typed_and_nonsense_is_corrupt() {
+        let (_dir, store) = store().await;
+        let scopes = ScopeSet::from_stored("notes:read profile").unwrap();
+        store.demo_insert_token(&token("a1", DemoTokenKind::Access, "f1", &scopes)).await.unwrap();
+        let row = store.demo_token("a1").await.unwrap().unwrap();
+        assert_eq!((row.kind, &row.scopes), (DemoTokenKind::Access, &scopes));
+
+        sqlx::query("UPDATE demo_tokens SET kind = 'id_token'").execute(store.pool()).await.unwrap();
+        assert!(matches!(store.demo_token("a1").await, Err(StoreError::Corrupt(_))));
+        sqlx::query("UPDATE demo_tokens SET kind = 'access', scopes = 'profile admin'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert!(matches!(store.demo_token("a1").await, Err(StoreError::Corrupt(_))));
+        store.demo_insert_code(&code("h1", 1_060)).await.unwrap();
+        sqlx::query("UPDATE demo_codes SET scopes = 'everything'").execute(store.pool()).await.unwrap();
+        assert!(matches!(store.demo_code("h1").await, Err(StoreError::Corrupt(_))));
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
+use crate::domain::Scopes;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantStatus {
@@ -21,25 +22,96 @@ impl GrantStatus {
             GrantStatus::NeedsReconsent => "needs_reconsent",
         }
     }
+
+    /// The status stored as `value`, `None` for anything else.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "active" => Some(GrantStatus::Active),
+            "needs_reconsent" => Some(GrantStatus::NeedsReconsent),
+            _ => None,
+        }
+    }
 }
 
-#[derive(Clone, sqlx::FromRow)]
+impl std::fmt::Display for GrantStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, not `write_str`: the admin tables align these with `{:<16}`.
+        f.pad(self.as_str())
+    }
+}
+
+/// Serialises as the stored string, so JSON shows what it showed when the field was text.
+impl serde::Serialize for GrantStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// A grant as the rest of the broker sees it: status and scopes parsed once, here.
+#[derive(Clone)]
 pub struct GrantRow {
     pub id: String,
     pub user_id: String,
     pub provider: String,
     /// The provider's name for the account (from its userinfo), `None` when it gave none.
     pub account_label: Option<String>,
-    pub scopes: String,
+    /// Space separated in the column.
+    pub scopes: Scopes,
     pub access_token_sealed: Vec<u8>,
     pub refresh_token_sealed: Option<Vec<u8>>,
     pub key_id: String,
     pub expires_at: Option<i64>,
-    pub status: String,
+    pub status: GrantStatus,
     pub version: i64,
     pub refresh_lease_until: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// The row as stored; read only through [`GrantRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawGrantRow {
+    id: String,
+    user_id: String,
+    provider: String,
+    account_label: Option<String>,
+    scopes: String,
+    access_token_sealed: Vec<u8>,
+    refresh_token_sealed: Option<Vec<u8>>,
+    key_id: String,
+    expires_at: Option<i64>,
+    status: String,
+    version: i64,
+    refresh_lease_until: Option<i64>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl TryFrom<RawGrantRow> for GrantRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawGrantRow) -> Result<Self, Self::Error> {
+        let status = GrantStatus::parse(&raw.status)
+            .ok_or_else(|| StoreError::Corrupt(format!("grant {:?} has unknown status {:?}", raw.id, raw.status)))?;
+        let scopes = Scopes::from_space_separated(&raw.scopes)
+            .map_err(|e| StoreError::Corrupt(format!("grant {:?}: {e}", raw.id)))?;
+        Ok(GrantRow {
+            id: raw.id,
+            user_id: raw.user_id,
+            provider: raw.provider,
+            account_label: raw.account_label,
+            scopes,
+            access_token_sealed: raw.access_token_sealed,
+            refresh_token_sealed: raw.refresh_token_sealed,
+            key_id: raw.key_id,
+            expires_at: raw.expires_at,
+            status,
+            version: raw.version,
+            refresh_lease_until: raw.refresh_lease_until,
+            created_at: raw.created_at,
+            updated_at: raw.updated_at,
+        })
+    }
 }
 
 impl std::fmt::Debug for GrantRow {
@@ -68,20 +140,23 @@ pub struct SealedTokens {
     pub refresh_token_sealed: Option<Vec<u8>>,
     pub key_id: String,
     pub expires_at: Option<Timestamp>,
-    pub scopes: String,
+    /// Stored space separated.
+    pub scopes: Scopes,
 }
 
 impl Store {
     /// The user's grant at `provider`; with several accounts there, the most recently updated.
     /// Tools that must act on one account use [`Store::grant_for_account`].
     pub async fn grant(&self, user_id: &str, provider: &str) -> StoreResult<Option<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+        sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY updated_at DESC, version DESC, id LIMIT 1"
         ))
         .bind(user_id)
         .bind(provider)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(GrantRow::try_from)
+        .transpose()
     }
 
     /// The grant for one account (`account` '' = the account without a name).
@@ -91,49 +166,62 @@ impl Store {
         provider: &str,
         account: &str,
     ) -> StoreResult<Option<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+        sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 AND account_label = $3"
         ))
         .bind(user_id)
         .bind(provider)
         .bind(account)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(GrantRow::try_from)
+        .transpose()
     }
 
     pub async fn grant_by_id(&self, id: &str) -> StoreResult<Option<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
+        sqlx::query_as::<_, RawGrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
             .bind(id)
             .fetch_optional(self.pool())
-            .await?)
+            .await?
+            .map(GrantRow::try_from)
+            .transpose()
     }
 
     /// Every account the user holds at `provider`, by account name.
     pub async fn grants_at(&self, user_id: &str, provider: &str) -> StoreResult<Vec<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+        sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY account_label"
         ))
         .bind(user_id)
         .bind(provider)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(GrantRow::try_from)
+        .collect()
     }
 
     pub async fn grants_for_user(&self, user_id: &str) -> StoreResult<Vec<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+        sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider, account_label"
         ))
         .bind(user_id)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(GrantRow::try_from)
+        .collect()
     }
 
     pub async fn all_grants(&self) -> StoreResult<Vec<GrantRow>> {
-        Ok(sqlx::query_as::<_, GrantRow>(&format!(
+        sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider, account_label"
         ))
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(GrantRow::try_from)
+        .collect()
     }
 
     /// Inserts the grant for (user, provider, account) or replaces its tokens, in one statement
@@ -162,7 +250,7 @@ impl Store {
         .bind(user_id)
         .bind(provider)
         .bind(account_label.unwrap_or(""))
-        .bind(&tokens.scopes)
+        .bind(tokens.scopes.to_space_separated())
         .bind(&tokens.access_token_sealed)
         .bind(&tokens.refresh_token_sealed)
         .bind(&tokens.key_id)
@@ -225,7 +313,7 @@ impl Store {
         .bind(&tokens.refresh_token_sealed)
         .bind(&tokens.key_id)
         .bind(tokens.expires_at)
-        .bind(&tokens.scopes)
+        .bind(tokens.scopes.to_space_separated())
         .bind(now)
         .bind(grant_id)
         .bind(version)
@@ -279,5 +367,104 @@ impl Store {
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.pool()).await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(status: &str, scopes: &str) -> RawGrantRow {
+        RawGrantRow {
+            id: "g1".into(),
+            user_id: "u1".into(),
+            provider: "demo".into(),
+            account_label: None,
+            scopes: scopes.into(),
+            access_token_sealed: vec![1],
+            refresh_token_sealed: None,
+            key_id: "k1".into(),
+            expires_at: None,
+            status: status.into(),
+            version: 1,
+            refresh_lease_until: None,
+            created_at: 1,
+            updated_at: 1,
+        }
+    }
+
+    async fn store_with_user() -> (tempfile::TempDir, Store, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+        store.migrate().await.unwrap();
+        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap();
+        (dir, store, user.id)
+    }
+
+    #[test]
+    fn a_stored_row_becomes_a_typed_grant() {
+        let row = GrantRow::try_from(raw("needs_reconsent", "repo read:user")).unwrap();
+        assert_eq!(row.status, GrantStatus::NeedsReconsent);
+        assert_eq!(row.scopes, Scopes::parse(["read:user", "repo"]).unwrap());
+    }
+
+    #[test]
+    fn an_unknown_status_or_a_malformed_scope_is_corrupt() {
+        for bad in [raw("revoked", "repo"), raw("Active", "repo"), raw("active", "repo \"quoted\"")] {
+            assert!(matches!(GrantRow::try_from(bad), Err(StoreError::Corrupt(_))));
+        }
+    }
+
+    #[test]
+    fn statuses_read_back_what_they_write() {
+        for status in [GrantStatus::Active, GrantStatus::NeedsReconsent] {
+            assert_eq!(GrantStatus::parse(status.as_str()), Some(status));
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+            assert_eq!(format!("{status:<16}|"), format!("{:<16}|", status.as_str()));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_grant_round_trips_through_sqlite_as_typed_values() {
+        let (_dir, store, user) = store_with_user().await;
+        let tokens = SealedTokens {
+            access_token_sealed: vec![1, 2],
+            refresh_token_sealed: None,
+            key_id: "k1".into(),
+            expires_at: None,
+            scopes: Scopes::parse(["repo", "read:user"]).unwrap(),
+        };
+        let id = Store::grant_id_for(&user, "demo", "");
+        assert!(store.upsert_grant(&id, &user, "demo", None, &tokens, 10).await.unwrap());
+
+        let grant = store.grant(&user, "demo").await.unwrap().unwrap();
+        assert_eq!((grant.status, &grant.scopes), (GrantStatus::Active, &tokens.scopes));
+        let stored: (String, String) = sqlx::query_as("SELECT scopes, status FROM grants WHERE id = $1")
+            .bind(&id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(stored, ("read:user repo".to_owned(), "active".to_owned()), "the column text is unchanged");
+
+        assert!(store.set_grant_status(&id, grant.version, GrantStatus::NeedsReconsent, 11).await.unwrap());
+        assert_eq!(store.grant_by_id(&id).await.unwrap().unwrap().status, GrantStatus::NeedsReconsent);
+    }
+
+    #[tokio::test]
+    async fn a_row_holding_nonsense_is_reported_corrupt_not_guessed() {
+        let (_dir, store, user) = store_with_user().await;
+        let tokens = SealedTokens {
+            access_token_sealed: vec![1],
+            refresh_token_sealed: None,
+            key_id: "k1".into(),
+            expires_at: None,
+            scopes: Scopes::default(),
+        };
+        let id = Store::grant_id_for(&user, "demo", "");
+        assert!(store.upsert_grant(&id, &user, "demo", None, &tokens, 10).await.unwrap());
+        sqlx::query("UPDATE grants SET status = 'paused' WHERE id = $1").bind(&id).execute(store.pool()).await.unwrap();
+
+        assert!(matches!(store.grant_by_id(&id).await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.grants_for_user(&user).await, Err(StoreError::Corrupt(_))));
     }
 }

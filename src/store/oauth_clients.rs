@@ -4,20 +4,28 @@
 
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
+use crate::domain::Scopes;
+use crate::oauth_server::client_auth::AuthMethod;
 
-#[derive(Clone, sqlx::FromRow)]
+/// The grant types a client may register; `authorization_code` always, `refresh_token` optionally.
+const GRANT_TYPES_WITHOUT_REFRESH: &str = "authorization_code";
+const GRANT_TYPES_WITH_REFRESH: &str = "authorization_code refresh_token";
+
+/// A registered client as the authorization server sees it: parsed once, here.
+#[derive(Clone)]
 pub struct OAuthClientRow {
     pub client_id: String,
     /// `sha256_hex` of the secret; `None` for public clients.
     pub client_secret_hash: Option<String>,
-    pub token_endpoint_auth_method: String,
+    pub token_endpoint_auth_method: AuthMethod,
     pub client_name: Option<String>,
-    /// JSON array of exact strings; read it with [`OAuthClientRow::redirect_uri_list`].
-    pub redirect_uris: String,
-    /// Space separated.
-    pub grant_types: String,
-    /// Space separated; `None` when the client registered no scope.
-    pub scope: Option<String>,
+    /// Exact strings (a JSON array in the column).
+    pub redirect_uris: Vec<String>,
+    /// The client registered the `refresh_token` grant besides `authorization_code` (the
+    /// `grant_types` column lists them, space separated).
+    pub refresh_allowed: bool,
+    /// `None` when the client registered no scope; space separated in the column.
+    pub scope: Option<Scopes>,
     pub created_at: Timestamp,
 }
 
@@ -32,16 +40,54 @@ impl std::fmt::Debug for OAuthClientRow {
     }
 }
 
-impl OAuthClientRow {
-    /// The registered redirect URIs.
-    pub fn redirect_uri_list(&self) -> StoreResult<Vec<String>> {
-        serde_json::from_str(&self.redirect_uris)
-            .map_err(|_| StoreError::Corrupt(format!("oauth client {} has malformed redirect_uris", self.client_id)))
-    }
+/// The row as stored; read only through [`OAuthClientRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawOAuthClientRow {
+    client_id: String,
+    client_secret_hash: Option<String>,
+    token_endpoint_auth_method: String,
+    client_name: Option<String>,
+    redirect_uris: String,
+    grant_types: String,
+    scope: Option<String>,
+    created_at: Timestamp,
+}
 
-    /// Encodes redirect URIs for [`OAuthClientRow::redirect_uris`].
-    pub fn encode_redirect_uris(uris: &[String]) -> String {
-        serde_json::Value::from(uris.to_vec()).to_string()
+impl TryFrom<RawOAuthClientRow> for OAuthClientRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawOAuthClientRow) -> Result<Self, Self::Error> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("oauth client {:?} has {what}", raw.client_id));
+        let token_endpoint_auth_method =
+            AuthMethod::parse(&raw.token_endpoint_auth_method).ok_or_else(|| corrupt("an unknown auth method"))?;
+        let redirect_uris: Vec<String> =
+            serde_json::from_str(&raw.redirect_uris).map_err(|_| corrupt("malformed redirect_uris"))?;
+        let mut code = false;
+        let mut refresh_allowed = false;
+        for grant_type in raw.grant_types.split(' ').filter(|g| !g.is_empty()) {
+            match grant_type {
+                "authorization_code" => code = true,
+                "refresh_token" => refresh_allowed = true,
+                _ => return Err(corrupt("an unknown grant type")),
+            }
+        }
+        if !code {
+            return Err(corrupt("grant types without authorization_code"));
+        }
+        let scope = match &raw.scope {
+            Some(scope) => Some(Scopes::from_space_separated(scope).map_err(|_| corrupt("a malformed scope"))?),
+            None => None,
+        };
+        Ok(OAuthClientRow {
+            client_id: raw.client_id,
+            client_secret_hash: raw.client_secret_hash,
+            token_endpoint_auth_method,
+            client_name: raw.client_name,
+            redirect_uris,
+            refresh_allowed,
+            scope,
+            created_at: raw.created_at,
+        })
     }
 }
 
@@ -53,11 +99,11 @@ impl Store {
         sqlx::query(&format!("INSERT INTO oauth_clients ({CLIENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
             .bind(&row.client_id)
             .bind(&row.client_secret_hash)
-            .bind(&row.token_endpoint_auth_method)
+            .bind(row.token_endpoint_auth_method.as_str())
             .bind(&row.client_name)
-            .bind(&row.redirect_uris)
-            .bind(&row.grant_types)
-            .bind(&row.scope)
+            .bind(serde_json::Value::from(row.redirect_uris.clone()).to_string())
+            .bind(if row.refresh_allowed { GRANT_TYPES_WITH_REFRESH } else { GRANT_TYPES_WITHOUT_REFRESH })
+            .bind(row.scope.as_ref().map(Scopes::to_space_separated))
             .bind(row.created_at)
             .execute(self.pool())
             .await
@@ -66,18 +112,62 @@ impl Store {
     }
 
     pub async fn oauth_client(&self, client_id: &str) -> StoreResult<Option<OAuthClientRow>> {
-        Ok(sqlx::query_as::<_, OAuthClientRow>(&format!(
+        sqlx::query_as::<_, RawOAuthClientRow>(&format!(
             "SELECT {CLIENT_COLUMNS} FROM oauth_clients WHERE client_id = $1"
         ))
         .bind(client_id)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(OAuthClientRow::try_from)
+        .transpose()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn raw(auth_method: &str, redirect_uris: &str, grant_types: &str, scope: Option<&str>) -> RawOAuthClientRow {
+        RawOAuthClientRow {
+            client_id: "c1".into(),
+            client_secret_hash: None,
+            token_endpoint_auth_method: auth_method.into(),
+            client_name: None,
+            redirect_uris: redirect_uris.into(),
+            grant_types: grant_types.into(),
+            scope: scope.map(str::to_owned),
+            created_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_stored_row_becomes_a_typed_client() {
+        let row = OAuthClientRow::try_from(raw(
+            "client_secret_post",
+            r#"["http://a/cb"]"#,
+            "authorization_code",
+            Some("mcp"),
+        ))
+        .unwrap();
+        assert_eq!(row.token_endpoint_auth_method, AuthMethod::ClientSecretPost);
+        assert_eq!((row.redirect_uris, row.refresh_allowed), (vec!["http://a/cb".to_owned()], false));
+        assert_eq!(row.scope, Some(Scopes::parse(["mcp"]).unwrap()));
+    }
+
+    #[test]
+    fn an_unknown_method_or_grant_type_or_malformed_list_is_corrupt() {
+        let uris = r#"["http://a/cb"]"#;
+        let bad = [
+            raw("private_key_jwt", uris, "authorization_code", None),
+            raw("none", "http://a/cb", "authorization_code", None),
+            raw("none", uris, "authorization_code implicit", None),
+            raw("none", uris, "refresh_token", None),
+            raw("none", uris, "authorization_code", Some("mcp \"x\"")),
+        ];
+        for row in bad {
+            assert!(matches!(OAuthClientRow::try_from(row), Err(StoreError::Corrupt(_))));
+        }
+    }
 
     #[tokio::test]
     async fn a_client_round_trips_and_its_id_is_unique() {
@@ -88,16 +178,29 @@ mod tests {
         let row = OAuthClientRow {
             client_id: "c1".into(),
             client_secret_hash: None,
-            token_endpoint_auth_method: "none".into(),
+            token_endpoint_auth_method: AuthMethod::None,
             client_name: Some("Tool".into()),
-            redirect_uris: OAuthClientRow::encode_redirect_uris(&uris),
-            grant_types: "authorization_code refresh_token".into(),
-            scope: None,
+            redirect_uris: uris.clone(),
+            refresh_allowed: true,
+            scope: Some(Scopes::parse(["mcp", "mcp:read"]).unwrap()),
             created_at: 10,
         };
         store.insert_oauth_client(&row).await.unwrap();
         let back = store.oauth_client("c1").await.unwrap().unwrap();
-        assert_eq!(back.redirect_uri_list().unwrap(), uris);
+        assert_eq!((back.token_endpoint_auth_method, &back.redirect_uris), (AuthMethod::None, &uris));
+        assert_eq!((back.refresh_allowed, &back.scope), (true, &row.scope));
+        let stored: (String, String, String, Option<String>) = sqlx::query_as(
+            "SELECT token_endpoint_auth_method, redirect_uris, grant_types, scope FROM oauth_clients WHERE client_id = 'c1'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        let expected_uris = serde_json::Value::from(uris.clone()).to_string();
+        assert_eq!(
+            stored,
+            ("none".into(), expected_uris, "authorization_code refresh_token".into(), Some("mcp mcp:read".into())),
+            "the columns hold the same text as before"
+        );
         assert!(matches!(store.insert_oauth_client(&row).await, Err(StoreError::Conflict)));
         assert!(store.oauth_client("c2").await.unwrap().is_none());
     }

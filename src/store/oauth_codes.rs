@@ -7,8 +7,9 @@
 //! rotated by `rotated_at IS NULL → now` — so the caller that sees zero rows affected lost (a
 //! replay, or a concurrent use) on one instance or many. Revoking the grant ends them all.
 
-use super::{Store, StoreResult};
+use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
+use crate::domain::Scopes;
 
 /// How long a used or expired code is kept, so a late replay is still recognised as one.
 pub const USED_CODE_RETENTION_SECS: i64 = 24 * 60 * 60;
@@ -34,53 +35,162 @@ pub struct NewOAuthCode<'a> {
 }
 
 /// A grant's fields, carried by the code and refresh-token rows.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct OAuthGrantFields {
     pub grant_id: String,
     pub client_id: String,
     pub user_id: String,
-    pub scope: String,
+    /// What the user approved; space separated in the column.
+    pub scope: Scopes,
     pub resource: String,
-    pub refresh_allowed: i64,
+    /// The client registered the `refresh_token` grant (0 or 1 in the column).
+    pub refresh_allowed: bool,
     pub grant_revoked_at: Option<Timestamp>,
 }
 
-impl OAuthGrantFields {
-    pub fn refresh_allowed(&self) -> bool {
-        self.refresh_allowed != 0
-    }
-}
-
 /// An authorization code, by hash, with its grant.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct OAuthCodeRow {
     pub code_hash: String,
     pub redirect_uri: String,
     pub code_challenge: String,
     pub expires_at: Timestamp,
     pub used_at: Option<Timestamp>,
-    #[sqlx(flatten)]
     pub grant: OAuthGrantFields,
 }
 
 /// A refresh token, by hash, with its grant.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct OAuthRefreshTokenRow {
     pub token_hash: String,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
     pub rotated_at: Option<Timestamp>,
-    #[sqlx(flatten)]
     pub grant: OAuthGrantFields,
 }
 
 /// One live approval of an MCP client by a user.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct OAuthGrantRow {
     pub id: String,
     pub client_id: String,
-    pub scope: String,
+    /// Space separated in the column.
+    pub scope: Scopes,
     pub created_at: Timestamp,
+}
+
+/// The grant columns as stored; read only through [`OAuthGrantFields::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawOAuthGrantFields {
+    grant_id: String,
+    client_id: String,
+    user_id: String,
+    scope: String,
+    resource: String,
+    refresh_allowed: i64,
+    grant_revoked_at: Option<Timestamp>,
+}
+
+/// A stored scope list, or `Corrupt` naming the grant.
+fn stored_scope(grant_id: &str, scope: &str) -> StoreResult<Scopes> {
+    Scopes::from_space_separated(scope).map_err(|e| StoreError::Corrupt(format!("oauth grant {grant_id:?}: {e}")))
+}
+
+impl TryFrom<RawOAuthGrantFields> for OAuthGrantFields {
+    type Error = StoreError;
+
+    fn try_from(raw: RawOAuthGrantFields) -> Result<Self, Self::Error> {
+        let scope = stored_scope(&raw.grant_id, &raw.scope)?;
+        let refresh_allowed = match raw.refresh_allowed {
+            0 => false,
+            1 => true,
+            _ => {
+                return Err(StoreError::Corrupt(format!(
+                    "oauth grant {:?} has a refresh_allowed flag that is neither 0 nor 1",
+                    raw.grant_id
+                )));
+            }
+        };
+        Ok(OAuthGrantFields {
+            grant_id: raw.grant_id,
+            client_id: raw.client_id,
+            user_id: raw.user_id,
+            scope,
+            resource: raw.resource,
+            refresh_allowed,
+            grant_revoked_at: raw.grant_revoked_at,
+        })
+    }
+}
+
+/// The row as stored; read only through [`OAuthCodeRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawOAuthCodeRow {
+    code_hash: String,
+    redirect_uri: String,
+    code_challenge: String,
+    expires_at: Timestamp,
+    used_at: Option<Timestamp>,
+    #[sqlx(flatten)]
+    grant: RawOAuthGrantFields,
+}
+
+impl TryFrom<RawOAuthCodeRow> for OAuthCodeRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawOAuthCodeRow) -> Result<Self, Self::Error> {
+        Ok(OAuthCodeRow {
+            code_hash: raw.code_hash,
+            redirect_uri: raw.redirect_uri,
+            code_challenge: raw.code_challenge,
+            expires_at: raw.expires_at,
+            used_at: raw.used_at,
+            grant: raw.grant.try_into()?,
+        })
+    }
+}
+
+/// The row as stored; read only through [`OAuthRefreshTokenRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawOAuthRefreshTokenRow {
+    token_hash: String,
+    created_at: Timestamp,
+    expires_at: Timestamp,
+    rotated_at: Option<Timestamp>,
+    #[sqlx(flatten)]
+    grant: RawOAuthGrantFields,
+}
+
+impl TryFrom<RawOAuthRefreshTokenRow> for OAuthRefreshTokenRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawOAuthRefreshTokenRow) -> Result<Self, Self::Error> {
+        Ok(OAuthRefreshTokenRow {
+            token_hash: raw.token_hash,
+            created_at: raw.created_at,
+            expires_at: raw.expires_at,
+            rotated_at: raw.rotated_at,
+            grant: raw.grant.try_into()?,
+        })
+    }
+}
+
+/// The row as stored; read only through [`OAuthGrantRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawOAuthGrantRow {
+    id: String,
+    client_id: String,
+    scope: String,
+    created_at: Timestamp,
+}
+
+impl TryFrom<RawOAuthGrantRow> for OAuthGrantRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawOAuthGrantRow) -> Result<Self, Self::Error> {
+        let scope = stored_scope(&raw.id, &raw.scope)?;
+        Ok(OAuthGrantRow { id: raw.id, client_id: raw.client_id, scope, created_at: raw.created_at })
+    }
 }
 
 const GRANT_FIELDS: &str = "g.id AS grant_id, g.client_id, g.user_id, g.scope, g.resource, g.refresh_allowed, g.revoked_at AS grant_revoked_at";
@@ -130,13 +240,15 @@ impl Store {
     }
 
     pub async fn oauth_code(&self, code_hash: &str) -> StoreResult<Option<OAuthCodeRow>> {
-        Ok(sqlx::query_as::<_, OAuthCodeRow>(&format!(
+        sqlx::query_as::<_, RawOAuthCodeRow>(&format!(
             "SELECT c.code_hash, c.redirect_uri, c.code_challenge, c.expires_at, c.used_at, {GRANT_FIELDS} \
              FROM oauth_codes c JOIN oauth_grants g ON g.id = c.grant_id WHERE c.code_hash = $1"
         ))
         .bind(code_hash)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(OAuthCodeRow::try_from)
+        .transpose()
     }
 
     /// Marks the code used if nobody has yet and it has not expired. True when this caller won.
@@ -173,13 +285,15 @@ impl Store {
     }
 
     pub async fn oauth_refresh_token(&self, token_hash: &str) -> StoreResult<Option<OAuthRefreshTokenRow>> {
-        Ok(sqlx::query_as::<_, OAuthRefreshTokenRow>(&format!(
+        sqlx::query_as::<_, RawOAuthRefreshTokenRow>(&format!(
             "SELECT t.token_hash, t.created_at, t.expires_at, t.rotated_at, {GRANT_FIELDS} \
              FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.token_hash = $1"
         ))
         .bind(token_hash)
         .fetch_optional(self.pool())
-        .await?)
+        .await?
+        .map(OAuthRefreshTokenRow::try_from)
+        .transpose()
     }
 
     /// Retires a refresh token if it is still current and unexpired. True when this caller won;
@@ -208,13 +322,16 @@ impl Store {
 
     /// The user's live approvals of MCP clients, oldest first (the connections page).
     pub async fn active_oauth_grants_for_user(&self, user_id: &str) -> StoreResult<Vec<OAuthGrantRow>> {
-        Ok(sqlx::query_as::<_, OAuthGrantRow>(
+        sqlx::query_as::<_, RawOAuthGrantRow>(
             "SELECT id, client_id, scope, created_at FROM oauth_grants WHERE user_id = $1 AND revoked_at IS NULL \
              ORDER BY created_at, id",
         )
         .bind(user_id)
         .fetch_all(self.pool())
-        .await?)
+        .await?
+        .into_iter()
+        .map(OAuthGrantRow::try_from)
+        .collect()
     }
 
     /// Revokes every live grant of this user to `client_id`: its access and refresh tokens stop
@@ -291,7 +408,7 @@ mod tests {
 
         let row = store.oauth_code("h1").await.unwrap().unwrap();
         assert_eq!((row.grant.client_id.as_str(), row.grant.user_id.as_str()), ("c1", user.as_str()));
-        assert!(row.grant.refresh_allowed());
+        assert!(row.grant.refresh_allowed);
         assert!(store.consume_oauth_code("h1", 1_000).await.unwrap());
         assert!(!store.consume_oauth_code("h1", 1_001).await.unwrap());
         assert!(!store.consume_oauth_code("h2", 1_060).await.unwrap(), "expired codes cannot be consumed");
@@ -315,6 +432,46 @@ mod tests {
         let r2 = store.oauth_refresh_token("r2").await.unwrap().unwrap();
         assert_eq!(r2.grant.grant_revoked_at, Some(1_020));
         assert_eq!(store.oauth_code("h1").await.unwrap().unwrap().grant.grant_revoked_at, Some(1_020));
+    }
+
+    fn raw_fields(scope: &str, refresh_allowed: i64) -> RawOAuthGrantFields {
+        RawOAuthGrantFields {
+            grant_id: "g1".into(),
+            client_id: "c1".into(),
+            user_id: "u1".into(),
+            scope: scope.into(),
+            resource: "http://issuer/mcp".into(),
+            refresh_allowed,
+            grant_revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn a_malformed_scope_or_flag_is_corrupt() {
+        let fields = OAuthGrantFields::try_from(raw_fields("mcp mcp:read", 0)).unwrap();
+        assert_eq!((fields.scope, fields.refresh_allowed), (Scopes::parse(["mcp:read", "mcp"]).unwrap(), false));
+        for bad in [raw_fields("mcp \"x\"", 1), raw_fields("mcp", 2)] {
+            assert!(matches!(OAuthGrantFields::try_from(bad), Err(StoreError::Corrupt(_))));
+        }
+        let row = RawOAuthGrantRow { id: "g1".into(), client_id: "c1".into(), scope: "a\\b".into(), created_at: 1 };
+        assert!(matches!(OAuthGrantRow::try_from(row), Err(StoreError::Corrupt(_))));
+    }
+
+    #[tokio::test]
+    async fn grants_read_back_with_typed_scopes_and_nonsense_is_corrupt() {
+        let (_dir, store, user) = store_with_user().await;
+        store.create_oauth_grant_with_code(&grant("g1", &user), &code("h1", 1_060), 1_000).await.unwrap();
+        let live = store.active_oauth_grants_for_user(&user).await.unwrap();
+        assert_eq!(live[0].scope, Scopes::parse(["mcp"]).unwrap());
+        assert_eq!(store.oauth_code("h1").await.unwrap().unwrap().grant.scope, live[0].scope);
+
+        sqlx::query("UPDATE oauth_grants SET refresh_allowed = 7").execute(store.pool()).await.unwrap();
+        assert!(matches!(store.oauth_code("h1").await, Err(StoreError::Corrupt(_))));
+        sqlx::query("UPDATE oauth_grants SET refresh_allowed = 1, scope = 'mcp \"x\"'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert!(matches!(store.active_oauth_grants_for_user(&user).await, Err(StoreError::Corrupt(_))));
     }
 
     #[tokio::test]

@@ -67,31 +67,30 @@ async fn actionable_row(
         });
     }
     let page = |status, title: &str, message: &str| Err(PageError::page(status, title, message));
-    match row.status() {
-        Some(AuthorizationStatus::Completed) if row.kind() == AuthorizationKind::Consent => {
+    match row.status {
+        AuthorizationStatus::Completed if row.kind == AuthorizationKind::Consent => {
             page(StatusCode::OK, "Already allowed", "Already allowed — return to your client.")
         }
-        Some(AuthorizationStatus::Completed) => {
+        AuthorizationStatus::Completed => {
             page(StatusCode::OK, "Already connected", "Already connected — return to your client.")
         }
-        Some(AuthorizationStatus::Declined) => page(
+        AuthorizationStatus::Declined => page(
             StatusCode::GONE,
             "Request declined",
             "You declined this request. If you change your mind, ask your client to try again.",
         ),
-        Some(AuthorizationStatus::Failed) => {
+        AuthorizationStatus::Failed => {
             page(StatusCode::GONE, "Connection failed", "This connection attempt failed. Ask your client to try again.")
         }
-        Some(AuthorizationStatus::Exchanging) => page(
+        AuthorizationStatus::Exchanging => page(
             StatusCode::CONFLICT,
             "Connection in progress",
             "This connection is being completed. Return to your client.",
         ),
-        Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) if row.is_expired(state.now()) => {
+        AuthorizationStatus::Pending | AuthorizationStatus::Redirected if row.is_expired(state.now()) => {
             page(StatusCode::GONE, "Link expired", "This link has expired; ask your client to try again.")
         }
-        Some(AuthorizationStatus::Pending | AuthorizationStatus::Redirected) => Ok(row),
-        None => Err(PageError::internal(format!("authorization {} has unknown status", row.id))),
+        AuthorizationStatus::Pending | AuthorizationStatus::Redirected => Ok(row),
     }
 }
 
@@ -113,7 +112,7 @@ pub async fn show(
     } else {
         consent::describe_client(&state, &ClientIdentity::from_key(&row.client_key)).await
     };
-    if row.kind() == AuthorizationKind::Consent {
+    if row.kind == AuthorizationKind::Consent {
         return allow_page(&state, &row, provider, client_identity, &session).await;
     }
     let page = ConsentPage {
@@ -122,7 +121,7 @@ pub async fn show(
         client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()),
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
-        scopes: row.scopes.split_whitespace().map(str::to_owned).collect(),
+        scopes: row.scopes.iter().map(str::to_owned).collect(),
         authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
         redirect_uri: state.config.redirect_uri().to_string(),
         username: session.display_name().to_owned(),
@@ -148,7 +147,7 @@ pub async fn act(
         tracing::warn!(authorization_id = %row.id, "consent form with a wrong CSRF token");
         return Err(PageError::csrf());
     }
-    match (form.action.as_str(), row.kind()) {
+    match (form.action.as_str(), row.kind) {
         ("approve", AuthorizationKind::Connect) => {
             let url = flow::begin(&state, &row, &session).await?;
             Ok(pages::see_other(url.as_str()))
@@ -175,7 +174,7 @@ async fn allow_page(
 ) -> Result<Response, PageError> {
     let grant = flow::consent_target(state, row).await?;
     let previously_allowed = match state.store.consent(&grant.id, &row.client_key).await? {
-        Some(consent) => consent.scopes.split_whitespace().map(str::to_owned).collect(),
+        Some(consent) => consent.scopes.iter().map(str::to_owned).collect(),
         None => Vec::new(),
     };
     let page = AllowClientPage {
@@ -185,7 +184,7 @@ async fn allow_page(
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
         account: grant.account_label.clone().unwrap_or_else(|| "(unnamed)".into()),
-        scopes: row.scopes.split_whitespace().map(str::to_owned).collect(),
+        scopes: row.scopes.iter().map(str::to_owned).collect(),
         previously_allowed,
         username: session.display_name().to_owned(),
         csrf_token: session.csrf_token.clone(),

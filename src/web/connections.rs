@@ -43,7 +43,7 @@ pub async fn show(
                 .map(|p| p.display_name.clone())
                 .unwrap_or_else(|| g.provider.clone()),
             account: g.account_label.clone().unwrap_or_else(|| "—".into()),
-            scopes: g.scopes.clone(),
+            scopes: g.scopes.to_space_separated(),
             status: match ConnectionStatus::of(Some(g)) {
                 ConnectionStatus::Connected => "connected".into(),
                 _ => "needs a new consent".into(),
@@ -65,23 +65,18 @@ pub async fn show(
 /// The MCP clients with a live approval at the broker's authorization server, one row each.
 async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageError> {
     let grants = state.store.active_oauth_grants_for_user(user_id).await?;
-    let mut apps: Vec<AppRow> = Vec::new();
+    // Scopes gathered per client first, then written once: the page shows text.
+    let mut apps: Vec<(AppRow, Scopes)> = Vec::new();
     for grant in grants {
-        let scopes = Scopes::from_space_separated(&grant.scope).unwrap_or_default();
-        if let Some(app) = apps.iter_mut().find(|a| a.client_id == grant.client_id) {
-            let held = Scopes::from_space_separated(&app.scopes).unwrap_or_default();
-            app.scopes = held.union(&scopes).to_space_separated();
+        if let Some((_, held)) = apps.iter_mut().find(|(a, _)| a.client_id == grant.client_id) {
+            *held = held.union(&grant.scope);
             continue;
         }
         let client = consent::describe_client(state, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
-        apps.push(AppRow {
-            client_id: grant.client_id,
-            client,
-            scopes: scopes.to_space_separated(),
-            since: day(grant.created_at),
-        });
+        let row = AppRow { client_id: grant.client_id, client, scopes: String::new(), since: day(grant.created_at) };
+        apps.push((row, grant.scope));
     }
-    Ok(apps)
+    Ok(apps.into_iter().map(|(row, scopes)| AppRow { scopes: scopes.to_space_separated(), ..row }).collect())
 }
 
 #[derive(serde::Deserialize)]
@@ -172,15 +167,14 @@ fn checked<T: PostedForm>(
 
 /// The clients allowed to use `grant`, most recently approved first.
 fn client_rows(grant: &GrantRow, consents: &[ConsentRow]) -> Vec<ClientConsentRow> {
-    let granted = Scopes::from_space_separated(&grant.scopes).unwrap_or_default();
     let mut rows: Vec<&ConsentRow> = consents.iter().filter(|c| c.grant_id == grant.id).collect();
     rows.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
     rows.into_iter()
         .map(|c| ClientConsentRow {
             client_key: c.client_key.clone(),
             client: c.client_name.clone().unwrap_or_else(|| ClientIdentity::from_key(&c.client_key).describe()),
-            scopes: c.scopes.clone(),
-            current: c.covers(&granted),
+            scopes: c.scopes.to_space_separated(),
+            current: c.covers(&grant.scopes),
             since: day(c.updated_at),
         })
         .collect()

@@ -10,10 +10,10 @@ use secrecy::SecretString;
 
 use crate::clock::ManualClock;
 use crate::config::{Config, SettingsArgs};
-use crate::domain::ElicitationId;
+use crate::domain::{ElicitationId, Scopes};
 use crate::identity::password::hash_password;
 use crate::state::AppState;
-use crate::store::authorizations::{AuthorizationKind, NewAuthorization};
+use crate::store::authorizations::{AuthorizationKind, AuthorizationStatus, NewAuthorization};
 
 struct TestApp {
     base: String,
@@ -77,7 +77,7 @@ impl TestApp {
             id: id.as_str(),
             user_id: &user.id,
             provider: "demo",
-            scopes: "notes:read profile",
+            scopes: &Scopes::parse(["notes:read", "profile"]).unwrap(),
             client_name: Some("<b>Test Client</b>"),
             mcp_session: None,
             client_key: "token:flow-test",
@@ -89,7 +89,7 @@ impl TestApp {
         id.to_string()
     }
 
-    async fn status(&self, id: &str) -> String {
+    async fn status(&self, id: &str) -> AuthorizationStatus {
         self.state.store.authorization(id).await.unwrap().unwrap().status
     }
 
@@ -135,11 +135,11 @@ async fn the_owner_connects_and_the_callback_works_once() {
     for expected in ["&#60;b&#62;Test Client", "Demo Provider", "notes:read", "profile", "127.0.0.1", "alice"] {
         assert!(consent.contains(expected), "consent page lacks {expected}");
     }
-    assert_eq!(app.status(&id).await, "pending", "a GET changes nothing");
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Pending, "a GET changes nothing");
 
     let authorize_url = app.approve(&alice, &id).await;
     assert!(authorize_url.starts_with(&format!("{}/demo-provider/authorize?", app.base)));
-    assert_eq!(app.status(&id).await, "redirected");
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Redirected);
     let callback = app.provider_approves(&authorize_url).await;
 
     let mut events = app.state.events.subscribe();
@@ -147,14 +147,14 @@ async fn the_owner_connects_and_the_callback_works_once() {
     assert_eq!(done.status(), StatusCode::OK);
     assert_eq!(done.headers()["referrer-policy"], "no-referrer");
     assert!(done.text().await.unwrap().contains("Connected to Demo Provider"));
-    assert_eq!(app.status(&id).await, "completed");
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Completed);
     let event = events.try_recv().unwrap();
     assert_eq!((event.authorization_id.as_str(), event.status.as_str()), (id.as_str(), "completed"));
     let alice_id = app.state.store.user_by_username("alice").await.unwrap().unwrap().id;
     let grant = app.state.store.grant(&alice_id, "demo").await.unwrap().unwrap();
     // The client that asked may use the new connection; no other client may.
     let consent = app.state.store.consent(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");
-    assert!(consent.covers(&crate::domain::Scopes::from_space_separated(&grant.scopes).unwrap()));
+    assert!(consent.covers(&grant.scopes));
     assert!(app.state.store.consent(&grant.id, "token:").await.unwrap().is_none());
 
     let replay = alice.get(&callback).send().await.unwrap();
@@ -177,13 +177,13 @@ async fn a_forwarded_link_is_refused_to_another_account_and_nothing_changes() {
     let form = [("csrf_token", bob_csrf.as_str()), ("action", "approve")];
     let post = bob.post(format!("{}/connect/{id}", app.base)).form(&form).send().await.unwrap();
     assert_eq!(post.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.status(&id).await, "pending");
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Pending);
 
     // Alice's own form with a wrong token is refused too.
     let form = [("csrf_token", bob_csrf.as_str()), ("action", "deny")];
     let post = alice.post(format!("{}/connect/{id}", app.base)).form(&form).send().await.unwrap();
     assert_eq!(post.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.status(&id).await, "pending");
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Pending);
 }
 
 #[tokio::test]
@@ -204,7 +204,7 @@ async fn a_callback_in_another_browser_or_from_another_issuer_makes_no_token_req
     assert_eq!(alice.get(&no_iss).send().await.unwrap().status(), StatusCode::BAD_REQUEST);
     let no_state = format!("{}/oauth/callback?code=x", app.base);
     assert_eq!(alice.get(&no_state).send().await.unwrap().status(), StatusCode::BAD_REQUEST);
-    assert_eq!(app.status(&id).await, "redirected", "nothing was consumed");
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Redirected, "nothing was consumed");
 
     assert_eq!(alice.get(&callback).send().await.unwrap().status(), StatusCode::OK);
 }
@@ -220,7 +220,7 @@ async fn expired_links_and_declines_end_the_request() {
     let form = [("csrf_token", hidden(&page, "csrf_token")), ("action", "deny".into())];
     let response = alice.post(format!("{}/connect/{declined}", app.base)).form(&form).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(app.status(&declined).await, "declined");
+    assert_eq!(app.status(&declined).await, AuthorizationStatus::Declined);
 
     app.clock.advance(601);
     let response = alice.get(format!("{}/connect/{expiring}", app.base)).send().await.unwrap();
@@ -270,7 +270,10 @@ async fn a_provider_refusal_fails_the_row_and_signing_out_ends_the_session() {
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
     assert!(page.text().await.unwrap().contains("access_denied"));
     let row = app.state.store.authorization(&id).await.unwrap().unwrap();
-    assert_eq!((row.status.as_str(), row.failure.as_deref()), ("failed", Some("provider_error:access_denied")));
+    assert_eq!(
+        (row.status, row.failure.as_deref()),
+        (AuthorizationStatus::Failed, Some("provider_error:access_denied"))
+    );
 
     let home = alice.get(format!("{}/", app.base)).send().await.unwrap().text().await.unwrap();
     let csrf = hidden(&home, "csrf_token");

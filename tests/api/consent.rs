@@ -9,6 +9,8 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolResult, ErrorData};
 use serde_json::{Value, json};
 
+use oauth_broker::store::authorizations::{AuthorizationKind, AuthorizationStatus};
+
 use crate::helpers::{ALICE, BOB, ClientKind, McpClient, TestApp, hidden_field, hidden_fields};
 use crate::on_both_backends;
 
@@ -65,7 +67,7 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
     assert!(!allowed_flag(&second).await, "list_connections tells the second client it is not allowed yet");
     let (url, id) = consent_link(&second).await;
     let row = app.state.store.authorization(&id).await.unwrap().unwrap();
-    assert_eq!((row.kind.as_str(), row.grant_id.as_deref()), ("consent", Some(grant.id.as_str())));
+    assert_eq!((row.kind, row.grant_id.as_deref()), (AuthorizationKind::Consent, Some(grant.id.as_str())));
     assert_eq!(row.client_key, format!("token:{OTHER_TOOL}"));
     // Asking again while the link is open reuses it.
     assert_eq!(consent_link(&second).await.1, id);
@@ -176,7 +178,7 @@ async fn a_consent_link_needs_its_owner_and_csrf_and_a_decline_allows_nothing(ap
     let csrf = hidden_field(&page, "csrf_token").unwrap();
     let declined = alice.post(&url).form(&[("csrf_token", csrf.as_str()), ("action", "deny")]).send().await.unwrap();
     assert_eq!(declined.status(), 200);
-    assert_eq!(app.state.store.authorization(&id).await.unwrap().unwrap().status, "declined");
+    assert_eq!(app.state.store.authorization(&id).await.unwrap().unwrap().status, AuthorizationStatus::Declined);
     assert!(consent_of_second().await.is_none());
     let (_, next) = consent_link(&second).await;
     assert_ne!(next, id);
@@ -345,7 +347,7 @@ async fn an_allow_page_for_a_connection_that_gained_scopes_allows_nothing(app: &
     let page = browser.get(&stale_url).send().await.unwrap();
     assert_eq!(page.status(), 409);
     assert!(page.text().await.unwrap().contains("Connection changed"));
-    assert_eq!(app.state.store.authorization(&stale_id).await.unwrap().unwrap().status, "failed");
+    assert_eq!(app.state.store.authorization(&stale_id).await.unwrap().unwrap().status, AuthorizationStatus::Failed);
     // The next call asks with the current list.
     let (url, _) = consent_link(&second).await;
     let html = app.allow_in_browser(&browser, &url, ALICE).await;

@@ -6,6 +6,8 @@ use std::time::Duration;
 use rmcp::ServiceError;
 use serde_json::json;
 
+use oauth_broker::store::authorizations::AuthorizationStatus;
+
 use crate::helpers::{ALICE, ClientKind, TestApp};
 use crate::on_both_backends;
 
@@ -48,7 +50,7 @@ async fn inline_url_elicitation_connects_and_notifies_the_session(app: &TestApp)
     assert_eq!(structured["status"], 200, "{structured}");
     assert_eq!(structured["body"]["account"], "demo-user");
     let row = app.state.store.authorization(&elicitation_id).await.unwrap().unwrap();
-    assert_eq!(row.status, "completed");
+    assert_eq!(row.status, AuthorizationStatus::Completed);
     assert!(row.pkce_verifier_sealed.is_none(), "the verifier is wiped after use");
     let connections = client.call("list_connections", json!({})).await.unwrap();
     let demo = &connections.structured_content.unwrap()["connections"][0];
@@ -120,7 +122,7 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
     assert_eq!(result.is_error, Some(true));
     assert!(text_of(&result).contains("declined"));
     let (_, id) = declining.next_url_elicitation().await;
-    assert_eq!(app.state.store.authorization(&id).await.unwrap().unwrap().status, "declined");
+    assert_eq!(app.state.store.authorization(&id).await.unwrap().unwrap().status, AuthorizationStatus::Declined);
 
     // Declined on the consent page: the waiting call reports it.
     let client = std::sync::Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
@@ -139,7 +141,7 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
     let result = call.await.unwrap().unwrap();
     assert_eq!(result.is_error, Some(true));
     assert!(text_of(&result).contains("declined"), "{}", text_of(&result));
-    assert_eq!(app.state.store.authorization(&id).await.unwrap().unwrap().status, "declined");
+    assert_eq!(app.state.store.authorization(&id).await.unwrap().unwrap().status, AuthorizationStatus::Declined);
     assert!(app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().is_none());
 }
 on_both_backends!(declines, declining_at_the_client_or_on_the_consent_page_is_reported);

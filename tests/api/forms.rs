@@ -41,7 +41,7 @@ async fn connect_demo_account(app: &TestApp, account: &str) {
 async fn accounts(app: &TestApp) -> Vec<(String, String)> {
     let user = app.user_id(ALICE).await;
     let grants = app.state.store.grants_at(&user, "demo").await.unwrap();
-    grants.into_iter().map(|g| (g.account_label.unwrap_or_default(), g.scopes)).collect()
+    grants.into_iter().map(|g| (g.account_label.unwrap_or_default(), g.scopes.to_space_separated())).collect()
 }
 
 async fn connecting_again_asks_which_scopes_and_honours_accept_decline_and_cancel(app: &TestApp) {
@@ -272,6 +272,7 @@ fn legacy_grant_id(user_id: &str, provider: &str) -> String {
 /// Migration 0002 changes the grants key from (user, provider) to (user, provider, account):
 /// existing rows keep their data and their ids (which their sealed tokens are bound to).
 async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
+    use oauth_broker::domain::Scopes;
     use oauth_broker::store::Store;
     use oauth_broker::store::grants::SealedTokens;
 
@@ -320,7 +321,7 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
     assert_eq!(alices.len(), 1);
     assert_eq!(alices[0].id, legacy_grant_id(&alice, "demo"));
     assert_eq!(
-        (alices[0].account_label.as_deref(), alices[0].version, alices[0].scopes.as_str()),
+        (alices[0].account_label.as_deref(), alices[0].version, alices[0].scopes.to_space_separated().as_str()),
         (None, 3, "profile")
     );
     assert_eq!(alices[0].access_token_sealed, vec![1u8, 2, 3]);
@@ -336,7 +337,7 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
         refresh_token_sealed: None,
         key_id: "k1".into(),
         expires_at: None,
-        scopes: "profile".into(),
+        scopes: Scopes::parse(["profile"]).unwrap(),
     };
     let second = Store::grant_id_for(&alice, "demo", "second");
     assert!(store.upsert_grant(&second, &alice, "demo", Some("second"), &tokens, 30).await.unwrap());
@@ -404,7 +405,7 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     let grants = app.state.store.grants_at(&user, "demo").await.unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].id, legacy);
-    assert!(grants[0].scopes.contains("notes:write"));
+    assert!(grants[0].scopes.iter().any(|s| s == "notes:write"));
     let me = call(&client, "provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await;
     assert_eq!(me.structured_content.unwrap()["status"], 200);
 }

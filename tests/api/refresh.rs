@@ -5,6 +5,8 @@
 use rmcp::ServiceError;
 use serde_json::json;
 
+use oauth_broker::store::grants::GrantStatus;
+
 use crate::helpers::{ALICE, TestApp};
 use crate::on_both_backends;
 
@@ -30,7 +32,7 @@ async fn an_expired_access_token_is_refreshed_once_even_under_concurrent_calls(a
         assert_eq!(result.structured_content.unwrap()["status"], 200, "every concurrent call succeeds");
     }
     let after = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
-    assert_eq!(after.status, "active");
+    assert_eq!(after.status, GrantStatus::Active);
     assert_eq!(after.version, before.version + 2, "one lease claim and one store: exactly one refresh");
     assert!(after.expires_at.unwrap() > app.now());
     assert_ne!(after.refresh_token_sealed, before.refresh_token_sealed, "the rotated refresh token was stored");
@@ -48,7 +50,7 @@ async fn a_refused_refresh_token_asks_for_consent_again(app: &TestApp) {
         other => panic!("expected -32042 after invalid_grant, got {other:?}"),
     }
     let grant = app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
-    assert_eq!(grant.status, "needs_reconsent");
+    assert_eq!(grant.status, GrantStatus::NeedsReconsent);
     let listed = client.call("list_connections", json!({})).await.unwrap();
     assert_eq!(listed.structured_content.unwrap()["connections"][0]["status"], "needs_reconsent");
 }

@@ -3,6 +3,8 @@
 use rmcp::ServiceError;
 use serde_json::json;
 
+use oauth_broker::store::authorizations::AuthorizationStatus;
+
 use crate::helpers::{ALICE, BOB, ClientKind, TestApp, hidden_field, location};
 use crate::on_both_backends;
 
@@ -30,7 +32,7 @@ async fn approve_consent(app: &TestApp, browser: &reqwest::Client, url: &str, na
     location(&approved)
 }
 
-async fn status_of(app: &TestApp, id: &str) -> String {
+async fn status_of(app: &TestApp, id: &str) -> AuthorizationStatus {
     app.state.store.authorization(id).await.unwrap().unwrap().status
 }
 
@@ -55,10 +57,10 @@ async fn a_forwarded_link_opened_by_another_user_is_refused_and_changes_nothing(
     let bob_csrf = hidden_field(&home, "csrf_token").unwrap_or_default();
     let posted = bob.post(&url).form(&[("csrf_token", bob_csrf.as_str()), ("action", "approve")]).send().await.unwrap();
     assert_eq!(posted.status(), 403);
-    assert_eq!(status_of(app, &id).await, "pending", "nothing changed");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Pending, "nothing changed");
     let denied = bob.post(&url).form(&[("csrf_token", bob_csrf.as_str()), ("action", "deny")]).send().await.unwrap();
     assert_eq!(denied.status(), 403);
-    assert_eq!(status_of(app, &id).await, "pending", "Bob cannot decline for Alice either");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Pending, "Bob cannot decline for Alice either");
 }
 on_both_backends!(phishing_rule, a_forwarded_link_opened_by_another_user_is_refused_and_changes_nothing);
 
@@ -71,7 +73,7 @@ async fn consent_requires_a_signed_in_owner_and_a_valid_csrf_token(app: &TestApp
     assert!(location(&page).starts_with("/login?next="), "{}", location(&page));
     let posted = anonymous.post(&url).form(&[("csrf_token", "x"), ("action", "approve")]).send().await.unwrap();
     assert!(posted.status() == 303 || posted.status() == 403);
-    assert_eq!(status_of(app, &id).await, "pending");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Pending);
 
     // Signed in, but with a missing or forged CSRF token.
     let browser = app.browser();
@@ -81,7 +83,7 @@ async fn consent_requires_a_signed_in_owner_and_a_valid_csrf_token(app: &TestApp
         let posted = browser.post(&url).form(&[("csrf_token", forged), ("action", "approve")]).send().await.unwrap();
         assert_eq!(posted.status(), 403, "csrf {forged:?}");
     }
-    assert_eq!(status_of(app, &id).await, "pending");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Pending);
     let row = app.state.store.authorization(&id).await.unwrap().unwrap();
     assert!(row.state_hash.is_none(), "no state is stored before consent");
 }
@@ -117,7 +119,7 @@ async fn a_callback_state_works_once_and_only_in_the_browser_that_approved(app: 
     let other = app.browser();
     app.sign_in(&other, ALICE, "/").await;
     assert_eq!(other.get(&callback).send().await.unwrap().status(), 400);
-    assert_eq!(status_of(app, &id).await, "redirected", "the other browser changed nothing");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Redirected, "the other browser changed nothing");
 
     // Unknown or tampered state: refused, no token request.
     let tampered = callback.replace("state=", "state=x");
@@ -125,7 +127,7 @@ async fn a_callback_state_works_once_and_only_in_the_browser_that_approved(app: 
 
     // The approving browser completes; a replay of the same callback is refused.
     assert_eq!(browser.get(&callback).send().await.unwrap().status(), 200);
-    assert_eq!(status_of(app, &id).await, "completed");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Completed);
     let grant_before = app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
     assert_eq!(browser.get(&callback).send().await.unwrap().status(), 400);
     let grant_after = app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
@@ -149,7 +151,7 @@ async fn a_callback_from_an_unexpected_issuer_is_refused(app: &TestApp) {
     assert_eq!(browser.get(parsed.as_str()).send().await.unwrap().status(), 400);
     assert_eq!(browser.get(without_iss.as_str()).send().await.unwrap().status(), 400);
     assert!(!alice_has_grant(app).await);
-    assert_ne!(status_of(app, &id).await, "completed");
+    assert_ne!(status_of(app, &id).await, AuthorizationStatus::Completed);
 }
 on_both_backends!(issuer_check, a_callback_from_an_unexpected_issuer_is_refused);
 
@@ -161,7 +163,7 @@ async fn a_provider_error_fails_the_attempt_and_an_expired_link_is_refused(app: 
     assert!(callback.contains("error=access_denied"));
     let page = browser.get(&callback).send().await.unwrap();
     assert!(page.status().is_client_error() || page.status() == 200);
-    assert_eq!(status_of(app, &id).await, "failed");
+    assert_eq!(status_of(app, &id).await, AuthorizationStatus::Failed);
     assert!(!alice_has_grant(app).await);
 
     // A fresh link expires after the authorization TTL (10 minutes).

@@ -9,6 +9,7 @@ use axum::http::header::AUTHORIZATION;
 use base64::Engine;
 use oauth_broker::api::service_auth::authenticate_service;
 use oauth_broker::crypto::sha256_hex;
+use oauth_broker::domain::Scopes;
 use oauth_broker::store::grants::SealedTokens;
 use oauth_broker::store::services::ServiceRow;
 use secrecy::ExposeSecret;
@@ -173,11 +174,11 @@ async fn removing_a_service_removes_its_consents_only(app: &TestApp) {
         refresh_token_sealed: None,
         key_id: "k".into(),
         expires_at: None,
-        scopes: "profile".into(),
+        scopes: Scopes::parse(["profile"]).unwrap(),
     };
     assert!(store.upsert_grant(&grant_id, &alice, "demo", None, &tokens, app.now()).await.unwrap());
     for key in ["service:svc_notes", "client:other"] {
-        assert!(store.record_consent(&grant_id, &alice, key, None, "profile", app.now()).await.unwrap());
+        assert!(store.record_consent(&grant_id, &alice, key, None, &tokens.scopes, app.now()).await.unwrap());
     }
 
     // Act

@@ -112,11 +112,8 @@ impl AccountQuestion {
         };
         for (i, grant) in grants.iter().enumerate() {
             let value = unique(account_name(grant).to_owned(), &values);
-            let mut title = format!(
-                "{} — {}",
-                account_shown(grant),
-                grant.scopes.split_whitespace().collect::<Vec<_>>().join(", ")
-            );
+            let mut title =
+                format!("{} — {}", account_shown(grant), grant.scopes.iter().collect::<Vec<_>>().join(", "));
             if ConnectionStatus::of(Some(grant)) != ConnectionStatus::Connected {
                 title.push_str(" (needs reconnecting)");
             }
@@ -165,6 +162,7 @@ mod tests {
     use super::*;
     use crate::domain::ProviderId;
     use crate::mcp::forms::FormSchema;
+    use crate::store::grants::GrantStatus;
 
     fn provider(id: &str) -> ProviderConfig {
         let url = |path: &str| url::Url::parse(&format!("https://provider.example{path}")).unwrap();
@@ -191,12 +189,12 @@ mod tests {
             user_id: "u".into(),
             provider: "demo".into(),
             account_label: label.map(str::to_owned),
-            scopes: "profile".into(),
+            scopes: Scopes::parse(["profile"]).unwrap(),
             access_token_sealed: Vec::new(),
             refresh_token_sealed: None,
             key_id: "k".into(),
             expires_at: None,
-            status: "active".into(),
+            status: GrantStatus::Active,
             version: 1,
             refresh_lease_until: None,
             created_at: 0,

@@ -197,7 +197,7 @@ async fn review_connections(state: &AppState, user: &AuthenticatedUser) -> Resul
                 "provider": g.provider,
                 "display_name": display_name,
                 "account": g.account_label,
-                "scopes": g.scopes.split_whitespace().collect::<Vec<_>>(),
+                "scopes": g.scopes.iter().collect::<Vec<_>>(),
                 "status": g.status,
                 "connected_at_unix": g.created_at,
                 "updated_at_unix": g.updated_at,
@@ -241,7 +241,7 @@ fn connection_status(grants: &[GrantRow]) -> String {
         .map(|g| {
             let account = json!(g.account_label.as_deref().unwrap_or("(unnamed account)"));
             if ConnectionStatus::of(Some(g)) == ConnectionStatus::Connected {
-                let scopes = g.scopes.split_whitespace().collect::<Vec<_>>().join(", ");
+                let scopes = g.scopes.iter().collect::<Vec<_>>().join(", ");
                 format!("I am connected as {account}, with scopes: {scopes}.")
             } else {
                 format!("My connection as {account} needs re-consent: a call will return a link to approve again.")

@@ -106,7 +106,7 @@ fn connection_entry(provider: &ProviderConfig, grant: Option<&GrantRow>) -> Valu
         "connected": status == "connected",
         "status": status,
         "account": grant.and_then(|g| g.account_label.clone()),
-        "scopes": grant.map(|g| g.scopes.split_whitespace().collect::<Vec<_>>()).unwrap_or_default(),
+        "scopes": grant.map(|g| g.scopes.iter().collect::<Vec<_>>()).unwrap_or_default(),
         "expires_at": grant.and_then(|g| g.expires_at),
         "updated_at": grant.map(|g| g.updated_at),
         // Whether the broker can renew the access token without asking the user again.
