@@ -50,6 +50,10 @@ pub struct AuthorizationStatusBody {
     /// Why it failed (a short code), for `failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The status will not change any more (the stream ends after it).
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub is_final: bool,
 }
 
 /// An authorization's status, optionally waiting for it to finish.
@@ -142,7 +146,7 @@ impl Watch {
     async fn next(&mut self) -> Option<AuthorizationStatusBody> {
         loop {
             if let Some(body) = self.pending.take() {
-                self.done = body.status != Outcome::Pending.as_str();
+                self.done = body.is_final;
                 self.last = Some(body.clone());
                 return Some(body);
             }
@@ -177,6 +181,7 @@ async fn owned_row(state: &AppState, service: &ServiceRow, id: &str) -> Result<A
 fn status_body(state: &AppState, row: &AuthorizationRow) -> AuthorizationStatusBody {
     let outcome = Outcome::of(row, state.now());
     AuthorizationStatusBody {
+        is_final: outcome.is_final(),
         id: row.id.clone(),
         status: outcome.as_str(),
         provider: row.provider.clone(),

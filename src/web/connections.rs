@@ -16,7 +16,7 @@ use axum::response::Response;
 
 use super::error::PageError;
 use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage};
-use crate::broker::connections::ConnectionStatus;
+use crate::broker::connections::{self, ConnectionStatus};
 use crate::broker::consent;
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
@@ -30,24 +30,25 @@ pub async fn show(
     OptionalBrowserSession(session): OptionalBrowserSession,
 ) -> Result<Response, PageError> {
     let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
-    let grants = state.store.grants_for_user(&session.user.id).await?;
+    // The core's listing; this page shows the accounts the user holds (not the providers they
+    // have not connected), each with every client allowed to use it.
+    let listing = connections::connections(&state, &session.user.id, None).await?;
     let consents = state.store.consents_for_user(&session.user.id).await?;
-    let rows = grants
+    let rows = listing
         .iter()
-        .map(|g| ConnectionRow {
-            clients: client_rows(g, &consents),
-            grant_id: g.id.clone(),
-            provider: state
-                .providers
-                .find(&g.provider)
-                .map(|p| p.display_name.clone())
-                .unwrap_or_else(|| g.provider.clone()),
-            account: g.account_label.clone().unwrap_or_else(|| "—".into()),
-            scopes: g.scopes.to_space_separated(),
-            status: match ConnectionStatus::of(Some(g)) {
-                ConnectionStatus::Connected => "connected".into(),
-                _ => "needs a new consent".into(),
-            },
+        .filter_map(|c| {
+            let g = c.grant.as_ref()?;
+            Some(ConnectionRow {
+                clients: client_rows(g, &consents),
+                grant_id: g.id.clone(),
+                provider: c.provider_name().to_owned(),
+                account: g.account_label.clone().unwrap_or_else(|| "—".into()),
+                scopes: g.scopes.to_space_separated(),
+                status: match c.status {
+                    ConnectionStatus::Connected => "connected".into(),
+                    _ => "needs a new consent".into(),
+                },
+            })
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
