@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::crypto::Sealer;
 use crate::events::Events;
 use crate::identity::jwt::TokenKeys;
+use crate::mcp::McpState;
 use crate::mcp::extension::{Extension, Extensions};
 use crate::mcp::prompts::PromptCatalogue;
 use crate::oauth::providers::Providers;
@@ -58,14 +59,15 @@ impl AppBuilder {
         if let Some(oidc) = &state.oidc {
             oidc.start(state.clock.clone(), state.shutdown.clone()).await;
         }
-        state.extensions = Extensions(Arc::new(self.extensions));
-        state.prompts = Arc::new(PromptCatalogue::new(&state.config, state.extensions.clone(), state.events.clone()));
-        state.prompts.start_watching(state.shutdown.clone());
         if let Some(name) = self.fixed_identity {
             ensure_local_user(&state, &name).await?;
             state.fixed_identity = Some(name);
         }
-        let router = router(state.clone());
+        let extensions = Extensions(Arc::new(self.extensions));
+        let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
+        prompts.start_watching(state.shutdown.clone());
+        let mcp = McpState { app: state.clone(), sessions: Default::default(), extensions, prompts };
+        let router = router(state.clone(), mcp);
         Ok(App { state, router })
     }
 }
@@ -141,11 +143,8 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
         core,
         keys: Arc::new(keys),
         oidc,
-        sessions: Default::default(),
         demo_client_secret,
         shutdown: tokio_util::sync::CancellationToken::new(),
-        extensions: Extensions::default(),
-        prompts: Arc::new(PromptCatalogue::empty()),
         fixed_identity: None,
     })
 }
@@ -214,9 +213,9 @@ pub fn redact_database_url(url: &str) -> String {
     }
 }
 
-fn router(state: AppState) -> Router {
+fn router(state: AppState, mcp: McpState) -> Router {
     let mut router = Router::new()
-        .merge(crate::mcp::router(state.clone()))
+        .merge(crate::mcp::router(mcp))
         .merge(crate::identity::bearer::metadata_router())
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())

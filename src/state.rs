@@ -1,10 +1,11 @@
 //! What handlers share, in two layers.
 //!
 //! [`Core`] is what the broker core ([`crate::broker`]) needs to decide: the database, the
-//! sealer, the providers, the clock, outbound HTTP and the event bus. [`AppState`] adds what only
-//! the faces need (the broker's own signing keys, the OIDC context, MCP sessions, prompts and
-//! extensions) and dereferences to its `Core`, so a face hands `&state` straight to a core
-//! function while the core never sees an MCP session or a prompt catalogue. Both are cheap to
+//! sealer, the providers, the clock, outbound HTTP and the event bus. [`AppState`] adds what the
+//! identity layer and every face need (the broker's own signing keys, the OIDC context) and
+//! dereferences to its `Core`, so a face hands `&state` straight to a core function. The MCP
+//! face keeps its own sessions, prompts and extensions in [`crate::mcp::McpState`], so nothing
+//! here knows MCP. Both are cheap to
 //! clone (everything is behind `Arc` or is a handle).
 
 use std::sync::Arc;
@@ -36,7 +37,7 @@ pub struct Core {
     pub events: Events,
     /// Per-grant in-process locks so one refresh runs at a time here; the database lease
     /// does the same across instances.
-    pub refresh_locks: Arc<crate::broker::tokens::RefreshLocks>,
+    pub refresh_locks: Arc<crate::broker::refresh_locks::RefreshLocks>,
 }
 
 impl Core {
@@ -54,16 +55,10 @@ pub struct AppState {
     /// `[identity] mode = "oidc"` only: the external issuer's metadata and keys, which verify
     /// bearer tokens and browser sign-ins instead of the local accounts.
     pub oidc: Option<Arc<crate::identity::oidc::OidcContext>>,
-    /// Live MCP sessions by (user, session id), to deliver `notifications/elicitation/complete`.
-    pub sessions: Arc<crate::mcp::sessions::SessionRegistry>,
     /// The demo provider's client secret, shared by the provider and the broker's `demo` entry.
     pub demo_client_secret: Option<secrecy::SecretString>,
     /// Cancelled at shutdown: ends SSE streams, long polls and waiting tool calls.
     pub shutdown: tokio_util::sync::CancellationToken,
-    /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
-    pub extensions: crate::mcp::extension::Extensions,
-    /// The prompt catalogue (built-in, operator files, extensions).
-    pub prompts: Arc<crate::mcp::prompts::PromptCatalogue>,
     /// Test harnesses only (never from configuration): the user for /mcp requests that carry
     /// no bearer token. See [`crate::app::AppBuilder::fixed_identity_for_tests`].
     pub fixed_identity: Option<String>,

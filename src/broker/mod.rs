@@ -20,4 +20,5 @@ pub mod authorizations;
 pub mod connections;
 pub mod consent;
 pub mod flow;
+pub mod refresh_locks;
 pub mod tokens;

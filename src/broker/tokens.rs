@@ -7,8 +7,6 @@
 //! failure that logged users out in oauth2-proxy and Nango. `invalid_grant` is terminal (the
 //! grant is marked for re-consent); an unavailable provider is transient (the token is kept).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -60,18 +58,7 @@ pub struct AccessToken {
     pub grant: GrantRow,
 }
 
-/// One async mutex per grant id (in-process half of "one refresh at a time").
-#[derive(Debug, Default)]
-pub struct RefreshLocks {
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-impl RefreshLocks {
-    fn lock_for(&self, grant_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut map = self.locks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        map.entry(grant_id.to_owned()).or_default().clone()
-    }
-}
+pub use super::refresh_locks::RefreshLocks;
 
 fn owner(user_id: &str, provider: &str) -> String {
     format!("{user_id}/{provider}")

@@ -13,6 +13,9 @@ pub mod next;
 pub mod oidc;
 pub mod password;
 
+/// A registered tool server's client id is this prefix and its name (`admin services add`).
+pub const SERVICE_CLIENT_ID_PREFIX: &str = "svc_";
+
 /// The user behind a request, as established by a verified credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthenticatedUser {
@@ -40,7 +43,7 @@ pub enum ClientIdentity {
     /// An OIDC access token that names no client: all such tokens of a user count as one client.
     Unidentified,
     /// A registered tool server using the token API (`admin services add`), by its client id
-    /// `svc_<name>` ([`crate::store::services::ServiceRow`]).
+    /// `svc_<name>` (`store::services`).
     Service(String),
 }
 
@@ -77,7 +80,7 @@ impl ClientIdentity {
             ClientIdentity::IssuedToken(None) => "a personal access token".into(),
             ClientIdentity::Unidentified => "a client your identity provider did not name".into(),
             ClientIdentity::Service(id) => {
-                format!("the tool server “{}”", crate::store::services::ServiceRow::name_of_client_id(id))
+                format!("the tool server “{}”", id.strip_prefix(SERVICE_CLIENT_ID_PREFIX).unwrap_or(id))
             }
         }
     }

@@ -13,15 +13,15 @@
 
 use rmcp::model::{CompleteRequestParams, CompleteResult, CompletionInfo, ErrorData, Reference};
 
+use crate::mcp::McpState;
 use crate::mcp::extension::ExtensionContext;
 use crate::mcp::prompts::args::shown;
 use crate::mcp::prompts::builtin::{CONNECT_PROVIDER, known_scopes};
 use crate::mcp::prompts::{Origin, unknown_prompt};
 use crate::mcp::resources::uri::CONNECTION_TEMPLATE;
-use crate::state::AppState;
 
 pub async fn complete(
-    state: &AppState,
+    state: &McpState,
     request: CompleteRequestParams,
     ctx: ExtensionContext,
 ) -> Result<CompleteResult, ErrorData> {
@@ -39,7 +39,7 @@ pub async fn complete(
 }
 
 async fn complete_prompt(
-    state: &AppState,
+    state: &McpState,
     name: &str,
     request: &CompleteRequestParams,
     ctx: ExtensionContext,
@@ -64,7 +64,7 @@ async fn complete_prompt(
 }
 
 async fn complete_resource(
-    state: &AppState,
+    state: &McpState,
     uri: &str,
     request: &CompleteRequestParams,
     ctx: ExtensionContext,
@@ -93,7 +93,7 @@ async fn complete_resource(
 
 /// Values the broker itself knows for an argument name.
 async fn known_values(
-    state: &AppState,
+    state: &McpState,
     prompt: Option<&str>,
     request: &CompleteRequestParams,
     ctx: &ExtensionContext,
@@ -114,7 +114,7 @@ async fn known_values(
 }
 
 /// The caller's own account labels (for one provider when it is known).
-async fn accounts(state: &AppState, ctx: &ExtensionContext, provider: Option<&str>) -> Result<Vec<String>, ErrorData> {
+async fn accounts(state: &McpState, ctx: &ExtensionContext, provider: Option<&str>) -> Result<Vec<String>, ErrorData> {
     let grants = state.store.grants_for_user(&ctx.user.user_id).await.map_err(|error| {
         tracing::error!(%error, "reading connections for completion failed");
         ErrorData::internal_error("internal error", None)

@@ -34,7 +34,29 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use crate::state::AppState;
 use server::BrokerServer;
 
-pub fn router(state: AppState) -> Router<AppState> {
+/// What the MCP face adds to [`AppState`]: its live sessions, the extensions, the prompt
+/// catalogue. Kept here, not in `AppState`, so nothing below the faces (the core, identity,
+/// the store) can reach an MCP session or a prompt. Dereferences to the `AppState` it wraps.
+#[derive(Clone)]
+pub struct McpState {
+    pub app: AppState,
+    /// Live MCP sessions by (user, session id), to deliver `notifications/elicitation/complete`.
+    pub sessions: Arc<sessions::SessionRegistry>,
+    /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
+    pub extensions: extension::Extensions,
+    /// The prompt catalogue (built-in, operator files, extensions).
+    pub prompts: Arc<prompts::PromptCatalogue>,
+}
+
+impl std::ops::Deref for McpState {
+    type Target = AppState;
+
+    fn deref(&self) -> &AppState {
+        &self.app
+    }
+}
+
+pub fn router(state: McpState) -> Router<AppState> {
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts(&state))
         .with_allowed_origins(allowed_origins(&state))
@@ -50,7 +72,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route_service("/mcp", service)
         // Layers run outside-in: bearer first, then the session owner check.
         .layer(middleware::from_fn_with_state(state.clone(), sessions::enforce_session_owner))
-        .layer(middleware::from_fn_with_state(state, crate::identity::bearer::require_bearer))
+        .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer))
 }
 
 /// DNS-rebinding defence: only our public host (and loopback names when we listen locally).

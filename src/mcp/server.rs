@@ -29,7 +29,7 @@ use super::sessions::SESSION_HEADER;
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
 use crate::events::Signal;
 use crate::identity::AuthenticatedUser;
-use crate::state::AppState;
+use crate::mcp::McpState;
 
 /// What the handler knows about the caller of one request.
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ impl Caller {
 
 #[derive(Clone)]
 pub struct BrokerServer {
-    pub(crate) state: AppState,
+    pub(crate) state: McpState,
     scope: Arc<SessionScope>,
 }
 
@@ -72,7 +72,7 @@ struct SessionScope {
     /// Recent `completion/complete` calls (MCP utilities/completion: servers MUST rate-limit).
     completions: Mutex<std::collections::VecDeque<crate::clock::Timestamp>>,
     cancel: CancellationToken,
-    state: AppState,
+    state: McpState,
 }
 
 impl Drop for SessionScope {
@@ -85,7 +85,7 @@ impl Drop for SessionScope {
 }
 
 impl BrokerServer {
-    pub fn new(state: AppState) -> Self {
+    pub fn new(state: McpState) -> Self {
         let cancel = state.shutdown.child_token();
         let scope = SessionScope {
             issued: Default::default(),

@@ -24,7 +24,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::identity::AuthenticatedUser;
-use crate::state::AppState;
+use crate::mcp::McpState;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 /// Owners of sessions idle longer than this are forgotten (rmcp drops idle sessions sooner);
@@ -106,7 +106,7 @@ fn owner_key(user: &AuthenticatedUser) -> String {
 }
 
 /// Runs after bearer authentication on /mcp.
-pub async fn enforce_session_owner(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn enforce_session_owner(State(state): State<McpState>, request: Request, next: Next) -> Response {
     let Some(user) = request.extensions().get::<AuthenticatedUser>().cloned() else {
         return StatusCode::UNAUTHORIZED.into_response();
     };

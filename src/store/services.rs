@@ -14,7 +14,7 @@ use crate::domain::ProviderId;
 use crate::identity::ClientIdentity;
 
 /// The prefix that makes a service name its client id.
-pub const CLIENT_ID_PREFIX: &str = "svc_";
+pub const CLIENT_ID_PREFIX: &str = crate::identity::SERVICE_CLIENT_ID_PREFIX;
 
 /// A service as the rest of the broker sees it: parsed once, here.
 #[derive(Debug, Clone, PartialEq, Eq)]

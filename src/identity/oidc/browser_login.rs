@@ -47,7 +47,7 @@ use crate::store::StoreError;
 
 pub const LOGIN_PATH: &str = "/login/oidc";
 /// Registered at the issuer exactly as `{public_url}/login/oidc/callback`.
-pub const CALLBACK_PATH: &str = "/login/oidc/callback";
+pub use super::CALLBACK_PATH;
 const LOGIN_COOKIE: &str = "oauth_broker_oidc_login";
 /// How long the browser has to finish signing in at the issuer.
 const LOGIN_TTL_SECONDS: i64 = 10 * 60;

@@ -40,6 +40,9 @@ use url::Url;
 pub use browser_login::login_path;
 pub use verify::{VerifiedClaims, authenticate_bearer, authenticate_bearer_for, verify_bearer, verify_id_token};
 
+/// Where the issuer sends the browser back after sign-in.
+pub const CALLBACK_PATH: &str = "/login/oidc/callback";
+
 use self::discovery::ProviderMetadata;
 use self::jwks::{KeySet, PublicKey};
 use crate::clock::{SharedClock, Timestamp};
@@ -197,7 +200,7 @@ impl OidcContext {
             scopes_supported,
             leeway: i64::try_from(identity.leeway.as_secs()).unwrap_or(60),
             algorithms,
-            redirect_uri: config.url(browser_login::CALLBACK_PATH),
+            redirect_uri: config.url(CALLBACK_PATH),
             resource: config.mcp_url(),
             secure_cookies: config.secure_cookies(),
             http: fetch::http_client()?,

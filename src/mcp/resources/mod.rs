@@ -14,13 +14,13 @@ pub mod uri;
 use rmcp::model::{ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult};
 
 use self::uri::Route;
+use crate::mcp::McpState;
 use crate::mcp::extension::ExtensionContext;
 use crate::mcp::pagination::page;
-use crate::state::AppState;
 
 // MCP 2025-11-25 server/resources §Listing Resources; utilities/pagination.
 pub async fn list(
-    state: &AppState,
+    state: &McpState,
     _ctx: &ExtensionContext,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, ErrorData> {
@@ -40,7 +40,7 @@ pub async fn list(
 
 // MCP 2025-11-25 server/resources §Resource Templates.
 pub async fn templates(
-    state: &AppState,
+    state: &McpState,
     _ctx: &ExtensionContext,
     cursor: Option<&str>,
 ) -> Result<ListResourceTemplatesResult, ErrorData> {
@@ -60,7 +60,7 @@ pub async fn templates(
 }
 
 // MCP 2025-11-25 server/resources §Reading Resources, §Error Handling (-32002).
-pub async fn read(state: &AppState, ctx: ExtensionContext, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<ReadResourceResult, ErrorData> {
     match uri::route(uri) {
         Route::Broker(target) => broker::read(state, &ctx.user.user_id, &target, uri).await,
         Route::BrokerMalformed => Err(uri::not_found(uri)),
@@ -77,7 +77,7 @@ pub async fn read(state: &AppState, ctx: ExtensionContext, uri: &str) -> Result<
 
 /// Whether `uri` names a resource this user may subscribe to.
 // MCP 2025-11-25 server/resources §Subscriptions.
-pub async fn exists(state: &AppState, _ctx: &ExtensionContext, uri: &str) -> bool {
+pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> bool {
     match uri::route(uri) {
         Route::Broker(target) => broker::exists(state, &target),
         Route::BrokerMalformed => false,
