@@ -151,8 +151,8 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
             if let Some(resource) = &resource {
                 // A user token names one audience: two holders of it could act for each
                 // other's users, and the broker's own would let a tool server use /mcp tokens.
-                if resource.as_str() == state.config.mcp_url().as_str() {
-                    bail!("--resource {resource} is the broker's own MCP endpoint; give the tool server's MCP URL");
+                if crate::identity::bearer::is_own_audience(state, resource.as_str()) {
+                    bail!("--resource {resource} is the broker's own audience; give the tool server's MCP URL");
                 }
                 if let Some(other) = state.store.service_by_resource(resource.as_str()).await? {
                     bail!("--resource {resource} is already registered for service {}", other.name);

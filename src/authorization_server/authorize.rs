@@ -193,7 +193,7 @@ pub async fn show(
         Err(refusal) => return refuse(&state, refusal),
     };
     match session {
-        Some(session) => match connections_allowed(&state, &request.client.client_id, &session).await {
+        Some(session) => match connections_allowed(&state, &request, &session).await {
             Ok(already_allowed) => consent_page(&state, &request, &session, already_allowed).await,
             Err(error) => PageError::from(error).into_response(),
         },
@@ -344,15 +344,23 @@ struct ConsentPage {
     already_allowed: Vec<String>,
 }
 
-/// The user's connections this client may already use (consents from an earlier approval), so
-/// the page says what approving hands over at once: anyone who can start a flow under this
-/// client id inherits them.
+/// The user's connections the token would open at once, so the page says what approving hands
+/// over: for our MCP endpoint, what this client id may already use (anyone who can start a flow
+/// under it inherits that); for a tool server's resource, what that tool server may already use
+/// (the consents are its own, so every client holding a token for it inherits them).
 async fn connections_allowed(
     state: &AppState,
-    client_id: &str,
+    request: &AuthorizeRequest,
     session: &BrowserSession,
 ) -> Result<Vec<String>, crate::store::StoreError> {
-    let key = crate::identity::ClientIdentity::OAuthClient(client_id.to_owned()).key();
+    let key = if request.resource == state.config.mcp_url().as_str() {
+        crate::identity::ClientIdentity::OAuthClient(request.client.client_id.clone()).key()
+    } else {
+        match state.store.service_by_resource(&request.resource).await? {
+            Some(service) => service.client().key(),
+            None => return Ok(Vec::new()),
+        }
+    };
     let consents = state.store.consents_for_user(&session.user.id).await?;
     let grants = state.store.grants_for_user(&session.user.id).await?;
     Ok(consents

@@ -143,6 +143,17 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
     }
 }
 
+/// Whether `audience` is one the broker accepts for itself (the /mcp bearer audience, or in
+/// oidc mode our client id). A tool server registered with such a resource would take tokens
+/// meant for the broker — any MCP client's — as its own users' (token passthrough, MCP
+/// security best practices), so the token API refuses it and `admin services add` does too.
+pub fn is_own_audience(state: &AppState, audience: &str) -> bool {
+    match &state.oidc {
+        Some(oidc) => oidc.own_audiences().contains(&audience),
+        None => audience == state.keys.audience() || audience == state.config.mcp_url().as_str(),
+    }
+}
+
 /// A user's access token meant for `audience` (a registered tool server's resource URL),
 /// presented by that tool server to the token API (RFC 8693 `subject_token`): the same checks
 /// as a bearer token on /mcp — signature, algorithm, issuer, expiry, a live grant, a known user —

@@ -195,6 +195,17 @@ impl TokenKeys {
     /// [`TokenKeys::verify`] for another audience: a user's token for a registered tool server
     /// (its resource URL), presented to the token API. Every other rule is the same.
     pub fn verify_for(&self, token: &str, audience: &str, now: Timestamp) -> Result<Claims, JwtError> {
+        self.verify_with(token, Some(audience), now)
+    }
+
+    /// [`TokenKeys::verify`] whatever the audience (ours or a tool server's): for revocation
+    /// (RFC 7009) only, where the client proves it holds a token we issued, not that it may use
+    /// it here. Never for authentication.
+    pub fn verify_any_audience(&self, token: &str, now: Timestamp) -> Result<Claims, JwtError> {
+        self.verify_with(token, None, now)
+    }
+
+    fn verify_with(&self, token: &str, audience: Option<&str>, now: Timestamp) -> Result<Claims, JwtError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| JwtError::Malformed)?;
         if header.alg != Algorithm::EdDSA {
             return Err(JwtError::Invalid(format!("algorithm {:?} is not accepted", header.alg)));
@@ -203,7 +214,10 @@ impl TokenKeys {
         let (_, key) = self.verifying.get(&kid).ok_or(JwtError::UnknownKey)?;
         let mut validation = Validation::new(Algorithm::EdDSA);
         validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[audience]);
+        match audience {
+            Some(audience) => validation.set_audience(&[audience]),
+            None => validation.validate_aud = false,
+        }
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         // Expiry is checked below against the injected clock.
         validation.validate_exp = false;

@@ -743,3 +743,81 @@ async fn a_client_revokes_its_own_tokens_and_nobody_elses(app: &TestApp) {
     assert_eq!(revoke(app, &[("client_id", &client_b), ("token", &refresh_b)]).await.status(), 200);
 }
 on_both_backends!(revocation_endpoint, a_client_revokes_its_own_tokens_and_nobody_elses);
+
+const TOOL_SERVER: &str = "https://tools.example/mcp";
+
+/// Alice approves `client_id` for the tool server's resource: (access, refresh) tokens whose
+/// `aud` is the tool server.
+async fn tool_server_tokens(app: &TestApp, client_id: &str) -> (String, String) {
+    let (verifier, challenge) = new_pkce();
+    let browser = app.browser();
+    let url = authorize_url(app, &with(authorize_params(app, client_id, &challenge), "resource", Some(TOOL_SERVER)));
+    let html = consent_page(app, &browser, &url).await;
+    let code = callback_params(&submit_consent(app, &browser, &html, "approve", |_| {}).await)["code"].clone();
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("client_id", client_id),
+        ("code", &code),
+        ("redirect_uri", REDIRECT_URI),
+        ("code_verifier", &verifier),
+        ("resource", TOOL_SERVER),
+    ];
+    let tokens: Value = token_request(app, &form).await.json().await.unwrap();
+    assert_eq!(jwt_claims(tokens["access_token"].as_str().unwrap())["aud"], TOOL_SERVER);
+    (tokens["access_token"].as_str().unwrap().to_owned(), tokens["refresh_token"].as_str().unwrap().to_owned())
+}
+
+async fn register_tool_server(app: &TestApp) -> crate::token_api::ServiceCredentials {
+    let options = crate::token_api::ServiceOptions { resource: Some(TOOL_SERVER), ..Default::default() };
+    crate::token_api::register_service(app, "notes", &["demo"], options).await
+}
+
+// RFC 7009 §2.1: an access token for a tool server is as much the client's as one for /mcp.
+#[tokio::test]
+async fn a_client_revokes_its_grant_with_an_access_token_meant_for_a_tool_server() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    register_tool_server(&app).await;
+    let client_id = register_public_client(&app, "Tool Client").await;
+    let (access, refresh_token) = tool_server_tokens(&app, &client_id).await;
+    let grant = jwt_claims(&access)["grant_id"].as_str().unwrap().to_owned();
+
+    let revoked = revoke(&app, &[("client_id", &client_id), ("token", &access)]).await;
+
+    assert_eq!(revoked.status(), 200);
+    assert!(!app.state.store.oauth_grant_is_active(&grant).await.unwrap(), "the grant ends with its access token");
+    assert_eq!(oauth_error(refresh(&app, &client_id, &refresh_token).await).await, (400, "invalid_grant".into()));
+    app.stop().await;
+}
+
+// MCP security best practices §Confused deputy: a token for a tool server opens what that tool
+// server may already use, and the consent page must say so before the user approves.
+#[tokio::test]
+async fn the_consent_page_for_a_tool_server_names_the_connections_that_tool_server_may_already_use() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let service = register_tool_server(&app).await;
+    // Alice let the tool server use her demo connection (through the token API).
+    let subject = crate::token_api::user_token_for(&app, ALICE, TOOL_SERVER).await;
+    let ask = || {
+        app.http()
+            .post(app.url("/v1/tokens"))
+            .basic_auth(&service.client_id, Some(&service.secret))
+            .json(&json!({"subject_token": subject, "provider": "demo"}))
+            .send()
+    };
+    let problem: Value = ask().await.unwrap().json().await.unwrap();
+    app.approve_in_browser(&app.browser(), problem["authorization"]["url"].as_str().unwrap(), ALICE).await;
+    assert_eq!(ask().await.unwrap().status(), 200, "the tool server may use the connection");
+
+    // A new client asks for a token for that tool server.
+    let client_id = register_public_client(&app, "Brand New Client").await;
+    let (_, challenge) = new_pkce();
+    let url = authorize_url(&app, &with(authorize_params(&app, &client_id, &challenge), "resource", Some(TOOL_SERVER)));
+    let html = consent_page(&app, &app.browser(), &url).await;
+
+    assert!(html.contains("the tool server “notes”"), "{html}");
+    assert!(
+        html.contains("Connections it may use at once") && html.contains("Demo Provider (demo-user)"),
+        "approving hands over what the tool server may use: {html}"
+    );
+    app.stop().await;
+}

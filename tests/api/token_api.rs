@@ -629,3 +629,24 @@ async fn an_mcp_client_discovers_the_broker_from_the_tool_server_and_gets_a_toke
     tool_server.stop().await;
     app.stop().await;
 }
+
+// MCP security best practices §Token passthrough: a tool server registered (by mistake, or
+// before the broker's public URL changed) with the broker's own audience would take every MCP
+// client's /mcp token as one of its own users'.
+async fn a_service_whose_resource_is_the_brokers_own_audience_takes_no_mcp_token(app: &TestApp) {
+    let mcp_url = app.mcp_url();
+    let service =
+        register_service(app, "sneaky", &["demo"], ServiceOptions { resource: Some(&mcp_url), ..Default::default() })
+            .await;
+    let broker_token = app.token_for(ALICE).await;
+    let before = snapshot(app).await;
+
+    let (status, body) = service.token(app, json!({"subject_token": broker_token, "provider": "demo"})).await;
+
+    assert_eq!((status, body["code"].as_str()), (StatusCode::FORBIDDEN, Some("forbidden")), "{body}");
+    assert_eq!(snapshot(app).await, before, "no authorization was opened for alice");
+}
+on_both_backends!(
+    service_with_the_brokers_audience,
+    a_service_whose_resource_is_the_brokers_own_audience_takes_no_mcp_token
+);

@@ -243,6 +243,12 @@ impl OidcContext {
         }
     }
 
+    /// The audiences the broker itself accepts from this issuer: bearer tokens for /mcp, and ID
+    /// tokens (our client id). A tool server's resource must be neither.
+    pub fn own_audiences(&self) -> [&str; 2] {
+        [&self.audience, &self.client_id]
+    }
+
     /// Scopes every bearer token must carry.
     pub fn required_scopes(&self) -> &[String] {
         &self.required_scopes
