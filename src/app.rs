@@ -10,20 +10,18 @@ use std::sync::Arc;
 use anyhow::Context;
 use axum::Router;
 use axum::serve::ListenerExt;
-use secrecy::{ExposeSecret, SecretString};
 use tokio::net::TcpListener;
 
 use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::crypto::Sealer;
 use crate::events::Events;
 use crate::identity::jwt::TokenKeys;
 use crate::mcp::McpState;
 use crate::mcp::extension::{Extension, Extensions};
 use crate::mcp::prompts::PromptCatalogue;
 use crate::oauth::providers::Providers;
+use crate::startup::{Opening, load_sealer, open_store};
 use crate::state::{AppState, Core};
-use crate::store::Store;
 
 pub struct App {
     state: AppState,
@@ -118,13 +116,23 @@ impl App {
     }
 }
 
-/// Everything but the router: also what `admin` commands use.
+/// Everything but the router, creating what is missing (`serve`, `migrate`, tests).
 pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<AppState> {
-    let store = open_store(&config).await?;
-    let sealer = Arc::new(load_sealer(&config)?);
+    build_state_with(config, clock, Opening::Create).await
+}
+
+/// Everything but the router from an existing database and key (`admin` commands): refuses
+/// clearly instead of creating either ([`crate::startup`]).
+pub async fn open_existing_state(config: Config, clock: SharedClock) -> anyhow::Result<AppState> {
+    build_state_with(config, clock, Opening::Existing).await
+}
+
+async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) -> anyhow::Result<AppState> {
+    let store = open_store(&config, opening).await?;
+    let sealer = Arc::new(load_sealer(&config, &store, opening).await?);
     let keys = TokenKeys::load_or_create(&store, &sealer, config.issuer(), config.mcp_url().to_string(), clock.now())
         .await
-        .context("loading signing keys (is the encryption key the one this database was created with?)")?;
+        .context("loading the signing keys")?;
     // Derived from the sealing key, so `admin` commands and restarts agree with the server.
     let demo_client_secret = config.demo.then(|| sealer.derive_secret("demo provider client secret"));
     let providers = Providers::from_config(&config, demo_client_secret.as_ref());
@@ -147,59 +155,6 @@ pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<A
         shutdown: tokio_util::sync::CancellationToken::new(),
         fixed_identity: None,
     })
-}
-
-/// Connects and brings the schema up to date.
-pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
-    let store = Store::connect(&config.database_url)
-        .await
-        .with_context(|| format!("connecting to the database ({})", redact_database_url(&config.database_url)))?;
-    store.migrate().await.context("migrating the database")?;
-    Ok(store)
-}
-
-/// The sealing key: from config/env, else `data_dir/encryption.key`, created on first start.
-pub fn load_sealer(config: &Config) -> anyhow::Result<Sealer> {
-    let active = match &config.encryption_key {
-        Some(key) => key.clone(),
-        None => load_or_create_key_file(config)?,
-    };
-    let active = Sealer::parse_key(&active).context("OAUTH_BROKER_ENCRYPTION_KEY")?;
-    let retired = config
-        .retired_encryption_keys
-        .iter()
-        .map(Sealer::parse_key)
-        .collect::<Result<Vec<_>, _>>()
-        .context("retired_encryption_keys")?;
-    let retired_refs: Vec<&[u8]> = retired.iter().map(|k| k.expose_secret().as_slice()).collect();
-    Ok(Sealer::new(active.expose_secret(), &retired_refs)?)
-}
-
-fn load_or_create_key_file(config: &Config) -> anyhow::Result<SecretString> {
-    let path = config.data_dir.join("encryption.key");
-    if path.exists() {
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        return Ok(SecretString::from(text.trim().to_owned()));
-    }
-    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
-    let key = Sealer::generate_key();
-    write_private_file(&path, key.expose_secret().as_bytes()).with_context(|| format!("writing {}", path.display()))?;
-    tracing::warn!(path = %path.display(), "generated a new encryption key; back it up — without it stored tokens cannot be read");
-    Ok(key)
-}
-
-fn write_private_file(path: &std::path::Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path)?;
-    file.write_all(contents)?;
-    file.write_all(b"\n")
 }
 
 /// For error messages: never print a database password.

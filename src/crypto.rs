@@ -125,6 +125,12 @@ impl Sealer {
         hex::encode(self.keys[0].id)
     }
 
+    /// Whether a blob sealed under key `key_id` (hex) can be opened: the active key or a
+    /// retired one.
+    pub fn knows_key(&self, key_id: &str) -> bool {
+        self.keys.iter().any(|k| hex::encode(k.id) == key_id)
+    }
+
     pub fn seal(&self, plaintext: &[u8], ctx: SealContext<'_>) -> Vec<u8> {
         let key = &self.keys[0];
         let mut nonce = [0u8; NONCE_LEN];

@@ -21,7 +21,7 @@
 //! share ([`state::Core`] for the core, [`state::AppState`] for the faces); [`clock`] the
 //! injected time; [`domain`] identifiers parsed at the edge; [`events`] the signal that an
 //! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
-//! RFC 7636 S256; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
+//! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
 //! passwords; [`oauth`] the client side of third-party OAuth (provider catalogue, token
 //! endpoint calls, API calls); [`broker`] the core: access decisions, authorizations, consent,
 //! the browser flow, refresh, connections. Faces over the core: [`mcp`] the MCP server; [`web`]
@@ -49,6 +49,7 @@ pub mod mcp;
 pub mod oauth;
 pub mod oauth_server;
 pub mod pkce;
+pub mod startup;
 pub mod state;
 pub mod store;
 pub mod web;

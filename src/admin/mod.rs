@@ -76,6 +76,12 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: grants::AuthorizationsCommand,
     },
+    /// A consistent copy of the database while the server runs (SQLite `VACUUM INTO`); back up
+    /// the encryption key beside it. For PostgreSQL use `pg_dump`.
+    Backup {
+        /// Where to write the copy (must not exist yet).
+        file: std::path::PathBuf,
+    },
     /// The audit log, newest first.
     Audit {
         /// Only this user's entries (username).
@@ -94,7 +100,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => serve(config).await,
         Command::Migrate { status } => migrate(config, status).await,
         Command::Admin { command } => {
-            let state = crate::app::build_state(config, Arc::new(SystemClock)).await?;
+            let state = crate::app::open_existing_state(config, Arc::new(SystemClock)).await?;
             let result = match command {
                 AdminCommand::Users { command } => users::run_users(&state, command).await,
                 AdminCommand::Tokens { command } => users::run_tokens(&state, command).await,
@@ -103,6 +109,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Services { command } => services::run_services(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json } => grants::run_audit(&state, user, limit, json).await,
+                AdminCommand::Backup { file } => backup(&state, &file).await,
             };
             state.store.close().await;
             result
@@ -121,7 +128,36 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         demo::print_demo_setup(&state).await?;
     }
     app.run(listener, shutdown_signal()).await.context("serving")?;
+    // Fold SQLite's write-ahead log into the database file, so a copy of the `.db` file alone
+    // after a stop holds everything.
+    if let Err(error) = state.store.checkpoint().await {
+        tracing::warn!(%error, "could not checkpoint the database on shutdown");
+    }
+    state.store.close().await;
     tracing::info!("stopped");
+    Ok(())
+}
+
+async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyhow::Result<()> {
+    if state.store.backend() == crate::store::Backend::Postgres {
+        anyhow::bail!(
+            "the database is PostgreSQL: back it up with `pg_dump --format=custom DATABASE_URL > FILE` \
+             (restore with `pg_restore`), and keep the encryption key with it"
+        );
+    }
+    if file.exists() {
+        anyhow::bail!("{} already exists; choose a new file (nothing was written)", file.display());
+    }
+    state.store.backup_to(file).await.with_context(|| format!("writing the copy to {}", file.display()))?;
+    let key = state.config.data_dir.join("encryption.key");
+    println!("database copied to {}", file.display());
+    if state.config.encryption_key.is_none() {
+        println!("also back up {} — without it the copy's tokens cannot be read", key.display());
+    } else {
+        println!(
+            "also back up the encryption key (OAUTH_BROKER_ENCRYPTION_KEY) — without it the copy's tokens cannot be read"
+        );
+    }
     Ok(())
 }
 
@@ -133,11 +169,15 @@ async fn migrate(config: Config, status: bool) -> anyhow::Result<()> {
         for (version, description) in store.known_migrations() {
             println!("{version:>4}  {description}");
         }
+        store.close().await;
     } else {
-        store.migrate().await.context("migrating")?;
-        println!("database is up to date ({} migrations)", store.known_migrations().len());
+        store.close().await;
+        // The whole initialisation `serve` does — schema, sealing key, first signing key — so
+        // every `admin` command after it finds a complete data directory (and none creates one).
+        let state = crate::app::build_state(config, Arc::new(SystemClock)).await?;
+        println!("database is up to date ({} migrations)", state.store.known_migrations().len());
+        state.store.close().await;
     }
-    store.close().await;
     Ok(())
 }
 

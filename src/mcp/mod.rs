@@ -16,6 +16,7 @@ pub mod connections;
 pub mod elicitation;
 pub mod extension;
 pub mod forms;
+pub mod jsonrpc_guard;
 pub mod pagination;
 pub mod prompts;
 pub mod provider_request;
@@ -70,7 +71,9 @@ pub fn router(state: McpState) -> Router<AppState> {
     );
     Router::new()
         .route_service("/mcp", service)
-        // Layers run outside-in: bearer first, then the session owner check.
+        // Layers run outside-in: bearer first, then the session owner check, then the JSON-RPC
+        // framing check (so an unauthenticated request learns nothing but 401).
+        .layer(middleware::from_fn(jsonrpc_guard::check_jsonrpc_body))
         .layer(middleware::from_fn_with_state(state.clone(), sessions::enforce_session_owner))
         .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer))
 }

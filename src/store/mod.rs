@@ -125,15 +125,41 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+
+    /// SQLite: moves everything in the write-ahead log into the database file and truncates the
+    /// log. Nothing to do on PostgreSQL.
+    pub async fn checkpoint(&self) -> StoreResult<()> {
+        if self.backend == Backend::Sqlite {
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(self.pool()).await?;
+        }
+        Ok(())
+    }
+
+    /// SQLite: a consistent copy of the whole database at `path` while others keep using it
+    /// (`VACUUM INTO`, which reads one snapshot). The file must not exist.
+    pub async fn backup_to(&self, path: &std::path::Path) -> StoreResult<()> {
+        let target = path.to_str().ok_or_else(|| StoreError::Corrupt("the backup path is not UTF-8".into()))?;
+        sqlx::query("VACUUM INTO $1").bind(target).execute(self.pool()).await?;
+        Ok(())
+    }
 }
 
-fn create_sqlite_parent_dir(url: &str) {
+/// The file a `sqlite:` URL names (`None` for other URLs and in-memory databases).
+pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    if !url.starts_with("sqlite:") {
+        return None;
+    }
     let path = url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
     let path = path.split('?').next().unwrap_or_default();
     if path.is_empty() || path == ":memory:" {
-        return;
+        return None;
     }
-    if let Some(parent) = std::path::Path::new(path).parent()
+    Some(std::path::PathBuf::from(path))
+}
+
+fn create_sqlite_parent_dir(url: &str) {
+    let Some(path) = sqlite_path(url) else { return };
+    if let Some(parent) = path.parent()
         && !parent.as_os_str().is_empty()
     {
         let _ = std::fs::create_dir_all(parent);

@@ -111,3 +111,154 @@ fn tokens_can_be_issued_for_a_named_client_and_consents_are_listed() {
     assert!(none.status.success());
     assert_eq!(String::from_utf8_lossy(&none.stdout).trim(), "withdrew 0 consent(s)");
 }
+
+/// A data directory initialised by `migrate`, as a server would have it.
+fn migrated(dir: &std::path::Path) {
+    let migrate = broker(dir, "http://127.0.0.1:8080").arg("migrate").output().unwrap();
+    assert!(migrate.status.success(), "{}", String::from_utf8_lossy(&migrate.stderr));
+    assert!(dir.join("encryption.key").exists(), "migrate creates the key with the database");
+}
+
+fn stderr_of(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_deleted_key_file_is_never_replaced_by_a_new_key_when_the_database_holds_sealed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    migrated(dir.path());
+    let key_file = dir.path().join("encryption.key");
+    std::fs::remove_file(&key_file).unwrap();
+
+    for args in [&["serve", "--listen", "127.0.0.1:0"][..], &["migrate"][..], &["admin", "users", "list"][..]] {
+        let output = broker(dir.path(), "http://127.0.0.1:8080").args(args).output().unwrap();
+        assert!(!output.status.success(), "{args:?} must refuse");
+        let message = stderr_of(&output);
+        assert!(message.contains(&key_file.display().to_string()), "{args:?} says where it looked: {message}");
+        assert!(message.contains("sealed with key"), "{args:?} names the expected key: {message}");
+        assert!(!key_file.exists(), "{args:?} wrote no new key where the backup must go");
+    }
+}
+
+#[test]
+fn a_corrupt_or_wrong_key_is_reported_against_the_file_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    migrated(dir.path());
+    let key_file = dir.path().join("encryption.key");
+    let original = std::fs::read_to_string(&key_file).unwrap();
+
+    std::fs::write(&key_file, "not a key\n").unwrap();
+    let corrupt = broker(dir.path(), "http://127.0.0.1:8080").args(["admin", "users", "list"]).output().unwrap();
+    assert!(!corrupt.status.success());
+    let message = stderr_of(&corrupt);
+    assert!(message.contains(&key_file.display().to_string()), "names the file: {message}");
+    assert!(!message.contains("OAUTH_BROKER_ENCRYPTION_KEY:"), "not a variable that was never set: {message}");
+
+    // A valid key, but not this database's: refused before anything is written, saying which
+    // key is expected, and the cause once.
+    std::fs::write(&key_file, format!("{}\n", base64_key(7))).unwrap();
+    let wrong = broker(dir.path(), "http://127.0.0.1:8080").args(["admin", "users", "list"]).output().unwrap();
+    assert!(!wrong.status.success());
+    let message = stderr_of(&wrong);
+    assert!(message.contains("is not the key this database was created with"), "{message}");
+    assert_eq!(message.matches("sealed with key").count(), 1, "the cause is said once: {message}");
+
+    std::fs::write(&key_file, original).unwrap();
+    let restored = broker(dir.path(), "http://127.0.0.1:8080").args(["admin", "users", "list"]).output().unwrap();
+    assert!(restored.status.success(), "the restored key works: {}", stderr_of(&restored));
+}
+
+fn base64_key(byte: u8) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode([byte; 32])
+}
+
+#[test]
+fn admin_commands_refuse_a_missing_database_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("dta");
+    for args in [&["admin", "users", "list"][..], &["admin", "grants", "list"][..], &["admin", "services", "list"][..]]
+    {
+        let output = broker(&typo, "http://127.0.0.1:8080").args(args).output().unwrap();
+        assert!(!output.status.success(), "{args:?} must refuse");
+        let message = stderr_of(&output);
+        assert!(message.contains("no database") && message.contains("migrate"), "{args:?}: {message}");
+        assert!(!typo.exists(), "{args:?} created nothing (no directory, no database, no key)");
+    }
+}
+
+fn add_user(dir: &std::path::Path, public_url: &str, name: &str) {
+    let mut add = broker(dir, public_url)
+        .args(["admin", "users", "add", name, "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    add.stdin.take().unwrap().write_all(b"a-long-enough-password\n").unwrap();
+    let added = add.wait_with_output().unwrap();
+    assert!(added.status.success(), "{}", stderr_of(&added));
+}
+
+/// `admin users list` against the database file `db` (with `dir`'s key).
+fn users_in(dir: &std::path::Path, db: &std::path::Path) -> String {
+    let listed = broker(dir, "http://127.0.0.1:8080")
+        .args(["--database-url", &format!("sqlite://{}", db.display()), "admin", "users", "list"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", stderr_of(&listed));
+    String::from_utf8_lossy(&listed.stdout).into_owned()
+}
+
+#[test]
+fn admin_backup_writes_a_consistent_copy_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    migrated(dir.path());
+    add_user(dir.path(), "http://127.0.0.1:8080", "carol");
+    let copy = dir.path().join("copy.db");
+
+    let backup = broker(dir.path(), "http://127.0.0.1:8080").args(["admin", "backup"]).arg(&copy).output().unwrap();
+    assert!(backup.status.success(), "{}", stderr_of(&backup));
+    assert!(String::from_utf8_lossy(&backup.stdout).contains("encryption.key"), "it reminds to back up the key");
+    assert!(users_in(dir.path(), &copy).contains("carol"), "the copy holds the data");
+
+    let again = broker(dir.path(), "http://127.0.0.1:8080").args(["admin", "backup"]).arg(&copy).output().unwrap();
+    assert!(!again.status.success());
+    assert!(stderr_of(&again).contains("already exists"));
+}
+
+#[tokio::test]
+async fn after_sigterm_the_database_file_alone_holds_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let public_url = format!("http://127.0.0.1:{port}");
+    let mut server = broker(dir.path(), &public_url)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..200 {
+        if http.get(format!("{public_url}/healthz")).send().await.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(up, "the server came up");
+    add_user(dir.path(), &public_url, "dave");
+
+    let term = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    assert!(server.wait().unwrap().success(), "a clean stop");
+
+    let wal = dir.path().join("oauth-broker.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0, "the write-ahead log was folded in");
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("copy.db");
+    std::fs::copy(dir.path().join("oauth-broker.db"), &copy).unwrap();
+    assert!(users_in(dir.path(), &copy).contains("dave"), "a copy of the .db file alone holds the new user");
+}

@@ -252,3 +252,41 @@ async fn logging_follows_the_sessions_level_and_never_carries_a_secret() {
     client.cancel().await.unwrap();
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_malformed_body_gets_a_json_rpc_parse_error_not_415() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let token = app.token_for(ALICE).await;
+    let post = |body: &'static str, token: Option<&str>| {
+        let mut request = app
+            .http()
+            .post(app.mcp_url())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    for (body, code) in [
+        (r#"{"jsonrpc": "2.0", "id": 1, "method": "#, -32700),
+        ("not json at all", -32700),
+        (r#"{"hello": "world"}"#, -32600),
+        (r#"[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]"#, -32600),
+        (r#"{"jsonrpc": "1.0", "id": 1, "method": "ping"}"#, -32600),
+    ] {
+        let response = post(body, Some(&token)).await.unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let answer: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(answer["jsonrpc"], "2.0");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert!(answer["id"].is_null(), "{answer}");
+    }
+    // Without a token the answer is still 401, whatever the body.
+    assert_eq!(post("not json", None).await.unwrap().status(), 401);
+    // A well-formed message still reaches the server.
+    let init = r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}"#;
+    assert_eq!(post(init, Some(&token)).await.unwrap().status(), 200);
+    app.stop().await;
+}

@@ -1,0 +1,160 @@
+//! Opening the broker's data without ever stranding it.
+//!
+//! Two rules, learnt the hard way:
+//! - **Only `serve` and `migrate` create** a database or a key ([`Opening::Create`]). Every
+//!   other command ([`Opening::Existing`]) refuses clearly when there is no database, so a typo
+//!   in `--data-dir` cannot leave an empty database and a fresh key behind and exit 0.
+//! - **A key is generated only for a database that holds nothing sealed.** If the key file is
+//!   gone while the database holds sealed values, a new key would open none of them and would
+//!   sit exactly where the restored backup must go; instead the error says which key (its id)
+//!   is expected and where it was looked for. A key that is present but is not the one the
+//!   database was sealed with is refused the same way, before anything is written.
+//!
+//! Errors name the source the key really came from: the file, or the setting.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::app::redact_database_url;
+use crate::config::Config;
+use crate::crypto::Sealer;
+use crate::store::Store;
+
+/// Whether a command may create what is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// `serve`, `migrate`: create the database, the schema and the first key.
+    Create,
+    /// Every other command: the database must exist and hold the schema.
+    Existing,
+}
+
+/// Where the active sealing key comes from, for messages.
+enum KeySource {
+    Setting,
+    File(PathBuf),
+}
+
+impl std::fmt::Display for KeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeySource::Setting => {
+                f.write_str("the encryption key from OAUTH_BROKER_ENCRYPTION_KEY (or `encryption_key`)")
+            }
+            KeySource::File(path) => write!(f, "the encryption key in {}", path.display()),
+        }
+    }
+}
+
+/// Connects and brings the schema up to date; with [`Opening::Existing`], only a database that
+/// already exists and holds the broker's schema.
+pub async fn open_store(config: &Config, opening: Opening) -> anyhow::Result<Store> {
+    let shown = redact_database_url(&config.database_url);
+    if opening == Opening::Existing
+        && let Some(path) = crate::store::sqlite_path(&config.database_url)
+        && !path.exists()
+    {
+        bail!(
+            "there is no database at {} — run `oauth-broker migrate` (or `serve`) first, or check --data-dir / --database-url",
+            path.display()
+        );
+    }
+    let store =
+        Store::connect(&config.database_url).await.with_context(|| format!("connecting to the database ({shown})"))?;
+    if opening == Opening::Existing && store.signing_keys().await.is_err() {
+        store.close().await;
+        bail!(
+            "the database {shown} holds no oauth-broker schema — run `oauth-broker migrate` first, or check --database-url"
+        );
+    }
+    store.migrate().await.context("migrating the database")?;
+    Ok(store)
+}
+
+/// The sealing key: from the setting, else `data_dir/encryption.key` (created only by
+/// [`Opening::Create`] and only for a database that holds nothing sealed), checked against the
+/// key the database's values were sealed with.
+pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> anyhow::Result<Sealer> {
+    let expected = sealed_with(store).await?;
+    let path = config.data_dir.join("encryption.key");
+    let (encoded, source) = match &config.encryption_key {
+        Some(key) => (key.clone(), KeySource::Setting),
+        None if path.exists() => (read_key_file(&path)?, KeySource::File(path.clone())),
+        None => match (&expected, opening) {
+            (Some(kid), _) => bail!(
+                "no encryption key: {} does not exist and OAUTH_BROKER_ENCRYPTION_KEY is not set, but this database \
+                 holds values sealed with key {kid}. Restore that key from your backup to {}, or set \
+                 OAUTH_BROKER_ENCRYPTION_KEY. No new key was made: it could not open them.",
+                path.display(),
+                path.display()
+            ),
+            (None, Opening::Existing) => bail!(
+                "no encryption key at {} and OAUTH_BROKER_ENCRYPTION_KEY is not set — run `oauth-broker migrate` (or `serve`) first, or check --data-dir",
+                path.display()
+            ),
+            (None, Opening::Create) => (create_key_file(config, &path)?, KeySource::File(path.clone())),
+        },
+    };
+    let active = Sealer::parse_key(&encoded).map_err(|e| anyhow::anyhow!("{source} is not usable: {e}"))?;
+    let retired = config
+        .retired_encryption_keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| {
+            Sealer::parse_key(key).map_err(|e| anyhow::anyhow!("retired_encryption_keys[{i}] is not usable: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let retired_refs: Vec<&[u8]> = retired.iter().map(|k| k.expose_secret().as_slice()).collect();
+    let sealer = Sealer::new(active.expose_secret(), &retired_refs)?;
+    if let Some(kid) = expected
+        && !sealer.knows_key(&kid)
+    {
+        bail!(
+            "{source} has id {}, but this database's values are sealed with key {kid}: it is not the key this database \
+             was created with. Restore the right key, or list the old one in retired_encryption_keys after a rotation.",
+            sealer.active_key_id()
+        );
+    }
+    Ok(sealer)
+}
+
+/// The id of the key the database's newest sealed value (its newest signing key) was sealed
+/// with, if it holds any.
+async fn sealed_with(store: &Store) -> anyhow::Result<Option<String>> {
+    let keys = store.signing_keys().await.context("reading the database's signing keys")?;
+    Ok(keys
+        .iter()
+        .find(|k| k.retired_at.is_none())
+        .or(keys.first())
+        .and_then(|k| Sealer::key_id_of(&k.private_key_sealed)))
+}
+
+fn read_key_file(path: &Path) -> anyhow::Result<SecretString> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading the encryption key file {}", path.display()))?;
+    Ok(SecretString::from(text.trim().to_owned()))
+}
+
+fn create_key_file(config: &Config, path: &Path) -> anyhow::Result<SecretString> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let key = Sealer::generate_key();
+    write_private_file(path, key.expose_secret().as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    tracing::warn!(path = %path.display(), "generated a new encryption key; back it up — without it stored tokens cannot be read");
+    Ok(key)
+}
+
+fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(contents)?;
+    file.write_all(b"\n")
+}
