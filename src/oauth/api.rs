@@ -54,17 +54,20 @@ pub fn parse_method(method: &str) -> Result<Method, RequestError> {
 }
 
 /// `base` ends with '/'. Returns a URL that is `base` plus the path, or `BadPath`.
+///
+/// A path is refused if any of its decodings — the path as sent, once percent-decoded, and
+/// again, and so on (`%252e` is `%2e` is `.`) — holds a dot segment, also one disguised with a
+/// `;` parameter (`..;`, which some servers strip); a backslash; a control character; or bytes
+/// that are not UTF-8 (overlong forms such as `%c0%ae`). A server behind the API base that
+/// normalises any of these would otherwise receive the user's token on a path outside it.
 pub fn resolve_path(base: &Url, path: &str) -> Result<Url, RequestError> {
     let trimmed = path.trim_start_matches('/');
-    let decoded = percent_decode(trimmed);
     let bad = path.len() > 2048
         || path.contains("://")
         || path.starts_with("//")
-        || decoded.contains('\\')
         || path.contains('#')
         || path.contains('?')
-        || decoded.chars().any(char::is_control)
-        || decoded.split('/').any(|segment| segment == ".." || segment == ".");
+        || !decodings_are_safe(trimmed);
     if bad {
         return Err(RequestError::BadPath);
     }
@@ -78,11 +81,61 @@ pub fn resolve_path(base: &Url, path: &str) -> Result<Url, RequestError> {
     Ok(url)
 }
 
-fn percent_decode(value: &str) -> String {
-    url::form_urlencoded::parse(format!("x={}", value.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
+/// How many rounds of percent-decoding are checked; a path still changing after that is refused.
+const DECODING_ROUNDS: usize = 4;
+
+fn decodings_are_safe(path: &str) -> bool {
+    let mut current = path.to_owned();
+    for _ in 0..DECODING_ROUNDS {
+        if current.contains('\\') || current.chars().any(char::is_control) || current.split('/').any(is_dot_segment) {
+            return false;
+        }
+        match percent_decode(&current) {
+            // A lone '%' (a literal percent sign once decoded): nothing decodes it further.
+            Decoded::NotAnEscape => return true,
+            // Overlong or otherwise invalid UTF-8 hides characters from the checks above.
+            Decoded::NotUtf8 => return false,
+            Decoded::Text(decoded) if decoded == current => return true,
+            Decoded::Text(decoded) => current = decoded,
+        }
+    }
+    false
+}
+
+/// `.` or `..`, also with `;parameters` after it (RFC 3986 §3.3 allows them in a segment).
+fn is_dot_segment(segment: &str) -> bool {
+    let name = segment.split(';').next().unwrap_or_default();
+    name == "." || name == ".."
+}
+
+enum Decoded {
+    Text(String),
+    /// A '%' not followed by two hex digits.
+    NotAnEscape,
+    NotUtf8,
+}
+
+/// One round of percent-decoding ('+' stays '+').
+fn percent_decode(value: &str) -> Decoded {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let Some(byte) = value.get(i + 1..i + 3).and_then(|hex| u8::from_str_radix(hex, 16).ok()) else {
+                return Decoded::NotAnEscape;
+            };
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    match String::from_utf8(out) {
+        Ok(text) => Decoded::Text(text),
+        Err(_) => Decoded::NotUtf8,
+    }
 }
 
 pub fn apply_query(
@@ -232,6 +285,10 @@ mod tests {
     fn paths_resolve_under_the_api_base() {
         assert_eq!(resolve_path(&base(), "/user/repos").unwrap().as_str(), "https://api.example.com/v1/user/repos");
         assert_eq!(resolve_path(&base(), "me").unwrap().as_str(), "https://api.example.com/v1/me");
+        // Ordinary encodings, parameters and literal percent signs still pass.
+        for fine in ["search/a%20b", "search/a+b", "discount/100%25", "files/a;rev=2/x", "files/%E2%9C%93", "..x/y.."] {
+            assert!(resolve_path(&base(), fine).is_ok(), "{fine:?} is an ordinary path");
+        }
     }
 
     #[test]
@@ -248,6 +305,14 @@ mod tests {
             "me?x=1",
             "me#frag",
             "a/./b",
+            "/..;/token",
+            "a/..;x=1/b",
+            "/%252e%252e/token",
+            "%25252e%25252e/x",
+            "/%c0%ae%c0%ae/token",
+            "%2e%2e%3b/x",
+            "a%00b",
+            "%5c..",
         ] {
             assert_eq!(resolve_path(&base(), evil), Err(RequestError::BadPath), "{evil:?} should be refused");
         }

@@ -22,10 +22,22 @@ async fn requests_are_forwarded_and_confined_to_the_provider_api(app: &TestApp) 
     let query = structured["body"]["query"].as_str().unwrap_or_default().to_owned();
     assert!(query.contains("q=a+b") || query.contains("q=a%20b"), "{query}");
 
-    for evil in ["/../token", "%2e%2e/%2e%2e/token", "//evil.example/x", "https://evil.example/x"] {
+    for evil in [
+        "/../token",
+        "%2e%2e/%2e%2e/token",
+        "//evil.example/x",
+        "https://evil.example/x",
+        // Disguised traversal a normalising server would honour: parameters, double encoding,
+        // overlong UTF-8.
+        "/..;/token",
+        "/%252e%252e/token",
+        "/%c0%ae%c0%ae/token",
+    ] {
         let result =
             client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": evil})).await.unwrap();
         assert_eq!(result.is_error, Some(true), "{evil} must be refused");
+        let shown = serde_json::to_string(&result.content).unwrap();
+        assert!(shown.contains("path must be relative"), "{evil} is refused before any request: {shown}");
     }
     let bad_method =
         client.call("provider_request", json!({"provider": "demo", "method": "TRACE", "path": "/me"})).await.unwrap();
