@@ -20,8 +20,8 @@ pub struct SettingsArgs {
     /// TOML configuration file.
     #[arg(long, env = "OAUTH_BROKER_CONFIG", global = true)]
     pub config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long, env = "OAUTH_BROKER_LISTEN", global = true)]
+    /// Address to listen on, IP:PORT or HOST:PORT [default: 127.0.0.1:8080].
+    #[arg(long, env = "OAUTH_BROKER_LISTEN", global = true, value_parser = parse_listen)]
     pub listen: Option<SocketAddr>,
     /// URL users and clients reach the broker at; the MCP endpoint is `{public_url}/mcp`
     /// [default: http://{listen}].
@@ -42,7 +42,8 @@ pub struct SettingsArgs {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    listen: Option<SocketAddr>,
+    /// IP:PORT or HOST:PORT, as `--listen`.
+    listen: Option<String>,
     public_url: Option<Url>,
     database_url: Option<String>,
     data_dir: Option<PathBuf>,
@@ -232,7 +233,8 @@ impl Config {
     }
 
     fn resolve(args: &SettingsArgs, file: FileConfig, env_key: Option<String>) -> anyhow::Result<Self> {
-        let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let file_listen = file.listen.as_deref().map(parse_listen).transpose().map_err(|e| anyhow::anyhow!("listen: {e}"))?;
+        let listen = args.listen.or(file_listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
         let data_dir_for_defaults = data_dir.clone();
         let public_url = match args.public_url.clone().or(file.public_url) {
@@ -415,8 +417,30 @@ pub fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// `--listen`: an IP:PORT, or a HOST:PORT resolved now (an IPv4 address first, so
+/// `localhost:8080` listens where browsers look first).
+pub fn parse_listen(value: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = value.parse() {
+        return Ok(address);
+    }
+    let explain = || format!("{value:?} is not an address to listen on: give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080");
+    let addresses: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(value).map_err(|_| explain())?.collect();
+    addresses.iter().find(|a| a.is_ipv4()).or(addresses.first()).copied().ok_or_else(explain)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn listen_takes_ip_port_or_host_port_and_explains_anything_else() {
+        assert_eq!(super::parse_listen("127.0.0.1:9092").unwrap().to_string(), "127.0.0.1:9092");
+        let local = super::parse_listen("localhost:9092").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 9092, "{local}");
+        for bad in ["localhost", "nonsense", ":80", "127.0.0.1:99999"] {
+            let error = super::parse_listen(bad).unwrap_err();
+            assert!(error.contains("e.g. 127.0.0.1:8080"), "{bad}: {error}");
+        }
+    }
+
     use super::*;
 
     #[test]
