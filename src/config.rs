@@ -233,7 +233,8 @@ impl Config {
     }
 
     fn resolve(args: &SettingsArgs, file: FileConfig, env_key: Option<String>) -> anyhow::Result<Self> {
-        let file_listen = file.listen.as_deref().map(parse_listen).transpose().map_err(|e| anyhow::anyhow!("listen: {e}"))?;
+        let file_listen =
+            file.listen.as_deref().map(parse_listen).transpose().map_err(|e| anyhow::anyhow!("listen: {e}"))?;
         let listen = args.listen.or(file_listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
         let data_dir_for_defaults = data_dir.clone();
@@ -423,7 +424,11 @@ pub fn parse_listen(value: &str) -> Result<SocketAddr, String> {
     if let Ok(address) = value.parse() {
         return Ok(address);
     }
-    let explain = || format!("{value:?} is not an address to listen on: give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080");
+    let explain = || {
+        format!(
+            "{value:?} is not an address to listen on: give IP:PORT or HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080"
+        )
+    };
     let addresses: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(value).map_err(|_| explain())?.collect();
     addresses.iter().find(|a| a.is_ipv4()).or(addresses.first()).copied().ok_or_else(explain)
 }

@@ -9,6 +9,21 @@ pub const DEMO_USER: &str = "demo";
 const DEMO_TOKEN_TTL_SECONDS: i64 = 24 * 3600;
 
 pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
+    if let Some(oidc) = &state.oidc {
+        // Users and their tokens come from the identity provider: no local account, and a token
+        // issued here would be refused at /mcp. The demo provider works the same.
+        println!(
+            "\n=== oauth-broker demo (identity from {issuer}) ===\n\
+             MCP endpoint: {mcp}\n\
+             The demo provider is at {provider}; connect it from any MCP client that signs in at\n\
+             {issuer} (its access token for {mcp} is the bearer token), and sign in to the broker's\n\
+             pages with the same identity provider.\n",
+            issuer = oidc.issuer(),
+            mcp = state.config.mcp_url(),
+            provider = state.config.url("/demo-provider/"),
+        );
+        return Ok(());
+    }
     let created_password = match state.store.user_by_username(DEMO_USER).await? {
         Some(_) => None,
         None => {

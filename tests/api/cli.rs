@@ -262,3 +262,42 @@ async fn after_sigterm_the_database_file_alone_holds_everything() {
     std::fs::copy(dir.path().join("oauth-broker.db"), &copy).unwrap();
     assert!(users_in(dir.path(), &copy).contains("dave"), "a copy of the .db file alone holds the new user");
 }
+
+#[tokio::test]
+async fn serve_demo_runs_in_oidc_mode_without_printing_a_local_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let public_url = format!("http://127.0.0.1:{port}");
+    let config = dir.path().join("broker.toml");
+    // The issuer need not answer for the server to start (it answers 503 until it does).
+    std::fs::write(
+        &config,
+        "demo = true\n[identity]\nmode = \"oidc\"\nissuer = \"http://127.0.0.1:9\"\nclient_id = \"broker\"\n",
+    )
+    .unwrap();
+    let server = broker(dir.path(), &public_url)
+        .args(["--config", config.to_str().unwrap(), "serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let mut demo_page = None;
+    for _ in 0..200 {
+        if let Ok(response) =
+            http.get(format!("{public_url}/demo-provider/.well-known/oauth-authorization-server")).send().await
+        {
+            demo_page = Some(response.status());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    let output = server.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(demo_page, Some(reqwest::StatusCode::OK), "the server started in oidc mode with the demo provider");
+    assert!(printed.contains("identity from http://127.0.0.1:9"), "{printed}");
+    assert!(!printed.contains("Bearer token for MCP clients"), "no local token in oidc mode: {printed}");
+}
