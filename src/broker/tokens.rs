@@ -156,7 +156,7 @@ pub(crate) async fn access_token_from(
 ) -> Result<AccessToken, TokenError> {
     check_usable(&grant, required)?;
     if is_fresh(&grant, state.now()) {
-        return open_access(state, grant);
+        return open_access(state, grant).await;
     }
     refresh_grant(state, provider, grant).await
 }
@@ -176,14 +176,29 @@ fn is_fresh(grant: &GrantRow, now: i64) -> bool {
     grant.expires_at.is_none_or(|exp| exp - EXPIRY_MARGIN_SECONDS > now)
 }
 
-fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
+async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
     let owner = owner(&grant.user_id, &grant.provider);
-    let plain = state
+    let opened = state
         .sealer
         .open(&grant.access_token_sealed, access_ctx(&grant.id, &owner))
-        .map_err(|e| TokenError::Internal(format!("opening grant {}: {e}", grant.id)))?;
-    let token = String::from_utf8(plain).map_err(|_| TokenError::Internal("access token is not UTF-8".into()))?;
-    Ok(AccessToken { token: SecretString::from(token), grant })
+        .map_err(|e| e.to_string())
+        .and_then(|plain| String::from_utf8(plain).map_err(|_| "the access token is not UTF-8".to_owned()));
+    match opened {
+        Ok(token) => Ok(AccessToken { token: SecretString::from(token), grant }),
+        Err(why) => Err(broken(state, &grant, "access token", &why).await),
+    }
+}
+
+/// A stored token that no longer opens — a blob moved from another row, a flipped bit, a key
+/// this instance no longer holds — makes the grant unusable, not the user stuck: it is marked
+/// `needs_reconsent` (audited), so every face sends the user through a fresh connect link as
+/// for a revoked grant, and the connection shows as needing consent.
+async fn broken(state: &Core, grant: &GrantRow, what: &str, why: &str) -> TokenError {
+    tracing::error!(grant = %grant.id, provider = %grant.provider, %why, "a stored {what} could not be opened; the grant needs a new consent");
+    match mark_needs_reconsent(state, grant, &format!("stored {what} could not be opened")).await {
+        Ok(()) => TokenError::NeedsReconsent,
+        Err(error) => error,
+    }
 }
 
 async fn refresh_grant(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
@@ -198,7 +213,7 @@ async fn refresh_grant(state: &Core, provider: &ProviderConfig, grant: GrantRow)
         }
         let now = state.now();
         if is_fresh(&current, now) {
-            return open_access(state, current);
+            return open_access(state, current).await;
         }
         if state.store.claim_refresh_lease(&current.id, current.version, now, now + REFRESH_LEASE_SECONDS).await? {
             // The claim moved the row to the next version; only we expect it.
@@ -220,13 +235,15 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -
         mark_needs_reconsent(state, &grant, "expired without a refresh token").await?;
         return Err(TokenError::NeedsReconsent);
     };
-    let refresh_token = state
+    let opened = state
         .sealer
         .open(sealed_refresh, refresh_ctx(&grant.id, &owner))
-        .map_err(|e| TokenError::Internal(format!("opening refresh token of grant {}: {e}", grant.id)))?;
-    let refresh_token = SecretString::from(
-        String::from_utf8(refresh_token).map_err(|_| TokenError::Internal("refresh token is not UTF-8".into()))?,
-    );
+        .map_err(|e| e.to_string())
+        .and_then(|plain| String::from_utf8(plain).map_err(|_| "the refresh token is not UTF-8".to_owned()));
+    let refresh_token = match opened {
+        Ok(token) => SecretString::from(token),
+        Err(why) => return Err(broken(state, &grant, "refresh token", &why).await),
+    };
     match client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token).await {
         Ok(tokens) => {
             let now = state.now();

@@ -55,3 +55,37 @@ async fn a_refused_refresh_token_asks_for_consent_again(app: &TestApp) {
     assert_eq!(listed.structured_content.unwrap()["connections"][0]["status"], "needs_reconsent");
 }
 on_both_backends!(reconsent, a_refused_refresh_token_asks_for_consent_again);
+
+/// A sealed token that no longer opens (here: one flipped bit) leaves the user a way forward:
+/// the grant is marked for a new consent, audited, shown as such, and the next call answers
+/// with a fresh connect link instead of an internal error.
+async fn a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    let user = app.user_id(ALICE).await;
+    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let mut tampered = grant.access_token_sealed.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0x01;
+    sqlx::query("UPDATE grants SET access_token_sealed = $1 WHERE id = $2")
+        .bind(tampered)
+        .bind(&grant.id)
+        .execute(app.state.store.pool())
+        .await
+        .unwrap();
+
+    let answer = client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await;
+    match answer {
+        Err(ServiceError::McpError(error)) => assert_eq!(error.code.0, -32042, "{error:?}"),
+        other => panic!("expected a connect link (-32042), got {other:?}"),
+    }
+    let listed = client.call("list_connections", json!({})).await.unwrap();
+    let demo = &listed.structured_content.unwrap()["connections"][0];
+    assert_eq!(demo["status"], "needs_reconsent", "{demo}");
+    let audit = app.state.store.audit_entries(Some(&user), 50).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.action == "grant.needs_reconsent"
+            && e.detail.as_deref().is_some_and(|d| d.contains("could not be opened"))),
+        "audited"
+    );
+}
+on_both_backends!(broken_sealed_token, a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again);
