@@ -105,7 +105,9 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             })?;
             let removed = match account {
                 Some(account) => match state.store.grant_for_account(&id, &provider, &account).await? {
-                    Some(grant) => crate::broker::tokens::disconnect_grant(state, provider_config, &grant).await,
+                    Some(grant) => {
+                        crate::broker::tokens::disconnect_grant(state, provider_config, &grant).await.map(|d| d.deleted)
+                    }
                     None => Ok(false),
                 },
                 None => crate::broker::tokens::disconnect(state, &id, provider_config).await,

@@ -62,6 +62,10 @@ pub enum FlowError {
     /// A response with neither `code` nor `error`.
     #[error("the response carried no code")]
     MissingCode,
+    /// This attempt's sealed PKCE verifier could not be opened (tampered, or sealed under a key
+    /// no longer held): it cannot be finished, but a new attempt can.
+    #[error("the attempt's stored verifier could not be opened")]
+    VerifierUnreadable,
     /// The token request failed; a short reason such as `invalid_grant` or `unavailable`.
     #[error("the code exchange failed: {0}")]
     ExchangeFailed(String),
@@ -265,8 +269,9 @@ pub async fn complete(
     let verifier = match open_verifier(state, &row) {
         Ok(verifier) => verifier,
         Err(error) => {
+            tracing::error!(authorization_id = %row.id, %error, "the stored PKCE verifier could not be opened");
             fail(state, &row, "verifier_unreadable").await;
-            return Err(error);
+            return Err(FlowError::VerifierUnreadable);
         }
     };
     // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.

@@ -309,13 +309,38 @@ fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
 pub async fn disconnect(state: &Core, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
     let mut any = false;
     for grant in state.store.grants_at(user_id, provider.id.as_str()).await? {
-        any |= disconnect_grant(state, provider, &grant).await?;
+        any |= disconnect_grant(state, provider, &grant).await?.deleted;
     }
     Ok(any)
 }
 
-/// Revokes one grant at the provider (best effort) and deletes it. True if it was there.
-pub async fn disconnect_grant(state: &Core, provider: &ProviderConfig, grant: &GrantRow) -> Result<bool, TokenError> {
+/// What disconnecting told the provider, so no face claims a revocation that did not happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// The provider accepted the revocation (RFC 7009).
+    Revoked,
+    /// The provider offers no revocation endpoint: its tokens lapse on their own.
+    NotOffered,
+    /// The provider did not accept it (or could not be reached).
+    Failed,
+    /// The stored token could not be opened, so there was nothing to send.
+    TokenUnreadable,
+}
+
+/// The outcome of [`disconnect_grant`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disconnected {
+    /// The grant was there and is now deleted.
+    pub deleted: bool,
+    pub revocation: Revocation,
+}
+
+/// Revokes one grant at the provider (best effort) and deletes it.
+pub async fn disconnect_grant(
+    state: &Core,
+    provider: &ProviderConfig,
+    grant: &GrantRow,
+) -> Result<Disconnected, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(&grant.user_id, provider_id);
     // Revoke the refresh token (which revokes its access tokens at RFC 7009 providers), else
@@ -324,14 +349,20 @@ pub async fn disconnect_grant(state: &Core, provider: &ProviderConfig, grant: &G
         Some(r) => (r.as_slice(), refresh_ctx(&grant.id, &owner), true),
         None => (grant.access_token_sealed.as_slice(), access_ctx(&grant.id, &owner), false),
     };
-    match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
-        Some(token) => {
-            if let Err(error) = client::revoke(&state.http, provider, &SecretString::from(token), is_refresh).await {
+    let revocation = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
+        Some(_) if provider.revocation_url.is_none() => Revocation::NotOffered,
+        Some(token) => match client::revoke(&state.http, provider, &SecretString::from(token), is_refresh).await {
+            Ok(()) => Revocation::Revoked,
+            Err(error) => {
                 tracing::warn!(provider = provider_id, %error, "revocation at the provider failed; deleting the grant anyway");
+                Revocation::Failed
             }
+        },
+        None => {
+            tracing::warn!(grant = %grant.id, "could not open token to revoke it");
+            Revocation::TokenUnreadable
         }
-        None => tracing::warn!(grant = %grant.id, "could not open token to revoke it"),
-    }
+    };
     let deleted = state.store.delete_grant_by_id(&grant.id).await?;
     let detail = grant.account_label.as_ref().map(|label| format!("account={label}"));
     state
@@ -339,7 +370,7 @@ pub async fn disconnect_grant(state: &Core, provider: &ProviderConfig, grant: &G
         .audit(state.now(), Some(&grant.user_id), "grant.disconnected", Some(provider_id), detail.as_deref())
         .await?;
     state.events.connections_changed(&grant.user_id, provider_id);
-    Ok(deleted)
+    Ok(Disconnected { deleted, revocation })
 }
 
 /// A human label for the connected account from the provider's userinfo endpoint, if any.

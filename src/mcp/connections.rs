@@ -16,6 +16,7 @@ use super::server::{BrokerServer, Caller, LogLevel, error_result, text_result};
 use super::tools::{CONNECT_ACCOUNT, DisconnectArgs};
 use crate::broker::connections::{self, ConnectionStatus};
 use crate::broker::consent;
+use crate::broker::tokens::{Disconnected, Revocation};
 use crate::config::ProviderConfig;
 use crate::store::grants::GrantRow;
 
@@ -176,12 +177,25 @@ impl BrokerServer {
             return Ok(refusal);
         }
         let account = grant.account_label.as_ref().map(|a| format!(" account “{a}”")).unwrap_or_default();
+        let name = &provider.display_name;
         match crate::broker::tokens::disconnect_grant(&self.state, provider, grant).await {
-            Ok(true) => Ok(text_result(format!(
-                "Disconnected your {}{account}; its tokens were revoked and deleted.",
-                provider.display_name
-            ))),
-            Ok(false) => Ok(text_result(format!("Your {}{account} was already disconnected.", provider.display_name))),
+            Ok(Disconnected { deleted: false, .. }) => {
+                Ok(text_result(format!("Your {name}{account} was already disconnected.")))
+            }
+            Ok(Disconnected { revocation, .. }) => Ok(text_result(match revocation {
+                Revocation::Revoked => {
+                    format!("Disconnected your {name}{account}; its tokens were revoked and deleted.")
+                }
+                Revocation::NotOffered => format!(
+                    "Disconnected your {name}{account}; its tokens were deleted here ({name} offers no revocation, so revoke the app's access in your {name} settings if you want it gone there too)."
+                ),
+                Revocation::Failed => format!(
+                    "Disconnected your {name}{account}; its tokens were deleted here, but {name} did not confirm the revocation: revoke the app's access in your {name} settings to be sure."
+                ),
+                Revocation::TokenUnreadable => format!(
+                    "Disconnected your {name}{account}; its stored tokens could not be read, so nothing could be sent to {name}: revoke the app's access in your {name} settings to be sure."
+                ),
+            })),
             Err(e) => Err(internal(e)),
         }
     }

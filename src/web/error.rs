@@ -187,6 +187,11 @@ impl From<FlowError> for PageError {
                 "Response not valid",
                 "The provider's response carried no authorization code. Return to your client and try again.",
             ),
+            FlowError::VerifierUnreadable => Self::page(
+                S::BAD_REQUEST,
+                "Could not finish connecting",
+                "This connection attempt can no longer be finished. Nothing was connected: start again from your client (call the tool again), which gives you a new link.",
+            ),
             FlowError::ExchangeFailed(reason) => Self::page(
                 S::BAD_GATEWAY,
                 "Could not connect",

@@ -285,3 +285,30 @@ async fn a_provider_refusal_fails_the_row_and_signing_out_ends_the_session() {
     let home = alice.get(format!("{}/", app.base)).send().await.unwrap().text().await.unwrap();
     assert!(home.contains("not signed in"));
 }
+
+#[tokio::test]
+async fn a_verifier_that_no_longer_opens_ends_the_attempt_with_a_way_forward_not_a_500() {
+    let app = spawn().await;
+    let id = app.authorization("alice").await;
+    let alice = browser();
+    app.login(&alice, "alice", PASSWORD, &format!("/connect/{id}")).await;
+    let authorize_url = app.approve(&alice, &id).await;
+    let row = app.state.store.authorization(&id).await.unwrap().unwrap();
+    let mut tampered = row.pkce_verifier_sealed.clone().unwrap();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0x01;
+    sqlx::query("UPDATE authorizations SET pkce_verifier_sealed = $1 WHERE id = $2")
+        .bind(tampered)
+        .bind(&id)
+        .execute(app.state.store.pool())
+        .await
+        .unwrap();
+    let callback = app.provider_approves(&authorize_url).await;
+
+    let page = alice.get(&callback).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::BAD_REQUEST);
+    assert!(page.text().await.unwrap().contains("start again from your client"));
+    assert_eq!(app.status(&id).await, AuthorizationStatus::Failed);
+    let row = app.state.store.authorization(&id).await.unwrap().unwrap();
+    assert_eq!(row.failure.as_deref(), Some("verifier_unreadable"));
+}

@@ -87,5 +87,22 @@ async fn a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again(app
             && e.detail.as_deref().is_some_and(|d| d.contains("could not be opened"))),
         "audited"
     );
+
+    // Disconnecting it deletes it, and says nothing could be revoked rather than claiming so.
+    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let mut refresh = grant.refresh_token_sealed.clone().expect("the demo provider issues refresh tokens");
+    let last = refresh.len() - 1;
+    refresh[last] ^= 0x01;
+    sqlx::query("UPDATE grants SET refresh_token_sealed = $1 WHERE id = $2")
+        .bind(refresh)
+        .bind(&grant.id)
+        .execute(app.state.store.pool())
+        .await
+        .unwrap();
+    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let provider = app.state.providers.find("demo").unwrap();
+    let outcome = oauth_broker::broker::tokens::disconnect_grant(&app.state, provider, &grant).await.unwrap();
+    assert!(outcome.deleted);
+    assert_eq!(outcome.revocation, oauth_broker::broker::tokens::Revocation::TokenUnreadable);
 }
 on_both_backends!(broken_sealed_token, a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again);
