@@ -14,6 +14,7 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Largest JSON-RPC message accepted on /mcp.
@@ -31,29 +32,61 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
         Ok(bytes) => bytes,
         Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, -32600, "the message is too large or could not be read"),
     };
-    match serde_json::from_slice::<Value>(&bytes) {
-        Err(_) => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
-        Ok(message) if !is_message(&message) => {
+    match classify(&bytes) {
+        Verdict::NotJson => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
+        Verdict::NotAMessage => {
             return error(
                 StatusCode::BAD_REQUEST,
                 -32600,
                 "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
             );
         }
-        Ok(_) => {}
+        Verdict::Message => {}
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Message,
+    NotJson,
+    NotAMessage,
+}
+
+/// What this check reads of a message: the envelope only. `params` and `result` are skipped
+/// without being built (this runs on every /mcp POST, before rmcp parses the body for real).
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    jsonrpc: Option<Value>,
+    #[serde(default)]
+    method: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: bool,
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+/// A member that is there at all (even `null`).
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
+}
+
 /// One JSON-RPC 2.0 message: `jsonrpc: "2.0"` and a `method` (request or notification), or an
-/// `id` with a `result` or an `error` (a response to a server-to-client request).
-fn is_message(message: &Value) -> bool {
-    let Some(object) = message.as_object() else { return false };
-    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return false;
-    }
-    object.get("method").is_some_and(Value::is_string)
-        || (object.contains_key("id") && (object.contains_key("result") || object.contains_key("error")))
+/// `id` with a `result` or an `error` (a response to a server-to-client request). JSON of
+/// another shape (an array, a string) is valid JSON but no message.
+fn classify(body: &[u8]) -> Verdict {
+    let envelope: Envelope = match serde_json::from_slice(body) {
+        Ok(envelope) => envelope,
+        Err(error) if error.classify() == serde_json::error::Category::Data => return Verdict::NotAMessage,
+        Err(_) => return Verdict::NotJson,
+    };
+    let versioned = envelope.jsonrpc.as_ref().and_then(Value::as_str) == Some("2.0");
+    let request = envelope.method.as_ref().is_some_and(Value::is_string);
+    let response = envelope.id && (envelope.result || envelope.error);
+    if versioned && (request || response) { Verdict::Message } else { Verdict::NotAMessage }
 }
 
 fn error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -72,7 +105,7 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": "a", "result": {}}),
             json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -1, "message": "no"}}),
         ] {
-            assert!(is_message(&good), "{good}");
+            assert_eq!(classify(good.to_string().as_bytes()), Verdict::Message, "{good}");
         }
         for bad in [
             json!({"hello": "world"}),
@@ -82,7 +115,10 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 1}),
             json!("text"),
         ] {
-            assert!(!is_message(&bad), "{bad}");
+            assert_eq!(classify(bad.to_string().as_bytes()), Verdict::NotAMessage, "{bad}");
+        }
+        for broken in ["{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", "not json", ""] {
+            assert_eq!(classify(broken.as_bytes()), Verdict::NotJson, "{broken}");
         }
     }
 }
