@@ -1,6 +1,9 @@
 //! A small interactive MCP client for trying the broker's connect flow by hand.
 //!
-//! `cargo run --example demo_client -- --url http://127.0.0.1:8080/mcp --token <token>`
+//! `OAUTH_BROKER_TOKEN=<token> cargo run --example demo_client -- --url http://127.0.0.1:8080/mcp`
+//!
+//! The token comes from the environment, not the command line, where any local user could
+//! read it (`ps`).
 //!
 //! It declares URL-mode elicitation (MCP 2025-11-25 client/elicitation §URL mode), lists the
 //! user's connections, then calls `provider_request GET <path>`. If the account is not connected
@@ -28,7 +31,8 @@ const BROWSER_WAIT: Duration = Duration::from_secs(10 * 60);
 const DOT_EVERY: Duration = Duration::from_secs(3);
 /// Tokens name the broker's public URL, so a new one must be issued with the server's own settings.
 const TOKEN_REFUSED: &str = "the token was refused (expired, or issued by another broker): issue a new one with \
-    `oauth-broker admin tokens issue demo`, passing the same --data-dir/--listen as `serve`";
+    `oauth-broker admin tokens issue demo --client demo_client` (the same --client keeps this client's approvals), \
+    passing the same --data-dir/--listen as `serve`, and give it in OAUTH_BROKER_TOKEN";
 
 // No `Debug` derive: the token must not be printable by accident.
 #[derive(Parser)]
@@ -37,7 +41,8 @@ struct Args {
     /// The broker's MCP endpoint.
     #[arg(long, default_value = "http://127.0.0.1:8080/mcp")]
     url: String,
-    /// Bearer token (printed by `oauth-broker serve --demo`); the env var keeps it out of shell history.
+    /// Bearer token (printed by `oauth-broker serve --demo`). Prefer the environment variable:
+    /// a command-line argument is visible to every local user in `ps`.
     #[arg(long, env = "OAUTH_BROKER_TOKEN", hide_env_values = true)]
     token: String,
     /// Provider id to call.

@@ -28,7 +28,8 @@ pub struct SettingsArgs {
     #[arg(long, env = "OAUTH_BROKER_PUBLIC_URL", global = true)]
     pub public_url: Option<Url>,
     /// `sqlite://…` or `postgres://…` [default: sqlite in the data dir].
-    #[arg(long, env = "OAUTH_BROKER_DATABASE_URL", global = true)]
+    // Its value can hold a password, which `--help` would otherwise print.
+    #[arg(long, env = "OAUTH_BROKER_DATABASE_URL", global = true, hide_env_values = true)]
     pub database_url: Option<String>,
     /// Directory for the SQLite database and the generated encryption key [default: ./data].
     #[arg(long, env = "OAUTH_BROKER_DATA_DIR", global = true)]

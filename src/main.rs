@@ -1,12 +1,11 @@
 //! The `oauth-broker` binary: argument parsing and logging set-up; everything else is in the
 //! library.
 
-use clap::Parser;
 use oauth_broker::admin::Cli;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("OAUTH_BROKER_LOG")

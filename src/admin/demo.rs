@@ -6,6 +6,11 @@ use crate::identity::password;
 use crate::state::AppState;
 
 pub const DEMO_USER: &str = "demo";
+/// The `--client` label of the token printed at start: the demo client's approvals are kept
+/// for this label, so a reissued token must carry it too.
+pub const DEMO_CLIENT: &str = "demo_client";
+/// The variable the bundled `demo_client` example reads its bearer token from.
+pub const TOKEN_VAR: &str = "OAUTH_BROKER_TOKEN";
 const DEMO_TOKEN_TTL_SECONDS: i64 = 24 * 3600;
 
 pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
@@ -33,7 +38,7 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
             Some(secret)
         }
     };
-    let token = super::users::issue_token_for(state, DEMO_USER, Some("demo_client"), DEMO_TOKEN_TTL_SECONDS).await?;
+    let token = super::users::issue_token_for(state, DEMO_USER, Some(DEMO_CLIENT), DEMO_TOKEN_TTL_SECONDS).await?;
     let mcp = state.config.mcp_url();
     let sign_in = match &created_password {
         Some(secret) => format!(
@@ -44,14 +49,18 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
             "  username: {DEMO_USER}   (password was shown on first start; to reset: `oauth-broker admin users passwd {DEMO_USER}` reads a new one from stdin)"
         ),
     };
-    // Printed to stdout on purpose: this is the operator's own terminal, on a demo set-up.
+    // Printed to stdout on purpose: this is the operator's own terminal, on a demo set-up. The
+    // client command passes the token in its environment: every local user can read a
+    // process's arguments (`ps`), but only its owner its environment.
     println!(
         "\n=== oauth-broker demo ===\n\
          MCP endpoint: {mcp}\n\
          Sign in to the broker's pages as\n{sign_in}\n\
          Bearer token for MCP clients (valid 24 h):\n  {token}\n\n\
-         Try the whole flow with the bundled client:\n  cargo run --example demo_client -- --url {mcp} --token {token}\n\
-         or any MCP client with the header `Authorization: Bearer <token>`.\n"
+         Try the whole flow with the bundled client:\n  {TOKEN_VAR}={token} cargo run --example demo_client -- --url {mcp}\n\
+         or any MCP client with the header `Authorization: Bearer <token>`.\n\
+         A new token for the same client (keeps its approvals; give admin the same settings as serve):\n  \
+         oauth-broker admin tokens issue {DEMO_USER} --client {DEMO_CLIENT} --ttl 24h\n"
     );
     Ok(())
 }

@@ -1,10 +1,13 @@
 //! `admin grants …`, `admin authorizations …`, `admin audit`. Token values are never printed.
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::json;
 
+use super::display::{UserNames, iso_time, printable, table};
 use crate::state::AppState;
+use crate::store::consents::ConsentRow;
+use crate::store::grants::GrantRow;
 
 #[derive(Subcommand, Debug)]
 pub enum GrantsCommand {
@@ -13,12 +16,15 @@ pub enum GrantsCommand {
         /// Only this user's grants (username).
         #[arg(long)]
         user: Option<String>,
+        /// Machine-readable output (times as Unix seconds, users by id and name).
         #[arg(long)]
         json: bool,
     },
     /// Revoke a user's grants at the provider and delete them.
     Revoke {
+        /// The user (username).
         user: String,
+        /// The provider id, as `grants list` shows it (e.g. `github`, `demo`).
         provider: String,
         /// Only this account (as `grants list` shows it); all of the user's accounts there when omitted.
         #[arg(long)]
@@ -33,15 +39,19 @@ pub enum ConsentsCommand {
         /// Only this user's consents (username).
         #[arg(long)]
         user: Option<String>,
+        /// How many consents, most recently changed first.
         #[arg(long, default_value_t = 200)]
         limit: i64,
+        /// Machine-readable output (times as Unix seconds, users by id and name).
         #[arg(long)]
         json: bool,
     },
     /// Withdraw a client's consent: it asks the user again before using the connection.
     Revoke {
+        /// The user (username).
         user: String,
-        /// The client key as `consents list` shows it (e.g. `client:abc`, `token:ci`).
+        /// The client exactly as `consents list` shows it in CLIENT (e.g. `token:demo_client`,
+        /// `client:abc`); when nothing matches, the command fails and lists the user's clients.
         #[arg(long)]
         client: String,
         /// Only connections at this provider.
@@ -57,8 +67,10 @@ pub enum ConsentsCommand {
 pub enum AuthorizationsCommand {
     /// Recent connect attempts.
     List {
+        /// How many attempts, newest first.
         #[arg(long, default_value_t = 50)]
         limit: i64,
+        /// Machine-readable output (times as Unix seconds, users by id and name).
         #[arg(long)]
         json: bool,
     },
@@ -77,24 +89,28 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                 Some(name) => state.store.grants_for_user(&user_id(state, &name).await?).await?,
                 None => state.store.all_grants().await?,
             };
+            let names = UserNames::load(&state.store).await?;
             if json {
                 let rows: Vec<_> = grants
                     .iter()
-                    .map(|g| json!({"id": g.id, "user_id": g.user_id, "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
+                    .map(|g| json!({"id": g.id, "user_id": g.user_id, "user": names.of(&g.user_id), "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:<38} {:<12} {:<16} {:<20} SCOPES", "USER", "PROVIDER", "STATUS", "ACCOUNT");
-                for g in grants {
-                    println!(
-                        "{:<38} {:<12} {:<16} {:<20} {}",
-                        g.user_id,
-                        g.provider,
-                        g.status,
-                        g.account_label.as_deref().unwrap_or("-"),
-                        g.scopes.to_space_separated()
-                    );
-                }
+                let rows: Vec<_> = grants
+                    .iter()
+                    .map(|g| {
+                        vec![
+                            names.of(&g.user_id).to_owned(),
+                            g.provider.clone(),
+                            account_of(Some(g)),
+                            g.status.to_string(),
+                            g.expires_at.map_or("-".to_owned(), iso_time),
+                            g.scopes.to_space_separated(),
+                        ]
+                    })
+                    .collect();
+                print!("{}", table(&["USER", "PROVIDER", "ACCOUNT", "STATUS", "EXPIRES", "SCOPES"], &rows));
             }
             Ok(())
         }
@@ -132,42 +148,57 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
             };
             let grants = state.store.all_grants().await?;
             let grant_of = |id: &str| grants.iter().find(|g| g.id == id);
+            let names = UserNames::load(&state.store).await?;
             if json {
                 let rows: Vec<_> = consents
                     .iter()
                     .map(|c| {
                         let grant = grant_of(&c.grant_id);
-                        json!({"user_id": c.user_id, "grant_id": c.grant_id, "provider": grant.map(|g| &g.provider), "account": grant.and_then(|g| g.account_label.as_ref()), "client": c.client_key, "client_name": c.client_name, "scopes": c.scopes.to_space_separated(), "covers_current_scopes": grant.is_some_and(|g| c.covers(&g.scopes)), "updated_at": c.updated_at})
+                        json!({"user_id": c.user_id, "user": names.of(&c.user_id), "grant_id": c.grant_id, "provider": grant.map(|g| &g.provider), "account": grant.and_then(|g| g.account_label.as_ref()), "client": c.client_key, "client_name": c.client_name, "scopes": c.scopes.to_space_separated(), "covers_current_scopes": grant.is_some_and(|g| c.covers(&g.scopes)), "updated_at": c.updated_at})
                     })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:<38} {:<12} {:<20} {:<30} SCOPES", "USER", "PROVIDER", "ACCOUNT", "CLIENT");
-                for c in consents {
-                    let grant = grant_of(&c.grant_id);
-                    println!(
-                        "{:<38} {:<12} {:<20} {:<30} {}",
-                        c.user_id,
-                        grant.map(|g| g.provider.as_str()).unwrap_or("-"),
-                        grant.and_then(|g| g.account_label.as_deref()).unwrap_or("-"),
-                        c.client_key,
-                        c.scopes.to_space_separated()
-                    );
-                }
+                let rows: Vec<_> = consents
+                    .iter()
+                    .map(|c| {
+                        let grant = grant_of(&c.grant_id);
+                        vec![
+                            names.of(&c.user_id).to_owned(),
+                            grant.map_or("-".to_owned(), |g| g.provider.clone()),
+                            account_of(grant),
+                            printable(&c.client_key),
+                            iso_time(c.updated_at),
+                            c.scopes.to_space_separated(),
+                        ]
+                    })
+                    .collect();
+                print!("{}", table(&["USER", "PROVIDER", "ACCOUNT", "CLIENT", "UPDATED", "SCOPES"], &rows));
             }
             Ok(())
         }
         ConsentsCommand::Revoke { user, client, provider, account } => {
             let id = user_id(state, &user).await?;
             let grants = state.store.grants_for_user(&id).await?;
+            let consents = state.store.consents_for_user(&id).await?;
+            let grant_of = |consent: &ConsentRow| grants.iter().find(|g| g.id == consent.grant_id);
+            let matching: Vec<(&ConsentRow, &GrantRow)> = consents
+                .iter()
+                .filter(|c| c.client_key == client)
+                .filter_map(|c| Some((c, grant_of(c)?)))
+                .filter(|(_, g)| {
+                    provider.as_deref().is_none_or(|p| p == g.provider)
+                        && account.as_deref().is_none_or(|a| a == g.account_label.as_deref().unwrap_or(""))
+                })
+                .collect();
+            if matching.is_empty() {
+                bail!(
+                    "{}",
+                    nothing_matches(&user, &client, provider.as_deref(), account.as_deref(), &consents, &grants)
+                );
+            }
             let mut removed = 0;
-            for consent in state.store.consents_for_user(&id).await?.into_iter().filter(|c| c.client_key == client) {
-                let Some(grant) = grants.iter().find(|g| g.id == consent.grant_id) else { continue };
-                if provider.as_deref().is_some_and(|p| p != grant.provider)
-                    || account.as_deref().is_some_and(|a| a != grant.account_label.as_deref().unwrap_or(""))
-                {
-                    continue;
-                }
+            for (_, grant) in matching {
                 if state.store.revoke_consent(&id, &grant.id, &client).await? {
                     removed += 1;
                     let detail = format!("grant={} client={client} by=admin", grant.id);
@@ -183,29 +214,77 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
     }
 }
 
+/// Why `consents revoke` withdrew nothing, and what the user's consents are, so the operator
+/// can copy the client exactly.
+fn nothing_matches(
+    user: &str,
+    client: &str,
+    provider: Option<&str>,
+    account: Option<&str>,
+    consents: &[ConsentRow],
+    grants: &[GrantRow],
+) -> String {
+    let mut asked = format!("--client {}", printable(client));
+    if let Some(provider) = provider {
+        asked.push_str(&format!(" --provider {}", printable(provider)));
+    }
+    if let Some(account) = account {
+        asked.push_str(&format!(" --account {}", printable(account)));
+    }
+    if consents.is_empty() {
+        return format!("{user} has no consents, so nothing matches {asked}; nothing was withdrawn");
+    }
+    let mut held: Vec<String> = consents
+        .iter()
+        .map(|c| {
+            let grant = grants.iter().find(|g| g.id == c.grant_id);
+            let at = grant.map_or("-".to_owned(), |g| g.provider.clone());
+            format!("  {}  ({at}, account {})", printable(&c.client_key), account_of(grant))
+        })
+        .collect();
+    held.dedup();
+    format!(
+        "no consent of {user} matches {asked}; nothing was withdrawn. {user}'s consents (give --client exactly as shown):\n{}",
+        held.join("\n")
+    )
+}
+
+/// A grant's account label as shown to an operator.
+fn account_of(grant: Option<&GrantRow>) -> String {
+    grant.and_then(|g| g.account_label.as_deref()).map_or("-".to_owned(), printable)
+}
+
 pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand) -> anyhow::Result<()> {
     match command {
         AuthorizationsCommand::List { limit, json } => {
             let rows = state.store.all_authorizations(limit).await?;
+            let names = UserNames::load(&state.store).await?;
             if json {
                 let rows: Vec<_> = rows
                     .iter()
-                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
+                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "user": names.of(&r.user_id), "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:<44} {:<12} {:<8} {:<11} {:<12} FAILURE", "ID", "PROVIDER", "KIND", "STATUS", "EXPIRES");
-                for r in rows {
-                    println!(
-                        "{:<44} {:<12} {:<8} {:<11} {:<12} {}",
-                        r.id,
-                        r.provider,
-                        r.kind,
-                        r.status,
-                        r.expires_at,
-                        r.failure.as_deref().unwrap_or("")
-                    );
-                }
+                let rows: Vec<_> = rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.id.clone(),
+                            names.of(&r.user_id).to_owned(),
+                            r.provider.clone(),
+                            r.kind.to_string(),
+                            r.status.to_string(),
+                            iso_time(r.created_at),
+                            iso_time(r.expires_at),
+                            r.failure.as_deref().map_or(String::new(), printable),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    table(&["ID", "USER", "PROVIDER", "KIND", "STATUS", "CREATED", "EXPIRES", "FAILURE"], &rows)
+                );
             }
             Ok(())
         }
@@ -223,19 +302,27 @@ pub async fn run_audit(state: &AppState, user: Option<String>, limit: i64, json:
         None => None,
     };
     let entries = state.store.audit_entries(user_id.as_deref(), limit).await?;
+    let names = UserNames::load(&state.store).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&entries)?);
+        let rows: Vec<_> = entries
+            .iter()
+            .map(|e| json!({"id": e.id, "at": e.at, "user_id": e.user_id, "user": e.user_id.as_deref().map(|id| names.of(id)), "action": e.action, "provider": e.provider, "detail": e.detail}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        for e in entries {
-            println!(
-                "{} {:<28} {:<10} {} {}",
-                e.at,
-                e.action,
-                e.provider.as_deref().unwrap_or("-"),
-                e.user_id.as_deref().unwrap_or("-"),
-                e.detail.as_deref().unwrap_or("")
-            );
-        }
+        let rows: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                vec![
+                    iso_time(e.at),
+                    printable(&e.action),
+                    e.provider.as_deref().map_or("-".to_owned(), printable),
+                    names.of_opt(e.user_id.as_deref()).to_owned(),
+                    e.detail.as_deref().map_or(String::new(), printable),
+                ]
+            })
+            .collect();
+        print!("{}", table(&["TIME", "ACTION", "PROVIDER", "USER", "DETAIL"], &rows));
     }
     Ok(())
 }

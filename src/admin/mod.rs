@@ -2,14 +2,16 @@
 //! reads the same settings ([`SettingsArgs`]), so `admin` finds the server's database and keys.
 
 mod demo;
+mod display;
 mod grants;
+mod migrate;
 mod services;
 mod users;
 
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::clock::SystemClock;
 use crate::config::{Config, SettingsArgs};
@@ -27,13 +29,48 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments as [`Parser::parse`] does, with [`command`]'s help.
+    pub fn parse_args() -> Self {
+        let mut matches = command().get_matches();
+        Self::from_arg_matches_mut(&mut matches).unwrap_or_else(|error| error.format(&mut command()).exit())
+    }
+}
+
+/// The command line, with the global settings listed once, in the top-level help.
+///
+/// clap repeats every `global = true` argument in every subcommand's help (clap issue 5355), so
+/// six settings buried each command's own options, even on `admin users`. clap copies a global
+/// argument into a subcommand only when the subcommand has none with that id, so each
+/// subcommand gets a hidden copy instead: still accepted after the subcommand name (its value
+/// still reaches [`Cli::settings`]), but not listed. A line under each subcommand's help says
+/// where the settings are described.
+pub fn command() -> clap::Command {
+    let command = Cli::command();
+    let globals: Vec<clap::Arg> = command.get_arguments().filter(|arg| arg.is_global_set()).cloned().collect();
+    let flags: Vec<String> = globals.iter().filter_map(|arg| arg.get_long()).map(|long| format!("--{long}")).collect();
+    let note = format!(
+        "Settings ({}) go before or after the command; `oauth-broker --help` describes them.",
+        flags.join(", ")
+    );
+    command.mut_subcommands(|sub| hide_globals(sub, &globals, &note))
+}
+
+fn hide_globals(sub: clap::Command, globals: &[clap::Arg], note: &str) -> clap::Command {
+    globals
+        .iter()
+        .fold(sub, |sub, arg| sub.arg(arg.clone().hide(true)))
+        .after_help(note.to_owned())
+        .mut_subcommands(|sub| hide_globals(sub, globals, note))
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the broker (MCP endpoint, hosted pages, demo provider with --demo).
     Serve,
     /// Create or upgrade the database schema and exit.
     Migrate {
-        /// List the migrations this binary knows instead of applying them.
+        /// Say which migrations are applied and which are pending, and change nothing.
         #[arg(long)]
         status: bool,
     },
@@ -87,8 +124,10 @@ pub enum AdminCommand {
         /// Only this user's entries (username).
         #[arg(long)]
         user: Option<String>,
+        /// How many entries, newest first.
         #[arg(long, default_value_t = 50)]
         limit: i64,
+        /// Machine-readable output (times as Unix seconds, users by id and name).
         #[arg(long)]
         json: bool,
     },
@@ -98,7 +137,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = Config::load(&cli.settings)?;
     match cli.command {
         Command::Serve => serve(config).await,
-        Command::Migrate { status } => migrate(config, status).await,
+        Command::Migrate { status: false } => migrate::migrate(config).await,
+        Command::Migrate { status: true } => migrate::status(config).await,
         Command::Admin { command } => {
             let state = crate::app::open_existing_state(config, Arc::new(SystemClock)).await?;
             let result = match command {
@@ -161,26 +201,6 @@ async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyho
     Ok(())
 }
 
-async fn migrate(config: Config, status: bool) -> anyhow::Result<()> {
-    let store = crate::store::Store::connect(&config.database_url)
-        .await
-        .with_context(|| format!("connecting to {}", crate::app::redact_database_url(&config.database_url)))?;
-    if status {
-        for (version, description) in store.known_migrations() {
-            println!("{version:>4}  {description}");
-        }
-        store.close().await;
-    } else {
-        store.close().await;
-        // The whole initialisation `serve` does — schema, sealing key, first signing key — so
-        // every `admin` command after it finds a complete data directory (and none creates one).
-        let state = crate::app::build_state(config, Arc::new(SystemClock)).await?;
-        println!("database is up to date ({} migrations)", state.store.known_migrations().len());
-        state.store.close().await;
-    }
-    Ok(())
-}
-
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -199,5 +219,70 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = terminate => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        let matches = command().try_get_matches_from(args).unwrap();
+        Cli::from_arg_matches(&matches).unwrap()
+    }
+
+    #[test]
+    fn settings_are_accepted_before_and_after_the_command() {
+        let before = parse(&["oauth-broker", "--data-dir", "elsewhere", "--demo", "admin", "users", "list"]);
+        let after = parse(&["oauth-broker", "admin", "users", "list", "--data-dir", "elsewhere", "--demo"]);
+        for cli in [before, after] {
+            assert_eq!(cli.settings.data_dir.as_deref(), Some(std::path::Path::new("elsewhere")));
+            assert!(cli.settings.demo);
+            assert!(matches!(cli.command, Command::Admin { command: AdminCommand::Users { .. } }));
+        }
+        let serve = parse(&["oauth-broker", "serve", "--listen", "127.0.0.1:9092"]);
+        assert_eq!(serve.settings.listen.map(|a| a.to_string()).as_deref(), Some("127.0.0.1:9092"));
+    }
+
+    /// Every command below the top, with its path.
+    fn all_subcommands(command: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        for sub in command.get_subcommands() {
+            let path = format!("{path} {}", sub.get_name());
+            out.push((path.clone(), sub.clone()));
+            all_subcommands(sub, path, out);
+        }
+    }
+
+    #[test]
+    fn every_argument_of_every_command_says_what_it_is() {
+        let mut top = command();
+        top.build();
+        let mut commands = vec![("oauth-broker".to_owned(), top.clone())];
+        all_subcommands(&top, "oauth-broker".to_owned(), &mut commands);
+        for (path, command) in &commands {
+            for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+                assert!(arg.get_help().is_some(), "`{path}`: argument {} has no description", arg.get_id());
+            }
+        }
+    }
+
+    #[test]
+    fn a_subcommand_help_lists_its_own_options_and_not_the_six_settings() {
+        let mut top = command();
+        let top_help = top.render_long_help().to_string();
+        for setting in ["--config", "--listen", "--public-url", "--database-url", "--data-dir", "--demo"] {
+            assert!(top_help.contains(&format!("      {setting}")), "top-level help lists {setting}: {top_help}");
+        }
+        for path in [&["admin", "users"][..], &["admin", "consents", "revoke"], &["serve"], &["migrate"]] {
+            let mut sub = top.clone();
+            for name in path {
+                sub = sub.find_subcommand(name).unwrap().clone();
+            }
+            let help = sub.render_help().to_string();
+            for setting in ["--config <", "--listen <", "--public-url <", "--database-url <", "--data-dir <"] {
+                assert!(!help.contains(setting), "{path:?} repeats {setting}: {help}");
+            }
+            assert!(help.contains("`oauth-broker --help` describes them"), "{path:?} says where they are: {help}");
+        }
     }
 }

@@ -25,7 +25,7 @@ const SECRET_BYTES: usize = 32;
 pub enum ServicesCommand {
     /// Register a tool server; prints its client id and secret (shown once).
     Add {
-        /// 1-64 characters of a-z, 0-9, '-' or '_'; the client id is `svc_NAME`.
+        /// The service's name: 1-64 characters of a-z, 0-9, '-' or '_'; the client id is `svc_NAME`.
         name: String,
         /// The configured providers whose tokens it may ask for, comma separated.
         #[arg(long, value_delimiter = ',', required = true)]
@@ -40,22 +40,29 @@ pub enum ServicesCommand {
         /// It may name a user by id instead of presenting the user's access token.
         #[arg(long)]
         trusted: bool,
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
     /// List tool servers (never a secret or its hash).
     List {
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
     /// Replace a tool server's secret; the old one stops working at once. Prints the new one once.
     RotateSecret {
+        /// The service's name, as `services list` shows it without `svc_`.
         name: String,
+        /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
     /// Remove a tool server and every consent users gave it.
-    Remove { name: String },
+    Remove {
+        /// The service's name, as `services list` shows it without `svc_`.
+        name: String,
+    },
 }
 
 /// The provider id rule, with a message about services.

@@ -14,15 +14,20 @@ use crate::store::StoreError;
 pub enum UsersCommand {
     /// Create a local account. Without --password-stdin a random password is generated and printed.
     Add {
+        /// The username: 1-64 letters, digits, '.', '_', '-' or '@'.
         name: String,
         /// Read the password from standard input (first line).
         #[arg(long)]
         password_stdin: bool,
     },
     /// Set a new password (read from standard input).
-    Passwd { name: String },
+    Passwd {
+        /// The username.
+        name: String,
+    },
     /// List accounts.
     List {
+        /// Machine-readable output (times as Unix seconds).
         #[arg(long)]
         json: bool,
     },
@@ -32,6 +37,7 @@ pub enum UsersCommand {
 pub enum TokensCommand {
     /// Print a bearer token (JWT) for NAME, for MCP clients' Authorization header.
     Issue {
+        /// The user the token speaks for (username).
         name: String,
         /// Lifetime, e.g. 30m, 1h, 7d.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
@@ -112,10 +118,11 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:<24} {:<38} CREATED", "USERNAME", "ID");
-                for u in users {
-                    println!("{:<24} {:<38} {}", u.username.as_deref().unwrap_or("-"), u.id, u.created_at);
-                }
+                let rows: Vec<_> = users
+                    .iter()
+                    .map(|u| vec![super::display::user_name(u), u.id.clone(), super::display::iso_time(u.created_at)])
+                    .collect();
+                print!("{}", super::display::table(&["USER", "ID", "CREATED"], &rows));
             }
             Ok(())
         }

@@ -60,6 +60,15 @@ pub enum Backend {
     Postgres,
 }
 
+/// A row of sqlx's migration table, for `migrate --status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMigration {
+    pub version: i64,
+    pub description: String,
+    /// False when the migration started and failed (sqlx then refuses to go on).
+    pub success: bool,
+}
+
 /// Cheap to clone: a handle on the pool.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -105,13 +114,38 @@ impl Store {
         Ok(())
     }
 
-    /// Versions applied to this database and versions this binary knows, for `migrate --status`.
+    /// The migrations this binary knows for this database's kind, by version.
     pub fn known_migrations(&self) -> Vec<(i64, String)> {
-        let migrator = match self.backend {
+        describe(match self.backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
+        })
+    }
+
+    /// The migrations recorded as run in this database (sqlx's `_sqlx_migrations`), by version,
+    /// with whether each finished; empty when no migration ever ran here. Creates nothing.
+    pub async fn applied_migrations(&self) -> StoreResult<Vec<AppliedMigration>> {
+        // Whether a table exists is asked differently: SQLite has no information_schema.
+        let exists = match self.backend {
+            Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+            Backend::Postgres => {
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '_sqlx_migrations'"
+            }
         };
-        migrator.iter().map(|m| (m.version, m.description.to_string())).collect()
+        let (count,): (i64,) = sqlx::query_as(exists).fetch_one(self.pool()).await?;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        // `success` is a BOOLEAN column, which SQLite stores as an integer: compare, don't decode.
+        let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+            "SELECT version, description, CASE WHEN success THEN 1 ELSE 0 END FROM _sqlx_migrations ORDER BY version",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(version, description, success)| AppliedMigration { version, description, success: success != 0 })
+            .collect())
     }
 
     pub fn backend(&self) -> Backend {
@@ -142,6 +176,15 @@ impl Store {
         sqlx::query("VACUUM INTO $1").bind(target).execute(self.pool()).await?;
         Ok(())
     }
+}
+
+/// The migrations a SQLite database gets, without one (`migrate --status` before the first run).
+pub fn known_sqlite_migrations() -> Vec<(i64, String)> {
+    describe(&SQLITE_MIGRATIONS)
+}
+
+fn describe(migrator: &Migrator) -> Vec<(i64, String)> {
+    migrator.iter().map(|m| (m.version, m.description.to_string())).collect()
 }
 
 /// The file a `sqlite:` URL names (`None` for other URLs and in-memory databases).

@@ -4,6 +4,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use crate::helpers::TestApp;
+use crate::on_both_backends;
+
 fn broker(data_dir: &std::path::Path, public_url: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
@@ -107,9 +110,10 @@ fn tokens_can_be_issued_for_a_named_client_and_consents_are_listed() {
     let unknown = run(&["admin", "consents", "revoke", "nobody", "--client", "token:nightly-ci"]);
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no user named nobody"));
+    // Withdrawing nothing is a mistake worth a non-zero exit (issue 13), not "withdrew 0".
     let none = run(&["admin", "consents", "revoke", "dave", "--client", "token:nightly-ci"]);
-    assert!(none.status.success());
-    assert_eq!(String::from_utf8_lossy(&none.stdout).trim(), "withdrew 0 consent(s)");
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("dave has no consents"), "{}", stderr_of(&none));
 }
 
 /// A data directory initialised by `migrate`, as a server would have it.
@@ -301,3 +305,276 @@ async fn serve_demo_runs_in_oidc_mode_without_printing_a_local_token() {
     assert!(printed.contains("identity from http://127.0.0.1:9"), "{printed}");
     assert!(!printed.contains("Bearer token for MCP clients"), "no local token in oidc mode: {printed}");
 }
+
+/// An example binary next to the test binary (`target/<profile>/examples/NAME`), built by
+/// `cargo test`.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().and_then(|deps| deps.parent()).unwrap().join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds the examples (or `cargo build --example {name}`)",
+        path.display()
+    );
+    path
+}
+
+/// Lines of a child's output until one satisfies `done`; panics with what was read if the
+/// output ends first (the child exited).
+fn read_until(lines: &mut impl Iterator<Item = std::io::Result<String>>, done: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut read = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let found = done(&line);
+        read.push(line);
+        if found {
+            return read;
+        }
+    }
+    panic!("the output ended before the expected line:\n{}", read.join("\n"));
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn jwt_claims(token: &str) -> serde_json::Value {
+    use base64::Engine;
+    let payload = token.trim().split('.').nth(1).unwrap();
+    serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+}
+
+// Issue 13: the printed client command carried `--token <jwt>` in its arguments, which every
+// local user can read with `ps`.
+#[test]
+fn serve_demo_prints_a_client_command_that_passes_the_token_in_the_environment() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let public_url = format!("http://127.0.0.1:{port}");
+    let mut server = broker(dir.path(), &public_url)
+        .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let printed = read_until(&mut lines, |line| line.contains("oauth-broker admin tokens issue"));
+    let after_heading = |heading: &str| {
+        let at =
+            printed.iter().position(|l| l.starts_with(heading)).unwrap_or_else(|| panic!("{heading}: {printed:?}"));
+        printed[at + 1].trim().to_owned()
+    };
+    let token = after_heading("Bearer token for MCP clients");
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let command = after_heading("Try the whole flow with the bundled client");
+
+    // Arrange the printed line as a shell would: leading NAME=VALUE words are the environment.
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let env_words = words.iter().take_while(|w| w.contains('=') && !w.starts_with('-')).count();
+    let (env, argv) = words.split_at(env_words);
+    assert_eq!(env, [format!("OAUTH_BROKER_TOKEN={token}").as_str()], "{command}");
+    assert!(argv.iter().all(|w| !w.contains(&token) && !w.contains(&token[..20])), "no token in argv: {command}");
+    assert!(!argv.contains(&"--token"), "{command}");
+    assert_eq!(argv[..4], ["cargo", "run", "--example", "demo_client"], "{command}");
+    let client_args = &argv[argv.iter().position(|w| *w == "--").unwrap() + 1..];
+
+    // The bundled client, run as printed, reads the token from there and gets as far as the link.
+    let mut client = Command::new(example_binary("demo_client"))
+        .env_clear()
+        .env("OAUTH_BROKER_TOKEN", &token)
+        .args(client_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut client_lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines();
+    let shown = read_until(&mut client_lines, |line| line.contains(&format!("{public_url}/connect/")));
+    assert!(shown.iter().any(|l| l.starts_with("Connected to")), "{shown:?}");
+    let _ = client.kill();
+    let _ = client.wait();
+
+    // The printed reissue command keeps the demo client's label, so its approvals still apply.
+    let reissue = after_heading("A new token for the same client");
+    let reissue_args: Vec<&str> = reissue.split_whitespace().skip(1).collect();
+    assert_eq!(reissue_args[..3], ["admin", "tokens", "issue"], "{reissue}");
+    let issued = broker(dir.path(), &public_url).args(&reissue_args).output().unwrap();
+    assert!(issued.status.success(), "{}", stderr_of(&issued));
+    assert_eq!(jwt_claims(&String::from_utf8_lossy(&issued.stdout))["client_label"], "demo_client");
+    assert_eq!(jwt_claims(&token)["client_label"], "demo_client");
+
+    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    let _ = server.wait();
+}
+
+// Issue 13: the six settings were repeated in every subcommand's help, even `admin users`, and
+// positional arguments had no description.
+#[test]
+fn help_shows_the_settings_once_and_each_command_its_own_arguments_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = |args: &[&str]| {
+        let output = broker(dir.path(), "http://127.0.0.1:8080").args(args).arg("--help").output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr_of(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let top = help(&[]);
+    for setting in ["--config <", "--listen <", "--public-url <", "--database-url <", "--data-dir <", "--demo "] {
+        assert_eq!(top.matches(setting).count(), 1, "top-level help lists {setting} once: {top}");
+    }
+
+    let users = help(&["admin", "users"]);
+    assert!(!users.contains("--data-dir <") && !users.contains("--public-url <"), "{users}");
+    let revoke = help(&["admin", "consents", "revoke"]);
+    let options = revoke.split("Options:").nth(1).unwrap();
+    assert!(options.trim_start().starts_with("--client <CLIENT>"), "its own option first: {revoke}");
+    assert!(!revoke.contains("--database-url <"), "{revoke}");
+    assert!(revoke.contains("<USER>  The user"), "the positional says what it is: {revoke}");
+    assert!(help(&["admin", "backup"]).contains("<FILE>  Where to write the copy"));
+    assert!(help(&["admin", "users", "add"]).contains("<NAME>  The username"));
+
+    // Still accepted after the command's name, as the README and scripts give them.
+    let typo = dir.path().join("dta");
+    let listed = broker(dir.path(), "http://127.0.0.1:8080")
+        .args(["admin", "users", "list", "--data-dir"])
+        .arg(&typo)
+        .output()
+        .unwrap();
+    assert!(!listed.status.success());
+    assert!(stderr_of(&listed).contains(&typo.display().to_string()), "{}", stderr_of(&listed));
+}
+
+// Issue 13: `migrate --status` listed the migrations the binary knows, not which were applied.
+#[tokio::test]
+async fn migrate_status_says_which_migrations_are_applied_and_which_are_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = || {
+        let output = broker(dir.path(), "http://127.0.0.1:8080").args(["migrate", "--status"]).output().unwrap();
+        assert!(output.status.success(), "{}", stderr_of(&output));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let fresh = status();
+    assert!(fresh.contains("   1  pending  initial") && fresh.contains("0 applied"), "{fresh}");
+    assert!(!dir.path().join("oauth-broker.db").exists(), "--status creates no database");
+
+    migrated(dir.path());
+    let done = status();
+    assert!(done.contains("   1  applied  initial") && !done.contains("pending "), "{done}");
+    assert!(done.contains(" applied, 0 pending"), "{done}");
+
+    // As after an upgrade: the newest migration not yet run here.
+    let url = format!("sqlite://{}", dir.path().join("oauth-broker.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let (newest, name): (i64, String) =
+        sqlx::query_as("SELECT version, description FROM _sqlx_migrations ORDER BY version DESC LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1").bind(newest).execute(&pool).await.unwrap();
+    pool.close().await;
+    let upgrade = status();
+    assert!(upgrade.contains(&format!("{newest:>4}  pending  {name}")), "{upgrade}");
+    assert!(upgrade.contains(&format!("{} applied, 1 pending", newest - 1)), "{upgrade}");
+}
+
+async fn applied_versions_are_read_from_the_database(app: &TestApp) {
+    let applied = app.state.store.applied_migrations().await.unwrap();
+    let known = app.state.store.known_migrations();
+    assert_eq!(applied.iter().map(|a| a.version).collect::<Vec<_>>(), known.iter().map(|k| k.0).collect::<Vec<_>>());
+    assert!(applied.iter().all(|a| a.success), "{applied:?}");
+}
+on_both_backends!(migrate_status_reads_the_migration_table, applied_versions_are_read_from_the_database);
+
+/// The binary with `app`'s database and key (given by environment, as an operator would).
+fn broker_for(app: &TestApp) -> tokio::process::Command {
+    use secrecy::ExposeSecret;
+    let key = app.state.config.encryption_key.as_ref().unwrap().expose_secret().to_owned();
+    let mut command = broker(&app.state.config.data_dir, &app.address);
+    command
+        .env("OAUTH_BROKER_DATABASE_URL", &app.state.config.database_url)
+        .env("OAUTH_BROKER_ENCRYPTION_KEY", key)
+        .env("OAUTH_BROKER_DEMO", "true");
+    tokio::process::Command::from(command)
+}
+
+async fn admin(app: &TestApp, args: &[&str]) -> std::process::Output {
+    broker_for(app).arg("admin").args(args).output().await.unwrap()
+}
+
+async fn admin_ok(app: &TestApp, args: &[&str]) -> String {
+    let output = admin(app, args).await;
+    assert!(output.status.success(), "{args:?}: {}", stderr_of(&output));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A `YYYY-MM-DDTHH:MM:SSZ` anywhere in `text`.
+fn has_iso_time(text: &str) -> bool {
+    text.split_whitespace().any(|w| {
+        let b = w.as_bytes();
+        b.len() == 20
+            && b[4] == b'-'
+            && b[10] == b'T'
+            && b[19] == b'Z'
+            && b.iter().enumerate().all(|(i, c)| [4, 7, 10, 13, 16, 19].contains(&i) || c.is_ascii_digit())
+    })
+}
+
+// Issue 13: admin tables showed user UUIDs and epoch numbers, `audit` had no header, and
+// `consents revoke alice --client demo_client` withdrew nothing (the key is
+// `token:demo_client`) and still exited 0.
+async fn admin_tables_name_users_show_iso_times_and_revoke_refuses_a_key_that_matches_nothing(app: &TestApp) {
+    use crate::helpers::{ALICE, ClientKind};
+    let token = app.token_for_client(ALICE, "demo_client").await;
+    let client = app.mcp_client_with_token(&token, ClientKind::Url).await.unwrap();
+    let error = match client
+        .call("provider_request", serde_json::json!({"provider": "demo", "method": "GET", "path": "/me"}))
+        .await
+    {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    assert_eq!(app.approve_in_browser(&app.browser(), &url, ALICE).await.status(), 200);
+    let alice_id = app.user_id(ALICE).await;
+
+    for (args, header) in [
+        (&["grants", "list"][..], "USER"),
+        (&["consents", "list"][..], "USER"),
+        (&["authorizations", "list"][..], "ID"),
+        (&["audit"][..], "TIME"),
+    ] {
+        let table = admin_ok(app, args).await;
+        let mut lines = table.lines();
+        assert!(lines.next().unwrap().starts_with(header), "{args:?} has a header row: {table}");
+        assert!(table.contains(ALICE) && !table.contains(&alice_id), "{args:?} names the user: {table}");
+        assert!(has_iso_time(&table), "{args:?} shows ISO 8601 times: {table}");
+    }
+    let users = admin_ok(app, &["users", "list"]).await;
+    assert!(
+        users.starts_with("USER") && users.contains(&alice_id) && has_iso_time(&users),
+        "the id has its own column: {users}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&admin_ok(app, &["grants", "list", "--json"]).await).unwrap();
+    assert_eq!((json[0]["user"].as_str(), json[0]["user_id"].as_str()), (Some(ALICE), Some(alice_id.as_str())));
+
+    let consents = admin_ok(app, &["consents", "list"]).await;
+    assert!(consents.contains("token:demo_client"), "{consents}");
+    let wrong = admin(app, &["consents", "revoke", ALICE, "--client", "demo_client"]).await;
+    assert!(!wrong.status.success(), "withdrawing nothing fails");
+    let message = stderr_of(&wrong);
+    assert!(
+        message.contains("nothing was withdrawn") && message.contains("token:demo_client"),
+        "says what would match: {message}"
+    );
+    assert!(admin_ok(app, &["consents", "list"]).await.contains("token:demo_client"), "nothing changed");
+
+    let revoked = admin_ok(app, &["consents", "revoke", ALICE, "--client", "token:demo_client"]).await;
+    assert_eq!(revoked.trim(), "withdrew 1 consent(s)");
+    assert!(!admin_ok(app, &["consents", "list"]).await.contains("token:demo_client"));
+    client.close().await;
+}
+on_both_backends!(
+    admin_output_is_for_people,
+    admin_tables_name_users_show_iso_times_and_revoke_refuses_a_key_that_matches_nothing
+);
