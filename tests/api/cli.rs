@@ -424,6 +424,14 @@ fn help_shows_the_settings_once_and_each_command_its_own_arguments_first() {
         assert_eq!(top.matches(setting).count(), 1, "top-level help lists {setting} once: {top}");
     }
 
+    // clap prints an option's environment value in --help; a database URL can hold a password.
+    let with_password = broker(dir.path(), "http://127.0.0.1:8080")
+        .env("OAUTH_BROKER_DATABASE_URL", "postgres://broker:s3cret-pw@db.example/broker")
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&with_password.stdout).contains("s3cret-pw"), "no password in --help");
+
     let users = help(&["admin", "users"]);
     assert!(!users.contains("--data-dir <") && !users.contains("--public-url <"), "{users}");
     let revoke = help(&["admin", "consents", "revoke"]);
