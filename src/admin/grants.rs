@@ -119,17 +119,30 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             let provider_config = state.providers.find(&provider).with_context(|| {
                 format!("unknown provider {provider} (give admin the same settings as serve, e.g. --config or --demo)")
             })?;
-            let removed = match account {
-                Some(account) => match state.store.grant_for_account(&id, &provider, &account).await? {
-                    Some(grant) => {
-                        crate::broker::tokens::disconnect_grant(state, provider_config, &grant).await.map(|d| d.deleted)
-                    }
-                    None => Ok(false),
-                },
-                None => crate::broker::tokens::disconnect(state, &id, provider_config).await,
+            let grants = match &account {
+                Some(account) => state.store.grant_for_account(&id, &provider, account).await?.into_iter().collect(),
+                None => state.store.grants_at(&id, &provider).await?,
+            };
+            if grants.is_empty() {
+                let held = state.store.grants_for_user(&id).await?;
+                let matching: Vec<String> = held
+                    .iter()
+                    .filter(|g| g.provider == provider)
+                    .map(|g| format!("  {provider}  account {}", account_of(Some(g))))
+                    .collect();
+                let hint = if matching.is_empty() {
+                    format!("{user} has no grant at {provider}")
+                } else {
+                    format!("{user}'s grants at {provider}:\n{}", matching.join("\n"))
+                };
+                anyhow::bail!("no grant matched; nothing was revoked. {hint}");
             }
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!("{}", if removed { "revoked and deleted" } else { "no such grant" });
+            for grant in &grants {
+                let outcome = crate::broker::tokens::disconnect_grant(state, provider_config, grant)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                println!("{}: {}", account_of(Some(grant)), revocation_said(outcome));
+            }
             Ok(())
         }
     }
@@ -325,4 +338,21 @@ pub async fn run_audit(state: &AppState, user: Option<String>, limit: i64, json:
         print!("{}", table(&["TIME", "ACTION", "PROVIDER", "USER", "DETAIL"], &rows));
     }
     Ok(())
+}
+
+/// What `grants revoke` says about one grant: the provider's answer as it was, never a
+/// revocation that did not happen.
+fn revocation_said(outcome: crate::broker::tokens::Disconnected) -> &'static str {
+    use crate::broker::tokens::Revocation;
+    match (outcome.deleted, outcome.revocation) {
+        (false, _) => "already gone (deleted meanwhile)",
+        (true, Revocation::Revoked) => "revoked at the provider and deleted",
+        (true, Revocation::NotOffered) => "deleted; the provider offers no revocation, its tokens lapse on their own",
+        (true, Revocation::Failed) => {
+            "deleted here, but the provider did not confirm the revocation (revoke it there too)"
+        }
+        (true, Revocation::TokenUnreadable) => {
+            "deleted; its stored token could not be opened, so nothing was sent to the provider"
+        }
+    }
 }

@@ -580,6 +580,21 @@ async fn admin_tables_name_users_show_iso_times_and_revoke_refuses_a_key_that_ma
     let revoked = admin_ok(app, &["consents", "revoke", ALICE, "--client", "token:demo_client"]).await;
     assert_eq!(revoked.trim(), "withdrew 1 consent(s)");
     assert!(!admin_ok(app, &["consents", "list"]).await.contains("token:demo_client"));
+
+    // `grants revoke` that matched nothing said "no such grant" and exited 0; one that matched
+    // said "revoked and deleted" whatever the provider answered.
+    let wrong_account = admin(app, &["grants", "revoke", ALICE, "demo", "--account", "someone-else"]).await;
+    assert!(!wrong_account.status.success(), "revoking nothing fails");
+    let message = stderr_of(&wrong_account);
+    assert!(
+        message.contains("nothing was revoked") && message.contains("demo-user"),
+        "lists what would match: {message}"
+    );
+    assert!(admin_ok(app, &["grants", "list"]).await.contains("demo-user"), "nothing changed");
+    let revoked = admin_ok(app, &["grants", "revoke", ALICE, "demo"]).await;
+    assert_eq!(revoked.trim(), "demo-user: revoked at the provider and deleted", "the provider's real answer");
+    let again = admin(app, &["grants", "revoke", ALICE, "demo"]).await;
+    assert!(!again.status.success() && stderr_of(&again).contains("has no grant at demo"), "{}", stderr_of(&again));
     client.close().await;
 }
 on_both_backends!(
