@@ -61,6 +61,7 @@ impl AppBuilder {
             ensure_local_user(&state, &name).await?;
             state.fixed_identity = Some(name);
         }
+        settle_abandoned_exchanges(&state);
         let extensions = Extensions(Arc::new(self.extensions));
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());
@@ -68,6 +69,26 @@ impl AppBuilder {
         let router = router(state.clone(), mcp);
         Ok(App { state, router })
     }
+}
+
+/// Every minute (and once now): an exchange abandoned by a process that stopped mid-way is
+/// marked failed, so the row does not wait for an operator and whoever waits on it is told.
+fn settle_abandoned_exchanges(state: &AppState) {
+    let (core, shutdown) = (state.core.clone(), state.shutdown.clone());
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            match crate::broker::flow::settle_interrupted_exchanges(&core).await {
+                Ok(0) => {}
+                Ok(settled) => tracing::info!(settled, "marked abandoned code exchanges failed"),
+                Err(error) => tracing::warn!(%error, "could not settle abandoned code exchanges"),
+            }
+        }
+    });
 }
 
 async fn ensure_local_user(state: &AppState, name: &str) -> anyhow::Result<()> {

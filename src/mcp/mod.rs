@@ -15,6 +15,7 @@ pub mod connect;
 pub mod connections;
 pub mod elicitation;
 pub mod extension;
+pub mod failure;
 pub mod forms;
 pub mod jsonrpc_guard;
 pub mod pagination;

@@ -352,8 +352,8 @@ impl ServerHandler for BrokerServer {
                 }
                 Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
             }
-        }?;
-        Ok(result.into())
+        };
+        Ok(result.or_else(super::failure::into_tool_answer)?.into())
     }
 
     async fn list_prompts(

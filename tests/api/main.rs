@@ -8,6 +8,7 @@ mod authorization_server;
 mod bearer;
 mod cli;
 mod consent;
+mod faults;
 mod flow;
 mod forms;
 mod logs;
