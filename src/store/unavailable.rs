@@ -31,22 +31,31 @@ fn sqlx_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| transient_code(&code)),
+        sqlx::Error::Database(db) => {
+            let Some(code) = db.code() else { return false };
+            // The `Any` driver hands over the backend's own error; SQLite codes are numbers, and
+            // so are many SQLSTATEs, so the backend decides how to read the code.
+            if db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>().is_some() {
+                postgres_transient(&code)
+            } else {
+                db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() && sqlite_transient(&code)
+            }
+        }
         _ => false,
     }
 }
 
-/// PostgreSQL SQLSTATEs (Appendix A of its manual) and SQLite result codes that pass.
-fn transient_code(code: &str) -> bool {
-    // SQLite reports its extended result code as a number; the primary code is the low byte:
-    // 5 SQLITE_BUSY, 6 SQLITE_LOCKED (another writer held the database past busy_timeout).
-    if let Ok(number) = code.parse::<u32>() {
-        return matches!(number & 0xff, 5 | 6);
-    }
-    // Class 08: connection exception; 53: insufficient resources (too many connections);
-    // 57P01–57P05: administrator or crash shutdown, cannot connect now, idle session timeout;
-    // 57014: statement timeout or cancellation; 40001/40P01: serialization failure, deadlock;
-    // 55P03: lock not available.
+/// SQLite reports its extended result code; the primary code is the low byte: 5 SQLITE_BUSY,
+/// 6 SQLITE_LOCKED (another writer held the database past busy_timeout).
+fn sqlite_transient(code: &str) -> bool {
+    code.parse::<u32>().is_ok_and(|number| matches!(number & 0xff, 5 | 6))
+}
+
+/// PostgreSQL SQLSTATEs (Appendix A of its manual). Class 08: connection exception; 53:
+/// insufficient resources (too many connections); 57P01–57P05: administrator or crash
+/// shutdown, cannot connect now, idle session timeout; 57014: statement timeout or
+/// cancellation; 40001/40P01: serialization failure, deadlock; 55P03: lock not available.
+fn postgres_transient(code: &str) -> bool {
     code.starts_with("08")
         || code.starts_with("53")
         || code.starts_with("57P")
@@ -79,11 +88,17 @@ mod tests {
 
     #[test]
     fn busy_locked_and_connection_codes_are_transient_others_not() {
-        for code in ["5", "6", "517", "262", "08006", "57P01", "53300", "57014", "40001", "40P01", "55P03"] {
-            assert!(transient_code(code), "{code}");
+        for code in ["5", "6", "517", "262"] {
+            assert!(sqlite_transient(code), "{code}");
         }
-        for code in ["1", "19", "2067", "23505", "42P01", "22001"] {
-            assert!(!transient_code(code), "{code}");
+        for code in ["1", "19", "2067", "08006"] {
+            assert!(!sqlite_transient(code), "{code}");
+        }
+        for code in ["08006", "57P01", "53300", "57014", "40001", "40P01", "55P03"] {
+            assert!(postgres_transient(code), "{code}");
+        }
+        for code in ["23505", "42P01", "22001", "5"] {
+            assert!(!postgres_transient(code), "{code}");
         }
     }
 }
