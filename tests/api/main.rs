@@ -21,4 +21,6 @@ mod resources;
 mod review;
 mod security;
 mod services;
+mod shutdown;
+mod streams;
 mod token_api;
