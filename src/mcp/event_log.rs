@@ -31,6 +31,8 @@ use crate::clock::{SharedClock, Timestamp};
 pub const KEPT_PER_STREAM: usize = 64;
 /// How long a request's stream stays resumable after its answer.
 pub const ANSWERED_KEPT_SECONDS: i64 = 60;
+/// How often answered streams are looked for (on a new stream).
+const PRUNE_EVERY_SECONDS: i64 = 10;
 /// Streams kept at most (of sessions that never end cleanly, or stateless requests).
 const MAX_STREAMS: usize = 10_000;
 /// How rmcp names a session's standalone (GET) stream: `{session id}:common`.
@@ -58,6 +60,8 @@ struct Log {
     /// Per session: the last id when its newest standalone stream opened (what its priming
     /// event `0` stands for).
     fresh_common: HashMap<String, u64>,
+    /// When answered streams were last dropped.
+    pruned_at: Timestamp,
 }
 
 struct StreamLog {
@@ -100,8 +104,11 @@ impl EventLog {
         let id = log.last;
         let log = &mut *log;
         if !log.streams.contains_key(stream_id) {
-            if log.streams.len() >= MAX_STREAMS {
+            // A new stream is when memory grows: answered streams past their window go first.
+            if now - log.pruned_at >= PRUNE_EVERY_SECONDS || log.streams.len() >= MAX_STREAMS {
                 prune(log, now);
+            }
+            if log.streams.len() >= MAX_STREAMS {
                 evict_oldest(log);
             }
             let session = stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned);
@@ -226,6 +233,7 @@ fn remove_stream(log: &mut Log, stream_id: &str) {
 
 /// Drops answered streams past their resume window.
 fn prune(log: &mut Log, now: Timestamp) {
+    log.pruned_at = now;
     let done: Vec<String> = log
         .streams
         .iter()
@@ -357,6 +365,20 @@ mod tests {
         log.end_session("s1");
         assert!(follow.next().await.is_none());
         assert_eq!(log.stream_count(), 0, "the session's memory is returned");
+    }
+
+    #[test]
+    fn an_answered_request_stream_is_dropped_after_its_resume_window() {
+        let clock = ManualClock::new(1_000);
+        let log = EventLog::new(Arc::new(clock.clone()));
+        let answer = ServerSseMessage::from_message(ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::RequestId::Number(1),
+        ));
+        log.append("request-a", &answer);
+        clock.advance(ANSWERED_KEPT_SECONDS + 1);
+        log.append("request-b", &note());
+        assert_eq!(log.stream_count(), 1, "only the unanswered stream is left");
     }
 
     #[test]
