@@ -4,7 +4,7 @@
 //! signing keys, and assembles the router from each module's `router()`. `App::run` serves a
 //! listener the caller bound, so tests bind port 0 and never sleep.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -61,13 +61,35 @@ impl AppBuilder {
             ensure_local_user(&state, &name).await?;
             state.fixed_identity = Some(name);
         }
+        settle_abandoned_exchanges(&state);
         let extensions = Extensions(Arc::new(self.extensions));
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());
-        let mcp = McpState { app: state.clone(), sessions: Default::default(), extensions, prompts };
+        let life = Arc::new(crate::mcp::session_life::SessionLife::new(state.clock.clone()));
+        let mcp = McpState { app: state.clone(), sessions: Default::default(), life, extensions, prompts };
         let router = router(state.clone(), mcp);
         Ok(App { state, router })
     }
+}
+
+/// Every minute (and once now): an exchange abandoned by a process that stopped mid-way is
+/// marked failed, so the row does not wait for an operator and whoever waits on it is told.
+fn settle_abandoned_exchanges(state: &AppState) {
+    let (core, shutdown) = (state.core.clone(), state.shutdown.clone());
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            match crate::broker::flow::settle_interrupted_exchanges(&core).await {
+                Ok(0) => {}
+                Ok(settled) => tracing::info!(settled, "marked abandoned code exchanges failed"),
+                Err(error) => tracing::warn!(%error, "could not settle abandoned code exchanges"),
+            }
+        }
+    });
 }
 
 async fn ensure_local_user(state: &AppState, name: &str) -> anyhow::Result<()> {
@@ -93,7 +115,11 @@ impl App {
         &self.state
     }
 
-    /// Serves until `shutdown` resolves, then lets in-flight requests finish.
+    /// Serves until `shutdown` resolves, then stops gracefully: no new connections; listeners
+    /// on standalone SSE streams get a `retry:` hint and their stream ends (they reconnect,
+    /// to another instance); requests already running (tool calls, token API calls, a refresh
+    /// at a provider) may finish for up to `shutdown_grace`; whatever is still open then is
+    /// ended. Returns once every connection is closed.
     pub async fn run(
         self,
         listener: TcpListener,
@@ -105,16 +131,41 @@ impl App {
                 tracing::warn!(%error, "could not set TCP_NODELAY");
             }
         });
-        let cancel = self.state.shutdown.clone();
-        axum::serve(listener, self.router.into_make_service_with_connect_info::<std::net::SocketAddr>())
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                // Ends open SSE streams, which would otherwise hold shutdown forever.
-                cancel.cancel();
+        let grace = self.state.config.shutdown_grace;
+        let (draining, cancel) = (self.state.draining.clone(), self.state.shutdown.clone());
+        let serve = axum::serve(listener, self.router.into_make_service_with_connect_info::<std::net::SocketAddr>())
+            .with_graceful_shutdown({
+                let draining = draining.clone();
+                async move {
+                    shutdown.await;
+                    tracing::info!(?grace, "stopping: no new connections; requests already running may finish");
+                    draining.cancel();
+                }
             })
-            .await
+            .into_future();
+        tokio::pin!(serve);
+        let result = tokio::select! {
+            result = &mut serve => result,
+            _ = async { draining.cancelled().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!(?grace, "grace period over: ending the requests still open");
+                // Ends every stream (and each session), so their connections close now.
+                cancel.cancel();
+                match tokio::time::timeout(FINAL_CLOSE, &mut serve).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        tracing::warn!("connections still open after the grace period; leaving them");
+                        Ok(())
+                    }
+                }
+            }
+        };
+        cancel.cancel();
+        result
     }
 }
+
+/// After the grace period everything is cancelled; connections get this long to close.
+const FINAL_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything but the router, creating what is missing (`serve`, `migrate`, tests).
 pub async fn build_state(config: Config, clock: SharedClock) -> anyhow::Result<AppState> {
@@ -147,14 +198,10 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         events: Events::new(),
         refresh_locks: Default::default(),
     };
-    Ok(AppState {
-        core,
-        keys: Arc::new(keys),
-        oidc,
-        demo_client_secret,
-        shutdown: tokio_util::sync::CancellationToken::new(),
-        fixed_identity: None,
-    })
+    // Stopping the whole server also stops accepting work; draining alone lets work finish.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let draining = shutdown.child_token();
+    Ok(AppState { core, keys: Arc::new(keys), oidc, demo_client_secret, draining, shutdown, fixed_identity: None })
 }
 
 /// For error messages: never print a database password.

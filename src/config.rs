@@ -60,6 +60,8 @@ struct FileConfig {
     connect_wait: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     progress_interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    shutdown_grace: Option<Duration>,
     /// Directory of operator prompt templates (TOML or Markdown with front matter).
     prompts_dir: Option<PathBuf>,
     /// Page size of `prompts/list` (and the other paginated lists).
@@ -203,6 +205,9 @@ pub struct Config {
     /// How often a waiting `connect_account` re-reads its authorization and sends progress
     /// (`progress_interval`, default 5 s).
     pub progress_interval: Duration,
+    /// On SIGTERM, how long requests already running may take to finish before they are ended
+    /// (`shutdown_grace`, default 20 s).
+    pub shutdown_grace: Duration,
     /// Operator prompt templates, watched for changes [default: {data_dir}/prompts].
     pub prompts_dir: PathBuf,
     /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
@@ -274,6 +279,7 @@ impl Config {
             authorization_ttl: file.authorization_ttl.unwrap_or(Duration::from_secs(600)),
             connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
             progress_interval: file.progress_interval.unwrap_or(Duration::from_secs(5)).max(Duration::from_millis(50)),
+            shutdown_grace: file.shutdown_grace.unwrap_or(Duration::from_secs(20)),
             prompts_dir: file.prompts_dir.unwrap_or_else(|| data_dir_for_defaults.join("prompts")),
             page_size: match file.page_size {
                 Some(0) => bail!("page_size must be at least 1"),

@@ -57,7 +57,12 @@ pub struct AppState {
     pub oidc: Option<Arc<crate::identity::oidc::OidcContext>>,
     /// The demo provider's client secret, shared by the provider and the broker's `demo` entry.
     pub demo_client_secret: Option<secrecy::SecretString>,
-    /// Cancelled at shutdown: ends SSE streams, long polls and waiting tool calls.
+    /// Cancelled when the server starts to stop (SIGTERM): standalone SSE streams end with a
+    /// `retry:` hint and waits end early with a "call again" answer, while requests already
+    /// running finish. Also cancelled with `shutdown`.
+    pub draining: tokio_util::sync::CancellationToken,
+    /// Cancelled at shutdown (after the grace period): ends every stream, long poll and
+    /// waiting tool call that is still open.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Test harnesses only (never from configuration): the user for /mcp requests that carry
     /// no bearer token. See [`crate::app::AppBuilder::fixed_identity_for_tests`].

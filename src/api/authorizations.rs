@@ -86,7 +86,8 @@ pub async fn show(
     let deadline = tokio::time::Instant::now() + wait;
     while !Outcome::of(&row, state.now()).is_final() && tokio::time::Instant::now() < deadline {
         tokio::select! {
-            _ = state.shutdown.cancelled() => break,
+            // Stopping: the status as it is now; the caller asks again (another instance).
+            _ = state.draining.cancelled() => break,
             _ = tokio::time::sleep_until(deadline) => break,
             _ = tokio::time::sleep(RECHECK) => {}
             _ = events.recv() => {}
@@ -154,7 +155,8 @@ impl Watch {
                 return None;
             }
             tokio::select! {
-                _ = self.state.shutdown.cancelled() => return None,
+                // Stopping: the stream ends and the caller reconnects (another instance).
+                _ = self.state.draining.cancelled() => return None,
                 _ = tokio::time::sleep(RECHECK) => {}
                 _ = self.events.recv() => {}
             }

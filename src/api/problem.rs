@@ -101,6 +101,18 @@ impl Problem {
         .with("retry_after", retry_after_seconds)
     }
 
+    /// 503 with `Retry-After`: the database is away for a moment (as bearer authentication
+    /// answers); nothing is wrong with the request.
+    pub fn database_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "Temporarily unavailable",
+            "The broker's database is temporarily unavailable; try again shortly.",
+        )
+        .with("retry_after", crate::store::unavailable::RETRY_AFTER_SECONDS)
+    }
+
     /// 403: the service may not do this (provider not given to it, a raw token asked by a
     /// proxy-only service, a user named by an untrusted service).
     pub fn forbidden(detail: impl Into<String>) -> Self {
@@ -193,6 +205,10 @@ impl Problem {
 
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Self {
+        if crate::store::unavailable::is_unavailable(&error) {
+            tracing::warn!(%error, "token API: database unavailable; the caller is told to retry");
+            return Self::database_unavailable();
+        }
         tracing::error!(%error, "token API: database error");
         Self::server_error()
     }

@@ -99,6 +99,11 @@ impl Outcome {
             AuthorizationStatus::Completed => Outcome::Completed,
             AuthorizationStatus::Declined => Outcome::Declined,
             AuthorizationStatus::Failed => Outcome::Failed(row.failure.clone().unwrap_or_else(|| "unknown".into())),
+            // An exchange that outlived any exchange was abandoned (the process stopped): it
+            // will never finish, whatever the row still says until it is settled.
+            AuthorizationStatus::Exchanging if crate::broker::flow::exchange_interrupted(row, now) => {
+                Outcome::Failed(crate::broker::flow::INTERRUPTED.into())
+            }
             // `exchanging` past the expiry still finishes (the state was consumed in time).
             AuthorizationStatus::Exchanging => Outcome::Pending,
             AuthorizationStatus::Pending | AuthorizationStatus::Redirected if row.is_expired(now) => Outcome::Expired,

@@ -66,6 +66,10 @@ pub enum FlowError {
     /// no longer held): it cannot be finished, but a new attempt can.
     #[error("the attempt's stored verifier could not be opened")]
     VerifierUnreadable,
+    /// The exchange for this response started but never finished (the broker stopped during
+    /// it); the row is now failed and the user must start again from the client.
+    #[error("the code exchange was interrupted")]
+    Interrupted,
     /// The token request failed; a short reason such as `invalid_grant` or `unavailable`.
     #[error("the code exchange failed: {0}")]
     ExchangeFailed(String),
@@ -239,6 +243,15 @@ pub async fn complete(
         return Err(FlowError::OtherBrowser);
     }
     let now = state.now();
+    // The state was consumed already: a reload while the exchange runs, or after the process
+    // stopped during it. The code cannot be used twice either way.
+    if row.status == AuthorizationStatus::Exchanging {
+        if exchange_interrupted(&row, now) {
+            fail(state, &row, INTERRUPTED).await;
+            return Err(FlowError::Interrupted);
+        }
+        return Err(FlowError::AlreadyUsed);
+    }
     if row.is_expired(now) {
         return Err(FlowError::Expired);
     }
@@ -310,6 +323,28 @@ pub async fn complete(
         provider_id: provider.id.to_string(),
         provider_name: provider.display_name.clone(),
     })
+}
+
+/// How long a code exchange can take at most: the provider call's own timeouts
+/// ([`client::http_client`], 5 s to connect, 30 s in all) and the writes after it, with room to
+/// spare. An `exchanging` row older than this was abandoned by a process that stopped.
+pub const EXCHANGE_TIMEOUT_SECONDS: i64 = 120;
+/// The failure recorded on a row whose exchange was interrupted.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// Whether this row's exchange started longer ago than any exchange can take.
+pub fn exchange_interrupted(row: &AuthorizationRow, now: i64) -> bool {
+    row.status == AuthorizationStatus::Exchanging && now - row.updated_at > EXCHANGE_TIMEOUT_SECONDS
+}
+
+/// Marks every abandoned exchange failed (and tells whoever waits on it), so a row never
+/// stays `exchanging` until an operator purges it. Returns how many were settled.
+pub async fn settle_interrupted_exchanges(state: &Core) -> Result<usize, StoreError> {
+    let rows = state.store.stale_exchanges(state.now() - EXCHANGE_TIMEOUT_SECONDS).await?;
+    for row in &rows {
+        fail(state, row, INTERRUPTED).await;
+    }
+    Ok(rows.len())
 }
 
 fn open_verifier(state: &Core, row: &AuthorizationRow) -> Result<SecretString, FlowError> {

@@ -115,10 +115,11 @@ async fn known_values(
 
 /// The caller's own account labels (for one provider when it is known).
 async fn accounts(state: &McpState, ctx: &ExtensionContext, provider: Option<&str>) -> Result<Vec<String>, ErrorData> {
-    let grants = state.store.grants_for_user(&ctx.user.user_id).await.map_err(|error| {
-        tracing::error!(%error, "reading connections for completion failed");
-        ErrorData::internal_error("internal error", None)
-    })?;
+    let grants = state
+        .store
+        .grants_for_user(&ctx.user.user_id)
+        .await
+        .map_err(|error| crate::mcp::failure::internal(&error, "reading connections for completion failed"))?;
     Ok(grants
         .into_iter()
         .filter(|g| provider.is_none_or(|p| g.provider == p))

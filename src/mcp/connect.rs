@@ -280,6 +280,14 @@ impl BrokerServer {
             }
             tokio::select! {
                 _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
+                // The server is stopping: answer now rather than hold the stop for the wait;
+                // the link stays valid and the next call (to another instance) picks it up.
+                _ = self.state.draining.cancelled() => {
+                    return Ok(error_result(format!(
+                        "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
+                        authorizations::connect_url(&self.state, &row.id)
+                    )));
+                }
                 _ = tokio::time::sleep_until(deadline) => {
                     return Ok(error_result(format!(
                         "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",

@@ -20,9 +20,9 @@ use crate::broker::tokens::{Disconnected, Revocation};
 use crate::config::ProviderConfig;
 use crate::store::grants::GrantRow;
 
-pub(crate) fn internal(error: impl std::fmt::Display) -> ErrorData {
-    tracing::error!(%error, "tool failed");
-    ErrorData::internal_error("internal error", None)
+/// A tool's failure: retryable when the database is away ([`super::failure`]), else internal.
+pub(crate) fn internal(error: impl std::error::Error + 'static) -> ErrorData {
+    super::failure::internal(&error, "tool failed")
 }
 
 /// Which of the user's accounts at a provider a tool acts on.

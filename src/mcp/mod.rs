@@ -6,6 +6,10 @@
 //! - [`elicitation`]: URL elicitation, `-32042`, the completion notification.
 //! - [`sessions`]: which user owns which session, and its protocol version (SSE priming only
 //!   from 2025-11-25 on).
+//! - [`session_manager`], [`session_life`], [`event_log`]: rmcp's session manager with sessions
+//!   that live while something is open, SSE events delivered once, and a `retry:` hint to
+//!   listeners when the server stops.
+//! - [`failure`]: internal errors, and the retryable answer when the database is away.
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
 //! owner check, and rmcp validates `Host` and `Origin` against our public URL.
@@ -14,7 +18,9 @@ pub mod completion;
 pub mod connect;
 pub mod connections;
 pub mod elicitation;
+pub mod event_log;
 pub mod extension;
+pub mod failure;
 pub mod forms;
 pub mod jsonrpc_guard;
 pub mod pagination;
@@ -22,6 +28,8 @@ pub mod prompts;
 pub mod provider_request;
 pub mod resources;
 pub mod server;
+pub mod session_life;
+pub mod session_manager;
 pub mod sessions;
 pub mod tools;
 
@@ -29,7 +37,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::state::AppState;
@@ -43,6 +50,8 @@ pub struct McpState {
     pub app: AppState,
     /// Live MCP sessions by (user, session id), to deliver `notifications/elicitation/complete`.
     pub sessions: Arc<sessions::SessionRegistry>,
+    /// What keeps each session alive (open streams, waiting authorizations, requests).
+    pub life: Arc<session_life::SessionLife>,
     /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
     pub extensions: extension::Extensions,
     /// The prompt catalogue (built-in, operator files, extensions).
@@ -64,11 +73,15 @@ pub fn router(state: McpState) -> Router<AppState> {
         .enforce_origin_validation()
         .with_cancellation_token(state.shutdown.child_token());
     let factory_state = state.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(BrokerServer::new(factory_state.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let log = Arc::new(event_log::EventLog::new(state.clock.clone()));
+    let sessions = Arc::new(session_manager::BrokerSessions::new(
+        log,
+        state.life.clone(),
+        state.sessions.clone(),
+        state.draining.clone(),
+    ));
+    sessions.start_sweeping(state.shutdown.clone());
+    let service = StreamableHttpService::new(move || Ok(BrokerServer::new(factory_state.clone())), sessions, config);
     Router::new()
         .route_service("/mcp", service)
         // Layers run outside-in: bearer first, then the session owner check, then the JSON-RPC

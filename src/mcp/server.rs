@@ -123,6 +123,11 @@ impl BrokerServer {
     /// Remembers an elicitation this session started (for the completion notification).
     pub(crate) fn remember_elicitation(&self, id: &str) {
         self.scope.issued.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
+        // The session must still be there when the user finishes, however long the link lives.
+        if let Some(session) = self.scope.session_id.get() {
+            let until = self.state.now() + self.state.config.authorization_ttl.as_secs() as i64;
+            self.state.life.pending_until(session, until);
+        }
     }
 
     /// Once per session: relay what happens elsewhere as notifications on this session's
@@ -352,8 +357,8 @@ impl ServerHandler for BrokerServer {
                 }
                 Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
             }
-        }?;
-        Ok(result.into())
+        };
+        Ok(result.or_else(super::failure::into_tool_answer)?.into())
     }
 
     async fn list_prompts(

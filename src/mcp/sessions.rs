@@ -27,9 +27,6 @@ use crate::identity::AuthenticatedUser;
 use crate::mcp::McpState;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
-/// Owners of sessions idle longer than this are forgotten (rmcp drops idle sessions sooner);
-/// a forgotten session is refused, never opened to whoever names it.
-const IDLE_FORGET_SECONDS: i64 = 3600;
 /// The first revision with SSE priming events (SEP-1699). Versions are dates, so they compare
 /// as strings.
 const PRIMING_SINCE: &str = "2025-11-25";
@@ -42,7 +39,6 @@ pub struct SessionRegistry {
 #[derive(Debug, Clone)]
 struct Owner {
     owner_key: String,
-    last_seen: i64,
     /// From the initialize result; `None` until it has been seen.
     protocol_version: Option<String>,
 }
@@ -57,11 +53,10 @@ pub enum SessionCheck {
 }
 
 impl SessionRegistry {
-    fn check(&self, session_id: &str, owner_key: &str, now: i64) -> SessionCheck {
+    fn check(&self, session_id: &str, owner_key: &str) -> SessionCheck {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         match owners.get_mut(session_id) {
             Some(owner) if owner.owner_key == owner_key => {
-                owner.last_seen = now;
                 SessionCheck::Allowed { priming: owner.protocol_version.as_deref().is_none_or(primes) }
             }
             Some(_) => SessionCheck::Foreign,
@@ -69,13 +64,12 @@ impl SessionRegistry {
         }
     }
 
-    fn bind(&self, session_id: &str, owner_key: &str, now: i64) {
+    /// Owners are forgotten when their session ends, however it ends
+    /// ([`crate::mcp::session_manager`] closes every session through one place); a forgotten
+    /// session is refused, never opened to whoever names it.
+    fn bind(&self, session_id: &str, owner_key: &str) {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.retain(|_, o| now - o.last_seen < IDLE_FORGET_SECONDS);
-        owners.insert(
-            session_id.to_owned(),
-            Owner { owner_key: owner_key.to_owned(), last_seen: now, protocol_version: None },
-        );
+        owners.insert(session_id.to_owned(), Owner { owner_key: owner_key.to_owned(), protocol_version: None });
     }
 
     /// Records the version the session's initialize result named.
@@ -110,11 +104,10 @@ pub async fn enforce_session_owner(State(state): State<McpState>, request: Reque
     let Some(user) = request.extensions().get::<AuthenticatedUser>().cloned() else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
-    let now = state.now();
     let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut priming = true;
     if let Some(session_id) = &named {
-        match state.sessions.check(session_id, &owner_key(&user), now) {
+        match state.sessions.check(session_id, &owner_key(&user)) {
             SessionCheck::Allowed { priming: primes } => priming = primes,
             SessionCheck::Foreign => {
                 tracing::warn!(user = %user.user_id, "request named an MCP session of another user or client; refused");
@@ -133,7 +126,7 @@ pub async fn enforce_session_owner(State(state): State<McpState>, request: Reque
         // The initialize response names the new session: it belongs to this user, and its
         // result names the negotiated version.
         (None, Some(created)) => {
-            state.sessions.bind(&created, &owner_key(&user), now);
+            state.sessions.bind(&created, &owner_key(&user));
             Some(PrimingFilter::Learn { registry: state.sessions.clone(), session_id: created, held: Vec::new() })
         }
         (Some(ended), _) if is_delete && response.status().is_success() => {
@@ -251,12 +244,12 @@ mod tests {
 
     fn registry_with_session() -> Arc<SessionRegistry> {
         let registry = Arc::new(SessionRegistry::default());
-        registry.bind("s1", "alice", 0);
+        registry.bind("s1", "alice");
         registry
     }
 
     fn priming_for(registry: &SessionRegistry) -> bool {
-        match registry.check("s1", "alice", 0) {
+        match registry.check("s1", "alice") {
             SessionCheck::Allowed { priming } => priming,
             _ => panic!("the session should be alice's"),
         }

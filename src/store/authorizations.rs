@@ -310,11 +310,13 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Consumes the state: `redirected` → `exchanging`, clearing the hash so it can never
-    /// match again. Only one caller can win.
+    /// Consumes the state: `redirected` → `exchanging`. Only one caller can win: the status
+    /// moves on, so the hash can never be consumed again. The hash stays until the row is final,
+    /// so a reload of the callback during (or after an interrupted) exchange still finds its row
+    /// and can say what happened instead of "unknown state".
     pub async fn consume_state(&self, id: &str, state_hash: &str, now: Timestamp) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE authorizations SET status = 'exchanging', state_hash = NULL, updated_at = $1 \
+            "UPDATE authorizations SET status = 'exchanging', updated_at = $1 \
              WHERE id = $2 AND state_hash = $3 AND status = 'redirected' AND expires_at > $1",
         )
         .bind(now)
@@ -378,6 +380,20 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations ORDER BY created_at DESC LIMIT $1"
         ))
         .bind(limit)
+        .fetch_all(self.pool())
+        .await?
+        .into_iter()
+        .map(AuthorizationRow::try_from)
+        .collect()
+    }
+
+    /// Rows left in `exchanging` since before `before`: an exchange that started then and never
+    /// finished (the process stopped mid-exchange), so nobody else will ever settle them.
+    pub async fn stale_exchanges(&self, before: Timestamp) -> StoreResult<Vec<AuthorizationRow>> {
+        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
+            "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE status = 'exchanging' AND updated_at < $1"
+        ))
+        .bind(before)
         .fetch_all(self.pool())
         .await?
         .into_iter()

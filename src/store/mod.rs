@@ -18,6 +18,7 @@ pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod services;
 pub mod sessions;
+pub mod unavailable;
 pub mod users;
 
 use std::str::FromStr;

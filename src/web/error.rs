@@ -138,6 +138,11 @@ impl From<FlowError> for PageError {
             FlowError::UnknownState | FlowError::AlreadyUsed => {
                 Self::page(S::BAD_REQUEST, "Response not valid", invalid)
             }
+            FlowError::Interrupted => Self::page(
+                S::GONE,
+                "Connection interrupted",
+                "This connection was interrupted before it finished. Start again from your client.",
+            ),
             FlowError::OtherBrowser => Self::page(
                 S::BAD_REQUEST,
                 "Response not valid",

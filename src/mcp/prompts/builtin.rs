@@ -175,10 +175,11 @@ fn connect_provider(state: &AppState, values: &BTreeMap<String, String>) -> Resu
 }
 
 async fn grants(state: &AppState, user: &AuthenticatedUser) -> Result<Vec<GrantRow>, ErrorData> {
-    state.store.grants_for_user(&user.user_id).await.map_err(|error| {
-        tracing::error!(%error, "reading connections for a prompt failed");
-        ErrorData::internal_error("internal error", None)
-    })
+    state
+        .store
+        .grants_for_user(&user.user_id)
+        .await
+        .map_err(|error| crate::mcp::failure::internal(&error, "reading connections for a prompt failed"))
 }
 
 /// JSON for a Markdown fence: backticks escaped so provider-supplied text cannot close it.

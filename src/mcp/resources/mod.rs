@@ -88,8 +88,8 @@ pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> boo
     }
 }
 
-/// A store or encoding failure: logged here, shown to the client as a bare internal error.
-fn internal(error: impl std::fmt::Display) -> ErrorData {
-    tracing::error!(%error, "reading a resource failed");
-    ErrorData::internal_error("internal error", None)
+/// A store or encoding failure: logged here, shown to the client as a bare internal error (or
+/// a retryable one when the database is away).
+fn internal(error: impl std::error::Error + 'static) -> ErrorData {
+    crate::mcp::failure::internal(&error, "reading a resource failed")
 }

@@ -1,0 +1,394 @@
+//! SSE event ids and replay for MCP sessions, so each event reaches a client once.
+//!
+//! rmcp's session manager numbers each stream's events from 0 on its own, and the priming
+//! event of a GET stream is also `0`; resuming replays from the given id inclusive, and a GET
+//! without `Last-Event-ID` replays the whole cache — so notifications arrived twice. Plugged
+//! into rmcp as its [`EventStore`], this log hands out one increasing sequence (`1`, `2`, …)
+//! across all streams and replays strictly after the id a client names (MCP 2025-11-25
+//! basic/transports §Resumability and Redelivery).
+//!
+//! Replay is only ever reached through [`crate::mcp::session_manager`], which first checks that
+//! the event belongs to the session asking: ids are sequential, so they must not open another
+//! session's stream. A resumed stream replays what was missed, then follows the stream live
+//! until its request is answered (or, for the session's standalone stream, until the session
+//! ends).
+//!
+//! Memory is bounded: each stream keeps its last [`KEPT_PER_STREAM`] events, an answered
+//! request's stream is kept [`ANSWERED_KEPT_SECONDS`] for a late resume, and a session's
+//! streams go with the session.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use futures::Stream;
+use rmcp::model::ServerJsonRpcMessage;
+use rmcp::transport::streamable_http_server::session::{EventStore, EventStoreError, EventStream, ServerSseMessage};
+use tokio::sync::watch;
+
+use crate::clock::{SharedClock, Timestamp};
+
+/// Events each stream keeps for replay; a client further behind misses the oldest.
+pub const KEPT_PER_STREAM: usize = 64;
+/// How long a request's stream stays resumable after its answer.
+pub const ANSWERED_KEPT_SECONDS: i64 = 60;
+/// How often answered streams are looked for (on a new stream).
+const PRUNE_EVERY_SECONDS: i64 = 10;
+/// Streams kept at most (of sessions that never end cleanly, or stateless requests).
+const MAX_STREAMS: usize = 10_000;
+/// How rmcp names a session's standalone (GET) stream: `{session id}:common`.
+const COMMON_SUFFIX: &str = ":common";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The id is not one we handed out, its events are gone, or another session's.
+    #[error("unknown event id")]
+    Unknown,
+}
+
+pub struct EventLog {
+    clock: SharedClock,
+    inner: Mutex<Log>,
+}
+
+#[derive(Default)]
+struct Log {
+    /// The last id handed out; ids start at 1, as `0` is rmcp's fixed priming id of a GET.
+    last: u64,
+    streams: HashMap<String, StreamLog>,
+    /// Which stream each kept event id belongs to.
+    stream_of: HashMap<u64, String>,
+    /// Per session: the last id when its newest standalone stream opened (what its priming
+    /// event `0` stands for).
+    fresh_common: HashMap<String, u64>,
+    /// When answered streams were last dropped.
+    pruned_at: Timestamp,
+}
+
+struct StreamLog {
+    session: Option<String>,
+    events: VecDeque<(u64, ServerSseMessage)>,
+    /// When the request's answer went out (a request stream ends with it).
+    answered_at: Option<Timestamp>,
+    touched: Timestamp,
+    /// The newest id, for live followers; dropped with the stream, which ends them.
+    newest: watch::Sender<u64>,
+}
+
+impl StreamLog {
+    fn new(session: Option<String>, now: Timestamp) -> Self {
+        Self { session, events: VecDeque::new(), answered_at: None, touched: now, newest: watch::channel(0).0 }
+    }
+}
+
+/// What a follower does next.
+enum Next {
+    Event(u64, ServerSseMessage),
+    Wait,
+    End,
+}
+
+impl EventLog {
+    pub fn new(clock: SharedClock) -> Self {
+        Self { clock, inner: Mutex::new(Log::default()) }
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends an event to a stream and returns its id.
+    pub fn append(&self, stream_id: &str, event: &ServerSseMessage) -> u64 {
+        let now = self.clock.now();
+        let mut log = self.log();
+        log.last += 1;
+        let id = log.last;
+        let log = &mut *log;
+        if !log.streams.contains_key(stream_id) {
+            // A new stream is when memory grows: answered streams past their window go first.
+            if now - log.pruned_at >= PRUNE_EVERY_SECONDS || log.streams.len() >= MAX_STREAMS {
+                prune(log, now);
+            }
+            if log.streams.len() >= MAX_STREAMS {
+                evict_oldest(log);
+            }
+            let session = stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned);
+            log.streams.insert(stream_id.to_owned(), StreamLog::new(session, now));
+        }
+        let Some(stream) = log.streams.get_mut(stream_id) else { return id };
+        let mut stored = event.clone();
+        stored.event_id = Some(id.to_string());
+        if !stream_id.ends_with(COMMON_SUFFIX) && is_answer(&stored) {
+            stream.answered_at = Some(now);
+        }
+        stream.events.push_back((id, stored));
+        stream.touched = now;
+        if stream.events.len() > KEPT_PER_STREAM
+            && let Some((old, _)) = stream.events.pop_front()
+        {
+            log.stream_of.remove(&old);
+        }
+        log.stream_of.insert(id, stream_id.to_owned());
+        stream.newest.send_replace(id);
+        id
+    }
+
+    /// Records that `session`'s stream holds the event the client was just sent (the first
+    /// event of each stream passes here before the client can name it).
+    pub fn claim(&self, event_id: &str, session: &str) {
+        let Ok(id) = event_id.parse::<u64>() else { return };
+        let mut log = self.log();
+        let log = &mut *log;
+        if let Some(stream) = log.stream_of.get(&id).and_then(|s| log.streams.get_mut(s))
+            && stream.session.is_none()
+        {
+            stream.session = Some(session.to_owned());
+        }
+    }
+
+    /// A fresh standalone stream opens for `session`: its priming event `0` stands for "now".
+    pub fn mark_fresh_common(&self, session: &str) {
+        let mut log = self.log();
+        let last = log.last;
+        log.fresh_common.insert(session.to_owned(), last);
+        prune(&mut log, self.clock.now());
+    }
+
+    /// The events of `session`'s stream after `last_event_id`, then its new ones live.
+    /// `0` is the priming event of the session's newest standalone stream. Refused for an id
+    /// we no longer hold or that belongs to another session.
+    pub fn resume(
+        self: &std::sync::Arc<Self>,
+        session: &str,
+        last_event_id: &str,
+    ) -> Result<(bool, impl Stream<Item = ServerSseMessage> + Send + Sync + 'static), ReplayError> {
+        let id = last_event_id.trim().parse::<u64>().map_err(|_| ReplayError::Unknown)?;
+        let (stream_id, after, newest) = {
+            let mut log = self.log();
+            let (stream_id, after) = if id == 0 {
+                let after = log.fresh_common.get(session).copied().unwrap_or(log.last);
+                (format!("{session}{COMMON_SUFFIX}"), after)
+            } else {
+                let stream_id = log.stream_of.get(&id).cloned().ok_or(ReplayError::Unknown)?;
+                (stream_id, id)
+            };
+            let now = self.clock.now();
+            let stream = log
+                .streams
+                .entry(stream_id.clone())
+                .or_insert_with(|| StreamLog::new(stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned), now));
+            if stream.session.as_deref() != Some(session) {
+                return Err(ReplayError::Unknown);
+            }
+            (stream_id, after, stream.newest.subscribe())
+        };
+        let common = stream_id.ends_with(COMMON_SUFFIX);
+        let follower = Follower { log: self.clone(), stream_id, after, newest };
+        Ok((common, futures::stream::unfold(follower, Follower::next)))
+    }
+
+    /// Forgets a session's streams (it ended): followers end, memory is returned.
+    pub fn end_session(&self, session: &str) {
+        let mut log = self.log();
+        let log = &mut *log;
+        log.fresh_common.remove(session);
+        let ended: Vec<String> = log
+            .streams
+            .iter()
+            .filter(|(_, s)| s.session.as_deref() == Some(session))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for stream_id in ended {
+            remove_stream(log, &stream_id);
+        }
+    }
+
+    fn next_after(&self, stream_id: &str, after: u64) -> Next {
+        let log = self.log();
+        let Some(stream) = log.streams.get(stream_id) else { return Next::End };
+        match stream.events.iter().find(|(id, _)| *id > after) {
+            Some((id, event)) => Next::Event(*id, event.clone()),
+            None if stream.answered_at.is_some() => Next::End,
+            None => Next::Wait,
+        }
+    }
+
+    /// Streams held (for tests of memory).
+    pub fn stream_count(&self) -> usize {
+        self.log().streams.len()
+    }
+}
+
+/// A request's answer: a request stream ends with it.
+fn is_answer(event: &ServerSseMessage) -> bool {
+    matches!(event.message.as_deref(), Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)))
+}
+
+fn remove_stream(log: &mut Log, stream_id: &str) {
+    if let Some(stream) = log.streams.remove(stream_id) {
+        for (id, _) in stream.events {
+            log.stream_of.remove(&id);
+        }
+    }
+}
+
+/// Drops answered streams past their resume window.
+fn prune(log: &mut Log, now: Timestamp) {
+    log.pruned_at = now;
+    let done: Vec<String> = log
+        .streams
+        .iter()
+        .filter(|(_, s)| s.answered_at.is_some_and(|at| now - at > ANSWERED_KEPT_SECONDS))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for stream_id in done {
+        remove_stream(log, &stream_id);
+    }
+}
+
+fn evict_oldest(log: &mut Log) {
+    if let Some(oldest) = log.streams.iter().min_by_key(|(_, s)| s.touched).map(|(id, _)| id.clone()) {
+        remove_stream(log, &oldest);
+    }
+}
+
+/// Follows one stream from an id on.
+struct Follower {
+    log: std::sync::Arc<EventLog>,
+    stream_id: String,
+    after: u64,
+    newest: watch::Receiver<u64>,
+}
+
+impl Follower {
+    async fn next(mut self) -> Option<(ServerSseMessage, Self)> {
+        loop {
+            // Marked seen before reading, so an event appended meanwhile still wakes us.
+            self.newest.borrow_and_update();
+            match self.log.next_after(&self.stream_id, self.after) {
+                Next::Event(id, event) => {
+                    self.after = id;
+                    return Some((event, self));
+                }
+                Next::End => return None,
+                Next::Wait => self.newest.changed().await.ok()?,
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl EventStore for EventLog {
+    async fn store_event(&self, stream_id: &str, event: &ServerSseMessage) -> Result<String, EventStoreError> {
+        Ok(self.append(stream_id, event).to_string())
+    }
+
+    /// Replay without a session would let any caller read any stream by guessing a sequential
+    /// id, so it is refused here: resumption goes through the session manager, which checks
+    /// the session first ([`EventLog::resume`]). rmcp calls this only for stateless resumption,
+    /// which the session manager does not offer.
+    async fn replay_events_after(&self, _last_event_id: &str) -> Result<EventStream, EventStoreError> {
+        Err(Box::new(ReplayError::Unknown))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use rmcp::model::ServerNotification;
+
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn note() -> ServerSseMessage {
+        ServerSseMessage::from_message(ServerJsonRpcMessage::notification(
+            ServerNotification::PromptListChangedNotification(Default::default()),
+        ))
+    }
+
+    fn log() -> Arc<EventLog> {
+        Arc::new(EventLog::new(Arc::new(ManualClock::new(1_000))))
+    }
+
+    async fn ids(stream: impl Stream<Item = ServerSseMessage>, n: usize) -> Vec<String> {
+        stream.take(n).map(|e| e.event_id.unwrap()).collect().await
+    }
+
+    #[tokio::test]
+    async fn ids_are_unique_and_increasing_and_resume_is_strictly_after() {
+        let log = log();
+        let first = log.append("s1:common", &note());
+        let second = log.append("s1:common", &note());
+        let other = log.append("request-a", &note());
+        assert!(first >= 1 && second > first && other > second);
+
+        let (common, replay) = log.resume("s1", &first.to_string()).unwrap();
+        assert!(common);
+        assert_eq!(ids(replay, 1).await, [second.to_string()], "the event named is not sent again");
+    }
+
+    #[tokio::test]
+    async fn a_fresh_standalone_stream_replays_nothing_old_and_its_priming_id_resumes_from_then() {
+        let log = log();
+        log.append("s1:common", &note());
+        log.mark_fresh_common("s1");
+        let missed = log.append("s1:common", &note());
+
+        let (_, replay) = log.resume("s1", "0").unwrap();
+        assert_eq!(ids(replay, 1).await, [missed.to_string()]);
+    }
+
+    #[tokio::test]
+    async fn another_sessions_events_and_unknown_ids_are_refused() {
+        let log = log();
+        let theirs = log.append("s1:common", &note());
+        let request = log.append("request-a", &note());
+        log.claim(&request.to_string(), "s1");
+
+        assert!(log.resume("s2", &theirs.to_string()).is_err());
+        assert!(log.resume("s2", &request.to_string()).is_err());
+        assert!(log.resume("s1", "999").is_err());
+        assert!(log.resume("s1", "not-a-number").is_err());
+        assert!(log.resume("s1", &request.to_string()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_resumed_stream_follows_live_and_ends_with_the_session() {
+        let log = log();
+        let first = log.append("s1:common", &note());
+        let (_, follow) = log.resume("s1", &first.to_string()).unwrap();
+        let mut follow = Box::pin(follow);
+        let live = log.append("s1:common", &note());
+        assert_eq!(follow.next().await.unwrap().event_id, Some(live.to_string()));
+
+        log.end_session("s1");
+        assert!(follow.next().await.is_none());
+        assert_eq!(log.stream_count(), 0, "the session's memory is returned");
+    }
+
+    #[test]
+    fn an_answered_request_stream_is_dropped_after_its_resume_window() {
+        let clock = ManualClock::new(1_000);
+        let log = EventLog::new(Arc::new(clock.clone()));
+        let answer = ServerSseMessage::from_message(ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::RequestId::Number(1),
+        ));
+        log.append("request-a", &answer);
+        clock.advance(ANSWERED_KEPT_SECONDS + 1);
+        log.append("request-b", &note());
+        assert_eq!(log.stream_count(), 1, "only the unanswered stream is left");
+    }
+
+    #[test]
+    fn streams_keep_a_bounded_number_of_events() {
+        let log = log();
+        let first = log.append("s1:common", &note());
+        for _ in 0..KEPT_PER_STREAM + 10 {
+            log.append("s1:common", &note());
+        }
+        assert!(log.resume("s1", &first.to_string()).is_err(), "the oldest are gone");
+        assert_eq!(log.log().stream_of.len(), KEPT_PER_STREAM);
+    }
+}

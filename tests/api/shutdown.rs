@@ -1,0 +1,191 @@
+//! SIGTERM drains (issue 14): the real binary in its own process stops accepting, tells
+//! listeners to reconnect (an SSE `retry:` before their stream ends), lets a tool call that is
+//! still waiting on its provider finish, and exits 0.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Query;
+use axum::response::{IntoResponse, Redirect};
+use axum::routing::{get, post};
+use serde_json::json;
+use tokio::sync::{Notify, mpsc};
+
+use crate::helpers::{ClientKind, hidden_field, location, mcp_client_at};
+use crate::streams::RawSession;
+
+/// A provider whose API answers `/api/hold` only when the test releases it.
+struct HoldingProvider {
+    url: String,
+    arrived: mpsc::UnboundedReceiver<()>,
+    release: Arc<Notify>,
+}
+
+async fn holding_provider() -> HoldingProvider {
+    let (arrived_tx, arrived) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let held = release.clone();
+    let app = axum::Router::new()
+        // Approves at once: back to the broker's callback with a code and the state.
+        .route(
+            "/authorize",
+            get(|Query(q): Query<std::collections::HashMap<String, String>>| async move {
+                let back = format!("{}?code=the-code&state={}", q["redirect_uri"], q["state"]);
+                Redirect::to(&back)
+            }),
+        )
+        .route(
+            "/token",
+            post(|| async {
+                axum::Json(json!({"access_token": "at-1", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "rt-1", "scope": "read"}))
+            }),
+        )
+        .route(
+            "/api/hold",
+            get(move || {
+                let (arrived, held) = (arrived_tx.clone(), held.clone());
+                async move {
+                    let _ = arrived.send(());
+                    held.notified().await;
+                    axum::Json(json!({"held": "released"})).into_response()
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    HoldingProvider { url, arrived, release }
+}
+
+fn broker(dir: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
+    command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    command.env("OAUTH_BROKER_CONFIG", dir.join("broker.toml")).env("OAUTH_BROKER_LOG", "warn");
+    command
+}
+
+/// Signs in as `user` and approves the connect link; the provider approves at once.
+async fn connect_in_browser(base: &str, connect_url: &str, user: &str, password: &str) {
+    let browser =
+        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let path = connect_url.strip_prefix(base).unwrap();
+    let login = browser.get(format!("{base}/login?next={path}")).send().await.unwrap().text().await.unwrap();
+    let csrf = hidden_field(&login, "csrf_token").unwrap();
+    let signed_in = browser
+        .post(format!("{base}/login"))
+        .form(&[("username", user), ("password", password), ("next", path), ("csrf_token", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed_in.status(), 303);
+    let consent = browser.get(connect_url).send().await.unwrap().text().await.unwrap();
+    let csrf = hidden_field(&consent, "csrf_token").unwrap();
+    let approved =
+        browser.post(connect_url).form(&[("csrf_token", csrf.as_str()), ("action", "approve")]).send().await.unwrap();
+    let at_provider = browser.get(location(&approved)).send().await.unwrap();
+    let callback = browser.get(location(&at_provider)).send().await.unwrap();
+    assert!(callback.status().is_success() || callback.status().is_redirection(), "{}", callback.status());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_running_tool_call_finish_tells_listeners_to_reconnect_and_exits_0() {
+    // Arrange: the binary with a provider that holds its answer, a connected user, a tool call
+    // waiting at the provider and a session listening on its GET stream.
+    let mut provider = holding_provider().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let p = &provider.url;
+    std::fs::write(
+        dir.path().join("broker.toml"),
+        format!(
+            "listen = \"127.0.0.1:{port}\"\npublic_url = \"{base}\"\ndata_dir = \"{}\"\nshutdown_grace = \"30s\"\n\
+             [providers.slow]\nauthorization_url = \"{p}/authorize\"\ntoken_url = \"{p}/token\"\nclient_id = \"broker\"\n\
+             client_secret = \"secret\"\napi_base_url = \"{p}/api\"\nscopes = [\"read\"]\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    assert!(broker(dir.path()).arg("migrate").output().unwrap().status.success());
+    let mut add = broker(dir.path())
+        .args(["admin", "users", "add", "carol", "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    add.stdin.take().unwrap().write_all(b"a-long-enough-password\n").unwrap();
+    assert!(add.wait().unwrap().success());
+    let issued = broker(dir.path()).args(["admin", "tokens", "issue", "carol", "--ttl", "1h"]).output().unwrap();
+    let token = String::from_utf8(issued.stdout).unwrap().trim().to_owned();
+    let mut server = broker(dir.path()).arg("serve").spawn().unwrap();
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..200 {
+        if http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the server started");
+
+    let mcp_url = format!("{base}/mcp");
+    let client = Arc::new(mcp_client_at(&mcp_url, &token, ClientKind::Url).await.unwrap());
+    let hold = json!({"provider": "slow", "method": "GET", "path": "/hold"});
+    let url = match client.call("provider_request", hold.clone()).await {
+        Err(rmcp::ServiceError::McpError(e)) => e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned(),
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    connect_in_browser(&base, &url, "carol", "a-long-enough-password").await;
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("provider_request", hold).await }
+    });
+    tokio::time::timeout(Duration::from_secs(20), provider.arrived.recv())
+        .await
+        .expect("the call reached the provider");
+    let listener = RawSession::open(&mcp_url, &token).await;
+    let mut stream = listener.listen(None).await;
+    let priming = stream.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&priming).contains("retry:"), "the priming event");
+
+    // Act: SIGTERM.
+    let killed = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+
+    // Assert: the listener is told to reconnect, then its stream ends.
+    let mut rest = String::new();
+    while let Some(chunk) =
+        tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("in time").unwrap()
+    {
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(rest.contains("retry: 1000"), "a reconnect hint before the stream ends: {rest:?}");
+    // No new connections while draining, yet the process waits for the running call.
+    let refused = async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), refused).await.expect("new connections are refused");
+    assert!(server.try_wait().unwrap().is_none(), "the process waits for the running call");
+
+    // The provider answers: the call gets its answer, then the process exits 0.
+    provider.release.notify_one();
+    let answer = tokio::time::timeout(Duration::from_secs(20), call).await.expect("answered in time").unwrap();
+    let result = answer.expect("the tool call was answered");
+    assert_eq!(result.structured_content.unwrap()["body"]["held"], "released");
+    let exit = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Some(status) = server.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the process exits after the call");
+    assert!(exit.success(), "exit status {exit:?}");
+}
