@@ -150,6 +150,8 @@ struct ProviderFile {
     #[serde(default)]
     extra_authorize_params: BTreeMap<String, String>,
     issuer: Option<String>,
+    #[serde(default)]
+    scope_descriptions: BTreeMap<String, String>,
 }
 
 /// How the broker authenticates to a provider's token endpoint (RFC 6749 §2.3.1).
@@ -180,6 +182,16 @@ pub struct ProviderConfig {
     pub extra_authorize_params: BTreeMap<String, String>,
     /// RFC 9207: when set, the callback must carry `iss` equal to this.
     pub issuer: Option<String>,
+    /// What each scope allows, in a person's words (`scope = "description"`): shown beside the
+    /// scope on the consent pages. Scopes without one are shown bare.
+    pub scope_descriptions: BTreeMap<String, String>,
+}
+
+impl ProviderConfig {
+    /// What `scope` allows, if this provider's configuration says.
+    pub fn scope_description(&self, scope: &str) -> Option<&str> {
+        self.scope_descriptions.get(scope).map(String::as_str).map(str::trim).filter(|d| !d.is_empty())
+    }
 }
 
 /// Resolved settings.
@@ -406,6 +418,7 @@ fn resolve_provider(id: ProviderId, p: ProviderFile) -> anyhow::Result<ProviderC
         token_auth_method: p.token_auth_method,
         extra_authorize_params: p.extra_authorize_params,
         issuer: p.issuer,
+        scope_descriptions: p.scope_descriptions,
     })
 }
 
