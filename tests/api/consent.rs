@@ -74,7 +74,8 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
 
     let browser = app.browser();
     let page = app.allow_in_browser(&browser, &url, ALICE).await;
-    let named = "<strong>other-tool</strong> <span class=\"muted\">(a program an operator issued you a token for)</span>";
+    let named =
+        "<strong>other-tool</strong> <span class=\"muted\">(a program an operator issued you a token for)</span>";
     for expected in [named, "Demo Provider", "demo-user", "profile", "notes:read", "Read your notes"] {
         assert!(page.contains(expected), "the page names {expected}: {page}");
     }

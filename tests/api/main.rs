@@ -12,6 +12,7 @@ mod flow;
 mod forms;
 mod logs;
 mod oidc;
+mod pages;
 mod prompts;
 mod protocol;
 mod provider_request;
