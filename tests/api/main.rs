@@ -6,6 +6,7 @@ mod helpers;
 
 mod authorization_server;
 mod bearer;
+mod browser;
 mod cli;
 mod consent;
 mod flow;
