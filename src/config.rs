@@ -510,5 +510,25 @@ mod tests {
         assert!(Config::from_toml(&SettingsArgs::default(), &insecure).is_err());
         let unknown = format!("{toml}\nsurprise = 1\n");
         assert!(Config::from_toml(&SettingsArgs::default(), &unknown).is_err());
+        assert_eq!(gh.scope_description("read:user"), None, "no description unless configured");
+    }
+
+    #[test]
+    fn scope_descriptions_come_from_the_provider_table() {
+        let toml = r#"
+            [providers.github]
+            authorization_url = "https://github.com/login/oauth/authorize"
+            token_url = "https://github.com/login/oauth/access_token"
+            client_id = "abc"
+            api_base_url = "https://api.github.com"
+
+            [providers.github.scope_descriptions]
+            "read:user" = "See your profile"
+            repo = "   "
+        "#;
+        let c = Config::from_toml(&SettingsArgs::default(), toml).unwrap();
+        let gh = &c.providers[&ProviderId::parse("github").unwrap()];
+        assert_eq!(gh.scope_description("read:user"), Some("See your profile"));
+        assert_eq!(gh.scope_description("repo"), None, "a blank description is none");
     }
 }
