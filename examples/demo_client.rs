@@ -7,8 +7,9 @@
 //!
 //! It declares URL-mode elicitation (MCP 2025-11-25 client/elicitation §URL mode), lists the
 //! user's connections, then calls `provider_request GET <path>`. If the account is not connected
-//! yet, the broker answers `-32042` with a link; we print it, wait for
-//! `notifications/elicitation/complete` (or Enter), and retry once the browser part is done.
+//! yet, or only this client has not been approved to use it, the broker answers `-32042` with a
+//! link and a message saying which; we print both, wait for `notifications/elicitation/complete`
+//! (or Enter), and retry once the browser part is done.
 
 use std::time::Duration;
 
@@ -73,8 +74,8 @@ impl ClientHandler for DemoClient {
     ) -> Result<ElicitResult, ErrorData> {
         match request {
             // Printed here because the call that caused it (`connect_account`) waits server-side.
-            ElicitRequestParams::UrlElicitationParams { url, .. } => {
-                show_link(&url);
+            ElicitRequestParams::UrlElicitationParams { url, message, .. } => {
+                show_link(&url, Some(&message));
                 Ok(ElicitResult::new(ElicitationAction::Accept))
             }
             // We declared URL mode only, so a form request is a server bug; say no rather than guess.
@@ -144,18 +145,18 @@ async fn run(args: Args) -> Result<(), String> {
     // Repeats only on a user's Enter or the broker's word, so it cannot spin on its own.
     let mut shown: Option<String> = None;
     loop {
-        let (url, id) = match call(&client, "provider_request", request.clone()).await? {
+        let (url, id, message) = match call(&client, "provider_request", request.clone()).await? {
             Outcome::Done(result) => {
                 print_response(&result);
                 return Ok(());
             }
-            Outcome::NeedsBrowser { url, id } => (url, id),
+            Outcome::NeedsBrowser { url, id, message } => (url, id, message),
         };
         // The broker reuses an open link, so a second banner would only bury the first.
         if shown.as_deref() == Some(url.as_str()) {
-            println!("  Not connected yet; the link above still works.");
+            println!("  Not approved yet; the link above still works.");
         } else {
-            show_link(&url);
+            show_link(&url, message.as_deref());
         }
         shown = Some(url);
         match wait_for_browser(&id, &mut completed, &mut enter).await {
@@ -171,10 +172,12 @@ async fn run(args: Args) -> Result<(), String> {
     }
 }
 
-/// A tool's answer, or the link the user must open first (`-32042`).
+/// A tool's answer, or the link the user must open first (`-32042`) with the broker's message:
+/// "Connect your … account" for a first connection, "Allow this client to use your existing …
+/// connection" when only this client's approval is missing.
 enum Outcome {
     Done(CallToolResult),
-    NeedsBrowser { url: String, id: String },
+    NeedsBrowser { url: String, id: String, message: Option<String> },
 }
 
 async fn call(
@@ -189,7 +192,11 @@ async fn call(
         Err(ServiceError::McpError(e)) if e.code.0 == URL_ELICITATION_REQUIRED => {
             let first = e.data.as_ref().map(|d| &d["elicitations"][0]);
             match first.and_then(|f| Some((f["url"].as_str()?, f["elicitationId"].as_str()?))) {
-                Some((url, id)) => Ok(Outcome::NeedsBrowser { url: url.to_owned(), id: id.to_owned() }),
+                Some((url, id)) => Ok(Outcome::NeedsBrowser {
+                    url: url.to_owned(),
+                    id: id.to_owned(),
+                    message: first.and_then(|f| f["message"].as_str()).map(str::to_owned),
+                }),
                 None => Err(format!("{name}: -32042 without a link: {}", e.message)),
             }
         }
@@ -215,8 +222,11 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-fn show_link(url: &str) {
-    println!("\n  Your account is not connected yet.\n\n  Open this link in your browser:\n\n      {url}\n");
+/// The broker's own words say what the link is for (connect the account, or only approve this
+/// client); the fallback covers both.
+fn show_link(url: &str, message: Option<&str>) {
+    let why = message.unwrap_or("The broker needs you to connect your account or approve this client.");
+    println!("\n  {why}\n\n  Open this link in your browser:\n\n      {url}\n");
     println!("  Sign in, approve, and this client carries on by itself (or press Enter to retry now).");
 }
 

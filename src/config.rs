@@ -153,6 +153,8 @@ struct ProviderFile {
     #[serde(default)]
     extra_authorize_params: BTreeMap<String, String>,
     issuer: Option<String>,
+    #[serde(default)]
+    scope_descriptions: BTreeMap<String, String>,
 }
 
 /// How the broker authenticates to a provider's token endpoint (RFC 6749 §2.3.1).
@@ -183,6 +185,16 @@ pub struct ProviderConfig {
     pub extra_authorize_params: BTreeMap<String, String>,
     /// RFC 9207: when set, the callback must carry `iss` equal to this.
     pub issuer: Option<String>,
+    /// What each scope allows, in a person's words (`scope = "description"`): shown beside the
+    /// scope on the consent pages. Scopes without one are shown bare.
+    pub scope_descriptions: BTreeMap<String, String>,
+}
+
+impl ProviderConfig {
+    /// What `scope` allows, if this provider's configuration says.
+    pub fn scope_description(&self, scope: &str) -> Option<&str> {
+        self.scope_descriptions.get(scope).map(String::as_str).map(str::trim).filter(|d| !d.is_empty())
+    }
 }
 
 /// Resolved settings.
@@ -413,6 +425,7 @@ fn resolve_provider(id: ProviderId, p: ProviderFile) -> anyhow::Result<ProviderC
         token_auth_method: p.token_auth_method,
         extra_authorize_params: p.extra_authorize_params,
         issuer: p.issuer,
+        scope_descriptions: p.scope_descriptions,
     })
 }
 
@@ -504,5 +517,25 @@ mod tests {
         assert!(Config::from_toml(&SettingsArgs::default(), &insecure).is_err());
         let unknown = format!("{toml}\nsurprise = 1\n");
         assert!(Config::from_toml(&SettingsArgs::default(), &unknown).is_err());
+        assert_eq!(gh.scope_description("read:user"), None, "no description unless configured");
+    }
+
+    #[test]
+    fn scope_descriptions_come_from_the_provider_table() {
+        let toml = r#"
+            [providers.github]
+            authorization_url = "https://github.com/login/oauth/authorize"
+            token_url = "https://github.com/login/oauth/access_token"
+            client_id = "abc"
+            api_base_url = "https://api.github.com"
+
+            [providers.github.scope_descriptions]
+            "read:user" = "See your profile"
+            repo = "   "
+        "#;
+        let c = Config::from_toml(&SettingsArgs::default(), toml).unwrap();
+        let gh = &c.providers[&ProviderId::parse("github").unwrap()];
+        assert_eq!(gh.scope_description("read:user"), Some("See your profile"));
+        assert_eq!(gh.scope_description("repo"), None, "a blank description is none");
     }
 }

@@ -19,7 +19,7 @@
 //!
 //! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
 //! share ([`state::Core`] for the core, [`state::AppState`] for the faces); [`clock`] the
-//! injected time; [`domain`] identifiers parsed at the edge; [`events`] the signal that an
+//! injected time; [`domain`] identifiers parsed at the edge; [`display`] names others chose, made safe to show; [`events`] the signal that an
 //! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
 //! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
 //! passwords; [`oauth`] the client side of third-party OAuth (provider catalogue, token
@@ -42,6 +42,7 @@ pub mod clock;
 pub mod config;
 pub mod crypto;
 pub mod demo_provider;
+pub mod display;
 pub mod domain;
 pub mod events;
 pub mod identity;

@@ -29,7 +29,9 @@ use url::Url;
 use super::client::{self, Client, ClientSource, LookupError};
 use super::client_metadata_document::DocumentCache;
 use super::{CODE_TTL_SECS, LocalMode, redirect_uri, scopes};
+use crate::broker::consent::registered_client_name;
 use crate::crypto::{random_token, sha256_hex};
+use crate::display::{ClientName, safe_text};
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::oauth_server::params::{Params, is_form};
 use crate::pkce;
@@ -88,8 +90,17 @@ enum Refusal {
     Redirect { redirect_uri: String, error: &'static str, description: &'static str, state: Option<String> },
 }
 
+/// What to do about a request the app built wrongly: only the app (or its developer) can fix it.
+const ASK_THE_APP: &str =
+    "Go back to the app that sent you here and try connecting again; if this keeps happening, tell its developer.";
+
 fn page(message: &str) -> Refusal {
-    Refusal::Page(PageError::page(StatusCode::BAD_REQUEST, "Request not valid", message))
+    Refusal::Page(PageError::page(
+        StatusCode::BAD_REQUEST,
+        "Request not valid",
+        format!("The app that sent you here made a request this broker cannot accept: {message} Nothing was shared."),
+        ASK_THE_APP,
+    ))
 }
 
 async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) -> Result<AuthorizeRequest, Refusal> {
@@ -105,7 +116,8 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
             return Err(Refusal::Page(PageError::page(
                 StatusCode::BAD_REQUEST,
                 "Client not recognised",
-                format!("This client could not be verified: {error}."),
+                format!("The app that sent you here could not be verified ({error}), so nothing was shared."),
+                ASK_THE_APP,
             )));
         }
         Err(LookupError::Store(error)) => return Err(Refusal::Page(error.into())),
@@ -327,7 +339,7 @@ struct HiddenField {
 #[template(path = "authorize_consent.html")]
 struct ConsentPage {
     action: String,
-    client_name: String,
+    client: ClientName,
     client_id: String,
     /// For metadata-document clients: the host that vouches for the name.
     document_host: Option<String>,
@@ -370,7 +382,7 @@ async fn connections_allowed(
         .map(|g| {
             let provider = state.providers.find(&g.provider).map_or(g.provider.clone(), |p| p.display_name.clone());
             match &g.account_label {
-                Some(account) => format!("{provider} ({account})"),
+                Some(account) => format!("{provider} ({})", safe_text(account)),
                 None => provider,
             }
         })
@@ -383,7 +395,7 @@ async fn resource_name(state: &AppState, resource: &str) -> String {
         return "this broker's MCP server".into();
     }
     match state.store.service_by_resource(resource).await {
-        Ok(Some(service)) => service.client().describe(),
+        Ok(Some(service)) => service.client().name().to_string(),
         _ => "a tool server".into(),
     }
 }
@@ -397,7 +409,7 @@ async fn consent_page(
     let client = &request.client;
     let page = ConsentPage {
         action: state.config.url("/authorize").path().to_owned(),
-        client_name: client.client_name.clone().unwrap_or_else(|| "An unnamed client".into()),
+        client: registered_client_name(client.client_name.as_deref(), &client.client_id),
         client_id: client.client_id.clone(),
         document_host: (client.source == ClientSource::MetadataDocument)
             .then(|| redirect_uri::host_of(&client.client_id)),
@@ -406,7 +418,7 @@ async fn consent_page(
         scopes: request.scope.iter().cloned().collect(),
         resource: request.resource.clone(),
         resource_name: resource_name(state, &request.resource).await,
-        username: session.display_name().to_owned(),
+        username: safe_text(session.display_name()),
         csrf_token: session.csrf_token.clone(),
         hidden: request.fields().into_iter().map(|(name, value)| HiddenField { name, value }).collect(),
         already_allowed,
@@ -422,7 +434,7 @@ mod tests {
     fn the_consent_page_escapes_the_client_name_and_carries_the_form() {
         let page = ConsentPage {
             action: "/authorize".into(),
-            client_name: "<script>x</script>".into(),
+            client: registered_client_name(Some("<script>x</script>"), "abc"),
             client_id: "abc".into(),
             document_host: None,
             redirect_uri: "http://127.0.0.1:5/cb".into(),

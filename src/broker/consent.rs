@@ -8,6 +8,7 @@
 //! client that finds an existing connection gets a consent-only authorization (no trip to the
 //! provider, see [`crate::broker::flow::allow`]).
 
+use crate::display::ClientName;
 use crate::identity::ClientIdentity;
 use crate::state::Core;
 use crate::store::StoreError;
@@ -20,25 +21,29 @@ pub async fn client_may_use(state: &Core, client: &ClientIdentity, grant: &Grant
     Ok(consent.covers(&grant.scopes))
 }
 
-/// How the consent page and the connections page name a client: the name it registered with
-/// the broker's authorization server and its id, or what its token says. Never the
+/// How every page names a client: the name it registered with the broker's authorization
+/// server (with its id), or what its token says ([`ClientIdentity::name`]). Never the
 /// self-reported `clientInfo` name alone, which any program can claim.
-pub async fn describe_client(state: &Core, client: &ClientIdentity) -> String {
+pub async fn client_name(state: &Core, client: &ClientIdentity) -> ClientName {
     if let ClientIdentity::OAuthClient(id) = client
         && state.config.identity.mode == crate::config::IdentityMode::Local
     {
         match state.store.oauth_client(id).await {
-            Ok(Some(row)) => {
-                if let Some(name) = row.client_name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
-                    // Anyone can register any name: say so next to it.
-                    return format!("“{name}” (a name the app chose when it registered; client {id})");
-                }
-            }
+            Ok(Some(row)) => return registered_client_name(row.client_name.as_deref(), id),
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, "could not look up a client's registered name"),
         }
     }
-    client.describe()
+    client.name()
+}
+
+/// An OAuth client by the name it registered (or its metadata document gave) and its id.
+/// Anyone can register any name, so the kind says who chose it.
+pub fn registered_client_name(registered: Option<&str>, client_id: &str) -> ClientName {
+    match registered.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(name) => ClientName::new(name, format!("name chosen by the app itself; client id {client_id}")),
+        None => ClientIdentity::OAuthClient(client_id.to_owned()).name(),
+    }
 }
 
 /// After the provider flow of `row` stored `grant_id`: the client that asked may use it with
@@ -50,7 +55,7 @@ pub async fn allow_after_connect(state: &Core, row: &AuthorizationRow, grant_id:
         return Ok(());
     }
     let client = ClientIdentity::from_key(&row.client_key);
-    let name = describe_client(state, &client).await;
+    let name = client_name(state, &client).await.to_string();
     let now = state.now();
     if !state.store.record_consent(grant_id, &row.user_id, &row.client_key, Some(&name), &row.scopes, now).await? {
         tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");

@@ -180,7 +180,7 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     let grant = consent_target(state, row).await?;
     let grant_id = grant.id.as_str();
     let client = ClientIdentity::from_key(&row.client_key);
-    let name = consent::describe_client(state, &client).await;
+    let name = consent::client_name(state, &client).await.to_string();
     let new = NewConsent {
         authorization_id: &row.id,
         grant_id,
@@ -219,13 +219,41 @@ pub async fn decline(state: &Core, row: &AuthorizationRow, session: &BrowserSess
     Ok(())
 }
 
+/// A callback that connected nothing: why, and which authorization it was for once the browser
+/// is known to be the approving owner's (so the web face can show the outcome at a clean
+/// address, `None` when the response cannot be tied to this browser's own attempt).
+#[derive(Debug)]
+pub struct CallbackError {
+    pub error: FlowError,
+    pub authorization_id: Option<String>,
+}
+
+impl From<FlowError> for CallbackError {
+    fn from(error: FlowError) -> Self {
+        CallbackError { error, authorization_id: None }
+    }
+}
+
 /// The provider sent the browser back. Every check that can reject the response runs before
 /// the token request; once the state is consumed the row ends `completed` or `failed`.
 pub async fn complete(
     state: &Core,
     params: &CallbackParams,
     session: Option<&BrowserSession>,
-) -> Result<Connected, FlowError> {
+) -> Result<Connected, CallbackError> {
+    let (row, state_hash) = own_row(state, params, session).await?;
+    finish(state, params, &row, &state_hash)
+        .await
+        .map_err(|error| CallbackError { error, authorization_id: Some(row.id.clone()) })
+}
+
+/// The row `params.state` belongs to (and the state's hash), if it was approved in this very
+/// browser session.
+async fn own_row(
+    state: &Core,
+    params: &CallbackParams,
+    session: Option<&BrowserSession>,
+) -> Result<(AuthorizationRow, String), FlowError> {
     // RFC 6749 §10.12, RFC 9700 §2.1: a missing or unknown state is rejected outright.
     let oauth_state = params.state.as_deref().filter(|s| !s.is_empty()).ok_or(FlowError::UnknownState)?;
     let state_hash = sha256_hex(oauth_state);
@@ -242,6 +270,16 @@ pub async fn complete(
         tracing::warn!(authorization_id = %row.id, "callback from a browser other than the approving one");
         return Err(FlowError::OtherBrowser);
     }
+    Ok((row, state_hash))
+}
+
+/// The rest of [`complete`], for a row this browser approved.
+async fn finish(
+    state: &Core,
+    params: &CallbackParams,
+    row: &AuthorizationRow,
+    state_hash: &str,
+) -> Result<Connected, FlowError> {
     let now = state.now();
     // The state was consumed already: a reload while the exchange runs, or after the process
     // stopped during it. The code cannot be used twice either way.
@@ -266,24 +304,24 @@ pub async fn complete(
         return Err(FlowError::IssuerMismatch);
     }
     // MCP 2025-11-25 security best practices: state is single-use (compare-and-swap).
-    if !state.store.consume_state(&row.id, &state_hash, now).await? {
+    if !state.store.consume_state(&row.id, state_hash, now).await? {
         return Err(FlowError::AlreadyUsed);
     }
     // RFC 6749 §4.1.2.1: the provider refused (the user denied, or a bad request).
     if let Some(error) = params.error.as_deref() {
         let code = error_code(error);
-        fail(state, &row, &format!("provider_error:{code}")).await;
+        fail(state, row, &format!("provider_error:{code}")).await;
         return Err(FlowError::ProviderRefused(code));
     }
     let Some(code) = params.code.as_deref().filter(|c| !c.is_empty()) else {
-        fail(state, &row, "missing_code").await;
+        fail(state, row, "missing_code").await;
         return Err(FlowError::MissingCode);
     };
-    let verifier = match open_verifier(state, &row) {
+    let verifier = match open_verifier(state, row) {
         Ok(verifier) => verifier,
         Err(error) => {
             tracing::error!(authorization_id = %row.id, %error, "the stored PKCE verifier could not be opened");
-            fail(state, &row, "verifier_unreadable").await;
+            fail(state, row, "verifier_unreadable").await;
             return Err(FlowError::VerifierUnreadable);
         }
     };
@@ -293,21 +331,21 @@ pub async fn complete(
         Ok(tokens) => tokens,
         Err(error) => {
             let reason = exchange_reason(&error);
-            fail(state, &row, &format!("exchange_failed:{reason}")).await;
+            fail(state, row, &format!("exchange_failed:{reason}")).await;
             return Err(FlowError::ExchangeFailed(reason));
         }
     };
     let stored = match tokens::store_grant(state, &row.user_id, provider, tokens, &row.scopes).await {
         Ok(stored) => stored,
         Err(error) => {
-            fail(state, &row, "store_failed").await;
+            fail(state, row, "store_failed").await;
             return Err(FlowError::Internal(error.to_string()));
         }
     };
     let now = state.now();
     if state.store.finish_authorization(&row.id, AuthorizationStatus::Completed, None, now).await? {
         // The client that asked may use what the user just approved; other clients still ask.
-        if let Err(error) = consent::allow_after_connect(state, &row, &stored.grant_id).await {
+        if let Err(error) = consent::allow_after_connect(state, row, &stored.grant_id).await {
             tracing::error!(authorization_id = %row.id, %error, "could not record the client's consent");
         }
     } else {
@@ -317,7 +355,7 @@ pub async fn complete(
     let detail = format!("id={}", row.id);
     state.store.audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail)).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization completed");
-    publish(state, &row, "completed");
+    publish(state, row, "completed");
     Ok(Connected {
         authorization_id: row.id.clone(),
         provider_id: provider.id.to_string(),
@@ -345,6 +383,25 @@ pub async fn settle_interrupted_exchanges(state: &Core) -> Result<usize, StoreEr
         fail(state, row, INTERRUPTED).await;
     }
     Ok(rows.len())
+}
+
+/// The error a `failed` row's stored reason (what [`fail`] wrote) stands for, so a page shown
+/// later can say what [`complete`] said then; `None` for a reason this module does not write.
+pub fn failure_error(reason: &str) -> Option<FlowError> {
+    if let Some(code) = reason.strip_prefix("provider_error:") {
+        return Some(FlowError::ProviderRefused(error_code(code)));
+    }
+    if let Some(why) = reason.strip_prefix("exchange_failed:") {
+        return Some(FlowError::ExchangeFailed(error_code(why)));
+    }
+    match reason {
+        "missing_code" => Some(FlowError::MissingCode),
+        "verifier_unreadable" => Some(FlowError::VerifierUnreadable),
+        "grant_gone" => Some(FlowError::GrantGone),
+        "connection_changed" => Some(FlowError::ConnectionChanged),
+        INTERRUPTED => Some(FlowError::Interrupted),
+        _ => None,
+    }
 }
 
 fn open_verifier(state: &Core, row: &AuthorizationRow) -> Result<SecretString, FlowError> {

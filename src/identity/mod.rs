@@ -13,6 +13,8 @@ pub mod next;
 pub mod oidc;
 pub mod password;
 
+use crate::display::ClientName;
+
 /// A registered tool server's client id is this prefix and its name (`admin services add`).
 pub const SERVICE_CLIENT_ID_PREFIX: &str = "svc_";
 
@@ -72,16 +74,25 @@ impl ClientIdentity {
         }
     }
 
-    /// How pages and tool results name it when nothing better is known.
-    pub fn describe(&self) -> String {
+    /// How pages name it when nothing better is known (see [`crate::broker::consent::client_name`]
+    /// for the name an OAuth client registered): one [`ClientName`] shape for every kind, so a
+    /// person reads "who" first and "what kind of name" second.
+    pub fn name(&self) -> ClientName {
         match self {
-            ClientIdentity::OAuthClient(id) => format!("client {id}"),
-            ClientIdentity::IssuedToken(Some(label)) => format!("the token issued for “{label}”"),
-            ClientIdentity::IssuedToken(None) => "a personal access token".into(),
-            ClientIdentity::Unidentified => "a client your identity provider did not name".into(),
-            ClientIdentity::Service(id) => {
-                format!("the tool server “{}”", id.strip_prefix(SERVICE_CLIENT_ID_PREFIX).unwrap_or(id))
+            ClientIdentity::OAuthClient(id) => ClientName::new("Unnamed app", format!("client id {id}")),
+            ClientIdentity::IssuedToken(Some(label)) => {
+                ClientName::new(label, "a program an operator issued you a token for")
             }
+            ClientIdentity::IssuedToken(None) => {
+                ClientName::new("Unnamed program", "an operator issued you a token without naming the program")
+            }
+            ClientIdentity::Unidentified => {
+                ClientName::new("Unnamed app", "your identity provider did not say which app")
+            }
+            ClientIdentity::Service(id) => ClientName::new(
+                id.strip_prefix(SERVICE_CLIENT_ID_PREFIX).unwrap_or(id),
+                "a tool server an operator registered",
+            ),
         }
     }
 }
@@ -116,7 +127,17 @@ mod tests {
     }
 
     #[test]
-    fn a_service_is_described_by_its_name() {
-        assert_eq!(ClientIdentity::Service("svc_notes".into()).describe(), "the tool server “notes”");
+    fn every_kind_of_client_is_named_the_same_way() {
+        assert_eq!(
+            ClientIdentity::Service("svc_notes".into()).name().to_string(),
+            "notes (a tool server an operator registered)"
+        );
+        assert_eq!(
+            ClientIdentity::IssuedToken(Some("demo_client".into())).name().to_string(),
+            "demo_client (a program an operator issued you a token for)"
+        );
+        assert_eq!(ClientIdentity::OAuthClient("c1".into()).name().to_string(), "Unnamed app (client id c1)");
+        // A label is someone's choice too: shown, never obeyed.
+        assert_eq!(ClientIdentity::IssuedToken(Some("a\u{202E}b".into())).name().name, "a[U+202E]b");
     }
 }

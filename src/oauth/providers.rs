@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use secrecy::SecretString;
 
 use crate::config::{Config, ProviderConfig, TokenAuthMethod};
+use crate::demo_provider::scopes::DemoScope;
 use crate::domain::{ProviderId, Scopes};
 
 #[derive(Debug, Default)]
@@ -64,5 +65,10 @@ fn demo_provider_config(config: &Config, id: ProviderId, secret: SecretString) -
         token_auth_method: TokenAuthMethod::ClientSecretBasic,
         extra_authorize_params: BTreeMap::new(),
         issuer: Some(config.url("/demo-provider").to_string()),
+        // The demo provider's own authorize page uses the same words.
+        scope_descriptions: DemoScope::ALL
+            .into_iter()
+            .map(|scope| (scope.as_str().to_owned(), scope.describe().to_owned()))
+            .collect(),
     }
 }

@@ -11,11 +11,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::csrf;
-use super::error::PageError;
-use super::pages::{self, AllowClientPage, ConsentPage, SignOutForm};
+use super::error::{PageError, START_AGAIN};
+use super::pages::{self, AllowClientPage, ConsentPage, ScopeLine, SignOutForm, SignedIn};
 use crate::broker::consent;
 use crate::broker::flow;
 use crate::config::ProviderConfig;
+use crate::display::{ClientName, safe_text};
 use crate::domain::ElicitationId;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
@@ -32,7 +33,7 @@ pub struct ConsentForm {
 }
 
 /// The id from the path, or 404 for anything that is not a well-formed elicitation id.
-fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<ElicitationId, PageError> {
+pub(super) fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<ElicitationId, PageError> {
     let Ok(Path(raw)) = path else { return Err(PageError::not_found()) };
     ElicitationId::parse(&raw).map_err(|_| PageError::not_found())
 }
@@ -58,37 +59,43 @@ async fn actionable_row(
         return Err(PageError::Page {
             status: StatusCode::FORBIDDEN,
             title: "Wrong account".into(),
-            message: "This link was created for another account. Sign out and sign in as the account that started it."
-                .into(),
+            message: format!(
+                "This link was created for another account than the one signed in here ({}).",
+                safe_text(session.display_name())
+            ),
+            next_step: "Sign out, then sign in as the account that started it.".into(),
             sign_out: Some(SignOutForm {
                 csrf_token: session.csrf_token.clone(),
                 next: login_path(&format!("/connect/{id}")),
             }),
         });
     }
-    let page = |status, title: &str, message: &str| Err(PageError::page(status, title, message));
+    let page = |status, title: &str, message: &str, next: &str| Err(PageError::page(status, title, message, next));
+    let back = "Return to your MCP client: it carries on by itself (or call the tool again there).";
     match row.status {
         AuthorizationStatus::Completed if row.kind == AuthorizationKind::Consent => {
-            page(StatusCode::OK, "Already allowed", "Already allowed — return to your client.")
+            page(StatusCode::OK, "Already allowed", "You already allowed this client to use this connection.", back)
         }
         AuthorizationStatus::Completed => {
-            page(StatusCode::OK, "Already connected", "Already connected — return to your client.")
+            page(StatusCode::OK, "Already connected", "This account is already connected through this link.", back)
         }
         AuthorizationStatus::Declined => page(
             StatusCode::GONE,
             "Request declined",
-            "You declined this request. If you change your mind, ask your client to try again.",
+            "You declined this request, so nothing was connected or shared.",
+            "If you change your mind, start again from your MCP client: call the tool again for a new link.",
         ),
         AuthorizationStatus::Failed => {
-            page(StatusCode::GONE, "Connection failed", "This connection attempt failed. Ask your client to try again.")
+            Err(row.failure.as_deref().and_then(flow::failure_error).map_or_else(attempt_failed, PageError::from))
         }
         AuthorizationStatus::Exchanging => page(
             StatusCode::CONFLICT,
             "Connection in progress",
-            "This connection is being completed. Return to your client.",
+            "The broker is finishing this connection with the provider right now.",
+            "Return to your MCP client; it hears when the connection is ready.",
         ),
         AuthorizationStatus::Pending | AuthorizationStatus::Redirected if row.is_expired(state.now()) => {
-            page(StatusCode::GONE, "Link expired", "This link has expired; ask your client to try again.")
+            Err(PageError::from(flow::FlowError::Expired))
         }
         AuthorizationStatus::Pending | AuthorizationStatus::Redirected => Ok(row),
     }
@@ -106,26 +113,25 @@ pub async fn show(
     let session = require_session(session, &id)?;
     let row = actionable_row(&state, &id, &session).await?;
     let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
-    let client_identity = if row.client_key.is_empty() {
+    let client = if row.client_key.is_empty() {
         // Created before consents were per client: the token's client was not recorded.
-        "An MCP client (asked before this broker recorded which client asks)".to_owned()
+        ClientName::new("An MCP client", "asked before this broker recorded which client asks")
     } else {
-        consent::describe_client(&state, &ClientIdentity::from_key(&row.client_key)).await
+        consent::client_name(&state, &ClientIdentity::from_key(&row.client_key)).await
     };
     if row.kind == AuthorizationKind::Consent {
-        return allow_page(&state, &row, provider, client_identity, &session).await;
+        return allow_page(&state, &row, provider, client, &session).await;
     }
     let page = ConsentPage {
         id: row.id.clone(),
-        client_identity,
-        client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()),
+        client,
+        client_name: self_reported_name(&row),
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
-        scopes: row.scopes.iter().map(str::to_owned).collect(),
+        scopes: ScopeLine::list(provider, &row.scopes),
         authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
         redirect_uri: state.config.redirect_uri().to_string(),
-        username: session.display_name().to_owned(),
-        csrf_token: session.csrf_token.clone(),
+        nav: SignedIn::of(&session),
     };
     Ok(pages::render(StatusCode::OK, &page))
 }
@@ -154,11 +160,21 @@ pub async fn act(
         }
         ("approve", AuthorizationKind::Consent) => {
             flow::allow(&state, &row, &session).await?;
-            Ok(pages::message(StatusCode::OK, "Allowed", "The client may now use this connection; return to it."))
+            Ok(pages::message(
+                StatusCode::OK,
+                "Allowed",
+                "The client may now use this connection. You can withdraw that any time on My connections.",
+                "Return to your MCP client: it carries on by itself (or call the tool again there).",
+            ))
         }
         ("deny", _) => {
             flow::decline(&state, &row, &session).await?;
-            Ok(pages::message(StatusCode::OK, "Declined", "You declined; return to your client."))
+            Ok(pages::message(
+                StatusCode::OK,
+                "Declined",
+                "You declined, so nothing was connected or shared.",
+                "Return to your MCP client. If you change your mind, call the tool again there for a new link.",
+            ))
         }
         _ => Err(PageError::bad_request()),
     }
@@ -169,7 +185,7 @@ async fn allow_page(
     state: &AppState,
     row: &AuthorizationRow,
     provider: &ProviderConfig,
-    client_identity: String,
+    client: ClientName,
     session: &BrowserSession,
 ) -> Result<Response, PageError> {
     let grant = flow::consent_target(state, row).await?;
@@ -179,23 +195,33 @@ async fn allow_page(
     };
     let page = AllowClientPage {
         id: row.id.clone(),
-        client_identity,
-        client_name: row.client_name.clone().filter(|n| !n.trim().is_empty()),
+        client,
+        client_name: self_reported_name(row),
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
-        account: grant.account_label.clone().unwrap_or_else(|| "(unnamed)".into()),
-        scopes: row.scopes.iter().map(str::to_owned).collect(),
+        account: grant.account_label.as_deref().map_or_else(|| "(unnamed)".into(), safe_text),
+        scopes: ScopeLine::list(provider, &row.scopes),
         previously_allowed,
-        username: session.display_name().to_owned(),
-        csrf_token: session.csrf_token.clone(),
+        nav: SignedIn::of(session),
     };
     Ok(pages::render(StatusCode::OK, &page))
 }
 
+/// The name the MCP client gave itself in `initialize` (`clientInfo`), as display text.
+fn self_reported_name(row: &AuthorizationRow) -> Option<String> {
+    row.client_name.as_deref().map(safe_text).filter(|n| !n.is_empty())
+}
+
 fn provider_missing() -> PageError {
+    PageError::from(flow::FlowError::UnknownProvider(String::new()))
+}
+
+/// A failed row whose reason the flow does not name (or an older row without one).
+pub(super) fn attempt_failed() -> PageError {
     PageError::page(
-        StatusCode::NOT_FOUND,
-        "Provider not available",
-        "This provider is no longer available on this broker. Ask your client to try again.",
+        StatusCode::GONE,
+        "Connection failed",
+        "This connection attempt failed, so nothing was connected.",
+        START_AGAIN,
     )
 }

@@ -15,9 +15,10 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 
 use super::error::PageError;
-use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage};
+use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, SignedIn};
 use crate::broker::connections::{self, ConnectionStatus};
 use crate::broker::consent;
+use crate::display::{ClientName, safe_text};
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{self, BrowserSession, OptionalBrowserSession};
@@ -34,15 +35,19 @@ pub async fn show(
     // have not connected), each with every client allowed to use it.
     let listing = connections::connections(&state, &session.user.id, None).await?;
     let consents = state.store.consents_for_user(&session.user.id).await?;
+    let mut names = Vec::with_capacity(consents.len());
+    for consent in &consents {
+        names.push(consent::client_name(&state, &ClientIdentity::from_key(&consent.client_key)).await);
+    }
     let rows = listing
         .iter()
         .filter_map(|c| {
             let g = c.grant.as_ref()?;
             Some(ConnectionRow {
-                clients: client_rows(g, &consents),
+                clients: client_rows(g, &consents, &names),
                 grant_id: g.id.clone(),
                 provider: c.provider_name().to_owned(),
-                account: g.account_label.clone().unwrap_or_else(|| "—".into()),
+                account: g.account_label.as_deref().map_or_else(|| "—".into(), safe_text),
                 scopes: g.scopes.to_space_separated(),
                 status: match c.status {
                     ConnectionStatus::Connected => "connected".into(),
@@ -52,15 +57,7 @@ pub async fn show(
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
-    Ok(pages::render(
-        StatusCode::OK,
-        &ConnectionsPage {
-            username: session.display_name().to_owned(),
-            csrf_token: session.csrf_token.clone(),
-            rows,
-            apps,
-        },
-    ))
+    Ok(pages::render(StatusCode::OK, &ConnectionsPage { nav: SignedIn::of(&session), rows, apps }))
 }
 
 /// The MCP clients with a live approval at the broker's authorization server, one row each.
@@ -73,7 +70,7 @@ async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageEr
             *held = held.union(&grant.scope);
             continue;
         }
-        let client = consent::describe_client(state, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
+        let client = consent::client_name(state, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
         let row = AppRow { client_id: grant.client_id, client, scopes: String::new(), since: day(grant.created_at) };
         apps.push((row, grant.scope));
     }
@@ -104,7 +101,12 @@ pub async fn revoke_app(
     let now = state.now();
     let revoked = state.store.revoke_oauth_grants_of_client(&session.user.id, &form.client_id, now).await?;
     if revoked == 0 {
-        return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That app is not signed in (any more)."));
+        return Err(PageError::page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "That app has no access to end (any more), so nothing changed.",
+            BACK,
+        ));
     }
     let client_key = ClientIdentity::OAuthClient(form.client_id.clone()).key();
     let consents = state.store.revoke_client_consents(&session.user.id, &client_key).await?;
@@ -134,19 +136,28 @@ pub async fn revoke(
     let (session, form) = checked(session, form)?;
     let grants = state.store.grants_for_user(&session.user.id).await?;
     let Some(grant) = grants.iter().find(|g| g.id == form.grant_id) else {
-        return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That connection does not exist (any more)."));
+        return Err(PageError::page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "That connection does not exist (any more), so nothing changed.",
+            BACK,
+        ));
     };
     let Some(provider) = state.providers.find(&grant.provider) else {
         return Err(PageError::page(
             StatusCode::CONFLICT,
             "Provider not configured",
-            "This provider is no longer configured; ask the operator to remove the connection.",
+            "This provider is no longer configured on this broker, so the connection cannot be revoked from here.",
+            "Ask the broker's operator to remove the connection.",
         ));
     };
     crate::broker::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
     Ok(pages::see_other("/connections"))
 }
+
+/// Where a refused form on this page points.
+const BACK: &str = "Go back to My connections and reload it to see what is there now.";
 
 /// A form posted from the connections page, carrying the session's CSRF token.
 trait PostedForm {
@@ -166,14 +177,16 @@ fn checked<T: PostedForm>(
     Ok((session, form))
 }
 
-/// The clients allowed to use `grant`, most recently approved first.
-fn client_rows(grant: &GrantRow, consents: &[ConsentRow]) -> Vec<ClientConsentRow> {
-    let mut rows: Vec<&ConsentRow> = consents.iter().filter(|c| c.grant_id == grant.id).collect();
-    rows.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
+/// The clients allowed to use `grant`, most recently approved first. `names[i]` names
+/// `consents[i]`'s client (named now, the one way every page names clients).
+fn client_rows(grant: &GrantRow, consents: &[ConsentRow], names: &[ClientName]) -> Vec<ClientConsentRow> {
+    let mut rows: Vec<(&ConsentRow, &ClientName)> =
+        consents.iter().zip(names).filter(|(c, _)| c.grant_id == grant.id).collect();
+    rows.sort_by_key(|(c, _)| std::cmp::Reverse(c.updated_at));
     rows.into_iter()
-        .map(|c| ClientConsentRow {
+        .map(|(c, name)| ClientConsentRow {
             client_key: c.client_key.clone(),
-            client: c.client_name.clone().unwrap_or_else(|| ClientIdentity::from_key(&c.client_key).describe()),
+            client: name.clone(),
             scopes: c.scopes.to_space_separated(),
             current: c.covers(&grant.scopes),
             since: day(c.updated_at),
@@ -209,7 +222,12 @@ pub async fn revoke_client(
     let (session, form) = checked(session, form)?;
     // Scoped to this user in the query itself: another user's grant id deletes nothing.
     if !state.store.revoke_consent(&session.user.id, &form.grant_id, &form.client_key).await? {
-        return Err(PageError::page(StatusCode::NOT_FOUND, "Not found", "That client had no access to withdraw."));
+        return Err(PageError::page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "That client had no access to withdraw, so nothing changed.",
+            BACK,
+        ));
     }
     let grant = state.store.grants_for_user(&session.user.id).await?.into_iter().find(|g| g.id == form.grant_id);
     let provider = grant.as_ref().map(|g| g.provider.as_str());

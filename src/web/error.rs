@@ -11,11 +11,16 @@ use crate::identity::next::login_path;
 use crate::identity::oidc::browser_login::SignInError;
 use crate::store::StoreError;
 
+/// What a person does next after most failures in the connect flow: the MCP client made the
+/// link, so only it can make a new one.
+pub const START_AGAIN: &str = "Start again from your MCP client: call the tool again, and it gives you a new link.";
+
 #[derive(Debug)]
 pub enum PageError {
-    /// A page the user can act on: `status` with a title and a sentence (and optionally a
-    /// sign-out button). Titles and messages are ours; they never carry secrets.
-    Page { status: StatusCode, title: String, message: String, sign_out: Option<SignOutForm> },
+    /// A page the user can act on: `status`, a title, what happened in plain words, and what to
+    /// do now (and optionally a sign-out button). Every message page also links home. Titles
+    /// and messages are ours; they never carry secrets.
+    Page { status: StatusCode, title: String, message: String, next_step: String, sign_out: Option<SignOutForm> },
     /// 303 to `/login?next=…` (the page needs a signed-in browser).
     SignIn { next: String },
     /// 500 with a generic page; the cause is logged.
@@ -23,13 +28,31 @@ pub enum PageError {
 }
 
 impl PageError {
-    pub fn page(status: StatusCode, title: impl Into<String>, message: impl Into<String>) -> Self {
-        PageError::Page { status, title: title.into(), message: message.into(), sign_out: None }
+    /// A page saying what happened (`message`) and what to do now (`next_step`).
+    pub fn page(
+        status: StatusCode,
+        title: impl Into<String>,
+        message: impl Into<String>,
+        next_step: impl Into<String>,
+    ) -> Self {
+        PageError::Page {
+            status,
+            title: title.into(),
+            message: message.into(),
+            next_step: next_step.into(),
+            sign_out: None,
+        }
     }
 
-    /// 404 "This link is not valid": unknown or malformed ids.
+    /// 404 "This link is not valid": unknown or malformed ids, and rows of another account
+    /// where saying more would tell that account something.
     pub fn not_found() -> Self {
-        Self::page(StatusCode::NOT_FOUND, "Link not valid", "This link is not valid.")
+        Self::page(
+            StatusCode::NOT_FOUND,
+            "Link not valid",
+            "This link does not lead anywhere: it may be mistyped, cut short, or meant for another account.",
+            "Open the link exactly as your MCP client gave it, or start again from your MCP client to get a new one.",
+        )
     }
 
     /// 400 for requests no page of ours produces (unparseable form or query).
@@ -37,7 +60,8 @@ impl PageError {
         Self::page(
             StatusCode::BAD_REQUEST,
             "Request not valid",
-            "This request is not valid. Start again from your client.",
+            "This request is not one the broker's pages send, so nothing was done.",
+            START_AGAIN,
         )
     }
 
@@ -46,7 +70,8 @@ impl PageError {
         Self::page(
             StatusCode::FORBIDDEN,
             "Form expired",
-            "This form is no longer valid. Reload the page and try again.",
+            "This form was shown before you last signed in or out, so it was not accepted and nothing changed.",
+            "Go back, reload the page, and try again.",
         )
     }
 
@@ -55,7 +80,18 @@ impl PageError {
         Self::page(
             StatusCode::TOO_MANY_REQUESTS,
             "Busy",
-            "Too many sign-in attempts are being checked right now. Wait a moment and try again.",
+            "Too many sign-in attempts are being checked right now, so yours was not checked.",
+            "Wait a moment and sign in again.",
+        )
+    }
+
+    /// The 500 page for a failure on our side whose cause is logged elsewhere.
+    pub fn went_wrong() -> Self {
+        Self::page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Something went wrong",
+            "Something went wrong on our side; what you asked for may not have happened.",
+            "Try again in a moment. If it keeps happening, tell the broker's operator.",
         )
     }
 
@@ -89,40 +125,49 @@ impl IntoResponse for SessionError {
 impl From<SignInError> for PageError {
     fn from(error: SignInError) -> Self {
         use StatusCode as S;
-        let again = "Start signing in again.";
+        let again = "Sign in again from the home page (or open your link again); you will be sent to the identity provider afresh.";
         match error {
             SignInError::NotValid => Self::page(
                 S::BAD_REQUEST,
                 "Sign-in not valid",
-                format!("This sign-in response is not valid, was already used, or belongs to another browser. {again}"),
+                "This sign-in response is not valid, was already used, or belongs to another browser, so you are not signed in.",
+                again,
             ),
-            SignInError::Expired => {
-                Self::page(S::GONE, "Sign-in expired", format!("This sign-in took too long. {again}"))
-            }
+            SignInError::Expired => Self::page(
+                S::GONE,
+                "Sign-in expired",
+                "This sign-in took too long, so it was not accepted and you are not signed in.",
+                again,
+            ),
             SignInError::IssuerMismatch => Self::page(
                 S::BAD_REQUEST,
                 "Sign-in not valid",
-                format!("This sign-in response came from an unexpected issuer, so it was ignored. {again}"),
+                "This sign-in response came from an unexpected issuer, so it was ignored and you are not signed in.",
+                again,
             ),
             SignInError::Refused(code) => Self::page(
                 S::FORBIDDEN,
                 "Not signed in",
-                format!("The identity provider did not sign you in (error: {code}). {again}"),
+                format!("The identity provider did not sign you in (error: {code})."),
+                again,
             ),
             SignInError::IdTokenNotVerified => Self::page(
                 S::BAD_REQUEST,
                 "Sign-in not valid",
-                format!("The identity provider's answer could not be verified, so you are not signed in. {again}"),
+                "The identity provider's answer could not be verified, so you are not signed in.",
+                again,
             ),
             SignInError::ExchangeFailed(_) => Self::page(
                 S::BAD_GATEWAY,
                 "Sign-in failed",
-                format!("The identity provider did not complete the sign-in. {again}"),
+                "The identity provider did not complete the sign-in, so you are not signed in.",
+                again,
             ),
             SignInError::IssuerUnavailable(_) => Self::page(
                 S::SERVICE_UNAVAILABLE,
                 "Identity provider unavailable",
-                "The identity provider cannot be reached right now. Try again in a moment.",
+                "The identity provider cannot be reached right now, so you could not be signed in.",
+                "Wait a moment, then sign in again from the home page.",
             ),
             SignInError::Store(error) => Self::from(error),
             SignInError::Internal(cause) => PageError::Internal(cause),
@@ -133,76 +178,103 @@ impl From<SignInError> for PageError {
 impl From<FlowError> for PageError {
     fn from(error: FlowError) -> Self {
         use StatusCode as S;
-        let invalid = "This sign-in response is not valid or was already used.";
+        let nothing = "Nothing was connected.";
         match error {
-            FlowError::UnknownState | FlowError::AlreadyUsed => {
-                Self::page(S::BAD_REQUEST, "Response not valid", invalid)
-            }
+            FlowError::UnknownState | FlowError::AlreadyUsed => Self::page(
+                S::BAD_REQUEST,
+                "Response not valid",
+                format!(
+                    "The provider's answer does not match a connection waiting here: it is not valid or was already used. {nothing}"
+                ),
+                format!("If you already finished connecting, return to your MCP client. Otherwise: {START_AGAIN}"),
+            ),
             FlowError::Interrupted => Self::page(
                 S::GONE,
                 "Connection interrupted",
-                "This connection was interrupted before it finished. Start again from your client.",
+                format!("This connection was interrupted before it finished (the broker stopped while talking to the provider). {nothing}"),
+                START_AGAIN,
             ),
             FlowError::OtherBrowser => Self::page(
                 S::BAD_REQUEST,
                 "Response not valid",
-                "This sign-in response does not belong to this browser's session. Start again from your client, \
-                 in the browser where you approve.",
+                format!(
+                    "The provider's answer reached a browser (or a sign-in) other than the one where you approved. {nothing}"
+                ),
+                "Start again from your MCP client, and open its link in the browser where you approve.",
             ),
-            FlowError::Expired => {
-                Self::page(S::GONE, "Link expired", "This link has expired; ask your client to try again.")
-            }
+            FlowError::Expired => Self::page(
+                S::GONE,
+                "Link expired",
+                format!("This connect link is too old to use. {nothing}"),
+                START_AGAIN,
+            ),
             FlowError::IssuerMismatch => Self::page(
                 S::BAD_REQUEST,
                 "Response not valid",
-                "This sign-in response came from an unexpected issuer, so it was ignored.",
+                format!("The answer came from an unexpected issuer, so it was ignored. {nothing}"),
+                START_AGAIN,
             ),
             FlowError::WrongUser => Self::page(
                 S::FORBIDDEN,
                 "Wrong account",
-                "This link was created for another account. Sign out and sign in as the account that started it.",
+                "This link was created for another account than the one signed in here.",
+                "Sign out, then sign in as the account that started it.",
             ),
             FlowError::NotActionable => Self::page(
                 S::CONFLICT,
                 "Link no longer usable",
-                "This request can no longer be approved or declined. Return to your client.",
+                "This request was already approved, declined or ended, so it can no longer be approved or declined.",
+                "Return to your MCP client; if it still needs access, it gives you a new link.",
             ),
             FlowError::GrantGone => Self::page(
                 S::GONE,
                 "Connection removed",
-                "That connection was removed meanwhile, so there is nothing to allow. Ask your client to try again.",
+                "That connection was removed meanwhile, so there is nothing to allow.",
+                START_AGAIN,
             ),
             FlowError::ConnectionChanged => Self::page(
                 S::CONFLICT,
                 "Connection changed",
-                "This connection gained permissions since this page was shown, so nothing was allowed. Ask your client to try again; it will show the current list.",
+                "This connection gained permissions since this page was shown, so nothing was allowed.",
+                "Start again from your MCP client; the new link shows the current list of permissions.",
             ),
             FlowError::UnknownProvider(_) => Self::page(
                 S::NOT_FOUND,
                 "Provider not available",
-                "This provider is no longer available on this broker. Ask your client to try again.",
+                format!("This provider is no longer available on this broker. {nothing}"),
+                "Ask the broker's operator about this provider, or start again from your MCP client.",
+            ),
+            FlowError::ProviderRefused(code) if code == "access_denied" => Self::page(
+                S::BAD_REQUEST,
+                "Not connected",
+                format!(
+                    "The provider says access was denied (error: access_denied): you chose Deny there, or it refused. {nothing}"
+                ),
+                format!("If you meant to connect: {START_AGAIN}"),
             ),
             FlowError::ProviderRefused(code) => Self::page(
                 S::BAD_REQUEST,
                 "Connection refused",
-                format!("The provider refused the connection (error: {code}). Return to your client and try again."),
+                format!("The provider refused the connection (error: {code}). {nothing}"),
+                START_AGAIN,
             ),
             FlowError::MissingCode => Self::page(
                 S::BAD_REQUEST,
                 "Response not valid",
-                "The provider's response carried no authorization code. Return to your client and try again.",
+                format!("The provider's answer carried no authorization code. {nothing}"),
+                START_AGAIN,
             ),
             FlowError::VerifierUnreadable => Self::page(
                 S::BAD_REQUEST,
                 "Could not finish connecting",
-                "This connection attempt can no longer be finished. Nothing was connected: start again from your client (call the tool again), which gives you a new link.",
+                format!("This connection attempt can no longer be finished. {nothing}"),
+                START_AGAIN,
             ),
             FlowError::ExchangeFailed(reason) => Self::page(
                 S::BAD_GATEWAY,
                 "Could not connect",
-                format!(
-                    "The provider did not complete the connection ({reason}). Return to your client and try again."
-                ),
+                format!("The provider did not complete the connection ({reason}). {nothing}"),
+                START_AGAIN,
             ),
             FlowError::Store(error) => Self::from(error),
             FlowError::Internal(cause) => PageError::Internal(cause),
@@ -213,17 +285,13 @@ impl From<FlowError> for PageError {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         match self {
-            PageError::Page { status, title, message, sign_out } => {
-                pages::render(status, &MessagePage { title, message, sign_out })
+            PageError::Page { status, title, message, next_step, sign_out } => {
+                pages::render(status, &MessagePage { title, message, next_step, sign_out, signed_in: None })
             }
             PageError::SignIn { next } => pages::see_other(&login_path(&next)),
             PageError::Internal(cause) => {
                 tracing::error!(%cause, "hosted page failed");
-                pages::message(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "Something went wrong",
-                    "Something went wrong on our side. Try again in a moment.",
-                )
+                PageError::went_wrong().into_response()
             }
         }
     }
@@ -239,6 +307,112 @@ mod tests {
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
         assert!(!String::from_utf8_lossy(&body).contains("secret detail"));
+    }
+
+    /// Every flow error the pages can show. The match has no wildcard, so a new variant does
+    /// not compile until it is listed here (and so checked below).
+    fn every_flow_error() -> Vec<FlowError> {
+        let all = vec![
+            FlowError::UnknownState,
+            FlowError::OtherBrowser,
+            FlowError::Expired,
+            FlowError::IssuerMismatch,
+            FlowError::AlreadyUsed,
+            FlowError::Interrupted,
+            FlowError::WrongUser,
+            FlowError::NotActionable,
+            FlowError::UnknownProvider("gone".into()),
+            FlowError::GrantGone,
+            FlowError::ConnectionChanged,
+            FlowError::ProviderRefused("access_denied".into()),
+            FlowError::ProviderRefused("server_error".into()),
+            FlowError::MissingCode,
+            FlowError::VerifierUnreadable,
+            FlowError::ExchangeFailed("invalid_grant".into()),
+            FlowError::Store(StoreError::Conflict),
+            FlowError::Internal("x".into()),
+        ];
+        for error in &all {
+            match error {
+                FlowError::UnknownState
+                | FlowError::OtherBrowser
+                | FlowError::Expired
+                | FlowError::IssuerMismatch
+                | FlowError::AlreadyUsed
+                | FlowError::Interrupted
+                | FlowError::WrongUser
+                | FlowError::NotActionable
+                | FlowError::UnknownProvider(_)
+                | FlowError::GrantGone
+                | FlowError::ConnectionChanged
+                | FlowError::ProviderRefused(_)
+                | FlowError::MissingCode
+                | FlowError::VerifierUnreadable
+                | FlowError::ExchangeFailed(_)
+                | FlowError::Store(_)
+                | FlowError::Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    /// Every sign-in error, listed the same way.
+    fn every_sign_in_error() -> Vec<SignInError> {
+        use crate::identity::oidc::OidcError;
+        let all = vec![
+            SignInError::NotValid,
+            SignInError::Expired,
+            SignInError::IssuerMismatch,
+            SignInError::Refused("access_denied".into()),
+            SignInError::IdTokenNotVerified,
+            SignInError::ExchangeFailed("x".into()),
+            SignInError::IssuerUnavailable(OidcError::Unavailable("down".into())),
+            SignInError::Store(StoreError::Conflict),
+            SignInError::Internal("x".into()),
+        ];
+        for error in &all {
+            match error {
+                SignInError::NotValid
+                | SignInError::Expired
+                | SignInError::IssuerMismatch
+                | SignInError::Refused(_)
+                | SignInError::IdTokenNotVerified
+                | SignInError::ExchangeFailed(_)
+                | SignInError::IssuerUnavailable(_)
+                | SignInError::Store(_)
+                | SignInError::Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    #[tokio::test]
+    async fn every_error_page_says_what_happened_what_to_do_and_links_home() {
+        let pages = every_flow_error()
+            .into_iter()
+            .map(PageError::from)
+            .chain(every_sign_in_error().into_iter().map(PageError::from))
+            .chain([
+                PageError::not_found(),
+                PageError::bad_request(),
+                PageError::csrf(),
+                PageError::busy(),
+                PageError::went_wrong(),
+                PageError::internal("cause"),
+            ]);
+        for page in pages {
+            let shown = format!("{page:?}");
+            if let PageError::Page { title, message, next_step, .. } = &page {
+                // The message says more than the title, and the next step is its own sentence.
+                assert!(message.len() > title.len() + 10, "{shown}");
+                assert!(next_step.len() > 15 && !message.contains(next_step.as_str()), "{shown}");
+            }
+            let response = page.into_response();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+            let html = String::from_utf8_lossy(&body);
+            assert!(html.contains("What to do now:"), "{shown}: {html}");
+            assert!(html.contains("href=\"/\""), "a link home: {shown}");
+        }
     }
 
     #[test]

@@ -62,6 +62,23 @@ fn location(response: &reqwest::Response) -> String {
 }
 
 impl TestApp {
+    /// Opens the provider's callback URL in `browser`: it must answer 303 to one of our own
+    /// clean pages (no code, state or iss in the address), which is then opened and returned.
+    async fn land(&self, browser: &reqwest::Client, callback: &str) -> reqwest::Response {
+        let response = browser.get(callback).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::SEE_OTHER, "the callback never shows a page itself");
+        let target = location(&response);
+        assert!(target.starts_with('/') && !target.starts_with("//"), "{target}");
+        assert!(!target.contains('?'), "{target}");
+        let sent = url::Url::parse(callback).unwrap();
+        for (_, value) in sent.query_pairs().filter(|(k, v)| (k == "code" || k == "state") && v.len() > 4) {
+            assert!(!target.contains(value.as_ref()), "{target}");
+        }
+        browser.get(format!("{}{target}", self.base)).send().await.unwrap()
+    }
+}
+
+impl TestApp {
     async fn login(&self, browser: &reqwest::Client, username: &str, password: &str, next: &str) -> reqwest::Response {
         let page = browser.get(format!("{}/login", self.base)).send().await.unwrap().text().await.unwrap();
         let csrf = hidden(&page, "csrf_token");
@@ -143,8 +160,9 @@ async fn the_owner_connects_and_the_callback_works_once() {
     let callback = app.provider_approves(&authorize_url).await;
 
     let mut events = app.state.events.subscribe();
-    let done = alice.get(&callback).send().await.unwrap();
+    let done = app.land(&alice, &callback).await;
     assert_eq!(done.status(), StatusCode::OK);
+    assert_eq!(done.url().path(), format!("/connect/{id}/result"));
     assert_eq!(done.headers()["referrer-policy"], "no-referrer");
     assert!(done.text().await.unwrap().contains("Connected to Demo Provider"));
     assert_eq!(app.status(&id).await, AuthorizationStatus::Completed);
@@ -157,7 +175,7 @@ async fn the_owner_connects_and_the_callback_works_once() {
     assert!(consent.covers(&grant.scopes));
     assert!(app.state.store.consent(&grant.id, "token:").await.unwrap().is_none());
 
-    let replay = alice.get(&callback).send().await.unwrap();
+    let replay = app.land(&alice, &callback).await;
     assert_eq!(replay.status(), StatusCode::BAD_REQUEST);
     let again = alice.get(format!("{}/connect/{id}", app.base)).send().await.unwrap();
     assert!(again.text().await.unwrap().contains("Already connected"));
@@ -196,17 +214,17 @@ async fn a_callback_in_another_browser_or_from_another_issuer_makes_no_token_req
     let callback = app.provider_approves(&app.approve(&alice, &id).await).await;
 
     for other in [&bob, &browser()] {
-        assert_eq!(other.get(&callback).send().await.unwrap().status(), StatusCode::BAD_REQUEST);
+        assert_eq!(app.land(other, &callback).await.status(), StatusCode::BAD_REQUEST);
     }
     let forged = callback.replace("iss=", "iss=https%3A%2F%2Fevil.example&x=");
-    assert_eq!(alice.get(&forged).send().await.unwrap().status(), StatusCode::BAD_REQUEST);
+    assert_eq!(app.land(&alice, &forged).await.status(), StatusCode::BAD_REQUEST);
     let no_iss: String = callback.split('&').filter(|p| !p.starts_with("iss=")).collect::<Vec<_>>().join("&");
-    assert_eq!(alice.get(&no_iss).send().await.unwrap().status(), StatusCode::BAD_REQUEST);
+    assert_eq!(app.land(&alice, &no_iss).await.status(), StatusCode::BAD_REQUEST);
     let no_state = format!("{}/oauth/callback?code=x", app.base);
-    assert_eq!(alice.get(&no_state).send().await.unwrap().status(), StatusCode::BAD_REQUEST);
+    assert_eq!(app.land(&alice, &no_state).await.status(), StatusCode::BAD_REQUEST);
     assert_eq!(app.status(&id).await, AuthorizationStatus::Redirected, "nothing was consumed");
 
-    assert_eq!(alice.get(&callback).send().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(app.land(&alice, &callback).await.status(), StatusCode::OK);
 }
 
 #[tokio::test]
@@ -266,7 +284,7 @@ async fn a_provider_refusal_fails_the_row_and_signing_out_ends_the_session() {
     let mut form: Vec<(String, String)> = url.query_pairs().into_owned().collect();
     form.push(("decision".into(), "deny".into()));
     let denied = browser().post(format!("{}/demo-provider/authorize", app.base)).form(&form).send().await.unwrap();
-    let page = alice.get(location(&denied)).send().await.unwrap();
+    let page = app.land(&alice, &location(&denied)).await;
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
     assert!(page.text().await.unwrap().contains("access_denied"));
     let row = app.state.store.authorization(&id).await.unwrap().unwrap();
@@ -305,9 +323,9 @@ async fn a_verifier_that_no_longer_opens_ends_the_attempt_with_a_way_forward_not
         .unwrap();
     let callback = app.provider_approves(&authorize_url).await;
 
-    let page = alice.get(&callback).send().await.unwrap();
+    let page = app.land(&alice, &callback).await;
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
-    assert!(page.text().await.unwrap().contains("start again from your client"));
+    assert!(page.text().await.unwrap().contains("Start again from your MCP client"));
     assert_eq!(app.status(&id).await, AuthorizationStatus::Failed);
     let row = app.state.store.authorization(&id).await.unwrap().unwrap();
     assert_eq!(row.failure.as_deref(), Some("verifier_unreadable"));

@@ -1,4 +1,4 @@
-//! `GET /`: who is signed in, with a sign-out button, or a link to sign in.
+//! `GET /`: who is signed in (the top bar has My connections and Sign out), or a link to sign in.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -7,7 +7,6 @@ use super::pages::{self, HomePage, SignedIn};
 use crate::identity::browser::OptionalBrowserSession;
 
 pub async fn show(OptionalBrowserSession(session): OptionalBrowserSession) -> Response {
-    let signed_in =
-        session.map(|s| SignedIn { username: s.display_name().to_owned(), csrf_token: s.csrf_token.clone() });
+    let signed_in = session.as_ref().map(SignedIn::of);
     pages::render(StatusCode::OK, &HomePage { signed_in })
 }

@@ -7,10 +7,15 @@
 //! | `POST /logout`         | [`login`]     | ends the browser session (CSRF)                   |
 //! | `GET /login/oidc`, `GET /login/oidc/callback` | [`oidc_login`] | sign-in at the OIDC issuer → [`crate::identity::oidc::browser_login`] |
 //! | `GET/POST /connect/{id}` | [`connect`] | consent for an authorization (owner only, CSRF)   |
-//! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]   |
+//! | `GET /connect/{id}/result` | [`result`] | how a connect link ended (owner only)            |
+//! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]; always 303 to a clean page |
+//! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
+//! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
 //!
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
-//! are [`error::PageError`]s. Security headers for all responses are in [`security_headers`].
+//! are [`error::PageError`]s, each saying what happened, what to do, and linking home. Signed-in
+//! pages carry a top bar (home, My connections, Sign out). Names others chose reach a page only
+//! through [`crate::display`]. Security headers for all responses are in [`security_headers`].
 
 pub mod callback;
 pub mod connect;
@@ -23,6 +28,7 @@ pub mod home;
 pub mod login;
 pub mod oidc_login;
 pub mod pages;
+pub mod result;
 pub mod security_headers;
 pub mod throttle;
 
@@ -46,7 +52,9 @@ pub fn router() -> Router<AppState> {
         .route("/connections/clients/revoke", post(connections::revoke_client))
         .route("/connections/apps/revoke", post(connections::revoke_app))
         .route("/connect/{id}", get(connect::show).post(connect::act))
+        .route("/connect/{id}/result", get(result::show))
         .route("/oauth/callback", get(callback::receive))
+        .route("/oauth/callback/problem/{problem}", get(callback::problem))
         // One throttle per running app (tests run several apps in one process).
         .layer(Extension(Arc::new(throttle::LoginThrottle::new())))
         // Pages carry CSRF tokens and per-user details; redirects carry provider URLs.

@@ -6,6 +6,9 @@ use askama::Template;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::display::{ClientName, safe_text};
+use crate::identity::browser::BrowserSession;
+
 /// A sign-out button on a page (used where the fix is "sign in as someone else").
 #[derive(Debug, Clone)]
 pub struct SignOutForm {
@@ -15,13 +18,20 @@ pub struct SignOutForm {
     pub next: String,
 }
 
-/// A title and a sentence: results, refusals and errors.
+/// Results, refusals and errors: a title, what happened in plain words, what to do now, and a
+/// link home.
 #[derive(Template)]
 #[template(path = "message.html")]
 pub struct MessagePage {
     pub title: String,
+    /// What happened.
     pub message: String,
+    /// What to do now.
+    pub next_step: String,
     pub sign_out: Option<SignOutForm>,
+    /// Who is signed in, when the page is for them (the top bar then offers My connections and
+    /// Sign out).
+    pub signed_in: Option<SignedIn>,
 }
 
 /// The local sign-in form.
@@ -43,24 +53,51 @@ pub struct LoginPage {
 pub struct ConsentPage {
     /// The authorization id (elicitationId), for the form action.
     pub id: String,
-    /// The self-reported `clientInfo` name, if the client gave one.
+    /// The self-reported `clientInfo` name, if the client gave one (display text).
     pub client_name: Option<String>,
-    /// The client as its token identifies it ([`crate::broker::consent::describe_client`]).
-    pub client_identity: String,
+    /// The client as its token identifies it ([`crate::broker::consent::client_name`]).
+    pub client: ClientName,
     pub provider_name: String,
     pub provider_id: String,
-    pub scopes: Vec<String>,
+    pub scopes: Vec<ScopeLine>,
     pub authorization_host: String,
     pub redirect_uri: String,
+    pub nav: SignedIn,
+}
+
+/// Who is signed in: the top bar of signed-in pages (`templates/nav_signed_in.html`: home, My
+/// connections, Sign out) and the forms that need the session's CSRF token.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    /// Display text ([`crate::display::safe_text`]).
     pub username: String,
     pub csrf_token: String,
 }
 
-/// Who is signed in, for the home page.
+impl SignedIn {
+    pub fn of(session: &BrowserSession) -> Self {
+        SignedIn { username: safe_text(session.display_name()), csrf_token: session.csrf_token.clone() }
+    }
+}
+
+/// One permission on a consent page: the scope, and what it allows where the provider's
+/// configuration says (`scope_descriptions`).
 #[derive(Debug, Clone)]
-pub struct SignedIn {
-    pub username: String,
-    pub csrf_token: String,
+pub struct ScopeLine {
+    pub scope: String,
+    pub description: Option<String>,
+}
+
+impl ScopeLine {
+    pub fn list(provider: &crate::config::ProviderConfig, scopes: &crate::domain::Scopes) -> Vec<Self> {
+        scopes
+            .iter()
+            .map(|scope| ScopeLine {
+                scope: scope.to_owned(),
+                description: provider.scope_description(scope).map(str::to_owned),
+            })
+            .collect()
+    }
 }
 
 #[derive(Template)]
@@ -88,9 +125,21 @@ pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
     }
 }
 
-/// A message page with `status`.
-pub fn message(status: StatusCode, title: impl Into<String>, message: impl Into<String>) -> Response {
-    render(status, &MessagePage { title: title.into(), message: message.into(), sign_out: None })
+/// A message page with `status`: what happened, and what to do now.
+pub fn message(
+    status: StatusCode,
+    title: impl Into<String>,
+    message: impl Into<String>,
+    next_step: impl Into<String>,
+) -> Response {
+    let page = MessagePage {
+        title: title.into(),
+        message: message.into(),
+        next_step: next_step.into(),
+        sign_out: None,
+        signed_in: None,
+    };
+    render(status, &page)
 }
 
 /// A 303 See Other (after a POST the browser must GET the target): a local path we checked, or
@@ -115,15 +164,22 @@ mod tests {
 
     #[test]
     fn pages_escape_what_they_show() {
-        let html =
-            MessagePage { title: "t".into(), message: "<script>x</script>".into(), sign_out: None }.render().unwrap();
+        let html = MessagePage {
+            title: "t".into(),
+            message: "<script>x</script>".into(),
+            next_step: "n".into(),
+            sign_out: None,
+            signed_in: None,
+        }
+        .render()
+        .unwrap();
         assert!(!html.contains("<script>x"));
         assert!(html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"));
     }
 
     #[test]
     fn rendered_pages_are_not_cached() {
-        let response = message(StatusCode::OK, "t", "m");
+        let response = message(StatusCode::OK, "t", "m", "n");
         assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
         assert!(response.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
     }
@@ -133,6 +189,7 @@ mod tests {
 pub struct ConnectionRow {
     pub grant_id: String,
     pub provider: String,
+    /// Display text.
     pub account: String,
     pub scopes: String,
     pub status: String,
@@ -144,7 +201,7 @@ pub struct ConnectionRow {
 #[derive(Debug, Clone)]
 pub struct ClientConsentRow {
     pub client_key: String,
-    pub client: String,
+    pub client: ClientName,
     pub scopes: String,
     /// False when the connection has since gained scopes: the client will ask again.
     pub current: bool,
@@ -157,24 +214,23 @@ pub struct ClientConsentRow {
 #[template(path = "allow_client.html")]
 pub struct AllowClientPage {
     pub id: String,
-    pub client_identity: String,
-    /// The self-reported `clientInfo` name, if any.
+    pub client: ClientName,
+    /// The self-reported `clientInfo` name, if any (display text).
     pub client_name: Option<String>,
     pub provider_name: String,
     pub provider_id: String,
+    /// Display text.
     pub account: String,
-    pub scopes: Vec<String>,
+    pub scopes: Vec<ScopeLine>,
     /// Scopes this client was allowed before (an older consent), so the page can say what is new.
     pub previously_allowed: Vec<String>,
-    pub username: String,
-    pub csrf_token: String,
+    pub nav: SignedIn,
 }
 
 #[derive(Template)]
 #[template(path = "connections.html")]
 pub struct ConnectionsPage {
-    pub username: String,
-    pub csrf_token: String,
+    pub nav: SignedIn,
     pub rows: Vec<ConnectionRow>,
     /// MCP clients signed in to the broker through its authorization server (local mode).
     pub apps: Vec<AppRow>,
@@ -184,7 +240,7 @@ pub struct ConnectionsPage {
 #[derive(Debug, Clone)]
 pub struct AppRow {
     pub client_id: String,
-    pub client: String,
+    pub client: ClientName,
     pub scopes: String,
     /// `YYYY-MM-DD` (UTC) of the first live approval.
     pub since: String,

@@ -324,7 +324,9 @@ async fn full_flow(app: &TestApp) {
     };
     let link = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
     let page = app.allow_in_browser(&browser, &link, ALICE).await;
-    let named = format!("“Flow Tool” (a name the app chose when it registered; client {client_id})");
+    let named = format!(
+        "<strong>Flow Tool</strong> <span class=\"muted\">(name chosen by the app itself; client id {client_id})</span>"
+    );
     assert!(page.contains(&named), "{page}");
     client.close().await;
 
@@ -669,7 +671,7 @@ async fn a_client_with_a_metadata_document_connects_without_registering() {
     let url = authorize_url(&app, &authorize_params(&app, &client_id, &challenge));
     let html = consent_page(&app, &browser, &url).await;
     assert!(html.contains("Document Tool"));
-    assert!(html.contains(&format!("described by <code>{}</code>", base.trim_start_matches("http://"))));
+    assert!(html.contains(&format!("Described by <code>{}</code>", base.trim_start_matches("http://"))));
     let params = callback_params(&submit_consent(&app, &browser, &html, "approve", |_| {}).await);
     let response = exchange(&app, &client_id, &params["code"], &verifier).await;
     assert_eq!(response.status(), 200);
@@ -814,7 +816,7 @@ async fn the_consent_page_for_a_tool_server_names_the_connections_that_tool_serv
     let url = authorize_url(&app, &with(authorize_params(&app, &client_id, &challenge), "resource", Some(TOOL_SERVER)));
     let html = consent_page(&app, &app.browser(), &url).await;
 
-    assert!(html.contains("the tool server “notes”"), "{html}");
+    assert!(html.contains("notes (a tool server an operator registered)"), "{html}");
     assert!(
         html.contains("Connections it may use at once") && html.contains("Demo Provider (demo-user)"),
         "approving hands over what the tool server may use: {html}"

@@ -74,7 +74,9 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
 
     let browser = app.browser();
     let page = app.allow_in_browser(&browser, &url, ALICE).await;
-    for expected in ["the token issued for “other-tool”", "Demo Provider", "demo-user", "profile", "notes:read"] {
+    let named =
+        "<strong>other-tool</strong> <span class=\"muted\">(a program an operator issued you a token for)</span>";
+    for expected in [named, "Demo Provider", "demo-user", "profile", "notes:read", "Read your notes"] {
         assert!(page.contains(expected), "the page names {expected}: {page}");
     }
     assert!(second.next_completion(std::time::Duration::from_secs(10)).await.is_some_and(|done| done == id));
@@ -214,7 +216,10 @@ async fn the_connections_page_lists_clients_and_withdraws_one(app: &TestApp) {
     app.allow_in_browser(&browser, &url, ALICE).await;
 
     let page = browser.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
-    assert!(page.contains("a personal access token") && page.contains("the token issued for “other-tool”"), "{page}");
+    // Every client is named the same way: its name first, then what kind of name it is.
+    let unnamed = "<strong>Unnamed program</strong> <span class=\"muted\">(an operator issued you a token without naming the program);";
+    let labelled = "<strong>other-tool</strong> <span class=\"muted\">(a program an operator issued you a token for);";
+    assert!(page.contains(unnamed) && page.contains(labelled), "{page}");
     let csrf = hidden_field(&page, "csrf_token").unwrap();
     let grant_id = hidden_field(&page, "grant_id").unwrap();
     let keys: Vec<String> =

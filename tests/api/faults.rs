@@ -166,8 +166,9 @@ async fn a_callback_reloaded_after_an_interrupted_exchange_says_to_start_again(a
     assert!(app.state.store.consume_state(id, &sha256_hex(&state_of(&callback)), app.now()).await.unwrap());
 
     // While an exchange could still be running, a reload does not start a second one.
-    let (status, _) = page_text(&browser, app, &callback).await;
-    assert_ne!(status, 200);
+    let (status, page) = page_text(&browser, app, &callback).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Connecting"), "the result page says the exchange is running: {page}");
     assert_eq!(app.state.store.authorization(id).await.unwrap().unwrap().status, AuthorizationStatus::Exchanging);
 
     // Act: the user reloads the callback after any exchange would have ended.
@@ -176,7 +177,7 @@ async fn a_callback_reloaded_after_an_interrupted_exchange_says_to_start_again(a
 
     // Assert: the page says to start again from the client; the row is settled.
     assert_eq!(status, 410, "{page}");
-    assert!(page.contains("Start again from your client"), "{page}");
+    assert!(page.contains("interrupted") && page.contains("Start again from your MCP client"), "{page}");
     assert!(!page.contains("already used"), "{page}");
     let row = app.state.store.authorization(id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Failed);

@@ -37,7 +37,7 @@ async fn inline_url_elicitation_connects_and_notifies_the_session(app: &TestApp)
     let browser = app.browser();
     let callback = app.approve_in_browser(&browser, &url, ALICE).await;
     assert_eq!(callback.status(), 200);
-    assert!(callback.text().await.unwrap().contains("return to your client"));
+    assert!(callback.text().await.unwrap().contains("Return to your MCP client"));
 
     // Assert: the tool finished successfully, the session was notified, the grant works.
     let result = call.await.unwrap().unwrap();

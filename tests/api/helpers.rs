@@ -282,7 +282,24 @@ impl TestApp {
         account: &str,
     ) -> reqwest::Response {
         let callback_url = self.demo_provider_redirect(browser, authorize_url, account, "approve").await;
-        browser.get(callback_url).send().await.unwrap()
+        self.land(browser, &callback_url).await
+    }
+
+    /// Opens the provider's redirect to our callback in `browser`. The callback never shows a
+    /// page itself (its URL holds the code and state): it must answer 303 to one of our own
+    /// clean addresses, which this opens and returns.
+    pub async fn land(&self, browser: &reqwest::Client, callback_url: &str) -> reqwest::Response {
+        let response = browser.get(callback_url).send().await.unwrap();
+        assert_eq!(response.status(), 303, "the callback redirects to a clean page");
+        let target = location(&response);
+        assert!(target.starts_with('/') && !target.starts_with("//"), "a page of ours: {target}");
+        assert!(!target.contains('?'), "the clean page's address has no query: {target}");
+        let sent = url::Url::parse(callback_url).unwrap();
+        for (name, value) in sent.query_pairs().filter(|(k, v)| ["code", "state"].contains(&k.as_ref()) && v.len() > 4)
+        {
+            assert!(!target.contains(value.as_ref()), "the clean page's address holds no {name}: {target}");
+        }
+        browser.get(self.url(&target)).send().await.unwrap()
     }
 
     /// Submits the demo provider's approve page and returns where it redirects (our callback).

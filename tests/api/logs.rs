@@ -140,7 +140,7 @@ async fn a_full_flow_with_debug_logging_leaves_no_secret_in_the_logs() {
     let answer = browser.post(format!("{base}/demo-provider/authorize")).form(&form).send().await.unwrap();
     let callback = location(&answer);
     let code = query_value(&callback, "code");
-    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 200);
+    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 303);
     let retried = post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call["params"]}))
         .await
         .unwrap()

@@ -6,6 +6,7 @@ mod helpers;
 
 mod authorization_server;
 mod bearer;
+mod browser;
 mod cli;
 mod consent;
 mod faults;
@@ -13,6 +14,7 @@ mod flow;
 mod forms;
 mod logs;
 mod oidc;
+mod pages;
 mod prompts;
 mod protocol;
 mod provider_request;

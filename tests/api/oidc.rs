@@ -804,7 +804,7 @@ async fn a_callback_is_single_use() {
     // The same browser again: its login cookie was cleared.
     let again = browser.get(&callback).send().await.unwrap();
     assert_eq!(again.status(), 400);
-    assert!(again.text().await.unwrap().contains("Start signing in again"));
+    assert!(again.text().await.unwrap().contains("Sign in again from the home page"));
     // Even with the old login cookie replayed, the state was consumed.
     let replay = http().get(&callback).header("cookie", &login_cookie).send().await.unwrap();
     assert_eq!(replay.status(), 400);
@@ -861,7 +861,7 @@ async fn id_tokens_with_a_wrong_nonce_or_audience_and_mixed_up_responses_are_ref
         let callback = setup.approve_at_issuer(&browser, &authorize_url).await;
         let refused = browser.get(&callback).send().await.unwrap();
         assert_eq!(refused.status(), 400, "{what}");
-        assert!(refused.text().await.unwrap().contains("Start signing in again"), "{what}");
+        assert!(refused.text().await.unwrap().contains("Sign in again from the home page"), "{what}");
         assert_eq!(setup.signed_in_as(&browser).await, None, "{what}");
     }
     assert!(setup.users_of_the_issuer().await.is_empty());

@@ -118,18 +118,18 @@ async fn a_callback_state_works_once_and_only_in_the_browser_that_approved(app: 
     // the approving browser session; a stolen or injected code fails).
     let other = app.browser();
     app.sign_in(&other, ALICE, "/").await;
-    assert_eq!(other.get(&callback).send().await.unwrap().status(), 400);
+    assert_eq!(app.land(&other, &callback).await.status(), 400);
     assert_eq!(status_of(app, &id).await, AuthorizationStatus::Redirected, "the other browser changed nothing");
 
     // Unknown or tampered state: refused, no token request.
     let tampered = callback.replace("state=", "state=x");
-    assert_eq!(browser.get(&tampered).send().await.unwrap().status(), 400);
+    assert_eq!(app.land(&browser, &tampered).await.status(), 400);
 
     // The approving browser completes; a replay of the same callback is refused.
-    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 200);
+    assert_eq!(app.land(&browser, &callback).await.status(), 200);
     assert_eq!(status_of(app, &id).await, AuthorizationStatus::Completed);
     let grant_before = app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
-    assert_eq!(browser.get(&callback).send().await.unwrap().status(), 400);
+    assert_eq!(app.land(&browser, &callback).await.status(), 400);
     let grant_after = app.state.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
     assert_eq!(grant_before.version, grant_after.version, "a replay stores nothing");
 }
@@ -148,8 +148,8 @@ async fn a_callback_from_an_unexpected_issuer_is_refused(app: &TestApp) {
         if k == "iss" { (k.clone(), "https://evil.example".to_owned()) } else { (k.clone(), v.clone()) }
     }));
     // RFC 9207: mismatched or missing iss from a provider that sends it → refused.
-    assert_eq!(browser.get(parsed.as_str()).send().await.unwrap().status(), 400);
-    assert_eq!(browser.get(without_iss.as_str()).send().await.unwrap().status(), 400);
+    assert_eq!(app.land(&browser, parsed.as_str()).await.status(), 400);
+    assert_eq!(app.land(&browser, without_iss.as_str()).await.status(), 400);
     assert!(!alice_has_grant(app).await);
     assert_ne!(status_of(app, &id).await, AuthorizationStatus::Completed);
 }
@@ -161,7 +161,7 @@ async fn a_provider_error_fails_the_attempt_and_an_expired_link_is_refused(app: 
     let authorize = approve_consent(app, &browser, &url, ALICE).await;
     let callback = app.demo_provider_redirect(&browser, &authorize, "demo-user", "deny").await;
     assert!(callback.contains("error=access_denied"));
-    let page = browser.get(&callback).send().await.unwrap();
+    let page = app.land(&browser, &callback).await;
     assert!(page.status().is_client_error() || page.status() == 200);
     assert_eq!(status_of(app, &id).await, AuthorizationStatus::Failed);
     assert!(!alice_has_grant(app).await);

@@ -330,7 +330,8 @@ async fn a_service_asks_the_user_before_using_a_connection_made_by_another_clien
     assert_eq!(problem["reason"], "consent_required");
     let url = problem["authorization"]["url"].as_str().unwrap();
     let page = app.allow_in_browser(&app.browser(), url, ALICE).await;
-    assert!(page.contains("the tool server “notes”"), "the consent page names the tool server: {page}");
+    let named = "<strong>notes</strong> <span class=\"muted\">(a tool server an operator registered)</span>";
+    assert!(page.contains(named), "the consent page names the tool server: {page}");
 
     let (status, body) = service.token(&app, json!({"subject_token": token, "provider": "demo"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -602,7 +603,10 @@ async fn an_mcp_client_discovers_the_broker_from_the_tool_server_and_gets_a_toke
     let path = authorize.strip_prefix(&app.address).unwrap();
     assert_eq!(app.sign_in(&browser, ALICE, path).await.status(), 303);
     let html = browser.get(&authorize).send().await.unwrap().text().await.unwrap();
-    assert!(html.contains("the tool server “whoami”"), "the consent page names the tool server: {html}");
+    assert!(
+        html.contains("whoami (a tool server an operator registered)"),
+        "the consent page names the tool server: {html}"
+    );
     let mut form = hidden_fields(&html);
     form.push(("action".into(), "approve".into()));
     let approved = browser.post(app.url("/authorize")).form(&form).send().await.unwrap();

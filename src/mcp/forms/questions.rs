@@ -180,6 +180,7 @@ mod tests {
             token_auth_method: Default::default(),
             extra_authorize_params: Default::default(),
             issuer: None,
+            scope_descriptions: Default::default(),
         }
     }
 
