@@ -10,12 +10,15 @@
 //! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]   |
 //!
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
-//! are [`error::PageError`]s. Security headers for all responses are in [`security_headers`].
+//! are [`error::PageError`]s. Security headers for all responses are in [`security_headers`];
+//! [`drain_body`] keeps keep-alive connections usable after early refusals.
 
 pub mod callback;
 pub mod connect;
 pub mod connections;
 pub mod csrf;
+pub mod device;
+pub mod drain_body;
 pub mod error;
 #[cfg(test)]
 mod flow_tests;

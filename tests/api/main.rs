@@ -10,6 +10,7 @@ mod cli;
 mod consent;
 mod flow;
 mod forms;
+mod hardening;
 mod logs;
 mod oidc;
 mod prompts;
