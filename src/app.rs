@@ -66,7 +66,8 @@ impl AppBuilder {
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());
         let life = Arc::new(crate::mcp::session_life::SessionLife::new(state.clock.clone()));
-        let mcp = McpState { app: state.clone(), sessions: Default::default(), life, extensions, prompts };
+        let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
+        let mcp = McpState { app: state.clone(), sessions: Default::default(), life, extensions, prompts, tools };
         let router = router(state.clone(), mcp);
         Ok(App { state, router })
     }
@@ -229,5 +230,7 @@ fn router(state: AppState, mcp: McpState) -> Router {
     router
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .layer(crate::web::security_headers::layer())
+        // Outermost: reads what a refusal left of the request body, so keep-alive survives.
+        .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))
         .with_state(state)
 }

@@ -423,7 +423,12 @@ async fn consent_page(
         hidden: request.fields().into_iter().map(|(name, value)| HiddenField { name, value }).collect(),
         already_allowed,
     };
-    pages::render(StatusCode::OK, &page)
+    let mut response = pages::render(StatusCode::OK, &page);
+    // Approving or denying answers the POST with a redirect to the client (web::security_headers).
+    if let Ok(redirect) = Url::parse(&request.redirect_uri) {
+        crate::web::security_headers::allow_form_redirects_to(&mut response, [&redirect]);
+    }
+    response
 }
 
 #[cfg(test)]

@@ -258,7 +258,13 @@ fn approve_page(
         account,
         account_error,
     };
-    render(status, &page)
+    let mut response = render(status, &page);
+    // The decision is answered with a redirect to the broker's callback, which is this origin
+    // only while the browser uses the public URL (web::security_headers).
+    if let Ok(redirect) = url::Url::parse(&request.redirect_uri) {
+        crate::web::security_headers::allow_form_redirects_to(&mut response, [&redirect]);
+    }
+    response
 }
 
 fn error_page(status: StatusCode, message: &str) -> Response {

@@ -94,7 +94,8 @@ impl ExtensionContext {
 pub type ExtensionFuture<'a, T> = BoxFuture<'a, Option<Result<T, ErrorData>>>;
 
 pub trait Extension: Send + Sync + 'static {
-    /// Tools this extension adds (listed after the broker's own).
+    /// Tools this extension adds (listed after the broker's own). Asked once, when the app is
+    /// built: the list and each `inputSchema` (which every call is checked against) are fixed.
     fn tools(&self) -> Vec<Tool> {
         Vec::new()
     }

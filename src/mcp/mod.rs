@@ -1,7 +1,8 @@
 //! The MCP server (protocol 2025-11-25 over Streamable HTTP, served by rmcp).
 //!
 //! - [`server`]: the `ServerHandler` (one per session) and its per-session state.
-//! - [`tools`]: the tool catalogue and argument parsing.
+//! - [`tools`]: the tool catalogue and argument parsing; [`tool_schema`]: the served list with
+//!   compiled input schemas, checked before any tool runs.
 //! - [`connect`], [`connections`], [`provider_request`]: the tools.
 //! - [`elicitation`]: URL elicitation, `-32042`, the completion notification.
 //! - [`sessions`]: which user owns which session, and its protocol version (SSE priming only
@@ -31,6 +32,7 @@ pub mod server;
 pub mod session_life;
 pub mod session_manager;
 pub mod sessions;
+pub mod tool_schema;
 pub mod tools;
 
 use std::sync::Arc;
@@ -56,6 +58,20 @@ pub struct McpState {
     pub extensions: extension::Extensions,
     /// The prompt catalogue (built-in, operator files, extensions).
     pub prompts: Arc<prompts::PromptCatalogue>,
+    /// The tools served (built-in, then extensions'), with their schemas compiled once.
+    pub tools: Arc<tool_schema::ToolCatalogue>,
+}
+
+impl McpState {
+    /// The broker's tools, then each extension's that does not reuse a built-in name.
+    pub fn tool_catalogue(app: &AppState, extensions: &extension::Extensions) -> tool_schema::ToolCatalogue {
+        let mut all = tools::catalogue(&app.providers.ids());
+        let builtin: std::collections::HashSet<String> = all.iter().map(|t| t.name.to_string()).collect();
+        for extension in extensions.iter() {
+            all.extend(extension.tools().into_iter().filter(|t| !builtin.contains(t.name.as_ref())));
+        }
+        tool_schema::ToolCatalogue::new(all)
+    }
 }
 
 impl std::ops::Deref for McpState {

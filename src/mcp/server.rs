@@ -320,12 +320,7 @@ impl ServerHandler for BrokerServer {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut all = tools::catalogue(&self.state.providers.ids());
-        let builtin: HashSet<String> = all.iter().map(|t| t.name.to_string()).collect();
-        for extension in self.state.extensions.iter() {
-            all.extend(extension.tools().into_iter().filter(|t| !builtin.contains(t.name.as_ref())));
-        }
-        Ok(ListToolsResult::with_all_items(all))
+        Ok(ListToolsResult::with_all_items(self.state.tools.tools().to_vec()))
     }
 
     async fn call_tool(
@@ -334,6 +329,8 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
+        // MCP server/tools: inputs are validated against the schema the client was shown.
+        self.state.tools.check(&request.name, request.arguments.as_ref())?;
         let result = match request.name.as_ref() {
             LIST_CONNECTIONS => self.list_connections(&caller).await,
             CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {

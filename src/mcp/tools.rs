@@ -1,6 +1,8 @@
 //! Tool definitions (MCP 2025-11-25 server/tools): names, schemas, annotations, and the parsing
-//! of their arguments. Argument problems are tool execution errors (`isError`, SEP-1303) so the
-//! model can correct itself.
+//! of their arguments. Arguments that break a tool's schema never get here: they are refused
+//! with `-32602` naming the field ([`super::tool_schema`]). What a schema cannot say (a provider
+//! not connected, an account that does not exist) is a tool execution error (`isError`,
+//! SEP-1303) so the model can correct itself.
 
 use std::sync::Arc;
 

@@ -133,7 +133,10 @@ pub async fn show(
         redirect_uri: state.config.redirect_uri().to_string(),
         nav: SignedIn::of(&session),
     };
-    Ok(pages::render(StatusCode::OK, &page))
+    let mut response = pages::render(StatusCode::OK, &page);
+    // Approving answers the POST with a redirect to the provider (web::security_headers).
+    super::security_headers::allow_form_redirects_to(&mut response, [&provider.authorization_url]);
+    Ok(response)
 }
 
 /// `POST /connect/{id}` (`csrf_token`, `action=approve|deny`): 303 to the provider, or the

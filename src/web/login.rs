@@ -1,8 +1,10 @@
 //! Local sign-in and sign-out (`GET/POST /login`, `POST /logout`).
 //!
 //! The sign-in form is protected by a double-submit CSRF cookie ([`super::csrf`]), failures are
-//! throttled per (username, IP) ([`super::throttle`]), unknown usernames cost the same argon2
-//! time as known ones, and every failure says the same thing. Success always mints a new session
+//! throttled per (username, IP), per IP and per account ([`super::throttle`]; a device cookie
+//! from [`super::device`] lets the owner through an account lock), unknown usernames cost the
+//! same argon2 time as known ones, every failure says the same thing to the visitor, and each
+//! is audited (`browser.sign_in_failed`, with the username tried, the address and why). Success always mints a new session
 //! (session fixation) and redirects only to a local `next` ([`super::next`]).
 
 use std::net::SocketAddr;
@@ -18,13 +20,15 @@ use axum::response::{IntoResponse, Response};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::csrf;
+use super::device;
 use super::error::PageError;
 use super::pages::{self, LoginPage};
-use super::throttle::LoginThrottle;
+use super::throttle::{Attempt, LoginThrottle};
 use crate::identity::browser::{self, OptionalBrowserSession};
 use crate::identity::next::safe_next;
 use crate::identity::password::{verify_against_dummy, verify_password};
 use crate::state::AppState;
+use crate::store::audit::quoted;
 
 /// Longer inputs are refused without hashing (argon2 on megabytes is a denial of service).
 const MAX_USERNAME_LEN: usize = 256;
@@ -133,22 +137,28 @@ pub async fn submit(
     }
     let token = (form.csrf_token.clone(), None);
     let now = state.now();
-    if let Some(wait) = throttle.retry_after(&form.username, &ip, now) {
-        let minutes = (wait + 59) / 60;
+    let device = device::recognised(&state, &headers, &form.username);
+    let attempt = Attempt { username: &form.username, ip: &ip, device: device.as_deref() };
+    if let Some(refusal) = throttle.check(&attempt, now) {
+        let user_id = known_user_id(&state, &form.username).await?;
+        let reason = format!("throttled:{}", refusal.budget.as_str());
+        audit_failure(&state, now, user_id.as_deref(), &form.username, &ip, &reason).await?;
+        let minutes = (refusal.retry_after + 59) / 60;
         let message = format!("Too many failed sign-in attempts. Try again in {minutes} minute(s).");
         let mut response = form_page(StatusCode::TOO_MANY_REQUESTS, &form.next, &form.username, Some(&message), token);
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after));
         return Ok(response);
     }
     let user = match check_credentials(&state, &form.username, form.password).await? {
-        Some(user) => user,
-        None => {
-            throttle.record_failure(&form.username, &ip, now);
-            tracing::info!("browser sign-in failed");
+        Credentials::Valid(user) => user,
+        Credentials::Refused { user_id, reason } => {
+            throttle.record_failure(&attempt, now);
+            audit_failure(&state, now, user_id.as_deref(), &form.username, &ip, reason).await?;
+            tracing::info!(reason, "browser sign-in failed");
             return Ok(form_page(StatusCode::UNAUTHORIZED, &form.next, &form.username, Some(WRONG_CREDENTIALS), token));
         }
     };
-    throttle.clear(&form.username, &ip);
+    throttle.record_success(&attempt, now);
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
     if let Some(old) = browser::presented_session_hash(&state, &headers) {
         state.store.delete_browser_session(&old).await?;
@@ -158,18 +168,53 @@ pub async fn submit(
     tracing::info!(user_id = %session.user.id, "browser signed in");
     let mut response = pages::see_other(safe_next(&form.next));
     response.headers_mut().append(header::SET_COOKIE, cookie);
+    response.headers_mut().append(header::SET_COOKIE, device::remember(&state, &form.username));
     Ok(response)
 }
 
-/// The user with this username and password, or `None`. Runs argon2 off the async threads,
-/// and against a dummy hash when the account does not exist or has no password.
-async fn check_credentials(
+/// Longest username kept in an audit entry; the rest is cut (a visitor chose it).
+const AUDITED_USERNAME_CHARS: usize = 64;
+
+/// Records a failed sign-in: the username tried (quoted and bounded), the address, why — never
+/// the password. `user_id` is set when the username names an account, so the owner's audit
+/// trail shows the attempts on it.
+async fn audit_failure(
     state: &AppState,
+    now: crate::clock::Timestamp,
+    user_id: Option<&str>,
     username: &str,
-    password: SecretString,
-) -> Result<Option<crate::store::users::User>, PageError> {
-    if username.is_empty() || username.len() > MAX_USERNAME_LEN || password.expose_secret().len() > MAX_PASSWORD_LEN {
+    ip: &str,
+    reason: &str,
+) -> Result<(), PageError> {
+    let detail = format!("username={} address={ip} reason={reason}", quoted(username, AUDITED_USERNAME_CHARS));
+    state.store.audit(now, user_id, "browser.sign_in_failed", None, Some(&detail)).await?;
+    Ok(())
+}
+
+/// The id of the account `username` names, if any (for the audit entry of a throttled try).
+async fn known_user_id(state: &AppState, username: &str) -> Result<Option<String>, PageError> {
+    if username.is_empty() || username.len() > MAX_USERNAME_LEN {
         return Ok(None);
+    }
+    Ok(state.store.user_by_username(username).await?.map(|u| u.id))
+}
+
+/// What the password check found.
+enum Credentials {
+    Valid(crate::store::users::User),
+    /// `reason` is one of `invalid_input`, `unknown_user`, `wrong_password` (for the audit log;
+    /// the visitor is told the same thing in every case).
+    Refused {
+        user_id: Option<String>,
+        reason: &'static str,
+    },
+}
+
+/// Checks the password. Runs argon2 off the async threads, and against a dummy hash when the
+/// account does not exist or has no password, so timing does not tell which.
+async fn check_credentials(state: &AppState, username: &str, password: SecretString) -> Result<Credentials, PageError> {
+    if username.is_empty() || username.len() > MAX_USERNAME_LEN || password.expose_secret().len() > MAX_PASSWORD_LEN {
+        return Ok(Credentials::Refused { user_id: None, reason: "invalid_input" });
     }
     // argon2 takes ~19 MiB and tens of milliseconds per check: bound how many run at once so a
     // flood of sign-ins (random usernames dodge the throttle) cannot exhaust memory.
@@ -187,7 +232,11 @@ async fn check_credentials(
     })
     .await
     .map_err(PageError::internal)?;
-    Ok(if verified { user } else { None })
+    Ok(match user {
+        Some(user) if verified => Credentials::Valid(user),
+        Some(user) => Credentials::Refused { user_id: Some(user.id), reason: "wrong_password" },
+        None => Credentials::Refused { user_id: None, reason: "unknown_user" },
+    })
 }
 
 fn argon2_permits() -> &'static tokio::sync::Semaphore {

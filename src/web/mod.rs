@@ -15,12 +15,15 @@
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
 //! are [`error::PageError`]s, each saying what happened, what to do, and linking home. Signed-in
 //! pages carry a top bar (home, My connections, Sign out). Names others chose reach a page only
-//! through [`crate::display`]. Security headers for all responses are in [`security_headers`].
+//! through [`crate::display`]. Security headers for all responses are in [`security_headers`];
+//! [`drain_body`] keeps keep-alive connections usable after early refusals.
 
 pub mod callback;
 pub mod connect;
 pub mod connections;
 pub mod csrf;
+pub mod device;
+pub mod drain_body;
 pub mod error;
 #[cfg(test)]
 mod flow_tests;

@@ -12,6 +12,7 @@ mod consent;
 mod faults;
 mod flow;
 mod forms;
+mod hardening;
 mod logs;
 mod oidc;
 mod pages;

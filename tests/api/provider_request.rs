@@ -39,12 +39,16 @@ async fn requests_are_forwarded_and_confined_to_the_provider_api(app: &TestApp) 
         let shown = serde_json::to_string(&result.content).unwrap();
         assert!(shown.contains("path must be relative"), "{evil} is refused before any request: {shown}");
     }
-    let bad_method =
-        client.call("provider_request", json!({"provider": "demo", "method": "TRACE", "path": "/me"})).await.unwrap();
-    assert_eq!(bad_method.is_error, Some(true));
-    let unknown =
-        client.call("provider_request", json!({"provider": "nope", "method": "GET", "path": "/me"})).await.unwrap();
-    assert_eq!(unknown.is_error, Some(true));
+    // Outside the tool's schema: refused with -32602 before the tool runs.
+    for bad in [
+        json!({"provider": "demo", "method": "TRACE", "path": "/me"}),
+        json!({"provider": "nope", "method": "GET", "path": "/me"}),
+    ] {
+        match client.call("provider_request", bad.clone()).await {
+            Err(rmcp::ServiceError::McpError(error)) => assert_eq!(error.code.0, -32602, "{bad}"),
+            other => panic!("{bad}: expected -32602, got {other:?}"),
+        }
+    }
 
     // A scope the grant lacks: the provider's 403 comes back as a tool error with its status.
     let write = client
