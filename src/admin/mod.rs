@@ -162,7 +162,7 @@ async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyho
 }
 
 async fn migrate(config: Config, status: bool) -> anyhow::Result<()> {
-    let store = crate::store::Store::connect(&config.database_url)
+    let store = crate::store::Store::connect_with(&config.database_url, config.database_timeouts())
         .await
         .with_context(|| format!("connecting to {}", crate::app::redact_database_url(&config.database_url)))?;
     if status {

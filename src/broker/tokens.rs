@@ -35,14 +35,12 @@ pub enum TokenError {
     ProviderUnavailable,
     #[error("the provider refused the request ({0})")]
     ProviderRefused(String),
+    /// The database failed; [`crate::store::StoreError::is_unavailable`] says whether a
+    /// retry may help (faces answer "temporarily unavailable" then).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     #[error("internal error")]
     Internal(String),
-}
-
-impl From<crate::store::StoreError> for TokenError {
-    fn from(e: crate::store::StoreError) -> Self {
-        TokenError::Internal(e.to_string())
-    }
 }
 
 /// What [`store_grant`] wrote: the grant's id and the scopes it now carries.

@@ -153,7 +153,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -172,7 +172,7 @@ impl Store {
         .bind(user_id)
         .bind(provider)
         .bind(account)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -181,7 +181,7 @@ impl Store {
     pub async fn grant_by_id(&self, id: &str) -> StoreResult<Option<GrantRow>> {
         sqlx::query_as::<_, RawGrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?
             .map(GrantRow::try_from)
             .transpose()
@@ -194,7 +194,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -206,7 +206,7 @@ impl Store {
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider, account_label"
         ))
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -217,7 +217,7 @@ impl Store {
         sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider, account_label"
         ))
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -256,7 +256,7 @@ impl Store {
         .bind(&tokens.key_id)
         .bind(tokens.expires_at)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.db())
         .await
         .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
@@ -292,7 +292,7 @@ impl Store {
         .bind(grant_id)
         .bind(version)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -317,7 +317,7 @@ impl Store {
         .bind(now)
         .bind(grant_id)
         .bind(version)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -327,7 +327,7 @@ impl Store {
         sqlx::query("UPDATE grants SET refresh_lease_until = NULL WHERE id = $1 AND version = $2")
             .bind(grant_id)
             .bind(version)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(())
     }
@@ -348,7 +348,7 @@ impl Store {
         .bind(now)
         .bind(grant_id)
         .bind(version)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -358,14 +358,14 @@ impl Store {
         let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
             .bind(provider)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() >= 1)
     }
 
     /// Deletes one grant. True if it was there.
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.pool()).await?;
+        let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.db()).await?;
         Ok(done.rows_affected() == 1)
     }
 }
