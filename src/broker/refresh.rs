@@ -13,9 +13,10 @@
 //! - **The refresh runs detached** from the request that started it (a spawned task): a client
 //!   that disconnects, or a shutdown that ends requests, does not drop an answer in flight.
 //!   Shutdown waits for running refreshes with [`RefreshLocks::wait_idle`].
-//! - **The answer is made durable first**: the write is retried for [`COMMIT_BUDGET`] while the
-//!   database is unavailable; if it still fails, the sealed tokens stay in this process's memory
-//!   and the next attempt stores them before it would call the provider again. The write is
+//! - **The answer is made durable first**: the write is retried while the database is
+//!   unavailable, for three `database_timeout`s; if it still fails, the sealed tokens stay in
+//!   this process's memory and the next attempt stores them before it would call the provider
+//!   again. The write is
 //!   conditioned on the redeemed refresh token still being the stored one, not on the lease (see
 //!   [`crate::store::Store::store_refreshed_tokens`]), so a lease that lapsed during an outage
 //!   cannot make the rotated token lose against a stale one.
@@ -39,8 +40,11 @@ use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
 /// How often a caller waiting for another holder's refresh re-reads the row.
 const POLL: Duration = Duration::from_millis(100);
-/// How long storing a provider's answer is retried while the database is unavailable.
-const COMMIT_BUDGET: Duration = Duration::from_secs(15);
+/// How long storing a provider's answer is retried while the database is unavailable: three
+/// call bounds (15 s by default) — longer than a blip, short enough to answer the caller.
+fn commit_budget(state: &Core) -> Duration {
+    state.config.database_timeout * 3
+}
 /// The longest pause between two attempts to store it.
 const COMMIT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
@@ -54,7 +58,7 @@ pub(super) async fn refresh_grant(
     let lock = state.refresh_locks.lock_for(grant_id);
     // A caller gives up waiting for someone else's refresh after this long (real time: the
     // lease's own expiry is judged by the clock in state) and may retry.
-    let give_up = Instant::now() + state.config.refresh_lease * 2 + COMMIT_BUDGET;
+    let give_up = Instant::now() + state.config.refresh_lease * 2 + commit_budget(state);
     loop {
         let guard = lock.clone().lock_owned().await;
         store_pending(state, grant_id).await?;
@@ -227,11 +231,12 @@ async fn commit(
     };
     let pending = PendingRotation { redeemed, tokens: sealed, issued_at };
     let started = Instant::now();
+    let budget = commit_budget(state);
     let mut pause = Duration::from_millis(100);
     let stored = loop {
         match state.store.store_refreshed_tokens(&grant.id, &pending.redeemed, &pending.tokens, issued_at).await {
             Ok(stored) => break stored,
-            Err(error) if error.is_unavailable() && started.elapsed() + pause < COMMIT_BUDGET => {
+            Err(error) if error.is_unavailable() && started.elapsed() + pause < budget => {
                 tracing::warn!(grant = %grant.id, %error, "storing refreshed tokens failed; retrying");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(COMMIT_BACKOFF_MAX);

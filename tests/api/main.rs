@@ -2,12 +2,15 @@
 //! PostgreSQL), rmcp's client, a cookie-keeping HTTP client as the browser, and the strict demo
 //! provider as the third party.
 
+mod db_proxy;
 mod helpers;
+mod strict_provider;
 
 mod authorization_server;
 mod bearer;
 mod cli;
 mod consent;
+mod database_timeouts;
 mod flow;
 mod forms;
 mod logs;
@@ -16,6 +19,7 @@ mod prompts;
 mod protocol;
 mod provider_request;
 mod refresh;
+mod refresh_faults;
 mod resources;
 mod review;
 mod security;
