@@ -80,13 +80,16 @@ pub async fn spawn_app_with(
     spawn_app_opts(backend, SpawnOptions::default(), extend).await
 }
 
+/// Turns the database URL into the one the app connects to.
+pub type UrlRewrite = Box<dyn FnOnce(&str) -> String + Send>;
+
 /// What [`spawn_app_opts`] may change.
 #[derive(Default)]
 pub struct SpawnOptions {
     /// Appended to the config file (providers, timeouts).
     pub toml: String,
     /// Rewrites the database URL the app connects to (e.g. through a [`crate::db_proxy`]).
-    pub database_url: Option<Box<dyn FnOnce(&str) -> String + Send>>,
+    pub database_url: Option<UrlRewrite>,
     /// Another instance of this app: same database, key and public URL, users already there.
     pub instance_of: Option<Instance>,
 }
