@@ -132,16 +132,23 @@ async fn a_refresh_whose_caller_went_away_still_stores_the_rotated_token(backend
     let client = Arc::new(connect_strict(&app).await);
     let before = strict_grant(&app).await;
 
-    // Arrange: the provider holds the refresh answer while the caller is dropped.
+    // Arrange: the provider holds the refresh answer while the caller — here the core's access
+    // decision itself, so its future is certainly dropped — goes away.
     app.clock.advance(2 * 3600);
     provider.hold_next_refresh();
-    let call = tokio::spawn({
-        let client = client.clone();
-        async move { me(&client).await }
+    let caller = tokio::spawn({
+        let state = app.state.clone();
+        let user = app.user_id(ALICE).await;
+        async move {
+            let provider = state.providers.find("strict").unwrap().clone();
+            let client = oauth_broker::identity::ClientIdentity::IssuedToken(None);
+            let required = oauth_broker::domain::Scopes::default();
+            let _ = oauth_broker::broker::access::standing(&state, &user, &client, &provider, None, &required).await;
+        }
     });
     provider.wait_until_held().await;
-    call.abort();
-    let _ = call.await;
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled(), "the caller is gone");
     // Act: the provider answers (and rotates) after the caller is gone.
     provider.release();
     app.state.refresh_locks.wait_idle().await;
