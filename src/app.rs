@@ -134,11 +134,15 @@ impl App {
         });
         let grace = self.state.config.shutdown_grace;
         let (draining, cancel) = (self.state.draining.clone(), self.state.shutdown.clone());
+        let core = self.state.core.clone();
+        // When the grace period ends, counted from the stop signal.
+        let grace_ends = Arc::new(std::sync::OnceLock::new());
         let serve = axum::serve(listener, self.router.into_make_service_with_connect_info::<std::net::SocketAddr>())
             .with_graceful_shutdown({
-                let draining = draining.clone();
+                let (draining, grace_ends) = (draining.clone(), grace_ends.clone());
                 async move {
                     shutdown.await;
+                    let _ = grace_ends.set(tokio::time::Instant::now() + grace);
                     tracing::info!(?grace, "stopping: no new connections; requests already running may finish");
                     draining.cancel();
                 }
@@ -161,7 +165,30 @@ impl App {
             }
         };
         cancel.cancel();
+        finish_refreshes(&core, grace_ends.get().copied().unwrap_or_else(|| tokio::time::Instant::now() + grace)).await;
         result
+    }
+}
+
+/// A refresh runs detached from the request that started it, so the connections closing does
+/// not mean it ended: the rotated tokens a provider already issued must be stored before the
+/// process exits, or the user has to connect again (issue 14). Waits for running refreshes
+/// until the grace period ends, then gives up this process's leases so another instance need
+/// not wait for them to lapse.
+async fn finish_refreshes(core: &Core, grace_ends: tokio::time::Instant) {
+    let running = core.refresh_locks.running_count();
+    if running > 0 {
+        tracing::info!(running, "waiting for running token refreshes to store their tokens before exiting");
+    }
+    if tokio::time::timeout_at(grace_ends, core.refresh_locks.wait_idle()).await.is_err() {
+        tracing::warn!("a token refresh was still running when the grace period ended");
+    }
+    match core.store.release_refresh_leases_of(core.refresh_locks.holder()).await {
+        Ok(0) => {}
+        Ok(released) => tracing::info!(released, "released this process's refresh leases"),
+        Err(error) => {
+            tracing::warn!(%error, "could not release this process's refresh leases; they lapse on their own")
+        }
     }
 }
 

@@ -66,6 +66,10 @@ struct FileConfig {
     prompts_dir: Option<PathBuf>,
     /// Page size of `prompts/list` (and the other paginated lists).
     page_size: Option<usize>,
+    #[serde(default, with = "humantime_serde_opt")]
+    database_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    refresh_lease: Option<Duration>,
     #[serde(default)]
     providers: BTreeMap<String, ProviderFile>,
     #[serde(default)]
@@ -224,6 +228,13 @@ pub struct Config {
     pub prompts_dir: PathBuf,
     /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
     pub page_size: usize,
+    /// The bound on one database call, from waiting for a connection to the last row; a call
+    /// that exceeds it fails as "temporarily unavailable" [default: 5 s].
+    pub database_timeout: Duration,
+    /// How long a refresh lease holds without being renewed: a holder that died (killed,
+    /// lost its network) blocks others' refreshes of that grant at most this long; a live one
+    /// renews it while it waits for the provider [default: 10 s].
+    pub refresh_lease: Duration,
     pub identity: IdentityConfig,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
 }
@@ -298,6 +309,16 @@ impl Config {
                 Some(n) => n,
                 None => 50,
             },
+            database_timeout: match file.database_timeout {
+                Some(d) if d < Duration::from_millis(100) => bail!("database_timeout must be at least 100ms"),
+                Some(d) => d,
+                None => Duration::from_secs(5),
+            },
+            refresh_lease: match file.refresh_lease {
+                Some(d) if d < Duration::from_secs(1) => bail!("refresh_lease must be at least 1s"),
+                Some(d) => d,
+                None => Duration::from_secs(10),
+            },
             providers,
         })
     }
@@ -322,6 +343,11 @@ impl Config {
     /// Cookies get `Secure` when users reach us over https.
     pub fn secure_cookies(&self) -> bool {
         self.public_url.scheme() == "https"
+    }
+
+    /// The database bounds [`crate::store::Store::connect_with`] applies.
+    pub fn database_timeouts(&self) -> crate::store::DatabaseTimeouts {
+        crate::store::DatabaseTimeouts { query: self.database_timeout }
     }
 
     /// Where providers send the browser back to; registered with each provider exactly.

@@ -61,8 +61,9 @@ pub async fn open_store(config: &Config, opening: Opening) -> anyhow::Result<Sto
             path.display()
         );
     }
-    let store =
-        Store::connect(&config.database_url).await.with_context(|| format!("connecting to the database ({shown})"))?;
+    let store = Store::connect_with(&config.database_url, config.database_timeouts())
+        .await
+        .with_context(|| format!("connecting to the database ({shown})"))?;
     if opening == Opening::Existing && store.signing_keys().await.is_err() {
         store.close().await;
         bail!(

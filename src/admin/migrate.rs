@@ -32,7 +32,9 @@ pub async fn status(config: Config) -> anyhow::Result<()> {
         print!("{}", render(&known, &[]));
         return Ok(());
     }
-    let store = Store::connect(&config.database_url).await.with_context(|| format!("connecting to {shown}"))?;
+    let store = Store::connect_with(&config.database_url, config.database_timeouts())
+        .await
+        .with_context(|| format!("connecting to {shown}"))?;
     let applied = store.applied_migrations().await.with_context(|| format!("reading the migrations of {shown}"));
     let known = store.known_migrations();
     store.close().await;

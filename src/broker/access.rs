@@ -144,6 +144,7 @@ pub async fn standing(
         }
         Err(TokenError::ProviderUnavailable) => Ok(Standing::Unavailable),
         Err(TokenError::ProviderRefused(why)) => Ok(Standing::Refused(why)),
+        Err(TokenError::Store(e)) => Err(AccessError::Store(e)),
         Err(TokenError::Internal(e)) => Err(AccessError::Internal(e)),
     }
 }

@@ -7,8 +7,9 @@
 //! - [`flow`]: the browser leg of an authorization: approve → provider (state + PKCE) →
 //!   callback → sealed grant; consent-only approvals; declines.
 //! - [`consent`]: consent per client (which client may use which connection).
-//! - [`tokens`]: sealing tokens into grants, handing out a fresh access token (one refresh per
-//!   grant at a time, on one instance or many), disconnecting.
+//! - [`tokens`]: sealing tokens into grants, handing out a fresh access token, disconnecting.
+//! - [`refresh`]: one refresh per grant at a time, on one instance or many, without ever losing
+//!   the rotated refresh token a provider issued ([`refresh_locks`] is its in-process memory).
 //! - [`connections`]: the one listing of a user's connections that every face renders.
 //!
 //! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the admin CLI
@@ -20,5 +21,6 @@ pub mod authorizations;
 pub mod connections;
 pub mod consent;
 pub mod flow;
+pub mod refresh;
 pub mod refresh_locks;
 pub mod tokens;

@@ -1,11 +1,11 @@
 //! Grants: storing a provider's tokens (sealed) and handing out a usable access token.
 //!
-//! An expired access token is refreshed before use, and only one refresh per grant runs at a
-//! time: an in-process lock serialises callers here, and a lease column claimed with
-//! compare-and-swap serialises instances sharing a database. Losers wait and re-read the row
-//! instead of redeeming the same (single-use, rotating) refresh token a second time — the
-//! failure that logged users out in oauth2-proxy and Nango. `invalid_grant` is terminal (the
-//! grant is marked for re-consent); an unavailable provider is transient (the token is kept).
+//! An expired access token is refreshed before use ([`super::refresh`]: one refresh per grant
+//! at a time on one instance or many, and a rotated refresh token is never lost). Losers wait
+//! and re-read the row instead of redeeming the same (single-use, rotating) refresh token a
+//! second time — the failure that logged users out in oauth2-proxy and Nango. `invalid_grant`
+//! is terminal (the grant is marked for re-consent); an unavailable provider is transient (the
+//! token is kept).
 
 use std::time::Duration;
 
@@ -14,14 +14,13 @@ use secrecy::{ExposeSecret, SecretString};
 use crate::config::ProviderConfig;
 use crate::crypto::SealContext;
 use crate::domain::Scopes;
-use crate::oauth::client::{self, ProviderError, TokenSet};
+use crate::oauth::client::{self, TokenSet};
 use crate::state::Core;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
-/// Refresh this long before the provider's expiry, so a token does not expire in flight.
+/// Refresh at most this long before the provider's expiry, so a token does not expire in
+/// flight (less for short-lived tokens: [`expiry_margin`]).
 const EXPIRY_MARGIN_SECONDS: i64 = 60;
-/// How long a refresh lease is held at most; a crashed holder blocks others no longer.
-const REFRESH_LEASE_SECONDS: i64 = 45;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
@@ -35,14 +34,12 @@ pub enum TokenError {
     ProviderUnavailable,
     #[error("the provider refused the request ({0})")]
     ProviderRefused(String),
+    /// The database failed; [`crate::store::StoreError::is_unavailable`] says whether a
+    /// retry may help (faces answer "temporarily unavailable" then).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     #[error("internal error")]
     Internal(String),
-}
-
-impl From<crate::store::StoreError> for TokenError {
-    fn from(e: crate::store::StoreError) -> Self {
-        TokenError::Internal(e.to_string())
-    }
 }
 
 /// What [`store_grant`] wrote: the grant's id and the scopes it now carries.
@@ -60,15 +57,15 @@ pub struct AccessToken {
 
 pub use super::refresh_locks::RefreshLocks;
 
-fn owner(user_id: &str, provider: &str) -> String {
+pub(super) fn owner(user_id: &str, provider: &str) -> String {
     format!("{user_id}/{provider}")
 }
 
-fn access_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
+pub(super) fn access_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
     SealContext { table: "grants", column: "access_token", row_id: grant_id, owner }
 }
 
-fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
+pub(super) fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<'a> {
     SealContext { table: "grants", column: "refresh_token", row_id: grant_id, owner }
 }
 
@@ -158,7 +155,7 @@ pub(crate) async fn access_token_from(
     if is_fresh(&grant, state.now()) {
         return open_access(state, grant).await;
     }
-    refresh_grant(state, provider, grant).await
+    super::refresh::refresh_grant(state, provider, &grant.id).await
 }
 
 fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
@@ -172,11 +169,23 @@ fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
     Ok(())
 }
 
-fn is_fresh(grant: &GrantRow, now: i64) -> bool {
-    grant.expires_at.is_none_or(|exp| exp - EXPIRY_MARGIN_SECONDS > now)
+/// Usable for a while yet: not within its refresh margin of expiring.
+pub(super) fn is_fresh(grant: &GrantRow, now: i64) -> bool {
+    grant.expires_at.is_none_or(|exp| exp - expiry_margin(grant.issued_at, exp) > now)
 }
 
-async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
+/// How long before expiry a token counts as expired: a tenth of its lifetime, at most
+/// [`EXPIRY_MARGIN_SECONDS`]. A fixed minute would make a token living a minute or less stale
+/// from the moment it is issued, and every call would refresh it. Rows stored before the issue
+/// time was recorded keep the fixed minute.
+fn expiry_margin(issued_at: Option<i64>, expires_at: i64) -> i64 {
+    match issued_at {
+        Some(issued) if expires_at > issued => ((expires_at - issued) / 10).min(EXPIRY_MARGIN_SECONDS),
+        _ => EXPIRY_MARGIN_SECONDS,
+    }
+}
+
+pub(super) async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
     let owner = owner(&grant.user_id, &grant.provider);
     let opened = state
         .sealer
@@ -193,114 +202,29 @@ async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, Token
 /// this instance no longer holds — makes the grant unusable, not the user stuck: it is marked
 /// `needs_reconsent` (audited), so every face sends the user through a fresh connect link as
 /// for a revoked grant, and the connection shows as needing consent.
-async fn broken(state: &Core, grant: &GrantRow, what: &str, why: &str) -> TokenError {
+pub(super) async fn broken(state: &Core, grant: &GrantRow, what: &str, why: &str) -> TokenError {
     tracing::error!(grant = %grant.id, provider = %grant.provider, %why, "a stored {what} could not be opened; the grant needs a new consent");
     match mark_needs_reconsent(state, grant, &format!("stored {what} could not be opened")).await {
-        Ok(()) => TokenError::NeedsReconsent,
+        Ok(_) => TokenError::NeedsReconsent,
         Err(error) => error,
     }
 }
 
-async fn refresh_grant(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
-    let lock = state.refresh_locks.lock_for(&grant.id);
-    let _guard = lock.lock().await;
-    let deadline = state.now() + REFRESH_LEASE_SECONDS + 5;
-    loop {
-        // Re-read under the lock: someone may have refreshed while we waited.
-        let current = state.store.grant_by_id(&grant.id).await?.ok_or(TokenError::NotConnected)?;
-        if current.status != GrantStatus::Active {
-            return Err(TokenError::NeedsReconsent);
-        }
-        let now = state.now();
-        if is_fresh(&current, now) {
-            return open_access(state, current).await;
-        }
-        if state.store.claim_refresh_lease(&current.id, current.version, now, now + REFRESH_LEASE_SECONDS).await? {
-            // The claim moved the row to the next version; only we expect it.
-            let leased = GrantRow { version: current.version + 1, ..current };
-            return run_refresh(state, provider, leased).await;
-        }
-        // Another instance holds the lease: wait for it to finish, then re-read.
-        if state.now() > deadline {
-            return Err(TokenError::ProviderUnavailable);
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Result<AccessToken, TokenError> {
-    let owner = owner(&grant.user_id, &grant.provider);
-    let Some(sealed_refresh) = &grant.refresh_token_sealed else {
-        // Expired and nothing to refresh with.
-        mark_needs_reconsent(state, &grant, "expired without a refresh token").await?;
-        return Err(TokenError::NeedsReconsent);
-    };
-    let opened = state
-        .sealer
-        .open(sealed_refresh, refresh_ctx(&grant.id, &owner))
-        .map_err(|e| e.to_string())
-        .and_then(|plain| String::from_utf8(plain).map_err(|_| "the refresh token is not UTF-8".to_owned()));
-    let refresh_token = match opened {
-        Ok(token) => SecretString::from(token),
-        Err(why) => return Err(broken(state, &grant, "refresh token", &why).await),
-    };
-    match client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token).await {
-        Ok(tokens) => {
-            let now = state.now();
-            let scopes = tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone());
-            // RFC 6749 §6: a new refresh token replaces the old; none means keep using the old.
-            let refresh_sealed = match &tokens.refresh_token {
-                Some(new) => Some(state.sealer.seal(new.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner))),
-                None => {
-                    Some(state.sealer.seal(refresh_token.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner)))
-                }
-            };
-            let sealed = SealedTokens {
-                access_token_sealed: state
-                    .sealer
-                    .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant.id, &owner)),
-                refresh_token_sealed: refresh_sealed,
-                key_id: state.sealer.active_key_id(),
-                expires_at: expiry(now, tokens.expires_in),
-                scopes,
-            };
-            if !state.store.store_refreshed_tokens(&grant.id, grant.version, &sealed, now).await? {
-                return Err(TokenError::Internal("grant changed while refreshing".into()));
-            }
-            state.store.audit(now, Some(&grant.user_id), "grant.refreshed", Some(&grant.provider), None).await?;
-            state.events.connections_changed(&grant.user_id, &grant.provider);
-            let updated = state.store.grant_by_id(&grant.id).await?.ok_or(TokenError::NotConnected)?;
-            Ok(AccessToken { token: tokens.access_token, grant: updated })
-        }
-        Err(ProviderError::InvalidGrant) => {
-            mark_needs_reconsent(state, &grant, "provider answered invalid_grant to refresh").await?;
-            Err(TokenError::NeedsReconsent)
-        }
-        Err(ProviderError::Unavailable(reason)) => {
-            tracing::warn!(grant = %grant.id, provider = %grant.provider, %reason, "refresh failed transiently");
-            state.store.release_refresh_lease(&grant.id, grant.version).await?;
-            Err(TokenError::ProviderUnavailable)
-        }
-        Err(other) => {
-            tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
-            state.store.release_refresh_lease(&grant.id, grant.version).await?;
-            Err(TokenError::ProviderRefused(other.to_string()))
-        }
-    }
-}
-
-async fn mark_needs_reconsent(state: &Core, grant: &GrantRow, why: &str) -> Result<(), TokenError> {
+/// Marks the grant (as read at `grant.version`) for a new consent. False when the row changed
+/// meanwhile (a new consent, or newer tokens stored): then it stays as it is.
+pub(super) async fn mark_needs_reconsent(state: &Core, grant: &GrantRow, why: &str) -> Result<bool, TokenError> {
     let now = state.now();
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
     if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, now).await? {
         state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
         state.events.connections_changed(&grant.user_id, &grant.provider);
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// Providers' lifetimes are clamped to ten years: a huge `expires_in` must not overflow.
-fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
+pub(super) fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
     const TEN_YEARS: u64 = 10 * 365 * 24 * 3600;
     expires_in.map(|d| now.saturating_add(d.as_secs().min(TEN_YEARS) as i64))
 }
@@ -391,4 +315,45 @@ async fn fetch_account_label(state: &Core, provider: &ProviderConfig, access_tok
     ["account", "login", "preferred_username", "email", "name", "username", "sub"]
         .iter()
         .find_map(|k| body.get(*k).and_then(|v| v.as_str()).map(|s| s.chars().take(128).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refresh_margin_is_a_tenth_of_the_lifetime_and_at_most_a_minute() {
+        assert_eq!(expiry_margin(Some(1_000), 1_030), 3, "a 30-second token");
+        assert_eq!(expiry_margin(Some(1_000), 1_000 + 3600), 60, "an hour-long token");
+        assert_eq!(expiry_margin(Some(1_000), 1_005), 0, "a 5-second token is used until it expires");
+        assert_eq!(expiry_margin(None, 1_030), 60, "rows from before issued_at keep the minute");
+    }
+
+    #[test]
+    fn a_30_second_token_is_fresh_for_most_of_its_life() {
+        let row = test_row(Some(1_000), Some(1_030));
+        assert!(is_fresh(&row, 1_000), "just issued");
+        assert!(is_fresh(&row, 1_026));
+        assert!(!is_fresh(&row, 1_027), "within 3 s of expiry");
+    }
+
+    fn test_row(issued_at: Option<i64>, expires_at: Option<i64>) -> GrantRow {
+        GrantRow {
+            id: "g".into(),
+            user_id: "u".into(),
+            provider: "demo".into(),
+            account_label: None,
+            scopes: Scopes::default(),
+            access_token_sealed: Vec::new(),
+            refresh_token_sealed: None,
+            key_id: "k".into(),
+            expires_at,
+            issued_at,
+            status: GrantStatus::Active,
+            version: 1,
+            refresh_lease_until: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
 }

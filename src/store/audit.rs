@@ -29,7 +29,7 @@ impl Store {
             .bind(action)
             .bind(provider)
             .bind(detail)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(())
     }
@@ -40,7 +40,7 @@ impl Store {
         )
         .bind(user_id)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?)
     }
 }

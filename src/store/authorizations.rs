@@ -235,7 +235,7 @@ impl Store {
         .bind(new.grant_id)
         .bind(now)
         .bind(new.expires_at)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(())
     }
@@ -243,7 +243,7 @@ impl Store {
     pub async fn authorization(&self, id: &str) -> StoreResult<Option<AuthorizationRow>> {
         sqlx::query_as::<_, RawAuthorizationRow>(&format!("SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?
             .map(AuthorizationRow::try_from)
             .transpose()
@@ -254,7 +254,7 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE state_hash = $1"
         ))
         .bind(state_hash)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(AuthorizationRow::try_from)
         .transpose()
@@ -278,7 +278,7 @@ impl Store {
         .bind(like.client_key)
         .bind(like.kind.as_str())
         .bind(now)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?;
         rows.into_iter()
             .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id)
@@ -305,7 +305,7 @@ impl Store {
         .bind(pkce_verifier_sealed)
         .bind(now)
         .bind(id)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -322,7 +322,7 @@ impl Store {
         .bind(now)
         .bind(id)
         .bind(state_hash)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -343,7 +343,7 @@ impl Store {
         .bind(failure)
         .bind(now)
         .bind(id)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -357,7 +357,7 @@ impl Store {
         )
         .bind(now)
         .bind(id)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -368,7 +368,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(AuthorizationRow::try_from)
@@ -380,7 +380,7 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations ORDER BY created_at DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(AuthorizationRow::try_from)
@@ -394,7 +394,7 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE status = 'exchanging' AND updated_at < $1"
         ))
         .bind(before)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(AuthorizationRow::try_from)
@@ -404,7 +404,7 @@ impl Store {
     /// Deletes rows that ended or expired before `cutoff` (housekeeping).
     pub async fn purge_authorizations(&self, cutoff: Timestamp) -> StoreResult<u64> {
         let done =
-            sqlx::query("DELETE FROM authorizations WHERE expires_at < $1").bind(cutoff).execute(self.pool()).await?;
+            sqlx::query("DELETE FROM authorizations WHERE expires_at < $1").bind(cutoff).execute(self.db()).await?;
         Ok(done.rows_affected())
     }
 }

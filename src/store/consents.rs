@@ -113,7 +113,7 @@ impl Store {
             .bind(now)
             .bind(grant_id)
             .bind(user_id)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -121,6 +121,11 @@ impl Store {
     /// Completes a pending consent-only authorization and records its consent in one
     /// transaction: both happen, or neither (the row stays pending if the grant is gone).
     pub async fn allow_client(&self, new: &NewConsent<'_>, now: Timestamp) -> StoreResult<AllowOutcome> {
+        self.bounded(self.allow_client_unbounded(new, now)).await
+    }
+
+    /// [`Store::allow_client`] without the bound.
+    async fn allow_client_unbounded(&self, new: &NewConsent<'_>, now: Timestamp) -> StoreResult<AllowOutcome> {
         let mut tx = self.pool().begin().await?;
         let completed = sqlx::query(
             "UPDATE authorizations SET status = 'completed', updated_at = $1 \
@@ -158,7 +163,7 @@ impl Store {
         ))
         .bind(grant_id)
         .bind(client_key)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(ConsentRow::try_from)
         .transpose()
@@ -170,7 +175,7 @@ impl Store {
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE user_id = $1 ORDER BY grant_id, client_key"
         ))
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -183,7 +188,7 @@ impl Store {
             "SELECT {CONSENT_COLUMNS} FROM client_consents ORDER BY updated_at DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -196,7 +201,7 @@ impl Store {
             .bind(user_id)
             .bind(grant_id)
             .bind(client_key)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -206,7 +211,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND client_key = $2")
             .bind(user_id)
             .bind(client_key)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected())
     }

@@ -163,7 +163,7 @@ impl Store {
             .bind(&code.code_challenge)
             .bind(code.expires_at)
             .bind(code.used_at)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
@@ -172,7 +172,7 @@ impl Store {
     pub async fn demo_code(&self, code_hash: &str) -> StoreResult<Option<DemoCodeRow>> {
         sqlx::query_as::<_, RawDemoCodeRow>(&format!("SELECT {CODE_COLUMNS} FROM demo_codes WHERE code_hash = $1"))
             .bind(code_hash)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?
             .map(DemoCodeRow::try_from)
             .transpose()
@@ -185,7 +185,7 @@ impl Store {
         )
         .bind(now)
         .bind(code_hash)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -199,7 +199,7 @@ impl Store {
             .bind(token.account)
             .bind(token.scopes.to_space_separated())
             .bind(token.expires_at)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
@@ -208,7 +208,7 @@ impl Store {
     pub async fn demo_token(&self, token_hash: &str) -> StoreResult<Option<DemoTokenRow>> {
         sqlx::query_as::<_, RawDemoTokenRow>(&format!("SELECT {TOKEN_COLUMNS} FROM demo_tokens WHERE token_hash = $1"))
             .bind(token_hash)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?
             .map(DemoTokenRow::try_from)
             .transpose()
@@ -220,7 +220,7 @@ impl Store {
         let done = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE token_hash = $2 AND revoked_at IS NULL")
             .bind(now)
             .bind(token_hash)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -230,7 +230,7 @@ impl Store {
         let done = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL")
             .bind(now)
             .bind(family_id)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected())
     }
@@ -240,7 +240,7 @@ impl Store {
             "SELECT id, account, text, created_at FROM demo_notes WHERE account = $1 ORDER BY id",
         )
         .bind(account)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?)
     }
 
@@ -252,7 +252,7 @@ impl Store {
         .bind(account)
         .bind(text)
         .bind(now)
-        .fetch_one(self.pool())
+        .fetch_one(self.db())
         .await
         .map_err(StoreError::from_write)
     }

@@ -1,8 +1,9 @@
 //! Grants: a user's tokens for one account at one provider, sealed. A user may hold several
 //! accounts at a provider, keyed by `(user_id, provider, account_label)`; the column stores ''
 //! for an account the provider gave no name, and [`GrantRow::account_label`] reads it as `None`.
-//! `version` makes every update a compare-and-swap, and `refresh_lease_until` lets one caller
-//! (on any instance) refresh while the others wait and re-read.
+//! `version` makes every update a compare-and-swap, and the refresh lease
+//! (`refresh_lease_until`, `refresh_lease_holder`) lets one caller (on any instance) refresh
+//! while the others wait and re-read.
 
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
@@ -61,6 +62,8 @@ pub struct GrantRow {
     pub refresh_token_sealed: Option<Vec<u8>>,
     pub key_id: String,
     pub expires_at: Option<i64>,
+    /// When the stored tokens were issued (`None` for rows from before it was recorded).
+    pub issued_at: Option<i64>,
     pub status: GrantStatus,
     pub version: i64,
     pub refresh_lease_until: Option<i64>,
@@ -80,6 +83,7 @@ struct RawGrantRow {
     refresh_token_sealed: Option<Vec<u8>>,
     key_id: String,
     expires_at: Option<i64>,
+    issued_at: Option<i64>,
     status: String,
     version: i64,
     refresh_lease_until: Option<i64>,
@@ -105,6 +109,7 @@ impl TryFrom<RawGrantRow> for GrantRow {
             refresh_token_sealed: raw.refresh_token_sealed,
             key_id: raw.key_id,
             expires_at: raw.expires_at,
+            issued_at: raw.issued_at,
             status,
             version: raw.version,
             refresh_lease_until: raw.refresh_lease_until,
@@ -131,7 +136,7 @@ impl std::fmt::Debug for GrantRow {
 }
 
 /// '' in the column (no name) reads as NULL, so callers see `None`.
-const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at";
+const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, created_at, updated_at";
 
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]
@@ -153,7 +158,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -172,7 +177,7 @@ impl Store {
         .bind(user_id)
         .bind(provider)
         .bind(account)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -181,7 +186,7 @@ impl Store {
     pub async fn grant_by_id(&self, id: &str) -> StoreResult<Option<GrantRow>> {
         sqlx::query_as::<_, RawGrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?
             .map(GrantRow::try_from)
             .transpose()
@@ -194,7 +199,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -206,7 +211,7 @@ impl Store {
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider, account_label"
         ))
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -217,7 +222,7 @@ impl Store {
         sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider, account_label"
         ))
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -239,11 +244,12 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, status, version, refresh_lease_until, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'active', 1, NULL, $10, $10) \
+            "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_lease_holder, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', 1, NULL, NULL, $10, $10) \
              ON CONFLICT (user_id, provider, account_label) DO UPDATE SET scopes = excluded.scopes, \
              access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
-             expires_at = excluded.expires_at, status = 'active', version = grants.version + 1, refresh_lease_until = NULL, updated_at = excluded.updated_at \
+             expires_at = excluded.expires_at, issued_at = excluded.issued_at, status = 'active', version = grants.version + 1, \
+             refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = excluded.updated_at \
              WHERE grants.id = excluded.id",
         )
         .bind(id)
@@ -256,7 +262,7 @@ impl Store {
         .bind(&tokens.key_id)
         .bind(tokens.expires_at)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.db())
         .await
         .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
@@ -273,42 +279,76 @@ impl Store {
         format!("g_{}", &digest[..32])
     }
 
-    /// Takes the refresh lease if nobody holds a live one. True when this caller won; the row
-    /// is then at `version + 1`, which only the winner knows to expect when it stores the new
-    /// tokens or releases the lease (so an expired lease taken over by someone else cannot be
-    /// completed by its first holder).
+    /// Takes the refresh lease for `holder` (a running process) if nobody holds a live one, or
+    /// if `holder` itself left it behind (its caller makes sure no refresh of its own is running).
+    /// True when this caller won; the row is then at `version + 1`, which only the winner knows
+    /// to expect when it renews or releases the lease (so a lease that lapsed and was taken over
+    /// cannot be renewed or released by its first holder).
     pub async fn claim_refresh_lease(
         &self,
         grant_id: &str,
         version: i64,
+        holder: &str,
         now: Timestamp,
         lease_until: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE grants SET refresh_lease_until = $1, version = version + 1 WHERE id = $2 AND version = $3 AND status = 'active' \
-             AND (refresh_lease_until IS NULL OR refresh_lease_until <= $4)",
+            "UPDATE grants SET refresh_lease_until = $1, refresh_lease_holder = $2, version = version + 1 \
+             WHERE id = $3 AND version = $4 AND status = 'active' \
+             AND (refresh_lease_until IS NULL OR refresh_lease_until <= $5 OR refresh_lease_holder = $2)",
         )
         .bind(lease_until)
+        .bind(holder)
         .bind(grant_id)
         .bind(version)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
-    /// Stores refreshed tokens and releases the lease, if the row is still the version leased.
-    pub async fn store_refreshed_tokens(
+    /// Extends a lease this holder still holds (at the version its claim produced). False when
+    /// it no longer does.
+    pub async fn renew_refresh_lease(
         &self,
         grant_id: &str,
         version: i64,
-        tokens: &SealedTokens,
-        now: Timestamp,
+        holder: &str,
+        lease_until: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
-             version = version + 1, refresh_lease_until = NULL, updated_at = $6 WHERE id = $7 AND version = $8",
+            "UPDATE grants SET refresh_lease_until = $1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4",
         )
+        .bind(lease_until)
+        .bind(grant_id)
+        .bind(version)
+        .bind(holder)
+        .execute(self.db())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Stores the tokens a refresh of `redeemed` (the sealed refresh token sent to the provider)
+    /// brought, releases the lease, and returns the row as it now is.
+    ///
+    /// The condition is the refresh token, not the lease: a provider that rotates has already
+    /// invalidated `redeemed`, so its successor must be kept whenever `redeemed` is still the
+    /// stored one — even if the lease lapsed meanwhile (a database outage outlasted it) or
+    /// another instance, refreshing with `redeemed` after that, got `invalid_grant` and marked
+    /// the grant for re-consent (the grant is active again). `None` when the row no longer holds
+    /// `redeemed`: a new consent replaced it or it was deleted, and these tokens are moot.
+    pub async fn store_refreshed_tokens(
+        &self,
+        grant_id: &str,
+        redeemed: &[u8],
+        tokens: &SealedTokens,
+        now: Timestamp,
+    ) -> StoreResult<Option<GrantRow>> {
+        sqlx::query_as::<_, RawGrantRow>(&format!(
+            "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
+             issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
+             updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
+        ))
         .bind(&tokens.access_token_sealed)
         .bind(&tokens.refresh_token_sealed)
         .bind(&tokens.key_id)
@@ -316,20 +356,39 @@ impl Store {
         .bind(tokens.scopes.to_space_separated())
         .bind(now)
         .bind(grant_id)
-        .bind(version)
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(redeemed)
+        .fetch_optional(self.db())
+        .await?
+        .map(GrantRow::try_from)
+        .transpose()
     }
 
-    /// Releases a lease without changing tokens (the refresh failed transiently).
-    pub async fn release_refresh_lease(&self, grant_id: &str, version: i64) -> StoreResult<()> {
-        sqlx::query("UPDATE grants SET refresh_lease_until = NULL WHERE id = $1 AND version = $2")
-            .bind(grant_id)
-            .bind(version)
-            .execute(self.pool())
-            .await?;
+    /// Releases a lease without changing tokens (the refresh failed, or never started), if
+    /// this holder still holds it.
+    pub async fn release_refresh_lease(&self, grant_id: &str, version: i64, holder: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL \
+             WHERE id = $1 AND version = $2 AND refresh_lease_holder = $3",
+        )
+        .bind(grant_id)
+        .bind(version)
+        .bind(holder)
+        .execute(self.db())
+        .await?;
         Ok(())
+    }
+
+    /// Releases every lease `holder` still holds; for a process that stops with refreshes
+    /// unfinished (their answers are lost with it), so others need not wait for the leases to
+    /// lapse. How many there were.
+    pub async fn release_refresh_leases_of(&self, holder: &str) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL WHERE refresh_lease_holder = $1",
+        )
+        .bind(holder)
+        .execute(self.db())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Changes the status if the row is still at `version` (a refresh that failed must not
@@ -342,13 +401,14 @@ impl Store {
         now: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, updated_at = $2 WHERE id = $3 AND version = $4",
+            "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2 \
+             WHERE id = $3 AND version = $4",
         )
         .bind(status.as_str())
         .bind(now)
         .bind(grant_id)
         .bind(version)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -358,14 +418,14 @@ impl Store {
         let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
             .bind(provider)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() >= 1)
     }
 
     /// Deletes one grant. True if it was there.
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.pool()).await?;
+        let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.db()).await?;
         Ok(done.rows_affected() == 1)
     }
 }
@@ -385,6 +445,7 @@ mod tests {
             refresh_token_sealed: None,
             key_id: "k1".into(),
             expires_at: None,
+            issued_at: None,
             status: status.into(),
             version: 1,
             refresh_lease_until: None,

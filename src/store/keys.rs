@@ -18,7 +18,7 @@ impl Store {
         Ok(sqlx::query_as::<_, SigningKeyRow>(
             "SELECT kid, algorithm, private_key_sealed, public_key, created_at, retired_at FROM signing_keys ORDER BY created_at DESC, kid",
         )
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?)
     }
 
@@ -34,7 +34,7 @@ impl Store {
         .bind(&row.public_key)
         .bind(row.created_at)
         .bind(row.retired_at)
-        .execute(self.pool())
+        .execute(self.db())
         .await
         .map_err(StoreError::from_write)?;
         Ok(())
@@ -44,7 +44,7 @@ impl Store {
         let done = sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE kid = $2 AND retired_at IS NULL")
             .bind(now)
             .bind(kid)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }

@@ -18,23 +18,30 @@ pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod services;
 pub mod sessions;
+pub mod timed;
 pub mod unavailable;
 pub mod users;
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyPool, Executor};
+use sqlx::{AnyPool, Connection, Executor};
+
+pub use timed::{DatabaseTimeouts, Db};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The database did not answer in time, or could not be reached, or gave up on a lock:
+    /// nothing was decided, and the same call may succeed if retried shortly. Faces answer
+    /// "temporarily unavailable, retry".
+    #[error("the database is unavailable: {0}")]
+    Unavailable(sqlx::Error),
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
     #[error("a row with the same key already exists")]
@@ -48,8 +55,19 @@ impl StoreError {
     pub(crate) fn from_write(error: sqlx::Error) -> Self {
         match &error {
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict,
-            _ => StoreError::Database(error),
+            _ => StoreError::from(error),
         }
+    }
+
+    /// True when retrying later may succeed (see [`StoreError::Unavailable`]).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        if unavailable::sqlx_unavailable(&error) { StoreError::Unavailable(error) } else { StoreError::Database(error) }
     }
 }
 
@@ -75,36 +93,78 @@ pub struct AppliedMigration {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    timeouts: DatabaseTimeouts,
 }
 
 impl Store {
     /// Connects (creating the SQLite file and its directory if needed); does not migrate.
     pub async fn connect(database_url: &str) -> StoreResult<Self> {
+        Self::connect_with(database_url, DatabaseTimeouts::default()).await
+    }
+
+    /// [`Store::connect`] with the bound on each database call ([`timed`] explains the layers).
+    pub async fn connect_with(database_url: &str, timeouts: DatabaseTimeouts) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let backend = if database_url.starts_with("sqlite:") { Backend::Sqlite } else { Backend::Postgres };
         if backend == Backend::Sqlite {
             create_sqlite_parent_dir(database_url);
         }
         let options = AnyConnectOptions::from_str(database_url)?;
+        let server_side_ms = timeouts.server_side().as_millis();
+        let release_limit = timeouts.query;
         let pool = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 8 } else { 16 })
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(timeouts.query)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // SQLite has one writer: WAL lets readers proceed during a write and
-                        // busy_timeout makes a second writer wait instead of failing at once.
-                        conn.execute("PRAGMA journal_mode = WAL").await?;
-                        conn.execute("PRAGMA busy_timeout = 5000").await?;
-                        conn.execute("PRAGMA foreign_keys = ON").await?;
-                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    match backend {
+                        Backend::Sqlite => {
+                            // SQLite has one writer: WAL lets readers proceed during a write and
+                            // busy_timeout makes a second writer wait (boundedly) instead of
+                            // failing at once.
+                            conn.execute("PRAGMA journal_mode = WAL").await?;
+                            conn.execute(format!("PRAGMA busy_timeout = {server_side_ms}").as_str()).await?;
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
+                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                        }
+                        Backend::Postgres => {
+                            // The server ends a slow statement or a long wait on a row lock
+                            // itself, which keeps the connection usable (see `timed`).
+                            conn.execute(format!("SET statement_timeout = {server_side_ms}").as_str()).await?;
+                            conn.execute(format!("SET lock_timeout = {server_side_ms}").as_str()).await?;
+                        }
                     }
                     Ok(())
                 })
             })
+            .after_release(move |conn, _meta| {
+                // A call given up on (its future dropped) returns its connection mid-query;
+                // sqlx then pings it, unbounded. A silent socket would hold that pool slot until
+                // the kernel gives up on it (minutes), so the ping gets the same deadline and a
+                // connection that fails it is closed rather than reused.
+                Box::pin(async move {
+                    match tokio::time::timeout(release_limit, conn.ping()).await {
+                        Ok(Ok(())) => Ok(true),
+                        Ok(Err(error)) => Err(error),
+                        Err(_) => Err(timed::timed_out(release_limit)),
+                    }
+                })
+            })
             .connect_with(options)
             .await?;
-        Ok(Self { pool, backend })
+        Ok(Self { pool, backend, timeouts })
+    }
+
+    /// The executor every query runs on: the pool, with the deadline of [`timed`].
+    pub fn db(&self) -> Db<'_> {
+        Db { pool: &self.pool, limit: self.timeouts.query }
+    }
+
+    /// Runs a multi-statement unit (a transaction) within the same bound as one call; a
+    /// transaction dropped on timeout is rolled back by sqlx when its connection is returned.
+    pub(crate) async fn bounded<T>(&self, work: impl std::future::Future<Output = StoreResult<T>>) -> StoreResult<T> {
+        let limit = self.timeouts.query;
+        tokio::time::timeout(limit, work).await.unwrap_or_else(|_| Err(StoreError::from(timed::timed_out(limit))))
     }
 
     pub async fn migrate(&self) -> StoreResult<()> {
@@ -153,6 +213,8 @@ impl Store {
         self.backend
     }
 
+    /// The pool without the per-call deadline: migrations, backups, and tests that poke rows.
+    /// Queries of the store itself run on [`Store::db`].
     pub fn pool(&self) -> &AnyPool {
         &self.pool
     }
@@ -165,7 +227,7 @@ impl Store {
     /// log. Nothing to do on PostgreSQL.
     pub async fn checkpoint(&self) -> StoreResult<()> {
         if self.backend == Backend::Sqlite {
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(self.pool()).await?;
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(self.db()).await?;
         }
         Ok(())
     }
@@ -220,5 +282,13 @@ mod tests {
         let postgres: Vec<_> = POSTGRES_MIGRATIONS.iter().map(|m| (m.version, m.description.clone())).collect();
         assert_eq!(sqlite, postgres);
         assert!(!sqlite.is_empty());
+    }
+
+    #[test]
+    fn a_database_that_did_not_answer_is_unavailable_and_a_bad_query_is_not() {
+        assert!(StoreError::from(timed::timed_out(std::time::Duration::from_secs(1))).is_unavailable());
+        assert!(StoreError::from(sqlx::Error::PoolTimedOut).is_unavailable());
+        assert!(!StoreError::from(sqlx::Error::RowNotFound).is_unavailable());
+        // Backend codes are classified in `unavailable` (its tests list them).
     }
 }

@@ -105,7 +105,7 @@ impl Store {
             .bind(if row.refresh_allowed { GRANT_TYPES_WITH_REFRESH } else { GRANT_TYPES_WITHOUT_REFRESH })
             .bind(row.scope.as_ref().map(Scopes::to_space_separated))
             .bind(row.created_at)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
@@ -116,7 +116,7 @@ impl Store {
             "SELECT {CLIENT_COLUMNS} FROM oauth_clients WHERE client_id = $1"
         ))
         .bind(client_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(OAuthClientRow::try_from)
         .transpose()

@@ -204,6 +204,16 @@ impl Store {
         code: &NewOAuthCode<'_>,
         now: Timestamp,
     ) -> StoreResult<()> {
+        self.bounded(self.create_oauth_grant_with_code_unbounded(grant, code, now)).await
+    }
+
+    /// [`Store::create_oauth_grant_with_code`] without the bound.
+    async fn create_oauth_grant_with_code_unbounded(
+        &self,
+        grant: &NewOAuthGrant<'_>,
+        code: &NewOAuthCode<'_>,
+        now: Timestamp,
+    ) -> StoreResult<()> {
         let mut tx = self.pool().begin().await?;
         sqlx::query(
             "INSERT INTO oauth_grants (id, client_id, user_id, scope, resource, refresh_allowed, created_at, revoked_at) \
@@ -245,7 +255,7 @@ impl Store {
              FROM oauth_codes c JOIN oauth_grants g ON g.id = c.grant_id WHERE c.code_hash = $1"
         ))
         .bind(code_hash)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(OAuthCodeRow::try_from)
         .transpose()
@@ -258,7 +268,7 @@ impl Store {
         )
         .bind(now)
         .bind(code_hash)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -278,7 +288,7 @@ impl Store {
         .bind(grant_id)
         .bind(now)
         .bind(expires_at)
-        .execute(self.pool())
+        .execute(self.db())
         .await
         .map_err(super::StoreError::from_write)?;
         Ok(())
@@ -290,7 +300,7 @@ impl Store {
              FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.token_hash = $1"
         ))
         .bind(token_hash)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(OAuthRefreshTokenRow::try_from)
         .transpose()
@@ -305,7 +315,7 @@ impl Store {
         )
         .bind(now)
         .bind(token_hash)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -315,7 +325,7 @@ impl Store {
         let done = sqlx::query("UPDATE oauth_grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
             .bind(now)
             .bind(grant_id)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -327,7 +337,7 @@ impl Store {
              ORDER BY created_at, id",
         )
         .bind(user_id)
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?
         .into_iter()
         .map(OAuthGrantRow::try_from)
@@ -348,7 +358,7 @@ impl Store {
         .bind(now)
         .bind(user_id)
         .bind(client_id)
-        .execute(self.pool())
+        .execute(self.db())
         .await?;
         Ok(done.rows_affected())
     }
@@ -357,7 +367,7 @@ impl Store {
     pub async fn oauth_grant_user(&self, grant_id: &str) -> StoreResult<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT user_id FROM oauth_grants WHERE id = $1")
             .bind(grant_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?;
         Ok(row.map(|(user_id,)| user_id))
     }
@@ -367,7 +377,7 @@ impl Store {
     pub async fn oauth_grant_is_active(&self, grant_id: &str) -> StoreResult<bool> {
         let row: Option<(Option<i64>,)> = sqlx::query_as("SELECT revoked_at FROM oauth_grants WHERE id = $1")
             .bind(grant_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await?;
         Ok(matches!(row, Some((None,))))
     }

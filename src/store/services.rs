@@ -156,7 +156,7 @@ impl Store {
             .bind(i64::from(row.trusted))
             .bind(row.secret_hash.as_str())
             .bind(now)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(StoreError::from_write)?;
         Ok(row)
@@ -184,7 +184,7 @@ impl Store {
             "SELECT {SERVICE_COLUMNS} FROM services WHERE {column} = $1 ORDER BY name LIMIT 1"
         ))
         .bind(value)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?
         .map(ServiceRow::try_from)
         .transpose()
@@ -193,7 +193,7 @@ impl Store {
     /// Every service, by name.
     pub async fn list_services(&self) -> StoreResult<Vec<ServiceRow>> {
         sqlx::query_as::<_, RawServiceRow>(&format!("SELECT {SERVICE_COLUMNS} FROM services ORDER BY name"))
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await?
             .into_iter()
             .map(ServiceRow::try_from)
@@ -207,7 +207,7 @@ impl Store {
             .bind(new_hash.as_str())
             .bind(now)
             .bind(name)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -218,6 +218,11 @@ impl Store {
     /// (`finish_authorization`, `allow_client`), so none can record a consent for the removed
     /// client afterwards, which a service re-added under the same name would inherit.
     pub async fn remove_service(&self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
+        self.bounded(self.remove_service_unbounded(name, now)).await
+    }
+
+    /// [`Store::remove_service`] without the bound.
+    async fn remove_service_unbounded(&self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
         let client_key = ClientIdentity::Service(ServiceRow::client_id_for(name)).key();
         let mut tx = self.pool().begin().await?;
         let removed = sqlx::query("DELETE FROM services WHERE name = $1").bind(name).execute(&mut *tx).await?;

@@ -29,7 +29,7 @@ impl Store {
             .bind(csrf_token)
             .bind(now)
             .bind(expires_at)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(())
     }
@@ -41,25 +41,25 @@ impl Store {
         )
         .bind(id_hash)
         .bind(now)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?)
     }
 
     pub async fn delete_browser_session(&self, id_hash: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM browser_sessions WHERE id_hash = $1").bind(id_hash).execute(self.pool()).await?;
+        sqlx::query("DELETE FROM browser_sessions WHERE id_hash = $1").bind(id_hash).execute(self.db()).await?;
         Ok(())
     }
 
     /// Signs a user out everywhere (after a password change).
     pub async fn delete_browser_sessions_for_user(&self, user_id: &str) -> StoreResult<u64> {
         let done =
-            sqlx::query("DELETE FROM browser_sessions WHERE user_id = $1").bind(user_id).execute(self.pool()).await?;
+            sqlx::query("DELETE FROM browser_sessions WHERE user_id = $1").bind(user_id).execute(self.db()).await?;
         Ok(done.rows_affected())
     }
 
     pub async fn delete_expired_browser_sessions(&self, now: Timestamp) -> StoreResult<u64> {
         let done =
-            sqlx::query("DELETE FROM browser_sessions WHERE expires_at <= $1").bind(now).execute(self.pool()).await?;
+            sqlx::query("DELETE FROM browser_sessions WHERE expires_at <= $1").bind(now).execute(self.db()).await?;
         Ok(done.rows_affected())
     }
 }

@@ -16,6 +16,11 @@ pub const RETRY_AFTER_SECONDS: u64 = 5;
 pub fn is_unavailable(error: &(dyn Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(error) = next {
+        if let Some(store) = error.downcast_ref::<super::StoreError>() {
+            // The store classified its own errors when it made them ([`super::StoreError::Unavailable`]).
+            return store.is_unavailable()
+                || matches!(store, super::StoreError::Database(sqlx) if sqlx_unavailable(sqlx));
+        }
         if let Some(sqlx) = error.downcast_ref::<sqlx::Error>() {
             return sqlx_unavailable(sqlx);
         }
@@ -24,12 +29,16 @@ pub fn is_unavailable(error: &(dyn Error + 'static)) -> bool {
     false
 }
 
-fn sqlx_unavailable(error: &sqlx::Error) -> bool {
+/// The one classification of sqlx errors: the store uses it to make
+/// [`super::StoreError::Unavailable`], and [`is_unavailable`] for errors from elsewhere.
+pub fn sqlx_unavailable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
+        // A connection cut mid-message (the database restarting, a proxy dropping it).
+        | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => {
             let Some(code) = db.code() else { return false };

@@ -35,7 +35,7 @@ impl Store {
         .bind(username)
         .bind(password_hash)
         .bind(now)
-        .execute(self.pool())
+        .execute(self.db())
         .await
         .map_err(StoreError::from_write)?;
         self.user_by_id(&id).await?.ok_or(StoreError::Corrupt("user vanished after insert".into()))
@@ -46,7 +46,7 @@ impl Store {
             "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE id = $1",
         )
         .bind(id)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?)
     }
 
@@ -55,7 +55,7 @@ impl Store {
             "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE username = $1",
         )
         .bind(username)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?)
     }
 
@@ -65,7 +65,7 @@ impl Store {
         )
         .bind(issuer)
         .bind(subject)
-        .fetch_optional(self.pool())
+        .fetch_optional(self.db())
         .await?)
     }
 
@@ -73,7 +73,7 @@ impl Store {
         Ok(sqlx::query_as::<_, User>(
             "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users ORDER BY created_at, id",
         )
-        .fetch_all(self.pool())
+        .fetch_all(self.db())
         .await?)
     }
 
@@ -81,7 +81,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
             .bind(password_hash)
             .bind(user_id)
-            .execute(self.pool())
+            .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
     }

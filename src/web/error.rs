@@ -191,7 +191,9 @@ impl From<FlowError> for PageError {
             FlowError::Interrupted => Self::page(
                 S::GONE,
                 "Connection interrupted",
-                format!("This connection was interrupted before it finished (the broker stopped while talking to the provider). {nothing}"),
+                format!(
+                    "This connection was interrupted before it finished (the broker stopped while talking to the provider). {nothing}"
+                ),
                 START_AGAIN,
             ),
             FlowError::OtherBrowser => Self::page(

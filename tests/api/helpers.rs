@@ -36,6 +36,8 @@ pub const PASSWORD: &str = "correct-horse-battery";
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`
     pub address: String,
+    /// The database this app uses (not rewritten through a proxy).
+    pub database_url: String,
     pub state: AppState,
     pub clock: ManualClock,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -75,39 +77,90 @@ pub async fn spawn_app_with(
     backend: Backend,
     extend: impl FnOnce(oauth_broker::app::AppBuilder) -> oauth_broker::app::AppBuilder,
 ) -> Option<TestApp> {
+    spawn_app_opts(backend, SpawnOptions::default(), extend).await
+}
+
+/// Turns the database URL into the one the app connects to.
+pub type UrlRewrite = Box<dyn FnOnce(&str) -> String + Send>;
+
+/// What [`spawn_app_opts`] may change.
+#[derive(Default)]
+pub struct SpawnOptions {
+    /// Appended to the config file (providers, timeouts).
+    pub toml: String,
+    /// Rewrites the database URL the app connects to (e.g. through a [`crate::db_proxy`]).
+    pub database_url: Option<UrlRewrite>,
+    /// Another instance of this app: same database, key and public URL, users already there.
+    pub instance_of: Option<Instance>,
+}
+
+/// What a second instance shares with the first (see [`TestApp::instance`]).
+#[derive(Clone)]
+pub struct Instance {
+    pub database_url: String,
+    pub encryption_key: SecretString,
+    pub public_url: String,
+}
+
+/// [`spawn_app`] with [`SpawnOptions`] and the app builder changed first.
+pub async fn spawn_app_opts(
+    backend: Backend,
+    options: SpawnOptions,
+    extend: impl FnOnce(oauth_broker::app::AppBuilder) -> oauth_broker::app::AppBuilder,
+) -> Option<TestApp> {
     let data_dir = tempfile::tempdir().unwrap();
-    let (database_url, postgres) = match backend {
-        Backend::Sqlite => (format!("sqlite://{}/broker.db?mode=rwc", data_dir.path().display()), None),
-        Backend::Postgres => {
+    let (database_url, postgres) = match (&options.instance_of, backend) {
+        (Some(first), _) => (first.database_url.clone(), None),
+        (None, Backend::Sqlite) => (format!("sqlite://{}/broker.db?mode=rwc", data_dir.path().display()), None),
+        (None, Backend::Postgres) => {
             let db = PostgresDb::create().await?;
             (db.url.clone(), Some(db))
         }
     };
+    let connect_url = match options.database_url {
+        Some(rewrite) => rewrite(&database_url),
+        None => database_url.clone(),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let address = format!("http://127.0.0.1:{port}");
+    let own_address = format!("http://127.0.0.1:{port}");
+    let public_url = options.instance_of.as_ref().map_or(own_address.clone(), |first| first.public_url.clone());
     let args = SettingsArgs {
         listen: Some(listener.local_addr().unwrap()),
-        public_url: Some(address.parse().unwrap()),
-        database_url: Some(database_url),
+        public_url: Some(public_url.parse().unwrap()),
+        database_url: Some(connect_url),
         data_dir: Some(data_dir.path().to_path_buf()),
         demo: true,
         config: None,
     };
-    let mut config = Config::from_toml(&args, "connect_wait = \"20s\"\nprogress_interval = \"200ms\"\n").unwrap();
-    config.encryption_key = Some(SecretString::from(oauth_broker::crypto::Sealer::generate_key()));
+    let toml = format!("connect_wait = \"20s\"\nprogress_interval = \"200ms\"\n{}", options.toml);
+    let mut config = Config::from_toml(&args, &toml).unwrap();
+    config.encryption_key = Some(match &options.instance_of {
+        Some(first) => first.encryption_key.clone(),
+        None => SecretString::from(oauth_broker::crypto::Sealer::generate_key()),
+    });
     let clock = ManualClock::starting_now();
     let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
     let state = app.state().clone();
-    for name in [ALICE, BOB] {
-        let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();
-        state.store.create_local_user(&state.config.issuer(), name, &hash, clock.now_secs()).await.unwrap();
+    if options.instance_of.is_none() {
+        for name in [ALICE, BOB] {
+            let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();
+            state.store.create_local_user(&state.config.issuer(), name, &hash, clock.now_secs()).await.unwrap();
+        }
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(app.run(listener, async move {
         let _ = rx.await;
     }));
-    Some(TestApp { address, state, clock, shutdown: Some(tx), _data_dir: data_dir, postgres })
+    Some(TestApp {
+        address: own_address,
+        database_url,
+        state,
+        clock,
+        shutdown: Some(tx),
+        _data_dir: data_dir,
+        postgres,
+    })
 }
 
 trait NowSecs {
@@ -134,6 +187,16 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)
+    }
+
+    /// What a second instance of this app shares with it ([`SpawnOptions::instance_of`]).
+    #[allow(dead_code, reason = "used by the refresh fault tests")]
+    pub fn instance(&self) -> Instance {
+        Instance {
+            database_url: self.database_url.clone(),
+            encryption_key: self.state.config.encryption_key.clone().expect("tests set the key"),
+            public_url: self.state.config.public_url.as_str().trim_end_matches('/').to_owned(),
+        }
     }
 
     pub fn mcp_url(&self) -> String {

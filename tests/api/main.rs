@@ -2,13 +2,16 @@
 //! PostgreSQL), rmcp's client, a cookie-keeping HTTP client as the browser, and the strict demo
 //! provider as the third party.
 
+mod db_proxy;
 mod helpers;
+mod strict_provider;
 
 mod authorization_server;
 mod bearer;
 mod browser;
 mod cli;
 mod consent;
+mod database_timeouts;
 mod faults;
 mod flow;
 mod forms;
@@ -20,6 +23,7 @@ mod prompts;
 mod protocol;
 mod provider_request;
 mod refresh;
+mod refresh_faults;
 mod resources;
 mod review;
 mod security;

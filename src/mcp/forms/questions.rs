@@ -195,6 +195,7 @@ mod tests {
             refresh_token_sealed: None,
             key_id: "k".into(),
             expires_at: None,
+            issued_at: None,
             status: GrantStatus::Active,
             version: 1,
             refresh_lease_until: None,

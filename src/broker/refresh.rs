@@ -1,0 +1,268 @@
+//! Refreshing a grant's tokens so that a token the provider issued is never lost.
+//!
+//! Providers that rotate refresh tokens (RFC 9700 §4.14.2) invalidate the old one the moment
+//! they answer: from then on the answer is the only copy of the user's connection. So:
+//! - **One refresh per grant at a time**: an in-process mutex serialises callers here; a lease
+//!   on the row (compare-and-swap, naming this process as holder) serialises instances. Losers
+//!   poll the row every [`POLL`] and reuse the token the winner stores instead of redeeming the
+//!   same refresh token again (which a rotating provider answers with `invalid_grant`).
+//! - **A lease is short and renewed**: the holder extends it every third of `refresh_lease`
+//!   while it waits for the provider, so one left by a process that died lapses within
+//!   `refresh_lease`, not after a fixed long guess; and a process takes back at once a lease
+//!   its own interrupted refresh left (it knows none of its refreshes runs: it holds the mutex).
+//! - **The refresh runs detached** from the request that started it (a spawned task): a client
+//!   that disconnects, or a shutdown that ends requests, does not drop an answer in flight.
+//!   Shutdown waits for running refreshes with [`RefreshLocks::wait_idle`].
+//! - **The answer is made durable first**: the write is retried while the database is
+//!   unavailable, for three `database_timeout`s; if it still fails, the sealed tokens stay in
+//!   this process's memory and the next attempt stores them before it would call the provider
+//!   again. The write is
+//!   conditioned on the redeemed refresh token still being the stored one, not on the lease (see
+//!   [`crate::store::Store::store_refreshed_tokens`]), so a lease that lapsed during an outage
+//!   cannot make the rotated token lose against a stale one.
+//!
+//! [`RefreshLocks::wait_idle`]: super::refresh_locks::RefreshLocks::wait_idle
+
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use tokio::time::Instant;
+
+use super::refresh_locks::PendingRotation;
+use super::tokens::{
+    AccessToken, TokenError, access_ctx, broken, expiry, is_fresh, mark_needs_reconsent, open_access, owner,
+    refresh_ctx,
+};
+use crate::config::ProviderConfig;
+use crate::oauth::client::{self, ProviderError, TokenSet};
+use crate::state::Core;
+use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
+
+/// How often a caller waiting for another holder's refresh re-reads the row.
+const POLL: Duration = Duration::from_millis(100);
+/// How long storing a provider's answer is retried while the database is unavailable: three
+/// call bounds (15 s by default) — longer than a blip, short enough to answer the caller.
+fn commit_budget(state: &Core) -> Duration {
+    state.config.database_timeout * 3
+}
+/// The longest pause between two attempts to store it.
+const COMMIT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// A valid access token for `grant`'s row after refreshing it (or reusing the token another
+/// caller just stored).
+pub(super) async fn refresh_grant(
+    state: &Core,
+    provider: &ProviderConfig,
+    grant_id: &str,
+) -> Result<AccessToken, TokenError> {
+    let lock = state.refresh_locks.lock_for(grant_id);
+    // A caller gives up waiting for someone else's refresh after this long (real time: the
+    // lease's own expiry is judged by the clock in state) and may retry.
+    let give_up = Instant::now() + state.config.refresh_lease * 2 + commit_budget(state);
+    loop {
+        let guard = lock.clone().lock_owned().await;
+        store_pending(state, grant_id).await?;
+        // Re-read under the lock: someone may have refreshed while we waited.
+        let current = state.store.grant_by_id(grant_id).await?.ok_or(TokenError::NotConnected)?;
+        if current.status != GrantStatus::Active {
+            return Err(TokenError::NeedsReconsent);
+        }
+        let now = state.now();
+        if is_fresh(&current, now) {
+            return open_access(state, current).await;
+        }
+        let holder = state.refresh_locks.holder();
+        if state.store.claim_refresh_lease(&current.id, current.version, holder, now, lease_until(state, now)).await? {
+            // The claim moved the row to the next version; only we expect it.
+            let leased = GrantRow { version: current.version + 1, ..current };
+            let running = state.refresh_locks.start();
+            let task_state = state.clone();
+            let task_provider = provider.clone();
+            let task = tokio::spawn(async move {
+                let _guard = guard;
+                let _running = running;
+                run_refresh(&task_state, &task_provider, leased).await
+            });
+            match task.await {
+                Ok(Ok(Some(token))) => return Ok(token),
+                // The grant changed under the refresh (a new consent, another instance's
+                // answer): read it again.
+                Ok(Ok(None)) => {}
+                Ok(Err(error)) => return Err(error),
+                Err(join) => return Err(TokenError::Internal(format!("the refresh task failed: {join}"))),
+            }
+        } else {
+            drop(guard);
+            // Another holder has the lease: wait for its answer, then re-read.
+            if Instant::now() > give_up {
+                return Err(TokenError::ProviderUnavailable);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        if Instant::now() > give_up {
+            return Err(TokenError::ProviderUnavailable);
+        }
+    }
+}
+
+fn lease_until(state: &Core, now: i64) -> i64 {
+    now + i64::try_from(state.config.refresh_lease.as_secs()).unwrap_or(i64::MAX / 2).max(1)
+}
+
+/// Stores tokens an earlier refresh in this process brought but could not store. Until that
+/// succeeds nothing may call the provider: the stored refresh token is already spent.
+async fn store_pending(state: &Core, grant_id: &str) -> Result<(), TokenError> {
+    let Some(pending) = state.refresh_locks.pending(grant_id) else { return Ok(()) };
+    match state.store.store_refreshed_tokens(grant_id, &pending.redeemed, &pending.tokens, pending.issued_at).await {
+        Ok(stored) => {
+            state.refresh_locks.forget_pending(grant_id);
+            if let Some(row) = stored {
+                tracing::info!(grant = %grant_id, "stored the rotated tokens a refresh had kept in memory");
+                refreshed(state, &row).await;
+            } else {
+                tracing::warn!(grant = %grant_id, "the grant changed since the refresh; its kept tokens are dropped");
+            }
+            Ok(())
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// What a refresh holding the lease ends with: a token, or `None` when the grant changed under
+/// it and the caller should read it again.
+type Outcome = Result<Option<AccessToken>, TokenError>;
+
+async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Outcome {
+    let owner = owner(&grant.user_id, &grant.provider);
+    let holder = state.refresh_locks.holder();
+    let Some(redeemed) = grant.refresh_token_sealed.clone() else {
+        // Expired and nothing to refresh with.
+        mark_needs_reconsent(state, &grant, "expired without a refresh token").await?;
+        return Err(TokenError::NeedsReconsent);
+    };
+    let opened = state
+        .sealer
+        .open(&redeemed, refresh_ctx(&grant.id, &owner))
+        .map_err(|e| e.to_string())
+        .and_then(|plain| String::from_utf8(plain).map_err(|_| "the refresh token is not UTF-8".to_owned()));
+    let refresh_token = match opened {
+        Ok(token) => SecretString::from(token),
+        Err(why) => return Err(broken(state, &grant, "refresh token", &why).await),
+    };
+    let answer = with_renewed_lease(
+        state,
+        &grant,
+        client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token),
+    )
+    .await;
+    match answer {
+        Ok(tokens) => commit(state, &grant, redeemed, &refresh_token, tokens).await,
+        Err(ProviderError::InvalidGrant) => {
+            // Version-checked: if someone stored newer tokens meanwhile, the grant stays active
+            // and the caller reads them.
+            if mark_needs_reconsent(state, &grant, "provider answered invalid_grant to refresh").await? {
+                Err(TokenError::NeedsReconsent)
+            } else {
+                Ok(None)
+            }
+        }
+        Err(ProviderError::Unavailable(reason)) => {
+            tracing::warn!(grant = %grant.id, provider = %grant.provider, %reason, "refresh failed transiently");
+            state.store.release_refresh_lease(&grant.id, grant.version, holder).await?;
+            Err(TokenError::ProviderUnavailable)
+        }
+        Err(other) => {
+            tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
+            state.store.release_refresh_lease(&grant.id, grant.version, holder).await?;
+            Err(TokenError::ProviderRefused(other.to_string()))
+        }
+    }
+}
+
+/// Runs `call` while renewing the lease every third of its length, so others see a live holder
+/// for as long as the provider takes. A failed renewal is only logged: the provider's answer
+/// must still be stored (its write does not depend on the lease).
+async fn with_renewed_lease<T>(state: &Core, grant: &GrantRow, call: impl std::future::Future<Output = T>) -> T {
+    let period = (state.config.refresh_lease / 3).max(Duration::from_millis(100));
+    let renew = async {
+        let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
+        loop {
+            ticks.tick().await;
+            let now = state.now();
+            let until = lease_until(state, now);
+            match state.store.renew_refresh_lease(&grant.id, grant.version, state.refresh_locks.holder(), until).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(grant = %grant.id, "the refresh lease was taken over while the provider answered")
+                }
+                Err(error) => tracing::warn!(grant = %grant.id, %error, "could not renew the refresh lease"),
+            }
+        }
+    };
+    tokio::select! {
+        answer = call => answer,
+        never = renew => never,
+    }
+}
+
+/// Seals the provider's answer and stores it, retrying while the database is unavailable;
+/// what cannot be stored is kept in memory for the next attempt.
+async fn commit(
+    state: &Core,
+    grant: &GrantRow,
+    redeemed: Vec<u8>,
+    old_refresh: &SecretString,
+    tokens: TokenSet,
+) -> Outcome {
+    let owner = owner(&grant.user_id, &grant.provider);
+    let issued_at = state.now();
+    // RFC 6749 §6: a new refresh token replaces the old; none means keep using the old.
+    let refresh = tokens.refresh_token.as_ref().unwrap_or(old_refresh);
+    let sealed = SealedTokens {
+        access_token_sealed: state
+            .sealer
+            .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant.id, &owner)),
+        refresh_token_sealed: Some(
+            state.sealer.seal(refresh.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner)),
+        ),
+        key_id: state.sealer.active_key_id(),
+        expires_at: expiry(issued_at, tokens.expires_in),
+        scopes: tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone()),
+    };
+    let pending = PendingRotation { redeemed, tokens: sealed, issued_at };
+    let started = Instant::now();
+    let budget = commit_budget(state);
+    let mut pause = Duration::from_millis(100);
+    let stored = loop {
+        match state.store.store_refreshed_tokens(&grant.id, &pending.redeemed, &pending.tokens, issued_at).await {
+            Ok(stored) => break stored,
+            Err(error) if error.is_unavailable() && started.elapsed() + pause < budget => {
+                tracing::warn!(grant = %grant.id, %error, "storing refreshed tokens failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(COMMIT_BACKOFF_MAX);
+            }
+            Err(error) => {
+                tracing::error!(grant = %grant.id, %error, "could not store refreshed tokens; keeping them in memory for the next attempt");
+                state.refresh_locks.keep_pending(&grant.id, pending);
+                return Err(TokenError::Store(error));
+            }
+        }
+    };
+    let Some(row) = stored else {
+        tracing::warn!(grant = %grant.id, "the grant changed while refreshing; the new tokens are dropped");
+        return Ok(None);
+    };
+    refreshed(state, &row).await;
+    Ok(Some(AccessToken { token: tokens.access_token, grant: row }))
+}
+
+/// Audits a stored refresh and tells the faces. The tokens are already durable, so a failure
+/// here is logged, not returned: the caller gets its token.
+async fn refreshed(state: &Core, row: &GrantRow) {
+    if let Err(error) =
+        state.store.audit(state.now(), Some(&row.user_id), "grant.refreshed", Some(&row.provider), None).await
+    {
+        tracing::warn!(grant = %row.id, %error, "the refresh is stored but its audit entry could not be written");
+    }
+    state.events.connections_changed(&row.user_id, &row.provider);
+}

@@ -1,0 +1,76 @@
+//! A database that stops answering gives callers a retryable error within the configured bound
+//! (`database_timeout`), never a wait as long as the database's silence (issue 14, finding 3).
+
+use sqlx::Connection;
+
+use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+use crate::helpers::{ALICE, Backend, ClientKind, SpawnOptions, TestApp, spawn_app_opts};
+
+async fn spawn_behind_proxy() -> Option<(TestApp, DbProxy)> {
+    let proxy = DbProxy::start(postgres_upstream()).await;
+    let port = proxy.addr.port();
+    let options = SpawnOptions {
+        toml: "database_timeout = \"1s\"\n".into(),
+        database_url: Some(Box::new(move |url: &str| {
+            let mut target = url::Url::parse(url).unwrap();
+            target.set_host(Some("127.0.0.1")).unwrap();
+            target.set_port(Some(port)).unwrap();
+            target.to_string()
+        })),
+        ..Default::default()
+    };
+    let app = spawn_app_opts(Backend::Postgres, options, |b| b).await?;
+    Some((app, proxy))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_database_connection_gives_a_retryable_error_not_a_hang() {
+    let Some((app, proxy)) = spawn_behind_proxy().await else { return };
+    let user = app.user_id(ALICE).await;
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    assert!(client.call("list_connections", serde_json::json!({})).await.is_ok());
+
+    // Arrange: the network path to the database goes silent (no reset, no answer).
+    proxy.set(Mode::Freeze);
+
+    // Act / Assert: the store says "unavailable" (retryable) instead of waiting on the socket,
+    // and a tool call ends with an error instead of being kept alive.
+    let error = app.state.store.grants_for_user(&user).await.expect_err("the database is frozen");
+    assert!(error.is_unavailable(), "{error}");
+    let listed = client.call("list_connections", serde_json::json!({})).await;
+    assert!(listed.is_err() || listed.as_ref().is_ok_and(|r| r.is_error == Some(true)), "{listed:?}");
+
+    // Once the path thaws, calls work again without a restart.
+    proxy.set(Mode::Forward);
+    let mut recovered = false;
+    for _ in 0..50 {
+        if app.state.store.grants_for_user(&user).await.is_ok() {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(recovered, "the store recovers");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_lock_held_by_someone_else_gives_a_retryable_error_within_the_bound() {
+    let options = SpawnOptions { toml: "database_timeout = \"1s\"\n".into(), ..Default::default() };
+    let Some(app) = spawn_app_opts(Backend::Postgres, options, |b| b).await else { return };
+    let user = app.user_id(ALICE).await;
+
+    // Arrange: another session holds a lock on the grants table and does not let go.
+    let mut other = sqlx::PgConnection::connect(&app.database_url).await.unwrap();
+    sqlx::Executor::execute(&mut other, "BEGIN").await.unwrap();
+    sqlx::Executor::execute(&mut other, "LOCK TABLE grants IN ACCESS EXCLUSIVE MODE").await.unwrap();
+
+    // Act / Assert: the read gives up (PostgreSQL's lock_timeout) with a retryable error.
+    let error = app.state.store.grants_for_user(&user).await.expect_err("the table is locked");
+    assert!(error.is_unavailable(), "{error}");
+
+    sqlx::Executor::execute(&mut other, "ROLLBACK").await.unwrap();
+    assert!(app.state.store.grants_for_user(&user).await.is_ok(), "works again once the lock is gone");
+    drop(other);
+    app.stop().await;
+}
