@@ -393,10 +393,10 @@ async fn sigterm_during_a_refresh_stores_the_rotated_tokens_before_the_process_e
         // Tells when the process says it waits for the refresh (or ends without saying so),
         // and keeps reading so its later lines never meet a closed pipe.
         for line in stderr.lines().map_while(Result::ok) {
-            if line.contains("waiting for running token refreshes") {
-                if let Some(said) = said.take() {
-                    let _ = said.send(true);
-                }
+            if line.contains("waiting for running token refreshes")
+                && let Some(said) = said.take()
+            {
+                let _ = said.send(true);
             }
         }
         if let Some(said) = said.take() {
