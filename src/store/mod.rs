@@ -39,9 +39,9 @@ pub enum StoreError {
     /// nothing was decided, and the same call may succeed if retried shortly. Faces answer
     /// "temporarily unavailable, retry".
     #[error("the database is unavailable: {0}")]
-    Unavailable(sqlx::Error),
+    Unavailable(#[source] sqlx::Error),
     #[error("database error: {0}")]
-    Database(sqlx::Error),
+    Database(#[source] sqlx::Error),
     #[error("migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
     #[error("a row with the same key already exists")]

@@ -88,6 +88,23 @@ mod tests {
         assert!(is_unavailable(&Wrapper(StoreError::Database(io))));
     }
 
+    /// `#[error(transparent)]` hands over the inner error's source, not the inner error, so the
+    /// store's own verdict must survive as the sqlx error underneath (a tool call during an
+    /// outage once answered a bare -32603 through `AccessError`'s transparent wrapper).
+    #[derive(Debug, thiserror::Error)]
+    enum Transparent {
+        #[error(transparent)]
+        Store(#[from] StoreError),
+    }
+
+    #[test]
+    fn unavailable_survives_a_transparent_wrapper() {
+        assert!(is_unavailable(&Transparent::from(StoreError::from(sqlx::Error::PoolTimedOut))));
+        let busy = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(is_unavailable(&Transparent::from(StoreError::from(busy))));
+        assert!(!is_unavailable(&Transparent::from(StoreError::from(sqlx::Error::RowNotFound))));
+    }
+
     #[test]
     fn bad_data_and_conflicts_are_not() {
         assert!(!is_unavailable(&StoreError::Conflict));
