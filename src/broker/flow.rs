@@ -284,8 +284,8 @@ async fn finish(
     // The state was consumed already: a reload while the exchange runs, or after the process
     // stopped during it. The code cannot be used twice either way.
     if row.status == AuthorizationStatus::Exchanging {
-        if exchange_interrupted(&row, now) {
-            fail(state, &row, INTERRUPTED).await;
+        if exchange_interrupted(row, now) {
+            fail(state, row, INTERRUPTED).await;
             return Err(FlowError::Interrupted);
         }
         return Err(FlowError::AlreadyUsed);
