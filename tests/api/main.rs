@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod admin;
 mod authorization_server;
 mod bearer;
 mod browser;

@@ -42,20 +42,6 @@ pub fn router() -> Router<AppState> {
         .route("/admin/users/disable", post(actions::disable_user))
 }
 
-/// Every admin URL, for the tests that check each refuses non-admins.
-pub const GET_PATHS: &[&str] = &[
-    "/admin",
-    "/admin/users",
-    "/admin/grants",
-    "/admin/authorizations",
-    "/admin/consents",
-    "/admin/clients",
-    "/admin/services",
-    "/admin/audit",
-];
-pub const POST_PATHS: &[&str] =
-    &["/admin/grants/revoke", "/admin/consents/withdraw", "/admin/authorizations/expire", "/admin/users/disable"];
-
 /// A signed-in admin.
 pub struct Admin(pub BrowserSession);
 
