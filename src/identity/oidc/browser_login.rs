@@ -226,6 +226,16 @@ pub async fn finish(
         state.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
         return Err(SignInError::Disabled);
     }
+    // `[identity] admin_claim`: the issuer decides who is an admin, at every sign-in.
+    if let Some((claim, value)) = &state.config.identity.admin_claim {
+        let admin = claims.claim_has(claim, value);
+        if admin != user.is_admin() {
+            state.store.set_admin(&user.id, admin).await?;
+            let detail = format!("admin={admin} actor=issuer claim={claim}");
+            state.store.audit(now, Some(&user.id), "user.admin_from_claim", None, Some(&detail)).await?;
+            user.admin = i64::from(admin);
+        }
+    }
     if user.display_name != claims.display_name {
         state.store.set_display_name(&user.id, claims.display_name.as_deref()).await?;
         user.display_name = claims.display_name.clone();
