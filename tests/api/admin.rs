@@ -296,6 +296,14 @@ async fn bad_page_numbers_over_long_searches_and_unknown_ids_get_a_clear_message
         assert_eq!(response.status().as_u16(), status, "{path}");
         assert!(response.text().await.unwrap().contains(words), "{path} says why");
     }
+    // The same security headers as the user pages.
+    let dashboard = admin.get(app.url("/admin")).send().await.unwrap();
+    let headers = dashboard.headers();
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert!(headers["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    assert!(dashboard.text().await.unwrap().contains("href=\"/admin\">Admin</a>"), "the top bar links here");
     let (_, csrf) = page(&app, &admin, "/admin").await;
     let before = app.state.store.audit_entries(None, 1000).await.unwrap().len();
     for (path, field) in [
