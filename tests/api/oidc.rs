@@ -1043,3 +1043,25 @@ async fn the_configured_group_claim_makes_an_admin_at_sign_in_and_losing_it_unma
     assert_eq!(changes.iter().filter(|e| e.action == "user.admin_from_claim").count(), 2, "each change audited");
     setup.stop().await;
 }
+
+// Issue 10: an issuer's valid token for a user an admin disabled is refused at /mcp, and the
+// browser sign-in says the account is disabled; enabling restores both.
+#[tokio::test]
+async fn a_disabled_users_issuer_tokens_and_sign_in_are_refused_until_enabled() {
+    let setup = spawn().await;
+    let token = setup.token(&setup.claims());
+    assert_eq!(setup.post_mcp(&token).await.status(), 200);
+    let user = setup.users_of_the_issuer().await.remove(0);
+    setup.state.store.set_disabled(&user.id, Some(setup.clock.now())).await.unwrap();
+    assert_invalid_token(&setup, "a disabled user's token", &token).await;
+    let browser = browser();
+    let (authorize_url, _) = setup.start_sign_in(&browser, "/").await;
+    let callback = setup.approve_at_issuer(&browser, &authorize_url).await;
+    let refused = browser.get(&callback).send().await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(refused.text().await.unwrap().contains("Account disabled"));
+    assert_eq!(setup.signed_in_as(&browser).await, None);
+    setup.state.store.set_disabled(&user.id, None).await.unwrap();
+    assert_eq!(setup.post_mcp(&token).await.status(), 200);
+    setup.stop().await;
+}
