@@ -93,6 +93,8 @@ struct IdentityFile {
     leeway: Option<Duration>,
     #[serde(default)]
     algorithms: Vec<String>,
+    admin_claim: Option<String>,
+    admin_value: Option<String>,
 }
 
 /// Who vouches for users (DESIGN.md "Identity").
@@ -125,6 +127,10 @@ pub struct IdentityConfig {
     pub leeway: Duration,
     /// JWS algorithms accepted from the issuer [default: RS256, PS256, ES256, EdDSA].
     pub algorithms: Vec<String>,
+    /// OIDC only: (claim, value) — a user whose ID token's `claim` is `value` or a list holding
+    /// it is an admin (`/admin`), decided afresh at each browser sign-in
+    /// (`admin_claim = "groups"`, `admin_value = "broker-admins"`).
+    pub admin_claim: Option<(String, String)>,
 }
 
 mod humantime_serde_opt {
@@ -376,6 +382,16 @@ fn resolve_identity(file: IdentityFile) -> anyhow::Result<IdentityConfig> {
             bail!("[identity] mode = \"oidc\" needs client_id (the broker's client for browser sign-in)");
         }
     }
+    let admin_claim = match (file.admin_claim, file.admin_value) {
+        (None, None) => None,
+        (Some(claim), Some(value)) if mode == IdentityMode::Oidc && !claim.is_empty() && !value.is_empty() => {
+            Some((claim, value))
+        }
+        (Some(_), Some(_)) if mode != IdentityMode::Oidc => {
+            bail!("[identity] admin_claim is for mode = \"oidc\"; local admins are made with `admin users set-admin`")
+        }
+        _ => bail!("[identity] admin_claim and admin_value go together, both non-empty"),
+    };
     const ALLOWED: &[&str] = &["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"];
     let algorithms = if file.algorithms.is_empty() {
         vec!["RS256".into(), "PS256".into(), "ES256".into(), "EdDSA".into()]
@@ -397,6 +413,7 @@ fn resolve_identity(file: IdentityFile) -> anyhow::Result<IdentityConfig> {
         required_scopes: file.required_scopes,
         leeway: file.leeway.unwrap_or(Duration::from_secs(60)),
         algorithms,
+        admin_claim,
     })
 }
 
@@ -521,6 +538,22 @@ mod tests {
         assert_eq!(c.identity.algorithms, ["RS256", "PS256", "ES256", "EdDSA"]);
         let hs = format!("{oidc}algorithms = [\"HS256\"]\n");
         assert!(Config::from_toml(&SettingsArgs::default(), &hs).is_err(), "HMAC is never accepted");
+    }
+
+    #[test]
+    fn admin_claim_needs_its_value_and_oidc_mode() {
+        let oidc = "[identity]\nmode = \"oidc\"\nissuer = \"https://idp.example\"\nclient_id = \"broker\"\n";
+        let both = format!("{oidc}admin_claim = \"groups\"\nadmin_value = \"broker-admins\"\n");
+        let c = Config::from_toml(&SettingsArgs::default(), &both).unwrap();
+        assert_eq!(c.identity.admin_claim, Some(("groups".into(), "broker-admins".into())));
+        for bad in [
+            format!("{oidc}admin_claim = \"groups\"\n"),
+            format!("{oidc}admin_value = \"x\"\n"),
+            format!("{oidc}admin_claim = \"\"\nadmin_value = \"x\"\n"),
+            "[identity]\nadmin_claim = \"groups\"\nadmin_value = \"x\"\n".to_owned(),
+        ] {
+            assert!(Config::from_toml(&SettingsArgs::default(), &bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -133,6 +133,8 @@ mod tests {
             password_hash: None,
             created_at: 0,
             display_name: display_name.map(Into::into),
+            admin: 0,
+            disabled_at: None,
         };
         assert_eq!(user_name(&user(Some("alice"), None)), "alice");
         assert_eq!(user_name(&user(None, Some("Alice A."))), "Alice A.");

@@ -2,7 +2,7 @@
 //! reads the same settings ([`SettingsArgs`]), so `admin` finds the server's database and keys.
 
 mod demo;
-mod display;
+pub(crate) mod display;
 mod grants;
 mod migrate;
 mod services;

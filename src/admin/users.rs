@@ -19,6 +19,17 @@ pub enum UsersCommand {
         /// Read the password from standard input (first line).
         #[arg(long)]
         password_stdin: bool,
+        /// Let this user open the admin pages (/admin).
+        #[arg(long)]
+        admin: bool,
+    },
+    /// Let a user open the admin pages (/admin), or stop them.
+    SetAdmin {
+        /// The username.
+        name: String,
+        /// `true` or `false`.
+        #[arg(action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
+        admin: bool,
     },
     /// Set a new password (read from standard input).
     Passwd {
@@ -84,14 +95,28 @@ fn read_password_stdin() -> anyhow::Result<SecretString> {
 
 pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Result<()> {
     match command {
-        UsersCommand::Add { name, password_stdin } => {
+        UsersCommand::Add { name, password_stdin, admin } => {
             validate_username(&name)?;
             let (secret, generated) =
                 if password_stdin { (read_password_stdin()?, false) } else { (password::generate_password(), true) };
             let hash = password::hash_password(&secret)?;
             match state.store.create_local_user(&state.config.issuer(), &name, &hash, state.now()).await {
                 Ok(user) => {
-                    println!("created user {name} (id {})", user.id);
+                    if admin {
+                        state.store.set_admin(&user.id, true).await?;
+                        state
+                            .store
+                            .audit(
+                                state.now(),
+                                Some(&user.id),
+                                "admin.user_admin_set",
+                                None,
+                                Some("admin=true actor=cli"),
+                            )
+                            .await?;
+                    }
+                    let role = if admin { " as an admin" } else { "" };
+                    println!("created user {name}{role} (id {})", user.id);
                     if generated {
                         println!("password: {}", secret.expose_secret());
                     }
@@ -100,6 +125,18 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
                 Err(StoreError::Conflict) => bail!("a user named {name} already exists"),
                 Err(e) => Err(e.into()),
             }
+        }
+        UsersCommand::SetAdmin { name, admin } => {
+            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            state.store.set_admin(&user.id, admin).await?;
+            let detail = format!("admin={admin} actor=cli");
+            state.store.audit(state.now(), Some(&user.id), "admin.user_admin_set", None, Some(&detail)).await?;
+            if admin {
+                println!("{name} is now an admin (may open /admin)");
+            } else {
+                println!("{name} is no longer an admin; their open admin pages stop working at the next request");
+            }
+            Ok(())
         }
         UsersCommand::Passwd { name } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
@@ -114,7 +151,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             if json {
                 let rows: Vec<_> = users
                     .iter()
-                    .map(|u| serde_json::json!({"id": u.id, "username": u.username, "issuer": u.issuer, "subject": u.subject, "created_at": u.created_at}))
+                    .map(|u| serde_json::json!({"id": u.id, "username": u.username, "issuer": u.issuer, "subject": u.subject, "created_at": u.created_at, "admin": u.is_admin(), "disabled": u.is_disabled()}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {

@@ -68,6 +68,7 @@ pub async fn user_for(state: &AppState, service: &ServiceRow, subject: Subject<'
                 ));
             }
             match state.store.user_by_id(user_id).await? {
+                Some(user) if user.is_disabled() => Err(Problem::invalid_request("user_id names a disabled user")),
                 Some(user) => Ok(user.id),
                 None => Err(Problem::invalid_request("user_id names no user")),
             }

@@ -171,6 +171,10 @@ async fn issue(
     now: Timestamp,
 ) -> Result<TokenResponse, OAuthError> {
     let user = state.store.user_by_id(&grant.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
+    // A disabled user's clients get no new tokens (their current ones fail at /mcp already).
+    if user.is_disabled() {
+        return Err(OAuthError::InvalidGrant);
+    }
     // The bearer check finds users by (iss, sub); a token naming another issuer's user would be
     // refused there, so refuse it here.
     if user.issuer != state.keys.issuer() {

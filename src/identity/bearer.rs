@@ -138,7 +138,10 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
         _ => return Err(Rejection::Invalid("expected a Bearer token")),
     };
     match &state.oidc {
-        Some(oidc) => crate::identity::oidc::authenticate_bearer(state, oidc, token).await.map_err(Rejection::from),
+        Some(oidc) => {
+            let user = crate::identity::oidc::authenticate_bearer(state, oidc, token).await.map_err(Rejection::from)?;
+            refuse_disabled(state, user).await
+        }
         None => authenticate_local(state, token, state.config.mcp_url().as_str()).await,
     }
 }
@@ -165,9 +168,25 @@ pub async fn authenticate_for_audience(
 ) -> Result<AuthenticatedUser, Rejection> {
     match &state.oidc {
         Some(oidc) => {
-            crate::identity::oidc::authenticate_bearer_for(state, oidc, token, audience).await.map_err(Rejection::from)
+            let user = crate::identity::oidc::authenticate_bearer_for(state, oidc, token, audience)
+                .await
+                .map_err(Rejection::from)?;
+            refuse_disabled(state, user).await
         }
         None => authenticate_local(state, token, audience).await,
+    }
+}
+
+/// An issuer's token for a user an admin disabled stops working at once (local tokens are
+/// checked in [`authenticate_local`], which reads the user anyway).
+async fn refuse_disabled(state: &AppState, user: AuthenticatedUser) -> Result<AuthenticatedUser, Rejection> {
+    match state.store.user_by_id(&user.user_id).await {
+        Ok(Some(row)) if row.is_disabled() => Err(Rejection::Invalid("the token's user is disabled")),
+        Ok(_) => Ok(user),
+        Err(e) => {
+            tracing::error!(error = %e, "user lookup failed");
+            Err(Rejection::Unavailable)
+        }
     }
 }
 
@@ -198,6 +217,9 @@ async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Re
             Rejection::Unavailable
         })?
         .ok_or(Rejection::Invalid("the token names an unknown user"))?;
+    if user.is_disabled() {
+        return Err(Rejection::Invalid("the token's user is disabled"));
+    }
     Ok(AuthenticatedUser {
         user_id: user.id,
         issuer: user.issuer,

@@ -118,6 +118,10 @@ pub async fn current(state: &AppState, headers: &HeaderMap) -> StoreResult<Optio
     let Some(id_hash) = presented_session_hash(state, headers) else { return Ok(None) };
     let Some(row) = state.store.browser_session(&id_hash, state.now()).await? else { return Ok(None) };
     let Some(user) = state.store.user_by_id(&row.user_id).await? else { return Ok(None) };
+    // A disabled user's sessions are also deleted when disabled; this covers any that race it.
+    if user.is_disabled() {
+        return Ok(None);
+    }
     Ok(Some(BrowserSession { user, id_hash: row.id_hash, csrf_token: row.csrf_token }))
 }
 

@@ -362,6 +362,21 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// An admin ends an open attempt (`/admin/authorizations`): it expires now and its state
+    /// and verifier are wiped, so a late callback finds nothing to complete. False if it was
+    /// not open (finished, already expired, or unknown).
+    pub async fn expire_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE authorizations SET expires_at = $1, pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
+             WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(self.db())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn authorizations_for_user(&self, user_id: &str, limit: i64) -> StoreResult<Vec<AuthorizationRow>> {
         sqlx::query_as::<_, RawAuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2"

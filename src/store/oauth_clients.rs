@@ -121,6 +121,19 @@ impl Store {
         .map(OAuthClientRow::try_from)
         .transpose()
     }
+
+    /// Every registered client (admin listing), newest first.
+    pub async fn list_oauth_clients(&self, limit: i64) -> StoreResult<Vec<OAuthClientRow>> {
+        sqlx::query_as::<_, RawOAuthClientRow>(&format!(
+            "SELECT {CLIENT_COLUMNS} FROM oauth_clients ORDER BY created_at DESC, client_id LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(self.db())
+        .await?
+        .into_iter()
+        .map(OAuthClientRow::try_from)
+        .collect()
+    }
 }
 
 #[cfg(test)]

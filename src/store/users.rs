@@ -14,7 +14,24 @@ pub struct User {
     pub created_at: i64,
     /// External users: the issuer's name for them, for display only (see migration 0004).
     pub display_name: Option<String>,
+    /// 1: may open /admin (migration 0008). Read through [`User::is_admin`].
+    pub admin: i64,
+    /// When an admin disabled the account; a disabled user cannot sign in or use a token.
+    pub disabled_at: Option<i64>,
 }
+
+impl User {
+    pub fn is_admin(&self) -> bool {
+        self.admin != 0
+    }
+
+    pub fn is_disabled(&self) -> bool {
+        self.disabled_at.is_some()
+    }
+}
+
+const USER_COLUMNS: &str =
+    "id, issuer, subject, username, password_hash, created_at, display_name, is_admin AS admin, disabled_at";
 
 impl Store {
     /// Creates a local account; its subject is its new id. `Conflict` if the name is taken.
@@ -42,44 +59,56 @@ impl Store {
     }
 
     pub async fn user_by_id(&self, id: &str) -> StoreResult<Option<User>> {
-        Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.db())
-        .await?)
+        Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.db())
+            .await?)
     }
 
     pub async fn user_by_username(&self, username: &str) -> StoreResult<Option<User>> {
-        Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE username = $1",
-        )
-        .bind(username)
-        .fetch_optional(self.db())
-        .await?)
+        Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users WHERE username = $1"))
+            .bind(username)
+            .fetch_optional(self.db())
+            .await?)
     }
 
     pub async fn user_by_identity(&self, issuer: &str, subject: &str) -> StoreResult<Option<User>> {
-        Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users WHERE issuer = $1 AND subject = $2",
-        )
-        .bind(issuer)
-        .bind(subject)
-        .fetch_optional(self.db())
-        .await?)
+        Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users WHERE issuer = $1 AND subject = $2"))
+            .bind(issuer)
+            .bind(subject)
+            .fetch_optional(self.db())
+            .await?)
     }
 
     pub async fn list_users(&self) -> StoreResult<Vec<User>> {
-        Ok(sqlx::query_as::<_, User>(
-            "SELECT id, issuer, subject, username, password_hash, created_at, display_name FROM users ORDER BY created_at, id",
-        )
-        .fetch_all(self.db())
-        .await?)
+        Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users ORDER BY created_at, id"))
+            .fetch_all(self.db())
+            .await?)
     }
 
     pub async fn set_password_hash(&self, user_id: &str, password_hash: &str) -> StoreResult<bool> {
         let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
             .bind(password_hash)
+            .bind(user_id)
+            .execute(self.db())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Marks a user admin or not; false if there is no such user.
+    pub async fn set_admin(&self, user_id: &str, admin: bool) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE users SET is_admin = $1 WHERE id = $2")
+            .bind(i64::from(admin))
+            .bind(user_id)
+            .execute(self.db())
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Disables (`Some(now)`) or enables (`None`) a user; false if there is no such user.
+    pub async fn set_disabled(&self, user_id: &str, disabled_at: Option<Timestamp>) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE users SET disabled_at = $1 WHERE id = $2")
+            .bind(disabled_at)
             .bind(user_id)
             .execute(self.db())
             .await?;

@@ -169,6 +169,12 @@ impl From<SignInError> for PageError {
                 "The identity provider cannot be reached right now, so you could not be signed in.",
                 "Wait a moment, then sign in again from the home page.",
             ),
+            SignInError::Disabled => Self::page(
+                S::FORBIDDEN,
+                "Account disabled",
+                "The identity provider signed you in, but this account is disabled on the broker, so you are not signed in.",
+                "Ask the broker's operator to enable your account.",
+            ),
             SignInError::Store(error) => Self::from(error),
             SignInError::Internal(cause) => PageError::Internal(cause),
         }
@@ -369,6 +375,7 @@ mod tests {
             SignInError::IdTokenNotVerified,
             SignInError::ExchangeFailed("x".into()),
             SignInError::IssuerUnavailable(OidcError::Unavailable("down".into())),
+            SignInError::Disabled,
             SignInError::Store(StoreError::Conflict),
             SignInError::Internal("x".into()),
         ];
@@ -381,6 +388,7 @@ mod tests {
                 | SignInError::IdTokenNotVerified
                 | SignInError::ExchangeFailed(_)
                 | SignInError::IssuerUnavailable(_)
+                | SignInError::Disabled
                 | SignInError::Store(_)
                 | SignInError::Internal(_) => {}
             }

@@ -34,6 +34,8 @@ use crate::store::audit::quoted;
 const MAX_USERNAME_LEN: usize = 256;
 const MAX_PASSWORD_LEN: usize = 1024;
 const WRONG_CREDENTIALS: &str = "Wrong username or password.";
+/// Said only after the right password: a disabled account is not a secret from its owner.
+const DISABLED: &str = "This account is disabled. Ask the broker's operator to enable it.";
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct LoginQuery {
@@ -159,6 +161,11 @@ pub async fn submit(
         }
     };
     throttle.record_success(&attempt, now);
+    if user.is_disabled() {
+        state.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
+        tracing::info!(user_id = %user.id, "browser sign-in refused: the user is disabled");
+        return Ok(form_page(StatusCode::FORBIDDEN, &form.next, &form.username, Some(DISABLED), token));
+    }
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
     if let Some(old) = browser::presented_session_hash(&state, &headers) {
         state.store.delete_browser_session(&old).await?;

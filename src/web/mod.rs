@@ -11,6 +11,7 @@
 //! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]; always 303 to a clean page |
 //! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
 //! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
+//! | `GET /admin…`, `POST /admin/…` | [`admin`] | operators' dashboard, tables and actions (admins only) |
 //!
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
 //! are [`error::PageError`]s, each saying what happened, what to do, and linking home. Signed-in
@@ -18,6 +19,7 @@
 //! through [`crate::display`]. Security headers for all responses are in [`security_headers`];
 //! [`drain_body`] keeps keep-alive connections usable after early refusals.
 
+pub mod admin;
 pub mod callback;
 pub mod connect;
 pub mod connections;
@@ -58,6 +60,7 @@ pub fn router() -> Router<AppState> {
         .route("/connect/{id}/result", get(result::show))
         .route("/oauth/callback", get(callback::receive))
         .route("/oauth/callback/problem/{problem}", get(callback::problem))
+        .merge(admin::router())
         // One throttle per running app (tests run several apps in one process).
         .layer(Extension(Arc::new(throttle::LoginThrottle::new())))
         // Pages carry CSRF tokens and per-user details; redirects carry provider URLs.

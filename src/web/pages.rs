@@ -72,11 +72,17 @@ pub struct SignedIn {
     /// Display text ([`crate::display::safe_text`]).
     pub username: String,
     pub csrf_token: String,
+    /// The top bar then links to the admin pages.
+    pub admin: bool,
 }
 
 impl SignedIn {
     pub fn of(session: &BrowserSession) -> Self {
-        SignedIn { username: safe_text(session.display_name()), csrf_token: session.csrf_token.clone() }
+        SignedIn {
+            username: safe_text(session.display_name()),
+            csrf_token: session.csrf_token.clone(),
+            admin: session.user.is_admin(),
+        }
     }
 }
 

@@ -186,6 +186,27 @@ impl Browser {
         }
     }
 
+    /// Saves what the window shows as `target/browser-artifacts/NAME.png`, always: the test
+    /// artifacts CI keeps (and [`Self::screenshot`]'s copy when `BROWSER_SCREENSHOTS` is set).
+    pub async fn artifact(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/browser-artifacts");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+        self.screenshot(name).await;
+    }
+
+    /// The page's visible text.
+    pub async fn text(&self) -> String {
+        self.js("return document.body.innerText").await.as_str().unwrap().to_owned()
+    }
+
+    /// Clicks the first element `css` selects (and does not wait: follow with
+    /// [`Self::wait_for_url`]).
+    pub async fn click(&self, css: &str) {
+        self.client.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
+    }
+
     pub async fn close(mut self) {
         let _ = self.client.close().await;
         let _ = self.driver.kill().await;
@@ -248,6 +269,111 @@ async fn my_connections_fits_a_phone_and_sign_out_works() {
     browser.open(&app.url("/connections")).await;
     assert_eq!(browser.client.current_url().await.unwrap().path(), "/login");
 
+    browser.close().await;
+    app.stop().await;
+}
+
+// Issue 10: the admin pages in a real browser, at a phone's size. An admin finds Alice's
+// grant by search, revokes it, sees it gone and the audit entry; a forged form without the
+// CSRF token changes nothing. Screenshots go to target/browser-artifacts/.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_revokes_a_grant_found_by_search_and_a_forged_form_changes_nothing() {
+    let Some(browser) = Browser::start(PHONE).await else { return };
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let client = app.connected_client(ALICE).await;
+    let alice = app.user_id(ALICE).await;
+    let grant = app.state.store.grants_for_user(&alice).await.unwrap().remove(0);
+    app.state.store.set_admin(&app.user_id(crate::helpers::BOB).await, true).await.unwrap();
+
+    browser.sign_in(&app, crate::helpers::BOB, "/admin").await;
+    assert!(browser.text().await.contains("Recent failures"));
+    browser.artifact("admin-dashboard-phone").await;
+    for path in crate::admin::ADMIN_GETS {
+        browser.open(&app.url(path)).await;
+        assert_eq!(browser.sideways_overflow().await, Vec::<String>::new(), "{path} on a phone");
+    }
+
+    browser.open(&app.url("/admin/grants")).await;
+    browser.client.find(Locator::Id("q")).await.unwrap().send_keys("alice").await.unwrap();
+    browser.click("form.search button[type=submit]").await;
+    browser.wait_for_url(&app.url("/admin/grants?q=alice")).await;
+    assert_eq!(browser.js("return document.querySelectorAll('#rows li.row').length").await, json!(1));
+    assert!(browser.text().await.contains(&grant.id));
+    browser.artifact("admin-grants-search-phone").await;
+    browser.click("#rows li.row form[action='/admin/grants/revoke'] button").await;
+    browser.wait_for_url(&app.url("/admin/grants?notice=revoked")).await;
+    let text = browser.text().await;
+    assert!(text.contains("revoked at the provider and deleted") && !text.contains(&grant.id), "{text}");
+    assert_eq!(browser.js("return document.querySelectorAll('#rows li.row').length").await, json!(0), "gone");
+    browser.artifact("admin-grant-revoked-phone").await;
+
+    browser.open(&app.url("/admin/audit?q=admin.grant_revoked")).await;
+    let text = browser.text().await;
+    assert!(text.contains("1 found") && text.contains("revocation=revoked"), "{text}");
+    browser.artifact("admin-audit-phone").await;
+
+    // A page of another site posting to an admin action carries no CSRF token: refused.
+    browser.open(&app.url("/admin")).await;
+    browser
+        .js(&format!(
+            "const f = document.createElement('form'); f.method = 'post'; f.action = '/admin/users/disable';
+             for (const [n, v] of [['user_id', '{alice}'], ['disabled', 'true']]) {{
+                 const i = document.createElement('input'); i.type = 'hidden'; i.name = n; i.value = v; f.appendChild(i); }}
+             document.body.appendChild(f); f.submit(); return true;"
+        ))
+        .await;
+    browser.wait_for_url(&app.url("/admin/users/disable")).await;
+    assert!(browser.text().await.contains("Form expired"));
+    assert!(!app.state.store.user_by_id(&alice).await.unwrap().unwrap().is_disabled(), "nothing changed");
+
+    client.close().await;
+    browser.close().await;
+    app.stop().await;
+}
+
+// The user's own flow once, in the browser: the connect link, sign-in, consent, the provider's
+// approval, and the success page, each saved to target/browser-artifacts/.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_connects_an_account_in_the_browser_and_each_step_is_saved_as_an_artifact() {
+    let Some(browser) = Browser::start(PHONE).await else { return };
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    let me = json!({"provider": "demo", "method": "GET", "path": "/me"});
+    let error = match client.call("provider_request", me.clone()).await {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+
+    browser.open(&url).await;
+    assert_eq!(browser.client.current_url().await.unwrap().path(), "/login");
+    browser.artifact("flow-1-sign-in").await;
+    browser.client.find(Locator::Id("username")).await.unwrap().send_keys(ALICE).await.unwrap();
+    browser.client.find(Locator::Id("password")).await.unwrap().send_keys(PASSWORD).await.unwrap();
+    browser.click("form[action='/login'] button[type=submit]").await;
+    browser.wait_for_url(&url).await;
+    assert!(browser.text().await.contains("Approve"));
+    browser.artifact("flow-2-consent").await;
+    browser.click("button[name=action][value=approve]").await;
+    let waited = browser
+        .client
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css("button[name=decision][value=approve]"))
+        .await;
+    assert!(waited.is_ok(), "the demo provider's approval page");
+    browser.artifact("flow-3-provider").await;
+    browser.click("button[name=decision][value=approve]").await;
+    // The callback answers 303 to the clean result page; wait for that address.
+    browser.wait_for_url(&format!("{url}/result")).await;
+    let text = browser.text().await;
+    assert!(text.contains("Connected to"), "the success page: {text}");
+    assert!(!browser.client.current_url().await.unwrap().as_str().contains("code="), "a clean address");
+    browser.artifact("flow-4-success").await;
+    assert_eq!(browser.sideways_overflow().await, Vec::<String>::new());
+
+    assert!(client.call("provider_request", me).await.is_ok(), "the tool works now");
+    client.close().await;
     browser.close().await;
     app.stop().await;
 }

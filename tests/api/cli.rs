@@ -601,3 +601,42 @@ on_both_backends!(
     admin_output_is_for_people,
     admin_tables_name_users_show_iso_times_and_revoke_refuses_a_key_that_matches_nothing
 );
+
+// Issue 10: admins are made by the CLI, against the database a running server uses, and the
+// server honours it at the next request.
+async fn users_add_admin_and_set_admin_change_who_may_open_the_admin_pages(app: &TestApp) {
+    let mut add = broker_for(app);
+    add.args(["admin", "users", "add", "dora", "--admin", "--password-stdin"]).stdin(Stdio::piped());
+    add.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = add.spawn().unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(crate::helpers::PASSWORD.as_bytes()).await.unwrap();
+    }
+    let added = child.wait_with_output().await.unwrap();
+    assert!(added.status.success(), "{}", stderr_of(&added));
+    assert!(String::from_utf8_lossy(&added.stdout).contains("created user dora as an admin"));
+    let listed: serde_json::Value = serde_json::from_str(&admin_ok(app, &["users", "list", "--json"]).await).unwrap();
+    let dora = listed.as_array().unwrap().iter().find(|u| u["username"] == "dora").unwrap();
+    assert_eq!(dora["admin"], true);
+
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, "dora", "/admin").await.status(), 303);
+    assert_eq!(browser.get(app.url("/admin")).send().await.unwrap().status(), 200, "an admin opens /admin");
+
+    let off = admin_ok(app, &["users", "set-admin", "dora", "false"]).await;
+    assert!(off.contains("no longer an admin"), "{off}");
+    assert_eq!(browser.get(app.url("/admin")).send().await.unwrap().status(), 403, "at the next request");
+    admin_ok(app, &["users", "set-admin", "dora", "true"]).await;
+    assert_eq!(browser.get(app.url("/admin")).send().await.unwrap().status(), 200);
+
+    for bad in [&["users", "set-admin", "nobody", "true"][..], &["users", "set-admin", "dora", "maybe"][..]] {
+        let refused = admin(app, bad).await;
+        assert!(!refused.status.success(), "{bad:?} fails");
+        assert!(!stderr_of(&refused).is_empty(), "{bad:?} says why");
+    }
+    let listed: serde_json::Value = serde_json::from_str(&admin_ok(app, &["users", "list", "--json"]).await).unwrap();
+    assert_eq!(listed.as_array().unwrap().iter().find(|u| u["username"] == "dora").unwrap()["admin"], true);
+}
+on_both_backends!(cli_makes_admins, users_add_admin_and_set_admin_change_who_may_open_the_admin_pages);

@@ -6,6 +6,7 @@ mod db_proxy;
 mod helpers;
 mod strict_provider;
 
+mod admin;
 mod authorization_server;
 mod bearer;
 mod browser;

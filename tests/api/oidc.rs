@@ -124,6 +124,8 @@ struct Tweak {
     aud: Option<Value>,
     /// The `iss` parameter of the authorization response instead of the issuer.
     iss_param: Option<String>,
+    /// The ID token's `groups` claim (none without it).
+    groups: Option<Value>,
 }
 
 struct PendingCode {
@@ -238,7 +240,7 @@ async fn token(
     }
     let tweak = issuer.tweak.lock().unwrap().clone();
     let now = issuer.clock.now();
-    let claims = json!({
+    let mut claims = json!({
         "iss": issuer.url,
         "sub": SUBJECT,
         "aud": tweak.aud.unwrap_or_else(|| json!(CLIENT_ID)),
@@ -247,6 +249,9 @@ async fn token(
         "nonce": tweak.nonce.unwrap_or(pending.nonce),
         "name": "Test User",
     });
+    if let Some(groups) = tweak.groups {
+        claims["groups"] = groups;
+    }
     let id_token = sign(Algorithm::RS256, Some("rsa-1"), &rsa1(), &claims);
     Json(
         json!({"access_token": "opaque-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": id_token}),
@@ -381,7 +386,7 @@ async fn spawn_full(reachable: bool, database: Option<EmptyDatabase>) -> Setup {
     };
     let toml = format!(
         "[identity]\nmode = \"oidc\"\nissuer = \"{configured_issuer}\"\nclient_id = \"{CLIENT_ID}\"\n\
-         client_secret = \"{CLIENT_SECRET}\"\nrequired_scopes = [\"{SCOPE}\"]\nscopes_supported = [\"{SCOPE}\", \"openid\"]\n\
+         client_secret = \"{CLIENT_SECRET}\"\nadmin_claim = \"groups\"\nadmin_value = \"broker-admins\"\nrequired_scopes = [\"{SCOPE}\"]\nscopes_supported = [\"{SCOPE}\", \"openid\"]\n\
          [providers.files]\ndisplay_name = \"Files\"\nauthorization_url = \"https://files.example/authorize\"\n\
          token_url = \"https://files.example/token\"\nclient_id = \"broker\"\nclient_secret = \"s\"\n\
          scopes = [\"read\"]\napi_base_url = \"https://api.files.example\"\n"
@@ -1011,5 +1016,52 @@ async fn a_tool_server_exchanges_the_issuers_token_for_its_resource_only() {
     // Other grants at /token stay local-mode only.
     let code = http().post(setup.url("/token")).form(&[("grant_type", "authorization_code")]).send().await.unwrap();
     assert_eq!(code.status(), StatusCode::NOT_FOUND);
+    setup.stop().await;
+}
+
+// Issue 10: in OIDC mode the issuer's group claim decides who is an admin, afresh at each
+// sign-in; the change is audited.
+#[tokio::test]
+async fn the_configured_group_claim_makes_an_admin_at_sign_in_and_losing_it_unmakes_one() {
+    let setup = spawn().await;
+    let sign_in = |groups: Value| {
+        let setup = &setup;
+        async move {
+            setup.issuer.tweak.lock().unwrap().groups = Some(groups);
+            let browser = browser();
+            let (authorize_url, _) = setup.start_sign_in(&browser, "/admin").await;
+            let callback = setup.approve_at_issuer(&browser, &authorize_url).await;
+            assert_eq!(browser.get(&callback).send().await.unwrap().status(), 303);
+            browser.get(setup.url("/admin")).send().await.unwrap().status()
+        }
+    };
+    assert_eq!(sign_in(json!(["staff"])).await, 403, "not in the group: no admin pages");
+    assert_eq!(sign_in(json!(["staff", "broker-admins"])).await, 200, "in the group: an admin");
+    assert_eq!(sign_in(json!("broker-admins")).await, 200, "a single string counts too");
+    assert_eq!(sign_in(json!(["staff"])).await, 403, "removed from the group at the issuer: no longer");
+    let changes = setup.state.store.audit_entries(None, 100).await.unwrap();
+    assert_eq!(changes.iter().filter(|e| e.action == "user.admin_from_claim").count(), 2, "each change audited");
+    setup.stop().await;
+}
+
+// Issue 10: an issuer's valid token for a user an admin disabled is refused at /mcp, and the
+// browser sign-in says the account is disabled; enabling restores both.
+#[tokio::test]
+async fn a_disabled_users_issuer_tokens_and_sign_in_are_refused_until_enabled() {
+    let setup = spawn().await;
+    let token = setup.token(&setup.claims());
+    assert_eq!(setup.post_mcp(&token).await.status(), 200);
+    let user = setup.users_of_the_issuer().await.remove(0);
+    setup.state.store.set_disabled(&user.id, Some(setup.clock.now())).await.unwrap();
+    assert_invalid_token(&setup, "a disabled user's token", &token).await;
+    let browser = browser();
+    let (authorize_url, _) = setup.start_sign_in(&browser, "/").await;
+    let callback = setup.approve_at_issuer(&browser, &authorize_url).await;
+    let refused = browser.get(&callback).send().await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(refused.text().await.unwrap().contains("Account disabled"));
+    assert_eq!(setup.signed_in_as(&browser).await, None);
+    setup.state.store.set_disabled(&user.id, None).await.unwrap();
+    assert_eq!(setup.post_mcp(&token).await.status(), 200);
     setup.stop().await;
 }

@@ -90,6 +90,9 @@ pub enum SignInError {
     /// The issuer cannot be reached or publishes no usable endpoint.
     #[error("the identity provider is unavailable: {0}")]
     IssuerUnavailable(OidcError),
+    /// An admin disabled this user (`/admin/users`).
+    #[error("the user is disabled")]
+    Disabled,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("{0}")]
@@ -219,6 +222,20 @@ pub async fn finish(
         SignInError::IdTokenNotVerified
     })?;
     let mut user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await?;
+    if user.is_disabled() {
+        state.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
+        return Err(SignInError::Disabled);
+    }
+    // `[identity] admin_claim`: the issuer decides who is an admin, at every sign-in.
+    if let Some((claim, value)) = &state.config.identity.admin_claim {
+        let admin = claims.claim_has(claim, value);
+        if admin != user.is_admin() {
+            state.store.set_admin(&user.id, admin).await?;
+            let detail = format!("admin={admin} actor=issuer claim={claim}");
+            state.store.audit(now, Some(&user.id), "user.admin_from_claim", None, Some(&detail)).await?;
+            user.admin = i64::from(admin);
+        }
+    }
     if user.display_name != claims.display_name {
         state.store.set_display_name(&user.id, claims.display_name.as_deref()).await?;
         user.display_name = claims.display_name.clone();

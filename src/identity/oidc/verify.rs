@@ -46,6 +46,19 @@ pub struct VerifiedClaims {
     /// vendor spellings `cid` (Okta) and `appid` (Entra ID v1).
     pub client_id: Option<String>,
     pub expires_at: Timestamp,
+    /// The claims not read above (`groups`, `roles`, …), for [`VerifiedClaims::claim_has`].
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+impl VerifiedClaims {
+    /// Whether claim `name` is the string `value` or a list holding it (`[identity] admin_claim`).
+    pub fn claim_has(&self, name: &str, value: &str) -> bool {
+        match self.other.get(name) {
+            Some(serde_json::Value::String(s)) => s == value,
+            Some(serde_json::Value::Array(items)) => items.iter().any(|item| item.as_str() == Some(value)),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +97,8 @@ struct Claims {
     name: Option<String>,
     preferred_username: Option<String>,
     email: Option<String>,
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
 }
 
 /// RFC 7519 NumericDate: seconds, possibly fractional.
@@ -199,7 +214,7 @@ async fn verify(
         .flatten()
         .find(|id| !id.is_empty())
         .map(|id| if id.len() <= MAX_CLIENT_ID_BYTES { id.clone() } else { format!("sha256:{}", sha256_hex(id)) });
-    Ok(VerifiedClaims { issuer, subject, scopes, display_name, client_id, expires_at: exp })
+    Ok(VerifiedClaims { issuer, subject, scopes, display_name, client_id, expires_at: exp, other: claims.other })
 }
 
 fn is_hmac(alg: Algorithm) -> bool {

@@ -1,0 +1,180 @@
+//! The admin pages' actions. Each is a form POST carrying the session's CSRF token, refused
+//! (nothing changed) without it, for an unknown id, or for a row in the wrong state; each is
+//! audited with the admin as actor (`actor=<id> (<name>)` in `detail`) and answers 303 back to
+//! its list with a notice code ([`super::listing::notice_text`]) saying what really happened.
+
+use axum::Form;
+use axum::extract::State;
+use axum::extract::rejection::FormRejection;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::Admin;
+use crate::broker::tokens::{self, Revocation};
+use crate::state::AppState;
+use crate::web::error::PageError;
+use crate::web::pages;
+
+/// The form fields every action takes besides its own.
+fn checked<T: HasCsrf>(admin: &Admin, form: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
+    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+    if !crate::web::csrf::session_token_matches(&admin.0, form.csrf_token()) {
+        tracing::warn!(user_id = %admin.0.user.id, "admin action refused: CSRF token missing or wrong");
+        return Err(PageError::csrf());
+    }
+    Ok(form)
+}
+
+trait HasCsrf {
+    fn csrf_token(&self) -> &str;
+}
+
+macro_rules! form {
+    ($name:ident { $($field:ident),* }) => {
+        #[derive(serde::Deserialize)]
+        pub struct $name {
+            #[serde(default)]
+            csrf_token: String,
+            $(#[serde(default)] $field: String,)*
+        }
+        impl HasCsrf for $name {
+            fn csrf_token(&self) -> &str {
+                &self.csrf_token
+            }
+        }
+    };
+}
+
+form!(RevokeGrantForm { grant_id });
+form!(WithdrawConsentForm { grant_id, client_key });
+form!(ExpireForm { id });
+form!(DisableForm { user_id, disabled });
+
+fn not_found(what: &str, list: &str) -> PageError {
+    PageError::page(
+        StatusCode::NOT_FOUND,
+        "Not found",
+        format!("There is no such {what} (any more), so nothing changed."),
+        format!("Go back to {list} and reload it to see what is there now."),
+    )
+}
+
+/// `POST /admin/grants/revoke`: through [`tokens::disconnect_grant`], as the user's own page.
+pub async fn revoke_grant(
+    State(state): State<AppState>,
+    admin: Admin,
+    form: Result<Form<RevokeGrantForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let form = checked(&admin, form)?;
+    let Some(grant) = state.store.grant_by_id(&form.grant_id).await? else {
+        return Err(not_found("grant", "Grants"));
+    };
+    let Some(provider) = state.providers.find(&grant.provider) else {
+        return Err(PageError::page(
+            StatusCode::CONFLICT,
+            "Provider not configured",
+            "This grant's provider is no longer configured, so it cannot be revoked there; nothing changed.",
+            "Use `oauth-broker admin grants revoke` after configuring the provider again.",
+        ));
+    };
+    let done = tokens::disconnect_grant(&state, provider, &grant).await.map_err(PageError::internal)?;
+    let notice = match done.revocation {
+        Revocation::Revoked => "revoked",
+        Revocation::NotOffered => "revocation_not_offered",
+        Revocation::Failed => "revocation_failed",
+        Revocation::TokenUnreadable => "token_unreadable",
+    };
+    let detail = format!("{} grant={} revocation={notice}", admin.actor(), grant.id);
+    state
+        .store
+        .audit(state.now(), Some(&grant.user_id), "admin.grant_revoked", Some(&grant.provider), Some(&detail))
+        .await?;
+    tracing::info!(admin = %admin.0.user.id, grant = %grant.id, outcome = notice, "an admin revoked a grant");
+    Ok(pages::see_other(&format!("/admin/grants?notice={notice}")))
+}
+
+/// `POST /admin/consents/withdraw`.
+pub async fn withdraw_consent(
+    State(state): State<AppState>,
+    admin: Admin,
+    form: Result<Form<WithdrawConsentForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let form = checked(&admin, form)?;
+    let Some(consent) = state.store.consent(&form.grant_id, &form.client_key).await? else {
+        return Err(not_found("consent", "Consents"));
+    };
+    if !state.store.revoke_consent(&consent.user_id, &consent.grant_id, &consent.client_key).await? {
+        return Err(not_found("consent", "Consents"));
+    }
+    let provider = state.store.grant_by_id(&consent.grant_id).await?.map(|g| g.provider);
+    let detail = format!("{} grant={} client={}", admin.actor(), consent.grant_id, consent.client_key);
+    state
+        .store
+        .audit(state.now(), Some(&consent.user_id), "admin.consent_withdrawn", provider.as_deref(), Some(&detail))
+        .await?;
+    Ok(pages::see_other("/admin/consents?notice=withdrawn"))
+}
+
+/// `POST /admin/authorizations/expire`: only an open attempt; a finished one is refused.
+pub async fn expire_authorization(
+    State(state): State<AppState>,
+    admin: Admin,
+    form: Result<Form<ExpireForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let form = checked(&admin, form)?;
+    let Some(row) = state.store.authorization(&form.id).await? else {
+        return Err(not_found("authorization", "Authorizations"));
+    };
+    let now = state.now();
+    if !state.store.expire_authorization(&row.id, now).await? {
+        return Err(PageError::page(
+            StatusCode::CONFLICT,
+            "Not open",
+            format!(
+                "This authorization is {} already, so there is nothing to expire; nothing changed.",
+                super::tables::shown_status(&row, now)
+            ),
+            "Go back to Authorizations and reload it.",
+        ));
+    }
+    let detail = format!("{} authorization={}", admin.actor(), row.id);
+    state
+        .store
+        .audit(now, Some(&row.user_id), "admin.authorization_expired", Some(&row.provider), Some(&detail))
+        .await?;
+    Ok(pages::see_other("/admin/authorizations?notice=expired"))
+}
+
+/// `POST /admin/users/disable` with `disabled=true|false`. Disabling ends the user's browser
+/// sessions; their bearer tokens fail at the next request. An admin cannot disable themself
+/// (the last way back in might be their own).
+pub async fn disable_user(
+    State(state): State<AppState>,
+    admin: Admin,
+    form: Result<Form<DisableForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let form = checked(&admin, form)?;
+    let disable = match form.disabled.as_str() {
+        "true" => true,
+        "false" => false,
+        _ => return Err(PageError::bad_request()),
+    };
+    let Some(user) = state.store.user_by_id(&form.user_id).await? else {
+        return Err(not_found("user", "Users"));
+    };
+    if disable && user.id == admin.0.user.id {
+        return Err(PageError::page(
+            StatusCode::CONFLICT,
+            "Not yourself",
+            "You cannot disable your own account from here, so nothing changed.",
+            "Ask another admin, or use the CLI.",
+        ));
+    }
+    let now = state.now();
+    state.store.set_disabled(&user.id, disable.then_some(now)).await?;
+    let ended = if disable { state.store.delete_browser_sessions_for_user(&user.id).await? } else { 0 };
+    let action = if disable { "admin.user_disabled" } else { "admin.user_enabled" };
+    let detail = format!("{} sessions_ended={ended}", admin.actor());
+    state.store.audit(now, Some(&user.id), action, None, Some(&detail)).await?;
+    Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
+}

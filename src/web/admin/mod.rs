@@ -1,0 +1,71 @@
+//! The operators' pages under `/admin` (issue 10), for users marked admin
+//! (`oauth-broker admin users add NAME --admin`, `admin users set-admin NAME true`).
+//!
+//! | route | file | what |
+//! |---|---|---|
+//! | `GET /admin` | [`dashboard`] | counts and recent failures |
+//! | `GET /admin/{users,grants,authorizations,consents,clients,services,audit}` | [`tables`] | searchable (`q`), paginated (`page`) lists; never a token |
+//! | `POST /admin/grants/revoke`, `/admin/consents/withdraw`, `/admin/authorizations/expire`, `/admin/users/disable` | [`actions`] | CSRF-checked, audited with the admin as actor |
+//!
+//! Every handler takes an [`Admin`]: a signed-out browser is sent to sign in, a signed-in
+//! non-admin gets 403, checked at every request (so `set-admin NAME false` acts at once).
+//! Data comes from the store and the broker core; these modules only translate it to pages.
+
+pub mod actions;
+pub mod dashboard;
+pub mod listing;
+pub mod tables;
+
+use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+
+use super::error::PageError;
+use crate::identity::browser::BrowserSession;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/admin", get(dashboard::show))
+        .route("/admin/users", get(tables::users))
+        .route("/admin/grants", get(tables::grants))
+        .route("/admin/authorizations", get(tables::authorizations))
+        .route("/admin/consents", get(tables::consents))
+        .route("/admin/clients", get(tables::clients))
+        .route("/admin/services", get(tables::services))
+        .route("/admin/audit", get(tables::audit))
+        .route("/admin/grants/revoke", post(actions::revoke_grant))
+        .route("/admin/consents/withdraw", post(actions::withdraw_consent))
+        .route("/admin/authorizations/expire", post(actions::expire_authorization))
+        .route("/admin/users/disable", post(actions::disable_user))
+}
+
+/// A signed-in admin.
+pub struct Admin(pub BrowserSession);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let session = BrowserSession::from_request_parts(parts, state).await?;
+        if !session.user.is_admin() {
+            tracing::info!(user_id = %session.user.id, path = %parts.uri.path(), "admin page refused: not an admin");
+            return Err(PageError::page(
+                StatusCode::FORBIDDEN,
+                "Admins only",
+                "This page is for the broker's admins, and your account is not one, so nothing is shown or changed.",
+                "Go back home. If you need it, ask an admin to run `oauth-broker admin users set-admin NAME true` for you.",
+            ));
+        }
+        Ok(Admin(session))
+    }
+}
+
+impl Admin {
+    /// How the audit log names the acting admin (`actor=…` in `detail`).
+    pub fn actor(&self) -> String {
+        format!("actor={} ({})", self.0.user.id, self.0.display_name())
+    }
+}

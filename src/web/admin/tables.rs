@@ -1,0 +1,327 @@
+//! `GET /admin/{users,grants,authorizations,consents,clients,services,audit}`: each list as
+//! cards, searchable and paginated ([`super::listing`]). Never a token: grants show what the
+//! store says about them (status, scopes, expiry, the last refresh's outcome from the audit
+//! log), not their sealed values. Text others chose passes through [`safe_text`].
+
+use std::collections::HashMap;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::Admin;
+use super::listing::{Card, CardAction, ListQuery, RawListQuery, TablePage};
+use crate::admin::display::iso_time;
+use crate::display::safe_text;
+use crate::state::AppState;
+use crate::store::audit::AuditEntry;
+use crate::store::users::User;
+use crate::web::error::PageError;
+use crate::web::pages::{self, SignedIn};
+
+/// The most rows read for a list; older rows are beyond the admin pages (use the CLI's --json).
+pub const MAX_ROWS: i64 = 5000;
+
+type Q = Result<Query<RawListQuery>, QueryRejection>;
+
+fn page(
+    admin: &Admin,
+    title: &str,
+    path: &str,
+    intro: &str,
+    query: Q,
+    cards: Vec<Card>,
+) -> Result<Response, PageError> {
+    let query = ListQuery::parse(query)?;
+    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, &query, cards)?;
+    Ok(pages::render(StatusCode::OK, &page))
+}
+
+fn field(label: &str, value: impl Into<String>) -> (String, String) {
+    (label.to_owned(), value.into())
+}
+
+fn hidden(name: &str, value: &str) -> (String, String) {
+    (name.to_owned(), value.to_owned())
+}
+
+/// A user as pages name them: username, else the issuer's display name, else the subject.
+pub fn user_label(user: &User) -> String {
+    safe_text(user.username.as_deref().or(user.display_name.as_deref()).unwrap_or(&user.subject))
+}
+
+/// Every user's label by id.
+pub async fn user_labels(state: &AppState) -> Result<HashMap<String, String>, PageError> {
+    Ok(state.store.list_users().await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
+}
+
+fn name_of(names: &HashMap<String, String>, id: &str) -> String {
+    names.get(id).cloned().unwrap_or_else(|| format!("(gone) {id}"))
+}
+
+pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let cards = state
+        .store
+        .list_users()
+        .await?
+        .iter()
+        .map(|u| {
+            let disabled = u.is_disabled();
+            Card {
+                title: user_label(u),
+                fields: vec![
+                    field("id", u.id.clone()),
+                    field("kind", if u.username.is_some() { "local account" } else { "external (OIDC)" }),
+                    field("issuer", safe_text(&u.issuer)),
+                    field("role", if u.is_admin() { "admin" } else { "user" }),
+                    field("status", u.disabled_at.map_or("enabled".into(), |at| format!("disabled {}", iso_time(at)))),
+                    field("created", iso_time(u.created_at)),
+                ],
+                actions: vec![CardAction {
+                    path: "/admin/users/disable".into(),
+                    label: if disabled { "Enable" } else { "Disable" }.into(),
+                    fields: vec![hidden("user_id", &u.id), hidden("disabled", if disabled { "false" } else { "true" })],
+                }],
+            }
+        })
+        .collect();
+    let intro = "Every account. Disabling one signs it out everywhere and stops its bearer tokens; it cannot sign in until enabled.";
+    page(&admin, "Users", "/admin/users", intro, query, cards)
+}
+
+pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let names = user_labels(&state).await?;
+    let audit = state.store.audit_entries(None, MAX_ROWS).await?;
+    let now = state.now();
+    let cards = state
+        .store
+        .all_grants()
+        .await?
+        .iter()
+        .map(|g| {
+            let last = last_refresh(&audit, &g.user_id, &g.provider);
+            Card {
+                title: format!(
+                    "{} · {}",
+                    safe_text(&g.provider),
+                    g.account_label.as_deref().map_or("—".into(), safe_text)
+                ),
+                fields: vec![
+                    field("user", name_of(&names, &g.user_id)),
+                    field("status", g.status.as_str()),
+                    field("scopes", g.scopes.to_space_separated()),
+                    field(
+                        "expires",
+                        match g.expires_at {
+                            Some(at) if at <= now => format!("{} (expired)", iso_time(at)),
+                            Some(at) => iso_time(at),
+                            None => "never said".into(),
+                        },
+                    ),
+                    field("refresh token", if g.refresh_token_sealed.is_some() { "held" } else { "none" }),
+                    field(
+                        "last refresh",
+                        last.map_or("none recorded".into(), |(at, outcome)| format!("{} {outcome}", iso_time(at))),
+                    ),
+                    field("last error", last_error(&audit, &g.user_id, &g.provider).unwrap_or_else(|| "none".into())),
+                    field("updated", iso_time(g.updated_at)),
+                    field("id", g.id.clone()),
+                ],
+                actions: vec![CardAction {
+                    path: "/admin/grants/revoke".into(),
+                    label: "Revoke".into(),
+                    fields: vec![hidden("grant_id", &g.id)],
+                }],
+            }
+        })
+        .collect();
+    let intro = "Stored third-party grants (never their tokens). Revoking one tells the provider and deletes it; this page then says what the provider answered.";
+    page(&admin, "Grants", "/admin/grants", intro, query, cards)
+}
+
+/// The latest refresh of (user, provider) in the audit log: when, and how it ended.
+fn last_refresh(audit: &[AuditEntry], user_id: &str, provider: &str) -> Option<(i64, &'static str)> {
+    audit.iter().find_map(|e| {
+        if e.user_id.as_deref() != Some(user_id) || e.provider.as_deref() != Some(provider) {
+            return None;
+        }
+        match e.action.as_str() {
+            "grant.refreshed" => Some((e.at, "refreshed")),
+            "grant.needs_reconsent" => Some((e.at, "refused by the provider (needs a new consent)")),
+            _ => None,
+        }
+    })
+}
+
+/// The latest failure recorded for (user, provider), as the audit log words it.
+fn last_error(audit: &[AuditEntry], user_id: &str, provider: &str) -> Option<String> {
+    audit
+        .iter()
+        .filter(|e| e.user_id.as_deref() == Some(user_id) && e.provider.as_deref() == Some(provider))
+        .find(|e| is_failure(&e.action))
+        .map(|e| {
+            format!(
+                "{} {}{}",
+                iso_time(e.at),
+                e.action,
+                e.detail.as_deref().map(|d| format!(" ({})", safe_text(d))).unwrap_or_default()
+            )
+        })
+}
+
+/// Audit actions that record something going wrong (the dashboard's recent failures).
+pub fn is_failure(action: &str) -> bool {
+    ["failed", "declined", "needs_reconsent", "refused", "expired"].iter().any(|w| action.contains(w))
+}
+
+pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let names = user_labels(&state).await?;
+    let now = state.now();
+    let cards = state
+        .store
+        .all_authorizations(MAX_ROWS)
+        .await?
+        .iter()
+        .map(|a| {
+            let status = shown_status(a, now);
+            let open = status == "pending" || status == "redirected";
+            Card {
+                title: format!("{} · {}", safe_text(&a.provider), status),
+                fields: vec![
+                    field("user", name_of(&names, &a.user_id)),
+                    field("kind", a.kind.as_str()),
+                    field("client", safe_text(a.client_name.as_deref().unwrap_or(&a.client_key))),
+                    field("scopes", a.scopes.to_space_separated()),
+                    field("failure", a.failure.as_deref().map_or("none".into(), safe_text)),
+                    field("created", iso_time(a.created_at)),
+                    field("expires", iso_time(a.expires_at)),
+                    field("id", a.id.clone()),
+                ],
+                actions: if open {
+                    vec![CardAction {
+                        path: "/admin/authorizations/expire".into(),
+                        label: "Expire".into(),
+                        fields: vec![hidden("id", &a.id)],
+                    }]
+                } else {
+                    vec![]
+                },
+            }
+        })
+        .collect();
+    let intro = "Connect attempts: pending, completed, declined, failed and expired. Expiring an open one makes its link stop working.";
+    page(&admin, "Authorizations", "/admin/authorizations", intro, query, cards)
+}
+
+/// The status, with an open attempt past its expiry shown as `expired`.
+pub fn shown_status(a: &crate::store::authorizations::AuthorizationRow, now: i64) -> &'static str {
+    use crate::store::authorizations::AuthorizationStatus as S;
+    match a.status {
+        S::Pending | S::Redirected | S::Exchanging if a.is_expired(now) => "expired",
+        status => status.as_str(),
+    }
+}
+
+pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let names = user_labels(&state).await?;
+    let grants: HashMap<String, String> = state
+        .store
+        .all_grants()
+        .await?
+        .into_iter()
+        .map(|g| {
+            (g.id, format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)))
+        })
+        .collect();
+    let mut cards = Vec::new();
+    for c in state.store.all_consents(MAX_ROWS).await? {
+        let client =
+            crate::broker::consent::client_name(&state, &crate::identity::ClientIdentity::from_key(&c.client_key))
+                .await;
+        cards.push(Card {
+            title: format!("{} ({})", client.name, client.kind),
+            fields: vec![
+                field("user", name_of(&names, &c.user_id)),
+                field("connection", grants.get(&c.grant_id).cloned().unwrap_or_else(|| c.grant_id.clone())),
+                field("client key", safe_text(&c.client_key)),
+                field("scopes", c.scopes.to_space_separated()),
+                field("allowed", iso_time(c.updated_at)),
+            ],
+            actions: vec![CardAction {
+                path: "/admin/consents/withdraw".into(),
+                label: "Withdraw".into(),
+                fields: vec![hidden("grant_id", &c.grant_id), hidden("client_key", &c.client_key)],
+            }],
+        });
+    }
+    let intro = "Which clients each user allowed to use which connection. Withdrawing one makes that client ask again.";
+    page(&admin, "Consents", "/admin/consents", intro, query, cards)
+}
+
+pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let cards = state
+        .store
+        .list_oauth_clients(MAX_ROWS)
+        .await?
+        .iter()
+        .map(|c| Card {
+            title: c.client_name.as_deref().map_or_else(|| "(no name)".into(), safe_text),
+            fields: vec![
+                field("client id", safe_text(&c.client_id)),
+                field("authentication", format!("{:?}", c.token_endpoint_auth_method)),
+                field("redirect URIs", safe_text(&c.redirect_uris.join(" "))),
+                field("scope", c.scope.as_ref().map_or("none registered".into(), |s| s.to_space_separated())),
+                field("refresh tokens", if c.refresh_allowed { "yes" } else { "no" }),
+                field("registered", iso_time(c.created_at)),
+            ],
+            actions: vec![],
+        })
+        .collect();
+    let intro =
+        "MCP clients registered with the broker's own authorization server (names are the clients' own, unchecked).";
+    page(&admin, "MCP clients", "/admin/clients", intro, query, cards)
+}
+
+pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let cards = state
+        .store
+        .list_services()
+        .await?
+        .iter()
+        .map(|s| Card {
+            title: s.name.clone(),
+            fields: vec![
+                field("client id", s.id.clone()),
+                field("providers", s.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ")),
+                field("resource", s.resource.as_ref().map_or("none".into(), |r| r.to_string())),
+                field("proxy only", if s.proxy_only { "yes" } else { "no" }),
+                field("trusted", if s.trusted { "yes" } else { "no" }),
+                field("updated", iso_time(s.updated_at)),
+            ],
+            actions: vec![],
+        })
+        .collect();
+    let intro = "Tool servers registered for the token API (`oauth-broker admin services …` changes them).";
+    page(&admin, "Tool-server services", "/admin/services", intro, query, cards)
+}
+
+pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
+    let names = user_labels(&state).await?;
+    let cards = state.store.audit_entries(None, MAX_ROWS).await?.iter().map(|e| audit_card(e, &names)).collect();
+    let intro = "What happened, newest first. Never holds a secret.";
+    page(&admin, "Audit log", "/admin/audit", intro, query, cards)
+}
+
+pub fn audit_card(e: &AuditEntry, names: &HashMap<String, String>) -> Card {
+    Card {
+        title: e.action.clone(),
+        fields: vec![
+            field("time", iso_time(e.at)),
+            field("user", e.user_id.as_deref().map_or("—".into(), |id| name_of(names, id))),
+            field("provider", e.provider.as_deref().map_or("—".into(), safe_text)),
+            field("detail", e.detail.as_deref().map_or("—".into(), safe_text)),
+        ],
+        actions: vec![],
+    }
+}

@@ -1,0 +1,337 @@
+//! The admin pages over plain HTTP (issue 10): who may open them, each action (CSRF-checked,
+//! audited with the admin as actor, changing exactly what it says), and bad input refused with
+//! a clear message and nothing changed. The browser walk is in `browser.rs`.
+
+use serde_json::json;
+
+use crate::helpers::{ALICE, BOB, ClientKind, TestApp, hidden_field, location};
+use crate::on_both_backends;
+
+pub const ADMIN_GETS: &[&str] = &[
+    "/admin",
+    "/admin/users",
+    "/admin/grants",
+    "/admin/authorizations",
+    "/admin/consents",
+    "/admin/clients",
+    "/admin/services",
+    "/admin/audit",
+];
+pub const ADMIN_POSTS: &[&str] =
+    &["/admin/grants/revoke", "/admin/consents/withdraw", "/admin/authorizations/expire", "/admin/users/disable"];
+
+/// Bob made admin and signed in; returns his browser.
+pub async fn admin_browser(app: &TestApp) -> reqwest::Client {
+    let bob = app.user_id(BOB).await;
+    assert!(app.state.store.set_admin(&bob, true).await.unwrap());
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, BOB, "/admin").await.status(), 303);
+    browser
+}
+
+/// The page at `path` (200) and the session's CSRF token on it.
+async fn page(app: &TestApp, browser: &reqwest::Client, path: &str) -> (String, String) {
+    let response = browser.get(app.url(path)).send().await.unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    let html = response.text().await.unwrap();
+    let csrf = hidden_field(&html, "csrf_token").expect("a signed-in page has the CSRF token");
+    (html, csrf)
+}
+
+async fn audit_actions(app: &TestApp) -> Vec<(String, String)> {
+    let entries = app.state.store.audit_entries(None, 100).await.unwrap();
+    entries.into_iter().map(|e| (e.action, e.detail.unwrap_or_default())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_admins_get_403_on_every_admin_url_and_signed_out_browsers_are_sent_to_sign_in() {
+    let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await.unwrap();
+    let signed_out = app.browser();
+    for path in ADMIN_GETS {
+        let response = signed_out.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 303, "{path}");
+        assert!(
+            location(&response).starts_with("/login?next=%2Fadmin")
+                || location(&response).starts_with("/login?next=/admin"),
+            "{path}: {}",
+            location(&response)
+        );
+    }
+    let alice = app.browser();
+    assert_eq!(app.sign_in(&alice, ALICE, "/").await.status(), 303);
+    let (_, csrf) = page(&app, &alice, "/connections").await;
+    for path in ADMIN_GETS {
+        let response = alice.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 403, "{path}");
+        assert!(response.text().await.unwrap().contains("Admins only"), "{path} says why");
+    }
+    let bob = app.user_id(BOB).await;
+    for path in ADMIN_POSTS {
+        // With a valid CSRF token and real ids: still refused, nothing changed.
+        let form = [("csrf_token", csrf.as_str()), ("user_id", bob.as_str()), ("disabled", "true")];
+        let response = alice.post(app.url(path)).form(&form).send().await.unwrap();
+        assert_eq!(response.status(), 403, "{path}");
+        assert_eq!(signed_out.post(app.url(path)).form(&form).send().await.unwrap().status(), 303, "{path}");
+    }
+    assert!(!app.state.store.user_by_id(&bob).await.unwrap().unwrap().is_disabled());
+    app.stop().await;
+}
+
+// Issue 10: an admin finds a user's grant by search and revokes it; the page says what the
+// provider answered, the grant is gone, and the audit log names the admin.
+async fn an_admin_finds_a_grant_by_search_and_revokes_it_and_a_forged_post_changes_nothing(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    let grant = app.state.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap().remove(0);
+    let admin = admin_browser(app).await;
+
+    let (html, csrf) = page(app, &admin, "/admin/grants?q=ALICE").await;
+    assert!(html.contains("1 found") && html.contains(&grant.id) && html.contains("demo-user"), "{html}");
+    assert!(!html.contains("access_token") && !html.contains("sealed"), "never a token");
+    let (none, _) = page(app, &admin, "/admin/grants?q=nobody-like-this").await;
+    assert!(none.contains("0 found") && !none.contains(&grant.id));
+
+    // A forged POST (no token, or another's) is refused and revokes nothing.
+    for forged in [vec![("grant_id", grant.id.as_str())], vec![("grant_id", grant.id.as_str()), ("csrf_token", "x")]] {
+        let response = admin.post(app.url("/admin/grants/revoke")).form(&forged).send().await.unwrap();
+        assert_eq!(response.status(), 403);
+    }
+    assert!(app.state.store.grant_by_id(&grant.id).await.unwrap().is_some(), "nothing changed");
+
+    let revoked = admin
+        .post(app.url("/admin/grants/revoke"))
+        .form(&[("csrf_token", csrf.as_str()), ("grant_id", grant.id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 303);
+    let back = location(&revoked);
+    assert_eq!(back, "/admin/grants?notice=revoked", "the demo provider accepted the revocation");
+    let (html, _) = page(app, &admin, &back).await;
+    assert!(html.contains("revoked at the provider and deleted") && !html.contains(&grant.id), "{html}");
+    assert!(app.state.store.grant_by_id(&grant.id).await.unwrap().is_none());
+    let bob = app.user_id(BOB).await;
+    assert!(
+        audit_actions(app)
+            .await
+            .iter()
+            .any(|(a, d)| a == "admin.grant_revoked" && d.contains(&bob) && d.contains("revocation=revoked")),
+        "audited with the admin as actor"
+    );
+    let (audit, _) = page(app, &admin, "/admin/audit?q=admin.grant_revoked").await;
+    assert!(audit.contains("1 found"), "{audit}");
+
+    // Again: the grant is gone, so nothing to revoke.
+    let again = admin
+        .post(app.url("/admin/grants/revoke"))
+        .form(&[("csrf_token", csrf.as_str()), ("grant_id", grant.id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 404);
+    client.close().await;
+}
+on_both_backends!(
+    admin_revokes_a_grant,
+    an_admin_finds_a_grant_by_search_and_revokes_it_and_a_forged_post_changes_nothing
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_withdraws_a_consent_and_the_client_must_ask_again() {
+    let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await.unwrap();
+    let client = app.connected_client(ALICE).await;
+    let alice = app.user_id(ALICE).await;
+    let consent = app.state.store.consents_for_user(&alice).await.unwrap().remove(0);
+    let admin = admin_browser(&app).await;
+    let (html, csrf) = page(&app, &admin, "/admin/consents?q=alice").await;
+    assert!(html.contains("1 found"), "{html}");
+
+    let unknown = admin
+        .post(app.url("/admin/consents/withdraw"))
+        .form(&[("csrf_token", csrf.as_str()), ("grant_id", consent.grant_id.as_str()), ("client_key", "token:other")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404, "an unknown client key withdraws nothing");
+    assert_eq!(app.state.store.consents_for_user(&alice).await.unwrap().len(), 1);
+
+    let withdrawn = admin
+        .post(app.url("/admin/consents/withdraw"))
+        .form(&[
+            ("csrf_token", csrf.as_str()),
+            ("grant_id", consent.grant_id.as_str()),
+            ("client_key", consent.client_key.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(&withdrawn), "/admin/consents?notice=withdrawn");
+    assert!(app.state.store.consents_for_user(&alice).await.unwrap().is_empty());
+    assert!(audit_actions(&app).await.iter().any(|(a, _)| a == "admin.consent_withdrawn"));
+    // The client is asked again (-32042), the connection itself is still there.
+    let me = json!({"provider": "demo", "method": "GET", "path": "/me"});
+    assert!(matches!(client.call("provider_request", me).await, Err(rmcp::ServiceError::McpError(_))));
+    assert_eq!(app.state.store.grants_for_user(&alice).await.unwrap().len(), 1);
+    client.close().await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_expires_an_open_authorization_and_its_link_stops_working() {
+    let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await.unwrap();
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    let me = json!({"provider": "demo", "method": "GET", "path": "/me"});
+    let error = match client.call("provider_request", me).await {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    let id = url.rsplit('/').next().unwrap().to_owned();
+    let admin = admin_browser(&app).await;
+    let (html, csrf) = page(&app, &admin, "/admin/authorizations?q=pending").await;
+    assert!(html.contains(&id) && html.contains("Expire"), "{html}");
+
+    let expire = |id: String| {
+        let admin = admin.clone();
+        let csrf = csrf.clone();
+        let url = app.url("/admin/authorizations/expire");
+        async move { admin.post(url).form(&[("csrf_token", csrf.as_str()), ("id", id.as_str())]).send().await.unwrap() }
+    };
+    assert_eq!(expire("no-such-authorization".into()).await.status(), 404);
+    let expired = expire(id.clone()).await;
+    assert_eq!(location(&expired), "/admin/authorizations?notice=expired");
+    assert!(audit_actions(&app).await.iter().any(|(a, _)| a == "admin.authorization_expired"));
+    let (html, _) = page(&app, &admin, "/admin/authorizations?q=expired").await;
+    assert!(html.contains(&id), "shown as expired: {html}");
+    assert_eq!(expire(id.clone()).await.status(), 409, "an expired one cannot be expired again");
+
+    // Alice's link no longer leads to the provider.
+    let alice = app.browser();
+    assert_eq!(app.sign_in(&alice, ALICE, "/").await.status(), 303);
+    let consent = alice.get(&url).send().await.unwrap();
+    assert_ne!(consent.status(), 200, "the expired link shows no consent form");
+    client.close().await;
+    app.stop().await;
+}
+
+// A disabled user cannot sign in, their signed-in browser is signed out, and their bearer
+// token stops working; enabling them restores all of it.
+async fn a_disabled_user_cannot_sign_in_or_use_a_token_until_enabled(app: &TestApp) {
+    let alice = app.user_id(ALICE).await;
+    let token = app.token_for(ALICE).await;
+    let alice_browser = app.browser();
+    assert_eq!(app.sign_in(&alice_browser, ALICE, "/connections").await.status(), 303);
+    let admin = admin_browser(app).await;
+    let (_, csrf) = page(app, &admin, "/admin/users?q=alice").await;
+    let set = |disabled: &'static str| {
+        let admin = admin.clone();
+        let csrf = csrf.clone();
+        let alice = alice.clone();
+        let url = app.url("/admin/users/disable");
+        async move {
+            admin
+                .post(url)
+                .form(&[("csrf_token", csrf.as_str()), ("user_id", alice.as_str()), ("disabled", disabled)])
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(set("maybe").await.status(), 400, "a bad value changes nothing");
+    assert!(!app.state.store.user_by_id(&alice).await.unwrap().unwrap().is_disabled());
+
+    assert_eq!(location(&set("true").await), "/admin/users?notice=disabled");
+    assert_eq!(alice_browser.get(app.url("/connections")).send().await.unwrap().status(), 303, "signed out");
+    let refused = app.sign_in(&app.browser(), ALICE, "/").await;
+    assert_eq!(refused.status(), 403);
+    assert!(refused.text().await.unwrap().contains("disabled"));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let mcp = |token: String| {
+        let url = app.mcp_url();
+        let init = init.clone();
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .bearer_auth(token)
+                .header("accept", "application/json, text/event-stream")
+                .json(&init)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(mcp(token.clone()).await, 401, "the bearer token stops working");
+    assert!(audit_actions(app).await.iter().any(|(a, d)| a == "admin.user_disabled" && d.contains("sessions_ended=1")));
+
+    // An admin cannot lock themself out.
+    let bob = app.user_id(BOB).await;
+    let own = admin
+        .post(app.url("/admin/users/disable"))
+        .form(&[("csrf_token", csrf.as_str()), ("user_id", bob.as_str()), ("disabled", "true")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 409);
+
+    assert_eq!(location(&set("false").await), "/admin/users?notice=enabled");
+    assert_eq!(app.sign_in(&app.browser(), ALICE, "/").await.status(), 303);
+    assert_eq!(mcp(token).await, 200);
+}
+on_both_backends!(admin_disables_a_user, a_disabled_user_cannot_sign_in_or_use_a_token_until_enabled);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_page_numbers_over_long_searches_and_unknown_ids_get_a_clear_message_and_change_nothing() {
+    let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await.unwrap();
+    let admin = admin_browser(&app).await;
+    let long = "a".repeat(101);
+    for (path, status, words) in [
+        ("/admin/users?page=0".to_owned(), 400, "whole number from 1"),
+        ("/admin/users?page=abc".to_owned(), 400, "whole number from 1"),
+        ("/admin/audit?page=-3".to_owned(), 400, "whole number from 1"),
+        (format!("/admin/grants?q={long}"), 400, "at most 100 characters"),
+        ("/admin/users?page=9".to_owned(), 404, "There is no page 9"),
+    ] {
+        let response = admin.get(app.url(&path)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{path}");
+        assert!(response.text().await.unwrap().contains(words), "{path} says why");
+    }
+    // The same security headers as the user pages.
+    let dashboard = admin.get(app.url("/admin")).send().await.unwrap();
+    let headers = dashboard.headers();
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert!(headers["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    assert!(dashboard.text().await.unwrap().contains("href=\"/admin\">Admin</a>"), "the top bar links here");
+    let (_, csrf) = page(&app, &admin, "/admin").await;
+    let before = app.state.store.audit_entries(None, 1000).await.unwrap().len();
+    for (path, field) in [
+        ("/admin/grants/revoke", "grant_id"),
+        ("/admin/authorizations/expire", "id"),
+        ("/admin/users/disable", "user_id"),
+    ] {
+        let response = admin
+            .post(app.url(path))
+            .form(&[("csrf_token", csrf.as_str()), (field, "no-such-id"), ("disabled", "true")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+        assert!(response.text().await.unwrap().contains("nothing changed"), "{path}");
+    }
+    assert_eq!(app.state.store.audit_entries(None, 1000).await.unwrap().len(), before, "nothing audited");
+    // Pagination: 25 users over two pages.
+    for n in 0..23 {
+        app.state
+            .store
+            .create_local_user(&app.state.config.issuer(), &format!("user{n:02}"), "x", app.now())
+            .await
+            .unwrap();
+    }
+    let (first, _) = page(&app, &admin, "/admin/users").await;
+    assert!(first.contains("25 found") && first.contains("page 1 of 2") && first.contains("rel=\"next\""), "{first}");
+    let (second, _) = page(&app, &admin, "/admin/users?page=2").await;
+    assert_eq!(second.matches("class=\"row\"").count(), 5);
+    app.stop().await;
+}
