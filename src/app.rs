@@ -255,7 +255,8 @@ fn router(state: AppState, mcp: McpState) -> Router {
         router = router.nest("/demo-provider", crate::demo_provider::router());
     }
     router
-        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route("/healthz", axum::routing::get(crate::health::healthz))
+        .route("/readyz", axum::routing::get(crate::health::readyz))
         .layer(crate::web::security_headers::layer())
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
         .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))

@@ -45,6 +45,7 @@ pub mod demo_provider;
 pub mod display;
 pub mod domain;
 pub mod events;
+pub mod health;
 pub mod identity;
 pub mod mcp;
 pub mod oauth;

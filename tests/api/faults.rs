@@ -50,9 +50,10 @@ impl Blocker {
     }
 
     /// PostgreSQL: waits until a broker connection queues behind the lock, then terminates it
-    /// (as a failover or a cut network would). SQLite needs nothing: the writer gives up
-    /// after its busy timeout.
-    async fn cut_the_waiting_connection(&mut self) {
+    /// (as a failover or a cut network would), unless the broker gave up on its own first (its
+    /// `lock_timeout`): either way the database was away for that call. SQLite needs nothing:
+    /// the writer gives up after its busy timeout.
+    async fn cut_the_waiting_connection(&mut self, call: &tokio::task::JoinHandle<impl Sized>) {
         let Blocker::Postgres(conn) = self else { return };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -65,6 +66,9 @@ impl Blocker {
             .unwrap();
             if let Some(pid) = waiting {
                 sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&mut *conn).await.unwrap();
+                return;
+            }
+            if call.is_finished() {
                 return;
             }
             assert!(tokio::time::Instant::now() < deadline, "the broker never waited on the lock");
@@ -94,7 +98,7 @@ async fn a_tool_call_during_a_database_outage_says_when_to_retry(app: &TestApp) 
             peer.call_tool(params).await
         }
     });
-    blocker.cut_the_waiting_connection().await;
+    blocker.cut_the_waiting_connection(&call).await;
     let answer = call.await.unwrap();
 
     // Assert: a tool result the model can act on, not -32603.

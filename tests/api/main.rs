@@ -17,6 +17,7 @@ mod faults;
 mod flow;
 mod forms;
 mod hardening;
+mod health;
 mod logs;
 mod oidc;
 mod pages;
