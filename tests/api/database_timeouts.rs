@@ -8,17 +8,7 @@ use crate::helpers::{ALICE, Backend, ClientKind, SpawnOptions, TestApp, spawn_ap
 
 async fn spawn_behind_proxy() -> Option<(TestApp, DbProxy)> {
     let proxy = DbProxy::start(postgres_upstream()).await;
-    let port = proxy.addr.port();
-    let options = SpawnOptions {
-        toml: "database_timeout = \"1s\"\n".into(),
-        database_url: Some(Box::new(move |url: &str| {
-            let mut target = url::Url::parse(url).unwrap();
-            target.set_host(Some("127.0.0.1")).unwrap();
-            target.set_port(Some(port)).unwrap();
-            target.to_string()
-        })),
-        ..Default::default()
-    };
+    let options = proxy.spawn_options("database_timeout = \"1s\"\n");
     let app = spawn_app_opts(Backend::Postgres, options, |b| b).await?;
     Some((app, proxy))
 }

@@ -56,6 +56,22 @@ impl DbProxy {
         parsed.to_string()
     }
 
+    /// Spawn options that send an app's database connections through this proxy, with
+    /// `toml` added to its config (e.g. a short `database_timeout`).
+    pub fn spawn_options(&self, toml: &str) -> crate::helpers::SpawnOptions {
+        let port = self.addr.port();
+        crate::helpers::SpawnOptions {
+            toml: toml.to_owned(),
+            database_url: Some(Box::new(move |url: &str| {
+                let mut target = url::Url::parse(url).unwrap();
+                target.set_host(Some("127.0.0.1")).unwrap();
+                target.set_port(Some(port)).unwrap();
+                target.to_string()
+            })),
+            ..Default::default()
+        }
+    }
+
     pub fn set(&self, mode: Mode) {
         self.mode.send_replace(mode);
     }

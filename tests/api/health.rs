@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
-use crate::helpers::{Backend, SpawnOptions, TestApp, spawn_app_opts};
+use crate::helpers::{Backend, TestApp, spawn_app_opts};
 use crate::on_both_backends;
 
 async fn readyz(app: &TestApp) -> (u16, Value) {
@@ -65,17 +65,7 @@ on_both_backends!(readiness_checks, ready_unless_draining_or_behind_on_migration
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_goes_unready_while_the_database_is_away_and_ready_again_after() {
     let proxy = DbProxy::start(postgres_upstream()).await;
-    let port = proxy.addr.port();
-    let options = SpawnOptions {
-        toml: "database_timeout = \"1s\"\n".into(),
-        database_url: Some(Box::new(move |url: &str| {
-            let mut target = url::Url::parse(url).unwrap();
-            target.set_host(Some("127.0.0.1")).unwrap();
-            target.set_port(Some(port)).unwrap();
-            target.to_string()
-        })),
-        ..Default::default()
-    };
+    let options = proxy.spawn_options("database_timeout = \"1s\"\n");
     let Some(app) = spawn_app_opts(Backend::Postgres, options, |b| b).await else { return };
     assert_eq!(readyz(&app).await.0, 200);
 
