@@ -31,6 +31,16 @@ pub enum UsersCommand {
         #[arg(action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
         admin: bool,
     },
+    /// Disable an account: it cannot sign in, its tokens are refused, its browser sessions end.
+    Disable {
+        /// The username.
+        name: String,
+    },
+    /// Enable a disabled account again.
+    Enable {
+        /// The username.
+        name: String,
+    },
     /// Set a new password (read from standard input).
     Passwd {
         /// The username.
@@ -138,6 +148,8 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             }
             Ok(())
         }
+        UsersCommand::Disable { name } => set_disabled(state, &name, true).await,
+        UsersCommand::Enable { name } => set_disabled(state, &name, false).await,
         UsersCommand::Passwd { name } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let hash = password::hash_password(&read_password_stdin()?)?;
@@ -243,4 +255,15 @@ pub async fn issue_token_for_audience(
         state.now(),
         ttl_seconds,
     )?)
+}
+
+async fn set_disabled(state: &AppState, name: &str, disable: bool) -> anyhow::Result<()> {
+    let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
+    let ended = crate::identity::accounts::set_disabled(state, &user.id, disable, "actor=cli").await?;
+    if disable {
+        println!("{name} is disabled: sign-in and tokens refused; {ended} browser session(s) ended");
+    } else {
+        println!("{name} is enabled again");
+    }
+    Ok(())
 }

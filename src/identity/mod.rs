@@ -6,6 +6,7 @@
 //! ([`browser::SessionError`], [`oidc::browser_login::SignInError`]), which the hosted pages
 //! (`src/web/`) turn into pages.
 
+pub mod accounts;
 pub mod bearer;
 pub mod browser;
 pub mod jwt;

@@ -640,3 +640,29 @@ async fn users_add_admin_and_set_admin_change_who_may_open_the_admin_pages(app: 
     assert_eq!(listed.as_array().unwrap().iter().find(|u| u["username"] == "dora").unwrap()["admin"], true);
 }
 on_both_backends!(cli_makes_admins, users_add_admin_and_set_admin_change_who_may_open_the_admin_pages);
+
+// Issue 10: the admin pages told an admin to "use the CLI" to disable their own account, and
+// the CLI had no such command. Disabling from the CLI ends the user's browser sessions and
+// refuses their tokens at the next request; enabling restores the tokens.
+async fn users_disable_and_enable_take_effect_at_the_next_request(app: &TestApp) {
+    use crate::helpers::{ALICE, ClientKind};
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, ALICE, "/connections").await.status(), 303);
+    assert_eq!(browser.get(app.url("/connections")).send().await.unwrap().status(), 200);
+    let token = app.token_for(ALICE).await;
+    assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_ok(), "the token works before");
+
+    let disabled = admin_ok(app, &["users", "disable", ALICE]).await;
+    assert!(disabled.contains("is disabled") && disabled.contains("1 browser session(s) ended"), "{disabled}");
+    let page = browser.get(app.url("/connections")).send().await.unwrap();
+    assert_eq!(page.status(), 303, "the browser session ended: sent to sign in");
+    assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_err(), "the token is refused");
+    let audit = admin_ok(app, &["audit", "--user", ALICE]).await;
+    assert!(audit.contains("admin.user_disabled") && audit.contains("actor=cli"), "{audit}");
+
+    assert!(admin_ok(app, &["users", "enable", ALICE]).await.contains("enabled again"));
+    assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_ok(), "the token works again");
+    let unknown = admin(app, &["users", "disable", "nobody"]).await;
+    assert!(!unknown.status.success() && stderr_of(&unknown).contains("no user named nobody"));
+}
+on_both_backends!(cli_disables_users, users_disable_and_enable_take_effect_at_the_next_request);

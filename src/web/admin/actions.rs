@@ -170,11 +170,6 @@ pub async fn disable_user(
             "Ask another admin, or use the CLI.",
         ));
     }
-    let now = state.now();
-    state.store.set_disabled(&user.id, disable.then_some(now)).await?;
-    let ended = if disable { state.store.delete_browser_sessions_for_user(&user.id).await? } else { 0 };
-    let action = if disable { "admin.user_disabled" } else { "admin.user_enabled" };
-    let detail = format!("{} sessions_ended={ended}", admin.actor());
-    state.store.audit(now, Some(&user.id), action, None, Some(&detail)).await?;
+    crate::identity::accounts::set_disabled(&state, &user.id, disable, &admin.actor()).await?;
     Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
 }

@@ -1,0 +1,20 @@
+//! Disabling and enabling an account: one decision for the admin pages and the CLI.
+//!
+//! A disabled account cannot sign in and its bearer tokens are refused (checked where they
+//! are verified); disabling also ends its browser sessions at once, so an open page stops
+//! working at the next request. Each change is audited with who made it.
+
+use crate::state::Core;
+use crate::store::StoreResult;
+
+/// Disables (`disable = true`) or enables `user_id`, audited with `actor` (e.g.
+/// `actor=cli`). Returns how many browser sessions were ended.
+pub async fn set_disabled(core: &Core, user_id: &str, disable: bool, actor: &str) -> StoreResult<u64> {
+    let now = core.now();
+    core.store.set_disabled(user_id, disable.then_some(now)).await?;
+    let ended = if disable { core.store.delete_browser_sessions_for_user(user_id).await? } else { 0 };
+    let action = if disable { "admin.user_disabled" } else { "admin.user_enabled" };
+    let detail = format!("{actor} sessions_ended={ended}");
+    core.store.audit(now, Some(user_id), action, None, Some(&detail)).await?;
+    Ok(ended)
+}
