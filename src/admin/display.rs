@@ -22,6 +22,11 @@ impl UserNames {
         self.0.get(user_id).map_or(user_id, String::as_str)
     }
 
+    /// Whether the user was known when the names were read.
+    pub fn knows(&self, user_id: &str) -> bool {
+        self.0.contains_key(user_id)
+    }
+
     /// [`UserNames::of`] for an optional id (`-` for none).
     pub fn of_opt<'a>(&'a self, user_id: Option<&'a str>) -> &'a str {
         user_id.map_or("-", |id| self.of(id))

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::display::{UserNames, iso_time, printable, table};
 use crate::state::AppState;
+use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::consents::ConsentRow;
 use crate::store::grants::GrantRow;
 
@@ -78,7 +79,7 @@ pub enum AuthorizationsCommand {
     Purge,
 }
 
-async fn user_id(state: &AppState, name: &str) -> anyhow::Result<String> {
+pub(super) async fn user_id(state: &AppState, name: &str) -> anyhow::Result<String> {
     Ok(state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?.id)
 }
 
@@ -141,6 +142,13 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                 let outcome = crate::broker::tokens::disconnect_grant(state, provider_config, grant)
                     .await
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let detail = format!("grant={} revocation={}", grant.id, revocation_code(outcome.revocation));
+                let failed = outcome.revocation == crate::broker::tokens::Revocation::Failed;
+                let event = AuditEvent::new(Actor::Cli, "admin.grant_revoked", Some(&grant.user_id))
+                    .provider(Some(&grant.provider))
+                    .detail(Some(&detail))
+                    .outcome(if failed { Outcome::Failure } else { Outcome::Success });
+                state.store.record(state.now(), event).await?;
                 println!("{}: {}", account_of(Some(grant)), revocation_said(outcome));
             }
             Ok(())
@@ -214,11 +222,11 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
             for (_, grant) in matching {
                 if state.store.revoke_consent(&id, &grant.id, &client).await? {
                     removed += 1;
-                    let detail = format!("grant={} client={client} by=admin", grant.id);
-                    state
-                        .store
-                        .audit(state.now(), Some(&id), "consent.revoked", Some(&grant.provider), Some(&detail))
-                        .await?;
+                    let detail = format!("grant={} client={client}", grant.id);
+                    let event = AuditEvent::new(Actor::Cli, "consent.revoked", Some(&id))
+                        .provider(Some(&grant.provider))
+                        .detail(Some(&detail));
+                    state.store.record(state.now(), event).await?;
                 }
             }
             println!("withdrew {removed} consent(s)");
@@ -309,35 +317,15 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
     }
 }
 
-pub async fn run_audit(state: &AppState, user: Option<String>, limit: i64, json: bool) -> anyhow::Result<()> {
-    let user_id = match user {
-        Some(name) => Some(user_id(state, &name).await?),
-        None => None,
-    };
-    let entries = state.store.audit_entries(user_id.as_deref(), limit).await?;
-    let names = UserNames::load(&state.store).await?;
-    if json {
-        let rows: Vec<_> = entries
-            .iter()
-            .map(|e| json!({"id": e.id, "at": e.at, "user_id": e.user_id, "user": e.user_id.as_deref().map(|id| names.of(id)), "action": e.action, "provider": e.provider, "detail": e.detail}))
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else {
-        let rows: Vec<_> = entries
-            .iter()
-            .map(|e| {
-                vec![
-                    iso_time(e.at),
-                    printable(&e.action),
-                    e.provider.as_deref().map_or("-".to_owned(), printable),
-                    names.of_opt(e.user_id.as_deref()).to_owned(),
-                    e.detail.as_deref().map_or(String::new(), printable),
-                ]
-            })
-            .collect();
-        print!("{}", table(&["TIME", "ACTION", "PROVIDER", "USER", "DETAIL"], &rows));
+/// The revocation's outcome as the audit log's `detail` words it (as the admin pages do).
+fn revocation_code(revocation: crate::broker::tokens::Revocation) -> &'static str {
+    use crate::broker::tokens::Revocation;
+    match revocation {
+        Revocation::Revoked => "revoked",
+        Revocation::NotOffered => "revocation_not_offered",
+        Revocation::Failed => "revocation_failed",
+        Revocation::TokenUnreadable => "token_unreadable",
     }
-    Ok(())
 }
 
 /// What `grants revoke` says about one grant: the provider's answer as it was, never a

@@ -1,6 +1,7 @@
 //! The command line: `serve`, `migrate` and the operator's `admin …` commands. Every command
 //! reads the same settings ([`SettingsArgs`]), so `admin` finds the server's database and keys.
 
+mod audit;
 mod demo;
 pub(crate) mod display;
 mod grants;
@@ -124,12 +125,16 @@ pub enum AdminCommand {
         /// Only this user's entries (username).
         #[arg(long)]
         user: Option<String>,
-        /// How many entries, newest first.
-        #[arg(long, default_value_t = 50)]
+        /// How many entries, newest first (1 to 100000).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=100_000))]
         limit: i64,
-        /// Machine-readable output (times as Unix seconds, users by id and name).
+        /// Machine-readable output (times as Unix seconds, users by id and name); with
+        /// --follow, one JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Keep printing new entries as they are written, oldest first, until Ctrl-C/SIGTERM.
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
 }
 
@@ -148,7 +153,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
                 AdminCommand::Services { command } => services::run_services(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
-                AdminCommand::Audit { user, limit, json } => grants::run_audit(&state, user, limit, json).await,
+                AdminCommand::Audit { user, limit, json, follow } => {
+                    audit::run_audit(&state, user, limit, json, follow).await
+                }
                 AdminCommand::Backup { file } => backup(&state, &file).await,
             };
             state.store.close().await;
@@ -201,7 +208,7 @@ async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyho
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

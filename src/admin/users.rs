@@ -9,6 +9,7 @@ use secrecy::{ExposeSecret, SecretString};
 use crate::identity::password;
 use crate::state::AppState;
 use crate::store::StoreError;
+use crate::store::audit::{Actor, AuditEvent};
 
 #[derive(Subcommand, Debug)]
 pub enum UsersCommand {
@@ -114,16 +115,9 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
                 Ok(user) => {
                     if admin {
                         state.store.set_admin(&user.id, true).await?;
-                        state
-                            .store
-                            .audit(
-                                state.now(),
-                                Some(&user.id),
-                                "admin.user_admin_set",
-                                None,
-                                Some("admin=true actor=cli"),
-                            )
-                            .await?;
+                        let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id))
+                            .detail(Some("admin=true"));
+                        state.store.record(state.now(), event).await?;
                     }
                     let role = if admin { " as an admin" } else { "" };
                     println!("created user {name}{role} (id {})", user.id);
@@ -139,8 +133,9 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
         UsersCommand::SetAdmin { name, admin } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             state.store.set_admin(&user.id, admin).await?;
-            let detail = format!("admin={admin} actor=cli");
-            state.store.audit(state.now(), Some(&user.id), "admin.user_admin_set", None, Some(&detail)).await?;
+            let detail = format!("admin={admin}");
+            let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id)).detail(Some(&detail));
+            state.store.record(state.now(), event).await?;
             if admin {
                 println!("{name} is now an admin (may open /admin)");
             } else {
@@ -259,7 +254,7 @@ pub async fn issue_token_for_audience(
 
 async fn set_disabled(state: &AppState, name: &str, disable: bool) -> anyhow::Result<()> {
     let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
-    let ended = crate::identity::accounts::set_disabled(state, &user.id, disable, "actor=cli").await?;
+    let ended = crate::identity::accounts::set_disabled(state, &user.id, disable, Actor::Cli).await?;
     if disable {
         println!("{name} is disabled: sign-in and tokens refused; {ended} browser session(s) ended");
     } else {

@@ -20,6 +20,7 @@ use crate::broker::tokens::AccessToken;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::state::AppState;
+use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::services::ServiceRow;
 
@@ -100,6 +101,30 @@ pub async fn create(
     }
 }
 
+/// Audits one token-API answer (`token_api.token` for a token that leaves the broker,
+/// `token_api.proxy` for a call the broker makes for the service) and counts it in the metrics.
+async fn used_by_service(
+    state: &AppState,
+    service: &ServiceRow,
+    user_id: &str,
+    provider: &str,
+    purpose: Purpose,
+    answer: &'static str,
+    outcome: Outcome,
+) -> Result<(), Problem> {
+    let action = match purpose {
+        Purpose::RawToken => "token_api.token",
+        Purpose::Proxy => "token_api.proxy",
+    };
+    let detail = format!("answer={answer}");
+    let event = AuditEvent::new(Actor::Service(&service.id), action, Some(user_id))
+        .provider(Some(provider))
+        .detail(Some(&detail))
+        .outcome(outcome);
+    state.store.record(state.now(), event).await?;
+    Ok(())
+}
+
 /// What a service asks for.
 #[derive(Clone, Copy)]
 pub struct TokenAsk<'a> {
@@ -139,24 +164,21 @@ pub async fn token_for_service(
         tracing::error!(%error, service = %service.id, "token API: access decision failed");
         Problem::server_error()
     })?;
-    let audit = |outcome: &str| format!("service={} outcome={outcome}", service.id);
+    let used = |answer: &'static str, outcome: Outcome| {
+        used_by_service(state, service, &user_id, provider.id.as_str(), purpose, answer, outcome)
+    };
     let (reason, missing, row) = match answer {
         Access::Ready(token) => {
-            state
-                .store
-                .audit(
-                    state.now(),
-                    Some(&user_id),
-                    "token_api.token",
-                    Some(provider.id.as_str()),
-                    Some(&audit("issued")),
-                )
-                .await?;
+            used("issued", Outcome::Success).await?;
             return Ok(*token);
         }
-        Access::Unavailable { retry_after } => return Err(Problem::provider_unavailable(retry_after.as_secs())),
+        Access::Unavailable { retry_after } => {
+            used("provider_unavailable", Outcome::Failure).await?;
+            return Err(Problem::provider_unavailable(retry_after.as_secs()));
+        }
         Access::Refused(why) => {
             tracing::warn!(service = %service.id, provider = %provider.id, %why, "token API: provider refused the refresh");
+            used("provider_refused", Outcome::Failure).await?;
             let mut problem = Problem::provider_unavailable(access::RETRY_AFTER_UNAVAILABLE.as_secs());
             problem.detail = format!("{} refused to refresh the connection ({why}).", provider.display_name);
             return Err(problem);
@@ -170,6 +192,13 @@ pub async fn token_for_service(
         Access::MoreScopes { authorization, missing } => (RequiredReason::MissingScopes, Some(missing), authorization),
         Access::AllowClient { authorization } => (RequiredReason::ConsentRequired, None, authorization),
     };
+    let answer = match reason {
+        RequiredReason::NotConnected => "not_connected",
+        RequiredReason::NeedsReconsent => "needs_reconsent",
+        RequiredReason::MissingScopes => "missing_scopes",
+        RequiredReason::ConsentRequired => "consent_required",
+    };
+    used(answer, Outcome::Refused).await?;
     Err(authorization_required(state, provider, reason, missing.as_ref(), &row))
 }
 

@@ -26,6 +26,7 @@ use crate::crypto::{random_token, sha256_hex};
 use crate::oauth_server::errors::no_store;
 use crate::oauth_server::params::has_content_type;
 use crate::state::AppState;
+use crate::store::audit::{Actor, AuditEvent};
 use crate::store::oauth_clients::OAuthClientRow;
 use crate::web::login::ClientIp;
 
@@ -116,7 +117,8 @@ async fn handle(
         created_at: now,
     };
     state.store.insert_oauth_client(&row).await?;
-    state.store.audit(now, None, "oauth_client.registered", None, Some(&client_id)).await?;
+    let event = AuditEvent::new(Actor::Client(&client_id), "oauth_client.registered", None).detail(Some(&client_id));
+    state.store.record(now, event).await?;
     tracing::info!(%client_id, method = metadata.auth_method.as_str(), "MCP client registered");
 
     let mut body = json!({

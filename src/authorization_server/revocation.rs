@@ -20,6 +20,7 @@ use crate::crypto::sha256_hex;
 use crate::oauth_server::endpoint::{self, RevocationRequest};
 use crate::oauth_server::errors::OAuthError;
 use crate::state::AppState;
+use crate::store::audit::{Actor, AuditEvent};
 
 // RFC 7009 §2.1–§2.2.
 pub async fn revoke(
@@ -45,10 +46,9 @@ async fn revoke_grant(state: &AppState, request: RevocationRequest) -> Result<()
         tracing::info!(%client_id, "a client revoked its tokens");
         let user_id = state.store.oauth_grant_user(&grant_id).await?;
         let detail = format!("client={client_id}");
-        state
-            .store
-            .audit(state.now(), user_id.as_deref(), "oauth_grant.revoked_by_client", None, Some(&detail))
-            .await?;
+        let event = AuditEvent::new(Actor::Client(client_id), "oauth_grant.revoked_by_client", user_id.as_deref())
+            .detail(Some(&detail));
+        state.store.record(state.now(), event).await?;
     }
     Ok(())
 }

@@ -288,11 +288,28 @@ pub async fn disconnect_grant(
         }
     };
     let deleted = state.store.delete_grant_by_id(&grant.id).await?;
-    let detail = grant.account_label.as_ref().map(|label| format!("account={label}"));
-    state
-        .store
-        .audit(state.now(), Some(&grant.user_id), "grant.disconnected", Some(provider_id), detail.as_deref())
-        .await?;
+    // Issue 10: the audit entry says what the provider answered.
+    let revocation_code = match revocation {
+        Revocation::Revoked => "revoked",
+        Revocation::NotOffered => "not_offered",
+        Revocation::Failed => "failed",
+        Revocation::TokenUnreadable => "token_unreadable",
+    };
+    let detail = match &grant.account_label {
+        Some(label) => format!("account={label} revocation={revocation_code}"),
+        None => format!("revocation={revocation_code}"),
+    };
+    let outcome = if revocation == Revocation::Failed {
+        crate::store::audit::Outcome::Failure
+    } else {
+        crate::store::audit::Outcome::Success
+    };
+    let event = crate::store::audit::AuditEvent::new(
+        crate::store::audit::implied_actor("grant.disconnected", Some(&grant.user_id), None),
+        "grant.disconnected",
+        Some(&grant.user_id),
+    );
+    state.store.record(state.now(), event.provider(Some(provider_id)).detail(Some(&detail)).outcome(outcome)).await?;
     state.events.connections_changed(&grant.user_id, provider_id);
     Ok(Disconnected { deleted, revocation })
 }

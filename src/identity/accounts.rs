@@ -6,15 +6,16 @@
 
 use crate::state::Core;
 use crate::store::StoreResult;
+use crate::store::audit::{Actor, AuditEvent};
 
-/// Disables (`disable = true`) or enables `user_id`, audited with `actor` (e.g.
-/// `actor=cli`). Returns how many browser sessions were ended.
-pub async fn set_disabled(core: &Core, user_id: &str, disable: bool, actor: &str) -> StoreResult<u64> {
+/// Disables (`disable = true`) or enables `user_id`, audited with `actor` (an admin, or the
+/// CLI). Returns how many browser sessions were ended.
+pub async fn set_disabled(core: &Core, user_id: &str, disable: bool, actor: Actor<'_>) -> StoreResult<u64> {
     let now = core.now();
     core.store.set_disabled(user_id, disable.then_some(now)).await?;
     let ended = if disable { core.store.delete_browser_sessions_for_user(user_id).await? } else { 0 };
     let action = if disable { "admin.user_disabled" } else { "admin.user_enabled" };
-    let detail = format!("{actor} sessions_ended={ended}");
-    core.store.audit(now, Some(user_id), action, None, Some(&detail)).await?;
+    let detail = format!("sessions_ended={ended}");
+    core.store.record(now, AuditEvent::new(actor, action, Some(user_id)).detail(Some(&detail))).await?;
     Ok(ended)
 }

@@ -658,7 +658,12 @@ async fn users_disable_and_enable_take_effect_at_the_next_request(app: &TestApp)
     assert_eq!(page.status(), 303, "the browser session ended: sent to sign in");
     assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_err(), "the token is refused");
     let audit = admin_ok(app, &["audit", "--user", ALICE]).await;
-    assert!(audit.contains("admin.user_disabled") && audit.contains("actor=cli"), "{audit}");
+    assert!(audit.contains("admin.user_disabled") && audit.contains("ACTOR"), "{audit}");
+    let audit: serde_json::Value =
+        serde_json::from_str(&admin_ok(app, &["audit", "--user", ALICE, "--json"]).await).unwrap();
+    let disabled = audit.as_array().unwrap().iter().find(|e| e["action"] == "admin.user_disabled").unwrap();
+    assert_eq!(disabled["actor"], "cli", "the CLI is the actor, in its own column");
+    assert_eq!(disabled["detail"], "sessions_ended=1");
 
     assert!(admin_ok(app, &["users", "enable", ALICE]).await.contains("enabled again"));
     assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_ok(), "the token works again");

@@ -1,6 +1,6 @@
 //! The admin pages' actions. Each is a form POST carrying the session's CSRF token, refused
 //! (nothing changed) without it, for an unknown id, or for a row in the wrong state; each is
-//! audited with the admin as actor (`actor=<id> (<name>)` in `detail`) and answers 303 back to
+//! audited with the admin in the audit log's `actor` column and answers 303 back to
 //! its list with a notice code ([`super::listing::notice_text`]) saying what really happened.
 
 use axum::Form;
@@ -12,6 +12,7 @@ use axum::response::Response;
 use super::Admin;
 use crate::broker::tokens::{self, Revocation};
 use crate::state::AppState;
+use crate::store::audit::{AuditEvent, Outcome};
 use crate::web::error::PageError;
 use crate::web::pages;
 
@@ -84,11 +85,13 @@ pub async fn revoke_grant(
         Revocation::Failed => "revocation_failed",
         Revocation::TokenUnreadable => "token_unreadable",
     };
-    let detail = format!("{} grant={} revocation={notice}", admin.actor(), grant.id);
-    state
-        .store
-        .audit(state.now(), Some(&grant.user_id), "admin.grant_revoked", Some(&grant.provider), Some(&detail))
-        .await?;
+    let detail = format!("grant={} revocation={notice}", grant.id);
+    let outcome = if done.revocation == Revocation::Failed { Outcome::Failure } else { Outcome::Success };
+    let event = AuditEvent::new(admin.actor(), "admin.grant_revoked", Some(&grant.user_id))
+        .provider(Some(&grant.provider))
+        .detail(Some(&detail))
+        .outcome(outcome);
+    state.store.record(state.now(), event).await?;
     tracing::info!(admin = %admin.0.user.id, grant = %grant.id, outcome = notice, "an admin revoked a grant");
     Ok(pages::see_other(&format!("/admin/grants?notice={notice}")))
 }
@@ -107,11 +110,11 @@ pub async fn withdraw_consent(
         return Err(not_found("consent", "Consents"));
     }
     let provider = state.store.grant_by_id(&consent.grant_id).await?.map(|g| g.provider);
-    let detail = format!("{} grant={} client={}", admin.actor(), consent.grant_id, consent.client_key);
-    state
-        .store
-        .audit(state.now(), Some(&consent.user_id), "admin.consent_withdrawn", provider.as_deref(), Some(&detail))
-        .await?;
+    let detail = format!("grant={} client={}", consent.grant_id, consent.client_key);
+    let event = AuditEvent::new(admin.actor(), "admin.consent_withdrawn", Some(&consent.user_id))
+        .provider(provider.as_deref())
+        .detail(Some(&detail));
+    state.store.record(state.now(), event).await?;
     Ok(pages::see_other("/admin/consents?notice=withdrawn"))
 }
 
@@ -137,11 +140,11 @@ pub async fn expire_authorization(
             "Go back to Authorizations and reload it.",
         ));
     }
-    let detail = format!("{} authorization={}", admin.actor(), row.id);
-    state
-        .store
-        .audit(now, Some(&row.user_id), "admin.authorization_expired", Some(&row.provider), Some(&detail))
-        .await?;
+    let detail = format!("authorization={}", row.id);
+    let event = AuditEvent::new(admin.actor(), "admin.authorization_expired", Some(&row.user_id))
+        .provider(Some(&row.provider))
+        .detail(Some(&detail));
+    state.store.record(now, event).await?;
     Ok(pages::see_other("/admin/authorizations?notice=expired"))
 }
 
@@ -170,6 +173,6 @@ pub async fn disable_user(
             "Ask another admin, or use the CLI.",
         ));
     }
-    crate::identity::accounts::set_disabled(&state, &user.id, disable, &admin.actor()).await?;
+    crate::identity::accounts::set_disabled(&state, &user.id, disable, admin.actor()).await?;
     Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
 }

@@ -8,14 +8,14 @@ use axum::response::Response;
 
 use super::Admin;
 use super::listing::Card;
-use super::tables::{MAX_ROWS, audit_card, is_failure, shown_status, user_labels};
+use super::tables::{MAX_ROWS, audit_card, shown_status, user_labels};
 use crate::state::AppState;
 use crate::store::grants::GrantStatus;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
 /// Recent failures shown.
-const RECENT: usize = 10;
+const RECENT: i64 = 10;
 
 #[derive(Template)]
 #[template(path = "admin/dashboard.html")]
@@ -56,14 +56,6 @@ pub async fn show(State(state): State<AppState>, admin: Admin) -> Result<Respons
         ("tool-server services".into(), state.store.list_services().await?.len(), "/admin/services".into()),
     ];
     let names = user_labels(&state).await?;
-    let failures = state
-        .store
-        .audit_entries(None, MAX_ROWS)
-        .await?
-        .iter()
-        .filter(|e| is_failure(&e.action))
-        .take(RECENT)
-        .map(|e| audit_card(e, &names))
-        .collect();
+    let failures = state.store.audit_failures(RECENT).await?.iter().map(|e| audit_card(e, &names)).collect();
     Ok(pages::render(StatusCode::OK, &DashboardPage { nav: SignedIn::of(&admin.0), counts, failures }))
 }

@@ -25,6 +25,7 @@ use axum::routing::{get, post};
 use super::error::PageError;
 use crate::identity::browser::BrowserSession;
 use crate::state::AppState;
+use crate::store::audit::Actor;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -64,8 +65,8 @@ impl FromRequestParts<AppState> for Admin {
 }
 
 impl Admin {
-    /// How the audit log names the acting admin (`actor=…` in `detail`).
-    pub fn actor(&self) -> String {
-        format!("actor={} ({})", self.0.user.id, self.0.display_name())
+    /// How the audit log names the acting admin (its `actor` column).
+    pub fn actor(&self) -> Actor<'_> {
+        Actor::Admin(&self.0.user.id)
     }
 }

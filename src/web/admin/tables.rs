@@ -313,11 +313,22 @@ pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Res
     page(&admin, "Audit log", "/admin/audit", intro, query, cards)
 }
 
+/// An audit entry's actor for people: `admin alice`, `user bob`, `service <id>`, `cli`, ….
+pub fn actor_label(actor: Option<&str>, names: &HashMap<String, String>) -> String {
+    match actor.and_then(|a| a.split_once(':')) {
+        Some((kind @ ("user" | "admin"), id)) => format!("{kind} {}", name_of(names, id)),
+        Some((kind, id)) => format!("{kind} {}", safe_text(id)),
+        None => actor.map_or("—".into(), safe_text),
+    }
+}
+
 pub fn audit_card(e: &AuditEntry, names: &HashMap<String, String>) -> Card {
     Card {
         title: e.action.clone(),
         fields: vec![
             field("time", iso_time(e.at)),
+            field("actor", actor_label(e.actor.as_deref(), names)),
+            field("outcome", e.outcome.as_deref().unwrap_or("—")),
             field("user", e.user_id.as_deref().map_or("—".into(), |id| name_of(names, id))),
             field("provider", e.provider.as_deref().map_or("—".into(), safe_text)),
             field("detail", e.detail.as_deref().map_or("—".into(), safe_text)),

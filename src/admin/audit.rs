@@ -1,0 +1,119 @@
+//! `oauth-broker admin audit [--user NAME] [--limit N] [--json] [--follow]`: the audit log,
+//! with who acted (the `actor` column) and how it ended. `--follow` keeps printing new entries
+//! as a running server writes them (polling by id, so nothing is skipped or shown twice) until
+//! Ctrl-C or SIGTERM; with `--json` it prints one JSON object per line.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::display::{UserNames, iso_time, printable, table};
+use crate::state::AppState;
+use crate::store::audit::AuditEntry;
+
+/// How often `--follow` asks the database for new entries.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+/// The most entries `--follow` reads per poll (a burst is printed over several polls).
+const FOLLOW_BATCH: i64 = 500;
+
+pub async fn run_audit(
+    state: &AppState,
+    user: Option<String>,
+    limit: i64,
+    json: bool,
+    follow: bool,
+) -> anyhow::Result<()> {
+    let user_id = match user {
+        Some(name) => Some(super::grants::user_id(state, &name).await?),
+        None => None,
+    };
+    let entries = state.store.audit_entries(user_id.as_deref(), limit).await?;
+    let mut names = UserNames::load(&state.store).await?;
+    if !follow {
+        if json {
+            let rows: Vec<_> = entries.iter().map(|e| entry_json(e, &names)).collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            print!("{}", table(&HEADERS, &entries.iter().map(|e| entry_row(e, &names)).collect::<Vec<_>>()));
+        }
+        return Ok(());
+    }
+    // Oldest first from here on, as a tail does.
+    let mut last = entries.first().map_or(0, |e| e.id);
+    if entries.is_empty() {
+        last = state.store.audit_entries(None, 1).await?.first().map_or(0, |e| e.id);
+    }
+    if !json {
+        println!("{}", HEADERS.join("  "));
+    }
+    print_lines(entries.iter().rev(), &names, json)?;
+    let stop = super::shutdown_signal();
+    tokio::pin!(stop);
+    let mut poll = tokio::time::interval(FOLLOW_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            _ = poll.tick() => {}
+        }
+        let new = state.store.audit_entries_after(last, user_id.as_deref(), FOLLOW_BATCH).await?;
+        let Some(newest) = new.last() else { continue };
+        last = newest.id;
+        if new.iter().any(|e| e.user_id.as_deref().is_some_and(|id| !names.knows(id))) {
+            names = UserNames::load(&state.store).await?;
+        }
+        print_lines(new.iter(), &names, json)?;
+    }
+}
+
+const HEADERS: [&str; 7] = ["TIME", "ACTION", "OUTCOME", "ACTOR", "USER", "PROVIDER", "DETAIL"];
+
+fn print_lines<'a>(entries: impl Iterator<Item = &'a AuditEntry>, names: &UserNames, json: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for e in entries {
+        if json {
+            writeln!(out, "{}", serde_json::to_string(&entry_json(e, names))?)?;
+        } else {
+            writeln!(out, "{}", entry_row(e, names).join("  "))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn entry_json(e: &AuditEntry, names: &UserNames) -> serde_json::Value {
+    json!({
+        "id": e.id,
+        "at": e.at,
+        "actor": e.actor,
+        "actor_name": actor_name(e.actor.as_deref(), names),
+        "outcome": e.outcome,
+        "user_id": e.user_id,
+        "user": e.user_id.as_deref().map(|id| names.of(id)),
+        "action": e.action,
+        "provider": e.provider,
+        "detail": e.detail,
+    })
+}
+
+fn entry_row(e: &AuditEntry, names: &UserNames) -> Vec<String> {
+    vec![
+        iso_time(e.at),
+        printable(&e.action),
+        e.outcome.as_deref().map_or("-".to_owned(), printable),
+        actor_name(e.actor.as_deref(), names),
+        names.of_opt(e.user_id.as_deref()).to_owned(),
+        e.provider.as_deref().map_or("-".to_owned(), printable),
+        e.detail.as_deref().map_or(String::new(), printable),
+    ]
+}
+
+/// `admin:<id>` as `admin:alice`; other actors as stored.
+fn actor_name(actor: Option<&str>, names: &UserNames) -> String {
+    match actor.and_then(|a| a.split_once(':')) {
+        Some((kind @ ("user" | "admin"), id)) => format!("{kind}:{}", names.of(id)),
+        Some(_) => actor.map_or("-".to_owned(), printable),
+        None => actor.map_or("-".to_owned(), printable),
+    }
+}
