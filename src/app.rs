@@ -54,6 +54,10 @@ impl AppBuilder {
 
     pub async fn build(self) -> anyhow::Result<App> {
         let mut state = build_state(self.config, self.clock).await?;
+        if state.store.backend() == crate::store::Backend::Postgres {
+            let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
+            state.events.listen_to_other_instances(&state.config.database_url, store, clock, shutdown).await?;
+        }
         if let Some(oidc) = &state.oidc {
             oidc.start(state.clock.clone(), state.shutdown.clone()).await;
         }
@@ -216,6 +220,11 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     let demo_client_secret = config.demo.then(|| sealer.derive_secret("demo provider client secret"));
     let providers = Providers::from_config(&config, demo_client_secret.as_ref());
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
+    // PostgreSQL: several instances may share the database, so signals travel (issue 9).
+    let events = match store.backend() {
+        crate::store::Backend::Postgres => Events::sending_to_other_instances(store.clone(), clock.clone()),
+        crate::store::Backend::Sqlite => Events::new(),
+    };
     let core = Core {
         config: Arc::new(config),
         store,
@@ -223,7 +232,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         clock,
         http: crate::oauth::client::http_client(),
         providers: Arc::new(providers),
-        events: Events::new(),
+        events,
         refresh_locks: Default::default(),
     };
     // Stopping the whole server also stops accepting work; draining alone lets work finish.

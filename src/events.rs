@@ -1,14 +1,31 @@
-//! In-process signal that an authorization reached a final state.
+//! Signals that something happened: an authorization reached a final state, a user's
+//! connections changed, the prompt catalogue changed.
 //!
-//! The browser flow (web pages) publishes; MCP sessions listen, to send
-//! `notifications/elicitation/complete` and to wake a `connect_account` call that is waiting.
-//! It is a signal, not a queue: the database row is the truth and every listener re-reads it,
-//! so a missed signal costs only a notification (which the spec makes optional) and a retried
-//! tool call still succeeds from the stored grant.
+//! The browser flow and the core publish; MCP sessions, a waiting `connect_account` and the
+//! token API's waiters listen, to send `notifications/elicitation/complete` and
+//! `notifications/resources/updated` or to wake up. It is a signal, not a queue: the database
+//! row is the truth and every listener re-reads it, so a missed signal costs only a
+//! notification (which the spec makes optional) and a retried tool call still succeeds from the
+//! stored grant.
+//!
+//! Within a process the signals are a tokio broadcast. On PostgreSQL they also travel to every
+//! other instance on the same database ([`relay`]): each is appended to an outbox table, which
+//! a trigger announces with `LISTEN/NOTIFY`; a listener that lost its connection reads what it
+//! missed from the table when it is back. A signal is delivered here at once, and to the other
+//! instances through the database, never to its sender twice. What travels is JSON with ids
+//! only, never a secret; a signal another (newer) instance sends that this one does not know
+//! is skipped, so a rolling deploy may add variants.
 
-use tokio::sync::broadcast;
+mod relay;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc};
+
+pub use relay::LISTENER_APPLICATION_NAME;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuthorizationFinished {
     pub authorization_id: String,
     pub user_id: String,
@@ -18,19 +35,42 @@ pub struct AuthorizationFinished {
 }
 
 /// Changes MCP sessions relay as notifications.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Signal {
     /// The prompt catalogue changed (`notifications/prompts/list_changed` to every session).
+    /// Prompt files are read by each process from its own disk, and each process's watcher
+    /// sends this for its own catalogue, so it stays in the process (see
+    /// [`Signal::crosses_instances`]).
     PromptsChanged,
     /// Resources of one user changed (`notifications/resources/updated` to that user's
     /// sessions subscribed to one of these URIs).
     ResourcesChanged { user_id: String, uris: Vec<String> },
 }
 
+impl Signal {
+    /// Whether other instances on the same database must hear of it. Every signal does unless
+    /// it concerns this process alone.
+    pub fn crosses_instances(&self) -> bool {
+        !matches!(self, Signal::PromptsChanged)
+    }
+}
+
+/// What travels between instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+enum Wire {
+    AuthorizationFinished(AuthorizationFinished),
+    Signal(Signal),
+}
+
 #[derive(Debug, Clone)]
 pub struct Events {
     sender: broadcast::Sender<AuthorizationFinished>,
     signals: broadcast::Sender<Signal>,
+    /// This process, as the outbox's `origin`: a random id.
+    origin: Arc<str>,
+    /// PostgreSQL: signals for the other instances, to the outbox writer.
+    outbox: Option<mpsc::UnboundedSender<Wire>>,
 }
 
 impl Default for Events {
@@ -40,13 +80,30 @@ impl Default for Events {
 }
 
 impl Events {
+    /// Signals within this process only.
     pub fn new() -> Self {
         let (sender, _) = broadcast::channel(1024);
         let (signals, _) = broadcast::channel(1024);
-        Self { sender, signals }
+        Self { sender, signals, origin: uuid::Uuid::new_v4().simple().to_string().into(), outbox: None }
+    }
+
+    /// Signals within this process, and to every other instance on `store` (PostgreSQL) through
+    /// its outbox. Receiving theirs is [`Events::listen_to_other_instances`].
+    pub fn sending_to_other_instances(store: crate::store::Store, clock: crate::clock::SharedClock) -> Self {
+        let mut events = Self::new();
+        events.outbox = Some(relay::start_writer(store, clock, events.origin.clone()));
+        events
+    }
+
+    /// This process's id as a sender of signals.
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     pub fn publish(&self, event: AuthorizationFinished) {
+        if let Some(outbox) = &self.outbox {
+            let _ = outbox.send(Wire::AuthorizationFinished(event.clone()));
+        }
         // No receiver is fine: nobody is waiting.
         let _ = self.sender.send(event);
     }
@@ -56,6 +113,11 @@ impl Events {
     }
 
     pub fn signal(&self, signal: Signal) {
+        if let Some(outbox) = &self.outbox
+            && signal.crosses_instances()
+        {
+            let _ = outbox.send(Wire::Signal(signal.clone()));
+        }
         let _ = self.signals.send(signal);
     }
 
@@ -74,5 +136,74 @@ impl Events {
                 "broker://providers".to_owned(),
             ],
         });
+    }
+
+    /// Delivers a signal that came from another instance to this process's listeners only.
+    fn deliver(&self, wire: Wire) {
+        match wire {
+            Wire::AuthorizationFinished(event) => {
+                let _ = self.sender.send(event);
+            }
+            Wire::Signal(signal) => {
+                let _ = self.signals.send(signal);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_travel_as_json_with_ids_only() {
+        let finished = Wire::AuthorizationFinished(AuthorizationFinished {
+            authorization_id: "auth-1".into(),
+            user_id: "user-1".into(),
+            provider: "github".into(),
+            status: "completed".into(),
+        });
+        let json = serde_json::to_string(&finished).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"authorization_finished","data":{"authorization_id":"auth-1","user_id":"user-1","provider":"github","status":"completed"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Wire>(&json).unwrap(), finished);
+        let changed = Wire::Signal(Signal::ResourcesChanged {
+            user_id: "user-1".into(),
+            uris: vec!["broker://connections".into()],
+        });
+        let json = serde_json::to_string(&changed).unwrap();
+        assert_eq!(serde_json::from_str::<Wire>(&json).unwrap(), changed);
+    }
+
+    #[test]
+    fn a_signal_this_version_does_not_know_is_refused_not_misread() {
+        assert!(serde_json::from_str::<Wire>(r#"{"kind":"signal","data":{"SomethingNew":{"id":"x"}}}"#).is_err());
+        assert!(serde_json::from_str::<Wire>(r#"{"kind":"brand_new","data":{}}"#).is_err());
+    }
+
+    #[test]
+    fn the_prompt_catalogue_stays_in_its_process_and_resource_changes_travel() {
+        assert!(!Signal::PromptsChanged.crosses_instances());
+        assert!(Signal::ResourcesChanged { user_id: "u".into(), uris: vec![] }.crosses_instances());
+    }
+
+    #[tokio::test]
+    async fn without_a_database_signals_stay_in_the_process() {
+        let events = Events::new();
+        let mut finished = events.subscribe();
+        let mut signals = events.subscribe_signals();
+        events.connections_changed("user-1", "demo");
+        assert!(
+            matches!(signals.recv().await.unwrap(), Signal::ResourcesChanged { user_id, .. } if user_id == "user-1")
+        );
+        events.deliver(Wire::AuthorizationFinished(AuthorizationFinished {
+            authorization_id: "a".into(),
+            user_id: "u".into(),
+            provider: "demo".into(),
+            status: "declined".into(),
+        }));
+        assert_eq!(finished.recv().await.unwrap().status, "declined");
     }
 }

@@ -18,6 +18,7 @@ pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod services;
 pub mod sessions;
+pub mod signals;
 pub mod timed;
 pub mod unavailable;
 pub mod users;

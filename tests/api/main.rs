@@ -12,6 +12,7 @@ mod authorization_server;
 mod bearer;
 mod browser;
 mod cli;
+mod cluster;
 mod consent;
 mod database_timeouts;
 mod faults;

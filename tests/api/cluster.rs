@@ -1,0 +1,288 @@
+//! Several instances on one PostgreSQL database (issue 9): the test process runs instance A,
+//! the real binary runs instance B in its own process, both on the same database with the same
+//! key and public URL, as behind a load balancer. Signals travel through the database's outbox
+//! and LISTEN/NOTIFY.
+
+// `resources/subscribe` is deprecated for 2026-07-28 but is part of 2025-11-25.
+#![allow(deprecated)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use oauth_broker::store::authorizations::AuthorizationStatus;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ResourceUpdatedNotificationParam, SubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use serde_json::json;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, location, mcp_client_at, spawn_app};
+
+/// The broker's binary. `OAUTH_BROKER_TEST_BIN` names a copy when several worktrees share one
+/// target directory (another build may replace the shared binary between build and test).
+pub fn binary() -> String {
+    std::env::var("OAUTH_BROKER_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_oauth-broker").to_owned())
+}
+
+/// Instance B: the real binary, in its own process, on A's database.
+pub struct OtherInstance {
+    pub process: Child,
+    /// `http://127.0.0.1:PORT`
+    pub address: String,
+    _config_dir: tempfile::TempDir,
+}
+
+impl OtherInstance {
+    /// Starts the binary as another instance of `first` (same database, key and public URL)
+    /// and waits until it is ready.
+    pub async fn start(first: &TestApp, toml: &str) -> Self {
+        let config_dir = tempfile::tempdir().unwrap();
+        let config_file = config_dir.path().join("broker.toml");
+        std::fs::write(&config_file, toml).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let instance = first.instance();
+        let process = Command::new(binary())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("OAUTH_BROKER_ENCRYPTION_KEY", secrecy::ExposeSecret::expose_secret(&instance.encryption_key))
+            .env("OAUTH_BROKER_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}"), "--public-url", &instance.public_url])
+            .args(["--database-url", &instance.database_url, "--data-dir"])
+            .arg(config_dir.path())
+            .arg("--config")
+            .arg(&config_file)
+            .spawn()
+            .unwrap();
+        let address = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let mut ready = false;
+        for _ in 0..300 {
+            if http.get(format!("{address}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ready, "instance B became ready");
+        Self { process, address, _config_dir: config_dir }
+    }
+
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.address)
+    }
+
+    /// A real rmcp client of this instance, as `name` (a token A issued: keys are shared).
+    pub async fn mcp_client(&self, first: &TestApp, name: &str, kind: ClientKind) -> McpClient {
+        mcp_client_at(&self.mcp_url(), &first.token_for(name).await, kind).await.unwrap()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+impl Drop for OtherInstance {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client that records every `notifications/resources/updated` it receives.
+struct UpdateRecorder {
+    updates: mpsc::UnboundedSender<String>,
+}
+
+impl ClientHandler for UpdateRecorder {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updates.send(params.uri);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("resource-watcher", "1.0.0"))
+    }
+}
+
+/// A session subscribed to `broker://connections`.
+struct Watcher {
+    service: RunningService<RoleClient, UpdateRecorder>,
+    updates: Mutex<mpsc::UnboundedReceiver<String>>,
+}
+
+impl Watcher {
+    async fn start(mcp_url: &str, token: &str) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(mcp_url.to_owned()).auth_header(token.to_owned()),
+        );
+        let service = UpdateRecorder { updates: tx }.serve(transport).await.unwrap();
+        service.peer().subscribe(SubscribeRequestParams::new("broker://connections")).await.unwrap();
+        Self { service, updates: Mutex::new(rx) }
+    }
+
+    async fn heard_within(&self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, self.updates.lock().await.recv()).await.is_ok_and(|u| u.is_some())
+    }
+
+    async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// `provider_request` for `demo` on `client` answers -32042: the connect URL and elicitation id.
+async fn needs_connecting(client: &McpClient) -> (String, String) {
+    match client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await {
+        Err(ServiceError::McpError(error)) if error.code.0 == -32042 => {
+            let elicitation = &error.data.as_ref().unwrap()["elicitations"][0];
+            (elicitation["url"].as_str().unwrap().to_owned(), elicitation["elicitationId"].as_str().unwrap().to_owned())
+        }
+        other => panic!("expected -32042, got {other:?}"),
+    }
+}
+
+/// The browser leg up to the provider's redirect, on A: sign in, allow, approve at the demo
+/// provider. Returns the callback URL (with code and state), not yet opened.
+async fn approve_up_to_the_callback(first: &TestApp, browser: &reqwest::Client, connect_url: &str) -> String {
+    let path = connect_url.strip_prefix(&first.address).expect("connect URL is ours");
+    if browser.get(connect_url).send().await.unwrap().status() == 303 {
+        assert_eq!(first.sign_in(browser, ALICE, path).await.status(), 303);
+    }
+    let html = browser.get(connect_url).send().await.unwrap().text().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&html, "csrf_token").expect("consent form");
+    let approved =
+        browser.post(connect_url).form(&[("csrf_token", csrf.as_str()), ("action", "approve")]).send().await.unwrap();
+    assert_eq!(approved.status(), 303, "approve redirects to the provider");
+    first.demo_provider_redirect(browser, &location(&approved), "demo-user", "approve").await
+}
+
+/// Opens the provider's redirect on instance B instead of A (the load balancer's choice).
+async fn callback_on(instance: &OtherInstance, first: &TestApp, browser: &reqwest::Client, callback_url: &str) {
+    let on_b = callback_url.replacen(&first.address, &instance.address, 1);
+    assert_ne!(on_b, callback_url, "the callback goes to our public URL: {callback_url}");
+    let answer = browser.get(&on_b).send().await.unwrap();
+    assert_eq!(answer.status(), 303, "instance B handled the callback");
+}
+
+async fn two_instances() -> Option<(TestApp, OtherInstance)> {
+    let first = spawn_app(Backend::Postgres).await?;
+    let second = OtherInstance::start(&first, "").await;
+    Some((first, second))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_handled_by_instance_b_notifies_only_the_session_on_instance_a_that_asked() {
+    let Some((a, b)) = two_instances().await else { return };
+    let alice = a.token_for(ALICE).await;
+    // Arrange: Alice's session on A asks to connect; her other sessions (on A and on B) and
+    // Bob's watch; her subscribers on both instances watch her connections.
+    let starter = a.mcp_client(ALICE, ClientKind::Url).await;
+    let same_user_on_a = a.mcp_client(ALICE, ClientKind::Url).await;
+    let same_user_on_b = b.mcp_client(&a, ALICE, ClientKind::Url).await;
+    let bob_on_a = a.mcp_client(BOB, ClientKind::Url).await;
+    for client in [&same_user_on_a, &same_user_on_b, &bob_on_a] {
+        client.call("list_connections", json!({})).await.unwrap();
+    }
+    let watcher_on_a = Watcher::start(&a.mcp_url(), &alice).await;
+    let watcher_on_b = Watcher::start(&b.mcp_url(), &alice).await;
+    let bob_watcher = Watcher::start(&a.mcp_url(), &a.token_for(BOB).await).await;
+    let (url, id) = needs_connecting(&starter).await;
+
+    // Act: the browser flow starts on A, and the provider's redirect lands on B.
+    let browser = a.browser();
+    let callback = approve_up_to_the_callback(&a, &browser, &url).await;
+    callback_on(&b, &a, &browser, &callback).await;
+
+    // Assert: the session that asked, on A, hears of it from B (well before the 5-second
+    // re-read); no other session does; subscribers on both instances hear of the change.
+    assert_eq!(starter.next_completion(Duration::from_secs(4)).await.as_deref(), Some(id.as_str()));
+    assert!(watcher_on_a.heard_within(Duration::from_secs(4)).await, "A's subscriber hears of the connection");
+    assert!(watcher_on_b.heard_within(Duration::from_secs(4)).await, "B's subscriber hears of the connection");
+    assert_eq!(same_user_on_a.next_completion(Duration::from_millis(500)).await, None);
+    assert_eq!(same_user_on_b.next_completion(Duration::from_millis(500)).await, None);
+    assert_eq!(bob_on_a.next_completion(Duration::from_millis(200)).await, None);
+    assert!(!bob_watcher.heard_within(Duration::from_millis(200)).await, "Bob's subscriber hears nothing");
+    let row = a.state.store.authorization(&id).await.unwrap().unwrap();
+    assert_eq!(row.status, AuthorizationStatus::Completed);
+    let retried =
+        starter.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await.unwrap();
+    assert_eq!(retried.structured_content.unwrap()["status"], 200);
+    // What travelled holds ids only.
+    let payloads: Vec<(String,)> =
+        sqlx::query_as("SELECT payload FROM signal_outbox").fetch_all(a.state.store.pool()).await.unwrap();
+    assert!(!payloads.is_empty(), "B wrote its signals to the outbox");
+    for (payload,) in &payloads {
+        assert!(!payload.contains("code") && !payload.contains("token") && !payload.contains("state\""), "{payload}");
+    }
+
+    for watcher in [watcher_on_a, watcher_on_b, bob_watcher] {
+        watcher.close().await;
+    }
+    drop(b);
+    a.stop().await;
+}
+
+/// Ends instance A's signal listener connection (as a database restart or an operator would).
+async fn terminate_listener_of(app: &TestApp) -> u64 {
+    let name = format!("{} {}", oauth_broker::events::LISTENER_APPLICATION_NAME, app.state.events.origin());
+    let ended: Vec<(bool,)> = sqlx::query_as(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(&name)
+    .fetch_all(app.state.store.pool())
+    .await
+    .unwrap();
+    ended.len() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_connection_killed_and_reestablished_loses_no_completion() {
+    let Some((a, b)) = two_instances().await else { return };
+    let starter = a.mcp_client(ALICE, ClientKind::Url).await;
+    let (url, id) = needs_connecting(&starter).await;
+    let browser = a.browser();
+    let callback = approve_up_to_the_callback(&a, &browser, &url).await;
+    assert_eq!(terminate_listener_of(&a).await, 1, "A listens on one connection");
+
+    // Act: while B handles the callback, A's listener connection is ended again and again,
+    // so B's announcement finds nobody listening on A; then A may reconnect.
+    let killer = tokio::spawn({
+        let (pool, name) = (a.state.store.pool().clone(), a.state.events.origin().to_owned());
+        async move {
+            loop {
+                let _ = sqlx::query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
+                )
+                .bind(format!("{} {name}", oauth_broker::events::LISTENER_APPLICATION_NAME))
+                .execute(&pool)
+                .await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
+    callback_on(&b, &a, &browser, &callback).await;
+    killer.abort();
+    let _ = killer.await;
+
+    // Assert: A's session still hears of the completion (caught up from the outbox), once.
+    assert_eq!(starter.next_completion(Duration::from_secs(10)).await.as_deref(), Some(id.as_str()));
+    assert_eq!(starter.next_completion(Duration::from_millis(500)).await, None, "delivered once");
+    // And the listener is back: a second completion arrives the fast way.
+    let other = a.mcp_client(ALICE, ClientKind::Url).await;
+    other.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
+    let (url, id) = needs_connecting(&other).await;
+    let callback = approve_up_to_the_callback(&a, &browser, &url).await;
+    callback_on(&b, &a, &browser, &callback).await;
+    assert_eq!(other.next_completion(Duration::from_secs(4)).await.as_deref(), Some(id.as_str()));
+    drop(b);
+    a.stop().await;
+}
