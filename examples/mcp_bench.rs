@@ -1,0 +1,355 @@
+//! The broker beside a bare rmcp echo server in one run (issue 11); `bench/run.sh` builds
+//! everything in release mode and runs this.
+//!
+//! ```text
+//! mcp_bench --broker target/release/oauth-broker --echo target/release/examples/echo_server
+//!           [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
+//! ```
+//!
+//! 1. Starts both servers on loopback; the broker as `serve --demo` on a fresh SQLite database.
+//! 2. Connects the demo provider through the real browser flow (`connect_account`, sign-in,
+//!    consent, the demo provider's approval) `--connects` times, timing callback →
+//!    `notifications/elicitation/complete` at an rmcp client.
+//! 3. wrk (`bench/mcp.lua`) against `echo`, `list_connections` and `provider_request` (a ready
+//!    grant; the demo provider answers on loopback), interleaved over `--rounds` rounds: one
+//!    session × 16 connections, then 64 sessions × 64 connections. Medians.
+//! 4. Per-session memory: RSS before and with `--sessions` sessions each holding its GET
+//!    stream open, and after they are closed (DELETE) — for both servers.
+//! 5. Cold start to ready (`/readyz` 200) on the existing database, `--starts` times.
+
+#[path = "mcp_bench/flow.rs"]
+mod flow;
+#[path = "mcp_bench/mcp.rs"]
+mod mcp;
+#[path = "mcp_bench/procs.rs"]
+mod procs;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use mcp::Endpoint;
+use procs::Server;
+
+#[derive(Parser)]
+#[command(about = "oauth-broker beside a bare rmcp echo server: throughput, latency, memory, start-up")]
+struct Args {
+    /// The broker binary (release build).
+    #[arg(long)]
+    broker: PathBuf,
+    /// The bare rmcp echo server (`examples/echo_server.rs`, release build).
+    #[arg(long)]
+    echo: PathBuf,
+    /// The wrk script.
+    #[arg(long, default_value = "bench/mcp.lua")]
+    script: PathBuf,
+    /// Interleaved rounds per load case (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Seconds of load per case and round.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Idle sessions held open (with their GET streams) for the memory figure.
+    #[arg(long, default_value_t = 10_000)]
+    sessions: usize,
+    /// Connections made through the browser flow (callback → completion latency).
+    #[arg(long, default_value_t = 20)]
+    connects: usize,
+    /// Cold starts timed on the existing database.
+    #[arg(long, default_value_t = 5)]
+    starts: usize,
+}
+
+/// The account the load's `provider_request` uses (the demo provider's default).
+const ACCOUNT: &str = "demo-user";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::Builder::new().prefix("oauth-broker-bench-").tempdir()?;
+    let log = dir.path().join("broker.log");
+    let port = procs::free_port()?;
+    let echo = procs::spawn_echo(&args.echo).await?;
+    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log).await?;
+    let password = demo.password.clone().context("a fresh database prints the demo password")?;
+    println!("bare rmcp echo server: {}   broker: {} (log {})", echo.base, broker.base, log.display());
+
+    // 2. The browser flow, timed; the first connection is the load's ready grant.
+    let mut flow = flow::Flow::start(&broker.base, &demo.token, &password).await?;
+    let mut to_notification = Vec::new();
+    let mut answered = Vec::new();
+    for i in 0..args.connects.max(1) {
+        let account = if i == 0 { ACCOUNT.to_owned() } else { format!("bench-{i}") };
+        let timing = flow.connect(&account).await.with_context(|| format!("connecting {account}"))?;
+        if i > 0 {
+            // The first includes the sign-in's warm-up.
+            to_notification.push(timing.to_notification);
+            answered.push(timing.callback_answered);
+        }
+    }
+    flow.check_ready(ACCOUNT).await?;
+    flow.close().await;
+
+    // 3. Throughput.
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+    let echo_at = Endpoint { http: http.clone(), mcp: echo.mcp(), token: None };
+    let broker_at = Endpoint { http: http.clone(), mcp: broker.mcp(), token: Some(demo.token.clone()) };
+    let cases = [
+        Case { name: "bare rmcp echo", tool: "echo", args: json!({"text": "hello"}), at: echo_at.clone() },
+        Case { name: "broker list_connections", tool: "list_connections", args: json!({}), at: broker_at.clone() },
+        Case {
+            name: "broker provider_request",
+            tool: "provider_request",
+            args: json!({"provider": "demo", "method": "GET", "path": "/me", "account": ACCOUNT}),
+            at: broker_at.clone(),
+        },
+    ];
+    let mut tables = Vec::new();
+    for (sessions, connections, threads) in [(1, 16, 2), (64, 64, 4)] {
+        let mut opened = Vec::new();
+        for case in &cases {
+            let ids = open_sessions(&case.at, sessions).await?;
+            case.at.call(&ids[0], case.tool, &case.args).await.with_context(|| case.name.to_owned())?;
+            opened.push(ids);
+        }
+        let mut results: Vec<Vec<WrkResult>> = vec![Vec::new(); cases.len()];
+        for round in 0..args.rounds {
+            for (i, case) in cases.iter().enumerate() {
+                let result = wrk(&args, case, &opened[i], connections, threads).await?;
+                eprintln!(
+                    "  round {} · {sessions} session(s) × {connections} connections · {}: {:.0} req/s",
+                    round + 1,
+                    case.name,
+                    result.per_second()
+                );
+                results[i].push(result);
+            }
+        }
+        tables.push((sessions, connections, results.into_iter().map(Median::of).collect::<Vec<_>>()));
+        for (case, ids) in cases.iter().zip(&opened) {
+            for id in ids {
+                let _ = case.at.close(id).await;
+            }
+        }
+    }
+
+    // 4. Memory per idle session with its GET stream open.
+    let echo_memory = memory(&echo, &echo_at, args.sessions).await?;
+    let broker_memory = memory(&broker, &broker_at, args.sessions).await?;
+
+    // 5. Cold start on the existing database.
+    broker.stop().await;
+    echo.stop().await;
+    let mut starts = Vec::new();
+    for _ in 0..args.starts {
+        let (broker, _, took) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log).await?;
+        starts.push(took);
+        broker.stop().await;
+    }
+
+    // Report.
+    println!();
+    for (sessions, connections, medians) in &tables {
+        println!(
+            "## tools/call, {sessions} session(s) × {connections} connections (wrk, {} × {} s, medians)",
+            args.rounds, args.seconds
+        );
+        println!("| server | tool | req/s | vs bare rmcp | p50 | p99 | errors |");
+        println!("|---|---|---|---|---|---|---|");
+        let base = medians[0].per_second;
+        for (case, m) in cases.iter().zip(medians) {
+            println!(
+                "| {} | `{}` | {:.0} | {:.2} | {:.2} ms | {:.2} ms | {} |",
+                case.name,
+                case.tool,
+                m.per_second,
+                m.per_second / base,
+                m.p50_us / 1000.0,
+                m.p99_us / 1000.0,
+                m.errors
+            );
+        }
+        println!();
+    }
+    println!("## memory, {} idle sessions with their GET stream open", args.sessions);
+    println!("| server | RSS before | with sessions | per session | after DELETE |");
+    println!("|---|---|---|---|---|");
+    for (name, m) in [("bare rmcp echo", &echo_memory), ("broker", &broker_memory)] {
+        println!(
+            "| {name} | {} KiB | {} KiB | {:.1} KiB | {} KiB |",
+            m.before,
+            m.with,
+            (m.with as f64 - m.before as f64) / args.sessions as f64,
+            m.after
+        );
+    }
+    println!();
+    println!(
+        "## OAuth callback → notifications/elicitation/complete at the client ({} connections)",
+        to_notification.len()
+    );
+    println!(
+        "callback → notification: p50 {} p99 {}; callback answered (includes the demo provider's token endpoint, in-process): p50 {} p99 {}",
+        ms(percentile(&to_notification, 50)),
+        ms(percentile(&to_notification, 99)),
+        ms(percentile(&answered, 50)),
+        ms(percentile(&answered, 99)),
+    );
+    println!();
+    println!(
+        "## cold start to ready (/readyz 200) on the existing database: median {} (min {}, max {}) over {}",
+        ms(percentile(&starts, 50)),
+        ms(starts.iter().min().copied().unwrap_or_default()),
+        ms(starts.iter().max().copied().unwrap_or_default()),
+        starts.len()
+    );
+    Ok(())
+}
+
+struct Case {
+    name: &'static str,
+    tool: &'static str,
+    args: Value,
+    at: Endpoint,
+}
+
+async fn open_sessions(at: &Endpoint, count: usize) -> anyhow::Result<Vec<String>> {
+    let opened: Vec<anyhow::Result<String>> =
+        futures::stream::iter(0..count).map(|_| at.open_session()).buffer_unordered(16).collect().await;
+    opened.into_iter().collect()
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WrkResult {
+    requests: f64,
+    seconds: f64,
+    p50_us: f64,
+    p99_us: f64,
+    errors: u64,
+}
+
+impl WrkResult {
+    fn per_second(&self) -> f64 {
+        self.requests / self.seconds
+    }
+}
+
+struct Median {
+    per_second: f64,
+    p50_us: f64,
+    p99_us: f64,
+    errors: u64,
+}
+
+impl Median {
+    fn of(results: Vec<WrkResult>) -> Self {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or_default()
+        };
+        Median {
+            per_second: median(results.iter().map(WrkResult::per_second).collect()),
+            p50_us: median(results.iter().map(|r| r.p50_us).collect()),
+            p99_us: median(results.iter().map(|r| r.p99_us).collect()),
+            errors: results.iter().map(|r| r.errors).sum(),
+        }
+    }
+}
+
+async fn wrk(
+    args: &Args,
+    case: &Case,
+    sessions: &[String],
+    connections: usize,
+    threads: usize,
+) -> anyhow::Result<WrkResult> {
+    let output = tokio::process::Command::new("wrk")
+        .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", &format!("{}s", args.seconds)])
+        .arg("-s")
+        .arg(&args.script)
+        .arg(&case.at.mcp)
+        .env("MCP_SESSIONS", sessions.join(","))
+        .env("MCP_TOKEN", case.at.token.as_deref().unwrap_or_default())
+        .env("MCP_TOOL", case.tool)
+        .env("MCP_ARGS", case.args.to_string())
+        .output()
+        .await
+        .context("running wrk (apt-get install -y wrk)")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let Some(line) = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")) else {
+        bail!("wrk gave no result: {stdout} {}", String::from_utf8_lossy(&output.stderr));
+    };
+    let v: Value = serde_json::from_str(line)?;
+    let number = |k: &str| v[k].as_f64().unwrap_or_default();
+    Ok(WrkResult {
+        requests: number("requests"),
+        seconds: number("seconds"),
+        p50_us: number("p50_us"),
+        p99_us: number("p99_us"),
+        errors: v["errors"].as_u64().unwrap_or_default(),
+    })
+}
+
+struct Memory {
+    before: u64,
+    with: u64,
+    after: u64,
+}
+
+/// RSS before, with `count` sessions each listening on its GET stream, and after they are
+/// closed and their streams dropped.
+async fn memory(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<Memory> {
+    let before = settled_rss(server).await;
+    // One connection per stream: nothing shared, nothing pooled.
+    let streams = reqwest::Client::builder().pool_max_idle_per_host(0).build()?;
+    let opened: Vec<anyhow::Result<(String, reqwest::Response)>> = futures::stream::iter(0..count)
+        .map(|_| {
+            let streams = streams.clone();
+            async move {
+                let id = at.open_session().await?;
+                let stream = at.listen(&streams, &id).await?;
+                Ok((id, stream))
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let opened = opened.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let with = settled_rss(server).await;
+    let ids: Vec<String> = opened.iter().map(|(id, _)| id.clone()).collect();
+    drop(opened);
+    let closed: Vec<anyhow::Result<()>> =
+        futures::stream::iter(ids.iter()).map(|id| at.close(id)).buffer_unordered(32).collect().await;
+    closed.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let after = settled_rss(server).await;
+    Ok(Memory { before, with, after })
+}
+
+/// RSS once it stops moving (memory is returned to the allocator asynchronously).
+async fn settled_rss(server: &Server) -> u64 {
+    let mut last = server.rss_kib();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = server.rss_kib();
+        if now.abs_diff(last) < 64 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+fn percentile(values: &[Duration], p: usize) -> Duration {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let last = sorted.len().saturating_sub(1);
+    sorted.get(last * p / 100).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
