@@ -7,6 +7,7 @@
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
+use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -266,6 +267,37 @@ pub fn quoted(value: &str, max_chars: usize) -> String {
 /// joiners, bidi embeddings, overrides and isolates, invisible operators, the BOM.
 fn is_invisible(c: char) -> bool {
     matches!(c, '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+}
+
+/// What the admin audit list searches: action, actor, outcome, provider, detail and the user's
+/// name (see `paging`).
+const SEARCH_AUDIT: &str = "(LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, '')) LIKE $1 ESCAPE '\\' OR {USER_MATCHES})";
+
+impl Store {
+    /// One page of audit entries matching `search`, newest first (issue 10).
+    pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
+        let filter = SEARCH_AUDIT.replace("{USER_MATCHES}", USER_MATCHES);
+        let sql = ListSql { columns: AUDIT_COLUMNS, from: "audit_log", filter: &filter, order: "id DESC" };
+        self.paged(sql, search, None, window).await
+    }
+
+    /// The newest refreshes and failures about (user, provider): what the grants list shows
+    /// as a grant's last refresh and last error.
+    pub async fn audit_refreshes_and_failures(
+        &self,
+        user_id: &str,
+        provider: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        Ok(sqlx::query_as::<_, AuditEntry>(&format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE user_id = $1 AND provider = $2 AND (action IN ('grant.refreshed', 'grant.needs_reconsent') OR outcome <> 'success') ORDER BY id DESC LIMIT $3"
+        ))
+        .bind(user_id)
+        .bind(provider)
+        .bind(limit)
+        .fetch_all(self.db())
+        .await?)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! hash, bound to this row and to the browser session that approved, and consumed with a
 //! compare-and-swap so it works once.
 
+use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -421,6 +422,29 @@ impl Store {
         let done =
             sqlx::query("DELETE FROM authorizations WHERE expires_at < $1").bind(cutoff).execute(self.db()).await?;
         Ok(done.rows_affected())
+    }
+}
+
+/// What the admin authorizations list searches besides the user's name; `$2` is now, so an
+/// open attempt past its expiry is found as `expired`, as the list shows it (see `paging`).
+const SEARCH_AUTHORIZATIONS: &str = "(LOWER(provider || ' ' || CASE WHEN status IN ('pending', 'redirected', 'exchanging') AND expires_at <= $2 THEN 'expired' ELSE status END || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id) LIKE $1 ESCAPE '\\' OR {USER_MATCHES})";
+
+impl Store {
+    /// One page of authorizations matching `search` at `now`, newest first (issue 10).
+    pub async fn page_authorizations(
+        &self,
+        search: &Search,
+        now: Timestamp,
+        window: Window,
+    ) -> StoreResult<Paged<AuthorizationRow>> {
+        let filter = SEARCH_AUTHORIZATIONS.replace("{USER_MATCHES}", USER_MATCHES);
+        let sql =
+            ListSql { columns: AUTHZ_COLUMNS, from: "authorizations", filter: &filter, order: "created_at DESC, id" };
+        let page: Paged<RawAuthorizationRow> = self.paged(sql, search, Some(now), window).await?;
+        Ok(Paged {
+            rows: page.rows.into_iter().map(AuthorizationRow::try_from).collect::<StoreResult<_>>()?,
+            total: page.total,
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
+use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -214,6 +215,28 @@ impl Store {
             .execute(self.db())
             .await?;
         Ok(done.rows_affected())
+    }
+}
+
+/// What the admin consents list searches: the client, scopes, the connection (its provider and
+/// account) and the user's name (see `paging`).
+const SEARCH_CONSENTS: &str = "(LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id) LIKE $1 ESCAPE '\\' OR grant_id IN (SELECT id FROM grants WHERE LOWER(provider || ' ' || COALESCE(account_label, '')) LIKE $1 ESCAPE '\\') OR {USER_MATCHES})";
+
+impl Store {
+    /// One page of consents matching `search`, most recently changed first (issue 10).
+    pub async fn page_consents(&self, search: &Search, window: Window) -> StoreResult<Paged<ConsentRow>> {
+        let filter = SEARCH_CONSENTS.replace("{USER_MATCHES}", USER_MATCHES);
+        let sql = ListSql {
+            columns: CONSENT_COLUMNS,
+            from: "client_consents",
+            filter: &filter,
+            order: "updated_at DESC, grant_id, client_key",
+        };
+        let page: Paged<RawConsentRow> = self.paged(sql, search, None, window).await?;
+        Ok(Paged {
+            rows: page.rows.into_iter().map(ConsentRow::try_from).collect::<StoreResult<_>>()?,
+            total: page.total,
+        })
     }
 }
 

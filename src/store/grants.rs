@@ -5,6 +5,7 @@
 //! (`refresh_lease_until`, `refresh_lease_holder`) lets one caller (on any instance) refresh
 //! while the others wait and re-read.
 
+use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -427,6 +428,27 @@ impl Store {
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.db()).await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+/// What the admin grants list searches besides the user's name (see `paging`).
+const SEARCH_GRANTS: &str = "(LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id) LIKE $1 ESCAPE '\\' OR {USER_MATCHES})";
+
+impl Store {
+    /// One page of grants matching `search`, ordered as [`Store::all_grants`] (issue 10).
+    pub async fn page_grants(&self, search: &Search, window: Window) -> StoreResult<Paged<GrantRow>> {
+        let filter = SEARCH_GRANTS.replace("{USER_MATCHES}", USER_MATCHES);
+        let sql = ListSql {
+            columns: GRANT_COLUMNS,
+            from: "grants",
+            filter: &filter,
+            order: "user_id, provider, account_label, id",
+        };
+        let page: Paged<RawGrantRow> = self.paged(sql, search, None, window).await?;
+        Ok(Paged {
+            rows: page.rows.into_iter().map(GrantRow::try_from).collect::<StoreResult<_>>()?,
+            total: page.total,
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 //! [`crate::authorization_server`]. A confidential client's secret is stored only as its SHA-256:
 //! the secret is 256 random bits, so a fast hash is enough and a database reader cannot use it.
 
+use super::paging::{ListSql, Paged, Search, Window};
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -133,6 +134,26 @@ impl Store {
         .into_iter()
         .map(OAuthClientRow::try_from)
         .collect()
+    }
+}
+
+/// What the admin MCP clients list searches (see `paging`).
+const SEARCH_CLIENTS: &str = "LOWER(COALESCE(client_name, '') || ' ' || client_id || ' ' || token_endpoint_auth_method || ' ' || redirect_uris || ' ' || COALESCE(scope, '')) LIKE $1 ESCAPE '\\'";
+
+impl Store {
+    /// One page of registered MCP clients matching `search`, newest first (issue 10).
+    pub async fn page_oauth_clients(&self, search: &Search, window: Window) -> StoreResult<Paged<OAuthClientRow>> {
+        let sql = ListSql {
+            columns: CLIENT_COLUMNS,
+            from: "oauth_clients",
+            filter: SEARCH_CLIENTS,
+            order: "created_at DESC, client_id",
+        };
+        let page: Paged<RawOAuthClientRow> = self.paged(sql, search, None, window).await?;
+        Ok(Paged {
+            rows: page.rows.into_iter().map(OAuthClientRow::try_from).collect::<StoreResult<_>>()?,
+            total: page.total,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Users: the pair (issuer, subject) is the identity; local accounts also have a username and
 //! an argon2 password hash.
 
+use super::paging::{ListSql, Paged, Search, Window};
 use super::{Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 
@@ -113,5 +114,30 @@ impl Store {
             .execute(self.db())
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+/// What the admin users list searches: names, ids, issuer, role, status, kind (see `paging`).
+const SEARCH_USERS: &str = "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject || ' ' || id || ' ' || issuer || ' ' || CASE WHEN is_admin <> 0 THEN 'admin' ELSE 'user' END || ' ' || CASE WHEN disabled_at IS NULL THEN 'enabled' ELSE 'disabled' END || ' ' || CASE WHEN username IS NULL THEN 'external (oidc)' ELSE 'local account' END) LIKE $1 ESCAPE '\\'";
+
+impl Store {
+    /// One page of users matching `search`, oldest first (the admin pages, issue 10).
+    pub async fn page_users(&self, search: &Search, window: Window) -> StoreResult<Paged<User>> {
+        let sql = ListSql { columns: USER_COLUMNS, from: "users", filter: SEARCH_USERS, order: "created_at, id" };
+        self.paged(sql, search, None, window).await
+    }
+
+    /// The users with these ids (missing ones are left out), for naming a page's rows.
+    pub async fn users_by_ids(&self, ids: &[&str]) -> StoreResult<Vec<User>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id IN ({})", placeholders.join(", "));
+        let mut query = sqlx::query_as::<_, User>(&sql);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        Ok(query.fetch_all(self.db()).await?)
     }
 }

@@ -7,6 +7,7 @@ mod helpers;
 mod strict_provider;
 
 mod admin;
+mod admin_paging;
 mod audit;
 mod authorization_server;
 mod bearer;

@@ -8,9 +8,8 @@ use axum::response::Response;
 
 use super::Admin;
 use super::listing::Card;
-use super::tables::{MAX_ROWS, audit_card, shown_status, user_labels};
+use super::tables::{audit_card, audit_user_ids, user_labels};
 use crate::state::AppState;
-use crate::store::grants::GrantStatus;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
@@ -27,35 +26,25 @@ pub struct DashboardPage {
 }
 
 pub async fn show(State(state): State<AppState>, admin: Admin) -> Result<Response, PageError> {
-    let users = state.store.list_users().await?;
-    let grants = state.store.all_grants().await?;
-    let authorizations = state.store.all_authorizations(MAX_ROWS).await?;
-    let now = state.now();
-    let by_status = |wanted: &[&str]| authorizations.iter().filter(|a| wanted.contains(&shown_status(a, now))).count();
+    let c = state.store.admin_counts(state.now()).await?;
+    let n = |count: i64| usize::try_from(count).unwrap_or(0);
     let counts = vec![
-        ("users".into(), users.len(), "/admin/users".into()),
-        ("admins".into(), users.iter().filter(|u| u.is_admin()).count(), "/admin/users?q=admin".into()),
-        ("disabled users".into(), users.iter().filter(|u| u.is_disabled()).count(), "/admin/users?q=disabled".into()),
-        ("grants".into(), grants.len(), "/admin/grants".into()),
-        (
-            "grants needing a new consent".into(),
-            grants.iter().filter(|g| g.status == GrantStatus::NeedsReconsent).count(),
-            "/admin/grants?q=needs_reconsent".into(),
-        ),
-        (
-            "open authorizations".into(),
-            by_status(&["pending", "redirected", "exchanging"]),
-            "/admin/authorizations".into(),
-        ),
-        ("completed authorizations".into(), by_status(&["completed"]), "/admin/authorizations?q=completed".into()),
-        ("declined authorizations".into(), by_status(&["declined"]), "/admin/authorizations?q=declined".into()),
-        ("failed authorizations".into(), by_status(&["failed"]), "/admin/authorizations?q=failed".into()),
-        ("expired authorizations".into(), by_status(&["expired"]), "/admin/authorizations?q=expired".into()),
-        ("consents".into(), state.store.all_consents(MAX_ROWS).await?.len(), "/admin/consents".into()),
-        ("MCP clients".into(), state.store.list_oauth_clients(MAX_ROWS).await?.len(), "/admin/clients".into()),
-        ("tool-server services".into(), state.store.list_services().await?.len(), "/admin/services".into()),
+        ("users".into(), n(c.users), "/admin/users".into()),
+        ("admins".into(), n(c.admins), "/admin/users?q=admin".into()),
+        ("disabled users".into(), n(c.disabled_users), "/admin/users?q=disabled".into()),
+        ("grants".into(), n(c.grants), "/admin/grants".into()),
+        ("grants needing a new consent".into(), n(c.grants_needing_consent), "/admin/grants?q=needs_reconsent".into()),
+        ("open authorizations".into(), n(c.open_authorizations), "/admin/authorizations".into()),
+        ("completed authorizations".into(), n(c.completed_authorizations), "/admin/authorizations?q=completed".into()),
+        ("declined authorizations".into(), n(c.declined_authorizations), "/admin/authorizations?q=declined".into()),
+        ("failed authorizations".into(), n(c.failed_authorizations), "/admin/authorizations?q=failed".into()),
+        ("expired authorizations".into(), n(c.expired_authorizations), "/admin/authorizations?q=expired".into()),
+        ("consents".into(), n(c.consents), "/admin/consents".into()),
+        ("MCP clients".into(), n(c.oauth_clients), "/admin/clients".into()),
+        ("tool-server services".into(), n(c.services), "/admin/services".into()),
     ];
-    let names = user_labels(&state).await?;
-    let failures = state.store.audit_failures(RECENT).await?.iter().map(|e| audit_card(e, &names)).collect();
+    let recent = state.store.audit_failures(RECENT).await?;
+    let names = user_labels(&state, audit_user_ids(&recent)).await?;
+    let failures = recent.iter().map(|e| audit_card(e, &names)).collect();
     Ok(pages::render(StatusCode::OK, &DashboardPage { nav: SignedIn::of(&admin.0), counts, failures }))
 }

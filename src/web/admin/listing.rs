@@ -1,11 +1,13 @@
-//! What every admin table shares: the `q` (search) and `page` parameters, checked once, and
-//! the page that shows rows as cards (a phone is 390 px wide; a wide table is not).
+//! What every admin table shares: the `q` (search) and `page` parameters, checked once and
+//! handed to the store (which searches, counts and pages in SQL: `store::paging`), and the page
+//! that shows rows as cards (a phone is 390 px wide; a wide table is not).
 
 use askama::Template;
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 
+use crate::store::paging::{Search, Window};
 use crate::web::error::PageError;
 use crate::web::pages::SignedIn;
 
@@ -52,9 +54,14 @@ impl ListQuery {
         Ok(ListQuery { q, page, notice: raw.notice.as_deref().and_then(notice_text) })
     }
 
-    /// Whether a row whose shown text is `haystack` matches the search (case-insensitive).
-    pub fn matches(&self, haystack: &str) -> bool {
-        self.q.is_empty() || haystack.to_lowercase().contains(&self.q.to_lowercase())
+    /// The search as the store runs it.
+    pub fn search(&self) -> Search {
+        Search::new(&self.q)
+    }
+
+    /// Which rows this page shows.
+    pub fn window(&self) -> Window {
+        Window::page(self.page, PAGE_SIZE)
     }
 }
 
@@ -123,17 +130,18 @@ pub struct TablePage {
 }
 
 impl TablePage {
-    /// The page `query.page` of the cards that match `query.q`; a page past the end is refused.
+    /// Page `query.page` of a list whose matching rows the store counted (`total`) and read
+    /// (`cards`, already this page's); a page past the end is refused.
     pub fn build(
         nav: SignedIn,
         title: &str,
         path: &str,
         intro: &str,
         query: &ListQuery,
-        all: Vec<Card>,
+        cards: Vec<Card>,
+        total: i64,
     ) -> Result<Self, PageError> {
-        let matching: Vec<Card> = all.into_iter().filter(|c| query.matches(&c.search_text())).collect();
-        let total = matching.len();
+        let total = usize::try_from(total).unwrap_or(0);
         let pages = total.div_ceil(PAGE_SIZE).max(1);
         if query.page > pages {
             return Err(PageError::page(
@@ -143,7 +151,6 @@ impl TablePage {
                 "Go back to the list's first page.",
             ));
         }
-        let cards = matching.into_iter().skip((query.page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect();
         Ok(TablePage {
             nav,
             title: title.into(),
@@ -169,19 +176,6 @@ impl TablePage {
     }
 }
 
-impl Card {
-    fn search_text(&self) -> String {
-        let mut text = self.title.clone();
-        for (label, value) in &self.fields {
-            text.push('\n');
-            text.push_str(label);
-            text.push(' ');
-            text.push_str(value);
-        }
-        text
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,7 +197,11 @@ mod tests {
         }
         assert!(query(Some(&"a".repeat(MAX_SEARCH_LEN)), None).is_ok());
         assert!(query(Some(&"a".repeat(MAX_SEARCH_LEN + 1)), None).is_err());
-        assert!(query(Some("ALI"), None).unwrap().matches("user alice"));
+        assert_eq!(query(Some(" ALI "), None).unwrap().search().pattern(), "%ali%");
+        assert_eq!(
+            query(None, Some("2")).unwrap().window(),
+            Window { limit: PAGE_SIZE as i64, offset: PAGE_SIZE as i64 }
+        );
     }
 
     #[test]

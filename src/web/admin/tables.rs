@@ -20,21 +20,19 @@ use crate::store::users::User;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
-/// The most rows read for a list; older rows are beyond the admin pages (use the CLI's --json).
-pub const MAX_ROWS: i64 = 5000;
-
 type Q = Result<Query<RawListQuery>, QueryRejection>;
 
+/// The list page for rows the store already searched and paged (`total` matching in all).
 fn page(
     admin: &Admin,
     title: &str,
     path: &str,
     intro: &str,
-    query: Q,
+    query: &ListQuery,
     cards: Vec<Card>,
+    total: i64,
 ) -> Result<Response, PageError> {
-    let query = ListQuery::parse(query)?;
-    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, &query, cards)?;
+    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, cards, total)?;
     Ok(pages::render(StatusCode::OK, &page))
 }
 
@@ -51,9 +49,15 @@ pub fn user_label(user: &User) -> String {
     safe_text(user.username.as_deref().or(user.display_name.as_deref()).unwrap_or(&user.subject))
 }
 
-/// Every user's label by id.
-pub async fn user_labels(state: &AppState) -> Result<HashMap<String, String>, PageError> {
-    Ok(state.store.list_users().await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
+/// The labels of the users with these ids (one query for a page's rows).
+pub async fn user_labels<'a>(
+    state: &AppState,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<HashMap<String, String>, PageError> {
+    let mut ids: Vec<&str> = ids.into_iter().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(state.store.users_by_ids(&ids).await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
 }
 
 fn name_of(names: &HashMap<String, String>, id: &str) -> String {
@@ -61,10 +65,10 @@ fn name_of(names: &HashMap<String, String>, id: &str) -> String {
 }
 
 pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let cards = state
-        .store
-        .list_users()
-        .await?
+    let query = ListQuery::parse(query)?;
+    let found = state.store.page_users(&query.search(), query.window()).await?;
+    let cards = found
+        .rows
         .iter()
         .map(|u| {
             let disabled = u.is_disabled();
@@ -87,57 +91,50 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         })
         .collect();
     let intro = "Every account. Disabling one signs it out everywhere and stops its bearer tokens; it cannot sign in until enabled.";
-    page(&admin, "Users", "/admin/users", intro, query, cards)
+    page(&admin, "Users", "/admin/users", intro, &query, cards, found.total)
 }
 
 pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let names = user_labels(&state).await?;
-    let audit = state.store.audit_entries(None, MAX_ROWS).await?;
+    let query = ListQuery::parse(query)?;
+    let found = state.store.page_grants(&query.search(), query.window()).await?;
+    let names = user_labels(&state, found.rows.iter().map(|g| g.user_id.as_str())).await?;
     let now = state.now();
-    let cards = state
-        .store
-        .all_grants()
-        .await?
-        .iter()
-        .map(|g| {
-            let last = last_refresh(&audit, &g.user_id, &g.provider);
-            Card {
-                title: format!(
-                    "{} · {}",
-                    safe_text(&g.provider),
-                    g.account_label.as_deref().map_or("—".into(), safe_text)
+    let mut cards = Vec::with_capacity(found.rows.len());
+    for g in &found.rows {
+        let audit = state.store.audit_refreshes_and_failures(&g.user_id, &g.provider, 20).await?;
+        let last = last_refresh(&audit, &g.user_id, &g.provider);
+        cards.push(Card {
+            title: format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)),
+            fields: vec![
+                field("user", name_of(&names, &g.user_id)),
+                field("status", g.status.as_str()),
+                field("scopes", g.scopes.to_space_separated()),
+                field(
+                    "expires",
+                    match g.expires_at {
+                        Some(at) if at <= now => format!("{} (expired)", iso_time(at)),
+                        Some(at) => iso_time(at),
+                        None => "never said".into(),
+                    },
                 ),
-                fields: vec![
-                    field("user", name_of(&names, &g.user_id)),
-                    field("status", g.status.as_str()),
-                    field("scopes", g.scopes.to_space_separated()),
-                    field(
-                        "expires",
-                        match g.expires_at {
-                            Some(at) if at <= now => format!("{} (expired)", iso_time(at)),
-                            Some(at) => iso_time(at),
-                            None => "never said".into(),
-                        },
-                    ),
-                    field("refresh token", if g.refresh_token_sealed.is_some() { "held" } else { "none" }),
-                    field(
-                        "last refresh",
-                        last.map_or("none recorded".into(), |(at, outcome)| format!("{} {outcome}", iso_time(at))),
-                    ),
-                    field("last error", last_error(&audit, &g.user_id, &g.provider).unwrap_or_else(|| "none".into())),
-                    field("updated", iso_time(g.updated_at)),
-                    field("id", g.id.clone()),
-                ],
-                actions: vec![CardAction {
-                    path: "/admin/grants/revoke".into(),
-                    label: "Revoke".into(),
-                    fields: vec![hidden("grant_id", &g.id)],
-                }],
-            }
-        })
-        .collect();
+                field("refresh token", if g.refresh_token_sealed.is_some() { "held" } else { "none" }),
+                field(
+                    "last refresh",
+                    last.map_or("none recorded".into(), |(at, outcome)| format!("{} {outcome}", iso_time(at))),
+                ),
+                field("last error", last_error(&audit, &g.user_id, &g.provider).unwrap_or_else(|| "none".into())),
+                field("updated", iso_time(g.updated_at)),
+                field("id", g.id.clone()),
+            ],
+            actions: vec![CardAction {
+                path: "/admin/grants/revoke".into(),
+                label: "Revoke".into(),
+                fields: vec![hidden("grant_id", &g.id)],
+            }],
+        });
+    }
     let intro = "Stored third-party grants (never their tokens). Revoking one tells the provider and deletes it; this page then says what the provider answered.";
-    page(&admin, "Grants", "/admin/grants", intro, query, cards)
+    page(&admin, "Grants", "/admin/grants", intro, &query, cards, found.total)
 }
 
 /// The latest refresh of (user, provider) in the audit log: when, and how it ended.
@@ -159,7 +156,7 @@ fn last_error(audit: &[AuditEntry], user_id: &str, provider: &str) -> Option<Str
     audit
         .iter()
         .filter(|e| e.user_id.as_deref() == Some(user_id) && e.provider.as_deref() == Some(provider))
-        .find(|e| is_failure(&e.action))
+        .find(|e| is_failure(e))
         .map(|e| {
             format!(
                 "{} {}{}",
@@ -170,18 +167,22 @@ fn last_error(audit: &[AuditEntry], user_id: &str, provider: &str) -> Option<Str
         })
 }
 
-/// Audit actions that record something going wrong (the dashboard's recent failures).
-pub fn is_failure(action: &str) -> bool {
-    ["failed", "declined", "needs_reconsent", "refused", "expired"].iter().any(|w| action.contains(w))
+/// Whether an entry records something going wrong (its outcome, or for an entry without one,
+/// its action's name).
+pub fn is_failure(e: &AuditEntry) -> bool {
+    match e.outcome.as_deref() {
+        Some(outcome) => outcome != "success",
+        None => crate::store::audit::Outcome::of_action(&e.action) != crate::store::audit::Outcome::Success,
+    }
 }
 
 pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let names = user_labels(&state).await?;
+    let query = ListQuery::parse(query)?;
     let now = state.now();
-    let cards = state
-        .store
-        .all_authorizations(MAX_ROWS)
-        .await?
+    let found = state.store.page_authorizations(&query.search(), now, query.window()).await?;
+    let names = user_labels(&state, found.rows.iter().map(|a| a.user_id.as_str())).await?;
+    let cards = found
+        .rows
         .iter()
         .map(|a| {
             let status = shown_status(a, now);
@@ -211,7 +212,7 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
         })
         .collect();
     let intro = "Connect attempts: pending, completed, declined, failed and expired. Expiring an open one makes its link stop working.";
-    page(&admin, "Authorizations", "/admin/authorizations", intro, query, cards)
+    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, cards, found.total)
 }
 
 /// The status, with an open attempt past its expiry shown as `expired`.
@@ -224,18 +225,19 @@ pub fn shown_status(a: &crate::store::authorizations::AuthorizationRow, now: i64
 }
 
 pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let names = user_labels(&state).await?;
-    let grants: HashMap<String, String> = state
-        .store
-        .all_grants()
-        .await?
-        .into_iter()
-        .map(|g| {
-            (g.id, format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)))
-        })
-        .collect();
+    let query = ListQuery::parse(query)?;
+    let found = state.store.page_consents(&query.search(), query.window()).await?;
+    let names = user_labels(&state, found.rows.iter().map(|c| c.user_id.as_str())).await?;
+    let mut grants = HashMap::new();
+    for c in &found.rows {
+        if let Some(g) = state.store.grant_by_id(&c.grant_id).await? {
+            let label =
+                format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text));
+            grants.insert(g.id, label);
+        }
+    }
     let mut cards = Vec::new();
-    for c in state.store.all_consents(MAX_ROWS).await? {
+    for c in found.rows {
         let client =
             crate::broker::consent::client_name(&state, &crate::identity::ClientIdentity::from_key(&c.client_key))
                 .await;
@@ -256,14 +258,14 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
         });
     }
     let intro = "Which clients each user allowed to use which connection. Withdrawing one makes that client ask again.";
-    page(&admin, "Consents", "/admin/consents", intro, query, cards)
+    page(&admin, "Consents", "/admin/consents", intro, &query, cards, found.total)
 }
 
 pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let cards = state
-        .store
-        .list_oauth_clients(MAX_ROWS)
-        .await?
+    let query = ListQuery::parse(query)?;
+    let found = state.store.page_oauth_clients(&query.search(), query.window()).await?;
+    let cards = found
+        .rows
         .iter()
         .map(|c| Card {
             title: c.client_name.as_deref().map_or_else(|| "(no name)".into(), safe_text),
@@ -280,14 +282,14 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro =
         "MCP clients registered with the broker's own authorization server (names are the clients' own, unchecked).";
-    page(&admin, "MCP clients", "/admin/clients", intro, query, cards)
+    page(&admin, "MCP clients", "/admin/clients", intro, &query, cards, found.total)
 }
 
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let cards = state
-        .store
-        .list_services()
-        .await?
+    let query = ListQuery::parse(query)?;
+    let found = state.store.page_services(&query.search(), query.window()).await?;
+    let cards = found
+        .rows
         .iter()
         .map(|s| Card {
             title: s.name.clone(),
@@ -303,14 +305,24 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         })
         .collect();
     let intro = "Tool servers registered for the token API (`oauth-broker admin services …` changes them).";
-    page(&admin, "Tool-server services", "/admin/services", intro, query, cards)
+    page(&admin, "Tool-server services", "/admin/services", intro, &query, cards, found.total)
 }
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
-    let names = user_labels(&state).await?;
-    let cards = state.store.audit_entries(None, MAX_ROWS).await?.iter().map(|e| audit_card(e, &names)).collect();
-    let intro = "What happened, newest first. Never holds a secret.";
-    page(&admin, "Audit log", "/admin/audit", intro, query, cards)
+    let query = ListQuery::parse(query)?;
+    let found = state.store.page_audit(&query.search(), query.window()).await?;
+    let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
+    let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
+    let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";
+    page(&admin, "Audit log", "/admin/audit", intro, &query, cards, found.total)
+}
+
+/// The users audit entries name: as the target, or as the acting user or admin.
+pub fn audit_user_ids(entries: &[AuditEntry]) -> impl Iterator<Item = &str> {
+    entries.iter().flat_map(|e| {
+        let actor = e.actor.as_deref().and_then(|a| a.strip_prefix("admin:").or_else(|| a.strip_prefix("user:")));
+        e.user_id.as_deref().into_iter().chain(actor)
+    })
 }
 
 /// An audit entry's actor for people: `admin alice`, `user bob`, `service <id>`, `cli`, ….
