@@ -10,6 +10,7 @@ mod admin;
 mod authorization_server;
 mod bearer;
 mod browser;
+mod caches;
 mod cli;
 mod consent;
 mod database_timeouts;
