@@ -238,7 +238,16 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     // Stopping the whole server also stops accepting work; draining alone lets work finish.
     let shutdown = tokio_util::sync::CancellationToken::new();
     let draining = shutdown.child_token();
-    Ok(AppState { core, keys: Arc::new(keys), oidc, demo_client_secret, draining, shutdown, fixed_identity: None })
+    Ok(AppState {
+        core,
+        keys: Arc::new(keys),
+        oidc,
+        demo_client_secret,
+        draining,
+        shutdown,
+        fixed_identity: None,
+        bearer_cache: Default::default(),
+    })
 }
 
 /// For error messages: never print a database password.

@@ -62,6 +62,8 @@ struct FileConfig {
     progress_interval: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     shutdown_grace: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    mcp_session_idle: Option<Duration>,
     /// Directory of operator prompt templates (TOML or Markdown with front matter).
     prompts_dir: Option<PathBuf>,
     /// Page size of `prompts/list` (and the other paginated lists).
@@ -230,6 +232,10 @@ pub struct Config {
     /// On SIGTERM, how long requests already running may take to finish before they are ended
     /// (`shutdown_grace`, default 20 s).
     pub shutdown_grace: Duration,
+    /// An MCP session with nothing open (no listening GET stream, no request running, no
+    /// authorization waiting for the user) ends after this long without a request, which
+    /// returns its memory (`mcp_session_idle`, default 5 min, at least 10 s).
+    pub mcp_session_idle: Duration,
     /// Operator prompt templates, watched for changes [default: {data_dir}/prompts].
     pub prompts_dir: PathBuf,
     /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
@@ -309,6 +315,10 @@ impl Config {
             connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
             progress_interval: file.progress_interval.unwrap_or(Duration::from_secs(5)).max(Duration::from_millis(50)),
             shutdown_grace: file.shutdown_grace.unwrap_or(Duration::from_secs(20)),
+            mcp_session_idle: file
+                .mcp_session_idle
+                .unwrap_or(Duration::from_secs(crate::mcp::session_life::IDLE_SECONDS as u64))
+                .max(Duration::from_secs(10)),
             prompts_dir: file.prompts_dir.unwrap_or_else(|| data_dir_for_defaults.join("prompts")),
             page_size: match file.page_size {
                 Some(0) => bail!("page_size must be at least 1"),

@@ -187,18 +187,17 @@ async fn consent_gate(
     account: Option<&str>,
     required: &Scopes,
 ) -> Result<Gate, AccessError> {
-    let store = &core.store;
-    let grant = match account {
-        Some(account) => store.grant_for_account(user_id, provider.id.as_str(), account).await,
-        None => store.grant(user_id, provider.id.as_str()).await,
-    }?;
-    let Some(grant) = grant else { return Ok(Gate::Unsettled) };
+    // The grant and this client's consent in one read (one query per decision).
+    let read = core.store.grant_with_consent(user_id, provider.id.as_str(), account, &client.key()).await?;
+    let Some(read) = read else { return Ok(Gate::Unsettled) };
+    let allowed = read.allowed();
+    let grant = read.grant;
     // A grant that must be reconnected anyway (revoked, or lacking scopes) goes through the
     // provider flow, which records this client's consent on the way.
     if grant.status != GrantStatus::Active || !grant.scopes.is_superset_of(required) {
         return Ok(Gate::Unsettled);
     }
-    if consent::client_may_use(core, client, &grant).await? {
+    if allowed {
         return Ok(Gate::Allowed(Box::new(grant)));
     }
     Ok(Gate::Missing(Box::new(grant)))

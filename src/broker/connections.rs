@@ -62,24 +62,20 @@ impl Connection<'_> {
 }
 
 /// Every configured provider with the user's accounts there (one "not connected" entry for a
-/// provider without any), then grants at providers no longer configured. Two queries in all.
+/// provider without any), then grants at providers no longer configured. One query.
 pub async fn connections<'a>(
     core: &'a Core,
     user_id: &str,
     client: Option<&ClientIdentity>,
 ) -> Result<Vec<Connection<'a>>, StoreError> {
-    let grants = core.store.grants_for_user(user_id).await?;
-    let allowed: HashSet<String> = match client {
+    // With a client: each grant and that client's consent in one read.
+    let (grants, allowed): (Vec<GrantRow>, HashSet<String>) = match client {
         Some(client) => {
-            let key = client.key();
-            let consents = core.store.consents_for_user(user_id).await?;
-            grants
-                .iter()
-                .filter(|g| consents.iter().any(|c| c.grant_id == g.id && c.client_key == key && c.covers(&g.scopes)))
-                .map(|g| g.id.clone())
-                .collect()
+            let read = core.store.grants_with_consents(user_id, &client.key()).await?;
+            let allowed = read.iter().filter(|r| r.allowed()).map(|r| r.grant.id.clone()).collect();
+            (read.into_iter().map(|r| r.grant).collect(), allowed)
         }
-        None => HashSet::new(),
+        None => (core.store.grants_for_user(user_id).await?, HashSet::new()),
     };
     let mut by_provider: Vec<(String, Vec<GrantRow>)> = Vec::new();
     for grant in grants {

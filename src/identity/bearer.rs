@@ -16,6 +16,7 @@ use axum::routing::get;
 use serde_json::json;
 
 use super::AuthenticatedUser;
+use super::bearer_cache::TokenKey;
 use crate::state::AppState;
 
 /// RFC 9728 §3 metadata for the MCP endpoint, at the root and at the path-suffixed location.
@@ -190,9 +191,34 @@ async fn refuse_disabled(state: &AppState, user: AuthenticatedUser) -> Result<Au
     }
 }
 
-/// The broker's own JWT (local identity mode), for `audience`.
+/// The broker's own JWT (local identity mode), for `audience`: from the cache when it was
+/// verified before and nothing it rests on has changed since ([`super::bearer_cache`]), else
+/// verified and remembered.
 async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Result<AuthenticatedUser, Rejection> {
-    let claims = state.keys.verify_for(token, audience, state.now()).map_err(|e| {
+    let epoch = state.store.auth_epoch().await.map_err(|e| {
+        tracing::error!(error = %e, "access counter lookup failed");
+        Rejection::Unavailable
+    })?;
+    state.bearer_cache.observe(epoch);
+    let key = TokenKey::new(token, audience);
+    let now = state.now();
+    if let Some(user) = state.bearer_cache.get(&key, now) {
+        return Ok(user);
+    }
+    let (user, refused_from) = verify_local(state, token, audience, now).await?;
+    state.bearer_cache.insert(epoch, key, user.clone(), refused_from);
+    Ok(user)
+}
+
+/// Signature, algorithm, issuer, audience, expiry, a live authorization and an enabled user;
+/// the user, and when the token stops being accepted.
+async fn verify_local(
+    state: &AppState,
+    token: &str,
+    audience: &str,
+    now: crate::clock::Timestamp,
+) -> Result<(AuthenticatedUser, crate::clock::Timestamp), Rejection> {
+    let claims = state.keys.verify_for(token, audience, now).map_err(|e| {
         tracing::debug!(error = %e, "bearer token rejected");
         match e {
             crate::identity::jwt::JwtError::Expired => Rejection::Invalid("the token has expired"),
@@ -220,13 +246,14 @@ async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Re
     if user.is_disabled() {
         return Err(Rejection::Invalid("the token's user is disabled"));
     }
-    Ok(AuthenticatedUser {
+    let user = AuthenticatedUser {
         user_id: user.id,
         issuer: user.issuer,
         subject: user.subject,
         display_name: user.username,
         client: claims.client(),
-    })
+    };
+    Ok((user, claims.exp.saturating_add(crate::identity::jwt::LEEWAY_SECONDS as i64)))
 }
 
 impl From<crate::identity::oidc::OidcError> for Rejection {

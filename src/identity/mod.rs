@@ -8,6 +8,7 @@
 
 pub mod accounts;
 pub mod bearer;
+pub mod bearer_cache;
 pub mod browser;
 pub mod jwt;
 pub mod next;

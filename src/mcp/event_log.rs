@@ -62,6 +62,14 @@ struct Log {
     fresh_common: HashMap<String, u64>,
     /// When answered streams were last dropped.
     pruned_at: Timestamp,
+    /// Request streams in the order they were answered, for pruning and eviction without
+    /// scanning every stream under the lock (issue 11: the scans made each new stream cost
+    /// O(streams) once the log was full, which capped tool calls at ~1k/s). Entries whose
+    /// stream is gone, or was answered again later, are skipped when reached.
+    answered: VecDeque<(Timestamp, String)>,
+    /// Every stream in the order it was created (same lazy skipping), for eviction when no
+    /// answered stream is left to drop.
+    created: VecDeque<String>,
 }
 
 struct StreamLog {
@@ -69,14 +77,13 @@ struct StreamLog {
     events: VecDeque<(u64, ServerSseMessage)>,
     /// When the request's answer went out (a request stream ends with it).
     answered_at: Option<Timestamp>,
-    touched: Timestamp,
     /// The newest id, for live followers; dropped with the stream, which ends them.
     newest: watch::Sender<u64>,
 }
 
 impl StreamLog {
-    fn new(session: Option<String>, now: Timestamp) -> Self {
-        Self { session, events: VecDeque::new(), answered_at: None, touched: now, newest: watch::channel(0).0 }
+    fn new(session: Option<String>) -> Self {
+        Self { session, events: VecDeque::new(), answered_at: None, newest: watch::channel(0).0 }
     }
 }
 
@@ -112,23 +119,28 @@ impl EventLog {
                 evict_oldest(log);
             }
             let session = stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned);
-            log.streams.insert(stream_id.to_owned(), StreamLog::new(session, now));
+            log.streams.insert(stream_id.to_owned(), StreamLog::new(session));
+            log.created.push_back(stream_id.to_owned());
+            forget_gone(log);
         }
         let Some(stream) = log.streams.get_mut(stream_id) else { return id };
         let mut stored = event.clone();
         stored.event_id = Some(id.to_string());
-        if !stream_id.ends_with(COMMON_SUFFIX) && is_answer(&stored) {
+        let answered = !stream_id.ends_with(COMMON_SUFFIX) && is_answer(&stored);
+        if answered {
             stream.answered_at = Some(now);
         }
         stream.events.push_back((id, stored));
-        stream.touched = now;
         if stream.events.len() > KEPT_PER_STREAM
             && let Some((old, _)) = stream.events.pop_front()
         {
             log.stream_of.remove(&old);
         }
-        log.stream_of.insert(id, stream_id.to_owned());
         stream.newest.send_replace(id);
+        log.stream_of.insert(id, stream_id.to_owned());
+        if answered {
+            log.answered.push_back((now, stream_id.to_owned()));
+        }
         id
     }
 
@@ -171,11 +183,10 @@ impl EventLog {
                 let stream_id = log.stream_of.get(&id).cloned().ok_or(ReplayError::Unknown)?;
                 (stream_id, id)
             };
-            let now = self.clock.now();
             let stream = log
                 .streams
                 .entry(stream_id.clone())
-                .or_insert_with(|| StreamLog::new(stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned), now));
+                .or_insert_with(|| StreamLog::new(stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned)));
             if stream.session.as_deref() != Some(session) {
                 return Err(ReplayError::Unknown);
             }
@@ -231,23 +242,49 @@ fn remove_stream(log: &mut Log, stream_id: &str) {
     }
 }
 
-/// Drops answered streams past their resume window.
+/// Drops answered streams past their resume window, oldest answer first.
 fn prune(log: &mut Log, now: Timestamp) {
     log.pruned_at = now;
-    let done: Vec<String> = log
-        .streams
-        .iter()
-        .filter(|(_, s)| s.answered_at.is_some_and(|at| now - at > ANSWERED_KEPT_SECONDS))
-        .map(|(id, _)| id.clone())
-        .collect();
-    for stream_id in done {
-        remove_stream(log, &stream_id);
+    while let Some((at, _)) = log.answered.front() {
+        if now - *at <= ANSWERED_KEPT_SECONDS {
+            break;
+        }
+        if let Some((at, stream_id)) = log.answered.pop_front() {
+            drop_if_answered_at(log, &stream_id, at);
+        }
+    }
+    forget_gone(log);
+}
+
+/// Removes `stream_id` if its answer is the one recorded `at` (not a stream answered again).
+fn drop_if_answered_at(log: &mut Log, stream_id: &str, at: Timestamp) -> bool {
+    if log.streams.get(stream_id).is_some_and(|s| s.answered_at == Some(at)) {
+        remove_stream(log, stream_id);
+        return true;
+    }
+    false
+}
+
+/// Keeps the creation queue from growing past the streams it stands for.
+fn forget_gone(log: &mut Log) {
+    if log.created.len() > 2 * log.streams.len() + 64 {
+        let streams = &log.streams;
+        log.created.retain(|id| streams.contains_key(id));
     }
 }
 
+/// Makes room for one stream: the stream answered longest ago, else the oldest stream.
 fn evict_oldest(log: &mut Log) {
-    if let Some(oldest) = log.streams.iter().min_by_key(|(_, s)| s.touched).map(|(id, _)| id.clone()) {
-        remove_stream(log, &oldest);
+    while let Some((at, stream_id)) = log.answered.pop_front() {
+        if drop_if_answered_at(log, &stream_id, at) {
+            return;
+        }
+    }
+    while let Some(stream_id) = log.created.pop_front() {
+        if log.streams.contains_key(&stream_id) {
+            remove_stream(log, &stream_id);
+            return;
+        }
     }
 }
 
@@ -379,6 +416,30 @@ mod tests {
         clock.advance(ANSWERED_KEPT_SECONDS + 1);
         log.append("request-b", &note());
         assert_eq!(log.stream_count(), 1, "only the unanswered stream is left");
+    }
+
+    #[test]
+    fn a_full_log_makes_room_by_dropping_the_stream_answered_longest_ago() {
+        let log = log();
+        let answer = ServerSseMessage::from_message(ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::RequestId::Number(1),
+        ));
+        // A listening session first, then a full log of answered requests still in their window.
+        let listening = log.append("s1:common", &note());
+        for i in 0..MAX_STREAMS - 1 {
+            log.append(&format!("request-{i}"), &answer);
+        }
+        assert_eq!(log.stream_count(), MAX_STREAMS);
+
+        log.append("request-new", &answer);
+
+        assert_eq!(log.stream_count(), MAX_STREAMS, "bounded");
+        assert!(!log.log().streams.contains_key("request-0"), "the oldest answer made room");
+        assert!(log.log().streams.contains_key("request-1"));
+        assert!(log.resume("s1", &listening.to_string()).is_ok(), "the open session's stream is kept");
+        let queued = log.log().created.len();
+        assert!(queued <= 2 * MAX_STREAMS + 64, "the bookkeeping stays bounded too: {queued}");
     }
 
     #[test]

@@ -90,12 +90,10 @@ pub fn router(state: McpState) -> Router<AppState> {
         .with_cancellation_token(state.shutdown.child_token());
     let factory_state = state.clone();
     let log = Arc::new(event_log::EventLog::new(state.clock.clone()));
-    let sessions = Arc::new(session_manager::BrokerSessions::new(
-        log,
-        state.life.clone(),
-        state.sessions.clone(),
-        state.draining.clone(),
-    ));
+    let sessions = Arc::new(
+        session_manager::BrokerSessions::new(log, state.life.clone(), state.sessions.clone(), state.draining.clone())
+            .with_idle(state.config.mcp_session_idle),
+    );
     sessions.start_sweeping(state.shutdown.clone());
     let service = StreamableHttpService::new(move || Ok(BrokerServer::new(factory_state.clone())), sessions, config);
     Router::new()

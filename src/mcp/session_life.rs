@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::clock::{SharedClock, Timestamp};
 
-/// A session with nothing open ends after this long without a request.
+/// A session with nothing open ends after this long without a request, unless the operator
+/// set `mcp_session_idle` ([`crate::config::Config::mcp_session_idle`]).
 pub const IDLE_SECONDS: i64 = 300;
 
 pub struct SessionLife {

@@ -2,7 +2,7 @@
 //!
 //! - **Sessions live while something is open** ([`SessionLife`]): rmcp's own 5-minute idle
 //!   timeout is off; a sweep closes sessions with no open stream, no waiting authorization and
-//!   no request for [`session_life::IDLE_SECONDS`]. It runs when a session is created and every
+//!   no request for `mcp_session_idle` (default [`session_life::IDLE_SECONDS`]). It runs when a session is created and every
 //!   [`SWEEP_EVERY`].
 //! - **Each event is delivered once** ([`EventLog`]): unique increasing ids; a resume replays
 //!   strictly after `Last-Event-ID`, only the asking session's own events; a GET without it
@@ -10,6 +10,9 @@
 //! - **Stopping tells listeners to reconnect**: when the server starts to stop (`draining`),
 //!   every standalone stream gets an SSE `retry:` hint and ends, so clients come back (to
 //!   another instance); request streams run on until their answer.
+//!
+//! - **Answered requests are not kept twice**: rmcp's own cache of answered request channels
+//!   is off (see [`BrokerSessions::new`]); the event log keeps them for resumption.
 //!
 //! `event_store()` stays `None`: with a store rmcp would also offer stateless resumption by
 //! event id alone, which cannot check whose events they are.
@@ -49,6 +52,8 @@ pub struct BrokerSessions {
     life: Arc<SessionLife>,
     owners: Arc<SessionRegistry>,
     draining: CancellationToken,
+    /// Seconds without a request after which a session with nothing open ends.
+    idle_seconds: i64,
 }
 
 impl BrokerSessions {
@@ -61,12 +66,24 @@ impl BrokerSessions {
         let mut inner = LocalSessionManager::default().with_event_store(log.clone());
         // Our sweep decides when a session is idle (an open stream is not).
         inner.session_config.keep_alive = None;
-        Self { inner, log, life, owners, draining }
+        // rmcp keeps every answered request's channel for a late resume and scans them all on
+        // each message of the session: with its default of 60 s, one busy session held ~100k
+        // of them, which capped tool calls near 1k/s and held hundreds of MB (issue 11).
+        // Resumes are served from our own log ([`EventLog::resume`]), never from those, so
+        // they go as soon as they are answered.
+        inner.session_config.completed_cache_ttl = Duration::ZERO;
+        Self { inner, log, life, owners, draining, idle_seconds: session_life::IDLE_SECONDS }
+    }
+
+    /// Sessions with nothing open end after `idle` without a request (`mcp_session_idle`).
+    pub fn with_idle(mut self, idle: Duration) -> Self {
+        self.idle_seconds = i64::try_from(idle.as_secs()).unwrap_or(i64::MAX);
+        self
     }
 
     /// Closes every idle session ([`SessionLife::idle`]); returns how many.
     pub async fn sweep(&self) -> usize {
-        let idle = self.life.idle(session_life::IDLE_SECONDS);
+        let idle = self.life.idle(self.idle_seconds);
         for id in &idle {
             tracing::debug!(session = %id, "closing an idle MCP session");
             if let Err(error) = self.close_session(&SessionId::from(id.as_str())).await {

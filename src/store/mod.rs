@@ -11,7 +11,9 @@ pub mod audit;
 pub mod authorizations;
 pub mod consents;
 pub mod demo;
+pub mod epoch;
 pub mod external_users;
+pub mod grant_consents;
 pub mod grants;
 pub mod keys;
 pub mod oauth_clients;
@@ -96,6 +98,8 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     timeouts: DatabaseTimeouts,
+    /// Calls made through [`Store::db`] since start (issue 11: what a tool call costs).
+    queries: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
@@ -154,12 +158,19 @@ impl Store {
             })
             .connect_with(options)
             .await?;
-        Ok(Self { pool, backend, timeouts })
+        Ok(Self { pool, backend, timeouts, queries: Default::default() })
     }
 
     /// The executor every query runs on: the pool, with the deadline of [`timed`].
     pub fn db(&self) -> Db<'_> {
+        self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Db { pool: &self.pool, limit: self.timeouts.query }
+    }
+
+    /// How many database calls went through [`Store::db`] (every query outside a
+    /// transaction) since this store was opened; tests count what one request costs.
+    pub fn queries_run(&self) -> u64 {
+        self.queries.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs a multi-statement unit (a transaction) within the same bound as one call; a

@@ -12,6 +12,7 @@ mod audit;
 mod authorization_server;
 mod bearer;
 mod browser;
+mod caches;
 mod cli;
 mod cluster;
 mod consent;

@@ -1,0 +1,178 @@
+//! Issue 11: what a tool call costs in database calls, and the caches that cut them never
+//! outlive what they rest on. Each test first makes the cache hold the answer (the same token
+//! used before), then changes the truth and checks the very next request sees it — on /mcp and
+//! on the token API, on SQLite and PostgreSQL.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+use crate::on_both_backends;
+use crate::token_api::{ServiceOptions, register_service, user_token_for};
+
+const RESOURCE: &str = "https://tools.example/mcp";
+
+/// Database calls made while `work` runs (this app's store only).
+async fn queries_during<T>(app: &TestApp, work: impl std::future::Future<Output = T>) -> (T, u64) {
+    let before = app.state.store.queries_run();
+    let out = work.await;
+    (out, app.state.store.queries_run() - before)
+}
+
+async fn me(client: &McpClient) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
+    client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await
+}
+
+async fn a_warm_tool_call_costs_one_query_per_decision(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    // Warm: the token verified once, the session known.
+    client.call("list_connections", json!({})).await.unwrap();
+    me(&client).await.unwrap();
+
+    let (listed, list_queries) = queries_during(app, client.call("list_connections", json!({}))).await;
+    assert_eq!(listed.unwrap().structured_content.unwrap()["connections"][0]["status"], "connected");
+    let (called, call_queries) = queries_during(app, me(&client)).await;
+    assert_eq!(called.unwrap().structured_content.unwrap()["status"], 200);
+    println!("database calls: list_connections {list_queries}, provider_request {call_queries}");
+    // Before issue 11: 3 and 5 — the user; grants, consents; grants at the provider, the
+    // grant, its consent, and the demo provider's own token lookup (it is served by this
+    // process, on this database). Now the access counter replaces the user, and each decision
+    // is one query: the listing; the account pick, the grant with this client's consent.
+    assert!(list_queries <= 2, "list_connections made {list_queries} database calls");
+    assert!(call_queries <= 4, "provider_request made {call_queries} database calls (one is the demo provider's)");
+    client.close().await;
+}
+on_both_backends!(queries_per_tool_call, a_warm_tool_call_costs_one_query_per_decision);
+
+/// A `/v1/tokens` request of a service acting for the holder of `user_token`.
+async fn service_token(app: &TestApp, client_id: &str, secret: &str, user_token: &str) -> (StatusCode, Value) {
+    let response = app
+        .http()
+        .post(app.url("/v1/tokens"))
+        .basic_auth(client_id, Some(secret))
+        .json(&json!({"subject_token": user_token, "provider": "demo", "scopes": ["profile"]}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A token the broker's authorization server issued (it names its grant), for `user`.
+async fn authorization_server_token(app: &TestApp, user: &str) -> (String, String) {
+    use oauth_broker::store::oauth_clients::OAuthClientRow;
+    use oauth_broker::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};
+    let row = app.state.store.user_by_username(user).await.unwrap().unwrap();
+    let client_id = format!("cache-test-{}", uuid::Uuid::new_v4());
+    let client = OAuthClientRow {
+        client_id: client_id.clone(),
+        client_secret_hash: None,
+        token_endpoint_auth_method: oauth_broker::oauth_server::client_auth::AuthMethod::None,
+        client_name: Some("Cache Test".into()),
+        redirect_uris: vec!["http://127.0.0.1:1/cb".into()],
+        refresh_allowed: false,
+        scope: None,
+        created_at: app.now(),
+    };
+    app.state.store.insert_oauth_client(&client).await.unwrap();
+    let grant_id = uuid::Uuid::new_v4().to_string();
+    let mcp = app.mcp_url();
+    let grant = NewOAuthGrant {
+        id: &grant_id,
+        client_id: &client_id,
+        user_id: &row.id,
+        scope: "",
+        resource: &mcp,
+        refresh_allowed: false,
+    };
+    let code = NewOAuthCode {
+        code_hash: &oauth_broker::crypto::sha256_hex(&grant_id),
+        redirect_uri: "http://127.0.0.1:1/cb",
+        code_challenge: "unused",
+        expires_at: app.now() + 60,
+    };
+    app.state.store.create_oauth_grant_with_code(&grant, &code, app.now()).await.unwrap();
+    let claims = oauth_broker::identity::jwt::ClientGrant {
+        client_id: &client_id,
+        scope: "",
+        grant_id: &grant_id,
+        audience: &mcp,
+    };
+    let token = app.state.keys.issue_for_client(&row.subject, &claims, app.now(), 3600).unwrap();
+    (token, grant_id)
+}
+
+async fn a_revoked_token_is_refused_at_the_next_request_though_it_was_cached(app: &TestApp) {
+    let (token, grant_id) = authorization_server_token(app, ALICE).await;
+    let client = app.mcp_client_with_token(&token, ClientKind::Url).await.expect("the token works");
+    client.call("list_connections", json!({})).await.unwrap();
+
+    // What `POST /revoke` and a replayed refresh token do.
+    assert!(app.state.store.revoke_oauth_grant(&grant_id, app.now()).await.unwrap());
+
+    let refused = client.call("list_connections", json!({})).await;
+    assert!(refused.is_err(), "the revoked token still worked: {refused:?}");
+    assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_err(), "a new session is refused too");
+}
+on_both_backends!(revoked_token_with_cache, a_revoked_token_is_refused_at_the_next_request_though_it_was_cached);
+
+async fn a_disabled_user_is_refused_at_the_next_request_on_mcp_and_the_token_api(app: &TestApp) {
+    let service =
+        register_service(app, "notes", &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() })
+            .await;
+    let service_user_token = user_token_for(app, ALICE, RESOURCE).await;
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    client.call("list_connections", json!({})).await.unwrap();
+    let (status, before) = service_token(app, &service.client_id, &service.secret, &service_user_token).await;
+    assert_eq!(status, StatusCode::CONFLICT, "not connected yet, but the user is known: {before}");
+
+    let alice = app.user_id(ALICE).await;
+    oauth_broker::identity::accounts::set_disabled(&app.state, &alice, true, "test").await.unwrap();
+
+    assert!(client.call("list_connections", json!({})).await.is_err(), "a disabled user's session is refused");
+    let (status, refused) = service_token(app, &service.client_id, &service.secret, &service_user_token).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a disabled user's token is refused at the token API: {refused}");
+
+    oauth_broker::identity::accounts::set_disabled(&app.state, &alice, false, "test").await.unwrap();
+    let (status, _) = service_token(app, &service.client_id, &service.secret, &service_user_token).await;
+    assert_eq!(status, StatusCode::CONFLICT, "enabled again: known again");
+    client.close().await;
+}
+on_both_backends!(disabled_user_with_cache, a_disabled_user_is_refused_at_the_next_request_on_mcp_and_the_token_api);
+
+async fn a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_token_api(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
+    let alice = app.user_id(ALICE).await;
+    let consents = app.state.store.consents_for_user(&alice).await.unwrap();
+    let consent = consents.first().expect("connecting recorded the client's consent");
+
+    assert!(app.state.store.revoke_consent(&alice, &consent.grant_id, &consent.client_key).await.unwrap());
+
+    match me(&client).await {
+        Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.code.0, -32042, "asks the user again: {e:?}"),
+        other => panic!("the withdrawn consent still let the client use the connection: {other:?}"),
+    }
+    let listed = client.call("list_connections", json!({})).await.unwrap().structured_content.unwrap();
+    assert_eq!(listed["connections"][0]["allowed_for_this_client"], false, "{listed}");
+
+    // The token API: a service the user allowed, then withdrew.
+    let service =
+        register_service(app, "notes", &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() })
+            .await;
+    let token = user_token_for(app, ALICE, RESOURCE).await;
+    let (status, asked) = service_token(app, &service.client_id, &service.secret, &token).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{asked}");
+    let link = asked["authorization"]["url"].as_str().unwrap().to_owned();
+    app.allow_in_browser(&app.browser(), &link, ALICE).await;
+    let (status, body) = service_token(app, &service.client_id, &service.secret, &token).await;
+    assert_eq!(status, StatusCode::OK, "allowed: {body}");
+    assert!(app.state.store.revoke_consent(&alice, &consent.grant_id, "service:svc_notes").await.unwrap());
+    let (status, body) = service_token(app, &service.client_id, &service.secret, &token).await;
+    assert_eq!(status, StatusCode::CONFLICT, "withdrawn: asks again: {body}");
+    client.close().await;
+}
+on_both_backends!(
+    withdrawn_consent_with_cache,
+    a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_token_api
+);
