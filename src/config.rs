@@ -73,7 +73,7 @@ struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     refresh_lease: Option<Duration>,
     #[serde(default)]
-    providers: BTreeMap<String, ProviderFile>,
+    providers: BTreeMap<String, crate::oauth::catalogue::ProviderFields>,
     #[serde(default)]
     identity: IdentityFile,
 }
@@ -146,29 +146,6 @@ mod humantime_serde_opt {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ProviderFile {
-    display_name: Option<String>,
-    authorization_url: Url,
-    token_url: Url,
-    client_id: String,
-    client_secret: Option<String>,
-    client_secret_env: Option<String>,
-    #[serde(default)]
-    scopes: Vec<String>,
-    api_base_url: Url,
-    revocation_url: Option<Url>,
-    userinfo_url: Option<Url>,
-    #[serde(default)]
-    token_auth_method: TokenAuthMethod,
-    #[serde(default)]
-    extra_authorize_params: BTreeMap<String, String>,
-    issuer: Option<String>,
-    #[serde(default)]
-    scope_descriptions: BTreeMap<String, String>,
-}
-
 /// How the broker authenticates to a provider's token endpoint (RFC 6749 §2.3.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -176,6 +153,8 @@ pub enum TokenAuthMethod {
     #[default]
     ClientSecretBasic,
     ClientSecretPost,
+    /// A public client: `client_id` in the body, no secret (RFC 6749 §2.3, §3.2.1).
+    None,
 }
 
 /// A third-party OAuth provider the broker can connect users to.
@@ -198,8 +177,39 @@ pub struct ProviderConfig {
     /// RFC 9207: when set, the callback must carry `iss` equal to this.
     pub issuer: Option<String>,
     /// What each scope allows, in a person's words (`scope = "description"`): shown beside the
-    /// scope on the consent pages. Scopes without one are shown bare.
+    /// scope on the consent pages. Scopes without one are shown bare. With `default_scopes`
+    /// these are the scopes the provider offers (`available_scopes`): any other is refused
+    /// before the provider sees it, unless `open_scopes`.
     pub scope_descriptions: BTreeMap<String, String>,
+    /// Where refreshes go when not to `token_url` (Figma).
+    pub refresh_url: Option<Url>,
+    /// How scopes are joined in the authorization request: `" "` (RFC 6749 §3.3) or `","`.
+    pub scope_separator: String,
+    /// The authorization parameter carrying the scopes (`scope`; Slack user tokens: `user_scope`).
+    pub scope_param: String,
+    /// The provider refuses an authorization without PKCE (S256 is sent either way).
+    pub pkce_required: bool,
+    /// The operator lets any well-formed scope through (`open_scopes = true`).
+    pub open_scopes: bool,
+    /// A scope as the token answer spells it → as we ask for it (Google's URLs for `email`).
+    pub scope_aliases: BTreeMap<String, String>,
+    /// Scopes granted but never echoed in the token answer (Microsoft's `offline_access`).
+    pub scopes_not_returned: Scopes,
+    /// Dot path to the account's stable id in the userinfo answer (or the token answer when
+    /// there is no `userinfo_url`).
+    pub account_id_field: Option<String>,
+    /// Dot path to the account's display label, beside the id.
+    pub account_label_field: Option<String>,
+    /// Dot path to a nested token in the token answer (Slack v2: `authed_user`).
+    pub token_path: Option<String>,
+    /// A field of the token answer holding this grant's API base (Salesforce `instance_url`).
+    pub api_base_from_token: Option<String>,
+    /// Domains a returned API base must be under.
+    pub api_base_domains: Vec<String>,
+    /// `User-Agent` for this provider's token, identity and API calls (Reddit wants its own).
+    pub user_agent: Option<String>,
+    /// The catalogue entry this provider was built from, if any.
+    pub catalogue: Option<String>,
 }
 
 impl ProviderConfig {
@@ -298,7 +308,7 @@ impl Config {
         let mut providers = BTreeMap::new();
         for (id, p) in file.providers {
             let id = ProviderId::parse(&id).with_context(|| format!("[providers.{id}]"))?;
-            let provider = resolve_provider(id.clone(), p).with_context(|| format!("[providers.{id}]"))?;
+            let provider = crate::oauth::catalogue::resolve(&id, p)?;
             providers.insert(id, provider);
         }
         let identity = resolve_identity(file.identity)?;
@@ -366,9 +376,17 @@ impl Config {
         crate::store::DatabaseTimeouts { query: self.database_timeout }
     }
 
-    /// Where providers send the browser back to; registered with each provider exactly.
+    /// The callback shared by every provider before each got its own; still answered for
+    /// authorizations redirected with it (see [`Self::provider_redirect_uri`]).
     pub fn redirect_uri(&self) -> Url {
         self.url("/oauth/callback")
+    }
+
+    /// Where `provider` sends the browser back to; registered with that provider exactly. One
+    /// per provider, so a response can only complete an authorization of the provider it was
+    /// issued for (RFC 9700 §4.4.2, mix-up defence for providers without RFC 9207 `iss`).
+    pub fn provider_redirect_uri(&self, provider: &ProviderId) -> Url {
+        self.url(&format!("/oauth/callback/{provider}"))
     }
 }
 
@@ -442,44 +460,6 @@ fn normalize_public_url(url: Url) -> anyhow::Result<Url> {
     }
     let trimmed = url.as_str().trim_end_matches('/').to_owned();
     Ok(Url::parse(&trimmed)?)
-}
-
-fn resolve_provider(id: ProviderId, p: ProviderFile) -> anyhow::Result<ProviderConfig> {
-    let client_secret = match (p.client_secret, p.client_secret_env) {
-        (Some(_), Some(_)) => bail!("give client_secret or client_secret_env, not both"),
-        (Some(s), None) => Some(SecretString::from(s)),
-        (None, Some(var)) => Some(SecretString::from(
-            std::env::var(&var).with_context(|| format!("client_secret_env names {var}, which is not set"))?,
-        )),
-        (None, None) => None,
-    };
-    for url in [&p.authorization_url, &p.token_url, &p.api_base_url] {
-        if url.scheme() != "https" && !is_loopback(url) {
-            bail!("{url}: provider endpoints must be https (http only on loopback)");
-        }
-    }
-    let mut api_base_url = p.api_base_url;
-    if !api_base_url.path().ends_with('/') {
-        // A trailing slash makes the base a directory, so relative joins stay under it.
-        let path = format!("{}/", api_base_url.path());
-        api_base_url.set_path(&path);
-    }
-    Ok(ProviderConfig {
-        display_name: p.display_name.unwrap_or_else(|| id.to_string()),
-        id,
-        authorization_url: p.authorization_url,
-        token_url: p.token_url,
-        client_id: p.client_id,
-        client_secret,
-        default_scopes: Scopes::parse(&p.scopes)?,
-        api_base_url,
-        revocation_url: p.revocation_url,
-        userinfo_url: p.userinfo_url,
-        token_auth_method: p.token_auth_method,
-        extra_authorize_params: p.extra_authorize_params,
-        issuer: p.issuer,
-        scope_descriptions: p.scope_descriptions,
-    })
 }
 
 pub fn is_loopback(url: &Url) -> bool {
@@ -586,7 +566,7 @@ mod tests {
         assert!(Config::from_toml(&SettingsArgs::default(), &insecure).is_err());
         let unknown = format!("{toml}\nsurprise = 1\n");
         assert!(Config::from_toml(&SettingsArgs::default(), &unknown).is_err());
-        assert_eq!(gh.scope_description("read:user"), None, "no description unless configured");
+        assert_eq!(gh.scope_description("read:user"), Some("See your profile"), "the catalogue describes it");
     }
 
     #[test]
@@ -596,6 +576,7 @@ mod tests {
             authorization_url = "https://github.com/login/oauth/authorize"
             token_url = "https://github.com/login/oauth/access_token"
             client_id = "abc"
+            client_secret = "shh"
             api_base_url = "https://api.github.com"
 
             [providers.github.scope_descriptions]

@@ -39,6 +39,10 @@ pub enum FlowError {
     /// RFC 9207: the response's `iss` is missing or names another server.
     #[error("the response came from an unexpected issuer")]
     IssuerMismatch,
+    /// RFC 9700 §4.4.2: the response arrived at another provider's redirect URI than the one
+    /// its authorization was sent with (a mix-up).
+    #[error("the response arrived at another provider's callback")]
+    WrongCallback,
     /// Lost the compare-and-swap on the state: another request consumed it first.
     #[error("the state was already used")]
     AlreadyUsed,
@@ -137,11 +141,18 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     // to this row and user. Approving again overwrites both, so an older state stops working.
     let oauth_state = random_token(32);
     let verifier = client::new_pkce_verifier();
-    let url = client::authorization_url(provider, &state.config.redirect_uri(), &row.scopes, &oauth_state, &verifier)
+    // RFC 9700 §4.4.2: a redirect URI of this provider's own, kept with the row, so the
+    // response is taken only there and exchanged with exactly it.
+    let redirect_uri = state.config.provider_redirect_uri(&provider.id);
+    let url = client::authorization_url(provider, &redirect_uri, &row.scopes, &oauth_state, &verifier)
         .map_err(|e| FlowError::Internal(e.to_string()))?;
     let sealed = state.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
     let now = state.now();
-    if !state.store.mark_redirected(&row.id, &sha256_hex(&oauth_state), &session.id_hash, &sealed, now).await? {
+    let stored = state
+        .store
+        .mark_redirected(&row.id, &sha256_hex(&oauth_state), &session.id_hash, &sealed, redirect_uri.as_str(), now)
+        .await?;
+    if !stored {
         return Err(FlowError::NotActionable);
     }
     let detail = format!("id={}", row.id);
@@ -234,14 +245,46 @@ impl From<FlowError> for CallbackError {
     }
 }
 
+/// Which callback address a response arrived at.
+#[derive(Debug, Clone, Copy)]
+pub enum Arrival<'a> {
+    /// `/oauth/callback`, shared by every provider before each had its own.
+    Shared,
+    /// `/oauth/callback/{provider}`, as the path names it (unchecked).
+    Provider(&'a str),
+}
+
+/// The redirect URI `row` was sent to its provider with.
+fn sent_with(state: &Core, row: &AuthorizationRow) -> Result<url::Url, FlowError> {
+    match &row.redirect_uri {
+        Some(uri) => url::Url::parse(uri).map_err(|_| FlowError::Internal("stored redirect_uri is not a URL".into())),
+        None => Ok(state.config.redirect_uri()),
+    }
+}
+
 /// The provider sent the browser back. Every check that can reject the response runs before
 /// the token request; once the state is consumed the row ends `completed` or `failed`.
 pub async fn complete(
     state: &Core,
     params: &CallbackParams,
     session: Option<&BrowserSession>,
+    arrival: Arrival<'_>,
 ) -> Result<Connected, CallbackError> {
     let (row, state_hash) = own_row(state, params, session).await?;
+    // RFC 9700 §4.4.2 (mix-up): the response must arrive where this authorization told its
+    // provider to send it. Refused before the state is consumed or any token request, so a
+    // response from another provider (which uses its own URI) cannot complete this one.
+    let arrived = match arrival {
+        Arrival::Shared => Some(state.config.redirect_uri()),
+        Arrival::Provider(name) => {
+            crate::domain::ProviderId::parse(name).ok().map(|id| state.config.provider_redirect_uri(&id))
+        }
+    };
+    let expected = sent_with(state, &row).map_err(CallbackError::from)?;
+    if arrived.as_ref() != Some(&expected) {
+        tracing::warn!(authorization_id = %row.id, provider = %row.provider, "callback arrived at another provider's redirect URI");
+        return Err(CallbackError { error: FlowError::WrongCallback, authorization_id: None });
+    }
     finish(state, params, &row, &state_hash)
         .await
         .map_err(|error| CallbackError { error, authorization_id: Some(row.id.clone()) })
@@ -326,8 +369,8 @@ async fn finish(
         }
     };
     // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.
-    let tokens = match client::exchange_code(&state.http, provider, &state.config.redirect_uri(), code, &verifier).await
-    {
+    let redirect_uri = sent_with(state, row)?;
+    let tokens = match client::exchange_code(&state.http, provider, &redirect_uri, code, &verifier).await {
         Ok(tokens) => tokens,
         Err(error) => {
             let reason = exchange_reason(&error);

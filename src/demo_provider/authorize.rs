@@ -106,8 +106,11 @@ fn validate(state: &AppState, params: &Params) -> Result<AuthorizeRequest, Refus
         return Err(Refusal::Page("The client_id is not registered with the Demo Provider."));
     }
     let redirect_uri = params.get("redirect_uri").ok_or(Refusal::Page("The request has no redirect_uri."))?;
-    // OAuth 2.1 §2.3.1 / §4.1.3: exact string comparison, no prefix or normalisation.
-    if redirect_uri != state.config.redirect_uri().as_str() {
+    // OAuth 2.1 §2.3.1 / §4.1.3: exact string comparison, no prefix or normalisation. The
+    // broker's registered URIs: its callback for this provider, and the older shared one.
+    let registered =
+        [state.config.provider_redirect_uri(&crate::domain::ProviderId::demo()), state.config.redirect_uri()];
+    if !registered.iter().any(|uri| uri.as_str() == redirect_uri) {
         return Err(Refusal::Page("The redirect_uri is not registered for this client."));
     }
     // From here on errors go back to the verified redirect URI.

@@ -62,6 +62,13 @@ impl BrokerServer {
             },
             None => None,
         };
+        // A scope the provider does not offer is invalid input, refused before any row or
+        // provider sees it (see `oauth::scopes`).
+        if let Some(scopes) = &named_scopes {
+            crate::oauth::scopes::check(provider, scopes).map_err(|e| {
+                ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({"argument": "scopes"})))
+            })?;
+        }
         let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
         let (target, requested) = match self.connect_choice(provider, &args, named_scopes, &grants, ctx).await? {
             Ok(choice) => choice,
@@ -181,7 +188,9 @@ impl BrokerServer {
             (None, None) => return Ok(Err(error_result("No account was chosen. Nothing was connected."))),
         };
         let scopes = match answers.choices(SCOPES) {
-            Some(chosen) => match Scopes::parse(chosen) {
+            Some(chosen) => match Scopes::parse(chosen).map_err(|e| e.to_string()).and_then(|scopes| {
+                crate::oauth::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
+            }) {
                 Ok(scopes) => scopes,
                 Err(e) => {
                     return Ok(Err(error_result(format!(

@@ -77,7 +77,11 @@ impl ExtensionContext {
             return Err(TokenUnavailable::Result(crate::mcp::server::error_result(message)));
         };
         let required = crate::domain::Scopes::parse(required.iter().copied())
-            .map_err(|e| TokenUnavailable::Result(crate::mcp::server::error_result(e.to_string())))?;
+            .map_err(|e| e.to_string())
+            .and_then(|scopes| {
+                crate::oauth::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
+            })
+            .map_err(|e| TokenUnavailable::Result(crate::mcp::server::error_result(e)))?;
         self.server.token_for_tool(&self.caller, provider, account, &required).await.map_err(|answer| match answer {
             Ok(result) => TokenUnavailable::Result(result),
             Err(error) => TokenUnavailable::Error(error),

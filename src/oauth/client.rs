@@ -1,19 +1,15 @@
 //! Calls to a provider's token and revocation endpoints.
 //!
-//! The `oauth2` crate builds and parses the requests (RFC 6749 §4.1.3, §6, RFC 7009, RFC 7636
-//! §4.5); we give it our own HTTP client, which follows no redirects (a token endpoint that
-//! redirects is misconfigured or hostile) and has timeouts. Failures are classified the way
-//! callers must treat them: `invalid_grant` is terminal (re-consent), 5xx/timeouts/429 are
-//! transient (keep the token, retry later), anything else is the provider refusing us.
+//! Requests are plain form posts (RFC 6749 §4.1.3, §6, RFC 7009, RFC 7636 §4.5) over our own
+//! HTTP client, which follows no redirects (a token endpoint that redirects is misconfigured
+//! or hostile) and has timeouts. Answers are read by [`super::token_response`], which knows
+//! the ways real providers differ from RFC 6749 §5.1. Failures are classified the way callers
+//! must treat them: `invalid_grant` is terminal (re-consent), 5xx/timeouts/429 are transient
+//! (keep the token, retry later), anything else is the provider refusing us.
 
 use std::time::Duration;
 
-use oauth2::basic::{BasicClient, BasicErrorResponseType, BasicTokenType};
-use oauth2::{
-    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet, HttpRequest,
-    HttpResponse, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError,
-    StandardErrorResponse, TokenResponse, TokenUrl,
-};
+use oauth2::{PkceCodeChallenge, PkceCodeVerifier};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
@@ -26,8 +22,21 @@ pub struct TokenSet {
     pub access_token: SecretString,
     pub refresh_token: Option<SecretString>,
     pub expires_in: Option<Duration>,
-    /// Scopes the provider says it granted (RFC 6749 §5.1: absent means "as requested").
+    /// Scopes the provider says it granted (RFC 6749 §5.1: absent means "as requested"), in
+    /// the spellings the broker asks with.
     pub scopes: Option<Scopes>,
+    /// This grant's API base when the provider names one with the token (Salesforce).
+    pub api_base_url: Option<Url>,
+    /// The account, when the provider names it in the token answer rather than at a userinfo
+    /// endpoint (Notion).
+    pub account: Option<AccountRef>,
+}
+
+/// A provider's account: its stable id, and a label to show beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRef {
+    pub id: String,
+    pub label: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,35 +57,11 @@ pub enum ProviderError {
     Misconfigured(String),
 }
 
-type ConfiguredClient = oauth2::Client<
-    StandardErrorResponse<BasicErrorResponseType>,
-    oauth2::StandardTokenResponse<oauth2::EmptyExtraTokenFields, BasicTokenType>,
-    oauth2::StandardTokenIntrospectionResponse<oauth2::EmptyExtraTokenFields, BasicTokenType>,
-    oauth2::StandardRevocableToken,
-    StandardErrorResponse<oauth2::RevocationErrorResponseType>,
-    EndpointSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointSet,
->;
+/// Largest token answer read; a bigger one is not a token answer.
+const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
 
-fn oauth_client(provider: &ProviderConfig, redirect_uri: &Url) -> Result<ConfiguredClient, ProviderError> {
-    let mut client = BasicClient::new(ClientId::new(provider.client_id.clone()))
-        .set_auth_uri(AuthUrl::from_url(provider.authorization_url.clone()))
-        .set_token_uri(TokenUrl::from_url(provider.token_url.clone()))
-        .set_redirect_uri(RedirectUrl::from_url(redirect_uri.clone()))
-        .set_auth_type(match provider.token_auth_method {
-            TokenAuthMethod::ClientSecretBasic => AuthType::BasicAuth,
-            TokenAuthMethod::ClientSecretPost => AuthType::RequestBody,
-        });
-    if let Some(secret) = &provider.client_secret {
-        client = client.set_client_secret(ClientSecret::new(secret.expose_secret().to_owned()));
-    }
-    Ok(client)
-}
-
-/// The provider's authorization URL for this attempt (RFC 6749 §4.1.1, RFC 7636 §4.3).
+/// The provider's authorization URL for this attempt (RFC 6749 §4.1.1, RFC 7636 §4.3), with
+/// the scopes joined the provider's way and its extra parameters.
 pub fn authorization_url(
     provider: &ProviderConfig,
     redirect_uri: &Url,
@@ -84,18 +69,27 @@ pub fn authorization_url(
     state: &str,
     verifier: &SecretString,
 ) -> Result<Url, ProviderError> {
-    let client = oauth_client(provider, redirect_uri)?;
     let challenge =
         PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(verifier.expose_secret().to_owned()));
-    let state = state.to_owned();
-    let mut request = client
-        .authorize_url(move || CsrfToken::new(state))
-        .set_pkce_challenge(challenge)
-        .add_scopes(scopes.iter().map(|s| oauth2::Scope::new(s.to_owned())));
-    for (name, value) in &provider.extra_authorize_params {
-        request = request.add_extra_param(name.clone(), value.clone());
+    let mut url = provider.authorization_url.clone();
+    {
+        let mut query = url.query_pairs_mut();
+        query
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &provider.client_id)
+            .append_pair("state", state)
+            .append_pair("code_challenge", challenge.as_str())
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("redirect_uri", redirect_uri.as_str());
+        if !scopes.is_empty() {
+            let joined = scopes.iter().collect::<Vec<_>>().join(&provider.scope_separator);
+            query.append_pair(&provider.scope_param, &joined);
+        }
+        for (name, value) in &provider.extra_authorize_params {
+            query.append_pair(name, value);
+        }
     }
-    Ok(request.url().0)
+    Ok(url)
 }
 
 /// A fresh PKCE verifier (RFC 7636 §4.1: 43-128 characters of unreserved; 32 random bytes).
@@ -110,27 +104,81 @@ pub async fn exchange_code(
     code: &str,
     verifier: &SecretString,
 ) -> Result<TokenSet, ProviderError> {
-    let client = oauth_client(provider, redirect_uri)?;
-    let send = sender(http);
-    let result = client
-        .exchange_code(AuthorizationCode::new(code.to_owned()))
-        .set_pkce_verifier(PkceCodeVerifier::new(verifier.expose_secret().to_owned()))
-        .request_async(&send)
-        .await;
-    token_set(result)
+    let form = vec![
+        ("grant_type", "authorization_code".to_owned()),
+        ("code", code.to_owned()),
+        ("redirect_uri", redirect_uri.to_string()),
+        ("code_verifier", verifier.expose_secret().to_owned()),
+    ];
+    token_request(http, provider, &provider.token_url, form).await
 }
 
+/// RFC 6749 §6. `_redirect_uri` is not part of a refresh request; kept for callers.
 pub async fn refresh(
     http: &reqwest::Client,
     provider: &ProviderConfig,
-    redirect_uri: &Url,
+    _redirect_uri: &Url,
     refresh_token: &SecretString,
 ) -> Result<TokenSet, ProviderError> {
-    let client = oauth_client(provider, redirect_uri)?;
-    let send = sender(http);
-    let token = RefreshToken::new(refresh_token.expose_secret().to_owned());
-    let result = client.exchange_refresh_token(&token).request_async(&send).await;
-    token_set(result)
+    let form =
+        vec![("grant_type", "refresh_token".to_owned()), ("refresh_token", refresh_token.expose_secret().to_owned())];
+    let url = provider.refresh_url.as_ref().unwrap_or(&provider.token_url);
+    token_request(http, provider, url, form).await
+}
+
+/// One token-endpoint request with the client's authentication (RFC 6749 §2.3.1) and its
+/// answer read.
+async fn token_request(
+    http: &reqwest::Client,
+    provider: &ProviderConfig,
+    url: &Url,
+    mut form: Vec<(&'static str, String)>,
+) -> Result<TokenSet, ProviderError> {
+    // GitHub answers form-encoded unless JSON is asked for; others ignore the header.
+    let mut request = http.post(url.clone()).header(reqwest::header::ACCEPT, "application/json");
+    if let Some(agent) = &provider.user_agent {
+        request = request.header(reqwest::header::USER_AGENT, agent);
+    }
+    request = authenticate(request, &mut form, provider);
+    let response = request.form(&form).send().await.map_err(|e| ProviderError::Unavailable(describe(&e)))?;
+    let status = response.status();
+    // 5xx and 429 are transient whatever the body says: the token is kept, not given up.
+    if status.is_server_error() || status.as_u16() == 429 {
+        return Err(ProviderError::Unavailable(format!("the token endpoint answered {status}")));
+    }
+    let content_type =
+        response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if response.content_length().is_some_and(|n| n > MAX_TOKEN_RESPONSE_BYTES as u64) {
+        return Err(ProviderError::BadResponse);
+    }
+    let body = response.bytes().await.map_err(|e| ProviderError::Unavailable(describe(&e)))?;
+    if body.len() > MAX_TOKEN_RESPONSE_BYTES {
+        return Err(ProviderError::BadResponse);
+    }
+    super::token_response::parse(provider, status.as_u16(), content_type.as_deref(), &body)
+}
+
+/// The client's credentials, the provider's way: Basic (each part form-encoded first, RFC 6749
+/// §2.3.1), in the body, or only the id for a public client.
+fn authenticate(
+    request: reqwest::RequestBuilder,
+    form: &mut Vec<(&'static str, String)>,
+    provider: &ProviderConfig,
+) -> reqwest::RequestBuilder {
+    match (provider.token_auth_method, &provider.client_secret) {
+        (TokenAuthMethod::ClientSecretBasic, Some(secret)) => {
+            request.basic_auth(form_encode(&provider.client_id), Some(form_encode(secret.expose_secret())))
+        }
+        (TokenAuthMethod::ClientSecretPost, Some(secret)) => {
+            form.push(("client_id", provider.client_id.clone()));
+            form.push(("client_secret", secret.expose_secret().to_owned()));
+            request
+        }
+        _ => {
+            form.push(("client_id", provider.client_id.clone()));
+            request
+        }
+    }
 }
 
 /// RFC 7009 revocation; a provider without a revocation endpoint is a no-op.
@@ -141,20 +189,13 @@ pub async fn revoke(
     is_refresh_token: bool,
 ) -> Result<(), ProviderError> {
     let Some(url) = &provider.revocation_url else { return Ok(()) };
-    let mut form = vec![("token", token.expose_secret().to_owned())];
+    let mut form: Vec<(&'static str, String)> = vec![("token", token.expose_secret().to_owned())];
     form.push(("token_type_hint", if is_refresh_token { "refresh_token" } else { "access_token" }.to_owned()));
     let mut request = http.post(url.clone());
-    match (provider.token_auth_method, &provider.client_secret) {
-        (TokenAuthMethod::ClientSecretBasic, Some(secret)) => {
-            request = request.basic_auth(form_encode(&provider.client_id), Some(form_encode(secret.expose_secret())));
-        }
-        (_, secret) => {
-            form.push(("client_id", provider.client_id.clone()));
-            if let Some(secret) = secret {
-                form.push(("client_secret", secret.expose_secret().to_owned()));
-            }
-        }
+    if let Some(agent) = &provider.user_agent {
+        request = request.header(reqwest::header::USER_AGENT, agent);
     }
+    let request = authenticate(request, &mut form, provider);
     let response = request.form(&form).send().await.map_err(|e| ProviderError::Unavailable(describe(&e)))?;
     let status = response.status();
     if status.is_success() {
@@ -171,43 +212,6 @@ fn form_encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct HttpError(String);
-
-/// Adapts our reqwest client to the `oauth2` crate's request/response types.
-fn sender(
-    http: &reqwest::Client,
-) -> impl Fn(HttpRequest) -> std::pin::Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>> + '_ {
-    move |request: HttpRequest| {
-        let http = http.clone();
-        Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let url = parts.uri.to_string();
-            let response = http
-                .request(parts.method, url)
-                .headers(parts.headers)
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| HttpError(describe(&e)))?;
-            let status = response.status();
-            // 5xx and 429 are transient whatever the body says; reporting them as transport
-            // errors keeps the token instead of treating the provider's outage as a refusal.
-            if status.is_server_error() || status.as_u16() == 429 {
-                return Err(HttpError(format!("the token endpoint answered {status}")));
-            }
-            let headers = response.headers().clone();
-            let bytes = response.bytes().await.map_err(|e| HttpError(describe(&e)))?;
-            let mut out = http::Response::builder().status(status);
-            if let Some(h) = out.headers_mut() {
-                *h = headers;
-            }
-            out.body(bytes.to_vec()).map_err(|e| HttpError(e.to_string()))
-        })
-    }
-}
-
 /// A reqwest error without the URL (which could carry a secret in a misbehaving provider's
 /// redirect) — only its kind.
 fn describe(error: &reqwest::Error) -> String {
@@ -220,49 +224,16 @@ fn describe(error: &reqwest::Error) -> String {
     }
 }
 
-type TokenResult = Result<
-    oauth2::StandardTokenResponse<oauth2::EmptyExtraTokenFields, BasicTokenType>,
-    RequestTokenError<HttpError, StandardErrorResponse<BasicErrorResponseType>>,
->;
-
-fn token_set(result: TokenResult) -> Result<TokenSet, ProviderError> {
-    match result {
-        Ok(response) => {
-            let scopes = match response.scopes() {
-                Some(list) => {
-                    Some(Scopes::parse(list.iter().map(|s| s.as_str())).map_err(|_| ProviderError::BadResponse)?)
-                }
-                None => None,
-            };
-            Ok(TokenSet {
-                access_token: SecretString::from(response.access_token().secret().to_owned()),
-                refresh_token: response.refresh_token().map(|t| SecretString::from(t.secret().to_owned())),
-                expires_in: response.expires_in(),
-                scopes,
-            })
-        }
-        Err(RequestTokenError::ServerResponse(error)) => Err(classify_oauth_error(error.error().as_ref())),
-        Err(RequestTokenError::Request(e)) => Err(ProviderError::Unavailable(e.0)),
-        Err(RequestTokenError::Parse(_, body)) => {
-            // Some providers (GitHub) answer errors with HTTP 200; read the body as an error.
-            #[derive(serde::Deserialize)]
-            struct ErrorBody {
-                error: String,
-            }
-            match serde_json::from_slice::<ErrorBody>(&body) {
-                Ok(e) => Err(classify_oauth_error(&e.error)),
-                Err(_) => Err(ProviderError::BadResponse),
-            }
-        }
-        // An error status without an OAuth error body (5xx/429 never get here, see `sender`).
-        Err(RequestTokenError::Other(_)) => Err(ProviderError::BadResponse),
-    }
-}
-
-fn classify_oauth_error(error: &str) -> ProviderError {
+pub(super) fn classify_oauth_error(error: &str) -> ProviderError {
     match error {
         // GitHub answers a dead refresh token with `bad_refresh_token` (HTTP 200): terminal too.
-        "invalid_grant" | "bad_refresh_token" | "bad_verification_code" => ProviderError::InvalidGrant,
+        // Slack says `invalid_code`, `code_already_used` and `invalid_refresh_token` (HTTP 200).
+        "invalid_grant"
+        | "bad_refresh_token"
+        | "bad_verification_code"
+        | "invalid_code"
+        | "code_already_used"
+        | "invalid_refresh_token" => ProviderError::InvalidGrant,
         "temporarily_unavailable" | "server_error" | "slow_down" => ProviderError::Unavailable(error.to_owned()),
         other => ProviderError::Refused { error: other.chars().filter(|c| c.is_ascii_graphic()).take(64).collect() },
     }

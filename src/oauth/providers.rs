@@ -70,5 +70,19 @@ fn demo_provider_config(config: &Config, id: ProviderId, secret: SecretString) -
             .into_iter()
             .map(|scope| (scope.as_str().to_owned(), scope.describe().to_owned()))
             .collect(),
+        refresh_url: None,
+        scope_separator: " ".into(),
+        scope_param: "scope".into(),
+        pkce_required: true,
+        open_scopes: false,
+        scope_aliases: BTreeMap::new(),
+        scopes_not_returned: Scopes::default(),
+        account_id_field: Some("account".into()),
+        account_label_field: Some("account".into()),
+        token_path: None,
+        api_base_from_token: None,
+        api_base_domains: Vec::new(),
+        user_agent: None,
+        catalogue: None,
     }
 }

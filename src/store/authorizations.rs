@@ -80,6 +80,9 @@ pub struct AuthorizationRow {
     pub state_hash: Option<String>,
     pub browser_session_hash: Option<String>,
     pub pkce_verifier_sealed: Option<Vec<u8>>,
+    /// The redirect URI the browser was sent to the provider with; `None` on rows redirected
+    /// before each provider had its own (they used the shared `/oauth/callback`).
+    pub redirect_uri: Option<String>,
     pub failure: Option<String>,
     pub created_at: i64,
     pub expires_at: i64,
@@ -122,6 +125,7 @@ struct RawAuthorizationRow {
     state_hash: Option<String>,
     browser_session_hash: Option<String>,
     pkce_verifier_sealed: Option<Vec<u8>>,
+    redirect_uri: Option<String>,
     failure: Option<String>,
     created_at: i64,
     expires_at: i64,
@@ -152,6 +156,7 @@ impl TryFrom<RawAuthorizationRow> for AuthorizationRow {
             state_hash: raw.state_hash,
             browser_session_hash: raw.browser_session_hash,
             pkce_verifier_sealed: raw.pkce_verifier_sealed,
+            redirect_uri: raw.redirect_uri,
             failure: raw.failure,
             created_at: raw.created_at,
             expires_at: raw.expires_at,
@@ -201,7 +206,7 @@ impl serde::Serialize for AuthorizationKind {
     }
 }
 
-const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, failure, created_at, expires_at, updated_at";
+const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at";
 
 /// What a tool call knows when it asks for a connection.
 #[derive(Debug, Clone)]
@@ -295,10 +300,11 @@ impl Store {
         state_hash: &str,
         browser_session_hash: &str,
         pkce_verifier_sealed: &[u8],
+        redirect_uri: &str,
         now: Timestamp,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE authorizations SET status = 'redirected', state_hash = $1, browser_session_hash = $2, pkce_verifier_sealed = $3, updated_at = $4 \
+            "UPDATE authorizations SET status = 'redirected', state_hash = $1, browser_session_hash = $2, pkce_verifier_sealed = $3, updated_at = $4, redirect_uri = $6 \
              WHERE id = $5 AND status IN ('pending', 'redirected') AND expires_at > $4",
         )
         .bind(state_hash)
@@ -306,6 +312,7 @@ impl Store {
         .bind(pkce_verifier_sealed)
         .bind(now)
         .bind(id)
+        .bind(redirect_uri)
         .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
@@ -467,6 +474,7 @@ mod tests {
             state_hash: None,
             browser_session_hash: None,
             pkce_verifier_sealed: None,
+            redirect_uri: None,
             failure: None,
             created_at: 1,
             expires_at: 2,

@@ -1,4 +1,5 @@
-//! `GET /oauth/callback`: where providers send the browser back (RFC 6749 §4.1.2).
+//! `GET /oauth/callback/{provider}` (and the older shared `/oauth/callback`): where providers
+//! send the browser back (RFC 6749 §4.1.2).
 //!
 //! The callback URL carries the code, the state and `iss`, so no page is ever shown at it: every
 //! answer is a 303 to a clean address (RFC 9700 §4.2.4, §4.3: a URL with a code must not stay in
@@ -19,15 +20,38 @@ use crate::identity::browser::OptionalBrowserSession;
 use crate::state::AppState;
 
 // RFC 6749 §4.1.2, RFC 9700 §4.4.2 and §4.5, RFC 9207 §2.4.
-/// `GET /oauth/callback?code&state&iss` (or `error&error_description`): always a 303.
+/// `GET /oauth/callback/{provider}?code&state&iss` (or `error&error_description`): always a
+/// 303. Each provider has its own, so a response is only taken for that provider's attempts.
+pub async fn receive_for_provider(
+    State(state): State<AppState>,
+    OptionalBrowserSession(session): OptionalBrowserSession,
+    provider: Result<Path<String>, PathRejection>,
+    query: Result<Query<CallbackParams>, QueryRejection>,
+) -> Response {
+    let Ok(Path(provider)) = provider else { return pages::see_other(&Problem::NotValid.path()) };
+    answer(&state, session, query, flow::Arrival::Provider(&provider)).await
+}
+
+/// `GET /oauth/callback`: the callback every provider shared before each had its own; it still
+/// completes the attempts that were sent to a provider with it (before the upgrade), and no
+/// others.
 pub async fn receive(
     State(state): State<AppState>,
     OptionalBrowserSession(session): OptionalBrowserSession,
     query: Result<Query<CallbackParams>, QueryRejection>,
 ) -> Response {
+    answer(&state, session, query, flow::Arrival::Shared).await
+}
+
+async fn answer(
+    state: &AppState,
+    session: Option<crate::identity::browser::BrowserSession>,
+    query: Result<Query<CallbackParams>, QueryRejection>,
+    arrival: flow::Arrival<'_>,
+) -> Response {
     // An unparseable query (a repeated parameter, say) is treated like a missing state.
     let Ok(Query(params)) = query else { return pages::see_other(&Problem::NotValid.path()) };
-    match flow::complete(&state, &params, session.as_ref()).await {
+    match flow::complete(state, &params, session.as_ref(), arrival).await {
         Ok(connected) => pages::see_other(&result_path(&connected.authorization_id)),
         Err(CallbackError { error, authorization_id }) => {
             if let FlowError::Store(cause) = &error {
@@ -61,17 +85,20 @@ pub enum Problem {
     OtherBrowser,
     Expired,
     IssuerMismatch,
+    /// The response arrived at another provider's callback (a mix-up).
+    WrongCallback,
     UnknownProvider,
     /// Our side failed (logged at the callback).
     Internal,
 }
 
 impl Problem {
-    const ALL: [Problem; 6] = [
+    const ALL: [Problem; 7] = [
         Problem::NotValid,
         Problem::OtherBrowser,
         Problem::Expired,
         Problem::IssuerMismatch,
+        Problem::WrongCallback,
         Problem::UnknownProvider,
         Problem::Internal,
     ];
@@ -84,6 +111,7 @@ impl Problem {
             FlowError::OtherBrowser | FlowError::WrongUser => Some(Problem::OtherBrowser),
             FlowError::Expired => Some(Problem::Expired),
             FlowError::IssuerMismatch => Some(Problem::IssuerMismatch),
+            FlowError::WrongCallback => Some(Problem::WrongCallback),
             FlowError::UnknownProvider(_) => Some(Problem::UnknownProvider),
             FlowError::Store(_) => Some(Problem::Internal),
             FlowError::Internal(_)
@@ -104,6 +132,7 @@ impl Problem {
             Problem::OtherBrowser => "other-browser",
             Problem::Expired => "expired",
             Problem::IssuerMismatch => "issuer-mismatch",
+            Problem::WrongCallback => "wrong-callback",
             Problem::UnknownProvider => "unknown-provider",
             Problem::Internal => "internal",
         }
@@ -123,6 +152,7 @@ impl Problem {
             Problem::OtherBrowser => FlowError::OtherBrowser,
             Problem::Expired => FlowError::Expired,
             Problem::IssuerMismatch => FlowError::IssuerMismatch,
+            Problem::WrongCallback => FlowError::WrongCallback,
             Problem::UnknownProvider => FlowError::UnknownProvider(String::new()),
             // The cause was logged when the callback failed; this page only says so.
             Problem::Internal => return PageError::went_wrong(),

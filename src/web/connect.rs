@@ -130,7 +130,7 @@ pub async fn show(
         provider_id: provider.id.to_string(),
         scopes: ScopeLine::list(provider, &row.scopes),
         authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
-        redirect_uri: state.config.redirect_uri().to_string(),
+        redirect_uri: state.config.provider_redirect_uri(&provider.id).to_string(),
         nav: SignedIn::of(&session),
     };
     let mut response = pages::render(StatusCode::OK, &page);

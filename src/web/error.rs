@@ -222,6 +222,14 @@ impl From<FlowError> for PageError {
                 format!("The answer came from an unexpected issuer, so it was ignored. {nothing}"),
                 START_AGAIN,
             ),
+            FlowError::WrongCallback => Self::page(
+                S::BAD_REQUEST,
+                "Response not valid",
+                format!(
+                    "The answer arrived at another provider's return address than the one this connection was sent with, so it was ignored. {nothing}"
+                ),
+                START_AGAIN,
+            ),
             FlowError::WrongUser => Self::page(
                 S::FORBIDDEN,
                 "Wrong account",
@@ -330,6 +338,7 @@ mod tests {
             FlowError::WrongUser,
             FlowError::NotActionable,
             FlowError::UnknownProvider("gone".into()),
+            FlowError::WrongCallback,
             FlowError::GrantGone,
             FlowError::ConnectionChanged,
             FlowError::ProviderRefused("access_denied".into()),
@@ -346,6 +355,7 @@ mod tests {
                 | FlowError::OtherBrowser
                 | FlowError::Expired
                 | FlowError::IssuerMismatch
+                | FlowError::WrongCallback
                 | FlowError::AlreadyUsed
                 | FlowError::Interrupted
                 | FlowError::WrongUser

@@ -8,7 +8,8 @@
 //! | `GET /login/oidc`, `GET /login/oidc/callback` | [`oidc_login`] | sign-in at the OIDC issuer → [`crate::identity::oidc::browser_login`] |
 //! | `GET/POST /connect/{id}` | [`connect`] | consent for an authorization (owner only, CSRF)   |
 //! | `GET /connect/{id}/result` | [`result`] | how a connect link ended (owner only)            |
-//! | `GET /oauth/callback`  | [`callback`]  | provider redirect back → [`crate::broker::flow`]; always 303 to a clean page |
+//! | `GET /oauth/callback/{provider}` | [`callback`] | provider redirect back → [`crate::broker::flow`]; always 303 to a clean page |
+//! | `GET /oauth/callback`  | [`callback`]  | the older shared callback, for attempts sent with it |
 //! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
 //! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
 //! | `GET /admin…`, `POST /admin/…` | [`admin`] | operators' dashboard, tables and actions (admins only) |
@@ -59,6 +60,7 @@ pub fn router() -> Router<AppState> {
         .route("/connect/{id}", get(connect::show).post(connect::act))
         .route("/connect/{id}/result", get(result::show))
         .route("/oauth/callback", get(callback::receive))
+        .route("/oauth/callback/{provider}", get(callback::receive_for_provider))
         .route("/oauth/callback/problem/{problem}", get(callback::problem))
         .merge(admin::router())
         // One throttle per running app (tests run several apps in one process).

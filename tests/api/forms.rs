@@ -58,7 +58,7 @@ async fn connecting_again_asks_which_scopes_and_honours_accept_decline_and_cance
     let scopes = &schema["properties"]["scopes"];
     assert_eq!(scopes["type"], "array");
     assert_eq!(scopes["items"]["anyOf"].as_array().unwrap().len(), 3, "{scopes}");
-    assert_eq!(scopes["default"], json!(["profile", "notes:read"]), "what they hold and the defaults are ticked");
+    assert_eq!(scopes["default"], json!(["notes:read", "profile"]), "what they hold and the defaults are ticked");
     assert_eq!(schema["properties"]["account"]["default"], "work");
     assert_eq!(declined.is_error, Some(true));
     assert!(text_of(&declined).contains("declined"), "{}", text_of(&declined));

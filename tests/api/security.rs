@@ -97,7 +97,7 @@ async fn the_provider_redirect_uses_pkce_s256_exact_redirect_uri_and_no_secrets(
     let q: std::collections::HashMap<_, _> = parsed.query_pairs().into_owned().collect();
     assert_eq!(q["code_challenge_method"], "S256");
     assert_eq!(q["code_challenge"].len(), 43);
-    assert_eq!(q["redirect_uri"], app.url("/oauth/callback"));
+    assert_eq!(q["redirect_uri"], app.url("/oauth/callback/demo"), "the demo provider's own callback");
     assert!(q["state"].len() >= 43, "state has at least 256 bits");
     for forbidden in ["client_secret", "code_verifier", "access_token"] {
         assert!(!q.contains_key(forbidden), "{forbidden} must not be in the authorize URL");

@@ -11,28 +11,38 @@ use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::mcp::connections::internal;
 use crate::mcp::server::error_result;
-use crate::oauth::providers::DEMO_PROVIDER_ID;
 use crate::store::grants::GrantRow;
 
 pub const ACCOUNT: &str = "account";
 pub const SCOPES: &str = "scopes";
 pub const CONFIRM: &str = "confirm";
 
-/// The scopes a provider offers, with what each allows, for the scope question. Provider
-/// configuration has no such list yet, so only the demo provider (whose API we serve) has one;
-/// every other provider gets its default scopes without a question.
+/// The scopes a provider offers, with what each allows, for the scope question
+/// ([`crate::oauth::scopes::offered`]: its `available_scopes` and defaults). A provider whose
+/// scopes are open offers no list to choose from.
 pub fn available_scopes(provider: &ProviderConfig) -> Vec<Choice> {
-    if provider.id.as_str() != DEMO_PROVIDER_ID {
+    if provider.open_scopes {
         return Vec::new();
     }
-    [
-        ("profile", "profile — see your account name"),
-        ("notes:read", "notes:read — read your notes"),
-        ("notes:write", "notes:write — create notes"),
-    ]
-    .into_iter()
-    .map(|(value, title)| Choice::titled(value, title))
-    .collect()
+    crate::oauth::scopes::offered(provider)
+        .into_iter()
+        .map(|(value, description)| {
+            let title = match description {
+                Some(description) => format!("{value} — {}", lowercase_first(&description)),
+                None => value.clone(),
+            };
+            Choice::titled(&value, &title)
+        })
+        .collect()
+}
+
+/// "See your notes" → "see your notes", to follow a dash.
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Whether there is a choice to offer beyond the provider's default scopes.
@@ -180,7 +190,32 @@ mod tests {
             token_auth_method: Default::default(),
             extra_authorize_params: Default::default(),
             issuer: None,
-            scope_descriptions: Default::default(),
+            // Only the demo provider lists scopes beyond its defaults here.
+            scope_descriptions: if id == "demo" {
+                [
+                    ("profile", "See your account name"),
+                    ("notes:read", "Read your notes"),
+                    ("notes:write", "Create notes"),
+                ]
+                .map(|(s, d)| (s.to_owned(), d.to_owned()))
+                .into()
+            } else {
+                Default::default()
+            },
+            refresh_url: None,
+            scope_separator: " ".into(),
+            scope_param: "scope".into(),
+            pkce_required: false,
+            open_scopes: false,
+            scope_aliases: Default::default(),
+            scopes_not_returned: Scopes::default(),
+            account_id_field: None,
+            account_label_field: None,
+            token_path: None,
+            api_base_from_token: None,
+            api_base_domains: Vec::new(),
+            user_agent: None,
+            catalogue: None,
         }
     }
 
@@ -216,7 +251,7 @@ mod tests {
         let options = &wire["properties"][ACCOUNT]["oneOf"];
         assert_eq!(options.as_array().unwrap().len(), 4, "three accounts and “another”: {options}");
         assert_eq!(wire["properties"][ACCOUNT]["default"], "work", "the most recent account is pre-selected");
-        assert_eq!(wire["properties"][SCOPES]["default"], serde_json::json!(["profile", "notes:read"]));
+        assert_eq!(wire["properties"][SCOPES]["default"], serde_json::json!(["notes:read", "profile"]));
         assert_eq!(wire["properties"][CONFIRM]["default"], true);
         // Every option value maps back, the unnamed account and "another" included.
         for (i, option) in options.as_array().unwrap().iter().enumerate() {

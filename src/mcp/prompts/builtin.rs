@@ -92,12 +92,9 @@ fn provider<'a>(state: &'a AppState, values: &BTreeMap<String, String>) -> Resul
     })
 }
 
-/// Scopes worth suggesting for `provider`: all of the demo provider's, else its defaults.
+/// Scopes worth suggesting for `provider`: the ones it offers ([`crate::oauth::scopes::offered`]).
 pub fn known_scopes(provider: &ProviderConfig) -> Vec<String> {
-    if provider.id.as_str() == DEMO_PROVIDER_ID {
-        return ["profile", "notes:read", "notes:write"].map(String::from).to_vec();
-    }
-    provider.default_scopes.iter().map(str::to_owned).collect()
+    crate::oauth::scopes::offered(provider).into_iter().map(|(scope, _)| scope).collect()
 }
 
 /// What a scope allows. Exact for the demo provider, whose API we know; generic otherwise.
@@ -110,6 +107,9 @@ fn describe_scope(provider: &ProviderConfig, scope: &str) -> String {
             _ => "not a scope the demo provider knows: it refuses the whole request (invalid_scope), so leave it out.",
         }
         .to_owned();
+    }
+    if let Some(description) = provider.scope_description(scope) {
+        return format!("{description} (as {} describes it).", provider.display_name);
     }
     format!(
         "defined by {}; the broker passes it through unchanged. Check {}'s documentation for exactly what it grants (as a rule, read scopes allow viewing and write or admin scopes allow changes).",
@@ -136,6 +136,10 @@ fn requested_scopes(values: &BTreeMap<String, String>) -> Result<Option<Scopes>,
 fn connect_provider(state: &AppState, values: &BTreeMap<String, String>) -> Result<String, ErrorData> {
     let provider = provider(state, values)?;
     let requested = requested_scopes(values)?;
+    if let Some(scopes) = &requested {
+        crate::oauth::scopes::check(provider, scopes)
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), Some(json!({ "argument": "scopes" }))))?;
+    }
     let name = &provider.display_name;
     let id = provider.id.as_str();
     let mut text = format!(

@@ -128,6 +128,7 @@ fn provider_entry(provider: &ProviderConfig, grant: Option<&GrantRow>) -> Value 
         "token_endpoint_auth_method": match provider.token_auth_method {
             TokenAuthMethod::ClientSecretBasic => "client_secret_basic",
             TokenAuthMethod::ClientSecretPost => "client_secret_post",
+            TokenAuthMethod::None => "none",
         },
         "connected": status == "connected",
         "status": status,

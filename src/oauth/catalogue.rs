@@ -1,0 +1,415 @@
+//! The compiled-in provider catalogue (`catalogue.toml`) and the operator's `[providers.*]`
+//! tables over it.
+//!
+//! ```text
+//! catalogue.toml [github] ──┐ overlay: every field the operator gives wins
+//! config [providers.github] ┴─▶ fill {tenant} {domain} {subdomain} {shop} {base_url}
+//!                              ─▶ check (https, auth method, PKCE, scopes, reserved params)
+//!                              ─▶ ProviderConfig, or an error naming the provider and the field
+//! ```
+//!
+//! A table whose id is not in the catalogue is a provider described entirely by the operator
+//! (as before the catalogue); `catalogue = "gitlab"` enables an entry under another id (two
+//! GitLab servers). Credentials never come from the catalogue.
+
+use std::collections::BTreeMap;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use url::Url;
+
+use crate::config::{ProviderConfig, TokenAuthMethod, is_loopback};
+use crate::domain::{ProviderId, Scopes};
+
+/// The catalogue's text, compiled in.
+pub const CATALOGUE_TOML: &str = include_str!("catalogue.toml");
+
+/// The template values a URL may hold, filled from the operator's table.
+pub const TEMPLATE_NAMES: [&str; 5] = ["tenant", "domain", "subdomain", "shop", "base_url"];
+
+/// Authorization parameters the broker sets itself; an entry may not override them.
+const RESERVED_AUTHORIZE_PARAMS: [&str; 7] =
+    ["response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope"];
+
+/// One provider as the catalogue or the operator describes it: every field optional, so an
+/// operator's table can be credentials alone and overlay any field.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderFields {
+    /// Operator only: the catalogue entry to start from [default: the table's id].
+    pub catalogue: Option<String>,
+    pub display_name: Option<String>,
+    pub authorization_url: Option<String>,
+    pub token_url: Option<String>,
+    pub refresh_url: Option<String>,
+    pub revocation_url: Option<String>,
+    pub userinfo_url: Option<String>,
+    pub api_base_url: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub client_secret_env: Option<String>,
+    /// Default scopes.
+    pub scopes: Option<Vec<String>>,
+    pub scope_separator: Option<String>,
+    pub scope_param: Option<String>,
+    pub token_auth_method: Option<String>,
+    pub pkce: Option<String>,
+    pub extra_authorize_params: Option<BTreeMap<String, String>>,
+    pub issuer: Option<String>,
+    #[serde(alias = "scope_descriptions")]
+    pub available_scopes: Option<BTreeMap<String, String>>,
+    pub open_scopes: Option<bool>,
+    pub scope_aliases: Option<BTreeMap<String, String>>,
+    pub scopes_not_returned: Option<Vec<String>>,
+    pub account_id_field: Option<String>,
+    pub account_label_field: Option<String>,
+    pub token_path: Option<String>,
+    pub api_base_from_token: Option<String>,
+    pub api_base_domains: Option<Vec<String>>,
+    pub user_agent: Option<String>,
+    pub notes: Option<String>,
+    pub tenant: Option<String>,
+    pub domain: Option<String>,
+    pub subdomain: Option<String>,
+    pub shop: Option<String>,
+    pub base_url: Option<String>,
+}
+
+macro_rules! overlay {
+    ($base:ident, $over:ident, $($field:ident),+) => {
+        ProviderFields { $($field: $over.$field.or($base.$field)),+ }
+    };
+}
+
+impl ProviderFields {
+    /// `self` with every field `over` gives replaced.
+    fn overlay(self, over: ProviderFields) -> ProviderFields {
+        let base = self;
+        overlay!(
+            base,
+            over,
+            catalogue,
+            display_name,
+            authorization_url,
+            token_url,
+            refresh_url,
+            revocation_url,
+            userinfo_url,
+            api_base_url,
+            client_id,
+            client_secret,
+            client_secret_env,
+            scopes,
+            scope_separator,
+            scope_param,
+            token_auth_method,
+            pkce,
+            extra_authorize_params,
+            issuer,
+            available_scopes,
+            open_scopes,
+            scope_aliases,
+            scopes_not_returned,
+            account_id_field,
+            account_label_field,
+            token_path,
+            api_base_from_token,
+            api_base_domains,
+            user_agent,
+            notes,
+            tenant,
+            domain,
+            subdomain,
+            shop,
+            base_url
+        )
+    }
+
+    /// The template names this entry's URLs use.
+    pub fn templates(&self) -> Vec<&'static str> {
+        let urls = [
+            &self.authorization_url,
+            &self.token_url,
+            &self.refresh_url,
+            &self.revocation_url,
+            &self.userinfo_url,
+            &self.api_base_url,
+        ];
+        TEMPLATE_NAMES
+            .into_iter()
+            .filter(|name| {
+                let placeholder = format!("{{{name}}}");
+                urls.iter().any(|url| url.as_deref().is_some_and(|u| u.contains(&placeholder)))
+            })
+            .collect()
+    }
+
+    fn template_value(&self, name: &str) -> Option<&str> {
+        match name {
+            "tenant" => self.tenant.as_deref(),
+            "domain" => self.domain.as_deref(),
+            "subdomain" => self.subdomain.as_deref(),
+            "shop" => self.shop.as_deref(),
+            "base_url" => self.base_url.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// An inconsistent provider: start-up stops with this message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("[providers.{provider}] {field}: {message}")]
+pub struct ProviderConfigError {
+    pub provider: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// The catalogue, parsed. Its own tests check every entry; a broken catalogue is a build
+/// mistake, reported like any configuration error.
+pub fn builtin() -> Result<BTreeMap<String, ProviderFields>, ProviderConfigError> {
+    toml::from_str(CATALOGUE_TOML).map_err(|e| ProviderConfigError {
+        provider: "*".into(),
+        field: "catalogue".into(),
+        message: e.to_string(),
+    })
+}
+
+/// The operator's table for `id` over its catalogue entry, filled and checked.
+pub fn resolve(id: &ProviderId, table: ProviderFields) -> Result<ProviderConfig, ProviderConfigError> {
+    let catalogue = builtin()?;
+    let err = |field: &str, message: String| ProviderConfigError {
+        provider: id.to_string(),
+        field: field.to_owned(),
+        message,
+    };
+    let base = match &table.catalogue {
+        Some(name) => catalogue.get(name).cloned().ok_or_else(|| {
+            err("catalogue", format!("no catalogue entry {name:?} (see `oauth-broker providers list`)"))
+        })?,
+        None => catalogue.get(id.as_str()).cloned().unwrap_or_default(),
+    };
+    for secret in [&base.client_secret, &base.client_secret_env] {
+        if secret.is_some() {
+            return Err(err("client_secret", "the catalogue never holds credentials".into()));
+        }
+    }
+    let from_catalogue =
+        table.catalogue.clone().or_else(|| catalogue.contains_key(id.as_str()).then(|| id.to_string()));
+    let fields = base.overlay(table);
+    build(id, fields, from_catalogue).map_err(|(field, message)| err(&field, message))
+}
+
+type FieldError = (String, String);
+
+fn missing(field: &str) -> FieldError {
+    (field.to_owned(), "missing".into())
+}
+
+fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Result<ProviderConfig, FieldError> {
+    let vars = template_values(&f)?;
+    let url = |field: &str, value: &Option<String>| -> Result<Option<Url>, FieldError> {
+        value.as_deref().map(|v| endpoint(field, v, &vars)).transpose()
+    };
+    let authorization_url =
+        url("authorization_url", &f.authorization_url)?.ok_or_else(|| missing("authorization_url"))?;
+    let token_url = url("token_url", &f.token_url)?.ok_or_else(|| missing("token_url"))?;
+    let mut api_base_url = url("api_base_url", &f.api_base_url)?.ok_or_else(|| missing("api_base_url"))?;
+    if !api_base_url.path().ends_with('/') {
+        // A trailing slash makes the base a directory, so relative joins stay under it.
+        let path = format!("{}/", api_base_url.path());
+        api_base_url.set_path(&path);
+    }
+    let client_id = f.client_id.clone().filter(|c| !c.trim().is_empty()).ok_or_else(|| missing("client_id"))?;
+    let client_secret = match (&f.client_secret, &f.client_secret_env) {
+        (Some(_), Some(_)) => {
+            return Err(("client_secret".into(), "give client_secret or client_secret_env, not both".into()));
+        }
+        (Some(s), None) => Some(SecretString::from(s.clone())),
+        (None, Some(var)) => Some(SecretString::from(
+            std::env::var(var)
+                .map_err(|_| ("client_secret_env".to_owned(), format!("names {var}, which is not set")))?,
+        )),
+        (None, None) => None,
+    };
+    let token_auth_method = match f.token_auth_method.as_deref() {
+        None | Some("client_secret_basic") | Some("basic") => TokenAuthMethod::ClientSecretBasic,
+        Some("client_secret_post") | Some("post") => TokenAuthMethod::ClientSecretPost,
+        Some("none") => TokenAuthMethod::None,
+        Some(other) => {
+            return Err((
+                "token_auth_method".into(),
+                format!("unknown method {other:?} (client_secret_basic, client_secret_post or none)"),
+            ));
+        }
+    };
+    match (token_auth_method, client_secret.is_some()) {
+        (TokenAuthMethod::None, true) => {
+            return Err(("client_secret".into(), "token_auth_method = \"none\" sends no secret; remove it".into()));
+        }
+        (TokenAuthMethod::ClientSecretBasic | TokenAuthMethod::ClientSecretPost, false) => {
+            return Err((
+                "client_secret".into(),
+                "missing: give client_secret_env (or client_secret), or token_auth_method = \"none\" for a public client"
+                    .into(),
+            ));
+        }
+        _ => {}
+    }
+    let pkce_required = match f.pkce.as_deref() {
+        None | Some("s256") => false,
+        Some("required") => true,
+        Some(other) => return Err(("pkce".into(), format!("unknown value {other:?} (required or s256)"))),
+    };
+    let scope_separator = f.scope_separator.clone().unwrap_or_else(|| " ".into());
+    if scope_separator != " " && scope_separator != "," {
+        return Err(("scope_separator".into(), "must be \" \" or \",\"".into()));
+    }
+    let scope_param = f.scope_param.clone().unwrap_or_else(|| "scope".into());
+    if scope_param.is_empty() || !scope_param.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return Err(("scope_param".into(), "must be a parameter name such as scope".into()));
+    }
+    let extra_authorize_params = f.extra_authorize_params.clone().unwrap_or_default();
+    for name in extra_authorize_params.keys() {
+        if RESERVED_AUTHORIZE_PARAMS.contains(&name.as_str()) || *name == scope_param {
+            return Err(("extra_authorize_params".into(), format!("{name} is set by the broker itself")));
+        }
+    }
+    let scopes = |field: &str, list: &[String]| Scopes::parse(list).map_err(|e| (field.to_owned(), e.to_string()));
+    let default_scopes = scopes("scopes", f.scopes.as_deref().unwrap_or_default())?;
+    let scope_descriptions = f.available_scopes.clone().unwrap_or_default();
+    scopes("available_scopes", &scope_descriptions.keys().cloned().collect::<Vec<_>>())?;
+    let scope_aliases = f.scope_aliases.clone().unwrap_or_default();
+    scopes("scope_aliases", &scope_aliases.values().cloned().collect::<Vec<_>>())?;
+    let scopes_not_returned = scopes("scopes_not_returned", f.scopes_not_returned.as_deref().unwrap_or_default())?;
+    let api_base_domains = f.api_base_domains.clone().unwrap_or_default();
+    if f.api_base_from_token.is_some() && api_base_domains.is_empty() {
+        return Err((
+            "api_base_domains".into(),
+            "missing: api_base_from_token needs the domains a returned API base may be under".into(),
+        ));
+    }
+    if let Some(agent) = &f.user_agent
+        && (agent.is_empty() || agent.len() > 200 || !agent.bytes().all(|b| (0x20..0x7f).contains(&b)))
+    {
+        return Err(("user_agent".into(), "must be 1-200 printable ASCII characters".into()));
+    }
+    for (field, path) in [
+        ("account_id_field", &f.account_id_field),
+        ("account_label_field", &f.account_label_field),
+        ("token_path", &f.token_path),
+        ("api_base_from_token", &f.api_base_from_token),
+    ] {
+        if let Some(path) = path
+            && (path.is_empty() || path.split('.').any(str::is_empty))
+        {
+            return Err((field.into(), "must be a dot path such as user.id".into()));
+        }
+    }
+    Ok(ProviderConfig {
+        display_name: f.display_name.clone().unwrap_or_else(|| id.to_string()),
+        id: id.clone(),
+        authorization_url,
+        token_url,
+        client_id,
+        client_secret,
+        default_scopes,
+        api_base_url,
+        revocation_url: url("revocation_url", &f.revocation_url)?,
+        userinfo_url: url("userinfo_url", &f.userinfo_url)?,
+        token_auth_method,
+        extra_authorize_params,
+        issuer: f.issuer.clone(),
+        scope_descriptions,
+        refresh_url: url("refresh_url", &f.refresh_url)?,
+        scope_separator,
+        scope_param,
+        pkce_required,
+        open_scopes: f.open_scopes.unwrap_or(false),
+        scope_aliases,
+        scopes_not_returned,
+        account_id_field: f.account_id_field.clone(),
+        account_label_field: f.account_label_field.clone(),
+        token_path: f.token_path.clone(),
+        api_base_from_token: f.api_base_from_token.clone(),
+        api_base_domains,
+        user_agent: f.user_agent.clone(),
+        catalogue,
+    })
+}
+
+/// The operator's template values, each checked so it cannot change a URL's shape (a domain
+/// with a path, a shop name with a dot).
+fn template_values(f: &ProviderFields) -> Result<BTreeMap<&'static str, String>, FieldError> {
+    let mut values = BTreeMap::new();
+    for name in TEMPLATE_NAMES {
+        let Some(value) = f.template_value(name) else { continue };
+        let ok = match name {
+            "base_url" => {
+                let url = Url::parse(value).map_err(|e| (name.to_owned(), format!("not a URL: {e}")))?;
+                check_scheme(&url).map_err(|m| (name.to_owned(), m))?;
+                if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
+                    return Err((name.into(), "must have no query, fragment or user".into()));
+                }
+                values.insert(name, url.as_str().trim_end_matches('/').to_owned());
+                continue;
+            }
+            "domain" | "tenant" => host_like(value, true),
+            _ => host_like(value, false),
+        };
+        if !ok {
+            let what = if name == "domain" || name == "tenant" {
+                "letters, digits, '-' and '.'"
+            } else {
+                "letters, digits and '-'"
+            };
+            return Err((name.into(), format!("{value:?} is not valid here: use {what} only")));
+        }
+        values.insert(name, value.to_owned());
+    }
+    Ok(values)
+}
+
+fn host_like(value: &str, dots: bool) -> bool {
+    !value.is_empty()
+        && value.len() <= 253
+        && !value.starts_with(['-', '.'])
+        && !value.ends_with(['-', '.'])
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || (dots && b == b'.'))
+}
+
+/// A URL field with its templates filled, parsed and checked.
+fn endpoint(field: &str, raw: &str, vars: &BTreeMap<&'static str, String>) -> Result<Url, FieldError> {
+    let mut filled = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(start) = rest.find('{') {
+        filled.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let end = after.find('}').ok_or_else(|| (field.to_owned(), "an unclosed '{'".to_owned()))?;
+        let name = &after[..end];
+        if !TEMPLATE_NAMES.contains(&name) {
+            return Err((field.into(), format!("unknown template {{{name}}} (known: {})", TEMPLATE_NAMES.join(", "))));
+        }
+        let value = vars.get(name).ok_or_else(|| {
+            (field.to_owned(), format!("{{{name}}} is not filled: add {name} = \"…\" to this provider's table"))
+        })?;
+        filled.push_str(value);
+        rest = &after[end + 1..];
+    }
+    filled.push_str(rest);
+    let url = Url::parse(&filled).map_err(|e| (field.to_owned(), format!("not a URL: {e}")))?;
+    check_scheme(&url).map_err(|m| (field.to_owned(), m))?;
+    Ok(url)
+}
+
+fn check_scheme(url: &Url) -> Result<(), String> {
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if is_loopback(url) => Ok(()),
+        _ => Err(format!("{url}: must be https (http only on loopback)")),
+    }
+}
+
+#[cfg(test)]
+#[path = "catalogue_tests.rs"]
+mod tests;

@@ -1,0 +1,253 @@
+use super::*;
+
+fn id(s: &str) -> ProviderId {
+    ProviderId::parse(s).unwrap()
+}
+
+fn creds() -> ProviderFields {
+    ProviderFields { client_id: Some("client".into()), client_secret: Some("secret".into()), ..Default::default() }
+}
+
+/// Values for every template, as an operator would give them.
+fn filled(mut fields: ProviderFields) -> ProviderFields {
+    fields.tenant = fields.tenant.or(Some("contoso.onmicrosoft.com".into()));
+    fields.domain = fields.domain.or(Some("example.okta.com".into()));
+    fields.subdomain = fields.subdomain.or(Some("acme".into()));
+    fields.shop = fields.shop.or(Some("acme-store".into()));
+    fields
+}
+
+fn error(provider: &str, table: ProviderFields) -> ProviderConfigError {
+    resolve(&id(provider), table).unwrap_err()
+}
+
+#[test]
+fn the_catalogue_has_at_least_30_providers_and_every_entry_resolves_over_https() {
+    let catalogue = builtin().unwrap();
+    assert!(catalogue.len() >= 30, "{} entries", catalogue.len());
+    for (name, entry) in &catalogue {
+        assert!(entry.client_id.is_none() && entry.client_secret.is_none(), "{name}: credentials in the catalogue");
+        assert!(entry.catalogue.is_none(), "{name}");
+        assert!(entry.display_name.is_some(), "{name}: no display name");
+        let provider = resolve(&id(name), filled(creds())).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let urls = [
+            Some(&provider.authorization_url),
+            Some(&provider.token_url),
+            Some(&provider.api_base_url),
+            provider.refresh_url.as_ref(),
+            provider.revocation_url.as_ref(),
+            provider.userinfo_url.as_ref(),
+        ];
+        for url in urls.into_iter().flatten() {
+            assert_eq!(url.scheme(), "https", "{name}: {url}");
+            assert!(!url.as_str().contains('{'), "{name}: unfilled {url}");
+        }
+        assert_eq!(provider.catalogue.as_deref(), Some(name.as_str()));
+        // Every default scope is one the entry offers and describes.
+        for scope in provider.default_scopes.iter() {
+            assert!(provider.scope_description(scope).is_some(), "{name}: default scope {scope} is not described");
+        }
+        // The account is named when there is somewhere to read it from.
+        if provider.userinfo_url.is_some() {
+            assert!(provider.account_id_field.is_some(), "{name}: userinfo without account_id_field");
+        }
+    }
+}
+
+#[test]
+fn the_named_providers_of_the_issue_are_all_in_the_catalogue() {
+    let catalogue = builtin().unwrap();
+    for name in [
+        "github",
+        "gitlab",
+        "bitbucket",
+        "google",
+        "microsoft",
+        "slack",
+        "discord",
+        "notion",
+        "linear",
+        "atlassian",
+        "asana",
+        "dropbox",
+        "box",
+        "salesforce",
+        "hubspot",
+        "zoom",
+        "spotify",
+        "figma",
+        "airtable",
+        "x",
+        "linkedin",
+        "reddit",
+        "okta",
+        "auth0",
+        "shopify",
+        "zendesk",
+        "intercom",
+        "calendly",
+        "todoist",
+        "strava",
+        "twitch",
+    ] {
+        assert!(catalogue.contains_key(name), "{name} is missing");
+    }
+}
+
+#[test]
+fn the_quirks_the_issue_names_are_in_the_entries() {
+    let get = |name: &str| resolve(&id(name), filled(creds())).unwrap();
+    let google = get("google");
+    assert_eq!(google.extra_authorize_params.get("access_type").map(String::as_str), Some("offline"));
+    assert_eq!(google.extra_authorize_params.get("prompt").map(String::as_str), Some("consent"));
+    assert_eq!(get("dropbox").extra_authorize_params.get("token_access_type").map(String::as_str), Some("offline"));
+    let reddit = get("reddit");
+    assert_eq!(reddit.extra_authorize_params.get("duration").map(String::as_str), Some("permanent"));
+    assert_eq!(reddit.token_auth_method, TokenAuthMethod::ClientSecretBasic);
+    let atlassian = get("atlassian");
+    assert_eq!(atlassian.extra_authorize_params.get("audience").map(String::as_str), Some("api.atlassian.com"));
+    assert!(atlassian.default_scopes.contains("offline_access"));
+    assert!(get("airtable").pkce_required && get("x").pkce_required);
+    let slack = get("slack");
+    assert_eq!((slack.scope_param.as_str(), slack.token_path.as_deref()), ("user_scope", Some("authed_user")));
+    assert_eq!(get("salesforce").api_base_from_token.as_deref(), Some("instance_url"));
+    assert_eq!(get("github").account_id_field.as_deref(), Some("id"), "the numeric id, not the login");
+    assert_eq!(get("linear").scope_separator, ",");
+}
+
+#[test]
+fn an_operator_enables_a_provider_with_credentials_alone() {
+    let github = resolve(&id("github"), creds()).unwrap();
+    assert_eq!(github.authorization_url.as_str(), "https://github.com/login/oauth/authorize");
+    assert_eq!(github.api_base_url.as_str(), "https://api.github.com/");
+    assert_eq!(github.display_name, "GitHub");
+}
+
+#[test]
+fn any_field_can_be_overridden_and_templates_come_from_the_table() {
+    let table =
+        ProviderFields { display_name: Some("Work GitHub".into()), scopes: Some(vec!["repo".into()]), ..creds() };
+    let github = resolve(&id("github"), table).unwrap();
+    assert_eq!(
+        (github.display_name.as_str(), github.default_scopes.to_space_separated()),
+        ("Work GitHub", "repo".into())
+    );
+
+    let gitlab = resolve(&id("gitlab"), creds()).unwrap();
+    assert_eq!(gitlab.token_url.as_str(), "https://gitlab.com/oauth/token", "the catalogue's default base_url");
+    let own = ProviderFields { base_url: Some("https://git.example.com/".into()), ..creds() };
+    let gitlab = resolve(&id("gitlab"), own).unwrap();
+    assert_eq!(gitlab.api_base_url.as_str(), "https://git.example.com/api/v4/");
+
+    let entra = ProviderFields { tenant: Some("organizations".into()), ..creds() };
+    let entra = resolve(&id("microsoft"), entra).unwrap();
+    assert!(entra.token_url.as_str().starts_with("https://login.microsoftonline.com/organizations/"));
+
+    // A second GitLab under another id.
+    let second = ProviderFields {
+        catalogue: Some("gitlab".into()),
+        base_url: Some("https://gitlab.internal.example".into()),
+        ..creds()
+    };
+    let second = resolve(&id("gitlab-internal"), second).unwrap();
+    assert_eq!((second.display_name.as_str(), second.catalogue.as_deref()), ("GitLab", Some("gitlab")));
+}
+
+#[test]
+fn an_unfilled_template_names_the_provider_and_the_field() {
+    let e = error("okta", creds());
+    assert_eq!((e.provider.as_str(), e.field.as_str()), ("okta", "authorization_url"));
+    assert!(e.to_string().starts_with("[providers.okta] authorization_url: {domain} is not filled"), "{e}");
+    let e = error("shopify", creds());
+    assert!(e.to_string().contains("{shop} is not filled"), "{e}");
+}
+
+#[test]
+fn template_values_cannot_change_the_shape_of_a_url() {
+    for (name, table) in [
+        ("okta", ProviderFields { domain: Some("evil.example/steal?".into()), ..creds() }),
+        ("okta", ProviderFields { domain: Some("user@evil.example".into()), ..creds() }),
+        ("shopify", ProviderFields { shop: Some("evil.example#".into()), ..creds() }),
+        ("zendesk", ProviderFields { subdomain: Some("a.evil".into()), ..creds() }),
+        ("gitlab", ProviderFields { base_url: Some("http://gitlab.example.com".into()), ..creds() }),
+        ("gitlab", ProviderFields { base_url: Some("https://gitlab.example.com/?x=1".into()), ..creds() }),
+    ] {
+        let e = error(name, table);
+        assert!(["domain", "shop", "subdomain", "base_url"].contains(&e.field.as_str()), "{name}: {e}");
+    }
+}
+
+#[test]
+fn inconsistent_entries_stop_start_up_with_the_provider_and_field_named() {
+    let cases: Vec<(&str, ProviderFields, &str)> = vec![
+        (
+            "custom",
+            ProviderFields {
+                token_url: Some("https://t.example".into()),
+                api_base_url: Some("https://a.example".into()),
+                ..creds()
+            },
+            "authorization_url",
+        ),
+        (
+            "custom",
+            ProviderFields {
+                authorization_url: Some("https://a.example".into()),
+                api_base_url: Some("https://a.example".into()),
+                ..creds()
+            },
+            "token_url",
+        ),
+        ("github", ProviderFields { token_url: Some("http://github.example/token".into()), ..creds() }, "token_url"),
+        (
+            "github",
+            ProviderFields { token_auth_method: Some("client_secret_jwt".into()), ..creds() },
+            "token_auth_method",
+        ),
+        ("github", ProviderFields { client_id: None, ..creds() }, "client_id"),
+        ("github", ProviderFields { client_secret: None, ..creds() }, "client_secret"),
+        ("github", ProviderFields { pkce: Some("plain".into()), ..creds() }, "pkce"),
+        ("github", ProviderFields { scope_separator: Some(";".into()), ..creds() }, "scope_separator"),
+        ("github", ProviderFields { scopes: Some(vec!["a b".into()]), ..creds() }, "scopes"),
+        ("github", ProviderFields { catalogue: Some("nope".into()), ..creds() }, "catalogue"),
+        ("github", ProviderFields { userinfo_url: Some("https://{nope}/x".into()), ..creds() }, "userinfo_url"),
+        (
+            "github",
+            ProviderFields {
+                client_secret_env: Some("OAUTH_BROKER_TEST_SURELY_UNSET".into()),
+                client_secret: None,
+                ..creds()
+            },
+            "client_secret_env",
+        ),
+    ];
+    for (provider, table, field) in cases {
+        let e = error(provider, table);
+        assert_eq!((e.provider.as_str(), e.field.as_str()), (provider, field), "{e}");
+        assert!(e.to_string().starts_with(&format!("[providers.{provider}] {field}: ")), "{e}");
+    }
+}
+
+#[test]
+fn extra_authorize_params_cannot_replace_the_brokers_own() {
+    for name in ["redirect_uri", "state", "code_challenge", "client_id", "scope", "response_type"] {
+        let params = BTreeMap::from([(name.to_owned(), "x".to_owned())]);
+        let e = error("github", ProviderFields { extra_authorize_params: Some(params), ..creds() });
+        assert_eq!(e.field, "extra_authorize_params", "{name}");
+    }
+    let params = BTreeMap::from([("user_scope".to_owned(), "x".to_owned())]);
+    assert_eq!(
+        error("slack", ProviderFields { extra_authorize_params: Some(params), ..creds() }).field,
+        "extra_authorize_params"
+    );
+}
+
+#[test]
+fn a_public_client_sends_no_secret_and_a_returned_api_base_needs_its_domains() {
+    let public = ProviderFields { token_auth_method: Some("none".into()), client_secret: None, ..creds() };
+    assert_eq!(resolve(&id("github"), public).unwrap().token_auth_method, TokenAuthMethod::None);
+    let both = ProviderFields { token_auth_method: Some("none".into()), ..creds() };
+    assert_eq!(error("github", both).field, "client_secret");
+    let open = ProviderFields { api_base_domains: Some(Vec::new()), ..creds() };
+    assert_eq!(error("salesforce", open).field, "api_base_domains");
+}
