@@ -53,6 +53,7 @@ impl AppBuilder {
     }
 
     pub async fn build(self) -> anyhow::Result<App> {
+        crate::telemetry::install();
         let mut state = build_state(self.config, self.clock).await?;
         if state.store.backend() == crate::store::Backend::Postgres {
             let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
@@ -138,6 +139,19 @@ impl App {
         });
         let grace = self.state.config.shutdown_grace;
         let (draining, cancel) = (self.state.draining.clone(), self.state.shutdown.clone());
+        // Issue 10: /metrics on its own address, served until the process stops.
+        if let Some(address) = self.state.config.ops.metrics_listen {
+            let metrics = TcpListener::bind(address).await?;
+            tracing::info!(%address, "serving /metrics");
+            let stop = cancel.clone();
+            tokio::spawn(async move {
+                let serve = axum::serve(metrics, crate::telemetry::metrics_listener_router())
+                    .with_graceful_shutdown(async move { stop.cancelled().await });
+                if let Err(error) = serve.await {
+                    tracing::error!(%error, "the metrics listener stopped");
+                }
+            });
+        }
         let core = self.state.core.clone();
         // When the grace period ends, counted from the stop signal.
         let grace_ends = Arc::new(std::sync::OnceLock::new());
@@ -275,6 +289,9 @@ fn router(state: AppState, mcp: McpState) -> Router {
     router
         .route("/healthz", axum::routing::get(crate::health::healthz))
         .route("/readyz", axum::routing::get(crate::health::readyz))
+        .route("/metrics", axum::routing::get(crate::telemetry::metrics_on_main_listener))
+        // Issue 10: every route counted and timed under its template (`MatchedPath`).
+        .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::web::security_headers::layer())
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
         .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))

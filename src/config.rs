@@ -37,6 +37,60 @@ pub struct SettingsArgs {
     /// Serve the built-in demo provider (`demo`) and create a demo user on first start.
     #[arg(long, env = "OAUTH_BROKER_DEMO", global = true)]
     pub demo: bool,
+    /// Serve /metrics (Prometheus) on this separate address, IP:PORT or HOST:PORT, and not on
+    /// the main listener [default: on the main listener, for a bearer `metrics_token`].
+    #[arg(long, env = "OAUTH_BROKER_METRICS_LISTEN", global = true, value_parser = parse_listen)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Log lines as `text` (for people) or `json` (one object per line) [default: text].
+    #[arg(long, env = "OAUTH_BROKER_LOG_FORMAT", global = true, value_parser = LogFormat::parse)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// How log lines are written (`--log-format`, `log_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl LogFormat {
+    pub fn parse(value: &str) -> Result<LogFormat, String> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("{value:?} is not a log format: give text or json")),
+        }
+    }
+
+    /// The format the flag or environment gives, else the config file's `log_format`, read
+    /// before anything else so even the first lines are in it. A file that cannot be read or
+    /// parsed gives `text` here and is reported by [`Config::load`].
+    pub fn of(args: &SettingsArgs) -> Result<LogFormat, String> {
+        if let Some(format) = args.log_format {
+            return Ok(format);
+        }
+        let Some(path) = &args.config else { return Ok(LogFormat::Text) };
+        let Ok(text) = std::fs::read_to_string(path) else { return Ok(LogFormat::Text) };
+        match toml::from_str::<FileConfig>(&text) {
+            Ok(FileConfig { log_format: Some(format), .. }) => {
+                LogFormat::parse(&format).map_err(|e| format!("log_format: {e}"))
+            }
+            _ => Ok(LogFormat::Text),
+        }
+    }
+}
+
+/// Operators' settings (issue 10): where /metrics is served and who may read it.
+#[derive(Debug, Clone, Default)]
+pub struct OpsConfig {
+    /// `metrics_listen`: /metrics on its own listener (and not on the main one).
+    pub metrics_listen: Option<SocketAddr>,
+    /// `metrics_token` (or `OAUTH_BROKER_METRICS_TOKEN`): on the main listener, /metrics
+    /// answers only a request bearing it; without it (and without `metrics_listen`) /metrics
+    /// is off there.
+    pub metrics_token: Option<SecretString>,
+    pub log_format: LogFormat,
 }
 
 /// The TOML file's shape. Every key is optional.
@@ -76,6 +130,12 @@ struct FileConfig {
     providers: BTreeMap<String, crate::oauth::catalogue::ProviderFields>,
     #[serde(default)]
     identity: IdentityFile,
+    /// As `--metrics-listen`.
+    metrics_listen: Option<String>,
+    /// Bearer token for /metrics on the main listener. Prefer `OAUTH_BROKER_METRICS_TOKEN`.
+    metrics_token: Option<String>,
+    /// `text` or `json`, as `--log-format`.
+    log_format: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -259,6 +319,8 @@ pub struct Config {
     pub refresh_lease: Duration,
     pub identity: IdentityConfig,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
+    /// Metrics and logs (issue 10).
+    pub ops: OpsConfig,
 }
 
 impl Config {
@@ -312,7 +374,9 @@ impl Config {
             providers.insert(id, provider);
         }
         let identity = resolve_identity(file.identity)?;
+        let ops = resolve_ops(args, file.metrics_listen, file.metrics_token, file.log_format)?;
         Ok(Self {
+            ops,
             identity,
             listen,
             public_url,
@@ -469,6 +533,33 @@ pub fn is_loopback(url: &Url) -> bool {
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         None => false,
     }
+}
+
+/// Flags and environment over the file, as for every setting; the metrics token from
+/// `OAUTH_BROKER_METRICS_TOKEN` over the file, and at least 16 characters (it guards the
+/// counters of everything the broker does).
+fn resolve_ops(
+    args: &SettingsArgs,
+    metrics_listen: Option<String>,
+    metrics_token: Option<String>,
+    log_format: Option<String>,
+) -> anyhow::Result<OpsConfig> {
+    let file_listen =
+        metrics_listen.as_deref().map(parse_listen).transpose().map_err(|e| anyhow::anyhow!("metrics_listen: {e}"))?;
+    let file_format =
+        log_format.as_deref().map(LogFormat::parse).transpose().map_err(|e| anyhow::anyhow!("log_format: {e}"))?;
+    let env_token = std::env::var("OAUTH_BROKER_METRICS_TOKEN").ok().filter(|t| !t.is_empty());
+    let metrics_token = env_token.or(metrics_token);
+    if let Some(token) = &metrics_token
+        && token.trim().chars().count() < 16
+    {
+        bail!("metrics_token must be at least 16 characters (OAUTH_BROKER_METRICS_TOKEN or metrics_token)");
+    }
+    Ok(OpsConfig {
+        metrics_listen: args.metrics_listen.or(file_listen),
+        metrics_token: metrics_token.map(|t| SecretString::from(t.trim().to_owned())),
+        log_format: args.log_format.or(file_format).unwrap_or_default(),
+    })
 }
 
 /// `--listen`: an IP:PORT, or a HOST:PORT resolved now (an IPv4 address first, so

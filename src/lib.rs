@@ -54,6 +54,7 @@ pub mod pkce;
 pub mod startup;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod web;
 
 pub use app::App;

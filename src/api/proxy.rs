@@ -83,7 +83,8 @@ async fn call(
     let body =
         (!body.is_empty()).then(|| Body::Raw { content_type: header(header::CONTENT_TYPE.as_str()), bytes: body });
     let accept = header(header::ACCEPT.as_str());
-    let answer = api::fetch(&state.http, method, url, &token.token, body, accept).await.map_err(|message| {
+    let fetch = api::fetch(&state.http, method, url, &token.token, body, accept);
+    let answer = crate::telemetry::api_call(provider.id.as_str(), fetch, |r| r.status).await.map_err(|message| {
         let mut problem = Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs());
         problem.status = StatusCode::BAD_GATEWAY;
         problem.detail = format!("{}: {message}", provider.display_name);

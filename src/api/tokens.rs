@@ -122,6 +122,7 @@ async fn used_by_service(
         .detail(Some(&detail))
         .outcome(outcome);
     state.store.record(state.now(), event).await?;
+    crate::telemetry::token_api_answer(answer);
     Ok(())
 }
 

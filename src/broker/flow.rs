@@ -370,7 +370,8 @@ async fn finish(
     };
     // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.
     let redirect_uri = sent_with(state, row)?;
-    let tokens = match client::exchange_code(&state.http, provider, &redirect_uri, code, &verifier).await {
+    let exchange = client::exchange_code(&state.http, provider, &redirect_uri, code, &verifier);
+    let tokens = match crate::telemetry::provider_call(provider.id.as_str(), "token", exchange).await {
         Ok(tokens) => tokens,
         Err(error) => {
             let reason = exchange_reason(&error);

@@ -152,7 +152,11 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -
     let answer = with_renewed_lease(
         state,
         &grant,
-        client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token),
+        crate::telemetry::provider_call(
+            provider.id.as_str(),
+            "refresh",
+            client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token),
+        ),
     )
     .await;
     match answer {

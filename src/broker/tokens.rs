@@ -275,7 +275,13 @@ pub async fn disconnect_grant(
     };
     let revocation = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
         Some(_) if provider.revocation_url.is_none() => Revocation::NotOffered,
-        Some(token) => match client::revoke(&state.http, provider, &SecretString::from(token), is_refresh).await {
+        Some(token) => match crate::telemetry::provider_call(
+            provider_id,
+            "revoke",
+            client::revoke(&state.http, provider, &SecretString::from(token), is_refresh),
+        )
+        .await
+        {
             Ok(()) => Revocation::Revoked,
             Err(error) => {
                 tracing::warn!(provider = provider_id, %error, "revocation at the provider failed; deleting the grant anyway");

@@ -41,7 +41,7 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
                 "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
             );
         }
-        Verdict::Message => {}
+        Verdict::Message => crate::telemetry::mcp_message(&bytes),
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }

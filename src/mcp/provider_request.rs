@@ -48,7 +48,11 @@ impl BrokerServer {
         let sent = tokio::select! {
             // MCP cancellation: a cancelled call stops its upstream request.
             _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
-            sent = api::send(&self.state.http, method, url, &token.token, args.body.as_ref()) => sent,
+            sent = crate::telemetry::api_call(
+                provider.id.as_str(),
+                api::send(&self.state.http, method, url, &token.token, args.body.as_ref()),
+                |r| r.status,
+            ) => sent,
         };
         match sent {
             Ok(response) => {

@@ -144,6 +144,7 @@ impl SessionManager for BrokerSessions {
         self.sweep().await;
         let (id, transport) = self.inner.create_session().await?;
         self.life.touch(&id);
+        crate::telemetry::session_opened();
         Ok((id, transport))
     }
 
@@ -164,6 +165,10 @@ impl SessionManager for BrokerSessions {
         self.life.ended(id);
         self.log.end_session(id);
         self.owners.forget(id);
+        // Counted once per session, however many times closing is asked for.
+        if self.inner.has_session(id).await? {
+            crate::telemetry::session_closed();
+        }
         Ok(self.inner.close_session(id).await?)
     }
 

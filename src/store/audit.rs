@@ -177,6 +177,7 @@ impl Store {
         .bind(event.outcome.as_str())
         .execute(self.db())
         .await?;
+        crate::telemetry::audited(event.action, event.outcome);
         Ok(())
     }
 

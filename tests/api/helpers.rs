@@ -132,6 +132,7 @@ pub async fn spawn_app_opts(
         data_dir: Some(data_dir.path().to_path_buf()),
         demo: true,
         config: None,
+        ..Default::default()
     };
     let toml = format!("connect_wait = \"20s\"\nprogress_interval = \"200ms\"\n{}", options.toml);
     let mut config = Config::from_toml(&args, &toml).unwrap();

@@ -23,6 +23,7 @@ mod forms;
 mod hardening;
 mod health;
 mod logs;
+mod metrics;
 mod oidc;
 mod pages;
 mod prompts;

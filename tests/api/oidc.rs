@@ -383,6 +383,7 @@ async fn spawn_full(reachable: bool, database: Option<EmptyDatabase>) -> Setup {
         data_dir: Some(data_dir.path().to_path_buf()),
         demo: false,
         config: None,
+        ..Default::default()
     };
     let toml = format!(
         "[identity]\nmode = \"oidc\"\nissuer = \"{configured_issuer}\"\nclient_id = \"{CLIENT_ID}\"\n\

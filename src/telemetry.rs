@@ -1,0 +1,363 @@
+//! Metrics (issue 10): counters and histograms recorded through the `metrics` facade into one
+//! process-wide Prometheus recorder (`metrics-exporter-prometheus`), rendered at `/metrics`.
+//!
+//! | metric | labels | recorded where |
+//! |---|---|---|
+//! | `oauth_broker_http_requests_total`, `oauth_broker_http_request_duration_seconds` | `method`, `route` (the route template, never a raw path), `status` | [`track_http`], every route |
+//! | `oauth_broker_mcp_requests_total` | `method`, `tool` | [`mcp_message`], from the /mcp JSON-RPC guard |
+//! | `oauth_broker_mcp_sessions_active` | – | [`session_opened`] / [`session_closed`] |
+//! | `oauth_broker_authorizations_total` | `outcome` | [`audited`]: completed, declined, failed, expired by an admin |
+//! | `oauth_broker_refreshes_total` | `provider`, `outcome` | [`provider_call`] for `call = refresh` |
+//! | `oauth_broker_upstream_requests_total`, `oauth_broker_upstream_duration_seconds` | `provider`, `call`, `result` | [`provider_call`], [`api_call`] |
+//! | `oauth_broker_token_api_answers_total` | `answer` | [`token_api_answer`] |
+//! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`audited`], every audit entry |
+//!
+//! Label values come from closed sets (route templates, the broker's own action names and
+//! tools, known MCP methods, configured provider ids), never from a user id, an account, a
+//! token or free text a client sent: anything else is `other`. Recording is a lookup in the
+//! recorder's map and an atomic add; the recorder is process-wide, so several apps in one
+//! process (tests) share it.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use secrecy::ExposeSecret;
+
+use crate::state::AppState;
+use crate::store::audit::Outcome;
+
+/// Latency buckets, seconds: a fast local answer to a slow provider.
+const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// How often histograms are folded in when nobody scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the recorder once per process (later calls reuse it). `None` when another
+/// recorder was installed first (then `/metrics` says so).
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = match PrometheusBuilder::new().set_buckets(&BUCKETS) {
+                Ok(builder) => builder,
+                Err(error) => {
+                    tracing::warn!(%error, "metrics: could not set histogram buckets");
+                    PrometheusBuilder::new()
+                }
+            };
+            match builder.install_recorder() {
+                Ok(handle) => {
+                    describe();
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        let upkeep = handle.clone();
+                        runtime.spawn(async move {
+                            let mut every = tokio::time::interval(UPKEEP_EVERY);
+                            loop {
+                                every.tick().await;
+                                upkeep.run_upkeep();
+                            }
+                        });
+                    }
+                    Some(handle)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "metrics: another recorder is installed; /metrics stays empty");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// The Prometheus text exposition of every metric, or `None` without a recorder.
+pub fn render() -> Option<String> {
+    let handle = install()?;
+    handle.run_upkeep();
+    Some(handle.render())
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!("oauth_broker_http_requests_total", "HTTP requests answered, by route template and status.");
+    describe_histogram!(
+        "oauth_broker_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time to the response head (a stream's life is not included)."
+    );
+    describe_counter!("oauth_broker_mcp_requests_total", "MCP JSON-RPC messages received, by method and tool.");
+    describe_gauge!("oauth_broker_mcp_sessions_active", "MCP sessions open in this process.");
+    describe_counter!("oauth_broker_authorizations_total", "Connect attempts that ended, by outcome.");
+    describe_counter!("oauth_broker_refreshes_total", "Token refreshes at providers, by provider and outcome.");
+    describe_counter!("oauth_broker_upstream_requests_total", "Requests to providers, by provider, call and result.");
+    describe_histogram!(
+        "oauth_broker_upstream_duration_seconds",
+        Unit::Seconds,
+        "Time providers took to answer, by provider and call."
+    );
+    describe_counter!("oauth_broker_token_api_answers_total", "Token-API answers to tool-server services, by answer.");
+    describe_counter!("oauth_broker_audit_events_total", "Audit log entries written, by action and outcome.");
+}
+
+/// Middleware on every route: counts the request under its route template and times it.
+pub async fn track_http(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
+    let method = method_label(request.method());
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("oauth_broker_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("oauth_broker_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// MCP methods counted by name; any other is `other`.
+const MCP_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+];
+
+/// The broker's tools; a call naming another is `other`.
+const TOOLS: &[&str] = &[
+    crate::mcp::tools::LIST_CONNECTIONS,
+    crate::mcp::tools::CONNECT_ACCOUNT,
+    crate::mcp::tools::DISCONNECT_ACCOUNT,
+    crate::mcp::tools::PROVIDER_REQUEST,
+];
+
+#[derive(serde::Deserialize)]
+struct Called<'a> {
+    #[serde(default, borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<CalledParams<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct CalledParams<'a> {
+    #[serde(default, borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Counts one JSON-RPC message the /mcp guard let through: its method (`response` for a
+/// client's answer to a server request) and, for `tools/call`, its tool.
+pub fn mcp_message(body: &[u8]) {
+    let Ok(called) = serde_json::from_slice::<Called<'_>>(body) else { return };
+    let (method, tool) = mcp_labels(&called);
+    metrics::counter!("oauth_broker_mcp_requests_total", "method" => method, "tool" => tool).increment(1);
+}
+
+fn mcp_labels(called: &Called<'_>) -> (&'static str, &'static str) {
+    let Some(method) = called.method.as_deref() else { return ("response", "") };
+    let method = MCP_METHODS.iter().find(|m| **m == method).copied().unwrap_or("other");
+    let tool = if method == "tools/call" {
+        let name = called.params.as_ref().and_then(|p| p.name.as_deref()).unwrap_or_default();
+        TOOLS.iter().find(|t| **t == name).copied().unwrap_or("other")
+    } else {
+        ""
+    };
+    (method, tool)
+}
+
+pub fn session_opened() {
+    metrics::gauge!("oauth_broker_mcp_sessions_active").increment(1.0);
+}
+
+pub fn session_closed() {
+    metrics::gauge!("oauth_broker_mcp_sessions_active").decrement(1.0);
+}
+
+/// Counts an audit entry, and the authorization outcomes among them. `action` is one of the
+/// broker's own action names (never text from outside).
+pub fn audited(action: &str, outcome: Outcome) {
+    let action_label = action.to_owned();
+    metrics::counter!("oauth_broker_audit_events_total", "action" => action_label, "outcome" => outcome.as_str())
+        .increment(1);
+    let authorization = match action {
+        "authorization.completed" => "completed",
+        "authorization.declined" => "declined",
+        "authorization.failed" => "failed",
+        "admin.authorization_expired" => "expired",
+        _ => return,
+    };
+    metrics::counter!("oauth_broker_authorizations_total", "outcome" => authorization).increment(1);
+}
+
+/// Times an OAuth call to a provider (`call`: `token`, `refresh`, `revoke`, …) and counts how
+/// it ended; a refresh is also counted in `oauth_broker_refreshes_total`.
+pub async fn provider_call<T>(
+    provider: &str,
+    call: &'static str,
+    request: impl Future<Output = Result<T, crate::oauth::client::ProviderError>>,
+) -> Result<T, crate::oauth::client::ProviderError> {
+    use crate::oauth::client::ProviderError as E;
+    let started = Instant::now();
+    let answer = request.await;
+    let result = match &answer {
+        Ok(_) => "ok",
+        Err(E::InvalidGrant) => "invalid_grant",
+        Err(E::Refused { .. }) => "refused",
+        Err(E::Unavailable(_)) => "unavailable",
+        Err(E::BadResponse) => "bad_response",
+        Err(E::Misconfigured(_)) => "misconfigured",
+    };
+    upstream(provider, call, result, started.elapsed());
+    if call == "refresh" {
+        let outcome = if result == "ok" { "success" } else { result };
+        metrics::counter!("oauth_broker_refreshes_total", "provider" => provider.to_owned(), "outcome" => outcome)
+            .increment(1);
+    }
+    answer
+}
+
+/// Times an API request the broker makes at a provider for a client or service and counts it
+/// by the class of the provider's status (`2xx` … `5xx`), or `unreachable`.
+pub async fn api_call<T>(
+    provider: &str,
+    request: impl Future<Output = Result<T, String>>,
+    status_of: impl Fn(&T) -> u16,
+) -> Result<T, String> {
+    let started = Instant::now();
+    let answer = request.await;
+    let result = match &answer {
+        Ok(response) => match status_of(response) {
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        },
+        Err(_) => "unreachable",
+    };
+    upstream(provider, "api", result, started.elapsed());
+    answer
+}
+
+fn upstream(provider: &str, call: &'static str, result: &'static str, took: Duration) {
+    let provider = provider.to_owned();
+    metrics::counter!("oauth_broker_upstream_requests_total", "provider" => provider.clone(), "call" => call, "result" => result)
+        .increment(1);
+    metrics::histogram!("oauth_broker_upstream_duration_seconds", "provider" => provider, "call" => call)
+        .record(took.as_secs_f64());
+}
+
+/// Counts one token-API answer (`issued`, `not_connected`, `provider_unavailable`, …).
+pub fn token_api_answer(answer: &'static str) {
+    metrics::counter!("oauth_broker_token_api_answers_total", "answer" => answer).increment(1);
+}
+
+/// `GET /metrics` on the main listener. Who may read it: with `metrics_listen` set, nobody
+/// here (it is served there, and this answers 404); else a request bearing `metrics_token`
+/// (`Authorization: Bearer …`, compared in constant time; 401 otherwise); with neither set,
+/// metrics are off on the main listener (404 saying how to turn them on). The counters hold
+/// no user id or secret, but they do tell who uses the broker how much, so they are not public.
+pub async fn metrics_on_main_listener(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if state.config.ops.metrics_listen.is_some() {
+        return plain(StatusCode::NOT_FOUND, "metrics are served on the metrics listener (metrics_listen), not here\n");
+    }
+    let Some(token) = &state.config.ops.metrics_token else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "metrics are off on this listener: set metrics_listen (a separate address) or metrics_token (a bearer token)\n",
+        );
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    let expected = token.expose_secret().as_bytes();
+    if !bool::from(subtle::ConstantTimeEq::ct_eq(presented.as_bytes(), expected)) {
+        let mut response = plain(StatusCode::UNAUTHORIZED, "metrics need the metrics token as a bearer token\n");
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"metrics\""));
+        return response;
+    }
+    exposition()
+}
+
+/// The router of the separate metrics listener (`metrics_listen`): `/metrics`, unauthenticated
+/// (bind it where only the scraper reaches).
+pub fn metrics_listener_router() -> axum::Router {
+    axum::Router::new().route("/metrics", axum::routing::get(|| async { exposition() }))
+}
+
+fn exposition() -> Response {
+    match render() {
+        Some(text) => {
+            let mut response = (StatusCode::OK, text).into_response();
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        None => plain(StatusCode::SERVICE_UNAVAILABLE, "metrics are unavailable: another recorder is installed\n"),
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    let mut response = (status, text).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(body: &str) -> (&'static str, &'static str) {
+        mcp_labels(&serde_json::from_str::<Called<'_>>(body).unwrap())
+    }
+
+    #[test]
+    fn mcp_labels_come_from_closed_sets_never_from_what_a_client_sent() {
+        assert_eq!(
+            labels(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"provider_request","arguments":{}}}"#
+            ),
+            ("tools/call", "provider_request")
+        );
+        assert_eq!(
+            labels(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"user-4711-secret"}}"#),
+            ("tools/call", "other")
+        );
+        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"method":"x/alice@example.com"}"#), ("other", ""));
+        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), ("ping", ""));
+        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), ("response", ""));
+    }
+}
