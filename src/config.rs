@@ -74,6 +74,10 @@ struct FileConfig {
     providers: BTreeMap<String, ProviderFile>,
     #[serde(default)]
     identity: IdentityFile,
+    /// Reverse proxies / load balancers (addresses or CIDR ranges) whose `X-Forwarded-For` is
+    /// believed (issue 9).
+    #[serde(default)]
+    trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -243,6 +247,9 @@ pub struct Config {
     pub refresh_lease: Duration,
     pub identity: IdentityConfig,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
+    /// Peers whose `X-Forwarded-For` names the client ([`crate::web::client_address`]); empty:
+    /// the TCP peer is the client [default: none].
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Config {
@@ -296,7 +303,14 @@ impl Config {
             providers.insert(id, provider);
         }
         let identity = resolve_identity(file.identity)?;
+        let trusted_proxies = file
+            .trusted_proxies
+            .iter()
+            .map(|entry| crate::web::client_address::parse_trusted_proxy(entry))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
         Ok(Self {
+            trusted_proxies,
             identity,
             listen,
             public_url,

@@ -19,6 +19,7 @@ pub mod oauth_codes;
 pub mod services;
 pub mod sessions;
 pub mod signals;
+pub mod throttle;
 pub mod timed;
 pub mod unavailable;
 pub mod users;

@@ -21,6 +21,7 @@
 
 pub mod admin;
 pub mod callback;
+pub mod client_address;
 pub mod connect;
 pub mod connections;
 pub mod csrf;
@@ -37,11 +38,9 @@ pub mod result;
 pub mod security_headers;
 pub mod throttle;
 
-use std::sync::Arc;
-
+use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::routing::{get, post};
-use axum::{Extension, Router};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::state::AppState;
@@ -61,8 +60,6 @@ pub fn router() -> Router<AppState> {
         .route("/oauth/callback", get(callback::receive))
         .route("/oauth/callback/problem/{problem}", get(callback::problem))
         .merge(admin::router())
-        // One throttle per running app (tests run several apps in one process).
-        .layer(Extension(Arc::new(throttle::LoginThrottle::new())))
         // Pages carry CSRF tokens and per-user details; redirects carry provider URLs.
         .layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
 }

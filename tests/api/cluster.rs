@@ -286,3 +286,80 @@ async fn a_listener_connection_killed_and_reestablished_loses_no_completion() {
     drop(b);
     a.stop().await;
 }
+
+// ---- shared limits and the client's address ----
+
+/// Signs in at `base` with `password`, from a browser of its own, optionally through a proxy
+/// that says the client is `forwarded_for`. The status of the answer.
+async fn sign_in_at(base: &str, username: &str, password: &str, forwarded_for: Option<&str>) -> u16 {
+    let browser =
+        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let with_header = |request: reqwest::RequestBuilder| match forwarded_for {
+        Some(address) => request.header("X-Forwarded-For", address),
+        None => request,
+    };
+    let page = with_header(browser.get(format!("{base}/login"))).send().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&page.text().await.unwrap(), "csrf_token").expect("a login form");
+    let form = [("username", username), ("password", password), ("next", "/"), ("csrf_token", &csrf)];
+    with_header(browser.post(format!("{base}/login")).form(&form)).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sign_in_throttle_counts_attempts_made_on_both_instances() {
+    let Some((a, b)) = two_instances().await else { return };
+    // Act: five wrong passwords for Alice from one address, spread over both instances (each
+    // alone saw fewer than the limit).
+    for (i, base) in [&a.address, &b.address, &a.address, &b.address, &a.address].into_iter().enumerate() {
+        assert_eq!(sign_in_at(base, ALICE, "wrong-password", None).await, 401, "attempt {i} is checked");
+    }
+    // Assert: the pair is locked on both, even for the right password.
+    assert_eq!(sign_in_at(&b.address, ALICE, crate::helpers::PASSWORD, None).await, 429);
+    assert_eq!(sign_in_at(&a.address, ALICE, crate::helpers::PASSWORD, None).await, 429);
+    // Bob, from the same address, is not.
+    assert_eq!(sign_in_at(&b.address, BOB, crate::helpers::PASSWORD, None).await, 303);
+    drop(b);
+    a.stop().await;
+}
+
+async fn app_with(toml: &str) -> TestApp {
+    let options = crate::helpers::SpawnOptions { toml: toml.to_owned(), ..Default::default() };
+    crate::helpers::spawn_app_opts(Backend::Sqlite, options, |builder| builder).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoofed_forwarded_for_from_a_peer_that_is_not_a_trusted_proxy_is_ignored() {
+    // The test's own address (127.0.0.1) is not a listed proxy.
+    let app = app_with("trusted_proxies = [\"10.0.0.0/8\"]").await;
+    // Act: five wrong passwords, each claiming another client address.
+    for i in 0..5 {
+        let spoofed = format!("198.51.100.{i}");
+        assert_eq!(sign_in_at(&app.address, ALICE, "wrong-password", Some(&spoofed)).await, 401);
+    }
+    // Assert: they were all counted for the real peer, which is now locked whatever it claims.
+    assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.99")).await, 429);
+    let audit = app.state.store.audit_entries(None, 20).await.unwrap();
+    let failures: Vec<_> = audit.iter().filter(|e| e.action == "browser.sign_in_failed").collect();
+    assert!(!failures.is_empty());
+    for entry in failures {
+        let detail = entry.detail.as_deref().unwrap_or_default();
+        assert!(detail.contains("address=127.0.0.1"), "the peer's address is audited: {detail}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_listed_proxy_each_client_address_has_its_own_budget() {
+    let app = app_with("trusted_proxies = [\"127.0.0.1\"]").await;
+    // A client's own first entry is ignored: the proxy appended the address it saw.
+    for _ in 0..5 {
+        assert_eq!(sign_in_at(&app.address, ALICE, "wrong-password", Some("192.0.2.1, 198.51.100.1")).await, 401);
+    }
+    assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.1")).await, 429);
+    assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.2")).await, 303);
+    let audit = app.state.store.audit_entries(None, 20).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains("address=198.51.100.1"))),
+        "the client's address is audited"
+    );
+    app.stop().await;
+}
