@@ -136,6 +136,10 @@ struct FileConfig {
     metrics_token: Option<String>,
     /// `text` or `json`, as `--log-format`.
     log_format: Option<String>,
+    /// Reverse proxies / load balancers (addresses or CIDR ranges) whose `X-Forwarded-For` is
+    /// believed (issue 9).
+    #[serde(default)]
+    trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -321,6 +325,9 @@ pub struct Config {
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
     /// Metrics and logs (issue 10).
     pub ops: OpsConfig,
+    /// Peers whose `X-Forwarded-For` names the client ([`crate::web::client_address`]); empty:
+    /// the TCP peer is the client [default: none].
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Config {
@@ -375,8 +382,15 @@ impl Config {
         }
         let identity = resolve_identity(file.identity)?;
         let ops = resolve_ops(args, file.metrics_listen, file.metrics_token, file.log_format)?;
+        let trusted_proxies = file
+            .trusted_proxies
+            .iter()
+            .map(|entry| crate::web::client_address::parse_trusted_proxy(entry))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
         Ok(Self {
             ops,
+            trusted_proxies,
             identity,
             listen,
             public_url,

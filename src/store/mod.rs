@@ -22,6 +22,7 @@ pub mod paging;
 pub mod services;
 pub mod sessions;
 pub mod signals;
+pub mod throttle;
 pub mod timed;
 pub mod unavailable;
 pub mod users;

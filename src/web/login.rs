@@ -8,9 +8,7 @@
 //! (session fixation) and redirects only to a local `next` ([`super::next`]).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use axum::Extension;
 use axum::Form;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
@@ -23,7 +21,7 @@ use super::csrf;
 use super::device;
 use super::error::PageError;
 use super::pages::{self, LoginPage};
-use super::throttle::{Attempt, LoginThrottle};
+use super::throttle::{self, Attempt};
 use crate::identity::browser::{self, OptionalBrowserSession};
 use crate::identity::next::safe_next;
 use crate::identity::password::{verify_against_dummy, verify_password};
@@ -63,15 +61,19 @@ pub struct LogoutForm {
     next: String,
 }
 
-/// The TCP peer's IP ("unknown" when the server runs without connect info, as in unit tests).
+/// The client's IP: the TCP peer's, or what a trusted proxy says it is
+/// ([`super::client_address`]); "unknown" when the server runs without connect info, as in
+/// unit tests.
 #[derive(Debug, Clone)]
 pub struct ClientIp(pub String);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+impl FromRequestParts<AppState> for ClientIp {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let ip = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip().to_string());
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let ip = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| {
+            super::client_address::client_address(addr.ip(), &parts.headers, &state.config.trusted_proxies).to_string()
+        });
         Ok(Self(ip.unwrap_or_else(|| "unknown".into())))
     }
 }
@@ -116,7 +118,6 @@ pub async fn form(
 /// credentials, 403 CSRF, 429 throttled).
 pub async fn submit(
     State(state): State<AppState>,
-    Extension(throttle): Extension<Arc<LoginThrottle>>,
     ClientIp(ip): ClientIp,
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
@@ -141,7 +142,7 @@ pub async fn submit(
     let now = state.now();
     let device = device::recognised(&state, &headers, &form.username);
     let attempt = Attempt { username: &form.username, ip: &ip, device: device.as_deref() };
-    if let Some(refusal) = throttle.check(&attempt, now) {
+    if let Some(refusal) = throttle::check(&state.store, &attempt, now).await? {
         let user_id = known_user_id(&state, &form.username).await?;
         let reason = format!("throttled:{}", refusal.budget.as_str());
         audit_failure(&state, now, user_id.as_deref(), &form.username, &ip, &reason).await?;
@@ -154,13 +155,13 @@ pub async fn submit(
     let user = match check_credentials(&state, &form.username, form.password).await? {
         Credentials::Valid(user) => user,
         Credentials::Refused { user_id, reason } => {
-            throttle.record_failure(&attempt, now);
+            throttle::record_failure(&state.store, &attempt, now).await?;
             audit_failure(&state, now, user_id.as_deref(), &form.username, &ip, reason).await?;
             tracing::info!(reason, "browser sign-in failed");
             return Ok(form_page(StatusCode::UNAUTHORIZED, &form.next, &form.username, Some(WRONG_CREDENTIALS), token));
         }
     };
-    throttle.record_success(&attempt, now);
+    throttle::record_success(&state.store, &attempt, now).await?;
     if user.is_disabled() {
         state.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
         tracing::info!(user_id = %user.id, "browser sign-in refused: the user is disabled");

@@ -22,6 +22,7 @@
 
 pub mod admin;
 pub mod callback;
+pub mod client_address;
 pub mod connect;
 pub mod connections;
 pub mod csrf;
@@ -38,11 +39,9 @@ pub mod result;
 pub mod security_headers;
 pub mod throttle;
 
-use std::sync::Arc;
-
+use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::routing::{get, post};
-use axum::{Extension, Router};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::state::AppState;
@@ -63,8 +62,6 @@ pub fn router() -> Router<AppState> {
         .route("/oauth/callback/{provider}", get(callback::receive_for_provider))
         .route("/oauth/callback/problem/{problem}", get(callback::problem))
         .merge(admin::router())
-        // One throttle per running app (tests run several apps in one process).
-        .layer(Extension(Arc::new(throttle::LoginThrottle::new())))
         // Pages carry CSRF tokens and per-user details; redirects carry provider URLs.
         .layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
 }

@@ -29,14 +29,17 @@
 //! during an attack the owner signing in from a new browser *and* a new address waits like the
 //! attacker, and is told how long.
 //!
-//! Limits of this first cut: it lives in memory, so each instance counts on its own and a
-//! restart forgets. The address is an input (today the TCP peer; behind a reverse proxy every
-//! user shares the proxy's address, where the account and device budgets still separate them).
+//! The counts live in the database (migration 0010), so every instance on it counts the same
+//! attempts and a restart forgets nothing. Two instances counting the same bucket's last
+//! failure at the same moment may both start its lock (the same lock; an account's doubling
+//! may then count one extra strike). The address is the client's, as
+//! [`super::client_address`] finds it (the TCP peer, or what a trusted proxy says).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::Timestamp;
+use crate::store::throttle::ThrottleLock;
+use crate::store::{Store, StoreResult};
 
 /// Wrong passwords allowed per window for one (username, IP), and for one device cookie.
 pub const MAX_FAILURES: usize = 5;
@@ -52,9 +55,9 @@ pub const MAX_ACCOUNT_LOCK_SECONDS: i64 = 24 * 60 * 60;
 /// How long an address that signed in to an account stays recognised for it.
 pub const KNOWN_ADDRESS_SECONDS: i64 = 30 * 24 * 60 * 60;
 /// Recognised addresses kept per account (the most recent).
-const KNOWN_ADDRESSES_PER_ACCOUNT: usize = 16;
-/// Above this many tracked buckets, stale ones are swept on the next failure.
-const SWEEP_ABOVE: usize = 1024;
+const KNOWN_ADDRESSES_PER_ACCOUNT: i64 = 16;
+/// Stale rows are swept on every this many failures counted by this process.
+const SWEEP_EVERY: u64 = 64;
 
 /// One sign-in attempt, as the throttle sees it.
 #[derive(Debug, Clone, Copy)]
@@ -101,305 +104,299 @@ enum Bucket {
     Device(String, String),
 }
 
-#[derive(Debug, Default)]
-struct Entry {
-    /// Failures inside the current window, oldest first.
-    failures: Vec<Timestamp>,
-    locked_until: Option<Timestamp>,
-    /// Account buckets: consecutive locks, for the doubling.
-    strikes: u32,
-}
-
-impl Entry {
-    fn is_stale(&self, now: Timestamp) -> bool {
-        // A lock is kept a day past its end so the next one can double.
-        let remembered = if self.strikes > 0 { MAX_ACCOUNT_LOCK_SECONDS } else { 0 };
-        self.locked_until.is_none_or(|until| until + remembered <= now)
-            && self.failures.iter().all(|&t| t <= now - WINDOW_SECONDS)
-    }
-
-    fn lock(&self, now: Timestamp) -> Option<Timestamp> {
-        self.locked_until.filter(|&until| until > now)
-    }
-
-    /// Counts a failure; reaching `limit` starts a lock (doubling: twice the last one, if recent).
-    fn fail(&mut self, now: Timestamp, limit: usize, doubling: bool) {
-        self.failures.retain(|&t| t > now - WINDOW_SECONDS);
-        self.failures.push(now);
-        if self.failures.len() < limit {
-            return;
-        }
-        self.failures.clear();
-        let length = if doubling {
-            let recent = self.locked_until.is_some_and(|until| until + MAX_ACCOUNT_LOCK_SECONDS > now);
-            self.strikes = if recent { self.strikes.saturating_add(1) } else { 1 };
-            let doublings = (self.strikes - 1).min(16);
-            (WINDOW_SECONDS << doublings).min(MAX_ACCOUNT_LOCK_SECONDS)
-        } else {
-            WINDOW_SECONDS
+impl Bucket {
+    /// The bucket's key in the database: JSON, so no username can pass for another bucket.
+    fn key(&self) -> String {
+        let parts: (&str, &str, Option<&str>) = match self {
+            Bucket::Pair(account, ip) => ("pair", account, Some(ip)),
+            Bucket::Address(ip) => ("address", ip, None),
+            Bucket::Account(account) => ("account", account, None),
+            Bucket::Device(account, id) => ("device", account, Some(id)),
         };
-        self.locked_until = Some(now + length);
+        serde_json::to_string(&parts).unwrap_or_default()
     }
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    entries: HashMap<Bucket, Entry>,
-    /// Per account: addresses that signed in successfully, with when they last did.
-    known_addresses: HashMap<String, Vec<(String, Timestamp)>>,
-}
-
-impl Inner {
-    fn lock_of(&self, bucket: &Bucket, now: Timestamp) -> Option<Timestamp> {
-        self.entries.get(bucket).and_then(|e| e.lock(now))
-    }
-
-    /// Whether the browser proves a past successful sign-in to the account.
-    fn recognised(&self, account: &str, attempt: &Attempt<'_>, now: Timestamp) -> bool {
-        let device_ok =
-            attempt.device.is_some_and(|id| self.lock_of(&Bucket::Device(account.into(), id.into()), now).is_none());
-        let address_known = self
-            .known_addresses
-            .get(account)
-            .is_some_and(|known| known.iter().any(|(ip, at)| ip == attempt.ip && *at + KNOWN_ADDRESS_SECONDS > now));
-        device_ok || address_known
-    }
-
-    fn sweep(&mut self, now: Timestamp) {
-        if self.entries.len() > SWEEP_ABOVE {
-            self.entries.retain(|_, entry| !entry.is_stale(now));
-        }
-        if self.known_addresses.len() > SWEEP_ABOVE {
-            self.known_addresses.retain(|_, known| {
-                known.retain(|(_, at)| *at + KNOWN_ADDRESS_SECONDS > now);
-                !known.is_empty()
-            });
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-pub struct LoginThrottle {
-    inner: Mutex<Inner>,
 }
 
 fn account(username: &str) -> String {
     username.trim().to_lowercase()
 }
 
-impl LoginThrottle {
-    pub fn new() -> Self {
-        Self::default()
-    }
+/// The bucket's lock end, if it is locked at `now`.
+async fn lock_of(store: &Store, bucket: &Bucket, now: Timestamp) -> StoreResult<Option<Timestamp>> {
+    Ok(store.throttle_lock(&bucket.key()).await?.map(|lock| lock.locked_until).filter(|&until| until > now))
+}
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Whether the browser proves a past successful sign-in to the account.
+async fn recognised(store: &Store, account: &str, attempt: &Attempt<'_>, now: Timestamp) -> StoreResult<bool> {
+    if let Some(id) = attempt.device
+        && lock_of(store, &Bucket::Device(account.into(), id.into()), now).await?.is_none()
+    {
+        return Ok(true);
     }
+    store.throttle_address_known(account, attempt.ip, now - KNOWN_ADDRESS_SECONDS).await
+}
 
-    /// Whether this attempt must be refused without checking the password, and for how long.
-    pub fn check(&self, attempt: &Attempt<'_>, now: Timestamp) -> Option<Refusal> {
-        let inner = self.inner();
-        let account = account(attempt.username);
-        let mut locks = vec![
-            (Budget::Pair, inner.lock_of(&Bucket::Pair(account.clone(), attempt.ip.into()), now)),
-            (Budget::Address, inner.lock_of(&Bucket::Address(attempt.ip.into()), now)),
-        ];
-        if !inner.recognised(&account, attempt, now) {
-            locks.push((Budget::Account, inner.lock_of(&Bucket::Account(account.clone()), now)));
-        }
-        locks
-            .into_iter()
-            .filter_map(|(budget, until)| until.map(|until| Refusal { retry_after: until - now, budget }))
-            .max_by_key(|refusal| refusal.retry_after)
+/// Counts a failure; reaching `limit` starts a lock (doubling: twice the last one, if recent).
+async fn fail(store: &Store, bucket: &Bucket, now: Timestamp, limit: usize, doubling: bool) -> StoreResult<()> {
+    let key = bucket.key();
+    let count = store.throttle_count_failure(&key, now, now - WINDOW_SECONDS).await?;
+    if count < limit as i64 {
+        return Ok(());
     }
+    let lock = if doubling {
+        let previous = store.throttle_lock(&key).await?;
+        let recent = previous.filter(|lock| lock.locked_until + MAX_ACCOUNT_LOCK_SECONDS > now);
+        let strikes = recent.map_or(1, |lock| lock.strikes.saturating_add(1));
+        let doublings = (strikes - 1).clamp(0, 16);
+        ThrottleLock { locked_until: now + (WINDOW_SECONDS << doublings).min(MAX_ACCOUNT_LOCK_SECONDS), strikes }
+    } else {
+        ThrottleLock { locked_until: now + WINDOW_SECONDS, strikes: 0 }
+    };
+    store.throttle_set_lock(&key, lock).await
+}
 
-    /// Counts a wrong password in every budget it belongs to; reaching a limit starts a lock.
-    pub fn record_failure(&self, attempt: &Attempt<'_>, now: Timestamp) {
-        let mut inner = self.inner();
-        inner.sweep(now);
-        let account = account(attempt.username);
-        let recognised = inner.recognised(&account, attempt, now);
-        let mut buckets = vec![
-            (Bucket::Pair(account.clone(), attempt.ip.into()), MAX_FAILURES, false),
-            (Bucket::Address(attempt.ip.into()), MAX_FAILURES_PER_IP, false),
-        ];
-        if let Some(id) = attempt.device {
-            buckets.push((Bucket::Device(account.clone(), id.into()), MAX_FAILURES, false));
-        }
-        if !recognised {
-            buckets.push((Bucket::Account(account), ACCOUNT_BUDGET, true));
-        }
-        for (bucket, limit, doubling) in buckets {
-            inner.entries.entry(bucket).or_default().fail(now, limit, doubling);
-        }
-    }
+/// Failures this process counted, for the occasional sweep.
+static FAILURES_COUNTED: AtomicU64 = AtomicU64::new(0);
 
-    /// A successful sign-in forgets the pair's and the device's failures and recognises the
-    /// address for this account from now on. The address's and the account's counts stay: one
-    /// valid sign-in must not reset a spray from the same address or a siege of the account.
-    pub fn record_success(&self, attempt: &Attempt<'_>, now: Timestamp) {
-        let mut inner = self.inner();
-        let account = account(attempt.username);
-        inner.entries.remove(&Bucket::Pair(account.clone(), attempt.ip.into()));
-        if let Some(id) = attempt.device {
-            inner.entries.remove(&Bucket::Device(account.clone(), id.into()));
-        }
-        let known = inner.known_addresses.entry(account).or_default();
-        known.retain(|(ip, at)| ip != attempt.ip && *at + KNOWN_ADDRESS_SECONDS > now);
-        known.push((attempt.ip.to_owned(), now));
-        if known.len() > KNOWN_ADDRESSES_PER_ACCOUNT {
-            known.remove(0);
-        }
+/// Whether this attempt must be refused without checking the password, and for how long.
+pub async fn check(store: &Store, attempt: &Attempt<'_>, now: Timestamp) -> StoreResult<Option<Refusal>> {
+    let account = account(attempt.username);
+    let mut locks = vec![
+        (Budget::Pair, lock_of(store, &Bucket::Pair(account.clone(), attempt.ip.into()), now).await?),
+        (Budget::Address, lock_of(store, &Bucket::Address(attempt.ip.into()), now).await?),
+    ];
+    if !recognised(store, &account, attempt, now).await? {
+        locks.push((Budget::Account, lock_of(store, &Bucket::Account(account.clone()), now).await?));
     }
+    Ok(locks
+        .into_iter()
+        .filter_map(|(budget, until)| until.map(|until| Refusal { retry_after: until - now, budget }))
+        .max_by_key(|refusal| refusal.retry_after))
+}
+
+/// Counts a wrong password in every budget it belongs to; reaching a limit starts a lock.
+pub async fn record_failure(store: &Store, attempt: &Attempt<'_>, now: Timestamp) -> StoreResult<()> {
+    if FAILURES_COUNTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_EVERY) {
+        // A lock is kept a day past its end so the next one can double.
+        store.throttle_sweep(now - WINDOW_SECONDS, now - MAX_ACCOUNT_LOCK_SECONDS, now - KNOWN_ADDRESS_SECONDS).await?;
+    }
+    let account = account(attempt.username);
+    let recognised = recognised(store, &account, attempt, now).await?;
+    let mut buckets = vec![
+        (Bucket::Pair(account.clone(), attempt.ip.into()), MAX_FAILURES, false),
+        (Bucket::Address(attempt.ip.into()), MAX_FAILURES_PER_IP, false),
+    ];
+    if let Some(id) = attempt.device {
+        buckets.push((Bucket::Device(account.clone(), id.into()), MAX_FAILURES, false));
+    }
+    if !recognised {
+        buckets.push((Bucket::Account(account), ACCOUNT_BUDGET, true));
+    }
+    for (bucket, limit, doubling) in buckets {
+        fail(store, &bucket, now, limit, doubling).await?;
+    }
+    Ok(())
+}
+
+/// A successful sign-in forgets the pair's and the device's failures and recognises the
+/// address for this account from now on. The address's and the account's counts stay: one
+/// valid sign-in must not reset a spray from the same address or a siege of the account.
+pub async fn record_success(store: &Store, attempt: &Attempt<'_>, now: Timestamp) -> StoreResult<()> {
+    let account = account(attempt.username);
+    store.throttle_clear(&Bucket::Pair(account.clone(), attempt.ip.into()).key()).await?;
+    if let Some(id) = attempt.device {
+        store.throttle_clear(&Bucket::Device(account.clone(), id.into()).key()).await?;
+    }
+    store.throttle_remember_address(&account, attempt.ip, now, KNOWN_ADDRESSES_PER_ACCOUNT).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The throttle on a fresh SQLite database (the same queries run on PostgreSQL; the
+    /// two-instance test in tests/api/cluster.rs runs them there).
+    struct T {
+        store: Store,
+        _dir: tempfile::TempDir,
+    }
+
+    impl T {
+        async fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+            store.migrate().await.unwrap();
+            Self { store, _dir: dir }
+        }
+
+        async fn check(&self, attempt: &Attempt<'_>, now: Timestamp) -> Option<Refusal> {
+            check(&self.store, attempt, now).await.unwrap()
+        }
+
+        async fn record_failure(&self, attempt: &Attempt<'_>, now: Timestamp) {
+            record_failure(&self.store, attempt, now).await.unwrap()
+        }
+
+        async fn record_success(&self, attempt: &Attempt<'_>, now: Timestamp) {
+            record_success(&self.store, attempt, now).await.unwrap()
+        }
+    }
+
     fn from(username: &'static str, ip: &'static str) -> Attempt<'static> {
         Attempt { username, ip, device: None }
     }
 
-    fn wait(t: &LoginThrottle, attempt: Attempt<'_>, now: Timestamp) -> Option<i64> {
-        t.check(&attempt, now).map(|r| r.retry_after)
+    fn leak(text: String) -> &'static str {
+        Box::leak(text.into_boxed_str())
     }
 
-    #[test]
-    fn five_failures_in_the_window_lock_the_pair_for_the_window() {
-        let t = LoginThrottle::new();
+    async fn wait(t: &T, attempt: Attempt<'_>, now: Timestamp) -> Option<i64> {
+        t.check(&attempt, now).await.map(|r| r.retry_after)
+    }
+
+    #[tokio::test]
+    async fn five_failures_in_the_window_lock_the_pair_for_the_window() {
+        let t = T::new().await;
         for i in 0..4 {
-            t.record_failure(&from("alice", "10.0.0.1"), 1_000 + i * 10);
-            assert_eq!(wait(&t, from("alice", "10.0.0.1"), 1_000 + i * 10), None);
+            t.record_failure(&from("alice", "10.0.0.1"), 1_000 + i * 10).await;
+            assert_eq!(wait(&t, from("alice", "10.0.0.1"), 1_000 + i * 10).await, None);
         }
-        t.record_failure(&from("alice", "10.0.0.1"), 1_100);
+        t.record_failure(&from("alice", "10.0.0.1"), 1_100).await;
         assert_eq!(
-            t.check(&from("alice", "10.0.0.1"), 1_100),
+            t.check(&from("alice", "10.0.0.1"), 1_100).await,
             Some(Refusal { retry_after: WINDOW_SECONDS, budget: Budget::Pair })
         );
-        assert_eq!(wait(&t, from("ALICE ", "10.0.0.1"), 1_399), Some(1));
-        assert_eq!(wait(&t, from("alice", "10.0.0.1"), 1_400), None);
+        assert_eq!(wait(&t, from("ALICE ", "10.0.0.1"), 1_399).await, Some(1));
+        assert_eq!(wait(&t, from("alice", "10.0.0.1"), 1_400).await, None);
     }
 
-    #[test]
-    fn other_usernames_and_other_ips_are_not_locked() {
-        let t = LoginThrottle::new();
+    #[tokio::test]
+    async fn other_usernames_and_other_ips_are_not_locked() {
+        let t = T::new().await;
         for _ in 0..MAX_FAILURES {
-            t.record_failure(&from("alice", "10.0.0.1"), 1_000);
+            t.record_failure(&from("alice", "10.0.0.1"), 1_000).await;
         }
-        assert!(wait(&t, from("alice", "10.0.0.1"), 1_000).is_some());
-        assert_eq!(wait(&t, from("bob", "10.0.0.1"), 1_000), None);
-        assert_eq!(wait(&t, from("alice", "10.0.0.2"), 1_000), None);
+        assert!(wait(&t, from("alice", "10.0.0.1"), 1_000).await.is_some());
+        assert_eq!(wait(&t, from("bob", "10.0.0.1"), 1_000).await, None);
+        assert_eq!(wait(&t, from("alice", "10.0.0.2"), 1_000).await, None);
     }
 
-    #[test]
-    fn failures_older_than_the_window_do_not_count() {
-        let t = LoginThrottle::new();
+    #[tokio::test]
+    async fn a_username_cannot_pass_for_another_bucket() {
+        let t = T::new().await;
+        // A username shaped like the key of another bucket stays a username.
+        for _ in 0..MAX_FAILURES {
+            t.record_failure(&from("alice\",\"10.0.0.1", "10.0.0.1"), 1_000).await;
+        }
+        assert_eq!(wait(&t, from("alice", "10.0.0.1"), 1_000).await, None);
+    }
+
+    #[tokio::test]
+    async fn failures_older_than_the_window_do_not_count() {
+        let t = T::new().await;
         for i in 0..4 {
-            t.record_failure(&from("alice", "ip"), 1_000 + i);
+            t.record_failure(&from("alice", "ip"), 1_000 + i).await;
         }
-        t.record_failure(&from("alice", "ip"), 1_000 + WINDOW_SECONDS + 10);
-        assert_eq!(wait(&t, from("alice", "ip"), 1_000 + WINDOW_SECONDS + 10), None);
+        t.record_failure(&from("alice", "ip"), 1_000 + WINDOW_SECONDS + 10).await;
+        assert_eq!(wait(&t, from("alice", "ip"), 1_000 + WINDOW_SECONDS + 10).await, None);
     }
 
-    #[test]
-    fn success_clears_the_pair_count() {
-        let t = LoginThrottle::new();
+    #[tokio::test]
+    async fn success_clears_the_pair_count() {
+        let t = T::new().await;
         for _ in 0..4 {
-            t.record_failure(&from("alice", "ip"), 1_000);
+            t.record_failure(&from("alice", "ip"), 1_000).await;
         }
-        t.record_success(&from("alice", "ip"), 1_000);
-        t.record_failure(&from("alice", "ip"), 1_001);
-        assert_eq!(wait(&t, from("alice", "ip"), 1_001), None);
+        t.record_success(&from("alice", "ip"), 1_000).await;
+        t.record_failure(&from("alice", "ip"), 1_001).await;
+        assert_eq!(wait(&t, from("alice", "ip"), 1_001).await, None);
     }
 
     /// The attack that was found: many addresses, each staying under the pair limit.
-    fn siege(t: &LoginThrottle, username: &'static str, now: Timestamp) {
-        let addresses: Vec<&'static str> =
-            (0..30).map(|i| &*Box::leak(format!("203.0.113.{i}").into_boxed_str())).collect();
-        for ip in addresses {
+    async fn siege(t: &T, username: &'static str, now: Timestamp) {
+        for i in 0..30 {
+            let ip = leak(format!("203.0.113.{i}"));
             for _ in 0..(MAX_FAILURES - 1) {
-                if t.check(&from(username, ip), now).is_none() {
-                    t.record_failure(&from(username, ip), now);
+                if t.check(&from(username, ip), now).await.is_none() {
+                    t.record_failure(&from(username, ip), now).await;
                 }
             }
         }
     }
 
-    #[test]
-    fn guesses_from_many_addresses_exhaust_the_account_budget() {
-        let t = LoginThrottle::new();
-        let guesses = (0..30)
-            .flat_map(|i| std::iter::repeat_n(i, MAX_FAILURES - 1))
-            .filter(|i| {
-                let ip = Box::leak(format!("203.0.113.{i}").into_boxed_str());
+    #[tokio::test]
+    async fn guesses_from_many_addresses_exhaust_the_account_budget() {
+        let t = T::new().await;
+        let mut guesses = 0;
+        for i in 0..30 {
+            let ip = leak(format!("203.0.113.{i}"));
+            for _ in 0..(MAX_FAILURES - 1) {
                 let attempt = from("alice", ip);
-                let allowed = t.check(&attempt, 1_000).is_none();
-                if allowed {
-                    t.record_failure(&attempt, 1_000);
+                if t.check(&attempt, 1_000).await.is_none() {
+                    t.record_failure(&attempt, 1_000).await;
+                    guesses += 1;
                 }
-                allowed
-            })
-            .count();
+            }
+        }
         assert_eq!(guesses, ACCOUNT_BUDGET, "120 tries, only the budget reached the password check");
-        let refusal = t.check(&from("alice", "198.51.100.7"), 1_000).unwrap();
+        let refusal = t.check(&from("alice", "198.51.100.7"), 1_000).await.unwrap();
         assert_eq!(refusal.budget, Budget::Account);
         assert_eq!(refusal.retry_after, WINDOW_SECONDS);
-        assert_eq!(wait(&t, from("bob", "198.51.100.7"), 1_000), None, "other accounts are untouched");
+        assert_eq!(wait(&t, from("bob", "198.51.100.7"), 1_000).await, None, "other accounts are untouched");
     }
 
-    #[test]
-    fn the_owner_is_recognised_by_a_device_cookie_or_a_known_address_during_a_siege() {
-        let t = LoginThrottle::new();
+    #[tokio::test]
+    async fn the_owner_is_recognised_by_a_device_cookie_or_a_known_address_during_a_siege() {
+        let t = T::new().await;
         let device = Attempt { username: "alice", ip: "192.0.2.1", device: Some("laptop") };
-        t.record_success(&device, 900);
-        siege(&t, "alice", 1_000);
-        assert_eq!(t.check(&from("alice", "198.51.100.7"), 1_000).map(|r| r.budget), Some(Budget::Account));
+        t.record_success(&device, 900).await;
+        siege(&t, "alice", 1_000).await;
+        assert_eq!(t.check(&from("alice", "198.51.100.7"), 1_000).await.map(|r| r.budget), Some(Budget::Account));
         // The laptop's cookie, from a new network; and the home address, cookies cleared.
         let travelling = Attempt { username: "Alice", ip: "198.51.100.99", device: Some("laptop") };
-        assert_eq!(t.check(&travelling, 1_000), None);
-        assert_eq!(t.check(&from("alice", "192.0.2.1"), 1_000), None);
+        assert_eq!(t.check(&travelling, 1_000).await, None);
+        assert_eq!(t.check(&from("alice", "192.0.2.1"), 1_000).await, None);
         // A cookie proves nothing for another account.
-        assert!(t.check(&Attempt { username: "alice", ip: "198.51.100.99", device: None }, 1_000).is_some());
+        assert!(t.check(&Attempt { username: "alice", ip: "198.51.100.99", device: None }, 1_000).await.is_some());
     }
 
-    #[test]
-    fn a_stolen_device_cookie_gets_its_own_small_budget_only() {
-        let t = LoginThrottle::new();
-        siege(&t, "alice", 1_000);
+    #[tokio::test]
+    async fn a_stolen_device_cookie_gets_its_own_small_budget_only() {
+        let t = T::new().await;
+        siege(&t, "alice", 1_000).await;
         for i in 0..MAX_FAILURES {
-            let ip = Box::leak(format!("198.51.100.{i}").into_boxed_str());
+            let ip = leak(format!("198.51.100.{i}"));
             let attempt = Attempt { username: "alice", ip, device: Some("stolen") };
-            assert_eq!(t.check(&attempt, 1_000), None, "guess {i}");
-            t.record_failure(&attempt, 1_000);
+            assert_eq!(t.check(&attempt, 1_000).await, None, "guess {i}");
+            t.record_failure(&attempt, 1_000).await;
         }
         let next = Attempt { username: "alice", ip: "198.51.100.200", device: Some("stolen") };
-        assert_eq!(t.check(&next, 1_000).map(|r| r.budget), Some(Budget::Account), "the cookie no longer counts");
+        assert_eq!(t.check(&next, 1_000).await.map(|r| r.budget), Some(Budget::Account), "the cookie no longer counts");
     }
 
-    #[test]
-    fn the_owners_own_typos_do_not_lock_the_account() {
-        let t = LoginThrottle::new();
+    #[tokio::test]
+    async fn the_owners_own_typos_do_not_lock_the_account() {
+        let t = T::new().await;
         let home = from("alice", "192.0.2.1");
-        t.record_success(&home, 900);
+        t.record_success(&home, 900).await;
         for i in 0..ACCOUNT_BUDGET as i64 * 2 {
             // Spread over time so the pair limit is not what we test.
-            t.record_failure(&home, 1_000 + i * WINDOW_SECONDS);
+            t.record_failure(&home, 1_000 + i * WINDOW_SECONDS).await;
         }
-        assert_eq!(wait(&t, from("alice", "198.51.100.7"), 1_000 + 40 * WINDOW_SECONDS), None);
+        assert_eq!(wait(&t, from("alice", "198.51.100.7"), 1_000 + 40 * WINDOW_SECONDS).await, None);
     }
 
-    #[test]
-    fn each_account_lock_in_a_row_lasts_twice_as_long_up_to_a_day() {
-        let t = LoginThrottle::new();
+    #[tokio::test]
+    async fn each_account_lock_in_a_row_lasts_twice_as_long_up_to_a_day() {
+        let t = T::new().await;
         let mut now = 1_000;
         let mut lengths = Vec::new();
         for round in 0..12 {
             for i in 0..ACCOUNT_BUDGET {
-                let ip = Box::leak(format!("203.0.{round}.{i}").into_boxed_str());
-                t.record_failure(&from("alice", ip), now);
+                let ip = leak(format!("203.0.{round}.{i}"));
+                t.record_failure(&from("alice", ip), now).await;
             }
-            let wait = wait(&t, from("alice", "198.51.100.7"), now).unwrap();
+            let wait = wait(&t, from("alice", "198.51.100.7"), now).await.unwrap();
             lengths.push(wait);
             now += wait;
         }
@@ -408,18 +405,18 @@ mod tests {
         // A quiet day later the doubling starts again.
         now += MAX_ACCOUNT_LOCK_SECONDS + 1;
         for i in 0..ACCOUNT_BUDGET {
-            let ip = Box::leak(format!("203.1.0.{i}").into_boxed_str());
-            t.record_failure(&from("alice", ip), now);
+            let ip = leak(format!("203.1.0.{i}"));
+            t.record_failure(&from("alice", ip), now).await;
         }
-        assert_eq!(wait(&t, from("alice", "198.51.100.7"), now), Some(WINDOW_SECONDS));
+        assert_eq!(wait(&t, from("alice", "198.51.100.7"), now).await, Some(WINDOW_SECONDS));
     }
 
-    #[test]
-    fn a_known_address_expires() {
-        let t = LoginThrottle::new();
-        t.record_success(&from("alice", "192.0.2.1"), 0);
+    #[tokio::test]
+    async fn a_known_address_expires() {
+        let t = T::new().await;
+        t.record_success(&from("alice", "192.0.2.1"), 0).await;
         let later = KNOWN_ADDRESS_SECONDS + 10;
-        siege(&t, "alice", later);
-        assert!(t.check(&from("alice", "192.0.2.1"), later).is_some());
+        siege(&t, "alice", later).await;
+        assert!(t.check(&from("alice", "192.0.2.1"), later).await.is_some());
     }
 }

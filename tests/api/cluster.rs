@@ -286,3 +286,199 @@ async fn a_listener_connection_killed_and_reestablished_loses_no_completion() {
     drop(b);
     a.stop().await;
 }
+
+// ---- shared limits and the client's address ----
+
+/// Signs in at `base` with `password`, from a browser of its own, optionally through a proxy
+/// that says the client is `forwarded_for`. The status of the answer.
+async fn sign_in_at(base: &str, username: &str, password: &str, forwarded_for: Option<&str>) -> u16 {
+    let browser =
+        reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let with_header = |request: reqwest::RequestBuilder| match forwarded_for {
+        Some(address) => request.header("X-Forwarded-For", address),
+        None => request,
+    };
+    let page = with_header(browser.get(format!("{base}/login"))).send().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&page.text().await.unwrap(), "csrf_token").expect("a login form");
+    let form = [("username", username), ("password", password), ("next", "/"), ("csrf_token", &csrf)];
+    with_header(browser.post(format!("{base}/login")).form(&form)).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sign_in_throttle_counts_attempts_made_on_both_instances() {
+    let Some((a, b)) = two_instances().await else { return };
+    // Act: five wrong passwords for Alice from one address, spread over both instances (each
+    // alone saw fewer than the limit).
+    for (i, base) in [&a.address, &b.address, &a.address, &b.address, &a.address].into_iter().enumerate() {
+        assert_eq!(sign_in_at(base, ALICE, "wrong-password", None).await, 401, "attempt {i} is checked");
+    }
+    // Assert: the pair is locked on both, even for the right password.
+    assert_eq!(sign_in_at(&b.address, ALICE, crate::helpers::PASSWORD, None).await, 429);
+    assert_eq!(sign_in_at(&a.address, ALICE, crate::helpers::PASSWORD, None).await, 429);
+    // Bob, from the same address, is not.
+    assert_eq!(sign_in_at(&b.address, BOB, crate::helpers::PASSWORD, None).await, 303);
+    drop(b);
+    a.stop().await;
+}
+
+async fn app_with(toml: &str) -> TestApp {
+    let options = crate::helpers::SpawnOptions { toml: toml.to_owned(), ..Default::default() };
+    crate::helpers::spawn_app_opts(Backend::Sqlite, options, |builder| builder).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spoofed_forwarded_for_from_a_peer_that_is_not_a_trusted_proxy_is_ignored() {
+    // The test's own address (127.0.0.1) is not a listed proxy.
+    let app = app_with("trusted_proxies = [\"10.0.0.0/8\"]").await;
+    // Act: five wrong passwords, each claiming another client address.
+    for i in 0..5 {
+        let spoofed = format!("198.51.100.{i}");
+        assert_eq!(sign_in_at(&app.address, ALICE, "wrong-password", Some(&spoofed)).await, 401);
+    }
+    // Assert: they were all counted for the real peer, which is now locked whatever it claims.
+    assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.99")).await, 429);
+    let audit = app.state.store.audit_entries(None, 20).await.unwrap();
+    let failures: Vec<_> = audit.iter().filter(|e| e.action == "browser.sign_in_failed").collect();
+    assert!(!failures.is_empty());
+    for entry in failures {
+        let detail = entry.detail.as_deref().unwrap_or_default();
+        assert!(detail.contains("address=127.0.0.1"), "the peer's address is audited: {detail}");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_listed_proxy_each_client_address_has_its_own_budget() {
+    let app = app_with("trusted_proxies = [\"127.0.0.1\"]").await;
+    // A client's own first entry is ignored: the proxy appended the address it saw.
+    for _ in 0..5 {
+        assert_eq!(sign_in_at(&app.address, ALICE, "wrong-password", Some("192.0.2.1, 198.51.100.1")).await, 401);
+    }
+    assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.1")).await, 429);
+    assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.2")).await, 303);
+    let audit = app.state.store.audit_entries(None, 20).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains("address=198.51.100.1"))),
+        "the client's address is audited"
+    );
+    app.stop().await;
+}
+
+// ---- sessions across instances ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_killed_mid_flow_the_user_finishes_on_the_other_and_the_client_reinitializes_there() {
+    let Some((a, mut b)) = two_instances().await else { return };
+    let alice = a.token_for(ALICE).await;
+    // Arrange: Alice's client is on B (sticky routing sent it there) and needs to connect.
+    let on_b = b.mcp_client(&a, ALICE, ClientKind::Url).await;
+    let raw_on_b = crate::streams::RawSession::open(&b.mcp_url(), &alice).await;
+    let (url, id) = needs_connecting(&on_b).await;
+    let browser = a.browser();
+    let callback = approve_up_to_the_callback(&a, &browser, &url).await;
+
+    // Act: B is killed (SIGKILL, nothing of it runs again); the provider's redirect and the
+    // rest of the browser flow land on A.
+    b.kill();
+    let landed = a.land(&browser, &callback).await;
+    assert_eq!(landed.status(), 200, "the user finishes the flow on A");
+
+    // Assert: the client's session died with B; A does not know it and says 404, which tells a
+    // client to initialize again (MCP 2025-11-25, transports: session management).
+    assert!(needs_connecting_or_error(&on_b).await, "B is gone");
+    let unknown = a
+        .http()
+        .post(a.mcp_url())
+        .bearer_auth(&alice)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &raw_on_b.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404, "an instance that does not know a session answers 404");
+    // The client initializes on A, and its retry succeeds with the grant the flow stored.
+    let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
+    let retried =
+        on_a.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await.unwrap();
+    assert_eq!(retried.structured_content.unwrap()["status"], 200);
+    // Nothing lost in the database: the authorization is completed, one active grant.
+    let row = a.state.store.authorization(&id).await.unwrap().unwrap();
+    assert_eq!(row.status, AuthorizationStatus::Completed);
+    let (grants,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM grants WHERE user_id = $1 AND provider = 'demo' AND status = 'active'")
+            .bind(a.user_id(ALICE).await)
+            .fetch_one(a.state.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(grants, 1);
+    a.stop().await;
+}
+
+/// True when a call on `client` fails (its server is gone).
+async fn needs_connecting_or_error(client: &McpClient) -> bool {
+    let call = client.call("list_connections", json!({}));
+    matches!(tokio::time::timeout(Duration::from_secs(20), call).await, Ok(Err(_)) | Err(_))
+}
+
+/// One stateless (MCP 2026-07-28) `tools/call` at `mcp_url`: no session, the client's
+/// version and capabilities in `_meta`. The JSON-RPC answer.
+async fn stateless_call(mcp_url: &str, token: &str, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "stateless-client", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}},
+        },
+    }});
+    let response = reqwest::Client::new()
+        .post(mcp_url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        // SEP-2243: the method and tool name in headers, for load balancers that route on them.
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let created_session = response.headers().get("mcp-session-id").is_some();
+    let text = response.text().await.unwrap();
+    assert_eq!(status, 200, "served without a session: {text}");
+    assert!(!created_session, "no session was created");
+    // JSON, or SSE whose data lines hold the answer.
+    std::iter::once(text.as_str())
+        .chain(text.lines().filter_map(|line| line.strip_prefix("data:")))
+        .filter_map(|data| serde_json::from_str::<serde_json::Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .unwrap_or_else(|| panic!("an answer in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_clients_alternating_between_instances_need_no_affinity() {
+    let Some((a, b)) = two_instances().await else { return };
+    let alice = a.token_for(ALICE).await;
+    let request = json!({"provider": "demo", "method": "GET", "path": "/me"});
+    // On A: not connected yet, the answer names the link.
+    let first = stateless_call(&a.mcp_url(), &alice, "provider_request", request.clone()).await;
+    assert_eq!(first["error"]["code"], -32042, "{first}");
+    let url = first["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    // The browser flow, its callback handled by B.
+    let browser = a.browser();
+    let callback = approve_up_to_the_callback(&a, &browser, &url).await;
+    callback_on(&b, &a, &browser, &callback).await;
+    // Then B, A, B: each request served by whichever instance gets it.
+    for (i, mcp_url) in [b.mcp_url(), a.mcp_url(), b.mcp_url()].iter().enumerate() {
+        let answer = stateless_call(mcp_url, &alice, "provider_request", request.clone()).await;
+        assert_eq!(answer["result"]["structuredContent"]["status"], 200, "request {i}: {answer}");
+    }
+    let listed = stateless_call(&a.mcp_url(), &alice, "list_connections", json!({})).await;
+    assert_eq!(listed["result"]["structuredContent"]["connections"][0]["status"], "connected", "{listed}");
+    drop(b);
+    a.stop().await;
+}

@@ -1,0 +1,125 @@
+//! Rows of the sign-in throttle ([`crate::web::throttle`] decides; this stores), shared by
+//! every instance on the database (migration 0010). Buckets are opaque keys the throttle
+//! builds; they hold usernames and addresses, never a secret.
+
+use super::{Store, StoreResult};
+use crate::clock::Timestamp;
+
+/// A bucket's lock as stored (it may have ended: `locked_until` in the past).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct ThrottleLock {
+    pub locked_until: Timestamp,
+    /// Consecutive locks, for the doubling.
+    pub strikes: i64,
+}
+
+impl Store {
+    /// The bucket's lock, whether or not it has ended.
+    pub async fn throttle_lock(&self, bucket: &str) -> StoreResult<Option<ThrottleLock>> {
+        Ok(sqlx::query_as::<_, ThrottleLock>(
+            "SELECT locked_until, CAST(strikes AS BIGINT) AS strikes FROM throttle_locks WHERE bucket = $1",
+        )
+        .bind(bucket)
+        .fetch_optional(self.db())
+        .await?)
+    }
+
+    /// Counts a failure in `bucket` at `now`; returns the bucket's failures after `since`
+    /// (this one included), from every instance.
+    pub async fn throttle_count_failure(&self, bucket: &str, now: Timestamp, since: Timestamp) -> StoreResult<i64> {
+        sqlx::query("INSERT INTO throttle_failures (bucket, at) VALUES ($1, $2)")
+            .bind(bucket)
+            .bind(now)
+            .execute(self.db())
+            .await?;
+        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM throttle_failures WHERE bucket = $1 AND at > $2")
+            .bind(bucket)
+            .bind(since)
+            .fetch_one(self.db())
+            .await?;
+        Ok(count)
+    }
+
+    /// Locks `bucket` and forgets its counted failures (the lock replaces them).
+    pub async fn throttle_set_lock(&self, bucket: &str, lock: ThrottleLock) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO throttle_locks (bucket, locked_until, strikes) VALUES ($1, $2, $3) \
+             ON CONFLICT (bucket) DO UPDATE SET locked_until = excluded.locked_until, strikes = excluded.strikes",
+        )
+        .bind(bucket)
+        .bind(lock.locked_until)
+        .bind(lock.strikes)
+        .execute(self.db())
+        .await?;
+        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1").bind(bucket).execute(self.db()).await?;
+        Ok(())
+    }
+
+    /// Forgets a bucket's failures and lock.
+    pub async fn throttle_clear(&self, bucket: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1").bind(bucket).execute(self.db()).await?;
+        sqlx::query("DELETE FROM throttle_locks WHERE bucket = $1").bind(bucket).execute(self.db()).await?;
+        Ok(())
+    }
+
+    /// Whether `address` signed in to `account` after `since`.
+    pub async fn throttle_address_known(&self, account: &str, address: &str, since: Timestamp) -> StoreResult<bool> {
+        let (count,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM throttle_known_addresses WHERE account = $1 AND address = $2 AND at > $3",
+        )
+        .bind(account)
+        .bind(address)
+        .bind(since)
+        .fetch_one(self.db())
+        .await?;
+        Ok(count > 0)
+    }
+
+    /// Remembers that `address` signed in to `account` at `now`, keeping the `keep` most recent.
+    pub async fn throttle_remember_address(
+        &self,
+        account: &str,
+        address: &str,
+        now: Timestamp,
+        keep: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO throttle_known_addresses (account, address, at) VALUES ($1, $2, $3) \
+             ON CONFLICT (account, address) DO UPDATE SET at = excluded.at",
+        )
+        .bind(account)
+        .bind(address)
+        .bind(now)
+        .execute(self.db())
+        .await?;
+        sqlx::query(
+            "DELETE FROM throttle_known_addresses WHERE account = $1 AND address NOT IN \
+             (SELECT address FROM throttle_known_addresses WHERE account = $1 ORDER BY at DESC, address LIMIT $2)",
+        )
+        .bind(account)
+        .bind(keep)
+        .execute(self.db())
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes failures counted before `failures_before`, locks that ended before
+    /// `locks_before` and addresses last seen before `addresses_before`.
+    pub async fn throttle_sweep(
+        &self,
+        failures_before: Timestamp,
+        locks_before: Timestamp,
+        addresses_before: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query("DELETE FROM throttle_failures WHERE at <= $1").bind(failures_before).execute(self.db()).await?;
+        sqlx::query("DELETE FROM throttle_locks WHERE locked_until <= $1")
+            .bind(locks_before)
+            .execute(self.db())
+            .await?;
+        sqlx::query("DELETE FROM throttle_known_addresses WHERE at <= $1")
+            .bind(addresses_before)
+            .execute(self.db())
+            .await?;
+        Ok(())
+    }
+}
