@@ -148,8 +148,13 @@ impl Store {
                 // A call given up on (its future dropped) returns its connection mid-query;
                 // sqlx then pings it, unbounded. A silent socket would hold that pool slot until
                 // the kernel gives up on it (minutes), so the ping gets the same deadline and a
-                // connection that fails it is closed rather than reused.
+                // connection that fails it is closed rather than reused. SQLite has no socket to
+                // go silent, and the ping was one more hand-off to its worker thread on every
+                // query (issue 11), so only PostgreSQL connections are pinged.
                 Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        return Ok(true);
+                    }
                     match tokio::time::timeout(release_limit, conn.ping()).await {
                         Ok(Ok(())) => Ok(true),
                         Ok(Err(error)) => Err(error),
