@@ -73,7 +73,7 @@ pub struct GrantRow {
 
 /// The row as stored; read only through [`GrantRow::try_from`].
 #[derive(sqlx::FromRow)]
-struct RawGrantRow {
+pub(super) struct RawGrantRow {
     id: String,
     user_id: String,
     provider: String,
@@ -136,7 +136,7 @@ impl std::fmt::Debug for GrantRow {
 }
 
 /// '' in the column (no name) reads as NULL, so callers see `None`.
-const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, created_at, updated_at";
+pub(super) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, created_at, updated_at";
 
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]

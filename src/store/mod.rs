@@ -12,6 +12,7 @@ pub mod authorizations;
 pub mod consents;
 pub mod demo;
 pub mod external_users;
+pub mod grant_accounts;
 pub mod grants;
 pub mod keys;
 pub mod oauth_clients;
