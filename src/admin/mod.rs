@@ -6,6 +6,7 @@ mod demo;
 pub(crate) mod display;
 mod grants;
 mod migrate;
+mod providers;
 mod services;
 mod users;
 
@@ -74,6 +75,11 @@ pub enum Command {
         /// Say which migrations are applied and which are pending, and change nothing.
         #[arg(long)]
         status: bool,
+    },
+    /// The provider catalogue and which providers this configuration enables.
+    Providers {
+        #[command(subcommand)]
+        command: providers::ProvidersCommand,
     },
     /// Inspect and repair the broker's data.
     Admin {
@@ -144,6 +150,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve => serve(config).await,
         Command::Migrate { status: false } => migrate::migrate(config).await,
         Command::Migrate { status: true } => migrate::status(config).await,
+        Command::Providers { command } => providers::run(&config, command),
         Command::Admin { command } => {
             let state = crate::app::open_existing_state(config, Arc::new(SystemClock)).await?;
             let result = match command {

@@ -144,6 +144,8 @@ pub async fn standing(
         }
         Err(TokenError::ProviderUnavailable) => Ok(Standing::Unavailable),
         Err(TokenError::ProviderRefused(why)) => Ok(Standing::Refused(why)),
+        // Only storing a new grant looks the account up; a token read never gets here.
+        Err(error @ TokenError::IdentityFailed(_)) => Err(AccessError::Internal(error.to_string())),
         Err(TokenError::Store(e)) => Err(AccessError::Store(e)),
         Err(TokenError::Internal(e)) => Err(AccessError::Internal(e)),
     }

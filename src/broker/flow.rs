@@ -381,6 +381,12 @@ async fn finish(
     };
     let stored = match tokens::store_grant(state, &row.user_id, provider, tokens, &row.scopes).await {
         Ok(stored) => stored,
+        // The provider would not say whose tokens these are: reported, not stored as nobody's.
+        Err(tokens::TokenError::IdentityFailed(why)) => {
+            tracing::warn!(authorization_id = %row.id, provider = %row.provider, why, "identity lookup failed");
+            fail(state, row, "exchange_failed:identity_lookup_failed").await;
+            return Err(FlowError::ExchangeFailed("identity_lookup_failed".into()));
+        }
         Err(error) => {
             fail(state, row, "store_failed").await;
             return Err(FlowError::Internal(error.to_string()));

@@ -231,7 +231,11 @@ async fn commit(
         ),
         key_id: state.sealer.active_key_id(),
         expires_at: expiry(issued_at, tokens.expires_in),
-        scopes: tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone()),
+        // Scopes the provider never echoes (oauth::scopes::granted) stay with the grant.
+        scopes: match state.providers.find(&grant.provider) {
+            Some(provider) => crate::oauth::scopes::granted(provider, tokens.scopes.clone(), &grant.scopes),
+            None => tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone()),
+        },
     };
     let pending = PendingRotation { redeemed, tokens: sealed, issued_at };
     let started = Instant::now();

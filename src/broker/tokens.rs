@@ -14,7 +14,8 @@ use secrecy::{ExposeSecret, SecretString};
 use crate::config::ProviderConfig;
 use crate::crypto::SealContext;
 use crate::domain::Scopes;
-use crate::oauth::client::{self, TokenSet};
+use crate::oauth::client::{self, AccountRef, TokenSet};
+use crate::oauth::token_response;
 use crate::state::Core;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
@@ -34,6 +35,10 @@ pub enum TokenError {
     ProviderUnavailable,
     #[error("the provider refused the request ({0})")]
     ProviderRefused(String),
+    /// The provider's identity endpoint did not say which account the tokens are for; no
+    /// grant is stored rather than one for an empty account.
+    #[error("the provider did not say which account this is ({0})")]
+    IdentityFailed(String),
     /// The database failed; [`crate::store::StoreError::is_unavailable`] says whether a
     /// retry may help (faces answer "temporarily unavailable" then).
     #[error(transparent)]
@@ -81,19 +86,42 @@ pub async fn store_grant(
 ) -> Result<StoredGrant, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(user_id, provider_id);
-    let scopes = tokens.scopes.clone().unwrap_or_else(|| requested.clone());
+    let scopes = crate::oauth::scopes::granted(provider, tokens.scopes.clone(), requested);
     // Before sealing: the account decides the row, and the row id is bound into the seal.
-    let account_label = fetch_account_label(state, provider, &tokens.access_token).await;
+    let account = match tokens.account.clone() {
+        Some(account) => Some(account),
+        None => fetch_account(state, provider, &tokens.access_token).await?,
+    };
+    let account_id = account.as_ref().map_or("", |a| a.id.as_str());
+    let account_label = account.as_ref().and_then(|a| a.label.clone().or_else(|| Some(a.id.clone())));
     let account = account_label.as_deref().unwrap_or("");
-    // The row's id must be the one sealed for. An existing account keeps its id (rows from
-    // before several accounts were allowed have ids of the older derivation); a new one gets the
-    // derived id. If the row changes identity between the look-up and the write (disconnected
-    // and connected again), the write does nothing and we seal again for the new row.
+    // The row's id must be the one sealed for. The same account (by the provider's stable id)
+    // keeps its row even if its name changed — the label follows; else an existing account
+    // keeps its id (rows from before several accounts were allowed have ids of the older
+    // derivation); a new one gets the derived id. If the row changes identity between the
+    // look-up and the write (disconnected and connected again), the write does nothing and we
+    // seal again for the new row.
     for _ in 0..3 {
         let now = state.now();
-        let grant_id = match state.store.grant_for_account(user_id, provider_id, account).await? {
-            Some(existing) => existing.id,
-            None => crate::store::Store::grant_id_for(user_id, provider_id, account),
+        let same_account = match account_id {
+            "" => None,
+            id => state.store.grant_for_account_id(user_id, provider_id, id).await?,
+        };
+        let grant_id = match same_account {
+            Some(existing) => {
+                if existing.account_label.as_deref() != account_label.as_deref() {
+                    state.store.relabel_grant(&existing.id, account_label.as_deref()).await?;
+                }
+                existing.id
+            }
+            None => match state.store.grant_for_account(user_id, provider_id, account).await? {
+                Some(existing) => existing.id,
+                None => crate::store::Store::grant_id_for(
+                    user_id,
+                    provider_id,
+                    if account_id.is_empty() { account } else { account_id },
+                ),
+            },
         };
         let sealed = SealedTokens {
             access_token_sealed: state
@@ -110,6 +138,8 @@ pub async fn store_grant(
         if !state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await? {
             continue;
         }
+        let api_base = tokens.api_base_url.as_ref().map(url::Url::as_str);
+        state.store.set_grant_account(&grant_id, account_id, api_base).await?;
         let detail = match &account_label {
             Some(label) => format!("account={label} scopes={}", scopes.to_space_separated()),
             None => format!("scopes={}", scopes.to_space_separated()),
@@ -320,24 +350,47 @@ pub async fn disconnect_grant(
     Ok(Disconnected { deleted, revocation })
 }
 
-/// A human label for the connected account from the provider's userinfo endpoint, if any.
-async fn fetch_account_label(state: &Core, provider: &ProviderConfig, access_token: &SecretString) -> Option<String> {
-    let url = provider.userinfo_url.clone()?;
-    let response = state
-        .http
-        .get(url)
-        .bearer_auth(access_token.expose_secret())
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    if !response.status().is_success() {
-        return None;
+/// The account the tokens are for, from the provider's userinfo endpoint: its stable id and
+/// label where the provider's entry says where they are (`account_id_field`,
+/// `account_label_field`), else a label found under a usual name. `None` for a provider with no
+/// identity endpoint (one account per user); an endpoint that fails is an error, never an empty
+/// account.
+async fn fetch_account(
+    state: &Core,
+    provider: &ProviderConfig,
+    access_token: &SecretString,
+) -> Result<Option<AccountRef>, TokenError> {
+    let Some(url) = provider.userinfo_url.clone() else { return Ok(None) };
+    let failed = |why: &str| {
+        tracing::warn!(provider = %provider.id, why, "identity lookup failed");
+        TokenError::IdentityFailed(why.to_owned())
+    };
+    let mut request = state.http.get(url).bearer_auth(access_token.expose_secret()).timeout(Duration::from_secs(5));
+    if let Some(agent) = &provider.user_agent {
+        request = request.header(reqwest::header::USER_AGENT, agent);
     }
-    let body: serde_json::Value = response.json().await.ok()?;
-    ["account", "login", "preferred_username", "email", "name", "username", "sub"]
-        .iter()
-        .find_map(|k| body.get(*k).and_then(|v| v.as_str()).map(|s| s.chars().take(128).collect()))
+    let response = request.send().await.map_err(|_| failed("the identity endpoint did not answer"))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(failed(&format!("the identity endpoint answered {}", status.as_u16())));
+    }
+    let body: serde_json::Value = response.json().await.map_err(|_| failed("the identity answer is not JSON"))?;
+    let body = body.as_object().ok_or_else(|| failed("the identity answer is not an object"))?;
+    let field = |path: &str| token_response::lookup(body, path).and_then(token_response::scalar);
+    match &provider.account_id_field {
+        Some(id_field) => {
+            let id = field(id_field).ok_or_else(|| failed("the identity answer names no account id"))?;
+            let label = provider.account_label_field.as_deref().and_then(field);
+            Ok(Some(AccountRef { id, label }))
+        }
+        // A provider described without account fields: a label under a usual name, no stable id.
+        None => {
+            let label = ["account", "login", "preferred_username", "email", "name", "username", "sub"]
+                .iter()
+                .find_map(|k| body.get(*k).and_then(|v| v.as_str()).map(|s| s.chars().take(128).collect::<String>()));
+            Ok(label.map(|label| AccountRef { id: String::new(), label: Some(label) }))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,20 @@ impl BrokerServer {
             Ok(token) => token,
             Err(answer) => return answer,
         };
+        // A provider that names each grant's API base with its token (Salesforce instance_url):
+        // the path is resolved under that grant's base instead, with the same checks.
+        if provider.api_base_from_token.is_some()
+            && let Some((_, Some(base))) = self.state.store.grant_account(&token.grant.id).await.map_err(internal)?
+            && let Ok(base) = url::Url::parse(&base)
+        {
+            url = match api::resolve_path(&base, &args.path) {
+                Ok(u) => u,
+                Err(e) => return Ok(error_result(e.to_string())),
+            };
+            if let Err(e) = api::apply_query(&mut url, args.query.as_ref()) {
+                return Ok(error_result(e.to_string()));
+            }
+        }
         let sent = tokio::select! {
             // MCP cancellation: a cancelled call stops its upstream request.
             _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),

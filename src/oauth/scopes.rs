@@ -16,7 +16,7 @@ pub const MAX_REQUESTED_SCOPES: usize = 50;
 /// MCP, `400 invalid_scope` on the token API).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScopeRefusal {
-    #[error("{provider} does not offer {}; it offers: {}", shown(unknown), offered.join(" "))]
+    #[error("{provider} does not offer the scope(s) {}; it offers: {}", shown(unknown), offered.join(" "))]
     NotOffered { provider: String, unknown: Vec<String>, offered: Vec<String> },
     #[error("{count} scopes were asked for; at most {MAX_REQUESTED_SCOPES} may be")]
     TooMany { count: usize },

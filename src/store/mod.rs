@@ -13,6 +13,7 @@ pub mod consents;
 pub mod demo;
 pub mod epoch;
 pub mod external_users;
+pub mod grant_accounts;
 pub mod grant_consents;
 pub mod grants;
 pub mod keys;

@@ -4,6 +4,7 @@
 
 mod db_proxy;
 mod helpers;
+mod quirky_provider;
 mod strict_provider;
 
 mod admin;
@@ -29,6 +30,7 @@ mod pages;
 mod prompts;
 mod protocol;
 mod provider_request;
+mod providers;
 mod refresh;
 mod refresh_faults;
 mod resources;

@@ -1,0 +1,67 @@
+//! Which account at a provider a grant belongs to (migration 0011): the provider's stable
+//! subject (`account_id`, GitHub's numeric id) with the label shown beside it, and the API base
+//! the provider returned with the token, if any (Salesforce `instance_url`).
+//!
+//! Grants stay keyed by `(user_id, provider, account_label)` (the name tools use); the stable
+//! id finds the grant again after the provider's name for it changed, and the label follows.
+
+use super::grants::{GRANT_COLUMNS, GrantRow, RawGrantRow};
+use super::{Store, StoreError, StoreResult};
+
+impl Store {
+    /// The user's grant at `provider` for the account the provider calls `account_id`.
+    pub async fn grant_for_account_id(
+        &self,
+        user_id: &str,
+        provider: &str,
+        account_id: &str,
+    ) -> StoreResult<Option<GrantRow>> {
+        sqlx::query_as::<_, RawGrantRow>(&format!(
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 AND account_id = $3 AND account_id <> '' \
+             ORDER BY updated_at DESC LIMIT 1"
+        ))
+        .bind(user_id)
+        .bind(provider)
+        .bind(account_id)
+        .fetch_optional(self.db())
+        .await?
+        .map(GrantRow::try_from)
+        .transpose()
+    }
+
+    /// Gives grant `id` its new label (the account was renamed at the provider). False when
+    /// another of the user's grants there already holds that label.
+    pub async fn relabel_grant(&self, id: &str, label: Option<&str>) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE grants SET account_label = $1 WHERE id = $2")
+            .bind(label.unwrap_or(""))
+            .bind(id)
+            .execute(self.db())
+            .await;
+        match done {
+            Ok(done) => Ok(done.rows_affected() == 1),
+            Err(error) => match StoreError::from_write(error) {
+                StoreError::Conflict => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// Records the account's stable id and the grant's own API base (`None`: the provider's).
+    pub async fn set_grant_account(&self, id: &str, account_id: &str, api_base_url: Option<&str>) -> StoreResult<()> {
+        sqlx::query("UPDATE grants SET account_id = $1, api_base_url = $2 WHERE id = $3")
+            .bind(account_id)
+            .bind(api_base_url)
+            .bind(id)
+            .execute(self.db())
+            .await?;
+        Ok(())
+    }
+
+    /// `(account_id, api_base_url)` of grant `id` ('' and `None` when the provider gave neither).
+    pub async fn grant_account(&self, id: &str) -> StoreResult<Option<(String, Option<String>)>> {
+        Ok(sqlx::query_as::<_, (String, Option<String>)>("SELECT account_id, api_base_url FROM grants WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.db())
+            .await?)
+    }
+}
