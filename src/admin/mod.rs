@@ -4,6 +4,7 @@
 mod demo;
 pub(crate) mod display;
 mod grants;
+mod keys;
 mod migrate;
 mod services;
 mod users;
@@ -119,6 +120,11 @@ pub enum AdminCommand {
         /// Where to write the copy (must not exist yet).
         file: std::path::PathBuf,
     },
+    /// Encryption keys (rotate, rewrap every sealed value, drop) and JWT signing keys.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// The audit log, newest first.
     Audit {
         /// Only this user's entries (username).
@@ -150,6 +156,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json } => grants::run_audit(&state, user, limit, json).await,
                 AdminCommand::Backup { file } => backup(&state, &file).await,
+                AdminCommand::Keys { command } => keys::run_keys(&state, command).await,
             };
             state.store.close().await;
             result

@@ -16,6 +16,7 @@ pub mod grants;
 pub mod keys;
 pub mod oauth_clients;
 pub mod oauth_codes;
+pub mod sealed;
 pub mod services;
 pub mod sessions;
 pub mod timed;

@@ -18,6 +18,7 @@ mod flow;
 mod forms;
 mod hardening;
 mod health;
+mod keys;
 mod logs;
 mod oidc;
 mod pages;
