@@ -19,6 +19,7 @@ mod forms;
 mod hardening;
 mod health;
 mod keys;
+mod lifecycle;
 mod logs;
 mod oidc;
 mod pages;
