@@ -273,25 +273,30 @@ pub async fn disconnect_grant(
         Some(r) => (r.as_slice(), refresh_ctx(&grant.id, &owner), true),
         None => (grant.access_token_sealed.as_slice(), access_ctx(&grant.id, &owner), false),
     };
-    let revocation = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
-        Some(_) if provider.revocation_url.is_none() => Revocation::NotOffered,
+    // The audit entry says what the provider was told and, when it failed, why (the provider's
+    // error or the transport's, never a token).
+    let (revocation, outcome) = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
+        Some(_) if provider.revocation_url.is_none() => (Revocation::NotOffered, "not_offered".to_owned()),
         Some(token) => match client::revoke(&state.http, provider, &SecretString::from(token), is_refresh).await {
-            Ok(()) => Revocation::Revoked,
+            Ok(()) => (Revocation::Revoked, "revoked".to_owned()),
             Err(error) => {
                 tracing::warn!(provider = provider_id, %error, "revocation at the provider failed; deleting the grant anyway");
-                Revocation::Failed
+                (Revocation::Failed, format!("failed ({error})"))
             }
         },
         None => {
             tracing::warn!(grant = %grant.id, "could not open token to revoke it");
-            Revocation::TokenUnreadable
+            (Revocation::TokenUnreadable, "token_unreadable".to_owned())
         }
     };
     let deleted = state.store.delete_grant_by_id(&grant.id).await?;
-    let detail = grant.account_label.as_ref().map(|label| format!("account={label}"));
+    let detail = match &grant.account_label {
+        Some(label) => format!("account={label} revocation={outcome}"),
+        None => format!("revocation={outcome}"),
+    };
     state
         .store
-        .audit(state.now(), Some(&grant.user_id), "grant.disconnected", Some(provider_id), detail.as_deref())
+        .audit(state.now(), Some(&grant.user_id), "grant.disconnected", Some(provider_id), Some(&detail))
         .await?;
     state.events.connections_changed(&grant.user_id, provider_id);
     Ok(Disconnected { deleted, revocation })
