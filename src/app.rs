@@ -67,6 +67,7 @@ impl AppBuilder {
             state.fixed_identity = Some(name);
         }
         settle_abandoned_exchanges(&state);
+        crate::keyring::reload_periodically(&state);
         let extensions = Extensions(Arc::new(self.extensions));
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());

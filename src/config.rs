@@ -126,6 +126,8 @@ struct FileConfig {
     database_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     refresh_lease: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    key_reload_interval: Option<Duration>,
     #[serde(default)]
     providers: BTreeMap<String, crate::oauth::catalogue::ProviderFields>,
     #[serde(default)]
@@ -321,6 +323,10 @@ pub struct Config {
     /// lost its network) blocks others' refreshes of that grant at most this long; a live one
     /// renews it while it waits for the provider [default: 10 s].
     pub refresh_lease: Duration,
+    /// How often a running server reads its encryption keys (files) and signing keys (database)
+    /// again, so `admin keys rotate` / `rotate-signing` reach it without a restart
+    /// (`key_reload_interval`) [default: 30 s].
+    pub key_reload_interval: Duration,
     pub identity: IdentityConfig,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
     /// Metrics and logs (issue 10).
@@ -422,6 +428,11 @@ impl Config {
                 Some(d) if d < Duration::from_secs(1) => bail!("refresh_lease must be at least 1s"),
                 Some(d) => d,
                 None => Duration::from_secs(10),
+            },
+            key_reload_interval: match file.key_reload_interval {
+                Some(d) if d < Duration::from_millis(100) => bail!("key_reload_interval must be at least 100ms"),
+                Some(d) => d,
+                None => Duration::from_secs(30),
             },
             providers,
         })

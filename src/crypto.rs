@@ -17,6 +17,7 @@ use rand::RngCore;
 use rand::rngs::OsRng;
 use secrecy::{ExposeSecret, SecretBox, SecretString};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 const VERSION: u8 = 1;
 const KEY_ID_LEN: usize = 8;
@@ -42,8 +43,6 @@ pub enum CryptoError {
 struct SealingKey {
     id: [u8; KEY_ID_LEN],
     cipher: Aes256Gcm,
-    /// For secrets derived from the key (never used to seal).
-    derive: hkdf::Hkdf<Sha256>,
 }
 
 impl SealingKey {
@@ -55,19 +54,38 @@ impl SealingKey {
         let mut id = [0u8; KEY_ID_LEN];
         id.copy_from_slice(&digest[..KEY_ID_LEN]);
         let cipher = Aes256Gcm::new_from_slice(raw).map_err(|_| CryptoError::BadKeyLength(raw.len()))?;
-        let derive = hkdf::Hkdf::<Sha256>::new(Some(b"oauth-broker derived secrets"), raw);
-        Ok(Self { id, cipher, derive })
+        Ok(Self { id, cipher })
     }
 }
 
+/// Reads the keys again: the active key first, then the retired ones (see
+/// [`crate::startup::load_sealer`], which knows where they live).
+pub type KeyLoader = Box<dyn Fn() -> Result<Vec<SecretBox<Vec<u8>>>, String> + Send + Sync>;
+
+/// Reloads triggered by a value under an unknown key are at most this frequent, so a corrupt
+/// row read in a loop does not turn into a file read per request.
+const RELOAD_AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Seals and opens secrets. The first key seals; every key opens.
+///
+/// A running server can learn keys without a restart ([`Sealer::reload`], `admin keys rotate`):
+/// the ring only grows in a process (a reload adds keys and may change the active one, never
+/// forgets one), so a value sealed under a key that was just retired still opens here.
 pub struct Sealer {
-    keys: Vec<SealingKey>,
+    ring: std::sync::RwLock<Arc<Vec<Arc<SealingKey>>>>,
+    /// For secrets derived from the key the process started with (never used to seal): they
+    /// stay stable for the life of the process even when a reload changes the active key.
+    derive: hkdf::Hkdf<Sha256>,
+    loader: Option<KeyLoader>,
+    last_reload: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sealer").field("active_key_id", &self.active_key_id()).field("keys", &self.keys.len()).finish()
+        f.debug_struct("Sealer")
+            .field("active_key_id", &self.active_key_id())
+            .field("keys", &self.ring().len())
+            .finish()
     }
 }
 
@@ -90,11 +108,80 @@ impl SealContext<'_> {
 impl Sealer {
     /// `active` seals; `retired` keys only open values sealed before a rotation.
     pub fn new(active: &[u8], retired: &[&[u8]]) -> Result<Self, CryptoError> {
-        let mut keys = vec![SealingKey::new(active)?];
+        let mut keys = vec![Arc::new(SealingKey::new(active)?)];
         for raw in retired {
-            keys.push(SealingKey::new(raw)?);
+            keys.push(Arc::new(SealingKey::new(raw)?));
         }
-        Ok(Self { keys })
+        Ok(Self {
+            ring: std::sync::RwLock::new(Arc::new(keys)),
+            derive: hkdf::Hkdf::<Sha256>::new(Some(b"oauth-broker derived secrets"), active),
+            loader: None,
+            last_reload: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// A sealer that can read its keys again ([`Sealer::reload`]): `loader` gives the active
+    /// key first, then the retired ones.
+    pub fn with_loader(loader: KeyLoader) -> Result<Self, String> {
+        let keys = loader()?;
+        let (active, retired) = keys.split_first().ok_or("no encryption key")?;
+        let retired: Vec<&[u8]> = retired.iter().map(|k| k.expose_secret().as_slice()).collect();
+        let mut sealer = Self::new(active.expose_secret(), &retired).map_err(|e| e.to_string())?;
+        sealer.loader = Some(loader);
+        Ok(sealer)
+    }
+
+    fn ring(&self) -> Arc<Vec<Arc<SealingKey>>> {
+        // A panic while holding the lock cannot leave the ring half-written (it is swapped
+        // whole), so a poisoned lock still holds a usable ring.
+        self.ring.read().map_or_else(|poisoned| poisoned.into_inner().clone(), |ring| ring.clone())
+    }
+
+    /// Reads the keys again (after `admin keys rotate`): the loader's active key seals from now
+    /// on, its retired keys open, and every key loaded before keeps opening. Whether the active
+    /// key changed. Without a loader (keys given in code) nothing changes.
+    pub fn reload(&self) -> Result<bool, String> {
+        let Some(loader) = &self.loader else { return Ok(false) };
+        if let Ok(mut last) = self.last_reload.lock() {
+            *last = Some(std::time::Instant::now());
+        }
+        let loaded = loader()?;
+        let before = self.ring();
+        let mut keys = Vec::with_capacity(loaded.len() + before.len());
+        for raw in &loaded {
+            let key = SealingKey::new(raw.expose_secret()).map_err(|e| e.to_string())?;
+            if !keys.iter().any(|k: &Arc<SealingKey>| k.id == key.id) {
+                keys.push(Arc::new(key));
+            }
+        }
+        if keys.is_empty() {
+            return Err("no encryption key".into());
+        }
+        for old in before.iter() {
+            if !keys.iter().any(|k| k.id == old.id) {
+                keys.push(old.clone());
+            }
+        }
+        let changed = keys[0].id != before[0].id;
+        let active = hex::encode(keys[0].id);
+        match self.ring.write() {
+            Ok(mut ring) => *ring = Arc::new(keys),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(keys),
+        }
+        if changed {
+            tracing::info!(active_key = %active, "encryption keys reloaded; a new key seals from now on");
+        }
+        Ok(changed)
+    }
+
+    /// The id (hex) a key has, as sealed values name it.
+    pub fn id_of_key(raw: &[u8]) -> Result<String, CryptoError> {
+        Ok(hex::encode(SealingKey::new(raw)?.id))
+    }
+
+    /// Ids (hex) of every key this process can open with, the active one first.
+    pub fn key_ids(&self) -> Vec<String> {
+        self.ring().iter().map(|k| hex::encode(k.id)).collect()
     }
 
     /// Parses a key written as base64 (standard or URL-safe) or hex.
@@ -122,17 +209,18 @@ impl Sealer {
     }
 
     pub fn active_key_id(&self) -> String {
-        hex::encode(self.keys[0].id)
+        hex::encode(self.ring()[0].id)
     }
 
     /// Whether a blob sealed under key `key_id` (hex) can be opened: the active key or a
     /// retired one.
     pub fn knows_key(&self, key_id: &str) -> bool {
-        self.keys.iter().any(|k| hex::encode(k.id) == key_id)
+        self.ring().iter().any(|k| hex::encode(k.id) == key_id)
     }
 
     pub fn seal(&self, plaintext: &[u8], ctx: SealContext<'_>) -> Vec<u8> {
-        let key = &self.keys[0];
+        let ring = self.ring();
+        let key = &ring[0];
         let mut nonce = [0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
         let aad = ctx.aad();
@@ -157,8 +245,14 @@ impl Sealer {
         }
         let (key_id, rest) = rest.split_at(KEY_ID_LEN);
         let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
-        let key =
-            self.keys.iter().find(|k| k.id == key_id).ok_or_else(|| CryptoError::UnknownKey(hex::encode(key_id)))?;
+        let key = match self.key(key_id) {
+            Some(key) => key,
+            // Another process may have rotated: read the keys again once, then decide.
+            None if self.may_reload() && self.reload().is_ok() => {
+                self.key(key_id).ok_or_else(|| CryptoError::UnknownKey(hex::encode(key_id)))?
+            }
+            None => return Err(CryptoError::UnknownKey(hex::encode(key_id))),
+        };
         // `decrypt` (not `decrypt_in_place_detached`): nothing of the buffer is visible when the
         // tag check fails (RUSTSEC-2023-0096).
         key.cipher
@@ -166,12 +260,23 @@ impl Sealer {
             .map_err(|_| CryptoError::Tampered)
     }
 
-    /// A stable secret derived from the active key for `label` (HKDF-SHA256, RFC 5869), hex:
-    /// the same in every process sharing the key, so it needs no storage of its own.
+    fn key(&self, id: &[u8]) -> Option<Arc<SealingKey>> {
+        self.ring().iter().find(|k| k.id == id).cloned()
+    }
+
+    fn may_reload(&self) -> bool {
+        self.loader.is_some()
+            && self.last_reload.lock().map_or(true, |last| last.is_none_or(|at| at.elapsed() >= RELOAD_AT_MOST_EVERY))
+    }
+
+    /// A stable secret derived from the active key at start-up for `label` (HKDF-SHA256,
+    /// RFC 5869), hex: the same in every process sharing the key, so it needs no storage of its
+    /// own. A rotation changes it at the next restart (recognised-device cookies are then
+    /// forgotten once).
     pub fn derive_secret(&self, label: &str) -> SecretString {
         let mut out = [0u8; 32];
         // 32 bytes is far below HKDF's 255×32 output limit, so expand cannot fail.
-        let _ = self.keys[0].derive.expand(label.as_bytes(), &mut out);
+        let _ = self.derive.expand(label.as_bytes(), &mut out);
         SecretString::from(hex::encode(out))
     }
 

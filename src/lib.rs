@@ -24,7 +24,7 @@
 //! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
 //! passwords; [`oauth`] the client side of third-party OAuth (provider catalogue, token
 //! endpoint calls, API calls); [`broker`] the core: access decisions, authorizations, consent,
-//! the browser flow, refresh, connections. Faces over the core: [`mcp`] the MCP server; [`web`]
+//! the browser flow, refresh, connections; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server; [`web`]
 //! hosted pages; [`api`] the token API for registered tool servers; [`admin`] the operator CLI.
 //! Beside them: [`authorization_server`] the broker's own OAuth 2.1 authorization server for MCP
 //! clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and
@@ -47,6 +47,7 @@ pub mod domain;
 pub mod events;
 pub mod health;
 pub mod identity;
+pub mod keyring;
 pub mod mcp;
 pub mod oauth;
 pub mod oauth_server;

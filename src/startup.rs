@@ -21,6 +21,7 @@ use crate::app::redact_database_url;
 use crate::config::Config;
 use crate::crypto::Sealer;
 use crate::store::Store;
+use crate::store::sealed::SealedCount;
 
 /// Whether a command may create what is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,17 +99,18 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
             (None, Opening::Create) => (create_key_file(config, &path)?, KeySource::File(path.clone())),
         },
     };
-    let active = Sealer::parse_key(&encoded).map_err(|e| anyhow::anyhow!("{source} is not usable: {e}"))?;
-    let retired = config
-        .retired_encryption_keys
-        .iter()
-        .enumerate()
-        .map(|(i, key)| {
-            Sealer::parse_key(key).map_err(|e| anyhow::anyhow!("retired_encryption_keys[{i}] is not usable: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let retired_refs: Vec<&[u8]> = retired.iter().map(|k| k.expose_secret().as_slice()).collect();
-    let sealer = Sealer::new(active.expose_secret(), &retired_refs)?;
+    // Checked here for a message naming the source; the loader reads the same places again.
+    Sealer::parse_key(&encoded).map_err(|e| anyhow::anyhow!("{source} is not usable: {e}"))?;
+    let loader = key_loader(config, encoded);
+    loader().map_err(|e| anyhow::anyhow!(e))?;
+    let sealer = Sealer::with_loader(loader).map_err(|e| anyhow::anyhow!(e))?;
+    let counts = store.sealed_counts().await.context("counting the database's sealed values")?;
+    // After a rotation, or with a key that opens some values but not others, a retired key is
+    // missing (say which and what it seals). Otherwise it is the wrong key altogether (below).
+    let rotated = sealer.key_ids().len() > 1 || config.data_dir.join(RETIRED_KEYS_DIR).exists();
+    if rotated || counts.iter().any(|c| sealer.knows_key(&c.key_id)) {
+        every_value_opens(&counts, &sealer, config)?;
+    }
     if let Some(kid) = expected
         && !sealer.knows_key(&kid)
     {
@@ -118,7 +120,80 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
             sealer.active_key_id()
         );
     }
+    every_value_opens(&counts, &sealer, config)?;
     Ok(sealer)
+}
+
+/// Where `admin keys rotate` keeps the keys it retired (one `<key id>.key` file each), beside
+/// the active `encryption.key`; they open old values until `admin keys rewrap` moved them.
+pub const RETIRED_KEYS_DIR: &str = "retired-keys";
+
+/// Reads the keys: the active one (the setting if given, else `data_dir/encryption.key`), then
+/// every retired one (`data_dir/retired-keys/*.key`, then `retired_encryption_keys`). A server
+/// calls it again when it meets a value under a key it does not know, or periodically, so a
+/// rotation done by `admin keys rotate` reaches it without a restart.
+pub fn key_loader(config: &Config, first: SecretString) -> crate::crypto::KeyLoader {
+    let setting = config.encryption_key.clone();
+    let data_dir = config.data_dir.clone();
+    let retired = config.retired_encryption_keys.clone();
+    Box::new(move || {
+        let active = match &setting {
+            Some(key) => key.clone(),
+            None => {
+                let path = data_dir.join("encryption.key");
+                if path.exists() { read_key_file(&path).map_err(|e| format!("{e:#}"))? } else { first.clone() }
+            }
+        };
+        let mut keys = vec![Sealer::parse_key(&active).map_err(|e| format!("the active encryption key: {e}"))?];
+        for (path, encoded) in retired_key_files(&data_dir)? {
+            keys.push(Sealer::parse_key(&encoded).map_err(|e| format!("{} is not usable: {e}", path.display()))?);
+        }
+        for (i, key) in retired.iter().enumerate() {
+            keys.push(Sealer::parse_key(key).map_err(|e| format!("retired_encryption_keys[{i}] is not usable: {e}"))?);
+        }
+        Ok(keys)
+    })
+}
+
+/// The retired key files, sorted by name.
+pub fn retired_key_files(data_dir: &Path) -> Result<Vec<(PathBuf, SecretString)>, String> {
+    let dir = data_dir.join(RETIRED_KEYS_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(format!("reading {}: {error}", dir.display())),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "key"))
+        .collect();
+    paths.sort();
+    paths.into_iter().map(|path| read_key_file(&path).map(|key| (path, key)).map_err(|e| format!("{e:#}"))).collect()
+}
+
+/// Refuses to start when any sealed value needs a key that is not loaded: never serve with
+/// data that cannot be read, and never fall back to anything unsealed.
+fn every_value_opens(counts: &[SealedCount], sealer: &Sealer, config: &Config) -> anyhow::Result<()> {
+    let mut missing: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for count in counts {
+        if !sealer.knows_key(&count.key_id) {
+            missing.entry(&count.key_id).or_default().push(format!("{} {}", count.count, count.column.label()));
+        }
+    }
+    let Some((kid, what)) = missing.iter().next() else { return Ok(()) };
+    bail!(
+        "this database holds values sealed with encryption key {kid} ({}), and that key is not loaded{}. \
+         Put it back — as {} or in retired_encryption_keys — then run `oauth-broker admin keys rewrap` before \
+         dropping it. Nothing was started.",
+        what.join(", "),
+        if missing.len() > 1 {
+            format!(" (nor {})", missing.keys().skip(1).copied().collect::<Vec<_>>().join(", "))
+        } else {
+            String::new()
+        },
+        config.data_dir.join(RETIRED_KEYS_DIR).join(format!("{kid}.key")).display()
+    )
 }
 
 /// The id of the key the database's newest sealed value (its newest signing key) was sealed
@@ -132,7 +207,7 @@ async fn sealed_with(store: &Store) -> anyhow::Result<Option<String>> {
         .and_then(|k| Sealer::key_id_of(&k.private_key_sealed)))
 }
 
-fn read_key_file(path: &Path) -> anyhow::Result<SecretString> {
+pub(crate) fn read_key_file(path: &Path) -> anyhow::Result<SecretString> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading the encryption key file {}", path.display()))?;
     Ok(SecretString::from(text.trim().to_owned()))
@@ -146,7 +221,7 @@ fn create_key_file(config: &Config, path: &Path) -> anyhow::Result<SecretString>
     Ok(key)
 }
 
-fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

@@ -5,6 +5,7 @@ mod audit;
 mod demo;
 pub(crate) mod display;
 mod grants;
+mod keys;
 mod migrate;
 mod providers;
 mod services;
@@ -126,6 +127,11 @@ pub enum AdminCommand {
         /// Where to write the copy (must not exist yet).
         file: std::path::PathBuf,
     },
+    /// Encryption keys (rotate, rewrap every sealed value, drop) and JWT signing keys.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// The audit log, newest first.
     Audit {
         /// Only this user's entries (username).
@@ -164,6 +170,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     audit::run_audit(&state, user, limit, json, follow).await
                 }
                 AdminCommand::Backup { file } => backup(&state, &file).await,
+                AdminCommand::Keys { command } => keys::run_keys(&state, command).await,
             };
             state.store.close().await;
             result

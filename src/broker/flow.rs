@@ -108,7 +108,12 @@ pub struct Connected {
 }
 
 fn verifier_ctx<'a>(row: &'a AuthorizationRow) -> SealContext<'a> {
-    SealContext { table: "authorizations", column: "pkce_verifier", row_id: &row.id, owner: &row.user_id }
+    verifier_ctx_of(&row.id, &row.user_id)
+}
+
+/// Where an authorization's PKCE verifier is sealed (also for `admin keys rewrap`).
+pub(super) fn verifier_ctx_of<'a>(id: &'a str, user_id: &'a str) -> SealContext<'a> {
+    SealContext { table: "authorizations", column: "pkce_verifier", row_id: id, owner: user_id }
 }
 
 /// Checks shared by approve and decline: the owner, unexpired, still awaiting consent.

@@ -10,6 +10,7 @@
 //! - [`tokens`]: sealing tokens into grants, handing out a fresh access token, disconnecting.
 //! - [`refresh`]: one refresh per grant at a time, on one instance or many, without ever losing
 //!   the rotated refresh token a provider issued ([`refresh_locks`] is its in-process memory).
+//! - [`rewrap`]: moving every sealed value to the active encryption key (`admin keys rewrap`).
 //! - [`connections`]: the one listing of a user's connections that every face renders.
 //!
 //! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the admin CLI
@@ -23,4 +24,5 @@ pub mod consent;
 pub mod flow;
 pub mod refresh;
 pub mod refresh_locks;
+pub mod rewrap;
 pub mod tokens;

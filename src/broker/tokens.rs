@@ -303,8 +303,10 @@ pub async fn disconnect_grant(
         Some(r) => (r.as_slice(), refresh_ctx(&grant.id, &owner), true),
         None => (grant.access_token_sealed.as_slice(), access_ctx(&grant.id, &owner), false),
     };
-    let revocation = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
-        Some(_) if provider.revocation_url.is_none() => Revocation::NotOffered,
+    // The audit entry says what the provider was told and, when it failed, why (the provider's
+    // error or the transport's, never a token).
+    let (revocation, outcome) = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
+        Some(_) if provider.revocation_url.is_none() => (Revocation::NotOffered, "not_offered".to_owned()),
         Some(token) => match crate::telemetry::provider_call(
             provider_id,
             "revoke",
@@ -312,30 +314,24 @@ pub async fn disconnect_grant(
         )
         .await
         {
-            Ok(()) => Revocation::Revoked,
+            Ok(()) => (Revocation::Revoked, "revoked".to_owned()),
             Err(error) => {
                 tracing::warn!(provider = provider_id, %error, "revocation at the provider failed; deleting the grant anyway");
-                Revocation::Failed
+                (Revocation::Failed, format!("failed ({error})"))
             }
         },
         None => {
             tracing::warn!(grant = %grant.id, "could not open token to revoke it");
-            Revocation::TokenUnreadable
+            (Revocation::TokenUnreadable, "token_unreadable".to_owned())
         }
     };
     let deleted = state.store.delete_grant_by_id(&grant.id).await?;
-    // Issue 10: the audit entry says what the provider answered.
-    let revocation_code = match revocation {
-        Revocation::Revoked => "revoked",
-        Revocation::NotOffered => "not_offered",
-        Revocation::Failed => "failed",
-        Revocation::TokenUnreadable => "token_unreadable",
-    };
+    // Issue 10: the audit entry says what the provider answered, with its outcome.
     let detail = match &grant.account_label {
-        Some(label) => format!("account={label} revocation={revocation_code}"),
-        None => format!("revocation={revocation_code}"),
+        Some(label) => format!("account={label} revocation={outcome}"),
+        None => format!("revocation={outcome}"),
     };
-    let outcome = if revocation == Revocation::Failed {
+    let audit_outcome = if revocation == Revocation::Failed {
         crate::store::audit::Outcome::Failure
     } else {
         crate::store::audit::Outcome::Success
@@ -345,7 +341,10 @@ pub async fn disconnect_grant(
         "grant.disconnected",
         Some(&grant.user_id),
     );
-    state.store.record(state.now(), event.provider(Some(provider_id)).detail(Some(&detail)).outcome(outcome)).await?;
+    state
+        .store
+        .record(state.now(), event.provider(Some(provider_id)).detail(Some(&detail)).outcome(audit_outcome))
+        .await?;
     state.events.connections_changed(&grant.user_id, provider_id);
     Ok(Disconnected { deleted, revocation })
 }

@@ -6,6 +6,7 @@
 //! checks signature, `iss`, `aud`, `exp` (30 s leeway) and requires `sub`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -13,6 +14,7 @@ use ed25519_dalek::SigningKey;
 use ed25519_dalek::pkcs8::EncodePrivateKey;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rand::rngs::OsRng;
+use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
@@ -79,21 +81,33 @@ struct KeyPair {
     encoding: EncodingKey,
 }
 
-/// Signing and verification keys, loaded at start-up.
-pub struct TokenKeys {
-    issuer: String,
-    audience: String,
+/// The longest a token the broker signs can live (`admin tokens issue --ttl` allows up to
+/// 366 days; every other token is shorter): a retired signing key keeps verifying, and stays
+/// in the JWKS, this long after its retirement, then it is dropped.
+pub const MAX_TOKEN_LIFETIME_SECONDS: i64 = 366 * 24 * 3600;
+
+/// What signs and what verifies, swapped whole when the keys are read again.
+struct KeySet {
     active: KeyPair,
     verifying: HashMap<String, ([u8; 32], DecodingKey)>,
 }
 
+/// Signing and verification keys, loaded at start-up and read again after a rotation
+/// ([`TokenKeys::reload`]).
+pub struct TokenKeys {
+    issuer: String,
+    audience: String,
+    set: std::sync::RwLock<Arc<KeySet>>,
+}
+
 impl std::fmt::Debug for TokenKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenKeys").field("issuer", &self.issuer).field("active_kid", &self.active.kid).finish()
+        f.debug_struct("TokenKeys").field("issuer", &self.issuer).field("active_kid", &self.active_kid()).finish()
     }
 }
 
-fn key_context(kid: &str) -> SealContext<'_> {
+/// Where a signing key's private half is sealed (also for `admin keys rewrap`).
+pub(crate) fn key_context(kid: &str) -> SealContext<'_> {
     SealContext { table: "signing_keys", column: "private_key", row_id: kid, owner: "broker" }
 }
 
@@ -106,24 +120,43 @@ impl TokenKeys {
         audience: String,
         now: Timestamp,
     ) -> Result<Self, JwtError> {
-        let mut rows = store.signing_keys().await?;
-        if !rows.iter().any(|r| r.retired_at.is_none()) {
+        if !store.signing_keys().await?.iter().any(|r| r.retired_at.is_none()) {
             let row = generate_key_row(sealer, now)?;
             store.insert_signing_key(&row).await?;
-            rows = store.signing_keys().await?;
         }
-        let mut verifying = HashMap::new();
-        let mut active = None;
-        for row in &rows {
-            let public_raw: [u8; 32] = row.public_key.as_slice().try_into().map_err(|_| JwtError::Malformed)?;
-            verifying.insert(row.kid.clone(), (public_raw, DecodingKey::from_ed_der(&public_raw)));
-            if row.retired_at.is_none() && active.is_none() {
-                let der = sealer.open(&row.private_key_sealed, key_context(&row.kid))?;
-                active = Some(KeyPair { kid: row.kid.clone(), encoding: EncodingKey::from_ed_der(&der) });
-            }
+        let set = load_set(store, sealer, now).await?;
+        Ok(Self { issuer, audience, set: std::sync::RwLock::new(Arc::new(set)) })
+    }
+
+    /// Reads the keys again (after `admin keys rotate-signing` in another process): the newest
+    /// active key signs from now on; retired keys verify until [`MAX_TOKEN_LIFETIME_SECONDS`]
+    /// after their retirement. Whether the signing key changed.
+    pub async fn reload(&self, store: &Store, sealer: &Sealer, now: Timestamp) -> Result<bool, JwtError> {
+        let set = load_set(store, sealer, now).await?;
+        let changed = set.active.kid != self.active_kid();
+        match self.set.write() {
+            Ok(mut current) => *current = Arc::new(set),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(set),
         }
-        let active = active.ok_or(JwtError::UnknownKey)?;
-        Ok(Self { issuer, audience, active, verifying })
+        Ok(changed)
+    }
+
+    /// Makes a new signing key and retires the others in one transaction; tokens they signed
+    /// keep verifying until they expire. The new key's id.
+    pub async fn rotate(store: &Store, sealer: &Sealer, now: Timestamp) -> Result<String, JwtError> {
+        let row = generate_key_row(sealer, now)?;
+        store.rotate_signing_key(&row, now, now - MAX_TOKEN_LIFETIME_SECONDS).await?;
+        Ok(row.kid)
+    }
+
+    fn current(&self) -> Arc<KeySet> {
+        // The set is swapped whole, so a poisoned lock still holds a usable one.
+        self.set.read().map_or_else(|poisoned| poisoned.into_inner().clone(), |set| set.clone())
+    }
+
+    /// The id of the key that signs.
+    pub fn active_kid(&self) -> String {
+        self.current().active.kid.clone()
     }
 
     pub fn issuer(&self) -> &str {
@@ -182,9 +215,10 @@ impl TokenKeys {
             client_id: None,
             client_label: client_label.map(str::to_owned),
         };
+        let set = self.current();
         let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(self.active.kid.clone());
-        jsonwebtoken::encode(&header, &claims, &self.active.encoding).map_err(|_| JwtError::Signing)
+        header.kid = Some(set.active.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &set.active.encoding).map_err(|_| JwtError::Signing)
     }
 
     /// Verifies a token against `now` (the injected clock, not the system time).
@@ -211,7 +245,8 @@ impl TokenKeys {
             return Err(JwtError::Invalid(format!("algorithm {:?} is not accepted", header.alg)));
         }
         let kid = header.kid.ok_or(JwtError::UnknownKey)?;
-        let (_, key) = self.verifying.get(&kid).ok_or(JwtError::UnknownKey)?;
+        let set = self.current();
+        let (_, key) = set.verifying.get(&kid).ok_or(JwtError::UnknownKey)?;
         let mut validation = Validation::new(Algorithm::EdDSA);
         validation.set_issuer(&[&self.issuer]);
         match audience {
@@ -237,7 +272,7 @@ impl TokenKeys {
 
     /// The public keys as a JWK set (RFC 7517), for clients and other servers.
     pub fn jwks(&self) -> serde_json::Value {
-        let mut keys: Vec<_> = self.verifying.iter().map(|(kid, (raw, _))| jwk(kid, raw)).collect();
+        let mut keys: Vec<_> = self.current().verifying.iter().map(|(kid, (raw, _))| jwk(kid, raw)).collect();
         keys.sort_by(|a, b| a["kid"].as_str().cmp(&b["kid"].as_str()));
         serde_json::json!({ "keys": keys })
     }
@@ -245,6 +280,27 @@ impl TokenKeys {
 
 fn jwk(kid: &str, public_raw: &[u8; 32]) -> serde_json::Value {
     serde_json::json!({ "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig", "kid": kid, "x": URL_SAFE_NO_PAD.encode(public_raw) })
+}
+
+/// The keys in the database as of `now`: the newest active one signs; every key verifies
+/// unless it was retired more than [`MAX_TOKEN_LIFETIME_SECONDS`] ago.
+async fn load_set(store: &Store, sealer: &Sealer, now: Timestamp) -> Result<KeySet, JwtError> {
+    let rows = store.signing_keys().await?;
+    let mut verifying = HashMap::new();
+    let mut active = None;
+    for row in &rows {
+        if row.retired_at.is_some_and(|retired| retired + MAX_TOKEN_LIFETIME_SECONDS <= now) {
+            continue;
+        }
+        let public_raw: [u8; 32] = row.public_key.as_slice().try_into().map_err(|_| JwtError::Malformed)?;
+        verifying.insert(row.kid.clone(), (public_raw, DecodingKey::from_ed_der(&public_raw)));
+        if row.retired_at.is_none() && active.is_none() {
+            let der = secrecy::SecretBox::new(Box::new(sealer.open(&row.private_key_sealed, key_context(&row.kid))?));
+            active = Some(KeyPair { kid: row.kid.clone(), encoding: EncodingKey::from_ed_der(der.expose_secret()) });
+        }
+    }
+    let active = active.ok_or(JwtError::UnknownKey)?;
+    Ok(KeySet { active, verifying })
 }
 
 fn generate_key_row(sealer: &Sealer, now: Timestamp) -> Result<SigningKeyRow, JwtError> {
@@ -315,10 +371,11 @@ impl TokenKeys {
             scope: grant.scope.to_owned(),
             grant_id: grant.grant_id.to_owned(),
         };
+        let set = self.current();
         let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(self.active.kid.clone());
+        header.kid = Some(set.active.kid.clone());
         // RFC 9068 §2.1: access tokens are typed, so they cannot be confused with other JWTs.
         header.typ = Some("at+jwt".into());
-        jsonwebtoken::encode(&header, &claims, &self.active.encoding).map_err(|_| JwtError::Signing)
+        jsonwebtoken::encode(&header, &claims, &set.active.encoding).map_err(|_| JwtError::Signing)
     }
 }

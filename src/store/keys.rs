@@ -48,4 +48,40 @@ impl Store {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+
+    /// Inserts `row` as the only active key: every other active key is retired at `now`, and
+    /// keys retired before `drop_retired_before` (all their tokens have expired) are deleted,
+    /// in one transaction, so readers never see no active key.
+    pub async fn rotate_signing_key(
+        &self,
+        row: &SigningKeyRow,
+        now: Timestamp,
+        drop_retired_before: Timestamp,
+    ) -> StoreResult<()> {
+        self.bounded(async {
+            let mut tx = self.pool().begin().await?;
+            sqlx::query("DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < $1")
+                .bind(drop_retired_before)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE retired_at IS NULL")
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO signing_keys (kid, algorithm, private_key_sealed, public_key, created_at, retired_at) VALUES ($1, $2, $3, $4, $5, NULL)",
+            )
+            .bind(&row.kid)
+            .bind(&row.algorithm)
+            .bind(&row.private_key_sealed)
+            .bind(&row.public_key)
+            .bind(row.created_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_write)?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
 }

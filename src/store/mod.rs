@@ -20,6 +20,7 @@ pub mod keys;
 pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod paging;
+pub mod sealed;
 pub mod services;
 pub mod sessions;
 pub mod signals;

@@ -92,6 +92,9 @@ pub struct SpawnOptions {
     pub database_url: Option<UrlRewrite>,
     /// Another instance of this app: same database, key and public URL, users already there.
     pub instance_of: Option<Instance>,
+    /// Keep the encryption key where an operator without `OAUTH_BROKER_ENCRYPTION_KEY` has it:
+    /// `data_dir/encryption.key`, made on first start (the key rotation tests).
+    pub key_in_data_dir: bool,
 }
 
 /// What a second instance shares with the first (see [`TestApp::instance`]).
@@ -140,6 +143,9 @@ pub async fn spawn_app_opts(
         Some(first) => first.encryption_key.clone(),
         None => SecretString::from(oauth_broker::crypto::Sealer::generate_key()),
     });
+    if options.key_in_data_dir {
+        config.encryption_key = None;
+    }
     let clock = ManualClock::starting_now();
     let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
     let state = app.state().clone();
@@ -202,6 +208,13 @@ impl TestApp {
 
     pub fn mcp_url(&self) -> String {
         self.url("/mcp")
+    }
+
+    /// The app's data directory (its SQLite database, and its key with
+    /// [`SpawnOptions::key_in_data_dir`]).
+    #[allow(dead_code, reason = "used by the key rotation tests")]
+    pub fn data_dir(&self) -> &std::path::Path {
+        self._data_dir.path()
     }
 
     pub fn now(&self) -> i64 {

@@ -23,6 +23,8 @@ mod flow;
 mod forms;
 mod hardening;
 mod health;
+mod keys;
+mod lifecycle;
 mod logs;
 mod metrics;
 mod oidc;

@@ -15,16 +15,16 @@ use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
 use crate::helpers::{ALICE, Backend, ClientKind, McpClient, SpawnOptions, TestApp, spawn_app_opts};
 use crate::strict_provider::StrictProvider;
 
-async fn me(client: &McpClient) -> Result<rmcp::model::CallToolResult, ServiceError> {
+pub(crate) async fn me(client: &McpClient) -> Result<rmcp::model::CallToolResult, ServiceError> {
     client.call("provider_request", json!({"provider": "strict", "method": "GET", "path": "/me"})).await
 }
 
-fn status_of(result: &rmcp::model::CallToolResult) -> serde_json::Value {
+pub(crate) fn status_of(result: &rmcp::model::CallToolResult) -> serde_json::Value {
     result.structured_content.as_ref().map(|c| c["status"].clone()).unwrap_or_default()
 }
 
 /// The app with the strict provider configured (and `toml` appended).
-async fn spawn(backend: Backend, provider: &StrictProvider, toml: &str) -> Option<TestApp> {
+pub(crate) async fn spawn(backend: Backend, provider: &StrictProvider, toml: &str) -> Option<TestApp> {
     let options = SpawnOptions { toml: format!("{toml}\n{}", provider.toml()), ..Default::default() };
     spawn_app_opts(backend, options, |b| b).await
 }
@@ -34,7 +34,7 @@ fn wall_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
 }
 
-async fn connect_strict(app: &TestApp) -> McpClient {
+pub(crate) async fn connect_strict(app: &TestApp) -> McpClient {
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
     let error = match me(&client).await {
         Err(ServiceError::McpError(e)) => e,

@@ -27,6 +27,9 @@ struct Inner {
     refreshes_answered: u64,
     invalid_grants: u64,
     hold_next: bool,
+    /// Refresh answers carry no `refresh_token`: the one presented stays valid (RFC 6749 §6
+    /// allows it; many providers do it).
+    keep_refresh_token: bool,
 }
 
 #[derive(Clone)]
@@ -82,6 +85,13 @@ impl StrictProvider {
     /// Refresh requests refused because they presented a spent refresh token.
     pub fn invalid_grants(&self) -> u64 {
         self.inner.lock().unwrap().invalid_grants
+    }
+
+    /// From now on, refresh answers carry no new refresh token and the presented one stays
+    /// valid.
+    #[allow(dead_code, reason = "used by the lifecycle tests")]
+    pub fn stop_rotating(&self) {
+        self.inner.lock().unwrap().keep_refresh_token = true;
     }
 
     /// The next refresh request waits for [`Self::release`] before it is processed.
@@ -151,6 +161,13 @@ async fn token(State(provider): State<StrictProvider>, Form(form): Form<TokenFor
         return (StatusCode::BAD_REQUEST, axum::Json(json!({"error": "invalid_grant"}))).into_response();
     }
     inner.refreshes_answered += 1;
+    if inner.keep_refresh_token {
+        let kept = inner.refresh_token.clone();
+        let mut answer = provider.issue(&mut inner);
+        answer.as_object_mut().unwrap().remove("refresh_token");
+        inner.refresh_token = kept;
+        return axum::Json(answer).into_response();
+    }
     axum::Json(provider.issue(&mut inner)).into_response()
 }
 

@@ -1,0 +1,113 @@
+//! Moving every sealed value to the active encryption key (`admin keys rewrap`), online.
+//!
+//! Each value is opened with the key that sealed it and sealed again with the active key in
+//! memory; only sealed bytes are written, by compare-and-swap ([`crate::store::sealed`]), so a
+//! server serving meanwhile keeps working: it still opens the old value if it read it before,
+//! and a value it changed meanwhile (a refresh, a new consent) is simply left — it was sealed
+//! by then with whichever key that server seals with, and a later pass takes it. Work goes in
+//! batches by id, so a run that is interrupted loses nothing and the next run goes on where the
+//! values still need it (idempotent: a value already under the active key is never touched).
+//! A value that cannot be opened (tampered, or under a key not loaded) is reported, never
+//! dropped or replaced.
+
+use secrecy::ExposeSecret;
+
+use crate::crypto::Sealer;
+use crate::identity::jwt::key_context;
+use crate::state::Core;
+use crate::store::StoreResult;
+
+use super::flow::verifier_ctx_of;
+use super::tokens::{access_ctx, owner, refresh_ctx};
+
+/// What one rewrap run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RewrapReport {
+    /// Values moved to the active key, per kind.
+    pub grants: u64,
+    pub verifiers: u64,
+    pub signing_keys: u64,
+    /// Rows that changed while we worked (or are being refreshed): left for the next run.
+    pub skipped: u64,
+    /// Values that could not be opened: what and why (ids only, never a value).
+    pub unreadable: Vec<String>,
+}
+
+impl RewrapReport {
+    pub fn moved(&self) -> u64 {
+        self.grants + self.verifiers + self.signing_keys
+    }
+}
+
+/// Rewraps everything not sealed by the active key, `batch` rows per query.
+pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
+    let sealer = &state.sealer;
+    let active = sealer.active_key_id();
+    let mut report = RewrapReport::default();
+
+    let mut after = String::new();
+    loop {
+        let rows = state.store.grants_to_rewrap(&active, &after, batch).await?;
+        let Some(last) = rows.last() else { break };
+        after = last.id.clone();
+        for grant in rows {
+            let owner = owner(&grant.user_id, &grant.provider);
+            let access = reseal(sealer, &grant.access_token_sealed, access_ctx(&grant.id, &owner));
+            let refresh = grant
+                .refresh_token_sealed
+                .as_deref()
+                .map(|sealed| reseal(sealer, sealed, refresh_ctx(&grant.id, &owner)))
+                .transpose();
+            match (access, refresh) {
+                (Ok(access), Ok(refresh)) => {
+                    if state.store.rewrap_grant(&grant, &access, refresh.as_deref(), &active).await? {
+                        report.grants += 1;
+                    } else {
+                        report.skipped += 1;
+                    }
+                }
+                (Err(why), _) | (_, Err(why)) => report.unreadable.push(format!("grant {}: {why}", grant.id)),
+            }
+        }
+    }
+
+    let mut after = String::new();
+    loop {
+        let rows = state.store.verifiers_to_rewrap(&active, &after, batch).await?;
+        let Some(last) = rows.last() else { break };
+        after = last.id.clone();
+        for row in rows {
+            let ctx = verifier_ctx_of(&row.id, &row.user_id);
+            match reseal(sealer, &row.pkce_verifier_sealed, ctx) {
+                Ok(new) => {
+                    if state.store.rewrap_verifier(&row.id, &row.pkce_verifier_sealed, &new).await? {
+                        report.verifiers += 1;
+                    } else {
+                        report.skipped += 1;
+                    }
+                }
+                Err(why) => report.unreadable.push(format!("authorization {}: {why}", row.id)),
+            }
+        }
+    }
+
+    for row in state.store.signing_keys_to_rewrap(&active).await? {
+        match reseal(sealer, &row.private_key_sealed, key_context(&row.kid)) {
+            Ok(new) => {
+                if state.store.rewrap_signing_key(&row.kid, &row.private_key_sealed, &new).await? {
+                    report.signing_keys += 1;
+                } else {
+                    report.skipped += 1;
+                }
+            }
+            Err(why) => report.unreadable.push(format!("signing key {}: {why}", row.kid)),
+        }
+    }
+    Ok(report)
+}
+
+/// Opens and seals again with the active key, in memory only.
+fn reseal(sealer: &Sealer, sealed: &[u8], ctx: crate::crypto::SealContext<'_>) -> Result<Vec<u8>, String> {
+    let plaintext = secrecy::SecretBox::new(Box::new(sealer.open(sealed, ctx).map_err(|e| e.to_string())?));
+    Ok(sealer.seal(plaintext.expose_secret(), ctx))
+}

@@ -1,0 +1,204 @@
+//! Every sealed value in the database, by the key that sealed it: what `admin keys status`
+//! counts, what start-up checks against the loaded keys, and what `admin keys rewrap` moves.
+//!
+//! A sealed blob starts `v1 ‖ key_id(8)` ([`crate::crypto`]), so the key is read from the value
+//! itself, not from a column that could disagree with it (`grants.key_id` is informational).
+//! Rewrapping writes are compare-and-swap on the old blob (or, for grants, on the row version
+//! and on nobody holding the refresh lease), so a value a server changed meanwhile is left for
+//! the next pass and a refresh in flight never loses its rotated token
+//! ([`crate::broker::refresh`] stores only if the refresh token it redeemed is still there).
+
+use super::{Backend, Store, StoreError, StoreResult};
+
+/// Where sealed values live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealedColumn {
+    GrantAccessToken,
+    GrantRefreshToken,
+    AuthorizationPkceVerifier,
+    SigningKey,
+}
+
+impl SealedColumn {
+    pub const ALL: [SealedColumn; 4] = [
+        SealedColumn::GrantAccessToken,
+        SealedColumn::GrantRefreshToken,
+        SealedColumn::AuthorizationPkceVerifier,
+        SealedColumn::SigningKey,
+    ];
+
+    fn table_column(self) -> (&'static str, &'static str) {
+        match self {
+            SealedColumn::GrantAccessToken => ("grants", "access_token_sealed"),
+            SealedColumn::GrantRefreshToken => ("grants", "refresh_token_sealed"),
+            SealedColumn::AuthorizationPkceVerifier => ("authorizations", "pkce_verifier_sealed"),
+            SealedColumn::SigningKey => ("signing_keys", "private_key_sealed"),
+        }
+    }
+
+    /// For operators: what the values are.
+    pub fn label(self) -> &'static str {
+        match self {
+            SealedColumn::GrantAccessToken => "grant access tokens",
+            SealedColumn::GrantRefreshToken => "grant refresh tokens",
+            SealedColumn::AuthorizationPkceVerifier => "PKCE verifiers of open authorizations",
+            SealedColumn::SigningKey => "JWT signing keys",
+        }
+    }
+}
+
+/// How many values of one column one key seals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedCount {
+    pub column: SealedColumn,
+    /// Hex, as [`crate::crypto::Sealer::key_id_of`].
+    pub key_id: String,
+    pub count: i64,
+}
+
+/// A grant's sealed values, for rewrapping.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SealedGrant {
+    pub id: String,
+    pub user_id: String,
+    pub provider: String,
+    pub access_token_sealed: Vec<u8>,
+    pub refresh_token_sealed: Option<Vec<u8>>,
+    pub version: i64,
+}
+
+/// An open authorization's sealed PKCE verifier, for rewrapping.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SealedVerifier {
+    pub id: String,
+    pub user_id: String,
+    pub pkce_verifier_sealed: Vec<u8>,
+}
+
+/// A signing key's sealed private half, for rewrapping.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SealedSigningKey {
+    pub kid: String,
+    pub private_key_sealed: Vec<u8>,
+}
+
+impl Store {
+    /// The key id of a sealed column, as SQL: bytes 2..9 of the blob, lowercase hex. The two
+    /// databases spell substring and hex differently.
+    fn key_id_sql(&self, column: &str) -> String {
+        match self.backend() {
+            Backend::Sqlite => format!("lower(hex(substr({column}, 2, 8)))"),
+            Backend::Postgres => format!("encode(substring({column} from 2 for 8), 'hex')"),
+        }
+    }
+
+    /// How many values each key seals, per column (columns with none are left out).
+    pub async fn sealed_counts(&self) -> StoreResult<Vec<SealedCount>> {
+        let mut counts = Vec::new();
+        for column in SealedColumn::ALL {
+            let (table, name) = column.table_column();
+            let key_id = self.key_id_sql(name);
+            let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
+                "SELECT {key_id} AS key_id, COUNT(*) AS n FROM {table} WHERE {name} IS NOT NULL GROUP BY {key_id} ORDER BY 1"
+            ))
+            .fetch_all(self.db())
+            .await?;
+            counts.extend(rows.into_iter().map(|(key_id, count)| SealedCount { column, key_id, count }));
+        }
+        Ok(counts)
+    }
+
+    /// Up to `limit` grants after `after` (by id) with a value not sealed by `active`, leaving
+    /// out grants being refreshed (their refresh stores by compare-and-swap on the old value).
+    pub async fn grants_to_rewrap(&self, active: &str, after: &str, limit: i64) -> StoreResult<Vec<SealedGrant>> {
+        let access = self.key_id_sql("access_token_sealed");
+        let refresh = self.key_id_sql("refresh_token_sealed");
+        Ok(sqlx::query_as::<_, SealedGrant>(&format!(
+            "SELECT id, user_id, provider, access_token_sealed, refresh_token_sealed, version FROM grants \
+             WHERE id > $1 AND ({access} <> $2 OR (refresh_token_sealed IS NOT NULL AND {refresh} <> $2)) \
+             AND refresh_lease_holder IS NULL ORDER BY id LIMIT $3"
+        ))
+        .bind(after)
+        .bind(active)
+        .bind(limit)
+        .fetch_all(self.db())
+        .await?)
+    }
+
+    /// Replaces a grant's sealed values if the row is still at `version` and nobody took its
+    /// refresh lease meanwhile. The version moves on, so a refresh that read the row before
+    /// claims nothing and reads it again. False when the row changed (left for the next pass).
+    pub async fn rewrap_grant(
+        &self,
+        grant: &SealedGrant,
+        access: &[u8],
+        refresh: Option<&[u8]>,
+        key_id: &str,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, version = version + 1 \
+             WHERE id = $4 AND version = $5 AND refresh_lease_holder IS NULL",
+        )
+        .bind(access)
+        .bind(refresh)
+        .bind(key_id)
+        .bind(&grant.id)
+        .bind(grant.version)
+        .execute(self.db())
+        .await
+        .map_err(StoreError::from_write)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Up to `limit` authorizations after `after` whose PKCE verifier is not sealed by `active`.
+    pub async fn verifiers_to_rewrap(&self, active: &str, after: &str, limit: i64) -> StoreResult<Vec<SealedVerifier>> {
+        let key_id = self.key_id_sql("pkce_verifier_sealed");
+        Ok(sqlx::query_as::<_, SealedVerifier>(&format!(
+            "SELECT id, user_id, pkce_verifier_sealed FROM authorizations \
+             WHERE id > $1 AND pkce_verifier_sealed IS NOT NULL AND {key_id} <> $2 ORDER BY id LIMIT $3"
+        ))
+        .bind(after)
+        .bind(active)
+        .bind(limit)
+        .fetch_all(self.db())
+        .await?)
+    }
+
+    /// Replaces a verifier if it is still `old`.
+    pub async fn rewrap_verifier(&self, id: &str, old: &[u8], new: &[u8]) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE authorizations SET pkce_verifier_sealed = $1 WHERE id = $2 AND pkce_verifier_sealed = $3",
+        )
+        .bind(new)
+        .bind(id)
+        .bind(old)
+        .execute(self.db())
+        .await
+        .map_err(StoreError::from_write)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Signing keys whose private half is not sealed by `active` (there are few: no paging).
+    pub async fn signing_keys_to_rewrap(&self, active: &str) -> StoreResult<Vec<SealedSigningKey>> {
+        let key_id = self.key_id_sql("private_key_sealed");
+        Ok(sqlx::query_as::<_, SealedSigningKey>(&format!(
+            "SELECT kid, private_key_sealed FROM signing_keys WHERE {key_id} <> $1 ORDER BY kid"
+        ))
+        .bind(active)
+        .fetch_all(self.db())
+        .await?)
+    }
+
+    /// Replaces a signing key's sealed private half if it is still `old`.
+    pub async fn rewrap_signing_key(&self, kid: &str, old: &[u8], new: &[u8]) -> StoreResult<bool> {
+        let done =
+            sqlx::query("UPDATE signing_keys SET private_key_sealed = $1 WHERE kid = $2 AND private_key_sealed = $3")
+                .bind(new)
+                .bind(kid)
+                .bind(old)
+                .execute(self.db())
+                .await
+                .map_err(StoreError::from_write)?;
+        Ok(done.rows_affected() == 1)
+    }
+}
