@@ -127,13 +127,17 @@ async fn a_disabled_user_is_refused_at_the_next_request_on_mcp_and_the_token_api
     assert_eq!(status, StatusCode::CONFLICT, "not connected yet, but the user is known: {before}");
 
     let alice = app.user_id(ALICE).await;
-    oauth_broker::identity::accounts::set_disabled(&app.state, &alice, true, oauth_broker::store::audit::Actor::Cli).await.unwrap();
+    oauth_broker::identity::accounts::set_disabled(&app.state, &alice, true, oauth_broker::store::audit::Actor::Cli)
+        .await
+        .unwrap();
 
     assert!(client.call("list_connections", json!({})).await.is_err(), "a disabled user's session is refused");
     let (status, refused) = service_token(app, &service.client_id, &service.secret, &service_user_token).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "a disabled user's token is refused at the token API: {refused}");
 
-    oauth_broker::identity::accounts::set_disabled(&app.state, &alice, false, oauth_broker::store::audit::Actor::Cli).await.unwrap();
+    oauth_broker::identity::accounts::set_disabled(&app.state, &alice, false, oauth_broker::store::audit::Actor::Cli)
+        .await
+        .unwrap();
     let (status, _) = service_token(app, &service.client_id, &service.secret, &service_user_token).await;
     assert_eq!(status, StatusCode::CONFLICT, "enabled again: known again");
     client.close().await;
