@@ -293,6 +293,8 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .route("/metrics", axum::routing::get(crate::telemetry::metrics_on_main_listener))
         // Issue 10: every route counted and timed under its template (`MatchedPath`).
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
+        .layer(crate::telemetry::trace_layer())
+        .layer(axum::middleware::from_fn(crate::telemetry::assign_request_id))
         .layer(crate::web::security_headers::layer())
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
         .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))

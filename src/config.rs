@@ -37,12 +37,11 @@ pub struct SettingsArgs {
     /// Serve the built-in demo provider (`demo`) and create a demo user on first start.
     #[arg(long, env = "OAUTH_BROKER_DEMO", global = true)]
     pub demo: bool,
-    /// Serve /metrics (Prometheus) on this separate address, IP:PORT or HOST:PORT, and not on
-    /// the main listener [default: on the main listener, for a bearer `metrics_token`].
-    #[arg(long, env = "OAUTH_BROKER_METRICS_LISTEN", global = true, value_parser = parse_listen)]
+    /// Serve /metrics on this address only (IP:PORT) [default: main listener, metrics_token].
+    #[arg(long, env = "OAUTH_BROKER_METRICS_LISTEN", global = true, value_name = "ADDR", value_parser = parse_listen)]
     pub metrics_listen: Option<SocketAddr>,
-    /// Log lines as `text` (for people) or `json` (one object per line) [default: text].
-    #[arg(long, env = "OAUTH_BROKER_LOG_FORMAT", global = true, value_parser = LogFormat::parse)]
+    /// Log format: text or json (one object per line) [default: text].
+    #[arg(long, env = "OAUTH_BROKER_LOG_FORMAT", global = true, value_name = "FORMAT", value_parser = LogFormat::parse)]
     pub log_format: Option<LogFormat>,
 }
 

@@ -6,15 +6,25 @@ use oauth_broker::admin::Cli;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse_args();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("OAUTH_BROKER_LOG")
-                // rmcp logs every JSON-RPC error response (each -32042 included) at WARN.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,rmcp=warn,rmcp::service=error")),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    // Issue 10: `--log-format json` (or OAUTH_BROKER_LOG_FORMAT, or `log_format` in the file)
+    // writes one JSON object per line, with the request's and tool call's spans in it.
+    let format = match oauth_broker::config::LogFormat::of(&cli.settings) {
+        Ok(format) => format,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OAUTH_BROKER_LOG")
+        // rmcp logs every JSON-RPC error response (each -32042 included) at WARN.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,rmcp=warn,rmcp::service=error"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        oauth_broker::config::LogFormat::Json => logs.json().with_current_span(true).with_span_list(true).init(),
+        oauth_broker::config::LogFormat::Text => {
+            logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init()
+        }
+    }
     match oauth_broker::admin::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {

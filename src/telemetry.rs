@@ -336,12 +336,92 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
     response
 }
 
+/// The request-id header (issue 10): taken from the request when well formed, else made.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// The id of the HTTP request being handled (a request extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+/// Whether a client's `X-Request-Id` is used as is: 1 to 128 of `A-Z a-z 0-9 - _ . :`. Anything
+/// else (spaces, quotes, control characters that could forge a log line) is replaced.
+pub fn well_formed_request_id(value: &str) -> bool {
+    (1..=128).contains(&value.len())
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// Middleware (outermost but one): gives every request an id, puts it in the request (header
+/// and [`RequestId`] extension, so spans and rmcp's tool calls see it) and echoes it in the
+/// response.
+pub async fn assign_request_id(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| well_formed_request_id(v))
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let value = HeaderValue::from_str(&id).ok();
+    if let Some(value) = &value {
+        request.headers_mut().insert(REQUEST_ID_HEADER, value.clone());
+    }
+    request.extensions_mut().insert(RequestId(id));
+    let mut response = next.run(request).await;
+    if let Some(value) = value {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
+}
+
+/// The span of one HTTP request (tower-http `TraceLayer`): method, route template and request
+/// id; never the URI, whose query can hold an OAuth code or state.
+pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str());
+    let id = request.extensions().get::<RequestId>().map_or("", |id| id.0.as_str());
+    tracing::info_span!("request", request_id = %id, method = %request.method(), route = %route)
+}
+
+/// [`trace_layer`]'s type.
+pub type RequestTraceLayer = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    fn(&axum::http::Request<axum::body::Body>) -> tracing::Span,
+    tower_http::trace::DefaultOnRequest,
+    tower_http::trace::DefaultOnResponse,
+>;
+
+/// The tower-http layer that opens [`request_span`] and logs each answer (status, latency).
+pub fn trace_layer() -> RequestTraceLayer {
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(request_span as fn(&axum::http::Request<axum::body::Body>) -> tracing::Span)
+        .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO))
+}
+
+/// The span of one MCP tool call: the tool (a closed set, as in the metrics) and the id of the
+/// HTTP request that carried it.
+pub fn tool_call_span(ctx: &rmcp::service::RequestContext<rmcp::RoleServer>, tool: &str) -> tracing::Span {
+    let id = ctx
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<RequestId>())
+        .map_or("", |id| id.0.as_str());
+    let tool = TOOLS.iter().find(|t| **t == tool).copied().unwrap_or("other");
+    tracing::info_span!("tool_call", request_id = %id, tool = %tool)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn labels(body: &str) -> (&'static str, &'static str) {
         mcp_labels(&serde_json::from_str::<Called<'_>>(body).unwrap())
+    }
+
+    #[test]
+    fn only_plain_request_ids_are_taken_from_a_client() {
+        assert!(well_formed_request_id("3f1c9a2e-6b7d-4e0a-9c1f-2a5b7d9e0f13"));
+        assert!(well_formed_request_id("trace.abc_123:4"));
+        for bad in ["", "a b", "x\ninjected=1", "\"quoted\"", "ünï", &"a".repeat(129)] {
+            assert!(!well_formed_request_id(bad), "{bad:?}");
+        }
     }
 
     #[test]

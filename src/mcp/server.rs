@@ -285,6 +285,44 @@ pub fn error_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
+impl BrokerServer {
+    /// `tools/call`, inside its span ([`ServerHandler::call_tool`]).
+    async fn dispatch_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = self.caller(&ctx)?;
+        // MCP server/tools: inputs are validated against the schema the client was shown.
+        self.state.tools.check(&request.name, request.arguments.as_ref())?;
+        let result = match request.name.as_ref() {
+            LIST_CONNECTIONS => self.list_connections(&caller).await,
+            CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
+                Ok(args) => self.connect_account(&caller, args, &ctx).await,
+                Err(e) => Ok(error_result(e)),
+            },
+            DISCONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
+                Ok(args) => self.disconnect_account_in(&caller, args, &ctx).await,
+                Err(e) => Ok(error_result(e)),
+            },
+            PROVIDER_REQUEST => match tools::parse_args(request.arguments) {
+                Ok(args) => self.provider_request(&caller, args, &ctx).await,
+                Err(e) => Ok(error_result(e)),
+            },
+            other => {
+                let ext = self.extension_context(&ctx, &caller);
+                for extension in self.state.extensions.iter() {
+                    if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
+                        return result.map(Into::into);
+                    }
+                }
+                Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
+            }
+        };
+        Ok(result.or_else(super::failure::into_tool_answer)?.into())
+    }
+}
+
 impl ServerHandler for BrokerServer {
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::new("oauth-broker", env!("CARGO_PKG_VERSION"));
@@ -328,34 +366,9 @@ impl ServerHandler for BrokerServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.caller(&ctx)?;
-        // MCP server/tools: inputs are validated against the schema the client was shown.
-        self.state.tools.check(&request.name, request.arguments.as_ref())?;
-        let result = match request.name.as_ref() {
-            LIST_CONNECTIONS => self.list_connections(&caller).await,
-            CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.connect_account(&caller, args, &ctx).await,
-                Err(e) => Ok(error_result(e)),
-            },
-            DISCONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.disconnect_account_in(&caller, args, &ctx).await,
-                Err(e) => Ok(error_result(e)),
-            },
-            PROVIDER_REQUEST => match tools::parse_args(request.arguments) {
-                Ok(args) => self.provider_request(&caller, args, &ctx).await,
-                Err(e) => Ok(error_result(e)),
-            },
-            other => {
-                let ext = self.extension_context(&ctx, &caller);
-                for extension in self.state.extensions.iter() {
-                    if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
-                        return result.map(Into::into);
-                    }
-                }
-                Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
-            }
-        };
-        Ok(result.or_else(super::failure::into_tool_answer)?.into())
+        // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
+        let span = crate::telemetry::tool_call_span(&ctx, &request.name);
+        tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span).await
     }
 
     async fn list_prompts(

@@ -671,3 +671,48 @@ async fn users_disable_and_enable_take_effect_at_the_next_request(app: &TestApp)
     assert!(!unknown.status.success() && stderr_of(&unknown).contains("no user named nobody"));
 }
 on_both_backends!(cli_disables_users, users_disable_and_enable_take_effect_at_the_next_request);
+
+// Issue 10: `admin audit --follow` tails the log a running server writes: the newest entries
+// first, then each new one as it is written (here: a failed sign-in at the server), one JSON
+// object per line with --json; SIGTERM ends it cleanly. A bad --limit is refused.
+async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(app: &TestApp) {
+    use tokio::io::AsyncBufReadExt;
+    let mut follow = broker_for(app)
+        .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    // The server writes an entry after the command started: a wrong password.
+    let browser = app.browser();
+    let login = browser.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&login, "csrf_token").unwrap();
+    let form = [("username", "alice"), ("password", "wrong-password-for-follow"), ("next", "/"), ("csrf_token", &csrf)];
+    assert_eq!(browser.post(app.url("/login")).form(&form).send().await.unwrap().status(), 401);
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("follow keeps running");
+            let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            if entry["action"] == "browser.sign_in_failed" {
+                return entry;
+            }
+        }
+    })
+    .await
+    .expect("the new entry is printed while following");
+    assert_eq!((seen["actor"].as_str(), seen["outcome"].as_str()), (Some("visitor"), Some("refused")), "{seen}");
+    assert!(!seen.to_string().contains("wrong-password-for-follow"), "never the password");
+
+    let term = Command::new("kill").args(["-TERM", &follow.id().unwrap().to_string()]).status().unwrap();
+    assert!(term.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), follow.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "SIGTERM ends --follow cleanly: {status:?}");
+
+    for bad in [&["audit", "--limit", "0"][..], &["audit", "--limit", "-5"][..], &["audit", "--user", "nobody"][..]] {
+        let refused = admin(app, bad).await;
+        assert!(!refused.status.success() && !stderr_of(&refused).is_empty(), "{bad:?} is refused with a reason");
+    }
+}
+on_both_backends!(cli_audit_follow, audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm);

@@ -22,13 +22,26 @@ fn query_value(url: &str, name: &str) -> String {
 
 #[tokio::test]
 async fn a_full_flow_with_debug_logging_leaves_no_secret_in_the_logs() {
+    full_flow_leaves_no_secret("text").await;
+}
+
+// Issue 10: the same in JSON lines: every line is one JSON object, still without a secret, and
+// a tool call's lines carry the request id the client sent (echoed in the response).
+#[tokio::test]
+async fn a_full_flow_logged_as_json_lines_leaves_no_secret_and_carries_request_ids() {
+    full_flow_leaves_no_secret("json").await;
+}
+
+const REQUEST_ID: &str = "log-test-request-4711";
+
+async fn full_flow_leaves_no_secret(log_format: &str) {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let base = format!("http://127.0.0.1:{port}");
     let log_path = dir.path().join("server.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut server = broker(dir.path(), &base)
-        .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}"), "--log-format", log_format])
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
@@ -141,12 +154,23 @@ async fn a_full_flow_with_debug_logging_leaves_no_secret_in_the_logs() {
     let callback = location(&answer);
     let code = query_value(&callback, "code");
     assert_eq!(browser.get(&callback).send().await.unwrap().status(), 303);
-    let retried = post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call["params"]}))
-        .await
-        .unwrap()
-        .text()
+    let retried = http
+        .post(&mcp)
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("x-request-id", REQUEST_ID)
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call["params"]}))
+        .send()
         .await
         .unwrap();
+    assert_eq!(retried.headers()["x-request-id"], REQUEST_ID, "a well-formed request id is echoed");
+    let retried = retried.text().await.unwrap();
+    // A malformed one (it could forge a log line) is replaced by one the broker makes.
+    let forged = http.get(format!("{base}/healthz")).header("x-request-id", "a b\"c").send().await.unwrap();
+    let made = forged.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert!(made != "a b\"c" && made.len() == 36, "{made}");
     assert!(retried.contains("demo-user"), "{retried}");
 
     let _ = server.kill();
@@ -175,6 +199,24 @@ async fn a_full_flow_with_debug_logging_leaves_no_secret_in_the_logs() {
 
     let logs = std::fs::read_to_string(&log_path).unwrap();
     assert!(logs.contains("authorization completed"), "debug logs were captured:\n{logs}");
+    let tool_lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(REQUEST_ID) && l.contains("tool_call") && l.contains("provider_request"))
+        .collect();
+    assert!(!tool_lines.is_empty(), "the tool call's lines carry its request id:\n{logs}");
+    if log_format == "json" {
+        for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+            let parsed: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            assert!(parsed["timestamp"].is_string() && parsed["level"].is_string(), "{line}");
+        }
+        let request = logs
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|l| l["span"]["name"] == "request" && l["span"]["route"] == "/oauth/callback")
+            .expect("a line inside the callback's request span");
+        assert_eq!(request["span"]["request_id"].as_str().unwrap().len(), 36, "a made request id: {request}");
+    }
     for (what, secret) in [
         ("bearer token", token.as_str()),
         ("demo password", password.as_str()),
