@@ -321,6 +321,35 @@ async fn the_sign_in_throttle_counts_attempts_made_on_both_instances() {
     a.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_registration_budget_counts_registrations_made_on_both_instances() {
+    let Some((a, b)) = two_instances().await else { return };
+    let http = reqwest::Client::new();
+    let register = |base: String| {
+        let http = http.clone();
+        async move {
+            let metadata =
+                json!({"redirect_uris": ["http://127.0.0.1:7777/callback"], "token_endpoint_auth_method": "none"});
+            http.post(format!("{base}/register")).json(&metadata).send().await.unwrap()
+        }
+    };
+    // Act: the address's whole budget, spread over both instances (each alone saw half of it).
+    let limit = oauth_broker::authorization_server::registration::MAX_PER_WINDOW;
+    for i in 0..limit {
+        let base = if i % 2 == 0 { &a.address } else { &b.address };
+        assert_eq!(register(base.clone()).await.status(), 201, "registration {i} fits the budget");
+    }
+    // Assert: the next one is refused on either instance, with a Retry-After.
+    for base in [&a.address, &b.address] {
+        let refused = register(base.clone()).await;
+        assert_eq!(refused.status(), 429);
+        let retry: i64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(retry > 0 && retry <= oauth_broker::authorization_server::registration::WINDOW_SECONDS);
+    }
+    drop(b);
+    a.stop().await;
+}
+
 async fn app_with(toml: &str) -> TestApp {
     let options = crate::helpers::SpawnOptions { toml: toml.to_owned(), ..Default::default() };
     crate::helpers::spawn_app_opts(Backend::Sqlite, options, |builder| builder).await.unwrap()
