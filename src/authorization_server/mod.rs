@@ -59,9 +59,9 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// The authorization server's routes. They answer 404 unless `[identity] mode = "local"`.
 pub fn router() -> Router<AppState> {
-    // One cache and one limiter per running app (tests run several apps in one process).
+    // One cache per running app (tests run several apps in one process); the registration
+    // budget is kept in the database, shared by every instance.
     let documents = Arc::new(client_metadata_document::DocumentCache::new());
-    let registrations = Arc::new(registration::RegistrationLimiter::new());
     Router::new()
         .route("/.well-known/oauth-authorization-server", get(metadata::metadata))
         .route("/register", post(registration::register))
@@ -70,7 +70,6 @@ pub fn router() -> Router<AppState> {
         .route("/revoke", post(revocation::revoke))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(Extension(documents))
-        .layer(Extension(registrations))
 }
 
 /// Extractor that lets a request through only in local identity mode; otherwise 404 (an

@@ -6,10 +6,6 @@
 //! ones also get a generated 256-bit `client_secret`, returned once and stored only as its hash.
 //! A registered name is self-asserted, which the consent page says.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -26,42 +22,24 @@ use crate::crypto::{random_token, sha256_hex};
 use crate::oauth_server::errors::no_store;
 use crate::oauth_server::params::has_content_type;
 use crate::state::AppState;
+use crate::store::Store;
 use crate::store::audit::{Actor, AuditEvent};
 use crate::store::oauth_clients::OAuthClientRow;
 use crate::web::login::ClientIp;
 
 /// Registrations allowed per client IP per window.
-pub const MAX_PER_WINDOW: usize = 20;
-pub const WINDOW_SECONDS: i64 = 10 * 60;
-/// Above this many tracked addresses, stale ones are swept.
-const SWEEP_ABOVE: usize = 1024;
+pub const MAX_PER_WINDOW: i64 = 20;
+pub const WINDOW_SECONDS: i64 = crate::store::throttle::LONGEST_WINDOW_SECONDS;
 
-/// Counts registrations per client IP (in memory, per instance; behind a reverse proxy every
-/// client shares the proxy's address, which makes the limit global there).
-#[derive(Debug, Default)]
-pub struct RegistrationLimiter {
-    recent: Mutex<HashMap<String, Vec<Timestamp>>>,
-}
-
-impl RegistrationLimiter {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Records an attempt; `Err(seconds)` when the address is over its limit.
-    pub fn check(&self, ip: &str, now: Timestamp) -> Result<(), i64> {
-        let mut recent = self.recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if recent.len() > SWEEP_ABOVE {
-            recent.retain(|_, times| times.iter().any(|&t| t > now - WINDOW_SECONDS));
-        }
-        let times = recent.entry(ip.to_owned()).or_default();
-        times.retain(|&t| t > now - WINDOW_SECONDS);
-        if times.len() >= MAX_PER_WINDOW {
-            let oldest = times.first().copied().unwrap_or(now);
-            return Err(oldest + WINDOW_SECONDS - now);
-        }
-        times.push(now);
-        Ok(())
+/// Takes one registration from `ip`'s budget, or says how many seconds until one frees up.
+/// The attempts are counted in the database (`throttle_failures`, bucket `register` + address),
+/// so every instance on one database shares the budget (issue 9); `ip` is the client address
+/// as [`ClientIp`] resolves it, through the configured trusted proxies.
+pub async fn take_budget(store: &Store, ip: &str, now: Timestamp) -> Result<(), RegistrationError> {
+    let bucket = format!("register\n{ip}");
+    match store.throttle_take(&bucket, now, now - WINDOW_SECONDS, MAX_PER_WINDOW).await? {
+        Ok(()) => Ok(()),
+        Err(oldest) => Err(RegistrationError::TooMany { retry_after: (oldest + WINDOW_SECONDS - now).max(1) }),
     }
 }
 
@@ -69,12 +47,11 @@ impl RegistrationLimiter {
 pub async fn register(
     _: LocalMode,
     State(state): State<AppState>,
-    Extension(limiter): Extension<Arc<RegistrationLimiter>>,
     ClientIp(ip): ClientIp,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match handle(&state, &limiter, &ip, &headers, body).await {
+    match handle(&state, &ip, &headers, body).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
     }
@@ -82,13 +59,12 @@ pub async fn register(
 
 async fn handle(
     state: &AppState,
-    limiter: &RegistrationLimiter,
     ip: &str,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, RegistrationError> {
     let now = state.now();
-    limiter.check(ip, now).map_err(|retry_after| RegistrationError::TooMany { retry_after })?;
+    take_budget(&state.store, ip, now).await?;
     // A body over the limit is refused by the extractor (413) before it is read in full.
     let body = match body {
         Ok(body) => body,
@@ -149,14 +125,52 @@ async fn handle(
 mod tests {
     use super::*;
 
-    #[test]
-    fn each_address_gets_its_own_window() {
-        let limiter = RegistrationLimiter::new();
-        for _ in 0..MAX_PER_WINDOW {
-            assert!(limiter.check("a", 1_000).is_ok());
+    async fn store() -> (Store, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+        store.migrate().await.unwrap();
+        (store, dir)
+    }
+
+    fn refused_for(result: Result<(), RegistrationError>) -> Option<i64> {
+        match result {
+            Ok(()) => None,
+            Err(RegistrationError::TooMany { retry_after }) => Some(retry_after),
+            Err(other) => panic!("unexpected refusal: {other:?}"),
         }
-        assert_eq!(limiter.check("a", 1_010), Err(WINDOW_SECONDS - 10));
-        assert!(limiter.check("b", 1_010).is_ok());
-        assert!(limiter.check("a", 1_000 + WINDOW_SECONDS).is_ok(), "the window slides");
+    }
+
+    #[tokio::test]
+    async fn each_address_gets_its_own_window_in_the_database() {
+        let (store, _dir) = store().await;
+        for _ in 0..MAX_PER_WINDOW {
+            assert_eq!(refused_for(take_budget(&store, "a", 1_000).await), None);
+        }
+        assert_eq!(refused_for(take_budget(&store, "a", 1_010).await), Some(WINDOW_SECONDS - 10));
+        assert_eq!(refused_for(take_budget(&store, "b", 1_010).await), None, "another address has its own budget");
+        assert_eq!(refused_for(take_budget(&store, "a", 1_000 + WINDOW_SECONDS).await), None, "the window slides");
+    }
+
+    #[tokio::test]
+    async fn a_refused_attempt_does_not_extend_the_wait() {
+        let (store, _dir) = store().await;
+        for _ in 0..MAX_PER_WINDOW {
+            take_budget(&store, "a", 1_000).await.unwrap();
+        }
+        for later in [1_100, 1_200, 1_300] {
+            assert_eq!(refused_for(take_budget(&store, "a", later).await), Some(1_000 + WINDOW_SECONDS - later));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_sweep_keeps_the_registration_attempts_still_counted() {
+        let (store, _dir) = store().await;
+        for _ in 0..MAX_PER_WINDOW {
+            take_budget(&store, "a", 1_000).await.unwrap();
+        }
+        // The sign-in throttle sweeps as it goes; six minutes on, registrations still count.
+        let now = 1_000 + 6 * 60;
+        store.throttle_sweep(now - crate::web::throttle::WINDOW_SECONDS.max(WINDOW_SECONDS), now, now).await.unwrap();
+        assert!(refused_for(take_budget(&store, "a", now).await).is_some());
     }
 }

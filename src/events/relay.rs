@@ -172,7 +172,8 @@ impl Events {
     ) -> bool {
         let mut check = tokio::time::interval(CHECK_EVERY);
         check.tick().await;
-        let mut pruned_at = i64::MIN;
+        // None until the first prune, which runs at the first check.
+        let mut pruned_at: Option<i64> = None;
         loop {
             let received = tokio::select! {
                 _ = shutdown.cancelled() => return false,
@@ -189,8 +190,8 @@ impl Events {
                     }
                     self.catch_up(store, position).await;
                     let now = clock.now();
-                    if now - pruned_at > KEEP_SECONDS / 4 {
-                        pruned_at = now;
+                    if pruned_at.is_none_or(|at| now - at > KEEP_SECONDS / 4) {
+                        pruned_at = Some(now);
                         if let Err(error) = store.prune_signals(now - KEEP_SECONDS).await {
                             tracing::debug!(%error, "could not prune old signals");
                         }

@@ -5,6 +5,11 @@
 use super::{Store, StoreResult};
 use crate::clock::Timestamp;
 
+/// The longest window any budget counts rows of `throttle_failures` over (client
+/// registrations: 10 minutes, `authorization_server::registration`); the sweep keeps rows
+/// at least this long so no budget loses attempts it still counts.
+pub const LONGEST_WINDOW_SECONDS: i64 = 10 * 60;
+
 /// A bucket's lock as stored (it may have ended: `locked_until` in the past).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
 pub struct ThrottleLock {
@@ -38,6 +43,41 @@ impl Store {
             .fetch_one(self.db())
             .await?;
         Ok(count)
+    }
+
+    /// Takes one attempt from `bucket`'s budget of `max` per window starting after `since`:
+    /// `Ok(Ok(()))` and the attempt counted, or `Ok(Err(oldest))` with the time of the oldest
+    /// attempt still in the window (the budget frees up when it leaves), nothing counted.
+    /// Shared by every instance on the database; two instances racing at the very edge of a
+    /// budget may both pass once, which a rate limit tolerates.
+    pub async fn throttle_take(
+        &self,
+        bucket: &str,
+        now: Timestamp,
+        since: Timestamp,
+        max: i64,
+    ) -> StoreResult<Result<(), Timestamp>> {
+        // The bucket's own expired rows go first, so a budget nobody signs in beside stays small.
+        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1 AND at <= $2")
+            .bind(bucket)
+            .bind(since)
+            .execute(self.db())
+            .await?;
+        let (count, oldest): (i64, Option<i64>) =
+            sqlx::query_as("SELECT COUNT(*), MIN(at) FROM throttle_failures WHERE bucket = $1 AND at > $2")
+                .bind(bucket)
+                .bind(since)
+                .fetch_one(self.db())
+                .await?;
+        if count >= max {
+            return Ok(Err(oldest.unwrap_or(now)));
+        }
+        sqlx::query("INSERT INTO throttle_failures (bucket, at) VALUES ($1, $2)")
+            .bind(bucket)
+            .bind(now)
+            .execute(self.db())
+            .await?;
+        Ok(Ok(()))
     }
 
     /// Locks `bucket` and forgets its counted failures (the lock replaces them).

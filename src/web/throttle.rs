@@ -178,7 +178,13 @@ pub async fn check(store: &Store, attempt: &Attempt<'_>, now: Timestamp) -> Stor
 pub async fn record_failure(store: &Store, attempt: &Attempt<'_>, now: Timestamp) -> StoreResult<()> {
     if FAILURES_COUNTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_EVERY) {
         // A lock is kept a day past its end so the next one can double.
-        store.throttle_sweep(now - WINDOW_SECONDS, now - MAX_ACCOUNT_LOCK_SECONDS, now - KNOWN_ADDRESS_SECONDS).await?;
+        store
+            .throttle_sweep(
+                now - WINDOW_SECONDS.max(crate::store::throttle::LONGEST_WINDOW_SECONDS),
+                now - MAX_ACCOUNT_LOCK_SECONDS,
+                now - KNOWN_ADDRESS_SECONDS,
+            )
+            .await?;
     }
     let account = account(attempt.username);
     let recognised = recognised(store, &account, attempt, now).await?;

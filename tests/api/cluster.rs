@@ -321,6 +321,35 @@ async fn the_sign_in_throttle_counts_attempts_made_on_both_instances() {
     a.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_registration_budget_counts_registrations_made_on_both_instances() {
+    let Some((a, b)) = two_instances().await else { return };
+    let http = reqwest::Client::new();
+    let register = |base: String| {
+        let http = http.clone();
+        async move {
+            let metadata =
+                json!({"redirect_uris": ["http://127.0.0.1:7777/callback"], "token_endpoint_auth_method": "none"});
+            http.post(format!("{base}/register")).json(&metadata).send().await.unwrap()
+        }
+    };
+    // Act: the address's whole budget, spread over both instances (each alone saw half of it).
+    let limit = oauth_broker::authorization_server::registration::MAX_PER_WINDOW;
+    for i in 0..limit {
+        let base = if i % 2 == 0 { &a.address } else { &b.address };
+        assert_eq!(register(base.clone()).await.status(), 201, "registration {i} fits the budget");
+    }
+    // Assert: the next one is refused on either instance, with a Retry-After.
+    for base in [&a.address, &b.address] {
+        let refused = register(base.clone()).await;
+        assert_eq!(refused.status(), 429);
+        let retry: i64 = refused.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(retry > 0 && retry <= oauth_broker::authorization_server::registration::WINDOW_SECONDS);
+    }
+    drop(b);
+    a.stop().await;
+}
+
 async fn app_with(toml: &str) -> TestApp {
     let options = crate::helpers::SpawnOptions { toml: toml.to_owned(), ..Default::default() };
     crate::helpers::spawn_app_opts(Backend::Sqlite, options, |builder| builder).await.unwrap()
@@ -479,6 +508,60 @@ async fn stateless_clients_alternating_between_instances_need_no_affinity() {
     }
     let listed = stateless_call(&a.mcp_url(), &alice, "list_connections", json!({})).await;
     assert_eq!(listed["result"]["structuredContent"]["connections"][0]["status"], "connected", "{listed}");
+    drop(b);
+    a.stop().await;
+}
+
+// ---- benchmark ----
+
+/// Milliseconds from opening the provider's redirect (on `callback_base`) to the asking
+/// session on A receiving `notifications/elicitation/complete`, for `rounds` flows.
+async fn completion_latencies(a: &TestApp, callback_base: &str, rounds: usize) -> Vec<f64> {
+    let client = a.mcp_client(ALICE, ClientKind::Url).await;
+    let browser = a.browser();
+    let mut latencies = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let (url, id) = needs_connecting(&client).await;
+        let callback = approve_up_to_the_callback(a, &browser, &url).await;
+        let target = callback.replacen(&a.address, callback_base, 1);
+        let started = std::time::Instant::now();
+        assert_eq!(browser.get(&target).send().await.unwrap().status(), 303);
+        let heard = client.next_completion(Duration::from_secs(10)).await;
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(heard.as_deref(), Some(id.as_str()));
+        client.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
+    }
+    client.close().await;
+    latencies
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Benchmark (issue 9), not a check: callback → completion latency when the callback lands on
+/// another instance (through PostgreSQL's outbox and NOTIFY) against the same instance (in
+/// process), p50/p99 and their ratio. Run:
+/// `REQUIRE_POSTGRES=1 cargo test --release --test api cluster::bench -- --ignored --nocapture`
+/// (`BENCH_ROUNDS`, default 50).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run on purpose"]
+async fn bench_callback_to_completion_across_instances_against_within_one() {
+    let rounds = std::env::var("BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(50);
+    let Some((a, b)) = two_instances().await else { return };
+    // Warm-up (connections, first-use costs), then the baseline and the cross-instance run.
+    completion_latencies(&a, &a.address, 3).await;
+    completion_latencies(&a, &b.address, 3).await;
+    let mut within = completion_latencies(&a, &a.address, rounds).await;
+    let mut across = completion_latencies(&a, &b.address, rounds).await;
+    within.sort_by(f64::total_cmp);
+    across.sort_by(f64::total_cmp);
+    let (w50, w99, x50, x99) =
+        (percentile(&within, 0.5), percentile(&within, 0.99), percentile(&across, 0.5), percentile(&across, 0.99));
+    println!("callback -> elicitation/complete, {rounds} flows each (ms, includes the callback's code exchange)");
+    println!("  within one instance:   p50 {w50:.1}  p99 {w99:.1}");
+    println!("  across two instances:  p50 {x50:.1}  p99 {x99:.1}");
+    println!("  ratio across/within:   p50 {:.2}  p99 {:.2}", x50 / w50, x99 / w99);
     drop(b);
     a.stop().await;
 }
