@@ -626,6 +626,16 @@ mod tests {
     }
 
     #[test]
+    fn idle_mcp_sessions_end_after_five_minutes_unless_configured_and_never_within_ten_seconds() {
+        let default = Config::from_toml(&SettingsArgs::default(), "").unwrap();
+        assert_eq!(default.mcp_session_idle, Duration::from_secs(300));
+        let set = Config::from_toml(&SettingsArgs::default(), "mcp_session_idle = \"90s\"\n").unwrap();
+        assert_eq!(set.mcp_session_idle, Duration::from_secs(90));
+        let tiny = Config::from_toml(&SettingsArgs::default(), "mcp_session_idle = \"1s\"\n").unwrap();
+        assert_eq!(tiny.mcp_session_idle, Duration::from_secs(10));
+    }
+
+    #[test]
     fn flags_override_the_file() {
         let args = SettingsArgs { public_url: Some(Url::parse("https://b.example/").unwrap()), ..Default::default() };
         let c = Config::from_toml(&args, "public_url = \"https://file.example\"\n").unwrap();
