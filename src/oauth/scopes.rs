@@ -73,3 +73,48 @@ pub fn granted(provider: &ProviderConfig, returned: Option<Scopes>, asked: &Scop
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ProviderId;
+    use crate::oauth::catalogue::{ProviderFields, resolve};
+
+    fn provider(name: &str, open: bool) -> ProviderConfig {
+        let table = ProviderFields {
+            client_id: Some("c".into()),
+            client_secret: Some("s".into()),
+            open_scopes: Some(open),
+            ..Default::default()
+        };
+        resolve(&ProviderId::parse(name).unwrap(), table).unwrap()
+    }
+
+    #[test]
+    fn only_offered_scopes_pass_unless_the_provider_is_open() {
+        let github = provider("github", false);
+        assert_eq!(check(&github, &Scopes::parse(["repo", "read:user"]).unwrap()), Ok(()));
+        let refused = check(&github, &Scopes::parse(["repo", "admin:everything"]).unwrap()).unwrap_err();
+        assert!(matches!(&refused, ScopeRefusal::NotOffered { unknown, .. } if unknown == &["admin:everything"]));
+        assert!(refused.to_string().starts_with("github does not offer the scope(s) admin:everything; it offers: "));
+        assert_eq!(check(&provider("github", true), &Scopes::parse(["admin:everything"]).unwrap()), Ok(()));
+        let many = Scopes::parse((0..51).map(|i| format!("s{i}"))).unwrap();
+        assert_eq!(check(&provider("github", true), &many), Err(ScopeRefusal::TooMany { count: 51 }));
+    }
+
+    #[test]
+    fn granted_scopes_keep_the_ones_a_provider_never_echoes() {
+        let entra = provider("microsoft", false);
+        let asked = Scopes::parse(["openid", "offline_access", "User.Read", "Mail.Read"]).unwrap();
+        let returned = Scopes::parse(["User.Read", "Mail.Read"]).unwrap();
+        let held = granted(&entra, Some(returned.clone()), &asked);
+        assert_eq!(held, asked, "offline_access and openid are granted though not echoed");
+        assert_eq!(granted(&entra, None, &asked), asked, "no scope in the answer: as asked");
+        let narrowed = granted(
+            &provider("github", false),
+            Some(Scopes::parse(["repo"]).unwrap()),
+            &Scopes::parse(["repo", "gist"]).unwrap(),
+        );
+        assert_eq!(narrowed, Scopes::parse(["repo"]).unwrap(), "a narrowed answer is believed");
+    }
+}

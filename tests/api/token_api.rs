@@ -516,6 +516,15 @@ async fn refusals_change_nothing(app: &TestApp) {
     let (status, body) =
         service.token(app, json!({"subject_token": token, "provider": "demo", "scopes": ["a b"]})).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_scope")));
+    // Scopes the provider does not offer (issue 12): refused before any authorization or provider.
+    let opened = app.state.store.all_authorizations(100).await.unwrap().len();
+    for unoffered in [json!(["admin:everything"]), json!(["profile", "read&redirect_uri=https://evil.example/cb"])] {
+        let (status, body) =
+            service.token(app, json!({"subject_token": token, "provider": "demo", "scopes": unoffered})).await;
+        assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_scope")), "{body}");
+        assert!(body["detail"].as_str().unwrap_or_default().contains("does not offer"), "{body}");
+    }
+    assert_eq!(app.state.store.all_authorizations(100).await.unwrap().len(), opened, "nothing was opened");
 
     // A proxy-only service asking for a raw token, here or by token exchange.
     let proxied_token = user_token_for(app, ALICE, "https://proxied.example/mcp").await;
