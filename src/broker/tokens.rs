@@ -281,6 +281,25 @@ pub enum Revocation {
     TokenUnreadable,
 }
 
+impl Revocation {
+    /// A stable code, for links and the audit log.
+    pub fn code(self) -> &'static str {
+        match self {
+            Revocation::Revoked => "revoked",
+            Revocation::NotOffered => "not_offered",
+            Revocation::Failed => "failed",
+            Revocation::TokenUnreadable => "token_unreadable",
+        }
+    }
+
+    /// The outcome a [`Revocation::code`] names.
+    pub fn from_code(code: &str) -> Option<Self> {
+        [Revocation::Revoked, Revocation::NotOffered, Revocation::Failed, Revocation::TokenUnreadable]
+            .into_iter()
+            .find(|r| r.code() == code)
+    }
+}
+
 /// The outcome of [`disconnect_grant`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Disconnected {

@@ -9,8 +9,8 @@
 //! another user's id revokes nothing.
 
 use axum::Form;
-use axum::extract::State;
 use axum::extract::rejection::FormRejection;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 
@@ -18,6 +18,7 @@ use super::error::PageError;
 use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, SignedIn};
 use crate::broker::connections::{self, ConnectionStatus};
 use crate::broker::consent;
+use crate::broker::tokens::Revocation;
 use crate::display::{ClientName, safe_text};
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
@@ -26,9 +27,17 @@ use crate::state::AppState;
 use crate::store::consents::ConsentRow;
 use crate::store::grants::GrantRow;
 
+/// `?revocation=…&provider=…`, where a revocation redirects: what to tell the user.
+#[derive(serde::Deserialize, Default)]
+pub struct Notice {
+    revocation: Option<String>,
+    provider: Option<String>,
+}
+
 pub async fn show(
     State(state): State<AppState>,
     OptionalBrowserSession(session): OptionalBrowserSession,
+    Query(notice): Query<Notice>,
 ) -> Result<Response, PageError> {
     let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
     // The core's listing; this page shows the accounts the user holds (not the providers they
@@ -57,7 +66,27 @@ pub async fn show(
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
-    Ok(pages::render(StatusCode::OK, &ConnectionsPage { nav: SignedIn::of(&session), rows, apps }))
+    let notice = notice_text(&state, &notice);
+    Ok(pages::render(StatusCode::OK, &ConnectionsPage { nav: SignedIn::of(&session), rows, apps, notice }))
+}
+
+/// The outcome of a revocation, told truthfully: fixed text per outcome, and only a configured
+/// provider's own name (a crafted link can show nothing else).
+fn notice_text(state: &AppState, notice: &Notice) -> Option<String> {
+    let name = &state.providers.find(notice.provider.as_deref()?)?.display_name;
+    let revocation = Revocation::from_code(notice.revocation.as_deref()?)?;
+    Some(match revocation {
+        Revocation::Revoked => format!("Your {name} connection was revoked at {name} and deleted here."),
+        Revocation::NotOffered => format!(
+            "Your {name} connection was deleted here. {name} offers no revocation: to remove the broker's access there too, do it in your {name} account settings."
+        ),
+        Revocation::Failed => format!(
+            "Your {name} connection was deleted here, but {name} did not confirm the revocation: remove the broker's access in your {name} account settings to be sure."
+        ),
+        Revocation::TokenUnreadable => format!(
+            "Your {name} connection was deleted here; its stored tokens could not be read, so nothing could be sent to {name}: remove the broker's access in your {name} account settings to be sure."
+        ),
+    })
 }
 
 /// The MCP clients with a live approval at the broker's authorization server, one row each.
@@ -151,9 +180,13 @@ pub async fn revoke(
             "Ask the broker's operator to remove the connection.",
         ));
     };
-    crate::broker::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
+    let done = crate::broker::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
-    Ok(pages::see_other("/connections"))
+    Ok(pages::see_other(&format!(
+        "/connections?revocation={}&provider={}",
+        done.revocation.code(),
+        provider.id.as_str()
+    )))
 }
 
 /// Where a refused form on this page points.

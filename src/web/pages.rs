@@ -240,6 +240,8 @@ pub struct ConnectionsPage {
     pub rows: Vec<ConnectionRow>,
     /// MCP clients signed in to the broker through its authorization server (local mode).
     pub apps: Vec<AppRow>,
+    /// After a revocation: what the provider was told (fixed text per outcome).
+    pub notice: Option<String>,
 }
 
 /// An MCP client the user approved at the broker's `/authorize`, with its Sign-out form's value.

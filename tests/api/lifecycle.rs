@@ -115,3 +115,45 @@ async fn disconnecting_reports_the_revocation_outcome_truthfully_sqlite() {
 async fn disconnecting_reports_the_revocation_outcome_truthfully_postgres() {
     disconnecting_reports_the_revocation_outcome_truthfully(Backend::Postgres).await;
 }
+
+/// The connections page tells the user what the provider was told; a crafted link shows only a
+/// configured provider's name with one of the fixed outcomes, or nothing.
+async fn the_connections_page_says_what_revoking_did_at_the_provider(backend: Backend) {
+    let Some(app) = crate::helpers::spawn_app(backend).await else { return };
+    let client = app.connected_client(ALICE).await;
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, ALICE, "/connections").await.status(), 303);
+    let html = browser.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&html, "csrf_token").unwrap();
+    let grant_id = crate::helpers::hidden_field(&html, "grant_id").unwrap();
+
+    let revoked = browser
+        .post(app.url("/connections/revoke"))
+        .form(&[("csrf_token", csrf.as_str()), ("grant_id", grant_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 303);
+    let page = browser.get(app.url(&crate::helpers::location(&revoked))).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("connection was revoked at"), "{page}");
+    assert!(disconnected_detail(&app).await.ends_with("revocation=revoked"));
+
+    for crafted in
+        ["?revocation=revoked&provider=%3Cscript%3E", "?revocation=%3Cb%3Ehi&provider=demo", "?provider=demo"]
+    {
+        let page = browser.get(app.url(&format!("/connections{crafted}"))).send().await.unwrap().text().await.unwrap();
+        assert!(!page.contains("id=\"notice\""), "{crafted} shows no notice");
+    }
+    client.close().await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connections_page_says_what_revoking_did_at_the_provider_sqlite() {
+    the_connections_page_says_what_revoking_did_at_the_provider(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connections_page_says_what_revoking_did_at_the_provider_postgres() {
+    the_connections_page_says_what_revoking_did_at_the_provider(Backend::Postgres).await;
+}
