@@ -58,7 +58,7 @@ async fn a_scrape_after_a_full_connect_flow_shows_the_counters_moving() {
     };
     grew("oauth_broker_http_requests_total", &[("method", "POST"), ("route", "/mcp"), ("status", "200")], 3.0);
     grew("oauth_broker_http_requests_total", &[("route", "/connect/{id}")], 1.0);
-    grew("oauth_broker_http_requests_total", &[("route", "/oauth/callback")], 1.0);
+    grew("oauth_broker_http_requests_total", &[("route", "/oauth/callback/{provider}")], 1.0);
     grew("oauth_broker_http_request_duration_seconds_count", &[("route", "/mcp")], 3.0);
     grew("oauth_broker_mcp_requests_total", &[("method", "initialize")], 1.0);
     grew("oauth_broker_mcp_requests_total", &[("method", "tools/call"), ("tool", "provider_request")], 3.0);
