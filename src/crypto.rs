@@ -62,8 +62,10 @@ impl SealingKey {
 /// [`crate::startup::load_sealer`], which knows where they live).
 pub type KeyLoader = Box<dyn Fn() -> Result<Vec<SecretBox<Vec<u8>>>, String> + Send + Sync>;
 
-/// Reloads triggered by a value under an unknown key are at most this frequent, so a corrupt
-/// row read in a loop does not turn into a file read per request.
+/// Reloads triggered by a value under one unknown key id are at most this frequent once a
+/// reload did not find it, so a corrupt row read in a loop does not turn into a file read per
+/// request. A key id not looked for before always triggers a reload at once: that is another
+/// process's rotation reaching us, and a periodic reload just before must not delay it.
 const RELOAD_AT_MOST_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Seals and opens secrets. The first key seals; every key opens.
@@ -77,8 +79,13 @@ pub struct Sealer {
     /// stay stable for the life of the process even when a reload changes the active key.
     derive: hkdf::Hkdf<Sha256>,
     loader: Option<KeyLoader>,
-    last_reload: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Key ids a reload looked for and did not find, with when ([`RELOAD_AT_MOST_EVERY`]).
+    missing: std::sync::Mutex<std::collections::HashMap<[u8; KEY_ID_LEN], std::time::Instant>>,
 }
+
+/// Above this many remembered missing key ids the memory starts again (values under random
+/// ids are corrupt rows; a real key id is looked for again at worst once more).
+const MISSING_REMEMBERED: usize = 64;
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,7 +123,7 @@ impl Sealer {
             ring: std::sync::RwLock::new(Arc::new(keys)),
             derive: hkdf::Hkdf::<Sha256>::new(Some(b"oauth-broker derived secrets"), active),
             loader: None,
-            last_reload: std::sync::Mutex::new(None),
+            missing: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -142,9 +149,6 @@ impl Sealer {
     /// key changed. Without a loader (keys given in code) nothing changes.
     pub fn reload(&self) -> Result<bool, String> {
         let Some(loader) = &self.loader else { return Ok(false) };
-        if let Ok(mut last) = self.last_reload.lock() {
-            *last = Some(std::time::Instant::now());
-        }
         let loaded = loader()?;
         let before = self.ring();
         let mut keys = Vec::with_capacity(loaded.len() + before.len());
@@ -248,9 +252,13 @@ impl Sealer {
         let key = match self.key(key_id) {
             Some(key) => key,
             // Another process may have rotated: read the keys again once, then decide.
-            None if self.may_reload() && self.reload().is_ok() => {
-                self.key(key_id).ok_or_else(|| CryptoError::UnknownKey(hex::encode(key_id)))?
-            }
+            None if self.may_reload_for(key_id) => match self.reload().ok().and_then(|_| self.key(key_id)) {
+                Some(key) => key,
+                None => {
+                    self.remember_missing(key_id);
+                    return Err(CryptoError::UnknownKey(hex::encode(key_id)));
+                }
+            },
             None => return Err(CryptoError::UnknownKey(hex::encode(key_id))),
         };
         // `decrypt` (not `decrypt_in_place_detached`): nothing of the buffer is visible when the
@@ -264,9 +272,24 @@ impl Sealer {
         self.ring().iter().find(|k| k.id == id).cloned()
     }
 
-    fn may_reload(&self) -> bool {
+    fn may_reload_for(&self, key_id: &[u8]) -> bool {
         self.loader.is_some()
-            && self.last_reload.lock().map_or(true, |last| last.is_none_or(|at| at.elapsed() >= RELOAD_AT_MOST_EVERY))
+            && self.missing.lock().map_or(true, |missing| {
+                missing
+                    .iter()
+                    .find(|(id, _)| id.as_slice() == key_id)
+                    .is_none_or(|(_, at)| at.elapsed() >= RELOAD_AT_MOST_EVERY)
+            })
+    }
+
+    fn remember_missing(&self, key_id: &[u8]) {
+        let Ok(id) = <[u8; KEY_ID_LEN]>::try_from(key_id) else { return };
+        if let Ok(mut missing) = self.missing.lock() {
+            if missing.len() >= MISSING_REMEMBERED {
+                missing.clear();
+            }
+            missing.insert(id, std::time::Instant::now());
+        }
     }
 
     /// A stable secret derived from the active key at start-up for `label` (HKDF-SHA256,

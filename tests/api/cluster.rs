@@ -350,6 +350,70 @@ async fn the_client_registration_budget_counts_registrations_made_on_both_instan
     a.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_on_one_instance_finishes_its_call_in_flight_while_new_calls_go_to_the_other() {
+    // Arrange: two instances on one database with a provider that holds its API answer; Alice
+    // connected (through A's pages) and a tool call of hers waiting at the provider through B.
+    let mut provider = crate::shutdown::holding_provider().await;
+    let p = &provider.url;
+    let toml = format!(
+        "[providers.slow]\nauthorization_url = \"{p}/authorize\"\ntoken_url = \"{p}/token\"\nclient_id = \"broker\"\n\
+         client_secret = \"secret\"\napi_base_url = \"{p}/api\"\nscopes = [\"read\"]\n"
+    );
+    let options = crate::helpers::SpawnOptions { toml: toml.clone(), ..Default::default() };
+    let Some(a) = crate::helpers::spawn_app_opts(Backend::Postgres, options, |builder| builder).await else { return };
+    let mut b = OtherInstance::start(&a, &toml).await;
+    let hold = json!({"provider": "slow", "method": "GET", "path": "/hold"});
+    let on_b = std::sync::Arc::new(b.mcp_client(&a, ALICE, ClientKind::Url).await);
+    let url = match on_b.call("provider_request", hold.clone()).await {
+        Err(ServiceError::McpError(e)) => e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned(),
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    crate::shutdown::connect_in_browser(&a.url(""), &url, ALICE, crate::helpers::PASSWORD).await;
+    let in_flight = tokio::spawn({
+        let on_b = on_b.clone();
+        async move { on_b.call("provider_request", hold).await }
+    });
+    tokio::time::timeout(Duration::from_secs(20), provider.arrived.recv())
+        .await
+        .expect("the call reached the provider");
+
+    // Act: a rolling restart sends B SIGTERM.
+    let pid = b.process.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+
+    // Assert: B takes no new connection (a load balancer sends the next call elsewhere) …
+    let port = b.address.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+    let refused = async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), refused).await.expect("B refuses new connections");
+    // … a new session of Alice's on A is served, with the connection made before …
+    let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
+    let listed = on_a.call("list_connections", json!({})).await.expect("A serves while B drains");
+    assert!(format!("{listed:?}").contains("slow"), "the connection is there on A: {listed:?}");
+    assert!(b.process.try_wait().unwrap().is_none(), "B waits for its call in flight");
+    // … and the call in flight on B gets its answer before B exits 0.
+    provider.release.notify_one();
+    let answered = tokio::time::timeout(Duration::from_secs(20), in_flight).await.expect("in time").unwrap();
+    let result = answered.expect("the call in flight on B was answered");
+    assert_eq!(result.structured_content.unwrap()["body"]["held"], "released");
+    let exit = tokio::time::timeout(Duration::from_secs(25), async {
+        loop {
+            if let Some(status) = b.process.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("B exits after its call");
+    assert!(exit.success(), "B's exit status {exit:?}");
+    a.stop().await;
+}
+
 async fn app_with(toml: &str) -> TestApp {
     let options = crate::helpers::SpawnOptions { toml: toml.to_owned(), ..Default::default() };
     crate::helpers::spawn_app_opts(Backend::Sqlite, options, |builder| builder).await.unwrap()

@@ -90,8 +90,14 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
     assert!(text(&again.stdout).starts_with("0 sealed values moved"), "{}", text(&again.stdout));
     // The reader keeps going until it has read values sealed with the new key.
     let served_before = served.load(Ordering::SeqCst);
-    while served.load(Ordering::SeqCst) < served_before + 5 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let caught_up = async {
+        while served.load(Ordering::SeqCst) < served_before + 5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(60), caught_up).await.is_err() {
+        let last = client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await;
+        panic!("reads stopped succeeding after the rewrap; the last answer: {last:?}");
     }
     stop.store(true, Ordering::SeqCst);
     reader.await.unwrap();

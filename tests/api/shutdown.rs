@@ -17,13 +17,13 @@ use crate::helpers::{ClientKind, hidden_field, location, mcp_client_at};
 use crate::streams::RawSession;
 
 /// A provider whose API answers `/api/hold` only when the test releases it.
-struct HoldingProvider {
-    url: String,
-    arrived: mpsc::UnboundedReceiver<()>,
-    release: Arc<Notify>,
+pub(crate) struct HoldingProvider {
+    pub(crate) url: String,
+    pub(crate) arrived: mpsc::UnboundedReceiver<()>,
+    pub(crate) release: Arc<Notify>,
 }
 
-async fn holding_provider() -> HoldingProvider {
+pub(crate) async fn holding_provider() -> HoldingProvider {
     let (arrived_tx, arrived) = mpsc::unbounded_channel();
     let release = Arc::new(Notify::new());
     let held = release.clone();
@@ -67,7 +67,7 @@ fn broker(dir: &std::path::Path) -> Command {
 }
 
 /// Signs in as `user` and approves the connect link; the provider approves at once.
-async fn connect_in_browser(base: &str, connect_url: &str, user: &str, password: &str) {
+pub(crate) async fn connect_in_browser(base: &str, connect_url: &str, user: &str, password: &str) {
     let browser =
         reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let path = connect_url.strip_prefix(base).unwrap();
