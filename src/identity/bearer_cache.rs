@@ -7,7 +7,7 @@
 //!
 //! What could make the answer wrong later — the user disabled or deleted, the token's
 //! authorization revoked — is written to the database by this server, another instance or the
-//! admin CLI in another process. All of them move one counter (`auth_epoch`, migration 0013,
+//! admin CLI in another process. All of them move one counter (`auth_epoch`, migration 0012,
 //! by triggers), which every authentication reads first: one single-row query instead of the
 //! user and grant lookups. When it moved, everything cached is dropped, so a change takes effect
 //! at the next request wherever it was made. An answer is only kept if the counter had not moved

@@ -1,4 +1,4 @@
-//! The access-decision counter (migration 0013): moved by triggers whenever a user, an
+//! The access-decision counter (migration 0012): moved by triggers whenever a user, an
 //! authorization of the broker's own authorization server or a client's consent changes; read
 //! before using anything cached from those tables (see [`crate::identity::bearer_cache`]).
 

@@ -213,7 +213,7 @@ async fn full_flow_leaves_no_secret(log_format: &str) {
         let request = logs
             .lines()
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .find(|l| l["span"]["name"] == "request" && l["span"]["route"] == "/oauth/callback")
+            .find(|l| l["span"]["name"] == "request" && l["span"]["route"] == "/oauth/callback/{provider}")
             .expect("a line inside the callback's request span");
         assert_eq!(request["span"]["request_id"].as_str().unwrap().len(), 36, "a made request id: {request}");
     }
