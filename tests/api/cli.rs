@@ -716,3 +716,89 @@ async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(ap
     }
 }
 on_both_backends!(cli_audit_follow, audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm);
+
+/// `admin ARGS` with `input` on standard input (a password), as an operator pipes it.
+async fn admin_with_stdin(app: &TestApp, args: &[&str], input: &str) -> std::process::Output {
+    use tokio::io::AsyncWriteExt;
+    let mut child = broker_for(app)
+        .arg("admin")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    child.wait_with_output().await.unwrap()
+}
+
+/// The sign-in form's answer for `name` with `password` at the running server.
+async fn sign_in_with(app: &TestApp, name: &str, password: &str) -> u16 {
+    let browser = app.browser();
+    let html = browser.get(app.url("/login?next=%2F")).send().await.unwrap().text().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&html, "csrf_token").unwrap();
+    let form = [("username", name), ("password", password), ("next", "/"), ("csrf_token", csrf.as_str())];
+    browser.post(app.url("/login")).form(&form).send().await.unwrap().status().as_u16()
+}
+
+// Issue 10: every admin command is tried against the database a running server uses. `users
+// passwd` and `authorizations purge` had no test; bad input to them changes nothing.
+async fn users_passwd_and_authorizations_purge_act_on_a_running_servers_database(app: &TestApp) {
+    use crate::helpers::{ALICE, ClientKind, PASSWORD};
+    // Arrange: Alice signed in at the server, and one connect attempt of hers open.
+    let signed_in = app.browser();
+    assert_eq!(app.sign_in(&signed_in, ALICE, "/connections").await.status(), 303);
+    assert_eq!(signed_in.get(app.url("/connections")).send().await.unwrap().status(), 200);
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    let ask = serde_json::json!({"provider": "demo", "method": "GET", "path": "/me"});
+    assert!(client.call("provider_request", ask.clone()).await.is_err(), "-32042: an attempt is open");
+    let attempts = || async {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM authorizations").fetch_one(app.state.store.pool()).await.unwrap();
+        n
+    };
+    assert_eq!(attempts().await, 1);
+
+    // Bad input changes nothing: an unknown user, an empty password.
+    let unknown = admin_with_stdin(app, &["users", "passwd", "nobody"], "a-new-password-for-nobody\n").await;
+    assert!(
+        !unknown.status.success() && stderr_of(&unknown).contains("no user named nobody"),
+        "{}",
+        stderr_of(&unknown)
+    );
+    let empty = admin_with_stdin(app, &["users", "passwd", ALICE], "\n").await;
+    assert!(!empty.status.success() && stderr_of(&empty).contains("no password"), "{}", stderr_of(&empty));
+    assert_eq!(sign_in_with(app, ALICE, PASSWORD).await, 303, "the old password still works");
+    assert_eq!(signed_in.get(app.url("/connections")).send().await.unwrap().status(), 200, "still signed in");
+
+    // Act: a new password.
+    let changed = admin_with_stdin(app, &["users", "passwd", ALICE], "a-brand-new-password\n").await;
+    assert!(changed.status.success(), "{}", stderr_of(&changed));
+    assert!(String::from_utf8_lossy(&changed.stdout).contains("password changed for alice"));
+
+    // Assert: the server takes the new one at once, refuses the old one, and the browser
+    // sessions of before are signed out.
+    assert_eq!(sign_in_with(app, ALICE, PASSWORD).await, 401, "the old password is refused");
+    assert_eq!(sign_in_with(app, ALICE, "a-brand-new-password").await, 303, "the new one signs in");
+    assert_eq!(signed_in.get(app.url("/connections")).send().await.unwrap().status(), 303, "signed out");
+
+    // `authorizations purge` deletes only attempts that expired.
+    let kept = admin_ok(app, &["authorizations", "purge"]).await;
+    assert_eq!(kept.trim(), "removed 0 expired authorizations");
+    assert_eq!(attempts().await, 1, "an open attempt is kept");
+    sqlx::query("UPDATE authorizations SET expires_at = $1")
+        .bind(app.now() - 3600)
+        .execute(app.state.store.pool())
+        .await
+        .unwrap();
+    let purged = admin_ok(app, &["authorizations", "purge"]).await;
+    assert_eq!(purged.trim(), "removed 1 expired authorizations");
+    assert_eq!(attempts().await, 0);
+    // The server is not confused by it: the next call opens a fresh attempt.
+    assert!(client.call("provider_request", ask).await.is_err(), "-32042 again");
+    assert_eq!(attempts().await, 1);
+    client.close().await;
+}
+on_both_backends!(cli_passwd_and_purge, users_passwd_and_authorizations_purge_act_on_a_running_servers_database);

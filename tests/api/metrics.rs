@@ -116,3 +116,32 @@ fn a_metrics_token_shorter_than_16_characters_is_refused_at_start() {
     let error = oauth_broker::config::Config::from_toml(&args, "log_format = \"xml\"\n").unwrap_err();
     assert!(format!("{error:#}").contains("log_format"), "{error:#}");
 }
+
+// Issue 10: "optionally on a separate listen address" — there, and only there, without a token;
+// the metrics address serves nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_on_their_own_address_are_served_there_and_only_there() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let options = SpawnOptions { toml: format!("metrics_listen = \"127.0.0.1:{port}\"\n"), ..Default::default() };
+    let app = spawn_app_opts(Backend::Sqlite, options, |b| b).await.unwrap();
+    let http = app.http();
+    let metrics_url = format!("http://127.0.0.1:{port}/metrics");
+    // The listener is bound as the app starts running: wait for it to answer.
+    let mut answer = None;
+    for _ in 0..200 {
+        if let Ok(response) = http.get(&metrics_url).send().await {
+            answer = Some(response);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let answer = answer.expect("the metrics address answers");
+    assert_eq!(answer.status(), 200);
+    assert!(answer.text().await.unwrap().contains("oauth_broker_"), "Prometheus text");
+    let elsewhere = http.get(format!("http://127.0.0.1:{port}/mcp")).send().await.unwrap();
+    assert_eq!(elsewhere.status(), 404, "the metrics address serves nothing else");
+    let main = http.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(main.status(), 404, "not on the main listener");
+    assert!(!main.text().await.unwrap().contains("oauth_broker_"));
+    app.stop().await;
+}
