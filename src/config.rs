@@ -80,6 +80,12 @@ impl LogFormat {
     }
 }
 
+/// `refresh_margin` when not set.
+pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// The largest `refresh_margin` accepted (globally or per provider): a longer one would
+/// refresh hour-long tokens all the time.
+pub const MAX_REFRESH_MARGIN: Duration = Duration::from_secs(3600);
+
 /// Operators' settings (issue 10): where /metrics is served and who may read it.
 #[derive(Debug, Clone, Default)]
 pub struct OpsConfig {
@@ -125,6 +131,9 @@ struct FileConfig {
     database_timeout: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     refresh_lease: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    refresh_margin: Option<Duration>,
+    refresh_attempts_per_minute: Option<u32>,
     #[serde(default, with = "humantime_serde_opt")]
     key_reload_interval: Option<Duration>,
     #[serde(default)]
@@ -273,6 +282,11 @@ pub struct ProviderConfig {
     pub api_base_domains: Vec<String>,
     /// `User-Agent` for this provider's token, identity and API calls (Reddit wants its own).
     pub user_agent: Option<String>,
+    /// Headers sent with every API call besides the token (Twitch `Client-Id`, Notion
+    /// `Notion-Version`), `{client_id}` filled; names and values checked at start-up.
+    pub api_headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// This provider's `refresh_margin` when it differs from the global one.
+    pub refresh_margin: Option<Duration>,
     /// The catalogue entry this provider was built from, if any.
     pub catalogue: Option<String>,
 }
@@ -322,6 +336,13 @@ pub struct Config {
     /// lost its network) blocks others' refreshes of that grant at most this long; a live one
     /// renews it while it waits for the provider [default: 10 s].
     pub refresh_lease: Duration,
+    /// A token is refreshed at most this long before it expires (less for short-lived ones: a
+    /// tenth of their lifetime), so it does not expire in flight (`refresh_margin`, per provider
+    /// too) [default: 60 s].
+    pub refresh_margin: Duration,
+    /// The most refresh requests one grant may send its provider per minute, on all instances
+    /// together (`refresh_attempts_per_minute`) [default: 6].
+    pub refresh_attempts_per_minute: u32,
     /// How often a running server reads its encryption keys (files) and signing keys (database)
     /// again, so `admin keys rotate` / `rotate-signing` reach it without a restart
     /// (`key_reload_interval`) [default: 30 s].
@@ -427,6 +448,17 @@ impl Config {
                 Some(d) if d < Duration::from_secs(1) => bail!("refresh_lease must be at least 1s"),
                 Some(d) => d,
                 None => Duration::from_secs(10),
+            },
+            refresh_margin: match file.refresh_margin {
+                Some(d) if d > MAX_REFRESH_MARGIN => bail!("refresh_margin must be at most 1h"),
+                Some(d) => d,
+                None => DEFAULT_REFRESH_MARGIN,
+            },
+            refresh_attempts_per_minute: match file.refresh_attempts_per_minute {
+                Some(0) => bail!("refresh_attempts_per_minute must be at least 1"),
+                Some(n) if n > 600 => bail!("refresh_attempts_per_minute must be at most 600"),
+                Some(n) => n,
+                None => 6,
             },
             key_reload_interval: match file.key_reload_interval {
                 Some(d) if d < Duration::from_millis(100) => bail!("key_reload_interval must be at least 100ms"),
@@ -712,5 +744,17 @@ mod tests {
         let gh = &c.providers[&ProviderId::parse("github").unwrap()];
         assert_eq!(gh.scope_description("read:user"), Some("See your profile"));
         assert_eq!(gh.scope_description("repo"), None, "a blank description is none");
+    }
+
+    #[test]
+    fn the_refresh_margin_and_attempt_cap_have_defaults_and_bounds() {
+        let c = Config::from_toml(&SettingsArgs::default(), "").unwrap();
+        assert_eq!((c.refresh_margin, c.refresh_attempts_per_minute), (Duration::from_secs(60), 6));
+        let set = "refresh_margin = \"5m\"\nrefresh_attempts_per_minute = 2\n";
+        let c = Config::from_toml(&SettingsArgs::default(), set).unwrap();
+        assert_eq!((c.refresh_margin, c.refresh_attempts_per_minute), (Duration::from_secs(300), 2));
+        for bad in ["refresh_margin = \"2h\"", "refresh_margin = \"soon\"", "refresh_attempts_per_minute = 0"] {
+            assert!(Config::from_toml(&SettingsArgs::default(), bad).is_err(), "{bad}");
+        }
     }
 }

@@ -17,8 +17,17 @@ use super::acting::Subject;
 use super::problem::Problem;
 use super::service_auth::AuthenticatedService;
 use super::tokens::{Purpose, TokenAsk, token_for_service};
+use crate::broker::api_base::grant_api_base;
+use crate::broker::tokens::AccessToken;
 use crate::oauth::api::{self, Body};
 use crate::state::AppState;
+
+/// `path` and the raw query under `base`, or 400.
+fn url_under(base: &url::Url, path: &str, query: Option<&str>) -> Result<url::Url, Problem> {
+    let mut url = api::resolve_path(base, path).map_err(|e| Problem::invalid_request(e.to_string()))?;
+    url.set_query(query.filter(|q| !q.is_empty()));
+    Ok(url)
+}
 
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
 pub const USER_ID_HEADER: &str = "x-user-id";
@@ -73,23 +82,46 @@ async fn call(
 ) -> Result<Response, Problem> {
     let method = api::parse_method(method.as_str()).map_err(|e| Problem::invalid_request(e.to_string()))?;
     let provider = super::acting::provider_for(state, service, provider_id)?;
-    let mut url =
-        api::resolve_path(&provider.api_base_url, path).map_err(|e| Problem::invalid_request(e.to_string()))?;
-    url.set_query(query.as_deref().filter(|q| !q.is_empty()));
+    // Checked before the token is asked for: a path leaving the API base never costs a refresh.
+    url_under(&provider.api_base_url, path, query.as_deref())?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER), header(USER_ID_HEADER))?;
     let asked = TokenAsk { provider: provider_id, scopes: &[], account: header(ACCOUNT_HEADER) };
     let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
+    // The body is buffered (`Bytes`): it can be sent again after a 401 and a refresh.
     let body =
         (!body.is_empty()).then(|| Body::Raw { content_type: header(header::CONTENT_TYPE.as_str()), bytes: body });
     let accept = header(header::ACCEPT.as_str());
-    let fetch = api::fetch(&state.http, method, url, &token.token, body, accept);
-    let answer = crate::telemetry::api_call(provider.id.as_str(), fetch, |r| r.status).await.map_err(|message| {
-        let mut problem = Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs());
-        problem.status = StatusCode::BAD_GATEWAY;
-        problem.detail = format!("{}: {message}", provider.display_name);
-        problem
-    })?;
+    let query = query.as_deref();
+    let send = |token: AccessToken| {
+        let body = body.clone();
+        let method = method.clone();
+        async move {
+            // A grant with its own API base (Salesforce instance_url) is called there, as
+            // `provider_request` does.
+            let base = grant_api_base(state, provider, &token).await.map_err(|error| {
+                tracing::error!(%error, "proxy: reading the grant's API base failed");
+                Problem::server_error()
+            })?;
+            let url = url_under(base.as_ref().unwrap_or(&provider.api_base_url), path, query)?;
+            let fetch = api::fetch(&state.http, provider, method, url, &token.token, body, accept);
+            crate::telemetry::api_call(provider.id.as_str(), fetch, |r| r.status).await.map_err(|message| {
+                let mut problem =
+                    Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs());
+                problem.status = StatusCode::BAD_GATEWAY;
+                problem.detail = format!("{}: {message}", provider.display_name);
+                problem
+            })
+        }
+    };
+    let rejected = AccessToken { token: token.token.clone(), grant: token.grant.clone() };
+    let mut answer = send(token).await?;
+    // A 401 for a token we believed valid: one forced refresh and one retry (broker::replay).
+    if answer.status == 401
+        && let Some(fresh) = crate::broker::replay::token_after_rejection(state, provider, &rejected).await
+    {
+        answer = send(fresh).await?;
+    }
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut response = (status, answer.body).into_response();
     let out = response.headers_mut();

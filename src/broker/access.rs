@@ -65,8 +65,9 @@ pub enum Standing {
     /// Connected, but this client may not use the grant yet (or not with all the scopes it now
     /// carries): the user must allow it.
     AllowClient(Box<GrantRow>),
-    /// The provider did not answer (a refresh failed transiently); try again later.
-    Unavailable,
+    /// The provider did not answer (a refresh failed transiently, or is held back by its
+    /// backoff or the attempt cap); try again after `retry_after`.
+    Unavailable { retry_after: Duration },
     /// The provider refused the refresh for a reason the user cannot fix by connecting.
     Refused(String),
 }
@@ -142,7 +143,7 @@ pub async fn standing(
         Err(TokenError::MissingScopes { granted, missing }) => {
             Ok(Standing::MoreScopes { ask: granted.union(required), missing })
         }
-        Err(TokenError::ProviderUnavailable) => Ok(Standing::Unavailable),
+        Err(TokenError::ProviderUnavailable { retry_after }) => Ok(Standing::Unavailable { retry_after }),
         Err(TokenError::ProviderRefused(why)) => Ok(Standing::Refused(why)),
         // Only storing a new grant looks the account up; a token read never gets here.
         Err(error @ TokenError::IdentityFailed(_)) => Err(AccessError::Internal(error.to_string())),
@@ -162,7 +163,7 @@ pub async fn access(
 ) -> Result<Access, AccessError> {
     Ok(match standing(core, who.user_id, who.client, provider, account, required).await? {
         Standing::Ready(token) => Access::Ready(token),
-        Standing::Unavailable => Access::Unavailable { retry_after: RETRY_AFTER_UNAVAILABLE },
+        Standing::Unavailable { retry_after } => Access::Unavailable { retry_after },
         Standing::Refused(why) => Access::Refused(why),
         Standing::NotConnected(reason) => {
             let scopes = provider.default_scopes.union(required);

@@ -21,6 +21,13 @@
 //!   [`crate::store::Store::store_refreshed_tokens`]), so a lease that lapsed during an outage
 //!   cannot make the rotated token lose against a stale one.
 //!
+//! - **A provider that fails is left alone for a while** (issue 12): after a 429, 5xx,
+//!   timeout or connection failure the grant is not refreshed again before its
+//!   `refresh_not_before` ([`super::backoff`]), and no grant sends its provider more than
+//!   `refresh_attempts_per_minute` refreshes — both in the row, checked by the same statement
+//!   that claims the lease, so they hold across instances and restarts. Meanwhile a token that
+//!   has not expired is still handed out; an expired one gets "unavailable, retry after N s".
+//!
 //! [`RefreshLocks::wait_idle`]: super::refresh_locks::RefreshLocks::wait_idle
 
 use std::time::Duration;
@@ -30,9 +37,9 @@ use tokio::time::Instant;
 
 use super::refresh_locks::PendingRotation;
 use super::tokens::{
-    AccessToken, TokenError, access_ctx, broken, expiry, is_fresh, mark_needs_reconsent, open_access, owner,
-    refresh_ctx,
+    AccessToken, TokenError, access_ctx, broken, expiry, mark_needs_reconsent, open_access, owner, refresh_ctx,
 };
+use super::{backoff, freshness};
 use crate::config::ProviderConfig;
 use crate::oauth::client::{self, ProviderError, TokenSet};
 use crate::state::Core;
@@ -48,17 +55,36 @@ fn commit_budget(state: &Core) -> Duration {
 /// The longest pause between two attempts to store it.
 const COMMIT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// Why a refresh is asked for.
+#[derive(Clone, Copy)]
+pub(super) enum Want<'a> {
+    /// The stored token is due (within its refresh margin, or expired).
+    Due,
+    /// The provider answered 401 to this access token although we believed it valid: refresh
+    /// once, unless the stored token is already another one (someone refreshed meanwhile).
+    Rejected(&'a SecretString),
+}
+
 /// A valid access token for `grant`'s row after refreshing it (or reusing the token another
-/// caller just stored).
+/// caller just stored). While the refresh is held back (backoff after a transient failure, or
+/// the per-minute attempt cap) or fails transiently, a token that has not expired yet is
+/// returned as it is; an expired one gives [`TokenError::ProviderUnavailable`] with when to
+/// retry.
 pub(super) async fn refresh_grant(
     state: &Core,
     provider: &ProviderConfig,
     grant_id: &str,
+    want: Want<'_>,
 ) -> Result<AccessToken, TokenError> {
     let lock = state.refresh_locks.lock_for(grant_id);
     // A caller gives up waiting for someone else's refresh after this long (real time: the
     // lease's own expiry is judged by the clock in state) and may retry.
     let give_up = Instant::now() + state.config.refresh_lease * 2 + commit_budget(state);
+    let margin = freshness::max_margin(state, provider);
+    let cap = i64::from(state.config.refresh_attempts_per_minute);
+    // A token that still works may stand in for a refresh that cannot happen now; not one the
+    // provider has just refused.
+    let serve_valid = matches!(want, Want::Due);
     loop {
         let guard = lock.clone().lock_owned().await;
         store_pending(state, grant_id).await?;
@@ -68,11 +94,31 @@ pub(super) async fn refresh_grant(
             return Err(TokenError::NeedsReconsent);
         }
         let now = state.now();
-        if is_fresh(&current, now) {
-            return open_access(state, current).await;
+        match want {
+            Want::Due if freshness::is_fresh(&current, now, margin) => return open_access(state, current).await,
+            Want::Due => {}
+            Want::Rejected(rejected) => {
+                let stored = open_access(state, current.clone()).await?;
+                if stored.token.expose_secret() != rejected.expose_secret() {
+                    return Ok(stored);
+                }
+                if current.refresh_token_sealed.is_none() {
+                    return Err(TokenError::ProviderRefused("the provider issued no refresh token".into()));
+                }
+            }
+        }
+        if let Some(wait) = current.refresh_gate.wait(now, cap) {
+            if serve_valid && freshness::still_valid(&current, now) {
+                return open_access(state, current).await;
+            }
+            return Err(TokenError::ProviderUnavailable { retry_after: seconds(wait) });
         }
         let holder = state.refresh_locks.holder();
-        if state.store.claim_refresh_lease(&current.id, current.version, holder, now, lease_until(state, now)).await? {
+        if state
+            .store
+            .claim_refresh_lease(&current.id, current.version, holder, now, lease_until(state, now), cap)
+            .await?
+        {
             // The claim moved the row to the next version; only we expect it.
             let leased = GrantRow { version: current.version + 1, ..current };
             let running = state.refresh_locks.start();
@@ -81,7 +127,7 @@ pub(super) async fn refresh_grant(
             let task = tokio::spawn(async move {
                 let _guard = guard;
                 let _running = running;
-                run_refresh(&task_state, &task_provider, leased).await
+                run_refresh(&task_state, &task_provider, leased, serve_valid).await
             });
             match task.await {
                 Ok(Ok(Some(token))) => return Ok(token),
@@ -93,16 +139,24 @@ pub(super) async fn refresh_grant(
             }
         } else {
             drop(guard);
-            // Another holder has the lease: wait for its answer, then re-read.
+            // Another holder is refreshing (or the gate just closed): a token that still works
+            // is used meanwhile; else wait for its answer, then re-read.
+            if serve_valid && freshness::still_valid(&current, now) {
+                return open_access(state, current).await;
+            }
             if Instant::now() > give_up {
-                return Err(TokenError::ProviderUnavailable);
+                return Err(TokenError::ProviderUnavailable { retry_after: state.config.refresh_lease });
             }
             tokio::time::sleep(POLL).await;
         }
         if Instant::now() > give_up {
-            return Err(TokenError::ProviderUnavailable);
+            return Err(TokenError::ProviderUnavailable { retry_after: state.config.refresh_lease });
         }
     }
+}
+
+fn seconds(wait: i64) -> Duration {
+    Duration::from_secs(u64::try_from(wait.max(1)).unwrap_or(1))
 }
 
 fn lease_until(state: &Core, now: i64) -> i64 {
@@ -132,7 +186,8 @@ async fn store_pending(state: &Core, grant_id: &str) -> Result<(), TokenError> {
 /// it and the caller should read it again.
 type Outcome = Result<Option<AccessToken>, TokenError>;
 
-async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -> Outcome {
+/// `serve_valid`: after a transient failure, a token that has not expired yet is returned.
+async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, serve_valid: bool) -> Outcome {
     let owner = owner(&grant.user_id, &grant.provider);
     let holder = state.refresh_locks.holder();
     let Some(redeemed) = grant.refresh_token_sealed.clone() else {
@@ -170,10 +225,17 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow) -
                 Ok(None)
             }
         }
-        Err(ProviderError::Unavailable(reason)) => {
-            tracing::warn!(grant = %grant.id, provider = %grant.provider, %reason, "refresh failed transiently");
-            state.store.release_refresh_lease(&grant.id, grant.version, holder).await?;
-            Err(TokenError::ProviderUnavailable)
+        Err(ProviderError::Unavailable(transient)) => {
+            // Held back on every instance until the provider's Retry-After, else a backoff.
+            let failures = grant.refresh_gate.failures.saturating_add(1);
+            let wait = backoff::delay_seconds(failures, transient.retry_after, backoff::jitter());
+            let now = state.now();
+            tracing::warn!(grant = %grant.id, provider = %grant.provider, reason = %transient, failures, wait, "refresh failed transiently; backing off");
+            state.store.record_refresh_failure(&grant.id, grant.version, holder, now + wait).await?;
+            if serve_valid && freshness::still_valid(&grant, now) {
+                return open_access(state, grant).await.map(Some);
+            }
+            Err(TokenError::ProviderUnavailable { retry_after: seconds(wait) })
         }
         Err(other) => {
             tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
@@ -260,6 +322,14 @@ async fn commit(
         tracing::warn!(grant = %grant.id, "the grant changed while refreshing; the new tokens are dropped");
         return Ok(None);
     };
+    // A refresh answer naming the grant's API base (Salesforce instance_url, already checked
+    // against `api_base_domains`) replaces the stored one. The tokens are durable already: a
+    // failure here is logged and the old base kept until the next refresh.
+    if let Some(base) = &tokens.api_base_url
+        && let Err(error) = state.store.set_grant_api_base(&row.id, base.as_str()).await
+    {
+        tracing::warn!(grant = %row.id, %error, "could not store the API base a refresh named");
+    }
     refreshed(state, &row).await;
     Ok(Some(AccessToken { token: tokens.access_token, grant: row }))
 }

@@ -19,10 +19,6 @@ use crate::oauth::token_response;
 use crate::state::Core;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
-/// Refresh at most this long before the provider's expiry, so a token does not expire in
-/// flight (less for short-lived tokens: [`expiry_margin`]).
-const EXPIRY_MARGIN_SECONDS: i64 = 60;
-
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     #[error("not connected to this provider")]
@@ -31,8 +27,10 @@ pub enum TokenError {
     MissingScopes { granted: Scopes, missing: Scopes },
     #[error("the provider no longer accepts this connection; the user must connect again")]
     NeedsReconsent,
+    /// The provider failed transiently, or its refresh is held back (backoff, the attempt
+    /// cap): ask again after `retry_after`. Never a reason for a new consent.
     #[error("the provider is unavailable, try again later")]
-    ProviderUnavailable,
+    ProviderUnavailable { retry_after: Duration },
     #[error("the provider refused the request ({0})")]
     ProviderRefused(String),
     /// The provider's identity endpoint did not say which account the tokens are for; no
@@ -182,10 +180,10 @@ pub(crate) async fn access_token_from(
     required: &Scopes,
 ) -> Result<AccessToken, TokenError> {
     check_usable(&grant, required)?;
-    if is_fresh(&grant, state.now()) {
+    if super::freshness::is_fresh(&grant, state.now(), super::freshness::max_margin(state, provider)) {
         return open_access(state, grant).await;
     }
-    super::refresh::refresh_grant(state, provider, &grant.id).await
+    super::refresh::refresh_grant(state, provider, &grant.id, super::refresh::Want::Due).await
 }
 
 fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
@@ -197,22 +195,6 @@ fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
         return Err(TokenError::MissingScopes { granted: grant.scopes.clone(), missing });
     }
     Ok(())
-}
-
-/// Usable for a while yet: not within its refresh margin of expiring.
-pub(super) fn is_fresh(grant: &GrantRow, now: i64) -> bool {
-    grant.expires_at.is_none_or(|exp| exp - expiry_margin(grant.issued_at, exp) > now)
-}
-
-/// How long before expiry a token counts as expired: a tenth of its lifetime, at most
-/// [`EXPIRY_MARGIN_SECONDS`]. A fixed minute would make a token living a minute or less stale
-/// from the moment it is issued, and every call would refresh it. Rows stored before the issue
-/// time was recorded keep the fixed minute.
-fn expiry_margin(issued_at: Option<i64>, expires_at: i64) -> i64 {
-    match issued_at {
-        Some(issued) if expires_at > issued => ((expires_at - issued) / 10).min(EXPIRY_MARGIN_SECONDS),
-        _ => EXPIRY_MARGIN_SECONDS,
-    }
 }
 
 pub(super) async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
@@ -407,47 +389,6 @@ async fn fetch_account(
                 .iter()
                 .find_map(|k| body.get(*k).and_then(|v| v.as_str()).map(|s| s.chars().take(128).collect::<String>()));
             Ok(label.map(|label| AccountRef { id: String::new(), label: Some(label) }))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_refresh_margin_is_a_tenth_of_the_lifetime_and_at_most_a_minute() {
-        assert_eq!(expiry_margin(Some(1_000), 1_030), 3, "a 30-second token");
-        assert_eq!(expiry_margin(Some(1_000), 1_000 + 3600), 60, "an hour-long token");
-        assert_eq!(expiry_margin(Some(1_000), 1_005), 0, "a 5-second token is used until it expires");
-        assert_eq!(expiry_margin(None, 1_030), 60, "rows from before issued_at keep the minute");
-    }
-
-    #[test]
-    fn a_30_second_token_is_fresh_for_most_of_its_life() {
-        let row = test_row(Some(1_000), Some(1_030));
-        assert!(is_fresh(&row, 1_000), "just issued");
-        assert!(is_fresh(&row, 1_026));
-        assert!(!is_fresh(&row, 1_027), "within 3 s of expiry");
-    }
-
-    fn test_row(issued_at: Option<i64>, expires_at: Option<i64>) -> GrantRow {
-        GrantRow {
-            id: "g".into(),
-            user_id: "u".into(),
-            provider: "demo".into(),
-            account_label: None,
-            scopes: Scopes::default(),
-            access_token_sealed: Vec::new(),
-            refresh_token_sealed: None,
-            key_id: "k".into(),
-            expires_at,
-            issued_at,
-            status: GrantStatus::Active,
-            version: 1,
-            refresh_lease_until: None,
-            created_at: 0,
-            updated_at: 0,
         }
     }
 }

@@ -79,7 +79,9 @@ impl BrokerServer {
                 let grant = &grants[i];
                 match self.standing(caller, provider, Some(account_name(grant)), &requested).await? {
                     Standing::Ready(_) => return Ok(connected_result(provider, grant)),
-                    Standing::Unavailable => return Ok(unavailable_result(provider)),
+                    Standing::Unavailable { retry_after } => {
+                        return Ok(super::failure::provider_unavailable(provider, retry_after));
+                    }
                     Standing::Refused(why) => {
                         return Ok(error_result(format!("{} refused: {why}", provider.display_name)));
                     }
@@ -412,7 +414,9 @@ impl BrokerServer {
         let answer = access::access(&self.state, &who, provider, account, required).await;
         let row = match answer.map_err(|e| Err(internal(e)))? {
             Access::Ready(token) => return Ok(*token),
-            Access::Unavailable { .. } => return Err(Ok(unavailable_result(provider))),
+            Access::Unavailable { retry_after } => {
+                return Err(Ok(super::failure::provider_unavailable(provider, retry_after)));
+            }
             Access::Refused(why) => return Err(Ok(error_result(format!("{} refused: {why}", provider.display_name)))),
             Access::Connect { authorization, .. }
             | Access::MoreScopes { authorization, .. }
@@ -449,10 +453,6 @@ impl BrokerServer {
             Ok(error_result(elicitation::manual_connect_text(&self.state, row, provider, &row.scopes)))
         }
     }
-}
-
-fn unavailable_result(provider: &ProviderConfig) -> CallToolResult {
-    error_result(format!("{} is not answering right now; try again in a moment.", provider.display_name))
 }
 
 fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {

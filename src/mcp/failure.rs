@@ -8,6 +8,8 @@
 //! show a tool result to the model, which can wait and call again, while most end the turn on a
 //! JSON-RPC error. Requests with no result to carry it (resources, prompts, completion) get the
 //! JSON-RPC error with the same `data`, which a client can act on programmatically.
+//!
+//! A provider that cannot be reached gets the same treatment ([`provider_unavailable`]).
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use serde_json::json;
@@ -15,6 +17,25 @@ use serde_json::json;
 use crate::store::unavailable::{self, RETRY_AFTER_SECONDS};
 
 const TEMPORARILY_UNAVAILABLE: &str = "temporarily_unavailable";
+const PROVIDER_UNAVAILABLE: &str = "provider_unavailable";
+
+/// A tool call the provider cannot serve now — a refresh failed transiently, or is held back
+/// by its backoff or the per-minute attempt cap (issue 12): an `isError` result saying when to
+/// try again, with `structuredContent` `{"error": "provider_unavailable", "retryAfter": N}` in
+/// the shape of [`database_unavailable`]. The connection is fine; no new consent is asked for.
+pub fn provider_unavailable(
+    provider: &crate::config::ProviderConfig,
+    retry_after: std::time::Duration,
+) -> CallToolResult {
+    let seconds = retry_after.as_secs().max(1);
+    let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+        "{} is not answering right now; try again in {seconds} seconds.",
+        provider.display_name
+    ))]);
+    result.structured_content =
+        Some(json!({"error": PROVIDER_UNAVAILABLE, "provider": provider.id.as_str(), "retryAfter": seconds}));
+    result
+}
 
 /// The error for a failed request: retryable when the database is away, else internal.
 pub fn internal(error: &(dyn std::error::Error + 'static), context: &'static str) -> ErrorData {

@@ -13,6 +13,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use url::Url;
 
+use crate::config::ProviderConfig;
+
 /// Largest upstream body returned to the client; the rest is cut (and flagged).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -161,6 +163,8 @@ pub fn apply_query(
 }
 
 /// A request body to forward: JSON from a tool, or raw bytes with their type from the proxy.
+/// Both are held in full, so a request can be sent again (after a 401 and a refresh).
+#[derive(Clone)]
 pub enum Body<'a> {
     Json(&'a serde_json::Value),
     Raw { content_type: Option<&'a str>, bytes: axum::body::Bytes },
@@ -179,12 +183,13 @@ pub struct RawResponse {
 /// without the URL (which is ours, but reqwest errors can be verbose).
 pub async fn send(
     http: &reqwest::Client,
+    provider: &ProviderConfig,
     method: Method,
     url: Url,
     token: &SecretString,
     body: Option<&serde_json::Value>,
 ) -> Result<ApiResponse, String> {
-    let raw = fetch(http, method, url, token, body.map(Body::Json), Some("application/json")).await?;
+    let raw = fetch(http, provider, method, url, token, body.map(Body::Json), Some("application/json")).await?;
     let is_json = raw.headers.get("content-type").is_some_and(|ct| ct.contains("json"));
     let body = if is_json && !raw.truncated {
         serde_json::from_str(&raw.body).unwrap_or(serde_json::Value::String(raw.body))
@@ -194,10 +199,12 @@ pub async fn send(
     Ok(ApiResponse { status: raw.status, headers: raw.headers, body, truncated: raw.truncated })
 }
 
-/// One request to the provider with the user's token; the token is redacted from everything
-/// that comes back (headers and body), even where a cut would split it.
+/// One request to the provider with the user's token and the provider's own API headers
+/// (`user_agent`, `api_headers`); the token is redacted from everything that comes back
+/// (headers and body), even where a cut would split it.
 pub async fn fetch(
     http: &reqwest::Client,
+    provider: &ProviderConfig,
     method: Method,
     url: Url,
     token: &SecretString,
@@ -208,6 +215,12 @@ pub async fn fetch(
         return Err(RequestError::BodyNotAllowed(method.to_string()).to_string());
     }
     let mut request = http.request(method, url).bearer_auth(token.expose_secret());
+    if let Some(agent) = &provider.user_agent {
+        request = request.header(reqwest::header::USER_AGENT, agent);
+    }
+    for (name, value) in &provider.api_headers {
+        request = request.header(name, value);
+    }
     if let Some(accept) = accept {
         request = request.header(reqwest::header::ACCEPT, accept);
     }

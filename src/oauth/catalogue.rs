@@ -67,6 +67,12 @@ pub struct ProviderFields {
     pub api_base_from_token: Option<String>,
     pub api_base_domains: Option<Vec<String>>,
     pub user_agent: Option<String>,
+    /// Headers for every API call (`{client_id}` is filled): Twitch `Client-Id`, Notion
+    /// `Notion-Version`.
+    pub api_headers: Option<BTreeMap<String, String>>,
+    /// How long before expiry this provider's tokens are refreshed (`"2m"`), over the global
+    /// `refresh_margin`.
+    pub refresh_margin: Option<String>,
     pub notes: Option<String>,
     pub tenant: Option<String>,
     pub domain: Option<String>,
@@ -116,6 +122,8 @@ impl ProviderFields {
             api_base_from_token,
             api_base_domains,
             user_agent,
+            api_headers,
+            refresh_margin,
             notes,
             tenant,
             domain,
@@ -294,6 +302,15 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
     {
         return Err(("user_agent".into(), "must be 1-200 printable ASCII characters".into()));
     }
+    let api_headers = api_headers(f.api_headers.as_ref(), &client_id)?;
+    let refresh_margin = match &f.refresh_margin {
+        None => None,
+        Some(text) => match humantime::parse_duration(text) {
+            Ok(d) if d <= crate::config::MAX_REFRESH_MARGIN => Some(d),
+            Ok(_) => return Err(("refresh_margin".into(), "must be at most 1h".into())),
+            Err(e) => return Err(("refresh_margin".into(), format!("not a duration such as \"2m\": {e}"))),
+        },
+    };
     for (field, path) in [
         ("account_id_field", &f.account_id_field),
         ("account_label_field", &f.account_label_field),
@@ -334,8 +351,51 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
         api_base_from_token: f.api_base_from_token.clone(),
         api_base_domains,
         user_agent: f.user_agent.clone(),
+        api_headers,
+        refresh_margin,
         catalogue,
     })
+}
+
+/// Headers the broker sets itself (or that would carry or reshape credentials and the
+/// request); an entry may not override them.
+const RESERVED_API_HEADERS: [&str; 9] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "accept",
+];
+
+/// `api_headers` checked and `{client_id}` filled. The only template: a header must not become
+/// a way to send a secret (the client secret stays out of API calls).
+fn api_headers(
+    raw: Option<&BTreeMap<String, String>>,
+    client_id: &str,
+) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>, FieldError> {
+    let mut headers = Vec::new();
+    for (name, value) in raw.into_iter().flatten() {
+        let bad = |why: String| ("api_headers".to_owned(), format!("{name}: {why}"));
+        let header =
+            reqwest::header::HeaderName::try_from(name.as_str()).map_err(|_| bad("not a header name".into()))?;
+        if RESERVED_API_HEADERS.contains(&header.as_str()) {
+            return Err(bad("set by the broker itself".into()));
+        }
+        let filled = value.replace("{client_id}", client_id);
+        if filled.contains('{') || filled.contains('}') {
+            return Err(bad("the only template is {client_id}".into()));
+        }
+        if filled.is_empty() || filled.len() > 512 || !filled.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(bad("must be 1-512 printable ASCII characters".into()));
+        }
+        let value = reqwest::header::HeaderValue::from_str(&filled).map_err(|_| bad("not a header value".into()))?;
+        headers.push((header, value));
+    }
+    Ok(headers)
 }
 
 /// The operator's template values, each checked so it cannot change a URL's shape (a domain

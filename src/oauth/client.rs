@@ -49,12 +49,44 @@ pub enum ProviderError {
     Refused { error: String },
     /// Network failure, timeout, 5xx or 429: worth retrying later.
     #[error("the provider is unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(Transient),
     /// The provider answered something that is not OAuth.
     #[error("the provider's answer could not be understood")]
     BadResponse,
     #[error("provider configuration is invalid: {0}")]
     Misconfigured(String),
+}
+
+/// A transient failure: why, and when the provider asked to be called again (its
+/// `Retry-After`, RFC 9110 §10.2.3), if it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transient {
+    pub reason: String,
+    pub retry_after: Option<Duration>,
+}
+
+impl std::fmt::Display for Transient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl ProviderError {
+    /// A transient failure without a `Retry-After`.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        ProviderError::Unavailable(Transient { reason: reason.into(), retry_after: None })
+    }
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), relative to now; `None`
+/// when absent or unreadable (a date in the past is no wait at all).
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or_default())
 }
 
 /// Largest token answer read; a bigger one is not a token answer.
@@ -140,18 +172,22 @@ async fn token_request(
         request = request.header(reqwest::header::USER_AGENT, agent);
     }
     request = authenticate(request, &mut form, provider);
-    let response = request.form(&form).send().await.map_err(|e| ProviderError::Unavailable(describe(&e)))?;
+    let response = request.form(&form).send().await.map_err(|e| ProviderError::unavailable(describe(&e)))?;
     let status = response.status();
-    // 5xx and 429 are transient whatever the body says: the token is kept, not given up.
+    // 5xx and 429 are transient whatever the body says: the token is kept, not given up, and
+    // the provider's Retry-After says when to ask again.
     if status.is_server_error() || status.as_u16() == 429 {
-        return Err(ProviderError::Unavailable(format!("the token endpoint answered {status}")));
+        return Err(ProviderError::Unavailable(Transient {
+            reason: format!("the token endpoint answered {status}"),
+            retry_after: retry_after(response.headers()),
+        }));
     }
     let content_type =
         response.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
     if response.content_length().is_some_and(|n| n > MAX_TOKEN_RESPONSE_BYTES as u64) {
         return Err(ProviderError::BadResponse);
     }
-    let body = response.bytes().await.map_err(|e| ProviderError::Unavailable(describe(&e)))?;
+    let body = response.bytes().await.map_err(|e| ProviderError::unavailable(describe(&e)))?;
     if body.len() > MAX_TOKEN_RESPONSE_BYTES {
         return Err(ProviderError::BadResponse);
     }
@@ -196,12 +232,12 @@ pub async fn revoke(
         request = request.header(reqwest::header::USER_AGENT, agent);
     }
     let request = authenticate(request, &mut form, provider);
-    let response = request.form(&form).send().await.map_err(|e| ProviderError::Unavailable(describe(&e)))?;
+    let response = request.form(&form).send().await.map_err(|e| ProviderError::unavailable(describe(&e)))?;
     let status = response.status();
     if status.is_success() {
         Ok(())
     } else if status.is_server_error() || status.as_u16() == 429 {
-        Err(ProviderError::Unavailable(format!("revocation endpoint answered {status}")))
+        Err(ProviderError::unavailable(format!("revocation endpoint answered {status}")))
     } else {
         Err(ProviderError::Refused { error: format!("revocation endpoint answered {status}") })
     }
@@ -234,7 +270,7 @@ pub(super) fn classify_oauth_error(error: &str) -> ProviderError {
         | "invalid_code"
         | "code_already_used"
         | "invalid_refresh_token" => ProviderError::InvalidGrant,
-        "temporarily_unavailable" | "server_error" | "slow_down" => ProviderError::Unavailable(error.to_owned()),
+        "temporarily_unavailable" | "server_error" | "slow_down" => ProviderError::unavailable(error),
         other => ProviderError::Refused { error: other.chars().filter(|c| c.is_ascii_graphic()).take(64).collect() },
     }
 }

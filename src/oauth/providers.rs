@@ -83,6 +83,8 @@ fn demo_provider_config(config: &Config, id: ProviderId, secret: SecretString) -
         api_base_from_token: None,
         api_base_domains: Vec::new(),
         user_agent: None,
+        api_headers: Vec::new(),
+        refresh_margin: None,
         catalogue: None,
     }
 }

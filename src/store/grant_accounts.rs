@@ -57,6 +57,17 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces grant `id`'s API base with the one a refresh answer named (Salesforce sends
+    /// `instance_url` again with each token; an org moved to another instance names the new one).
+    pub async fn set_grant_api_base(&self, id: &str, api_base_url: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE grants SET api_base_url = $1 WHERE id = $2")
+            .bind(api_base_url)
+            .bind(id)
+            .execute(self.db())
+            .await?;
+        Ok(())
+    }
+
     /// `(account_id, api_base_url)` of grant `id` ('' and `None` when the provider gave neither).
     pub async fn grant_account(&self, id: &str) -> StoreResult<Option<(String, Option<String>)>> {
         Ok(sqlx::query_as::<_, (String, Option<String>)>("SELECT account_id, api_base_url FROM grants WHERE id = $1")

@@ -68,8 +68,42 @@ pub struct GrantRow {
     pub status: GrantStatus,
     pub version: i64,
     pub refresh_lease_until: Option<i64>,
+    /// Backoff and the per-minute attempt cap (migration 0013).
+    pub refresh_gate: RefreshGate,
     pub created_at: i64,
     pub updated_at: i64,
+}
+
+/// What holds a grant's next refresh back (migration 0013): a backoff after transient
+/// failures, and the count of attempts in the current one-minute window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefreshGate {
+    /// No refresh before this time (set after a transient failure, cleared on success).
+    pub not_before: Option<Timestamp>,
+    /// Transient failures in a row (the backoff's exponent), 0 after a success.
+    pub failures: i64,
+    /// When the current one-minute window of attempts began.
+    pub window_start: Option<Timestamp>,
+    /// Attempts at the provider since `window_start`.
+    pub window_count: i64,
+}
+
+/// The window the per-minute attempt cap counts in.
+pub const REFRESH_WINDOW_SECONDS: i64 = 60;
+
+impl RefreshGate {
+    /// How long a refresh must wait at `now` with at most `cap` attempts per window, `None`
+    /// when it may go ahead. [`Store::claim_refresh_lease`] applies the same conditions in SQL.
+    pub fn wait(&self, now: Timestamp, cap: i64) -> Option<i64> {
+        let backoff = self.not_before.map(|t| t - now).filter(|w| *w > 0);
+        let capped = match self.window_start {
+            Some(start) if start + REFRESH_WINDOW_SECONDS > now && self.window_count >= cap => {
+                Some(start + REFRESH_WINDOW_SECONDS - now)
+            }
+            _ => None,
+        };
+        backoff.max(capped)
+    }
 }
 
 /// The row as stored; read only through [`GrantRow::try_from`].
@@ -88,6 +122,10 @@ pub(super) struct RawGrantRow {
     status: String,
     version: i64,
     refresh_lease_until: Option<i64>,
+    refresh_not_before: Option<i64>,
+    refresh_failures: i64,
+    refresh_window_start: Option<i64>,
+    refresh_window_count: i64,
     created_at: i64,
     updated_at: i64,
 }
@@ -114,6 +152,12 @@ impl TryFrom<RawGrantRow> for GrantRow {
             status,
             version: raw.version,
             refresh_lease_until: raw.refresh_lease_until,
+            refresh_gate: RefreshGate {
+                not_before: raw.refresh_not_before,
+                failures: raw.refresh_failures,
+                window_start: raw.refresh_window_start,
+                window_count: raw.refresh_window_count,
+            },
             created_at: raw.created_at,
             updated_at: raw.updated_at,
         })
@@ -137,7 +181,7 @@ impl std::fmt::Debug for GrantRow {
 }
 
 /// '' in the column (no name) reads as NULL, so callers see `None`.
-pub(super) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, created_at, updated_at";
+pub(super) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_not_before, refresh_failures, refresh_window_start, refresh_window_count, created_at, updated_at";
 
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]
@@ -250,7 +294,8 @@ impl Store {
              ON CONFLICT (user_id, provider, account_label) DO UPDATE SET scopes = excluded.scopes, \
              access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
              expires_at = excluded.expires_at, issued_at = excluded.issued_at, status = 'active', version = grants.version + 1, \
-             refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = excluded.updated_at \
+             refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = NULL, refresh_failures = 0, \
+             refresh_window_start = NULL, refresh_window_count = 0, updated_at = excluded.updated_at \
              WHERE grants.id = excluded.id",
         )
         .bind(id)
@@ -285,6 +330,11 @@ impl Store {
     /// True when this caller won; the row is then at `version + 1`, which only the winner knows
     /// to expect when it renews or releases the lease (so a lease that lapsed and was taken over
     /// cannot be renewed or released by its first holder).
+    ///
+    /// The same statement enforces the [`RefreshGate`]: no claim before `refresh_not_before`, nor
+    /// beyond `cap` attempts in the current one-minute window, and a won claim counts one
+    /// attempt — in one conditional UPDATE, so two instances cannot both pass the cap.
+    #[allow(clippy::too_many_arguments)]
     pub async fn claim_refresh_lease(
         &self,
         grant_id: &str,
@@ -292,20 +342,50 @@ impl Store {
         holder: &str,
         now: Timestamp,
         lease_until: Timestamp,
+        cap: i64,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE grants SET refresh_lease_until = $1, refresh_lease_holder = $2, version = version + 1 \
+            "UPDATE grants SET refresh_lease_until = $1, refresh_lease_holder = $2, version = version + 1, \
+             refresh_window_count = CASE WHEN refresh_window_start IS NULL OR refresh_window_start <= $6 THEN 1 ELSE refresh_window_count + 1 END, \
+             refresh_window_start = CASE WHEN refresh_window_start IS NULL OR refresh_window_start <= $6 THEN $5 ELSE refresh_window_start END \
              WHERE id = $3 AND version = $4 AND status = 'active' \
-             AND (refresh_lease_until IS NULL OR refresh_lease_until <= $5 OR refresh_lease_holder = $2)",
+             AND (refresh_lease_until IS NULL OR refresh_lease_until <= $5 OR refresh_lease_holder = $2) \
+             AND (refresh_not_before IS NULL OR refresh_not_before <= $5) \
+             AND (refresh_window_start IS NULL OR refresh_window_start <= $6 OR refresh_window_count < $7)",
         )
         .bind(lease_until)
         .bind(holder)
         .bind(grant_id)
         .bind(version)
         .bind(now)
+        .bind(now - REFRESH_WINDOW_SECONDS)
+        .bind(cap)
         .execute(self.db())
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Releases the lease after a transient failure and holds the next refresh back until
+    /// `not_before`, counting the failure (the backoff's exponent). Only while this holder still
+    /// holds the lease (at the version its claim produced).
+    pub async fn record_refresh_failure(
+        &self,
+        grant_id: &str,
+        version: i64,
+        holder: &str,
+        not_before: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = $1, \
+             refresh_failures = refresh_failures + 1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4",
+        )
+        .bind(not_before)
+        .bind(grant_id)
+        .bind(version)
+        .bind(holder)
+        .execute(self.db())
+        .await?;
+        Ok(())
     }
 
     /// Extends a lease this holder still holds (at the version its claim produced). False when
@@ -348,7 +428,7 @@ impl Store {
         sqlx::query_as::<_, RawGrantRow>(&format!(
             "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
              issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
-             updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
+             refresh_not_before = NULL, refresh_failures = 0, updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
         ))
         .bind(&tokens.access_token_sealed)
         .bind(&tokens.refresh_token_sealed)
@@ -471,6 +551,10 @@ mod tests {
             status: status.into(),
             version: 1,
             refresh_lease_until: None,
+            refresh_not_before: None,
+            refresh_failures: 0,
+            refresh_window_start: None,
+            refresh_window_count: 0,
             created_at: 1,
             updated_at: 1,
         }
@@ -549,5 +633,54 @@ mod tests {
 
         assert!(matches!(store.grant_by_id(&id).await, Err(StoreError::Corrupt(_))));
         assert!(matches!(store.grants_for_user(&user).await, Err(StoreError::Corrupt(_))));
+    }
+
+    /// The cap and the backoff are enforced by the claim itself, the way a second instance
+    /// meets them (the read-side [`RefreshGate::wait`] must agree).
+    #[tokio::test]
+    async fn the_claim_counts_attempts_per_minute_and_honours_the_backoff() {
+        let (_dir, store, user) = store_with_user().await;
+        let tokens = SealedTokens {
+            access_token_sealed: vec![1],
+            refresh_token_sealed: Some(vec![2]),
+            key_id: "k1".into(),
+            expires_at: Some(5),
+            scopes: Scopes::default(),
+        };
+        let id = Store::grant_id_for(&user, "demo", "");
+        assert!(store.upsert_grant(&id, &user, "demo", None, &tokens, 10).await.unwrap());
+        let claim = |now: i64| {
+            let store = store.clone();
+            let id = id.clone();
+            async move {
+                let version = store.grant_by_id(&id).await.unwrap().unwrap().version;
+                let won = store.claim_refresh_lease(&id, version, "h", now, now + 10, 2).await.unwrap();
+                if won {
+                    store.release_refresh_lease(&id, version + 1, "h").await.unwrap();
+                }
+                won
+            }
+        };
+        // Two attempts in the minute from t=100; the third waits for the window to pass.
+        assert!(claim(100).await && claim(130).await);
+        let gate = store.grant_by_id(&id).await.unwrap().unwrap().refresh_gate;
+        assert_eq!((gate.window_start, gate.window_count), (Some(100), 2));
+        assert_eq!(gate.wait(159, 2), Some(1), "capped until the window ends");
+        assert!(!claim(159).await, "a third attempt within the minute is refused");
+        assert!(claim(160).await, "a new window");
+        assert_eq!(store.grant_by_id(&id).await.unwrap().unwrap().refresh_gate.window_count, 1);
+
+        // A transient failure holds the next claim back until not_before, on any holder.
+        let version = store.grant_by_id(&id).await.unwrap().unwrap().version;
+        assert!(store.claim_refresh_lease(&id, version, "h", 230, 240, 2).await.unwrap());
+        store.record_refresh_failure(&id, version + 1, "h", 260).await.unwrap();
+        let gate = store.grant_by_id(&id).await.unwrap().unwrap().refresh_gate;
+        assert_eq!((gate.not_before, gate.failures, gate.wait(250, 2)), (Some(260), 1, Some(10)));
+        assert!(!claim(259).await, "backing off");
+        assert!(claim(260).await, "after the backoff");
+
+        // A new consent starts clean.
+        assert!(store.upsert_grant(&id, &user, "demo", None, &tokens, 300).await.unwrap());
+        assert_eq!(store.grant_by_id(&id).await.unwrap().unwrap().refresh_gate, RefreshGate::default());
     }
 }

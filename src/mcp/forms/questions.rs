@@ -215,6 +215,8 @@ mod tests {
             api_base_from_token: None,
             api_base_domains: Vec::new(),
             user_agent: None,
+            api_headers: Vec::new(),
+            refresh_margin: None,
             catalogue: None,
         }
     }
@@ -234,6 +236,7 @@ mod tests {
             status: GrantStatus::Active,
             version: 1,
             refresh_lease_until: None,
+            refresh_gate: Default::default(),
             created_at: 0,
             updated_at,
         }
