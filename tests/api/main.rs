@@ -34,6 +34,7 @@ mod protocol;
 mod provider_request;
 mod providers;
 mod refresh;
+mod refresh_backoff;
 mod refresh_faults;
 mod resources;
 mod review;

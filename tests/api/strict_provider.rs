@@ -30,11 +30,20 @@ struct Inner {
     /// Refresh answers carry no `refresh_token`: the one presented stays valid (RFC 6749 §6
     /// allows it; many providers do it).
     keep_refresh_token: bool,
+    /// The next this-many refresh requests fail transiently: (status, Retry-After seconds).
+    failing: u64,
+    failure: Option<(StatusCode, Option<u64>)>,
+    /// The API refuses every access token, even new ones (a second 401 after a refresh).
+    refuse_all: bool,
+    /// `instance_url` sent with each token answer (Salesforce), if set.
+    instance_url: Option<String>,
 }
 
 #[derive(Clone)]
 pub struct StrictProvider {
     pub url: String,
+    /// A second address serving the same API (an "instance" a token answer may name).
+    pub instance: String,
     inner: Arc<Mutex<Inner>>,
     /// Access token lifetime, seconds.
     lifetime: u64,
@@ -47,8 +56,11 @@ impl StrictProvider {
     pub async fn start(lifetime: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let instance_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let instance = format!("http://{}", instance_listener.local_addr().unwrap());
         let provider = Self {
             url,
+            instance,
             inner: Arc::default(),
             lifetime: lifetime.as_secs(),
             held: watch::Sender::new(0),
@@ -58,8 +70,11 @@ impl StrictProvider {
             .route("/authorize", get(authorize))
             .route("/token", post(token))
             .route("/api/me", get(me))
+            .route("/api/echo", get(me).post(me))
             .with_state(provider.clone());
+        let instance_router = router.clone();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        tokio::spawn(async move { axum::serve(instance_listener, instance_router).await.unwrap() });
         provider
     }
 
@@ -94,6 +109,33 @@ impl StrictProvider {
         self.inner.lock().unwrap().keep_refresh_token = true;
     }
 
+    /// The next `count` refresh requests answer `status` (with `Retry-After: retry_after` when
+    /// given) and rotate nothing; each is counted in [`Self::refresh_requests`].
+    #[allow(dead_code, reason = "used by the backoff tests")]
+    pub fn fail_next_refreshes(&self, count: u64, status: u16, retry_after: Option<u64>) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.failing = count;
+        inner.failure = Some((StatusCode::from_u16(status).unwrap(), retry_after));
+    }
+
+    /// Revokes every access token issued so far, server-side: the API answers them 401.
+    #[allow(dead_code, reason = "used by the 401 tests")]
+    pub fn revoke_access_tokens(&self) {
+        self.inner.lock().unwrap().access_tokens.clear();
+    }
+
+    /// From now on the API refuses every access token, new ones too.
+    #[allow(dead_code, reason = "used by the 401 tests")]
+    pub fn refuse_all_access_tokens(&self) {
+        self.inner.lock().unwrap().refuse_all = true;
+    }
+
+    /// Token answers from now on name `url` as the grant's API base (`instance_url`).
+    #[allow(dead_code, reason = "used by the instance_url tests")]
+    pub fn name_instance(&self, url: &str) {
+        self.inner.lock().unwrap().instance_url = Some(url.to_owned());
+    }
+
     /// The next refresh request waits for [`Self::release`] before it is processed.
     pub fn hold_next_refresh(&self) {
         self.inner.lock().unwrap().hold_next = true;
@@ -119,7 +161,11 @@ impl StrictProvider {
         let refresh = format!("rt-{}-{}", inner.issued, uuid::Uuid::new_v4().simple());
         inner.access_tokens.push(access.clone());
         inner.refresh_token = Some(refresh.clone());
-        json!({"access_token": access, "token_type": "Bearer", "expires_in": self.lifetime, "refresh_token": refresh})
+        let mut answer = json!({"access_token": access, "token_type": "Bearer", "expires_in": self.lifetime, "refresh_token": refresh});
+        if let Some(instance) = &inner.instance_url {
+            answer["instance_url"] = json!(instance);
+        }
+        answer
     }
 }
 
@@ -149,6 +195,16 @@ async fn token(State(provider): State<StrictProvider>, Form(form): Form<TokenFor
     let hold = {
         let mut inner = provider.inner.lock().unwrap();
         inner.refresh_requests += 1;
+        if inner.failing > 0
+            && let Some((status, retry_after)) = inner.failure
+        {
+            inner.failing -= 1;
+            let mut headers = HeaderMap::new();
+            if let Some(seconds) = retry_after {
+                headers.insert("retry-after", seconds.to_string().parse().unwrap());
+            }
+            return (status, headers, axum::Json(json!({"error": "temporarily_unavailable"}))).into_response();
+        }
         std::mem::take(&mut inner.hold_next)
     };
     if hold {
@@ -171,13 +227,23 @@ async fn token(State(provider): State<StrictProvider>, Form(form): Form<TokenFor
     axum::Json(provider.issue(&mut inner)).into_response()
 }
 
-async fn me(State(provider): State<StrictProvider>, headers: HeaderMap) -> Response {
+/// `/api/me` and `/api/echo` (any method): who the token is for, which address answered, and
+/// the headers a provider's API may require (so tests see what the broker sent); 401 for a
+/// token not issued, revoked, or refused.
+async fn me(State(provider): State<StrictProvider>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
     let presented = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let inner = provider.inner.lock().unwrap();
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     match presented {
-        Some(token) if inner.access_tokens.iter().any(|t| t == token) => {
-            axum::Json(json!({"sub": "strict-user"})).into_response()
-        }
+        Some(token) if !inner.refuse_all && inner.access_tokens.iter().any(|t| t == token) => axum::Json(json!({
+            "sub": "strict-user",
+            "host": header("host"),
+            "client_id": header("client-id"),
+            "notion_version": header("notion-version"),
+            "user_agent": header("user-agent"),
+            "body": String::from_utf8_lossy(&body),
+        }))
+        .into_response(),
         _ => StatusCode::UNAUTHORIZED.into_response(),
     }
 }
