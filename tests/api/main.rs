@@ -42,3 +42,4 @@ mod services;
 mod shutdown;
 mod streams;
 mod token_api;
+mod token_api_limits;
