@@ -57,7 +57,7 @@ impl AppBuilder {
         let mut state = build_state(self.config, self.clock).await?;
         if state.store.backend() == crate::store::Backend::Postgres {
             let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
-            state.events.listen_to_other_instances(&state.config.database_url, store, clock, shutdown).await?;
+            state.events.listen_to_other_instances(state.config.signal_listener_url(), store, clock, shutdown).await?;
         }
         if let Some(oidc) = &state.oidc {
             oidc.start(state.clock.clone(), state.shutdown.clone()).await;

@@ -150,6 +150,11 @@ struct FileConfig {
     /// believed (issue 9).
     #[serde(default)]
     trusted_proxies: Vec<String>,
+    /// `[token_api]`: limits per service, shared by every instance (issue 9).
+    #[serde(default)]
+    token_api: crate::api::limits::TokenApiFile,
+    /// PostgreSQL: where the signal listener connects, when not `database_url`.
+    signal_listener_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -209,7 +214,7 @@ pub struct IdentityConfig {
     pub admin_claim: Option<(String, String)>,
 }
 
-mod humantime_serde_opt {
+pub(crate) mod humantime_serde_opt {
     use serde::{Deserialize, Deserializer};
     use std::time::Duration;
 
@@ -354,6 +359,12 @@ pub struct Config {
     /// Peers whose `X-Forwarded-For` names the client ([`crate::web::client_address`]); empty:
     /// the TCP peer is the client [default: none].
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The token API's limits per service ([`crate::api::limits`], `[token_api]`).
+    pub token_api: crate::api::limits::TokenApiLimits,
+    /// PostgreSQL: the URL the cross-instance signal listener (`LISTEN`) connects to
+    /// [default: `database_url`]. Set it when `database_url` goes through a pooler in
+    /// transaction mode (PgBouncer), which cannot hold a `LISTEN`: point it at PostgreSQL itself.
+    pub signal_listener_url: Option<String>,
 }
 
 impl Config {
@@ -414,9 +425,17 @@ impl Config {
             .map(|entry| crate::web::client_address::parse_trusted_proxy(entry))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
+        let token_api = crate::api::limits::TokenApiLimits::resolve(file.token_api)?;
+        if let Some(url) = &file.signal_listener_url
+            && !(url.starts_with("postgres:") || url.starts_with("postgresql:"))
+        {
+            bail!("signal_listener_url must start with postgres://");
+        }
         Ok(Self {
+            signal_listener_url: file.signal_listener_url,
             ops,
             trusted_proxies,
+            token_api,
             identity,
             listen,
             public_url,
@@ -467,6 +486,11 @@ impl Config {
             },
             providers,
         })
+    }
+
+    /// Where the signal listener connects (PostgreSQL).
+    pub fn signal_listener_url(&self) -> &str {
+        self.signal_listener_url.as_deref().unwrap_or(&self.database_url)
     }
 
     /// The MCP endpoint, which is also the `aud` of bearer tokens and the RFC 9728 `resource`.

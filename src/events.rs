@@ -19,9 +19,11 @@
 mod relay;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 pub use relay::LISTENER_APPLICATION_NAME;
 
@@ -70,8 +72,14 @@ pub struct Events {
     /// This process, as the outbox's `origin`: a random id.
     origin: Arc<str>,
     /// PostgreSQL: signals for the other instances, to the outbox writer.
-    outbox: Option<mpsc::UnboundedSender<Wire>>,
+    outbox: Option<mpsc::UnboundedSender<relay::Outbound>>,
+    /// Other instances' signals this process delivered from an outbox read rather than from
+    /// their announcement (they were sent while its listener was away).
+    caught_up: Arc<AtomicU64>,
 }
+
+/// How long [`Events::flush`] waits for the outbox writer.
+const FLUSH_WAIT: Duration = Duration::from_secs(10);
 
 impl Default for Events {
     fn default() -> Self {
@@ -84,7 +92,13 @@ impl Events {
     pub fn new() -> Self {
         let (sender, _) = broadcast::channel(1024);
         let (signals, _) = broadcast::channel(1024);
-        Self { sender, signals, origin: uuid::Uuid::new_v4().simple().to_string().into(), outbox: None }
+        Self {
+            sender,
+            signals,
+            origin: uuid::Uuid::new_v4().simple().to_string().into(),
+            outbox: None,
+            caught_up: Arc::default(),
+        }
     }
 
     /// Signals within this process, and to every other instance on `store` (PostgreSQL) through
@@ -95,6 +109,26 @@ impl Events {
         events
     }
 
+    /// Waits until every signal published so far is in the outbox (committed, and so announced
+    /// to the other instances), at most [`FLUSH_WAIT`]. A process that exits right after
+    /// publishing (the admin CLI) calls it first, or its signals die with it.
+    pub async fn flush(&self) {
+        let Some(outbox) = &self.outbox else { return };
+        let (done, written) = oneshot::channel();
+        if outbox.send(relay::Outbound::Flush(done)).is_err() {
+            return;
+        }
+        if tokio::time::timeout(FLUSH_WAIT, written).await.is_err() {
+            tracing::warn!("signals for the other instances were not all written before exit");
+        }
+    }
+
+    /// How many of the other instances' signals this process delivered after reading them
+    /// from the outbox (its listener was away when they were announced).
+    pub fn signals_caught_up(&self) -> u64 {
+        self.caught_up.load(Ordering::Relaxed)
+    }
+
     /// This process's id as a sender of signals.
     pub fn origin(&self) -> &str {
         &self.origin
@@ -102,7 +136,7 @@ impl Events {
 
     pub fn publish(&self, event: AuthorizationFinished) {
         if let Some(outbox) = &self.outbox {
-            let _ = outbox.send(Wire::AuthorizationFinished(event.clone()));
+            let _ = outbox.send(relay::Outbound::Signal(Wire::AuthorizationFinished(event.clone())));
         }
         // No receiver is fine: nobody is waiting.
         let _ = self.sender.send(event);
@@ -116,7 +150,7 @@ impl Events {
         if let Some(outbox) = &self.outbox
             && signal.crosses_instances()
         {
-            let _ = outbox.send(Wire::Signal(signal.clone()));
+            let _ = outbox.send(relay::Outbound::Signal(Wire::Signal(signal.clone())));
         }
         let _ = self.signals.send(signal);
     }

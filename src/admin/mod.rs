@@ -172,6 +172,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Backup { file } => backup(&state, &file).await,
                 AdminCommand::Keys { command } => keys::run_keys(&state, command).await,
             };
+            // Signals to the running servers (a revoked grant's resources/updated) are written
+            // off the command's path: wait for them before the process ends.
+            state.events.flush().await;
             state.store.close().await;
             result
         }
@@ -189,6 +192,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         demo::print_demo_setup(&state).await?;
     }
     app.run(listener, shutdown_signal()).await.context("serving")?;
+    // What the drain's last callbacks and revocations told the other instances is written
+    // before the process ends.
+    state.events.flush().await;
     // Fold SQLite's write-ahead log into the database file, so a copy of the `.db` file alone
     // after a stop holds everything.
     if let Err(error) = state.store.checkpoint().await {

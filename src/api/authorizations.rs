@@ -17,6 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
+use super::limits::WaitSlot;
 use super::problem::Problem;
 use super::service_auth::AuthenticatedService;
 use crate::broker::authorizations::{self, Outcome};
@@ -65,6 +66,7 @@ pub struct AuthorizationStatusBody {
         (status = 200, description = "Its status (still `pending` when the wait ran out)", body = AuthorizationStatusBody),
         (status = 404, description = "unknown_authorization", content_type = "application/problem+json"),
         (status = 401, description = "invalid_client", content_type = "application/problem+json"),
+        (status = 429, description = "rate_limited: the request budget or the open-wait cap is used up; retry after `retry_after` seconds", content_type = "application/problem+json"),
     )
 )]
 pub async fn show(
@@ -82,6 +84,15 @@ pub async fn show(
     let mut row = match owned_row(&state, &service, &id).await {
         Ok(row) => row,
         Err(problem) => return problem.into_response(),
+    };
+    // A wait holds one of the service's slots until it answers (dropped on return).
+    let _slot = if wait.is_zero() || Outcome::of(&row, state.now()).is_final() {
+        None
+    } else {
+        match WaitSlot::take(&state, &service).await {
+            Ok(slot) => Some(slot),
+            Err(problem) => return problem.into_response(),
+        }
     };
     let deadline = tokio::time::Instant::now() + wait;
     while !Outcome::of(&row, state.now()).is_final() && tokio::time::Instant::now() < deadline {
@@ -109,6 +120,7 @@ pub async fn show(
     responses(
         (status = 200, description = "`text/event-stream` of `status` events, each an AuthorizationStatusBody", content_type = "text/event-stream"),
         (status = 404, description = "unknown_authorization", content_type = "application/problem+json"),
+        (status = 429, description = "rate_limited: the request budget or the open-wait cap is used up", content_type = "application/problem+json"),
     )
 )]
 pub async fn events(
@@ -122,7 +134,16 @@ pub async fn events(
         Err(problem) => return problem.into_response(),
     };
     let first = status_body(&state, &row);
-    let watch = Watch { state, service, id, events, last: None, pending: Some(first), done: false };
+    // The stream holds one of the service's slots while open (the watch drops it).
+    let slot = if first.is_final {
+        None
+    } else {
+        match WaitSlot::take(&state, &service).await {
+            Ok(slot) => Some(slot),
+            Err(problem) => return problem.into_response(),
+        }
+    };
+    let watch = Watch { state, service, id, events, last: None, pending: Some(first), done: false, _slot: slot };
     let stream = futures::stream::unfold(watch, |mut watch| async move {
         let body = watch.next().await?;
         let event = Event::default().event("status").json_data(&body).unwrap_or_else(|_| Event::default());
@@ -140,6 +161,8 @@ struct Watch {
     last: Option<AuthorizationStatusBody>,
     pending: Option<AuthorizationStatusBody>,
     done: bool,
+    /// This stream's wait slot, freed when the stream is dropped.
+    _slot: Option<WaitSlot>,
 }
 
 impl Watch {

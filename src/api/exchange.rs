@@ -45,8 +45,13 @@ struct ExchangeResponse {
 
 /// Handles a token-exchange request whose form parameters were already parsed (and checked for
 /// duplicates) by the token endpoint. `get` reads one parameter.
-pub async fn exchange<'p>(state: &AppState, headers: &HeaderMap, get: impl Fn(&str) -> Option<&'p str>) -> Response {
-    match answer(state, headers, &get).await {
+pub async fn exchange<'p>(
+    state: &AppState,
+    headers: &HeaderMap,
+    address: &str,
+    get: impl Fn(&str) -> Option<&'p str>,
+) -> Response {
+    match answer(state, headers, address, &get).await {
         Ok(body) => {
             let mut response = Json(body).into_response();
             no_store(&mut response);
@@ -64,9 +69,10 @@ pub async fn exchange<'p>(state: &AppState, headers: &HeaderMap, get: impl Fn(&s
 async fn answer<'p>(
     state: &AppState,
     headers: &HeaderMap,
+    address: &str,
     get: &impl Fn(&str) -> Option<&'p str>,
 ) -> Result<ExchangeResponse, Problem> {
-    let service = authenticate_service(state, headers).await?;
+    let service = authenticate_service(state, headers, address).await?;
     let token = get("subject_token")
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Problem::invalid_request("subject_token is required"))?;

@@ -12,12 +12,16 @@
 //! GET  /v1/openapi.json                   this API, generated from the code   (openapi)
 //! ```
 //!
+//! Every request takes from its service's budget and every wait holds a slot, counted in the
+//! database so the limits hold across instances ([`limits`]).
+//!
 //! The decision is the core's ([`crate::broker::access`]), the same one the MCP tools get; this
 //! face only renders it.
 
 pub mod acting;
 pub mod authorizations;
 pub mod exchange;
+pub mod limits;
 pub mod openapi;
 pub mod problem;
 pub mod proxy;

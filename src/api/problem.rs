@@ -165,6 +165,19 @@ impl Problem {
         Self::new(StatusCode::BAD_REQUEST, "invalid_scope", "Invalid scope", detail)
     }
 
+    /// 429 with `Retry-After`: a limit of the token API ([`super::limits`]) is reached; `limit`
+    /// says which: `requests`, `open_waits` or `failed_authentication`.
+    pub fn rate_limited(retry_after_seconds: u64, limit: &'static str) -> Self {
+        let detail = match limit {
+            "open_waits" => "Too many waits are open for this service; try again when one ends.",
+            "failed_authentication" => "Too many failed authentications from this address; try again later.",
+            _ => "This service's request budget is used up; try again later.",
+        };
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Too many requests", detail)
+            .with("limit", limit)
+            .with("retry_after", retry_after_seconds.max(1))
+    }
+
     /// 500: something failed inside the broker; the caller logs the cause, the answer says nothing.
     pub fn server_error() -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "Internal error", "The broker failed; try again.")

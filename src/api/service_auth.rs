@@ -10,14 +10,34 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use secrecy::{ExposeSecret, SecretString};
 
+use super::limits;
 use super::problem::Problem;
 use crate::crypto::SecretHash;
 use crate::state::AppState;
 use crate::store::services::{CLIENT_ID_PREFIX, ServiceRow};
 
-/// The service whose credentials `headers` carry, or `invalid_client` (500 only when the
-/// database fails).
-pub async fn authenticate_service(state: &AppState, headers: &HeaderMap) -> Result<ServiceRow, Problem> {
+/// The service whose credentials `headers` carry, with one request taken from its budget;
+/// `invalid_client` (counted against `address`), or 429 when the address is locked for failed
+/// authentications or the service's budget is used up ([`super::limits`]); 500 only when the
+/// database fails.
+pub async fn authenticate_service(state: &AppState, headers: &HeaderMap, address: &str) -> Result<ServiceRow, Problem> {
+    // Before the secret is checked: a locked address learns nothing, right or wrong.
+    limits::check_address(state, address).await?;
+    match check_credentials(state, headers).await {
+        Ok(service) => {
+            limits::take_request(state, &service).await?;
+            Ok(service)
+        }
+        Err(problem) => {
+            if problem.code == Problem::invalid_client().code {
+                limits::count_failed_authentication(state, address).await?;
+            }
+            Err(problem)
+        }
+    }
+}
+
+async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<ServiceRow, Problem> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let credentials = match (values.next(), values.next()) {
         (Some(value), None) => value.to_str().ok().and_then(parse_basic),
@@ -58,7 +78,7 @@ pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
 }
 
 /// The authenticated service, for handlers: `AuthenticatedService(service): AuthenticatedService`.
-/// Rejects with [`Problem::invalid_client`].
+/// Rejects with [`Problem::invalid_client`] or 429 ([`authenticate_service`]).
 #[derive(Debug, Clone)]
 pub struct AuthenticatedService(pub ServiceRow);
 
@@ -66,7 +86,9 @@ impl FromRequestParts<AppState> for AuthenticatedService {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        authenticate_service(state, &parts.headers).await.map(AuthenticatedService)
+        let crate::web::login::ClientIp(address) =
+            crate::web::login::ClientIp::from_request_parts(parts, state).await.unwrap_or_else(|never| match never {});
+        authenticate_service(state, &parts.headers, &address).await.map(AuthenticatedService)
     }
 }
 

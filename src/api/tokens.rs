@@ -73,6 +73,7 @@ pub struct TokenResponse {
         (status = 401, description = "invalid_client or invalid_subject_token", content_type = "application/problem+json"),
         (status = 404, description = "unknown_provider", content_type = "application/problem+json"),
         (status = 400, description = "invalid_request or invalid_scope", content_type = "application/problem+json"),
+        (status = 429, description = "rate_limited: retry after `retry_after` seconds", content_type = "application/problem+json"),
     )
 )]
 pub async fn create(

@@ -48,7 +48,12 @@ struct TokenResponse {
 
 // OAuth 2.1 §3.2. RFC 8693 token exchange is the token API's (registered tool servers, in
 // either identity mode); every other grant is this authorization server's (local mode only).
-pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn token(
+    State(state): State<AppState>,
+    crate::web::login::ClientIp(address): crate::web::login::ClientIp,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     if let Ok(bytes) = &body
         && is_form(&headers)
     {
@@ -57,7 +62,7 @@ pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Resu
             if params.has_duplicates() {
                 return OAuthError::InvalidRequest("a parameter was sent more than once").into_response_for(REALM);
             }
-            return crate::api::exchange::exchange(&state, &headers, |name| params.get(name)).await;
+            return crate::api::exchange::exchange(&state, &headers, &address, |name| params.get(name)).await;
         }
     }
     if state.config.identity.mode != crate::config::IdentityMode::Local {

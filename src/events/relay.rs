@@ -45,13 +45,27 @@ const KEEP_SECONDS: i64 = 3600;
 const FIRST_RETRY: Duration = Duration::from_millis(200);
 const MAX_RETRY: Duration = Duration::from_secs(5);
 
+/// What the outbox writer is asked to do, in order.
+pub(super) enum Outbound {
+    Signal(Wire),
+    /// Answer once everything before it is written ([`Events::flush`]).
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 /// Appends what this process sends to the outbox, in order, off the caller's path (publishing
 /// is synchronous and must not wait for the database). A signal that cannot be written after a
 /// few tries is dropped with a warning: it was only a signal, the row it is about is the truth.
-pub(super) fn start_writer(store: Store, clock: SharedClock, origin: Arc<str>) -> mpsc::UnboundedSender<Wire> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Wire>();
+pub(super) fn start_writer(store: Store, clock: SharedClock, origin: Arc<str>) -> mpsc::UnboundedSender<Outbound> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Outbound>();
     tokio::spawn(async move {
-        while let Some(wire) = receiver.recv().await {
+        while let Some(outbound) = receiver.recv().await {
+            let wire = match outbound {
+                Outbound::Signal(wire) => wire,
+                Outbound::Flush(done) => {
+                    let _ = done.send(());
+                    continue;
+                }
+            };
             let payload = match serde_json::to_string(&wire) {
                 Ok(payload) => payload,
                 Err(error) => {
@@ -218,12 +232,12 @@ impl Events {
             return;
         };
         match parts.next() {
-            Some(payload) => self.handle(id, origin, payload, position),
+            Some(payload) => self.handle(id, origin, payload, position, Via::Announcement),
             // Too large to announce whole: read it.
             None => match store.signals_after(id - 1, 1).await {
                 Ok(rows) => {
                     for row in rows.into_iter().filter(|row| row.id == id) {
-                        self.handle(row.id, &row.origin, &row.payload, position);
+                        self.handle(row.id, &row.origin, &row.payload, position, Via::Announcement);
                     }
                 }
                 Err(error) => tracing::warn!(%error, "could not read an announced signal"),
@@ -240,7 +254,7 @@ impl Events {
                     let full = rows.len() as i64 == PAGE;
                     for row in rows {
                         after = row.id;
-                        self.handle(row.id, &row.origin, &row.payload, position);
+                        self.handle(row.id, &row.origin, &row.payload, position, Via::CatchUp);
                     }
                     if !full {
                         return;
@@ -254,7 +268,7 @@ impl Events {
         }
     }
 
-    fn handle(&self, id: i64, origin: &str, payload: &str, position: &mut Position) {
+    fn handle(&self, id: i64, origin: &str, payload: &str, position: &mut Position, via: Via) {
         if id <= position.floor || !position.seen.first_time(id) {
             return;
         }
@@ -263,11 +277,28 @@ impl Events {
             return;
         }
         match serde_json::from_str::<Wire>(payload) {
-            Ok(wire) => self.deliver(wire),
+            Ok(wire) => {
+                if via == Via::CatchUp {
+                    // Sent while this listener was away: the outbox is what kept it.
+                    self.caught_up.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    metrics::counter!("oauth_broker_signals_caught_up_total").increment(1);
+                    tracing::debug!(id, "delivered a signal read from the outbox after its announcement was missed");
+                }
+                self.deliver(wire)
+            }
             // A newer instance's signal this version does not know.
             Err(error) => tracing::debug!(%error, id, "skipped a signal this version does not understand"),
         }
     }
+}
+
+/// How a signal reached the listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// Its `NOTIFY`.
+    Announcement,
+    /// A read of the outbox (after a reconnect, or the periodic check).
+    CatchUp,
 }
 
 async fn connect(options: &PgConnectOptions) -> Result<Option<PgListener>, sqlx::Error> {

@@ -7,6 +7,11 @@
 //!   when given — never another user's (the spec: suggestions must not leak information);
 //! - `scopes` of `connect_provider`: the provider's scopes, completing the last one typed.
 //!
+//! The spec says servers MUST rate-limit completions: at most [`PER_WINDOW`] per user in any
+//! [`WINDOW_SECONDS`], counted in the database ([`take_budget`]) so the budget holds across the
+//! user's sessions and across instances (issue 9): opening more sessions, or reaching another
+//! instance, buys no more. Typing produces a burst well inside it; a loop produces a flood.
+//!
 //! Extension prompts and templates ask the extensions first. A prompt or template that does not
 //! exist, or an argument it does not declare, is -32602. At most 100 values, with `total` and
 //! `hasMore`.
@@ -19,6 +24,24 @@ use crate::mcp::prompts::args::shown;
 use crate::mcp::prompts::builtin::{CONNECT_PROVIDER, known_scopes};
 use crate::mcp::prompts::{Origin, unknown_prompt};
 use crate::mcp::resources::uri::CONNECTION_TEMPLATE;
+
+/// Completions one user may ask for in any [`WINDOW_SECONDS`].
+pub const PER_WINDOW: i64 = 100;
+/// The completion budget's sliding window.
+pub const WINDOW_SECONDS: i64 = 10;
+
+/// Takes one completion from the user's budget (shared by every session and instance), or
+/// refuses with "slow down".
+pub async fn take_budget(state: &McpState, user_id: &str) -> Result<(), ErrorData> {
+    let now = state.now();
+    let bucket = format!("complete\n{user_id}");
+    let taken = state
+        .store
+        .budget_take(&bucket, now, now - WINDOW_SECONDS, PER_WINDOW)
+        .await
+        .map_err(|error| crate::mcp::failure::internal(&error, "counting a completion failed"))?;
+    if taken { Ok(()) } else { Err(ErrorData::invalid_request("too many completion requests; slow down", None)) }
+}
 
 pub async fn complete(
     state: &McpState,

@@ -69,8 +69,6 @@ struct SessionScope {
     subscriptions: Arc<Mutex<HashSet<String>>>,
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
-    /// Recent `completion/complete` calls (MCP utilities/completion: servers MUST rate-limit).
-    completions: Mutex<std::collections::VecDeque<crate::clock::Timestamp>>,
     cancel: CancellationToken,
     state: McpState,
 }
@@ -93,7 +91,6 @@ impl BrokerServer {
             session_id: OnceLock::new(),
             subscriptions: Default::default(),
             log_level: Default::default(),
-            completions: Default::default(),
             cancel,
             state: state.clone(),
         };
@@ -189,21 +186,6 @@ impl BrokerServer {
         });
     }
 
-    /// At most [`COMPLETIONS_PER_WINDOW`] completions per session in one second of the
-    /// injected clock (typing produces a burst, a loop produces a flood).
-    fn completion_allowed(&self) -> bool {
-        let now = self.state.now();
-        let mut recent = self.scope.completions.lock().unwrap_or_else(|p| p.into_inner());
-        while recent.front().is_some_and(|t| *t < now) {
-            recent.pop_front();
-        }
-        if recent.len() >= COMPLETIONS_PER_WINDOW {
-            return false;
-        }
-        recent.push_back(now);
-        true
-    }
-
     fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
         ExtensionContext {
             user: caller.user.clone(),
@@ -274,8 +256,6 @@ fn severity(level: LoggingLevel) -> u8 {
         LoggingLevel::Emergency => 7,
     }
 }
-
-const COMPLETIONS_PER_WINDOW: usize = 20;
 
 pub fn text_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(text)])
@@ -396,9 +376,7 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        if !self.completion_allowed() {
-            return Err(ErrorData::invalid_request("too many completion requests; slow down", None));
-        }
+        super::completion::take_budget(&self.state, &caller.user.user_id).await?;
         let ext = self.extension_context(&ctx, &caller);
         super::completion::complete(&self.state, request, ext).await
     }

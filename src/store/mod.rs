@@ -7,6 +7,7 @@
 //! consumed with compare-and-swap updates that check rows affected, which is correct on one
 //! instance or many.
 
+pub mod api_limits;
 pub mod audit;
 pub mod authorizations;
 pub mod consents;

@@ -629,3 +629,192 @@ async fn bench_callback_to_completion_across_instances_against_within_one() {
     drop(b);
     a.stop().await;
 }
+
+/// A (in this process) and B (the binary) on one PostgreSQL database, both with `toml`.
+async fn two_instances_with(toml: &str) -> Option<(TestApp, OtherInstance)> {
+    let first = crate::token_api_limits::app_with(Backend::Postgres, toml).await?;
+    let second = OtherInstance::start(&first, toml).await;
+    Some((first, second))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_services_request_budget_is_used_up_across_both_instances() {
+    use crate::token_api_limits::{assert_rate_limited, notes_service, poll};
+    let Some((a, b)) = two_instances_with("[token_api]\nrequests_per_minute = 6\n").await else { return };
+    let notes = notes_service(&a, "notes").await;
+    let other = notes_service(&a, "other").await;
+    let unknown = "0123456789abcdef0123456789abcdef";
+    // Act: six requests spread over both instances (each alone saw three).
+    for (i, base) in [&a.address, &b.address, &a.address, &b.address, &a.address, &b.address].into_iter().enumerate() {
+        assert_eq!(poll(base, &notes, unknown, 0).await.status, 404, "request {i} is served");
+    }
+    // Assert: the seventh is refused on either instance; another service is not.
+    // A's clock stands at the first request, so the budget frees up a minute from it.
+    assert_rate_limited(&poll(&a.address, &notes, unknown, 0).await, "requests", 60);
+    let on_b = poll(&b.address, &notes, unknown, 0).await;
+    assert_eq!((on_b.status.as_u16(), on_b.body["limit"].as_str()), (429, Some("requests")), "{}", on_b.body);
+    assert!(on_b.retry_after.is_some_and(|s| (1..=60).contains(&s)), "{:?}", on_b.retry_after);
+    assert_eq!(poll(&b.address, &other, unknown, 0).await.status, 404);
+    drop(b);
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_slot_held_by_a_killed_instance_is_freed_after_its_lease() {
+    use crate::token_api_limits::{assert_rate_limited, notes_service, pending_authorization, poll, slots_become};
+    let Some((a, mut b)) = two_instances_with("[token_api]\nopen_waits = 1\n").await else { return };
+    let notes = notes_service(&a, "notes").await;
+    let id = pending_authorization(&a, &notes).await;
+    // Arrange: a long poll on B holds the service's only slot.
+    let b_address = b.address.clone();
+    let (service_id, secret) = (notes.client_id.clone(), notes.secret.clone());
+    let long_poll = tokio::spawn(async move {
+        reqwest::Client::new()
+            .get(format!("{b_address}/v1/authorizations/{id}?wait=60"))
+            .basic_auth(service_id, Some(secret))
+            .send()
+            .await
+    });
+    slots_become(&a, &notes, 1).await;
+    let id = pending_authorization(&a, &notes).await;
+    assert_rate_limited(&poll(&a.address, &notes, &id, 1).await, "open_waits", 2);
+
+    // Act: B dies without releasing it.
+    b.kill();
+    assert!(long_poll.await.unwrap().is_err(), "B's long poll ended with B");
+    // Assert: the slot still counts until its lease ends (nobody renews it), then it is free.
+    assert_rate_limited(&poll(&a.address, &notes, &id, 1).await, "open_waits", 2);
+    let lease = a.state.config.token_api.wait_lease.as_secs() as i64;
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    // B stamped its lease from the wall clock; A's clock is the test's.
+    a.clock.advance(wall - a.now() + lease + 1);
+    assert_eq!(poll(&a.address, &notes, &id, 1).await.body["status"], "pending");
+    a.stop().await;
+}
+
+// ---- the listener's catch-up, and the admin CLI's signals ----
+
+/// How many listener connections A has open on the database.
+async fn listeners_of(app: &TestApp) -> i64 {
+    let name = format!("{} {}", oauth_broker::events::LISTENER_APPLICATION_NAME, app.state.events.origin());
+    let (count,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(&name)
+    .fetch_one(app.state.store.pool())
+    .await
+    .unwrap();
+    count
+}
+
+/// Polls `check` every 20 ms until it holds, for at most 20 s.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_sent_while_the_listener_is_away_arrives_through_the_outbox_catch_up() {
+    use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+    // Arrange: A's listener (only) connects through a proxy the test can cut; its pool does not.
+    let proxy = DbProxy::start(postgres_upstream()).await;
+    let port = proxy.addr.port();
+    let options = crate::helpers::SpawnOptions {
+        signal_listener_url: Some(Box::new(move |url: &str| {
+            let mut target = url::Url::parse(url).unwrap();
+            target.set_host(Some("127.0.0.1")).unwrap();
+            target.set_port(Some(port)).unwrap();
+            target.to_string()
+        })),
+        ..Default::default()
+    };
+    let Some(a) = crate::helpers::spawn_app_opts(Backend::Postgres, options, |builder| builder).await else { return };
+    let b = OtherInstance::start(&a, "").await;
+    let starter = a.mcp_client(ALICE, ClientKind::Url).await;
+    let (url, id) = needs_connecting(&starter).await;
+    let browser = a.browser();
+    let callback = approve_up_to_the_callback(&a, &browser, &url).await;
+    assert_eq!(listeners_of(&a).await, 1, "A listens through the proxy");
+
+    // Act: A's listener is cut off (and cannot reconnect) while B completes the authorization,
+    // so B's announcement finds nobody listening on A.
+    proxy.set(Mode::Cut);
+    eventually("A's listener connection ends", || async { listeners_of(&a).await == 0 }).await;
+    callback_on(&b, &a, &browser, &callback).await;
+    eventually("B's signal is in the outbox", || {
+        let (store, id) = (a.state.store.clone(), id.clone());
+        async move { store.signals_after(0, 1000).await.unwrap().iter().any(|row| row.payload.contains(&id)) }
+    })
+    .await;
+    assert_eq!(starter.next_completion(Duration::from_millis(300)).await, None, "nothing reaches A while away");
+    let caught_up_before = a.state.events.signals_caught_up();
+    proxy.set(Mode::Forward);
+
+    // Assert: once A reconnects, the completion arrives, read from the outbox.
+    assert_eq!(starter.next_completion(Duration::from_secs(20)).await.as_deref(), Some(id.as_str()));
+    assert!(a.state.events.signals_caught_up() > caught_up_before, "delivered by the catch-up read");
+    assert_eq!(starter.next_completion(Duration::from_millis(300)).await, None, "delivered once");
+    drop(b);
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_the_admin_cli_revokes_on_postgresql_reaches_a_subscribed_session_on_the_server() {
+    let Some(a) = spawn_app(Backend::Postgres).await else { return };
+    a.connected_client(ALICE).await.close().await;
+    let watcher = Watcher::start(&a.mcp_url(), &a.token_for(ALICE).await).await;
+    let instance = a.instance();
+    let data_dir = tempfile::tempdir().unwrap();
+
+    // Act: the CLI, another process, disconnects Alice's grant and exits at once.
+    let output = tokio::process::Command::new(binary())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("OAUTH_BROKER_ENCRYPTION_KEY", secrecy::ExposeSecret::expose_secret(&instance.encryption_key))
+        .env("OAUTH_BROKER_LOG", "warn")
+        .args(["--demo", "--public-url", &instance.public_url, "--database-url", &instance.database_url])
+        .arg("--data-dir")
+        .arg(data_dir.path())
+        .args(["admin", "grants", "revoke", ALICE, "demo"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // Assert: the server's subscribed session hears of it (the CLI's signal was written before
+    // it exited).
+    assert!(watcher.heard_within(Duration::from_secs(10)).await, "resources/updated after the CLI's revoke");
+    watcher.close().await;
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_completion_budget_counts_completions_made_on_both_instances() {
+    use oauth_broker::mcp::completion::PER_WINDOW;
+    let Some((a, b)) = two_instances().await else { return };
+    let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
+    let on_b = b.mcp_client(&a, ALICE, ClientKind::Url).await;
+    // B stamps completions with the wall clock: A's clock is set to it, so both count the same
+    // window.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    a.clock.advance(wall - a.now());
+    let complete = |client: &McpClient| {
+        let peer = client.peer().clone();
+        async move { peer.complete_prompt_argument("connect_provider", "provider", "d", None).await }
+    };
+    // Act: the budget's completions, alternating between the instances (each alone saw half).
+    for i in 0..PER_WINDOW {
+        let client = if i % 2 == 0 { &on_a } else { &on_b };
+        assert!(complete(client).await.is_ok(), "completion {i} is answered");
+    }
+    // Assert: the next is refused on either instance.
+    assert!(complete(&on_b).await.unwrap_err().to_string().contains("slow down"));
+    assert!(complete(&on_a).await.unwrap_err().to_string().contains("slow down"));
+    on_a.close().await;
+    on_b.close().await;
+    drop(b);
+    a.stop().await;
+}

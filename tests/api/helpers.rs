@@ -92,6 +92,9 @@ pub struct SpawnOptions {
     pub database_url: Option<UrlRewrite>,
     /// Another instance of this app: same database, key and public URL, users already there.
     pub instance_of: Option<Instance>,
+    /// PostgreSQL: the signal listener's URL, from the database URL (e.g. through a
+    /// [`crate::db_proxy`] that cuts the listener alone).
+    pub signal_listener_url: Option<UrlRewrite>,
     /// Keep the encryption key where an operator without `OAUTH_BROKER_ENCRYPTION_KEY` has it:
     /// `data_dir/encryption.key`, made on first start (the key rotation tests).
     pub key_in_data_dir: bool,
@@ -139,6 +142,7 @@ pub async fn spawn_app_opts(
     };
     let toml = format!("connect_wait = \"20s\"\nprogress_interval = \"200ms\"\n{}", options.toml);
     let mut config = Config::from_toml(&args, &toml).unwrap();
+    config.signal_listener_url = options.signal_listener_url.map(|rewrite| rewrite(&database_url));
     config.encryption_key = Some(match &options.instance_of {
         Some(first) => first.encryption_key.clone(),
         None => SecretString::from(oauth_broker::crypto::Sealer::generate_key()),

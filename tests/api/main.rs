@@ -43,3 +43,4 @@ mod services;
 mod shutdown;
 mod streams;
 mod token_api;
+mod token_api_limits;

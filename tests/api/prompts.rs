@@ -18,7 +18,7 @@ use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::helpers::{ALICE, BOB, Backend, ClientKind, TestApp, spawn_app};
+use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, spawn_app};
 use crate::on_both_backends;
 
 /// How long the directory watcher (1 s polls) gets to notice a change.
@@ -393,22 +393,31 @@ on_both_backends!(
     connections_are_reviewed_and_completed_for_their_owner_only
 );
 
-#[tokio::test]
-async fn a_flood_of_completion_requests_is_rate_limited() {
-    let app = spawn_app(Backend::Sqlite).await.unwrap();
-    let client = app.mcp_client(ALICE, ClientKind::Url).await;
-    let mut refused = 0;
-    for _ in 0..60 {
-        if client.peer().complete_prompt_argument("connect_provider", "provider", "d", None).await.is_err() {
-            refused += 1;
-        }
+async fn completions_are_rate_limited_per_user_across_her_sessions(app: &TestApp) {
+    use oauth_broker::mcp::completion::{PER_WINDOW, WINDOW_SECONDS};
+    let first = app.mcp_client(ALICE, ClientKind::Url).await;
+    let second = app.mcp_client(ALICE, ClientKind::Url).await;
+    let bob = app.mcp_client(BOB, ClientKind::Url).await;
+    let complete = |client: &McpClient| {
+        let peer = client.peer().clone();
+        async move { peer.complete_prompt_argument("connect_provider", "provider", "d", None).await }
+    };
+    // A burst spread over two sessions of one user: together they get the budget, no more.
+    for i in 0..PER_WINDOW {
+        let client = if i % 2 == 0 { &first } else { &second };
+        assert_eq!(complete(client).await.unwrap().values, ["demo"], "completion {i}");
     }
-    assert!(refused > 0, "60 completions in a burst must hit the limit");
-    // A second later the session may complete again.
-    app.clock.advance(1);
-    let values =
-        client.peer().complete_prompt_argument("connect_provider", "provider", "d", None).await.unwrap().values;
-    assert_eq!(values, ["demo"]);
-    client.close().await;
-    app.stop().await;
+    let refused = complete(&second).await.unwrap_err().to_string();
+    assert!(refused.contains("slow down"), "{refused}");
+    assert!(complete(&first).await.is_err(), "a new session buys no more");
+    assert!(complete(&app.mcp_client(ALICE, ClientKind::Url).await).await.is_err());
+    // Another user has her own budget.
+    assert_eq!(complete(&bob).await.unwrap().values, ["demo"]);
+    // The window slides: later the user may complete again.
+    app.clock.advance(WINDOW_SECONDS);
+    assert_eq!(complete(&first).await.unwrap().values, ["demo"]);
+    first.close().await;
+    second.close().await;
+    bob.close().await;
 }
+on_both_backends!(completion_budget_per_user, completions_are_rate_limited_per_user_across_her_sessions);

@@ -55,12 +55,12 @@ fn basic(client_id: &str, secret: &str) -> HeaderMap {
 }
 
 async fn authenticates(app: &TestApp, client_id: &str, secret: &str) -> ServiceRow {
-    authenticate_service(&app.state, &basic(client_id, secret)).await.unwrap()
+    authenticate_service(&app.state, &basic(client_id, secret), "192.0.2.1").await.unwrap()
 }
 
 /// The one answer for every failed service authentication.
 async fn is_invalid_client(app: &TestApp, headers: &HeaderMap) {
-    let problem = authenticate_service(&app.state, headers).await.unwrap_err();
+    let problem = authenticate_service(&app.state, headers, "192.0.2.1").await.unwrap_err();
     assert_eq!((problem.status.as_u16(), problem.code), (401, "invalid_client"));
 }
 

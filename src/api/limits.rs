@@ -1,0 +1,276 @@
+//! Limits of the token API, counted in the database so they hold across every instance on it
+//! (issue 9 "Shared limits"):
+//!
+//! - a **request budget** per service: at most `requests_per_minute` authenticated requests in
+//!   any sliding minute, taken by one statement on every request ([`Store::budget_take`]);
+//! - a **cap on open waits** per service: long polls (`?wait=N`) and event streams each hold a
+//!   slot, a leased row renewed while open and deleted when it ends, so the slot of an instance
+//!   that died lapses after `wait_lease` ([`WaitSlot`]);
+//! - **failed authentication by address**: wrong or unknown service credentials count against
+//!   the client address ([`crate::web::client_address`]); after [`AUTH_FAILURES`] in
+//!   [`AUTH_WINDOW_SECONDS`] the address is locked for as long, correct credentials included,
+//!   so service secrets cannot be guessed at request speed.
+//!
+//! Over a limit the answer is 429 `rate_limited` with `Retry-After` ([`Problem::rate_limited`]),
+//! audited as `token_api.limited` and counted in the token-API answer metric.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::problem::Problem;
+use crate::clock::SharedClock;
+use crate::state::AppState;
+use crate::store::Store;
+use crate::store::audit::{Actor, AuditEvent, Outcome};
+use crate::store::services::ServiceRow;
+use crate::store::throttle::ThrottleLock;
+
+/// The request budget's window.
+pub const WINDOW_SECONDS: i64 = 60;
+/// Failed authentications an address may make in [`AUTH_WINDOW_SECONDS`] before it is locked.
+pub const AUTH_FAILURES: i64 = 20;
+/// The failed-authentication window, and how long a lock lasts. Equal to the longest window
+/// the throttle sweep keeps (`store::throttle::LONGEST_WINDOW_SECONDS`).
+pub const AUTH_WINDOW_SECONDS: i64 = crate::store::throttle::LONGEST_WINDOW_SECONDS;
+/// `Retry-After` when every wait slot is taken: a slot frees when any wait ends.
+const WAIT_RETRY_SECONDS: u64 = 2;
+
+/// `[token_api]` in the config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenApiFile {
+    requests_per_minute: Option<u32>,
+    open_waits: Option<u32>,
+    #[serde(default, with = "crate::config::humantime_serde_opt")]
+    wait_lease: Option<Duration>,
+    /// `[token_api.services.svc_NAME]`: one service's own limits.
+    #[serde(default)]
+    services: BTreeMap<String, ServiceLimitsFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServiceLimitsFile {
+    requests_per_minute: Option<u32>,
+    open_waits: Option<u32>,
+}
+
+/// One service's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceLimits {
+    /// Authenticated requests in any sliding minute [default: 600].
+    pub requests_per_minute: u32,
+    /// Long polls and event streams open at once [default: 20].
+    pub open_waits: u32,
+}
+
+/// The token API's limits: defaults for every service, and per-service overrides by client id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenApiLimits {
+    pub defaults: ServiceLimits,
+    pub services: BTreeMap<String, ServiceLimits>,
+    /// How long a wait slot lives without renewal: an instance that died holds its slots at
+    /// most this long [default: 30 s, at least 3 s].
+    pub wait_lease: Duration,
+}
+
+impl Default for TokenApiLimits {
+    fn default() -> Self {
+        Self {
+            defaults: ServiceLimits { requests_per_minute: 600, open_waits: 20 },
+            services: BTreeMap::new(),
+            wait_lease: Duration::from_secs(30),
+        }
+    }
+}
+
+impl TokenApiLimits {
+    pub fn resolve(file: TokenApiFile) -> anyhow::Result<Self> {
+        let base = Self::default();
+        let defaults = ServiceLimits {
+            requests_per_minute: file.requests_per_minute.unwrap_or(base.defaults.requests_per_minute),
+            open_waits: file.open_waits.unwrap_or(base.defaults.open_waits),
+        };
+        if defaults.requests_per_minute == 0 {
+            bail!("token_api.requests_per_minute must be at least 1");
+        }
+        let mut services = BTreeMap::new();
+        for (id, limits) in file.services {
+            if !id.starts_with(crate::store::services::CLIENT_ID_PREFIX) {
+                bail!("token_api.services.{id}: a service is named by its client id (svc_…)");
+            }
+            let limits = ServiceLimits {
+                requests_per_minute: limits.requests_per_minute.unwrap_or(defaults.requests_per_minute),
+                open_waits: limits.open_waits.unwrap_or(defaults.open_waits),
+            };
+            if limits.requests_per_minute == 0 {
+                bail!("token_api.services.{id}.requests_per_minute must be at least 1");
+            }
+            services.insert(id, limits);
+        }
+        let wait_lease = match file.wait_lease {
+            Some(d) if d < Duration::from_secs(3) => bail!("token_api.wait_lease must be at least 3s"),
+            Some(d) => d,
+            None => base.wait_lease,
+        };
+        Ok(Self { defaults, services, wait_lease })
+    }
+
+    /// The limits of the service with this client id.
+    pub fn of(&self, client_id: &str) -> ServiceLimits {
+        self.services.get(client_id).copied().unwrap_or(self.defaults)
+    }
+}
+
+/// Takes one request from the service's budget, or refuses with 429.
+pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), Problem> {
+    let max = i64::from(state.config.token_api.of(&service.id).requests_per_minute);
+    let bucket = format!("api\n{}", service.id);
+    let now = state.now();
+    let since = now - WINDOW_SECONDS;
+    if state.store.budget_take(&bucket, now, since, max).await? {
+        return Ok(());
+    }
+    let oldest = state.store.budget_oldest(&bucket, since).await?.unwrap_or(now);
+    let retry_after = (oldest + WINDOW_SECONDS - now).max(1);
+    refused(state, Actor::Service(&service.id), "requests").await;
+    Err(Problem::rate_limited(retry_after as u64, "requests"))
+}
+
+/// Refuses an address locked for failed authentications (before its credentials are checked).
+pub async fn check_address(state: &AppState, address: &str) -> Result<(), Problem> {
+    let now = state.now();
+    match state.store.throttle_lock(&auth_bucket(address)).await? {
+        Some(lock) if lock.locked_until > now => {
+            refused(state, Actor::Visitor, "failed_authentication").await;
+            Err(Problem::rate_limited((lock.locked_until - now) as u64, "failed_authentication"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Counts a failed authentication from `address`; the one that reaches [`AUTH_FAILURES`]
+/// locks the address for [`AUTH_WINDOW_SECONDS`].
+pub async fn count_failed_authentication(state: &AppState, address: &str) -> Result<(), Problem> {
+    let now = state.now();
+    let bucket = auth_bucket(address);
+    let failures = state.store.throttle_count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
+    if failures >= AUTH_FAILURES {
+        tracing::warn!(%address, "token API: too many failed service authentications; address locked");
+        state
+            .store
+            .throttle_set_lock(&bucket, ThrottleLock { locked_until: now + AUTH_WINDOW_SECONDS, strikes: 1 })
+            .await?;
+    }
+    Ok(())
+}
+
+fn auth_bucket(address: &str) -> String {
+    format!("api-auth\n{address}")
+}
+
+/// Audits and counts a refusal; an audit that cannot be written is logged, the refusal stands.
+async fn refused(state: &AppState, actor: Actor<'_>, limit: &'static str) {
+    let detail = format!("limit={limit}");
+    let event = AuditEvent::new(actor, "token_api.limited", None).detail(Some(&detail)).outcome(Outcome::Refused);
+    if let Err(error) = state.store.record(state.now(), event).await {
+        tracing::warn!(%error, "token API: could not audit a rate-limited request");
+    }
+    crate::telemetry::token_api_answer("rate_limited");
+}
+
+/// One open wait's slot in its service's cap. Renewed in the background while held; freed
+/// when dropped (the wait ended, the stream closed, the client went away).
+#[derive(Debug)]
+pub struct WaitSlot {
+    id: String,
+    store: Store,
+    renewing: CancellationToken,
+}
+
+impl WaitSlot {
+    /// Takes a slot for `service`, or refuses with 429 when its cap is reached.
+    pub async fn take(state: &AppState, service: &ServiceRow) -> Result<Self, Problem> {
+        let limits = &state.config.token_api;
+        let max = i64::from(limits.of(&service.id).open_waits);
+        let lease = limits.wait_lease;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let now = state.now();
+        if !state.store.wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max).await? {
+            refused(state, Actor::Service(&service.id), "open_waits").await;
+            return Err(Problem::rate_limited(WAIT_RETRY_SECONDS, "open_waits"));
+        }
+        let renewing = CancellationToken::new();
+        tokio::spawn(renew(state.store.clone(), state.clock.clone(), id.clone(), lease, renewing.clone()));
+        Ok(Self { id, store: state.store.clone(), renewing })
+    }
+}
+
+/// Renews the slot's lease three times per lease until cancelled.
+async fn renew(store: Store, clock: SharedClock, id: String, lease: Duration, cancelled: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancelled.cancelled() => return,
+            _ = tokio::time::sleep(lease / 3) => {}
+        }
+        if let Err(error) = store.wait_slot_renew(&id, clock.now() + lease.as_secs() as i64).await {
+            tracing::debug!(%error, "token API: could not renew a wait slot; it lapses at its lease");
+        }
+    }
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        self.renewing.cancel();
+        let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(error) = store.wait_slot_release(&id).await {
+                    tracing::debug!(%error, "token API: could not free a wait slot; it lapses at its lease");
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml_text: &str) -> anyhow::Result<TokenApiLimits> {
+        #[derive(Deserialize)]
+        struct File {
+            token_api: TokenApiFile,
+        }
+        TokenApiLimits::resolve(toml::from_str::<File>(toml_text)?.token_api)
+    }
+
+    #[test]
+    fn a_service_has_its_own_limits_or_the_defaults() {
+        let limits = parse(
+            "[token_api]\nrequests_per_minute = 10\nwait_lease = \"5s\"\n\
+             [token_api.services.svc_notes]\nopen_waits = 1\n",
+        )
+        .unwrap();
+        assert_eq!(limits.of("svc_notes"), ServiceLimits { requests_per_minute: 10, open_waits: 1 });
+        assert_eq!(limits.of("svc_other"), ServiceLimits { requests_per_minute: 10, open_waits: 20 });
+        assert_eq!(limits.wait_lease, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn nonsense_limits_are_refused() {
+        for bad in [
+            "[token_api]\nrequests_per_minute = 0\n",
+            "[token_api]\nwait_lease = \"1s\"\n",
+            "[token_api.services.notes]\nopen_waits = 1\n",
+            "[token_api.services.svc_notes]\nrequests_per_minute = 0\n",
+            "[token_api]\nrequests_per_second = 3\n",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Rows of the token API's limits ([`crate::api::limits`] decides; this stores), shared by
+//! every instance on the database: request budgets as rows of `throttle_failures` (migration
+//! 0010), concurrent waits as leased rows of `api_waits` (migration 0014).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Store, StoreResult};
+use crate::clock::Timestamp;
+
+/// Every this many requests a process takes, it deletes the bucket's rows that left the window
+/// (the statement that takes stays one statement on every other request).
+const PRUNE_EVERY: u64 = 64;
+static TAKEN: AtomicU64 = AtomicU64::new(0);
+
+impl Store {
+    /// Takes one request from `bucket`'s budget of `max` after `since`, in one statement: the
+    /// row is inserted only while fewer than `max` are in the window. True when taken. Two
+    /// instances racing at the very edge of a budget may both pass once, which a rate limit
+    /// tolerates; a refused request is not counted, so refusals do not extend the wait.
+    pub async fn budget_take(&self, bucket: &str, now: Timestamp, since: Timestamp, max: i64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "INSERT INTO throttle_failures (bucket, at) SELECT $1, $2 \
+             WHERE (SELECT COUNT(*) FROM throttle_failures WHERE bucket = $1 AND at > $3) < $4",
+        )
+        .bind(bucket)
+        .bind(now)
+        .bind(since)
+        .bind(max)
+        .execute(self.db())
+        .await?;
+        if TAKEN.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
+            sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1 AND at <= $2")
+                .bind(bucket)
+                .bind(since)
+                .execute(self.db())
+                .await?;
+        }
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The oldest request still in `bucket`'s window (the budget frees up when it leaves).
+    pub async fn budget_oldest(&self, bucket: &str, since: Timestamp) -> StoreResult<Option<Timestamp>> {
+        let (oldest,): (Option<i64>,) =
+            sqlx::query_as("SELECT MIN(at) FROM throttle_failures WHERE bucket = $1 AND at > $2")
+                .bind(bucket)
+                .bind(since)
+                .fetch_one(self.db())
+                .await?;
+        Ok(oldest)
+    }
+
+    /// Takes a wait slot `id` for `service_id` until `expires_at` if fewer than `max` of its
+    /// slots are live at `now`; true when taken. Lapsed slots of the service go first.
+    pub async fn wait_slot_take(
+        &self,
+        id: &str,
+        service_id: &str,
+        now: Timestamp,
+        expires_at: Timestamp,
+        max: i64,
+    ) -> StoreResult<bool> {
+        sqlx::query("DELETE FROM api_waits WHERE service_id = $1 AND expires_at <= $2")
+            .bind(service_id)
+            .bind(now)
+            .execute(self.db())
+            .await?;
+        let done = sqlx::query(
+            "INSERT INTO api_waits (id, service_id, expires_at) SELECT $1, $2, $3 \
+             WHERE (SELECT COUNT(*) FROM api_waits WHERE service_id = $2 AND expires_at > $4) < $5",
+        )
+        .bind(id)
+        .bind(service_id)
+        .bind(expires_at)
+        .bind(now)
+        .bind(max)
+        .execute(self.db())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Extends a live slot's lease.
+    pub async fn wait_slot_renew(&self, id: &str, expires_at: Timestamp) -> StoreResult<()> {
+        sqlx::query("UPDATE api_waits SET expires_at = $2 WHERE id = $1")
+            .bind(id)
+            .bind(expires_at)
+            .execute(self.db())
+            .await?;
+        Ok(())
+    }
+
+    /// Frees a slot.
+    pub async fn wait_slot_release(&self, id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM api_waits WHERE id = $1").bind(id).execute(self.db()).await?;
+        Ok(())
+    }
+
+    /// The service's slots live at `now`, from every instance.
+    pub async fn wait_slots_live(&self, service_id: &str, now: Timestamp) -> StoreResult<i64> {
+        let (count,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM api_waits WHERE service_id = $1 AND expires_at > $2")
+                .bind(service_id)
+                .bind(now)
+                .fetch_one(self.db())
+                .await?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,270 @@
+//! The token API's limits (issue 9, `src/api/limits.rs`) on one instance, on both databases:
+//! the request budget per service, the cap on open waits, and failed authentications by
+//! address. The two-process tests are in `cluster.rs`.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+use crate::token_api::{ServiceCredentials, ServiceOptions, register_service, user_token_for};
+
+const RESOURCE: &str = "https://tools.example/mcp";
+/// A well-formed authorization id nobody has: every service gets 404 for it.
+const NO_SUCH_AUTHORIZATION: &str = "0123456789abcdef0123456789abcdef";
+
+pub async fn app_with(backend: Backend, toml: &str) -> Option<TestApp> {
+    let options = SpawnOptions { toml: toml.to_owned(), ..Default::default() };
+    spawn_app_opts(backend, options, |builder| builder).await
+}
+
+/// One token-API answer: status, `Retry-After`, content type and body.
+pub struct Answer {
+    pub status: StatusCode,
+    pub retry_after: Option<u64>,
+    pub content_type: String,
+    pub body: Value,
+}
+
+pub async fn answer(response: reqwest::Response) -> Answer {
+    let status = response.status();
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let retry_after = header("retry-after").and_then(|v| v.parse().ok());
+    let content_type = header("content-type").unwrap_or_default();
+    Answer { status, retry_after, content_type, body: response.json().await.unwrap_or(Value::Null) }
+}
+
+/// `GET /v1/authorizations/{id}?wait=N` at `base` as `service`.
+pub async fn poll(base: &str, service: &ServiceCredentials, id: &str, wait: u64) -> Answer {
+    let response = reqwest::Client::new()
+        .get(format!("{base}/v1/authorizations/{id}?wait={wait}"))
+        .basic_auth(&service.client_id, Some(&service.secret))
+        .send()
+        .await
+        .unwrap();
+    answer(response).await
+}
+
+/// A pending authorization caused by `service` (for ALICE, who has not connected `demo`).
+pub async fn pending_authorization(app: &TestApp, service: &ServiceCredentials) -> String {
+    let token = user_token_for(app, ALICE, RESOURCE).await;
+    let response = app
+        .http()
+        .post(app.url("/v1/tokens"))
+        .basic_auth(&service.client_id, Some(&service.secret))
+        .json(&json!({"subject_token": token, "provider": "demo"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    body["authorization"]["id"].as_str().unwrap().to_owned()
+}
+
+pub async fn notes_service(app: &TestApp, name: &str) -> ServiceCredentials {
+    register_service(app, name, &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() }).await
+}
+
+pub fn assert_rate_limited(answer: &Answer, limit: &str, retry_after: u64) {
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{}", answer.body);
+    assert_eq!(answer.content_type, "application/problem+json");
+    assert_eq!(answer.body["type"], "urn:oauth-broker:problem:rate_limited");
+    assert_eq!(answer.body["code"], "rate_limited");
+    assert_eq!(answer.body["limit"], limit);
+    assert_eq!(answer.retry_after, Some(retry_after), "Retry-After");
+    assert_eq!(answer.body["retry_after"], retry_after);
+}
+
+async fn limited_audits(app: &TestApp, actor: &str, limit: &str) -> usize {
+    let entries = app.state.store.audit_entries(None, 1000).await.unwrap();
+    entries
+        .iter()
+        .filter(|e| e.action == "token_api.limited")
+        .filter(|e| e.actor.as_deref() == Some(actor) && e.detail.as_deref() == Some(&format!("limit={limit}")))
+        .filter(|e| e.outcome.as_deref() == Some("refused"))
+        .count()
+}
+
+async fn the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(backend: Backend) {
+    let toml = "[token_api]\nrequests_per_minute = 5\n[token_api.services.svc_bulk]\nrequests_per_minute = 8\n";
+    let Some(app) = app_with(backend, toml).await else { return };
+    let base = app.url("");
+    let base = base.trim_end_matches('/');
+    let notes = notes_service(&app, "notes").await;
+    let other = notes_service(&app, "other").await;
+    let bulk = notes_service(&app, "bulk").await;
+
+    for _ in 0..5 {
+        assert_eq!(poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
+    }
+    // The sixth in the same minute is refused, and refusals do not extend the wait.
+    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 60);
+    app.clock.advance(30);
+    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 30);
+    // Every endpoint takes from the same budget: the token request and the RFC 8693 exchange.
+    let token = user_token_for(&app, ALICE, RESOURCE).await;
+    let refused = app
+        .http()
+        .post(app.url("/v1/tokens"))
+        .basic_auth(&notes.client_id, Some(&notes.secret))
+        .json(&json!({"subject_token": token, "provider": "demo"}))
+        .send()
+        .await
+        .unwrap();
+    assert_rate_limited(&answer(refused).await, "requests", 30);
+    let exchange = app
+        .http()
+        .post(app.url("/token"))
+        .basic_auth(&notes.client_id, Some(&notes.secret))
+        .form(&[
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"),
+            ("subject_token", token.as_str()),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:access_token"),
+            ("provider", "demo"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let exchange = answer(exchange).await;
+    assert_eq!(exchange.status, 429);
+    assert_eq!((exchange.body["error"].as_str(), exchange.retry_after), (Some("rate_limited"), Some(30)));
+    // Nothing was opened by the refused token request.
+    let alice = app.user_id(ALICE).await;
+    assert!(app.state.store.authorizations_for_user(&alice, 10).await.unwrap().is_empty());
+
+    // Another service has its own budget; one with its own limit gets that many.
+    assert_eq!(poll(base, &other, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
+    for _ in 0..8 {
+        assert_eq!(poll(base, &bulk, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
+    }
+    assert_rate_limited(&poll(base, &bulk, NO_SUCH_AUTHORIZATION, 0).await, "requests", 60);
+
+    // A minute after the first five, the budget is back.
+    app.clock.advance(30);
+    assert_eq!(poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
+    assert_eq!(limited_audits(&app, "service:svc_notes", "requests").await, 4);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_budget_sqlite() {
+    the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(Backend::Sqlite).await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_budget_postgres() {
+    the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(Backend::Postgres).await;
+}
+
+/// Waits (bounded) until the service's live wait slots are `count`.
+pub async fn slots_become(app: &TestApp, service: &ServiceCredentials, count: i64) {
+    // A closed stream is noticed at the latest at its next keep-alive (15 s).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let live = app.state.store.wait_slots_live(&service.client_id, app.now()).await.unwrap();
+        if live == count {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{live} slots live, expected {count}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn open_waits_are_capped_and_a_slot_frees_when_its_wait_ends_or_lapses(backend: Backend) {
+    let Some(app) = app_with(backend, "[token_api]\nopen_waits = 1\n").await else { return };
+    let base = app.url("");
+    let base = base.trim_end_matches('/');
+    let notes = notes_service(&app, "notes").await;
+    let other = notes_service(&app, "other").await;
+    let id = pending_authorization(&app, &notes).await;
+    let other_id = pending_authorization(&app, &other).await;
+
+    // An event stream holds the only slot while it is open.
+    let mut stream = app
+        .http()
+        .get(app.url(&format!("/v1/authorizations/{id}/events")))
+        .basic_auth(&notes.client_id, Some(&notes.secret))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let first = tokio::time::timeout(Duration::from_secs(10), stream.chunk()).await.unwrap().unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("pending"));
+    slots_become(&app, &notes, 1).await;
+
+    assert_rate_limited(&poll(base, &notes, &id, 5).await, "open_waits", 2);
+    let second_stream = app
+        .http()
+        .get(app.url(&format!("/v1/authorizations/{id}/events")))
+        .basic_auth(&notes.client_id, Some(&notes.secret))
+        .send()
+        .await
+        .unwrap();
+    assert_rate_limited(&answer(second_stream).await, "open_waits", 2);
+    // Asking without waiting needs no slot; another service has its own.
+    assert_eq!(poll(base, &notes, &id, 0).await.body["status"], "pending");
+    assert_eq!(poll(base, &other, &other_id, 1).await.body["status"], "pending");
+    assert_eq!(limited_audits(&app, "service:svc_notes", "open_waits").await, 2);
+
+    // Closing the stream frees the slot.
+    drop(stream);
+    slots_become(&app, &notes, 0).await;
+    assert_eq!(poll(base, &notes, &id, 1).await.body["status"], "pending");
+    slots_become(&app, &notes, 0).await;
+
+    // A slot whose instance died (never renewed, never released) counts until its lease ends.
+    let lease = app.state.config.token_api.wait_lease.as_secs() as i64;
+    assert!(app.state.store.wait_slot_take("dead", &notes.client_id, app.now(), app.now() + lease, 1).await.unwrap());
+    assert_rate_limited(&poll(base, &notes, &id, 1).await, "open_waits", 2);
+    app.clock.advance(lease);
+    assert_eq!(poll(base, &notes, &id, 1).await.body["status"], "pending");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_waits_sqlite() {
+    open_waits_are_capped_and_a_slot_frees_when_its_wait_ends_or_lapses(Backend::Sqlite).await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_waits_postgres() {
+    open_waits_are_capped_and_a_slot_frees_when_its_wait_ends_or_lapses(Backend::Postgres).await;
+}
+
+async fn failed_authentications_lock_the_address_even_for_the_right_secret(backend: Backend) {
+    let Some(app) = app_with(backend, "").await else { return };
+    let base = app.url("");
+    let base = base.trim_end_matches('/');
+    let notes = notes_service(&app, "notes").await;
+    let wrong = ServiceCredentials { client_id: notes.client_id.clone(), secret: "obs_guess".into(), resource: None };
+    let unknown = ServiceCredentials { client_id: "svc_nobody".into(), secret: "obs_guess".into(), resource: None };
+
+    for attempt in 0..20 {
+        let guess = if attempt % 2 == 0 { &wrong } else { &unknown };
+        assert_eq!(poll(base, guess, NO_SUCH_AUTHORIZATION, 0).await.status, 401, "attempt {attempt}");
+    }
+    // The address is locked: the right secret learns nothing either, and nothing is counted.
+    let locked = poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await;
+    assert_rate_limited(&locked, "failed_authentication", 600);
+    assert!(!locked.body.to_string().contains(&notes.secret));
+    assert_rate_limited(&poll(base, &wrong, NO_SUCH_AUTHORIZATION, 0).await, "failed_authentication", 600);
+    assert_eq!(limited_audits(&app, "visitor", "failed_authentication").await, 2);
+    app.clock.advance(599);
+    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "failed_authentication", 1);
+
+    app.clock.advance(1);
+    assert_eq!(poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
+    // A correct secret is never counted as a failure: the service keeps working.
+    for _ in 0..25 {
+        assert_eq!(poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentication_sqlite() {
+    failed_authentications_lock_the_address_even_for_the_right_secret(Backend::Sqlite).await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentication_postgres() {
+    failed_authentications_lock_the_address_even_for_the_right_secret(Backend::Postgres).await;
+}
