@@ -7,6 +7,10 @@
 //! The service authenticates with HTTP Basic; the user comes from `X-Subject-Token` (the user's
 //! access token for this service) or, for trusted services, `X-User-Id`; `X-Account` picks one of
 //! several accounts. The query string and body are forwarded as they are.
+//!
+//! A grant with its own API base (Salesforce `instance_url`) is called there. A 401 from the
+//! provider for a token we believed valid is answered by one forced refresh and one retry with
+//! the same (buffered) body ([`crate::broker::replay`]); a second 401 is passed through.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -52,6 +56,7 @@ pub const TRUNCATED_HEADER: &str = "x-broker-truncated";
         (status = 409, description = "authorization_required", content_type = "application/problem+json"),
         (status = 400, description = "invalid_request: the path leaves the API base, or a bad method", content_type = "application/problem+json"),
         (status = 502, description = "provider_unavailable: the provider could not be reached", content_type = "application/problem+json"),
+        (status = 503, description = "provider_unavailable: the token's refresh failed or is held back (backoff, attempt cap); retry after `retry_after` seconds (also `Retry-After`)", content_type = "application/problem+json"),
     )
 )]
 pub async fn forward(

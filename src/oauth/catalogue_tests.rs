@@ -251,3 +251,52 @@ fn a_public_client_sends_no_secret_and_a_returned_api_base_needs_its_domains() {
     let open = ProviderFields { api_base_domains: Some(Vec::new()), ..creds() };
     assert_eq!(error("salesforce", open).field, "api_base_domains");
 }
+
+#[test]
+fn api_headers_are_filled_and_checked() {
+    let provider = |name: &str, headers: &[(&str, &str)]| {
+        let table = ProviderFields {
+            client_id: Some("the-client".into()),
+            client_secret: Some("s".into()),
+            api_headers: (!headers.is_empty())
+                .then(|| headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()),
+            ..Default::default()
+        };
+        resolve(&ProviderId::parse(name).unwrap(), table)
+    };
+    let twitch = provider("twitch", &[]).unwrap();
+    assert_eq!(twitch.api_headers.len(), 1);
+    assert_eq!(
+        (twitch.api_headers[0].0.as_str(), twitch.api_headers[0].1.to_str().unwrap()),
+        ("client-id", "the-client")
+    );
+    let notion = provider("notion", &[]).unwrap();
+    assert_eq!(notion.api_headers[0].0.as_str(), "notion-version");
+    for (bad, field) in [
+        (("Authorization", "Bearer x"), "set by the broker"),
+        (("Host", "evil.example"), "set by the broker"),
+        (("X-Secret", "{client_secret}"), "the only template"),
+        (("Bad Name", "x"), "not a header name"),
+        (("X-Line", "a\r\nInjected: 1"), "printable ASCII"),
+    ] {
+        let error = provider("github", &[bad]).unwrap_err();
+        assert_eq!(error.field, "api_headers");
+        assert!(error.message.contains(field), "{bad:?}: {}", error.message);
+    }
+}
+
+#[test]
+fn a_provider_refresh_margin_is_a_duration_of_at_most_an_hour() {
+    let provider = |margin: &str| {
+        let table = ProviderFields {
+            client_id: Some("c".into()),
+            client_secret: Some("s".into()),
+            refresh_margin: Some(margin.into()),
+            ..Default::default()
+        };
+        resolve(&ProviderId::parse("github").unwrap(), table)
+    };
+    assert_eq!(provider("2m").unwrap().refresh_margin, Some(std::time::Duration::from_secs(120)));
+    assert_eq!(provider("2h").unwrap_err().field, "refresh_margin");
+    assert_eq!(provider("soon").unwrap_err().field, "refresh_margin");
+}

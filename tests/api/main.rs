@@ -35,6 +35,7 @@ mod provider_request;
 mod providers;
 mod refresh;
 mod refresh_backoff;
+mod refresh_cluster;
 mod refresh_faults;
 mod resources;
 mod review;

@@ -97,6 +97,12 @@ impl StrictProvider {
         self.inner.lock().unwrap().refreshes_answered
     }
 
+    /// Access tokens issued so far (the last one is number `issued`).
+    #[allow(dead_code, reason = "used by the two-process test")]
+    pub fn issued(&self) -> u64 {
+        self.inner.lock().unwrap().issued
+    }
+
     /// Refresh requests refused because they presented a spent refresh token.
     pub fn invalid_grants(&self) -> u64 {
         self.inner.lock().unwrap().invalid_grants
@@ -237,6 +243,8 @@ async fn me(State(provider): State<StrictProvider>, headers: HeaderMap, body: ax
     match presented {
         Some(token) if !inner.refuse_all && inner.access_tokens.iter().any(|t| t == token) => axum::Json(json!({
             "sub": "strict-user",
+            // Which issued token this is (the n of `at-n-…`; the token itself the broker redacts).
+            "token_number": token.split('-').nth(1).and_then(|n| n.parse::<u64>().ok()),
             "host": header("host"),
             "client_id": header("client-id"),
             "notion_version": header("notion-version"),
