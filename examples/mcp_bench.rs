@@ -4,6 +4,7 @@
 //! ```text
 //! mcp_bench --broker target/release/oauth-broker --echo target/release/examples/echo_server
 //!           [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
+//!           [--memory-only]
 //! ```
 //!
 //! 1. Starts both servers on loopback; the broker as `serve --demo` on a fresh SQLite database.
@@ -16,6 +17,9 @@
 //! 4. Per-session memory: RSS before and with `--sessions` sessions each holding its GET
 //!    stream open, and after they are closed (DELETE) — for both servers.
 //! 5. Cold start to ready (`/readyz` 200) on the existing database, `--starts` times.
+//!
+//! `--memory-only` runs step 4 alone (no browser flow, no wrk, no restarts), to iterate on
+//! per-session memory in a minute.
 
 #[path = "mcp_bench/flow.rs"]
 mod flow;
@@ -62,6 +66,9 @@ struct Args {
     /// Cold starts timed on the existing database.
     #[arg(long, default_value_t = 5)]
     starts: usize,
+    /// Only the per-session memory figure (step 4).
+    #[arg(long)]
+    memory_only: bool,
 }
 
 /// The account the load's `provider_request` uses (the demo provider's default).
@@ -77,6 +84,18 @@ async fn main() -> anyhow::Result<()> {
     let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log).await?;
     let password = demo.password.clone().context("a fresh database prints the demo password")?;
     println!("bare rmcp echo server: {}   broker: {} (log {})", echo.base, broker.base, log.display());
+    if args.memory_only {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+        let echo_at = Endpoint { http: http.clone(), mcp: echo.mcp(), token: None };
+        let broker_at = Endpoint { http, mcp: broker.mcp(), token: Some(demo.token.clone()) };
+        let echo_memory = memory(&echo, &echo_at, args.sessions).await?;
+        let broker_memory = memory(&broker, &broker_at, args.sessions).await?;
+        broker.stop().await;
+        echo.stop().await;
+        println!();
+        print_memory(args.sessions, &echo_memory, &broker_memory);
+        return Ok(());
+    }
 
     // 2. The browser flow, timed; the first connection is the load's ready grant.
     let mut flow = flow::Flow::start(&broker.base, &demo.token, &password).await?;
@@ -175,19 +194,7 @@ async fn main() -> anyhow::Result<()> {
         }
         println!();
     }
-    println!("## memory, {} idle sessions with their GET stream open", args.sessions);
-    println!("| server | RSS before | with sessions | per session | after DELETE |");
-    println!("|---|---|---|---|---|");
-    for (name, m) in [("bare rmcp echo", &echo_memory), ("broker", &broker_memory)] {
-        println!(
-            "| {name} | {} KiB | {} KiB | {:.1} KiB | {} KiB |",
-            m.before,
-            m.with,
-            (m.with as f64 - m.before as f64) / args.sessions as f64,
-            m.after
-        );
-    }
-    println!();
+    print_memory(args.sessions, &echo_memory, &broker_memory);
     println!(
         "## OAuth callback → notifications/elicitation/complete at the client ({} connections)",
         to_notification.len()
@@ -208,6 +215,22 @@ async fn main() -> anyhow::Result<()> {
         starts.len()
     );
     Ok(())
+}
+
+fn print_memory(sessions: usize, echo: &Memory, broker: &Memory) {
+    println!("## memory, {sessions} idle sessions with their GET stream open");
+    println!("| server | RSS before | with sessions | per session | after DELETE |");
+    println!("|---|---|---|---|---|");
+    for (name, m) in [("bare rmcp echo", echo), ("broker", broker)] {
+        println!(
+            "| {name} | {} KiB | {} KiB | {:.1} KiB | {} KiB |",
+            m.before,
+            m.with,
+            (m.with as f64 - m.before as f64) / sessions as f64,
+            m.after
+        );
+    }
+    println!();
 }
 
 struct Case {
@@ -325,6 +348,9 @@ async fn memory(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<
     let closed: Vec<anyhow::Result<()>> =
         futures::stream::iter(ids.iter()).map(|id| at.close(id)).buffer_unordered(32).collect().await;
     closed.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    // The broker gives the memory of closed sessions back a second after the last one closed
+    // (src/mcp/heap_trim.rs); RSS is flat until then, so settling alone would not see it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let after = settled_rss(server).await;
     Ok(Memory { before, with, after })
 }
