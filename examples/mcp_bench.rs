@@ -4,6 +4,7 @@
 //! ```text
 //! mcp_bench --broker target/release/oauth-broker --echo target/release/examples/echo_server
 //!           [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
+//!           [--memory-only]
 //! ```
 //!
 //! 1. Starts both servers on loopback; the broker as `serve --demo` on a fresh SQLite database.
@@ -14,8 +15,13 @@
 //!    grant; the demo provider answers on loopback), interleaved over `--rounds` rounds: one
 //!    session × 16 connections, then 64 sessions × 64 connections. Medians.
 //! 4. Per-session memory: RSS before and with `--sessions` sessions each holding its GET
-//!    stream open, and after they are closed (DELETE) — for both servers.
+//!    stream open, and after they are closed (DELETE) — for both servers; then, for the broker,
+//!    after as many sessions were left without DELETE and expired (`mcp_session_idle`, 10 s
+//!    here).
 //! 5. Cold start to ready (`/readyz` 200) on the existing database, `--starts` times.
+//!
+//! `--memory-only` runs step 4 alone (no browser flow, no wrk, no restarts), to iterate on
+//! per-session memory in a minute.
 
 #[path = "mcp_bench/flow.rs"]
 mod flow;
@@ -62,6 +68,9 @@ struct Args {
     /// Cold starts timed on the existing database.
     #[arg(long, default_value_t = 5)]
     starts: usize,
+    /// Only the per-session memory figure (step 4).
+    #[arg(long)]
+    memory_only: bool,
 }
 
 /// The account the load's `provider_request` uses (the demo provider's default).
@@ -74,9 +83,20 @@ async fn main() -> anyhow::Result<()> {
     let log = dir.path().join("broker.log");
     let port = procs::free_port()?;
     let echo = procs::spawn_echo(&args.echo).await?;
-    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log).await?;
+    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None).await?;
     let password = demo.password.clone().context("a fresh database prints the demo password")?;
     println!("bare rmcp echo server: {}   broker: {} (log {})", echo.base, broker.base, log.display());
+    if args.memory_only {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+        let echo_at = Endpoint { http: http.clone(), mcp: echo.mcp(), token: None };
+        let echo_memory = memory(&echo, &echo_at, args.sessions).await?;
+        echo.stop().await;
+        broker.stop().await;
+        let broker_memory = broker_memory(&args, dir.path(), port, &log).await?;
+        println!();
+        print_memory(args.sessions, &echo_memory, &broker_memory);
+        return Ok(());
+    }
 
     // 2. The browser flow, timed; the first connection is the load's ready grant.
     let mut flow = flow::Flow::start(&broker.base, &demo.token, &password).await?;
@@ -139,14 +159,14 @@ async fn main() -> anyhow::Result<()> {
 
     // 4. Memory per idle session with its GET stream open.
     let echo_memory = memory(&echo, &echo_at, args.sessions).await?;
-    let broker_memory = memory(&broker, &broker_at, args.sessions).await?;
+    echo.stop().await;
+    broker.stop().await;
+    let broker_memory = broker_memory(&args, dir.path(), port, &log).await?;
 
     // 5. Cold start on the existing database.
-    broker.stop().await;
-    echo.stop().await;
     let mut starts = Vec::new();
     for _ in 0..args.starts {
-        let (broker, _, took) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log).await?;
+        let (broker, _, took) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None).await?;
         starts.push(took);
         broker.stop().await;
     }
@@ -175,19 +195,7 @@ async fn main() -> anyhow::Result<()> {
         }
         println!();
     }
-    println!("## memory, {} idle sessions with their GET stream open", args.sessions);
-    println!("| server | RSS before | with sessions | per session | after DELETE |");
-    println!("|---|---|---|---|---|");
-    for (name, m) in [("bare rmcp echo", &echo_memory), ("broker", &broker_memory)] {
-        println!(
-            "| {name} | {} KiB | {} KiB | {:.1} KiB | {} KiB |",
-            m.before,
-            m.with,
-            (m.with as f64 - m.before as f64) / args.sessions as f64,
-            m.after
-        );
-    }
-    println!();
+    print_memory(args.sessions, &echo_memory, &broker_memory);
     println!(
         "## OAuth callback → notifications/elicitation/complete at the client ({} connections)",
         to_notification.len()
@@ -208,6 +216,23 @@ async fn main() -> anyhow::Result<()> {
         starts.len()
     );
     Ok(())
+}
+
+fn print_memory(sessions: usize, echo: &Memory, broker: &Memory) {
+    println!("## memory, {sessions} idle sessions with their GET stream open");
+    println!("| server | RSS before | with sessions | per session | after DELETE | after idle expiry |");
+    println!("|---|---|---|---|---|---|");
+    for (name, m) in [("bare rmcp echo", echo), ("broker", broker)] {
+        println!(
+            "| {name} | {} KiB | {} KiB | {:.1} KiB | {} KiB | {} |",
+            m.before,
+            m.with,
+            (m.with as f64 - m.before as f64) / sessions as f64,
+            m.after,
+            m.expired.map_or("—".to_owned(), |kib| format!("{kib} KiB"))
+        );
+    }
+    println!();
 }
 
 struct Case {
@@ -298,6 +323,8 @@ struct Memory {
     before: u64,
     with: u64,
     after: u64,
+    /// After `count` more sessions were left (streams dropped, no DELETE) and expired.
+    expired: Option<u64>,
 }
 
 /// RSS before, with `count` sessions each listening on its GET stream, and after they are
@@ -325,8 +352,46 @@ async fn memory(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<
     let closed: Vec<anyhow::Result<()>> =
         futures::stream::iter(ids.iter()).map(|id| at.close(id)).buffer_unordered(32).collect().await;
     closed.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    // The broker gives the memory of closed sessions back a second after the last one closed
+    // (src/mcp/heap_trim.rs); RSS is flat until then, so settling alone would not see it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let after = settled_rss(server).await;
-    Ok(Memory { before, with, after })
+    Ok(Memory { before, with, after, expired: None })
+}
+
+/// The broker's memory figures, on a fresh process whose idle sessions end after
+/// [`procs::SESSION_IDLE`] (not during the load, where a case's sessions wait for the others).
+async fn broker_memory(args: &Args, dir: &std::path::Path, port: u16, log: &std::path::Path) -> anyhow::Result<Memory> {
+    let idle = Some(procs::SESSION_IDLE);
+    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.join("data"), port, log, idle).await?;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
+    let at = Endpoint { http, mcp: broker.mcp(), token: Some(demo.token) };
+    let mut memory = memory(&broker, &at, args.sessions).await?;
+    memory.expired = Some(expired(&broker, &at, args.sessions).await?);
+    broker.stop().await;
+    Ok(memory)
+}
+
+/// RSS after `count` sessions opened their GET stream, dropped it without DELETE and were
+/// left to expire: the broker ends them once idle for `mcp_session_idle` (its sweep also runs
+/// when a session is created, which the one opened after waiting triggers).
+async fn expired(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<u64> {
+    let streams = reqwest::Client::builder().pool_max_idle_per_host(0).build()?;
+    let opened: Vec<anyhow::Result<reqwest::Response>> = futures::stream::iter(0..count)
+        .map(|_| {
+            let streams = streams.clone();
+            async move { at.listen(&streams, &at.open_session().await?).await }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    let opened = opened.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    drop(opened);
+    tokio::time::sleep(procs::SESSION_IDLE + Duration::from_secs(2)).await;
+    let sweeper = at.open_session().await?;
+    at.close(&sweeper).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(settled_rss(server).await)
 }
 
 /// RSS once it stops moving (memory is returned to the allocator asynchronously).

@@ -75,17 +75,27 @@ pub struct DemoSetup {
     pub token: String,
 }
 
+/// How long a session with nothing open lives in the broker of the memory figure (the
+/// shortest `mcp_session_idle`), so it can show sessions expiring too.
+pub const SESSION_IDLE: Duration = Duration::from_secs(10);
+
 /// `oauth-broker serve --demo` on SQLite in `data_dir`, on `port`; returns once `/readyz`
-/// answers 200, with the time from spawning to that answer.
+/// answers 200, with the time from spawning to that answer. `idle`: its `mcp_session_idle`.
 pub async fn spawn_broker(
     bin: &Path,
     data_dir: &Path,
     port: u16,
     log: &Path,
+    idle: Option<Duration>,
 ) -> anyhow::Result<(Server, DemoSetup, Duration)> {
     let started = Instant::now();
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let config = data_dir.with_extension("toml");
+    let settings = idle.map(|idle| format!("mcp_session_idle = \"{}s\"\n", idle.as_secs()));
+    std::fs::write(&config, settings.unwrap_or_default())?;
     let mut child = Command::new(bin)
+        .arg("--config")
+        .arg(&config)
         .arg("serve")
         .arg("--demo")
         .args(["--listen", &format!("127.0.0.1:{port}")])

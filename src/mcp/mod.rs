@@ -9,7 +9,7 @@
 //!   from 2025-11-25 on).
 //! - [`session_manager`], [`session_life`], [`event_log`]: rmcp's session manager with sessions
 //!   that live while something is open, SSE events delivered once, and a `retry:` hint to
-//!   listeners when the server stops.
+//!   listeners when the server stops; [`heap_trim`] gives closed sessions' memory back to the OS.
 //! - [`failure`]: internal errors, and the retryable answer when the database is away.
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
@@ -23,6 +23,7 @@ pub mod event_log;
 pub mod extension;
 pub mod failure;
 pub mod forms;
+pub mod heap_trim;
 pub mod jsonrpc_guard;
 pub mod pagination;
 pub mod prompts;

@@ -11,6 +11,8 @@
 //!   every standalone stream gets an SSE `retry:` hint and ends, so clients come back (to
 //!   another instance); request streams run on until their answer.
 //!
+//! - **Closed sessions give their memory back** ([`HeapTrim`]): glibc keeps freed memory, so
+//!   the heap is trimmed once enough sessions have closed (issue 11).
 //! - **Answered requests are not kept twice**: rmcp's own cache of answered request channels
 //!   is off (see [`BrokerSessions::new`]); the event log keeps them for resumption.
 //!
@@ -28,6 +30,7 @@ use rmcp::transport::streamable_http_server::session::{RestoreOutcome, ServerSse
 use tokio_util::sync::CancellationToken;
 
 use super::event_log::EventLog;
+use super::heap_trim::HeapTrim;
 use super::session_life::{self, SessionLife};
 use super::sessions::SessionRegistry;
 
@@ -54,6 +57,7 @@ pub struct BrokerSessions {
     draining: CancellationToken,
     /// Seconds without a request after which a session with nothing open ends.
     idle_seconds: i64,
+    heap: Arc<HeapTrim>,
 }
 
 impl BrokerSessions {
@@ -72,7 +76,7 @@ impl BrokerSessions {
         // Resumes are served from our own log ([`EventLog::resume`]), never from those, so
         // they go as soon as they are answered.
         inner.session_config.completed_cache_ttl = Duration::ZERO;
-        Self { inner, log, life, owners, draining, idle_seconds: session_life::IDLE_SECONDS }
+        Self { inner, log, life, owners, draining, idle_seconds: session_life::IDLE_SECONDS, heap: Arc::default() }
     }
 
     /// Sessions with nothing open end after `idle` without a request (`mcp_session_idle`).
@@ -168,6 +172,7 @@ impl SessionManager for BrokerSessions {
         // Counted once per session, however many times closing is asked for.
         if self.inner.has_session(id).await? {
             crate::telemetry::session_closed();
+            self.heap.session_closed();
         }
         Ok(self.inner.close_session(id).await?)
     }
