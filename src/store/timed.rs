@@ -23,6 +23,8 @@ use sqlx::Describe;
 use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::{AnyPool, Either, Execute, Executor};
 
+use super::freshness::Freshness;
+
 /// How long one database call may take, from asking for a connection to the last row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatabaseTimeouts {
@@ -53,10 +55,33 @@ pub(crate) fn timed_out(limit: Duration) -> sqlx::Error {
 }
 
 /// The pool with a deadline on every call. `Copy`, like `&AnyPool`.
+///
+/// A call that may write (anything but a `SELECT`) moves the store's generation when it has
+/// finished ([`super::freshness`]), so nothing cached before it is used after it.
 #[derive(Debug, Clone, Copy)]
 pub struct Db<'p> {
     pub(crate) pool: &'p AnyPool,
     pub(crate) limit: Duration,
+    pub(crate) freshness: &'p Freshness,
+}
+
+/// Whether a statement only reads. Anything not starting with `SELECT` counts as a write
+/// (`INSERT … RETURNING`, `UPDATE`, `DELETE`, `WITH …`): erring this way costs a cache refill,
+/// never a stale answer.
+fn reads_only(sql: &str) -> bool {
+    sql.trim_start().get(..6).is_some_and(|word| word.eq_ignore_ascii_case("select"))
+}
+
+/// Moves the generation when dropped: after the last row of a write was read, or when the
+/// call was given up on (the write may still land).
+struct WrittenOnDrop<'p>(Option<&'p Freshness>);
+
+impl Drop for WrittenOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(freshness) = self.0 {
+            freshness.written();
+        }
+    }
 }
 
 impl<'p> Executor<'p> for Db<'p> {
@@ -67,7 +92,13 @@ impl<'p> Executor<'p> for Db<'p> {
         'p: 'e,
         E: 'q + Execute<'q, Any>,
     {
-        Deadline::new(self.pool.fetch_many(query), self.limit).boxed()
+        let written = WrittenOnDrop((!reads_only(query.sql())).then_some(self.freshness));
+        Deadline::new(self.pool.fetch_many(query), self.limit)
+            .map(move |item| {
+                let _ = &written;
+                item
+            })
+            .boxed()
     }
 
     fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>
@@ -76,8 +107,13 @@ impl<'p> Executor<'p> for Db<'p> {
         E: 'q + Execute<'q, Any>,
     {
         let limit = self.limit;
+        let written = WrittenOnDrop((!reads_only(query.sql())).then_some(self.freshness));
         let call = self.pool.fetch_optional(query);
-        Box::pin(async move { tokio::time::timeout(limit, call).await.unwrap_or_else(|_| Err(timed_out(limit))) })
+        Box::pin(async move {
+            let answer = tokio::time::timeout(limit, call).await.unwrap_or_else(|_| Err(timed_out(limit)));
+            drop(written);
+            answer
+        })
     }
 
     fn prepare_with<'e, 'q: 'e>(
@@ -136,6 +172,22 @@ impl<T> Stream for Deadline<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_select_counts_as_a_read() {
+        assert!(reads_only("SELECT n FROM auth_epoch"));
+        assert!(reads_only("  select 1"));
+        for write in [
+            "UPDATE grants SET x = 1",
+            "INSERT INTO t VALUES (1) RETURNING id",
+            "DELETE FROM t",
+            "WITH x AS (DELETE FROM t) SELECT 1",
+            "SEL",
+            "",
+        ] {
+            assert!(!reads_only(write), "{write}");
+        }
+    }
 
     #[tokio::test]
     async fn a_stream_that_never_answers_ends_with_a_timeout() {
