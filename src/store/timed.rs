@@ -72,6 +72,45 @@ fn reads_only(sql: &str) -> bool {
     sql.trim_start().get(..6).is_some_and(|word| word.eq_ignore_ascii_case("select"))
 }
 
+/// Tables no cache rests on ([`super::freshness`] lists what the caches read: users, the
+/// authorization server's grants, grants and client consents). A write to one of these leaves
+/// the caches alone, so sign-ins, audit entries, throttles, the demo provider's tokens and
+/// signals do not empty them; a write whose table is not recognised here moves the generation.
+const NOT_CACHED: &[&str] = &[
+    "audit_log",
+    "authorizations",
+    "browser_sessions",
+    "demo_codes",
+    "demo_tokens",
+    "oauth_codes",
+    "signal_outbox",
+    "throttle_failures",
+    "throttle_known_addresses",
+    "throttle_locks",
+];
+
+/// Whether a statement may change what a cache holds: anything but a read or a write to a
+/// table in [`NOT_CACHED`].
+fn may_change_cached(sql: &str) -> bool {
+    if reads_only(sql) {
+        return false;
+    }
+    let mut words = sql.split_whitespace();
+    let first = words.next().unwrap_or_default();
+    let target = if first.eq_ignore_ascii_case("update") {
+        words.next()
+    } else if first.eq_ignore_ascii_case("insert") || first.eq_ignore_ascii_case("delete") {
+        // `INSERT INTO t`, `DELETE FROM t`; nothing else (`INSERT OR …`) is recognised.
+        words
+            .next()
+            .filter(|w| w.eq_ignore_ascii_case("into") || w.eq_ignore_ascii_case("from"))
+            .and_then(|_| words.next())
+    } else {
+        None
+    };
+    !target.is_some_and(|table| NOT_CACHED.iter().any(|t| t.eq_ignore_ascii_case(table)))
+}
+
 /// Moves the generation when dropped: after the last row of a write was read, or when the
 /// call was given up on (the write may still land).
 struct WrittenOnDrop<'p>(Option<&'p Freshness>);
@@ -92,7 +131,7 @@ impl<'p> Executor<'p> for Db<'p> {
         'p: 'e,
         E: 'q + Execute<'q, Any>,
     {
-        let written = WrittenOnDrop((!reads_only(query.sql())).then_some(self.freshness));
+        let written = WrittenOnDrop(may_change_cached(query.sql()).then_some(self.freshness));
         Deadline::new(self.pool.fetch_many(query), self.limit)
             .map(move |item| {
                 let _ = &written;
@@ -107,7 +146,7 @@ impl<'p> Executor<'p> for Db<'p> {
         E: 'q + Execute<'q, Any>,
     {
         let limit = self.limit;
-        let written = WrittenOnDrop((!reads_only(query.sql())).then_some(self.freshness));
+        let written = WrittenOnDrop(may_change_cached(query.sql()).then_some(self.freshness));
         let call = self.pool.fetch_optional(query);
         Box::pin(async move {
             let answer = tokio::time::timeout(limit, call).await.unwrap_or_else(|_| Err(timed_out(limit)));
@@ -186,6 +225,31 @@ mod tests {
             "",
         ] {
             assert!(!reads_only(write), "{write}");
+        }
+    }
+
+    #[test]
+    fn only_writes_to_tables_a_cache_reads_move_the_generation() {
+        for moves in [
+            "UPDATE grants SET x = 1",
+            "DELETE FROM client_consents WHERE a = 1",
+            "INSERT INTO users (id) VALUES ($1)",
+            "UPDATE oauth_grants SET revoked_at = $1",
+            "INSERT OR REPLACE INTO audit_log VALUES (1)",
+            "WITH x AS (DELETE FROM audit_log) SELECT 1",
+            "UPDATE audit_logs SET x = 1",
+            "DELETE audit_log",
+        ] {
+            assert!(may_change_cached(moves), "{moves}");
+        }
+        for stays in [
+            "SELECT * FROM grants",
+            "INSERT INTO audit_log (at) VALUES ($1)",
+            "update browser_sessions set x = 1",
+            "DELETE FROM throttle_failures WHERE bucket = $1",
+            "INSERT INTO demo_tokens (token_hash) VALUES ($1)",
+        ] {
+            assert!(!may_change_cached(stays), "{stays}");
         }
     }
 
