@@ -55,6 +55,9 @@ impl AppBuilder {
     pub async fn build(self) -> anyhow::Result<App> {
         crate::telemetry::install();
         let mut state = build_state(self.config, self.clock).await?;
+        // Issue 11: what other processes write reaches this server's caches (see
+        // `store::freshness`); started before the first request is served.
+        state.store.watch_other_writers(state.shutdown.clone()).await;
         if state.store.backend() == crate::store::Backend::Postgres {
             let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
             state.events.listen_to_other_instances(state.config.signal_listener_url(), store, clock, shutdown).await?;

@@ -162,33 +162,19 @@ const TOOLS: &[&str] = &[
     crate::mcp::tools::PROVIDER_REQUEST,
 ];
 
-#[derive(serde::Deserialize)]
-struct Called<'a> {
-    #[serde(default, borrow)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    params: Option<CalledParams<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-struct CalledParams<'a> {
-    #[serde(default, borrow)]
-    name: Option<std::borrow::Cow<'a, str>>,
-}
-
-/// Counts one JSON-RPC message the /mcp guard let through: its method (`response` for a
-/// client's answer to a server request) and, for `tools/call`, its tool.
-pub fn mcp_message(body: &[u8]) {
-    let Ok(called) = serde_json::from_slice::<Called<'_>>(body) else { return };
-    let (method, tool) = mcp_labels(&called);
+/// Counts one JSON-RPC message the /mcp guard let through: its method (`None`: a client's
+/// answer to a server request, counted as `response`) and, for `tools/call`, its tool. The
+/// guard has parsed the body already and hands over what it read (issue 11: one parse).
+pub fn mcp_message(method: Option<&str>, tool: Option<&str>) {
+    let (method, tool) = mcp_labels(method, tool);
     metrics::counter!("oauth_broker_mcp_requests_total", "method" => method, "tool" => tool).increment(1);
 }
 
-fn mcp_labels(called: &Called<'_>) -> (&'static str, &'static str) {
-    let Some(method) = called.method.as_deref() else { return ("response", "") };
+fn mcp_labels(method: Option<&str>, tool: Option<&str>) -> (&'static str, &'static str) {
+    let Some(method) = method else { return ("response", "") };
     let method = MCP_METHODS.iter().find(|m| **m == method).copied().unwrap_or("other");
     let tool = if method == "tools/call" {
-        let name = called.params.as_ref().and_then(|p| p.name.as_deref()).unwrap_or_default();
+        let name = tool.unwrap_or_default();
         TOOLS.iter().find(|t| **t == name).copied().unwrap_or("other")
     } else {
         ""
@@ -412,7 +398,8 @@ mod tests {
     use super::*;
 
     fn labels(body: &str) -> (&'static str, &'static str) {
-        mcp_labels(&serde_json::from_str::<Called<'_>>(body).unwrap())
+        let message: serde_json::Value = serde_json::from_str(body).unwrap();
+        mcp_labels(message["method"].as_str(), message["params"]["name"].as_str())
     }
 
     #[test]

@@ -71,9 +71,9 @@ pub async fn connections<'a>(
     // With a client: each grant and that client's consent in one read.
     let (grants, allowed): (Vec<GrantRow>, HashSet<String>) = match client {
         Some(client) => {
-            let read = core.store.grants_with_consents(user_id, &client.key()).await?;
+            let read = core.store.user_grants(user_id, &client.key()).await?;
             let allowed = read.iter().filter(|r| r.allowed()).map(|r| r.grant.id.clone()).collect();
-            (read.into_iter().map(|r| r.grant).collect(), allowed)
+            (read.iter().map(|r| r.grant.clone()).collect(), allowed)
         }
         None => (core.store.grants_for_user(user_id).await?, HashSet::new()),
     };

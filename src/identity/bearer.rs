@@ -195,18 +195,20 @@ async fn refuse_disabled(state: &AppState, user: AuthenticatedUser) -> Result<Au
 /// verified before and nothing it rests on has changed since ([`super::bearer_cache`]), else
 /// verified and remembered.
 async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Result<AuthenticatedUser, Rejection> {
-    let epoch = state.store.auth_epoch().await.map_err(|e| {
-        tracing::error!(error = %e, "access counter lookup failed");
-        Rejection::Unavailable
-    })?;
+    let now = state.now();
+    // Without a watcher on other processes' writes nothing cached is trusted: verify fully.
+    let Some(epoch) = state.store.cache_generation() else {
+        return verify_local(state, token, audience, now).await.map(|(user, _)| user);
+    };
     state.bearer_cache.observe(epoch);
     let key = TokenKey::new(token, audience);
-    let now = state.now();
-    if let Some(user) = state.bearer_cache.get(&key, now) {
+    if let Some(user) = state.bearer_cache.get(epoch, &key, now) {
         return Ok(user);
     }
     let (user, refused_from) = verify_local(state, token, audience, now).await?;
-    state.bearer_cache.insert(epoch, key, user.clone(), refused_from);
+    if state.store.cache_generation() == Some(epoch) {
+        state.bearer_cache.insert(epoch, key, user.clone(), refused_from);
+    }
     Ok(user)
 }
 

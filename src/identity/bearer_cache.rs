@@ -7,10 +7,11 @@
 //!
 //! What could make the answer wrong later — the user disabled or deleted, the token's
 //! authorization revoked — is written to the database by this server, another instance or the
-//! admin CLI in another process. All of them move one counter (`auth_epoch`, migration 0012,
-//! by triggers), which every authentication reads first: one single-row query instead of the
-//! user and grant lookups. When it moved, everything cached is dropped, so a change takes effect
-//! at the next request wherever it was made. An answer is only kept if the counter had not moved
+//! admin CLI in another process. Each answer is kept under the store's generation
+//! ([`crate::store::freshness`]), which every write of this process moves at once and a write
+//! of another process moves within the watcher's interval (triggers move the `auth_epoch`
+//! counter, migration 0012, which the watcher reads): no database call per request. When it
+//! moved, everything cached is dropped. An answer is only kept if the generation had not moved
 //! before it was worked out (see [`BearerCache::insert`]), so a change racing a verification
 //! cannot be cached over.
 
@@ -47,8 +48,8 @@ pub struct BearerCache {
 
 #[derive(Default)]
 struct Inner {
-    /// The counter as last read; `None` before the first read.
-    epoch: Option<i64>,
+    /// The newest generation seen; `None` before the first.
+    epoch: Option<u64>,
     entries: HashMap<TokenKey, Entry>,
 }
 
@@ -69,18 +70,23 @@ impl BearerCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The counter just read from the database: if it moved, everything cached goes.
-    pub fn observe(&self, epoch: i64) {
+    /// The generation a request just saw: if it is newer, everything cached goes. Generations
+    /// only grow; a request that saw an older one changes nothing (and finds nothing).
+    pub fn observe(&self, epoch: u64) {
         let mut inner = self.inner();
-        if inner.epoch != Some(epoch) {
+        if inner.epoch.is_none_or(|seen| epoch > seen) {
             inner.entries.clear();
             inner.epoch = Some(epoch);
         }
     }
 
-    /// The user of a token verified before, if it has not expired at `now`.
-    pub fn get(&self, key: &TokenKey, now: Timestamp) -> Option<AuthenticatedUser> {
+    /// The user of a token verified before, if it has not expired at `now` and the request saw
+    /// the newest generation (`epoch`).
+    pub fn get(&self, epoch: u64, key: &TokenKey, now: Timestamp) -> Option<AuthenticatedUser> {
         let mut inner = self.inner();
+        if inner.epoch != Some(epoch) {
+            return None;
+        }
         match inner.entries.get(key) {
             Some(entry) if now < entry.refused_from => Some(entry.user.clone()),
             Some(_) => {
@@ -93,7 +99,7 @@ impl BearerCache {
 
     /// Remembers a token verified after reading the counter as `epoch`; kept only if the
     /// counter has not moved since (otherwise the answer may rest on what has changed).
-    pub fn insert(&self, epoch: i64, key: TokenKey, user: AuthenticatedUser, refused_from: Timestamp) {
+    pub fn insert(&self, epoch: u64, key: TokenKey, user: AuthenticatedUser, refused_from: Timestamp) {
         let mut inner = self.inner();
         if inner.epoch != Some(epoch) {
             return;
@@ -134,10 +140,10 @@ mod tests {
         cache.observe(7);
         let key = TokenKey::new("t1", "https://broker.example/mcp");
         cache.insert(7, key, user("u1"), 1_000);
-        assert_eq!(cache.get(&key, 999).map(|u| u.user_id), Some("u1".into()));
-        assert!(cache.get(&TokenKey::new("t1", "https://tools.example/mcp"), 999).is_none());
-        assert!(cache.get(&TokenKey::new("t2", "https://broker.example/mcp"), 999).is_none());
-        assert!(cache.get(&key, 1_000).is_none(), "expired");
+        assert_eq!(cache.get(7, &key, 999).map(|u| u.user_id), Some("u1".into()));
+        assert!(cache.get(7, &TokenKey::new("t1", "https://tools.example/mcp"), 999).is_none());
+        assert!(cache.get(7, &TokenKey::new("t2", "https://broker.example/mcp"), 999).is_none());
+        assert!(cache.get(7, &key, 1_000).is_none(), "expired");
         assert!(cache.is_empty(), "an expired token is forgotten");
     }
 
@@ -148,12 +154,16 @@ mod tests {
         let key = TokenKey::new("t1", "aud");
         cache.insert(1, key, user("u1"), 1_000);
         cache.observe(2);
-        assert!(cache.get(&key, 0).is_none(), "dropped when the counter moved");
+        assert!(cache.get(2, &key, 0).is_none(), "dropped when the counter moved");
         // Verified while the counter read 1, stored after another request saw 2: not kept.
         cache.insert(1, key, user("u1"), 1_000);
-        assert!(cache.get(&key, 0).is_none());
+        assert!(cache.get(2, &key, 0).is_none());
         cache.insert(2, key, user("u1"), 1_000);
-        assert!(cache.get(&key, 0).is_some());
+        assert!(cache.get(2, &key, 0).is_some());
+        // A request that saw 1 (it started before the move) neither goes back nor finds it.
+        cache.observe(1);
+        assert!(cache.get(1, &key, 0).is_none());
+        assert!(cache.get(2, &key, 0).is_some(), "the newer generation stays");
     }
 
     #[test]

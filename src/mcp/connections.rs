@@ -211,8 +211,12 @@ impl BrokerServer {
         tool: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<AccountPick, ErrorData> {
-        let mut grants =
-            self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        let mut grants = self
+            .state
+            .store
+            .grants_at_seen_by(&caller.user.user_id, provider.id.as_str(), &caller.user.client.key())
+            .await
+            .map_err(internal)?;
         if grants.is_empty() {
             return Ok(AccountPick::NoAccount);
         }

@@ -14,7 +14,10 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
+
 use serde::Deserialize;
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
 /// Largest JSON-RPC message accepted on /mcp.
@@ -33,6 +36,7 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
         Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, -32600, "the message is too large or could not be read"),
     };
     match classify(&bytes) {
+        Verdict::Message { method, tool } => crate::telemetry::mcp_message(method.as_deref(), tool.as_deref()),
         Verdict::NotJson => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
         Verdict::NotAMessage => {
             return error(
@@ -41,32 +45,146 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
                 "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
             );
         }
-        Verdict::Message => crate::telemetry::mcp_message(&bytes),
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Verdict {
-    Message,
+enum Verdict<'a> {
+    /// A message, with what the metrics count of it: its method and, when `params` is an
+    /// object with a string `name`, that name (the tool of a `tools/call`).
+    Message {
+        method: Option<Cow<'a, str>>,
+        tool: Option<Cow<'a, str>>,
+    },
     NotJson,
     NotAMessage,
 }
 
-/// What this check reads of a message: the envelope only. `params` and `result` are skipped
-/// without being built (this runs on every /mcp POST, before rmcp parses the body for real).
+/// What this check (and the request metrics) read of a message: the envelope and the tool's
+/// name only. `params` is otherwise skipped and `result` is skipped without being built (this
+/// runs on every /mcp POST, before rmcp parses the body for real).
 #[derive(Deserialize)]
-struct Envelope {
+struct Envelope<'a> {
     #[serde(default)]
     jsonrpc: Option<Value>,
-    #[serde(default)]
-    method: Option<Value>,
+    #[serde(default, borrow, deserialize_with = "string_or_other")]
+    method: Option<Option<Cow<'a, str>>>,
+    #[serde(default, borrow, deserialize_with = "name_member")]
+    params: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "present")]
     id: bool,
     #[serde(default, deserialize_with = "present")]
     result: bool,
     #[serde(default, deserialize_with = "present")]
     error: bool,
+}
+
+/// `Some(Some(text))` for a string, `Some(None)` for any other value (present, not a method).
+fn string_or_other<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<Cow<'a, str>>>, D::Error> {
+    deserializer.deserialize_any(StringOrOther).map(Some)
+}
+
+struct StringOrOther;
+
+impl<'de> Visitor<'de> for StringOrOther {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v)))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+}
+
+/// `params.name` when `params` is an object whose `name` is a string; anything else in
+/// `params` (arrays, other members, the arguments) is skipped unbuilt.
+fn name_member<'de: 'a, 'a, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    deserializer.deserialize_any(NameMember)
+}
+
+struct NameMember;
+
+impl<'de> Visitor<'de> for NameMember {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut name = None;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if key == "name" {
+                name = map.next_value_seed(StringOrOtherSeed)?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(name)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        StringOrOther.visit_seq(seq).map(|_| None)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+struct StringOrOtherSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for StringOrOtherSeed {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(StringOrOther)
+    }
 }
 
 /// A member that is there at all (even `null`).
@@ -77,16 +195,19 @@ fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D:
 /// One JSON-RPC 2.0 message: `jsonrpc: "2.0"` and a `method` (request or notification), or an
 /// `id` with a `result` or an `error` (a response to a server-to-client request). JSON of
 /// another shape (an array, a string) is valid JSON but no message.
-fn classify(body: &[u8]) -> Verdict {
-    let envelope: Envelope = match serde_json::from_slice(body) {
+fn classify(body: &[u8]) -> Verdict<'_> {
+    let envelope: Envelope<'_> = match serde_json::from_slice(body) {
         Ok(envelope) => envelope,
         Err(error) if error.classify() == serde_json::error::Category::Data => return Verdict::NotAMessage,
         Err(_) => return Verdict::NotJson,
     };
     let versioned = envelope.jsonrpc.as_ref().and_then(Value::as_str) == Some("2.0");
-    let request = envelope.method.as_ref().is_some_and(Value::is_string);
+    let request = matches!(envelope.method, Some(Some(_)));
     let response = envelope.id && (envelope.result || envelope.error);
-    if versioned && (request || response) { Verdict::Message } else { Verdict::NotAMessage }
+    if !(versioned && (request || response)) {
+        return Verdict::NotAMessage;
+    }
+    Verdict::Message { method: envelope.method.flatten(), tool: envelope.params }
 }
 
 fn error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -105,7 +226,7 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": "a", "result": {}}),
             json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -1, "message": "no"}}),
         ] {
-            assert_eq!(classify(good.to_string().as_bytes()), Verdict::Message, "{good}");
+            assert!(matches!(classify(good.to_string().as_bytes()), Verdict::Message { .. }), "{good}");
         }
         for bad in [
             json!({"hello": "world"}),
@@ -117,6 +238,22 @@ mod tests {
         ] {
             assert_eq!(classify(bad.to_string().as_bytes()), Verdict::NotAMessage, "{bad}");
         }
+        // What the metrics count comes from the same parse.
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"name": 1}, "name": "list_connections"}});
+        assert_eq!(
+            classify(call.to_string().as_bytes()),
+            Verdict::Message { method: Some("tools/call".into()), tool: Some("list_connections".into()) }
+        );
+        for odd_params in [json!([1, 2]), json!({"name": 5}), json!("x"), json!(null)] {
+            let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": odd_params});
+            assert_eq!(
+                classify(message.to_string().as_bytes()),
+                Verdict::Message { method: Some("tools/call".into()), tool: None },
+                "{message}"
+            );
+        }
+        let response = json!({"jsonrpc": "2.0", "id": "a", "result": {}});
+        assert_eq!(classify(response.to_string().as_bytes()), Verdict::Message { method: None, tool: None });
         for broken in ["{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", "not json", ""] {
             assert_eq!(classify(broken.as_bytes()), Verdict::NotJson, "{broken}");
         }

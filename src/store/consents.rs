@@ -155,6 +155,7 @@ impl Store {
             return Ok(AllowOutcome::GrantGone);
         }
         tx.commit().await?;
+        self.written();
         Ok(AllowOutcome::Allowed)
     }
 

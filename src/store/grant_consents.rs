@@ -5,6 +5,8 @@
 //! The consent comes as a correlated subquery on the grants query, so the grant's own columns
 //! and its conversion stay those of [`super::grants`].
 
+use std::sync::Arc;
+
 use super::grants::{GRANT_COLUMNS, GrantRow, RawGrantRow};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::Scopes;
@@ -51,8 +53,67 @@ const CONSENT_SCOPES: &str =
 
 impl Store {
     /// [`Store::grant`] (or [`Store::grant_for_account`] when `account` is named) with the
-    /// consent of the client `client_key`.
+    /// consent of the client `client_key`: picked from the user's cached grants
+    /// ([`super::grant_cache`]) when they are fresh.
     pub async fn grant_with_consent(
+        &self,
+        user_id: &str,
+        provider: &str,
+        account: Option<&str>,
+        client_key: &str,
+    ) -> StoreResult<Option<GrantWithConsent>> {
+        // An empty account name matches the column's '' (read back as no name): asked as is.
+        if account != Some("")
+            && let Ok(all) = self.user_grants(user_id, client_key).await
+        {
+            let mut at_provider = all.iter().filter(|r| r.grant.provider == provider);
+            let picked = match account {
+                Some(account) => at_provider.find(|r| r.grant.account_label.as_deref() == Some(account)),
+                // As `ORDER BY updated_at DESC, version DESC, id LIMIT 1`.
+                None => at_provider.min_by(|a, b| {
+                    (b.grant.updated_at, b.grant.version)
+                        .cmp(&(a.grant.updated_at, a.grant.version))
+                        .then_with(|| a.grant.id.cmp(&b.grant.id))
+                }),
+            };
+            return Ok(picked.cloned());
+        }
+        self.read_grant_with_consent(user_id, provider, account, client_key).await
+    }
+
+    /// The user's grants at `provider`, by account name, as [`Store::grants_at`], from the
+    /// cached read of the client `client_key` when fresh.
+    pub async fn grants_at_seen_by(
+        &self,
+        user_id: &str,
+        provider: &str,
+        client_key: &str,
+    ) -> StoreResult<Vec<GrantRow>> {
+        match self.user_grants(user_id, client_key).await {
+            Ok(all) => Ok(all.iter().filter(|r| r.grant.provider == provider).map(|r| r.grant.clone()).collect()),
+            // One corrupt row elsewhere must not hide this provider's grants.
+            Err(_) => self.grants_at(user_id, provider).await,
+        }
+    }
+
+    /// [`Store::grants_with_consents`] through the cache: no database call while nothing was
+    /// written since the last read ([`super::freshness`]).
+    pub async fn user_grants(&self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
+        let generation = self.cache_generation();
+        if let Some(generation) = generation
+            && let Some(rows) = self.grant_cache.get(generation, user_id, client_key)
+        {
+            return Ok(rows);
+        }
+        let rows = Arc::new(self.grants_with_consents(user_id, client_key).await?);
+        if let Some(generation) = generation {
+            self.grant_cache.insert(generation, self.cache_generation(), user_id, client_key, rows.clone());
+        }
+        Ok(rows)
+    }
+
+    /// [`Store::grant_with_consent`], always from the database.
+    async fn read_grant_with_consent(
         &self,
         user_id: &str,
         provider: &str,
@@ -74,7 +135,8 @@ impl Store {
         query.fetch_optional(self.db()).await?.map(GrantWithConsent::try_from).transpose()
     }
 
-    /// [`Store::grants_for_user`], each with the consent of the client `client_key`.
+    /// [`Store::grants_for_user`], each with the consent of the client `client_key`, from the
+    /// database ([`Store::user_grants`] is the cached read).
     pub async fn grants_with_consents(&self, user_id: &str, client_key: &str) -> StoreResult<Vec<GrantWithConsent>> {
         sqlx::query_as::<_, RawGrantWithConsent>(&format!(
             "SELECT {GRANT_COLUMNS}, {CONSENT_SCOPES} FROM grants WHERE user_id = $2 ORDER BY provider, account_label"

@@ -80,6 +80,7 @@ impl Store {
             .await
             .map_err(StoreError::from_write)?;
             tx.commit().await?;
+            self.written();
             Ok(())
         })
         .await

@@ -12,9 +12,10 @@ pub mod audit;
 pub mod authorizations;
 pub mod consents;
 pub mod demo;
-pub mod epoch;
 pub mod external_users;
+pub mod freshness;
 pub mod grant_accounts;
+pub mod grant_cache;
 pub mod grant_consents;
 pub mod grants;
 pub mod keys;
@@ -104,6 +105,10 @@ pub struct Store {
     timeouts: DatabaseTimeouts,
     /// Calls made through [`Store::db`] since start (issue 11: what a tool call costs).
     queries: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Whether what was read earlier may still be used ([`freshness`]).
+    freshness: std::sync::Arc<freshness::Freshness>,
+    /// A user's grants with a client's consents, as every tool call reads them ([`grant_cache`]).
+    grant_cache: std::sync::Arc<grant_cache::GrantCache>,
 }
 
 impl Store {
@@ -167,13 +172,20 @@ impl Store {
             })
             .connect_with(options)
             .await?;
-        Ok(Self { pool, backend, timeouts, queries: Default::default() })
+        Ok(Self {
+            pool,
+            backend,
+            timeouts,
+            queries: Default::default(),
+            freshness: Default::default(),
+            grant_cache: Default::default(),
+        })
     }
 
     /// The executor every query runs on: the pool, with the deadline of [`timed`].
     pub fn db(&self) -> Db<'_> {
         self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Db { pool: &self.pool, limit: self.timeouts.query }
+        Db { pool: &self.pool, limit: self.timeouts.query, freshness: &self.freshness }
     }
 
     /// How many database calls went through [`Store::db`] (every query outside a
@@ -187,6 +199,13 @@ impl Store {
     pub(crate) async fn bounded<T>(&self, work: impl std::future::Future<Output = StoreResult<T>>) -> StoreResult<T> {
         let limit = self.timeouts.query;
         tokio::time::timeout(limit, work).await.unwrap_or_else(|_| Err(StoreError::from(timed::timed_out(limit))))
+    }
+
+    /// Called after a transaction of this store committed (or was given up on): whatever was
+    /// read before may be out of date ([`freshness`]). Single calls through [`Store::db`] do
+    /// this themselves.
+    pub(crate) fn written(&self) {
+        self.freshness.written();
     }
 
     pub async fn migrate(&self) -> StoreResult<()> {

@@ -246,6 +246,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.written();
         Ok(())
     }
 

@@ -244,6 +244,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.written();
         Ok(Some(consents.rows_affected()))
     }
 }

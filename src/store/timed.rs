@@ -23,6 +23,8 @@ use sqlx::Describe;
 use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::{AnyPool, Either, Execute, Executor};
 
+use super::freshness::Freshness;
+
 /// How long one database call may take, from asking for a connection to the last row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatabaseTimeouts {
@@ -53,10 +55,72 @@ pub(crate) fn timed_out(limit: Duration) -> sqlx::Error {
 }
 
 /// The pool with a deadline on every call. `Copy`, like `&AnyPool`.
+///
+/// A call that may write (anything but a `SELECT`) moves the store's generation when it has
+/// finished ([`super::freshness`]), so nothing cached before it is used after it.
 #[derive(Debug, Clone, Copy)]
 pub struct Db<'p> {
     pub(crate) pool: &'p AnyPool,
     pub(crate) limit: Duration,
+    pub(crate) freshness: &'p Freshness,
+}
+
+/// Whether a statement only reads. Anything not starting with `SELECT` counts as a write
+/// (`INSERT … RETURNING`, `UPDATE`, `DELETE`, `WITH …`): erring this way costs a cache refill,
+/// never a stale answer.
+fn reads_only(sql: &str) -> bool {
+    sql.trim_start().get(..6).is_some_and(|word| word.eq_ignore_ascii_case("select"))
+}
+
+/// Tables no cache rests on ([`super::freshness`] lists what the caches read: users, the
+/// authorization server's grants, grants and client consents). A write to one of these leaves
+/// the caches alone, so sign-ins, audit entries, throttles, the demo provider's tokens and
+/// signals do not empty them; a write whose table is not recognised here moves the generation.
+const NOT_CACHED: &[&str] = &[
+    "audit_log",
+    "authorizations",
+    "browser_sessions",
+    "demo_codes",
+    "demo_tokens",
+    "oauth_codes",
+    "signal_outbox",
+    "throttle_failures",
+    "throttle_known_addresses",
+    "throttle_locks",
+];
+
+/// Whether a statement may change what a cache holds: anything but a read or a write to a
+/// table in [`NOT_CACHED`].
+fn may_change_cached(sql: &str) -> bool {
+    if reads_only(sql) {
+        return false;
+    }
+    let mut words = sql.split_whitespace();
+    let first = words.next().unwrap_or_default();
+    let target = if first.eq_ignore_ascii_case("update") {
+        words.next()
+    } else if first.eq_ignore_ascii_case("insert") || first.eq_ignore_ascii_case("delete") {
+        // `INSERT INTO t`, `DELETE FROM t`; nothing else (`INSERT OR …`) is recognised.
+        words
+            .next()
+            .filter(|w| w.eq_ignore_ascii_case("into") || w.eq_ignore_ascii_case("from"))
+            .and_then(|_| words.next())
+    } else {
+        None
+    };
+    !target.is_some_and(|table| NOT_CACHED.iter().any(|t| t.eq_ignore_ascii_case(table)))
+}
+
+/// Moves the generation when dropped: after the last row of a write was read, or when the
+/// call was given up on (the write may still land).
+struct WrittenOnDrop<'p>(Option<&'p Freshness>);
+
+impl Drop for WrittenOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(freshness) = self.0 {
+            freshness.written();
+        }
+    }
 }
 
 impl<'p> Executor<'p> for Db<'p> {
@@ -67,7 +131,13 @@ impl<'p> Executor<'p> for Db<'p> {
         'p: 'e,
         E: 'q + Execute<'q, Any>,
     {
-        Deadline::new(self.pool.fetch_many(query), self.limit).boxed()
+        let written = WrittenOnDrop(may_change_cached(query.sql()).then_some(self.freshness));
+        Deadline::new(self.pool.fetch_many(query), self.limit)
+            .map(move |item| {
+                let _ = &written;
+                item
+            })
+            .boxed()
     }
 
     fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<AnyRow>, sqlx::Error>>
@@ -76,8 +146,13 @@ impl<'p> Executor<'p> for Db<'p> {
         E: 'q + Execute<'q, Any>,
     {
         let limit = self.limit;
+        let written = WrittenOnDrop(may_change_cached(query.sql()).then_some(self.freshness));
         let call = self.pool.fetch_optional(query);
-        Box::pin(async move { tokio::time::timeout(limit, call).await.unwrap_or_else(|_| Err(timed_out(limit))) })
+        Box::pin(async move {
+            let answer = tokio::time::timeout(limit, call).await.unwrap_or_else(|_| Err(timed_out(limit)));
+            drop(written);
+            answer
+        })
     }
 
     fn prepare_with<'e, 'q: 'e>(
@@ -136,6 +211,47 @@ impl<T> Stream for Deadline<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_select_counts_as_a_read() {
+        assert!(reads_only("SELECT n FROM auth_epoch"));
+        assert!(reads_only("  select 1"));
+        for write in [
+            "UPDATE grants SET x = 1",
+            "INSERT INTO t VALUES (1) RETURNING id",
+            "DELETE FROM t",
+            "WITH x AS (DELETE FROM t) SELECT 1",
+            "SEL",
+            "",
+        ] {
+            assert!(!reads_only(write), "{write}");
+        }
+    }
+
+    #[test]
+    fn only_writes_to_tables_a_cache_reads_move_the_generation() {
+        for moves in [
+            "UPDATE grants SET x = 1",
+            "DELETE FROM client_consents WHERE a = 1",
+            "INSERT INTO users (id) VALUES ($1)",
+            "UPDATE oauth_grants SET revoked_at = $1",
+            "INSERT OR REPLACE INTO audit_log VALUES (1)",
+            "WITH x AS (DELETE FROM audit_log) SELECT 1",
+            "UPDATE audit_logs SET x = 1",
+            "DELETE audit_log",
+        ] {
+            assert!(may_change_cached(moves), "{moves}");
+        }
+        for stays in [
+            "SELECT * FROM grants",
+            "INSERT INTO audit_log (at) VALUES ($1)",
+            "update browser_sessions set x = 1",
+            "DELETE FROM throttle_failures WHERE bucket = $1",
+            "INSERT INTO demo_tokens (token_hash) VALUES ($1)",
+        ] {
+            assert!(!may_change_cached(stays), "{stays}");
+        }
+    }
 
     #[tokio::test]
     async fn a_stream_that_never_answers_ends_with_a_timeout() {

@@ -36,10 +36,11 @@ async fn a_warm_tool_call_costs_one_query_per_decision(app: &TestApp) {
     println!("database calls: list_connections {list_queries}, provider_request {call_queries}");
     // Before issue 11: 3 and 5 — the user; grants, consents; grants at the provider, the
     // grant, its consent, and the demo provider's own token lookup (it is served by this
-    // process, on this database). Now the access counter replaces the user, and each decision
-    // is one query: the listing; the account pick, the grant with this client's consent.
-    assert!(list_queries <= 2, "list_connections made {list_queries} database calls");
-    assert!(call_queries <= 4, "provider_request made {call_queries} database calls (one is the demo provider's)");
+    // process, on this database). Then 2 and 4 (a counter read per request). Now nothing was
+    // written since the last call, so the token, the grants and the consents are all known:
+    // only the demo provider's own lookup remains.
+    assert_eq!(list_queries, 0, "list_connections made {list_queries} database calls");
+    assert!(call_queries <= 1, "provider_request made {call_queries} database calls (one is the demo provider's)");
     client.close().await;
 }
 on_both_backends!(queries_per_tool_call, a_warm_tool_call_costs_one_query_per_decision);
@@ -179,4 +180,94 @@ async fn a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_tok
 on_both_backends!(
     withdrawn_consent_with_cache,
     a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_token_api
+);
+
+/// `list_connections`' status of the demo account, as `client` sees it.
+async fn demo_status(client: &McpClient) -> Value {
+    let listed = client.call("list_connections", json!({})).await.unwrap().structured_content.unwrap();
+    listed["connections"][0]["status"].clone()
+}
+
+/// Runs `admin …` in a process of its own against the app's database; must succeed.
+async fn admin_elsewhere(app: &TestApp, args: &[&str]) -> String {
+    let output = crate::cli::broker_for(app).arg("admin").args(args).output().await.unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+// Changes made through this server: seen by the very next call, with the cache warm.
+async fn a_disconnect_and_a_new_connection_through_this_server_are_seen_by_the_next_call(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    assert_eq!(demo_status(&client).await, "connected");
+    let (_, warm) = queries_during(app, demo_status(&client)).await;
+    assert_eq!(warm, 0, "the listing is cached");
+
+    client.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
+    assert_eq!(demo_status(&client).await, "not_connected", "the disconnect is seen at once");
+    match me(&client).await {
+        Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.code.0, -32042, "asks to connect: {e:?}"),
+        other => panic!("the disconnected grant was still used: {other:?}"),
+    }
+
+    let again = app.connected_client(ALICE).await;
+    assert_eq!(demo_status(&client).await, "connected", "the new grant is seen at once");
+    assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
+    again.close().await;
+    client.close().await;
+}
+on_both_backends!(
+    own_grant_changes_with_cache,
+    a_disconnect_and_a_new_connection_through_this_server_are_seen_by_the_next_call
+);
+
+// A refresh (this server's write) replaces the cached grant: the next call uses the new token.
+async fn a_refreshed_grant_is_used_by_the_next_call_though_the_old_one_was_cached(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
+    let alice = app.user_id(ALICE).await;
+    let before = app.state.store.grants_for_user(&alice).await.unwrap().remove(0);
+
+    // Past the access token's expiry: the next call refreshes, then the one after uses the
+    // refreshed grant from the cache (the old token has expired at the demo provider too).
+    app.clock.advance(2 * 3600);
+    assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200, "refreshed");
+    let after = app.state.store.grants_for_user(&alice).await.unwrap().remove(0);
+    assert!(after.version > before.version && after.access_token_sealed != before.access_token_sealed);
+    assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200, "the refreshed token is used");
+    let last = app.state.store.grants_for_user(&alice).await.unwrap().remove(0);
+    assert_eq!(
+        (last.version, &last.access_token_sealed),
+        (after.version, &after.access_token_sealed),
+        "no second refresh from a stale cached grant"
+    );
+    client.close().await;
+}
+on_both_backends!(refreshed_grant_with_cache, a_refreshed_grant_is_used_by_the_next_call_though_the_old_one_was_cached);
+
+// Another process (the admin CLI) revokes the grant and withdraws a consent: the server's warm
+// caches let go within the watcher's interval. Waiting polls for the effect, bounded.
+async fn grant_and_consent_changes_made_by_another_process_reach_the_cached_server(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
+    let alice = app.user_id(ALICE).await;
+    let consent = app.state.store.consents_for_user(&alice).await.unwrap().remove(0);
+
+    admin_elsewhere(app, &["consents", "revoke", ALICE, "--client", &consent.client_key]).await;
+    let asked_again = eventually(std::time::Duration::from_secs(5), || async {
+        matches!(me(&client).await, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32042)
+    })
+    .await;
+    assert!(asked_again, "the consent withdrawn in another process was never seen");
+    let listed = client.call("list_connections", json!({})).await.unwrap().structured_content.unwrap();
+    assert_eq!(listed["connections"][0]["allowed_for_this_client"], false, "{listed}");
+
+    admin_elsewhere(app, &["grants", "revoke", ALICE, "demo"]).await;
+    let gone =
+        eventually(std::time::Duration::from_secs(5), || async { demo_status(&client).await == "not_connected" }).await;
+    assert!(gone, "the grant revoked in another process was never seen");
+    client.close().await;
+}
+on_both_backends!(
+    other_process_changes_with_cache,
+    grant_and_consent_changes_made_by_another_process_reach_the_cached_server
 );

@@ -495,7 +495,7 @@ async fn applied_versions_are_read_from_the_database(app: &TestApp) {
 on_both_backends!(migrate_status_reads_the_migration_table, applied_versions_are_read_from_the_database);
 
 /// The binary with `app`'s database and key (given by environment, as an operator would).
-fn broker_for(app: &TestApp) -> tokio::process::Command {
+pub(crate) fn broker_for(app: &TestApp) -> tokio::process::Command {
     use secrecy::ExposeSecret;
     let key = app.state.config.encryption_key.as_ref().unwrap().expose_secret().to_owned();
     let mut command = broker(&app.state.config.data_dir, &app.address);
@@ -656,7 +656,13 @@ async fn users_disable_and_enable_take_effect_at_the_next_request(app: &TestApp)
     assert!(disabled.contains("is disabled") && disabled.contains("1 browser session(s) ended"), "{disabled}");
     let page = browser.get(app.url("/connections")).send().await.unwrap();
     assert_eq!(page.status(), 303, "the browser session ended: sent to sign in");
-    assert!(app.mcp_client_with_token(&token, ClientKind::Url).await.is_err(), "the token is refused");
+    // The CLI is another process: the server's caches learn of it from the database within the
+    // watcher's interval (issue 11), so this waits for the refusal, boundedly.
+    let refused = crate::helpers::eventually(std::time::Duration::from_secs(5), || async {
+        app.mcp_client_with_token(&token, ClientKind::Url).await.is_err()
+    })
+    .await;
+    assert!(refused, "the token is refused");
     let audit = admin_ok(app, &["audit", "--user", ALICE]).await;
     assert!(audit.contains("admin.user_disabled") && audit.contains("ACTOR"), "{audit}");
     let audit: serde_json::Value =

@@ -742,3 +742,24 @@ impl TestApp {
         client
     }
 }
+
+/// Tries `check` until it holds or `within` has passed; whether it held. For a change made by
+/// another process (the admin CLI, another instance), which a server's caches learn of from the
+/// database within its watcher's interval (issue 11): the test waits for the effect itself,
+/// polling, never for a fixed time.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
