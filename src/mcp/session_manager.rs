@@ -36,6 +36,8 @@ use super::sessions::SessionRegistry;
 
 /// How often idle sessions are looked for besides at each new session.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How many idle sessions a new session closes before it is created.
+const SWEEP_PER_NEW_SESSION: usize = 16;
 /// The `retry:` hint a standalone stream ends with when the server stops: come back soon.
 pub const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
@@ -87,7 +89,13 @@ impl BrokerSessions {
 
     /// Closes every idle session ([`SessionLife::idle`]); returns how many.
     pub async fn sweep(&self) -> usize {
-        let idle = self.life.idle(self.idle_seconds);
+        self.sweep_at_most(usize::MAX).await
+    }
+
+    /// Closes at most `limit` idle sessions; returns how many.
+    async fn sweep_at_most(&self, limit: usize) -> usize {
+        let mut idle = self.life.idle(self.idle_seconds);
+        idle.truncate(limit);
         for id in &idle {
             tracing::debug!(session = %id, "closing an idle MCP session");
             if let Err(error) = self.close_session(&SessionId::from(id.as_str())).await {
@@ -144,8 +152,10 @@ impl SessionManager for BrokerSessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        // New sessions are when memory grows, so idle ones go first.
-        self.sweep().await;
+        // New sessions are when memory grows, so idle ones go first: a few per new session,
+        // so that the client opening it never waits for thousands of closes (the periodic sweep
+        // closes the rest), while sessions still cannot pile up faster than they are opened.
+        self.sweep_at_most(SWEEP_PER_NEW_SESSION).await;
         let (id, transport) = self.inner.create_session().await?;
         self.life.touch(&id);
         crate::telemetry::session_opened();
