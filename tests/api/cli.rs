@@ -8,7 +8,9 @@ use crate::helpers::TestApp;
 use crate::on_both_backends;
 
 fn broker(data_dir: &std::path::Path, public_url: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
+    // The same binary the cluster tests start (`OAUTH_BROKER_TEST_BIN` when worktrees share a
+    // target directory).
+    let mut command = Command::new(crate::cluster::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command.env("OAUTH_BROKER_DATA_DIR", data_dir).env("OAUTH_BROKER_PUBLIC_URL", public_url);
     command
