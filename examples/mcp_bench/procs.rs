@@ -54,16 +54,29 @@ fn drain(mut lines: Lines<BufReader<ChildStdout>>) {
 
 /// The bare rmcp echo server (`examples/echo_server.rs`).
 pub async fn spawn_echo(bin: &Path) -> anyhow::Result<Server> {
-    let mut child = Command::new(bin)
+    spawn_listening(Command::new(bin), &bin.display().to_string()).await
+}
+
+/// The TypeScript SDK echo server (`bench/ts-echo/server.mjs`) under `node`.
+pub async fn spawn_ts_echo(node: &Path, script: &Path) -> anyhow::Result<Server> {
+    let mut command = Command::new(node);
+    command.arg(script);
+    spawn_listening(command, &format!("{} {}", node.display(), script.display())).await
+}
+
+/// An echo server on a free loopback port: it prints `listening on http://ADDR` first.
+async fn spawn_listening(mut command: Command, what: &str) -> anyhow::Result<Server> {
+    let mut child = command
         .args(["--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
+        .with_context(|| format!("starting {what}"))?;
     let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
     let first = lines.next_line().await?.unwrap_or_default();
-    let base = first.strip_prefix("listening on ").context("echo server did not say where it listens")?.to_owned();
+    let base =
+        first.strip_prefix("listening on ").with_context(|| format!("{what} did not say where it listens"))?.to_owned();
     drain(lines);
     Ok(Server { child, base })
 }
