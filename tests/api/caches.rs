@@ -25,22 +25,29 @@ async fn me(client: &McpClient) -> Result<rmcp::model::CallToolResult, rmcp::Ser
 
 async fn a_warm_tool_call_costs_one_query_per_decision(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
-    // Warm: the token verified once, the session known.
-    client.call("list_connections", json!({})).await.unwrap();
-    me(&client).await.unwrap();
-
-    let (listed, list_queries) = queries_during(app, client.call("list_connections", json!({}))).await;
-    assert_eq!(listed.unwrap().structured_content.unwrap()["connections"][0]["status"], "connected");
-    let (called, call_queries) = queries_during(app, me(&client)).await;
-    assert_eq!(called.unwrap().structured_content.unwrap()["status"], 200);
-    println!("database calls: list_connections {list_queries}, provider_request {call_queries}");
-    // Before issue 11: 3 and 5 — the user; grants, consents; grants at the provider, the
-    // grant, its consent, and the demo provider's own token lookup (it is served by this
-    // process, on this database). Then 2 and 4 (a counter read per request). Now nothing was
-    // written since the last call, so the token, the grants and the consents are all known:
-    // only the demo provider's own lookup remains.
-    assert_eq!(list_queries, 0, "list_connections made {list_queries} database calls");
-    assert!(call_queries <= 1, "provider_request made {call_queries} database calls (one is the demo provider's)");
+    // Warm: the token verified once, the session known. The connection just made also moved
+    // the counter other processes' writes move (its triggers fire for this process's writes
+    // too), and the watcher notices that up to one poll later and empties the caches once more;
+    // on a loaded machine a late poll makes the caches untrusted for a moment. So the pair of
+    // calls is repeated until the caches hold (bounded): a broker whose caches never hold fails.
+    let seen = std::cell::RefCell::new(Vec::new());
+    let settled = eventually(std::time::Duration::from_secs(10), || async {
+        let (listed, list_queries) = queries_during(app, client.call("list_connections", json!({}))).await;
+        assert_eq!(listed.unwrap().structured_content.unwrap()["connections"][0]["status"], "connected");
+        let (called, call_queries) = queries_during(app, me(&client)).await;
+        assert_eq!(called.unwrap().structured_content.unwrap()["status"], 200);
+        seen.borrow_mut().push((list_queries, call_queries));
+        // Before issue 11: 3 and 5 — the user; grants, consents; grants at the provider, the
+        // grant, its consent, and the demo provider's own token lookup (it is served by this
+        // process, on this database). Then 2 and 4 (a counter read per request). Now, nothing
+        // written since the last call, the token, the grants and the consents are all known:
+        // only the demo provider's own lookup remains.
+        list_queries == 0 && call_queries <= 1
+    })
+    .await;
+    let seen = seen.into_inner();
+    println!("database calls (list_connections, provider_request) per attempt: {seen:?}");
+    assert!(settled, "a warm list_connections never made 0 database calls and provider_request at most 1: {seen:?}");
     client.close().await;
 }
 on_both_backends!(queries_per_tool_call, a_warm_tool_call_costs_one_query_per_decision);
