@@ -8,9 +8,7 @@ use crate::helpers::TestApp;
 use crate::on_both_backends;
 
 fn broker(data_dir: &std::path::Path, public_url: &str) -> Command {
-    // The same binary the cluster tests start (`OAUTH_BROKER_TEST_BIN` when worktrees share a
-    // target directory).
-    let mut command = Command::new(crate::cluster::binary());
+    let mut command = Command::new(crate::helpers::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command.env("OAUTH_BROKER_DATA_DIR", data_dir).env("OAUTH_BROKER_PUBLIC_URL", public_url);
     command

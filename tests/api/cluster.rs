@@ -20,13 +20,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::json;
 use tokio::sync::{Mutex, mpsc};
 
-use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, location, mcp_client_at, spawn_app};
-
-/// The broker's binary. `OAUTH_BROKER_TEST_BIN` names a copy when several worktrees share one
-/// target directory (another build may replace the shared binary between build and test).
-pub fn binary() -> String {
-    std::env::var("OAUTH_BROKER_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_oauth-broker").to_owned())
-}
+use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, binary, location, mcp_client_at, spawn_app};
 
 /// Instance B: the real binary, in its own process, on A's database.
 pub struct OtherInstance {

@@ -763,3 +763,9 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The broker's binary. `OAUTH_BROKER_TEST_BIN` names a copy when several worktrees share one
+/// target directory (another build may replace the shared binary between build and test).
+pub fn binary() -> String {
+    std::env::var("OAUTH_BROKER_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_oauth-broker").to_owned())
+}

@@ -20,7 +20,7 @@ async fn spawn(backend: Backend) -> Option<TestApp> {
 
 /// The binary, on the app's database and data directory.
 fn broker(app: &TestApp) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
+    let mut command = Command::new(crate::helpers::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command
         .env("OAUTH_BROKER_DATA_DIR", app.data_dir())

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::helpers::{hidden_field, hidden_fields, location};
 
 fn broker(data_dir: &std::path::Path, public_url: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
+    let mut command = Command::new(crate::helpers::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command.env("OAUTH_BROKER_DATA_DIR", data_dir).env("OAUTH_BROKER_PUBLIC_URL", public_url);
     command.env("OAUTH_BROKER_LOG", "debug");

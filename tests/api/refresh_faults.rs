@@ -286,7 +286,7 @@ async fn second_process_mid_refresh(first: &TestApp, provider: &StrictProvider, 
     std::fs::write(&config_file, provider.toml()).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let instance = first.instance();
-    let second = std::process::Command::new(env!("CARGO_BIN_EXE_oauth-broker"))
+    let second = std::process::Command::new(crate::helpers::binary())
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("OAUTH_BROKER_ENCRYPTION_KEY", secrecy::ExposeSecret::expose_secret(&instance.encryption_key))

@@ -21,7 +21,7 @@ use crate::on_both_backends;
 /// The binary, pointed at `app`'s database and key, with the demo provider configured.
 fn admin(app: &TestApp, args: &[&str]) -> Output {
     let config = &app.state.config;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
+    let mut command = Command::new(crate::helpers::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command
         .env("OAUTH_BROKER_DATA_DIR", &config.data_dir)

@@ -60,7 +60,7 @@ pub(crate) async fn holding_provider() -> HoldingProvider {
 }
 
 fn broker(dir: &std::path::Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_oauth-broker"));
+    let mut command = Command::new(crate::helpers::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command.env("OAUTH_BROKER_CONFIG", dir.join("broker.toml")).env("OAUTH_BROKER_LOG", "warn");
     command
