@@ -4,6 +4,7 @@
 #   bench/run.sh [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
 #                [--memory-only]   (per-session memory alone; no wrk needed)
 #                [--no-ts]         (without the TypeScript server: nothing is installed, offline)
+#                [--only list_connections|provider_request]   (that load alone, e.g. to profile it)
 # Needs wrk (apt-get install -y wrk). Release builds go to $CARGO_TARGET_DIR (default target/).
 # The TypeScript server (bench/ts-echo/server.mjs) runs on Node 22 from npm (node-linux-<arch>,
 # under bench/.node/) with @modelcontextprotocol/sdk pinned below (under

@@ -6,7 +6,7 @@
 //! mcp_bench --broker target/release/oauth-broker --echo target/release/examples/echo_server
 //!           [--ts-node bench/.node/…/bin/node --ts-echo bench/ts-echo/server.mjs]
 //!           [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
-//!           [--memory-only]
+//!           [--memory-only] [--only list_connections|provider_request]
 //! ```
 //!
 //! 1. Starts the servers on loopback; the broker as `serve --demo` on a fresh SQLite database,
@@ -27,7 +27,8 @@
 //! 5. Cold start to ready (`/readyz` 200) on the existing database, `--starts` times.
 //!
 //! `--memory-only` runs step 4 alone (no browser flow, no wrk, no restarts), to iterate on
-//! per-session memory in a minute.
+//! per-session memory in a minute; `--only TOOL` runs step 3 for that tool (and the echo servers)
+//! alone, to profile it.
 
 #[path = "mcp_bench/flow.rs"]
 mod flow;
@@ -85,6 +86,10 @@ struct Args {
     /// Only the per-session memory figure (step 4).
     #[arg(long)]
     memory_only: bool,
+    /// Only this broker tool's load (beside the echo servers), e.g. to profile it: no memory
+    /// figure, no cold starts.
+    #[arg(long, value_parser = ["list_connections", "provider_request"])]
+    only: Option<String>,
 }
 
 /// Seconds of unrecorded load per case before the rounds (warm-up).
@@ -172,6 +177,9 @@ async fn main() -> anyhow::Result<()> {
         args: json!({"provider": "demo", "method": "GET", "path": "/me", "account": ACCOUNT}),
         at: broker_at.clone(),
     });
+    if let Some(only) = &args.only {
+        cases.retain(|case| case.name != format!("broker {}", case.tool) || case.tool == only);
+    }
     let mut tables = Vec::new();
     for (sessions, connections, threads) in [(1, 16, 2), (64, 64, 4)] {
         let mut opened = Vec::new();
@@ -206,22 +214,29 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    // 4. Memory per idle session with its GET stream open.
-    let mut memories = vec![("bare rmcp echo", memory(&echo, &echo_at, args.sessions).await?)];
+    // 4. Memory per idle session with its GET stream open; 5. cold start on the existing
+    // database. Neither with `--only` (a profiling run).
+    let mut memories = Vec::new();
+    let mut starts = Vec::new();
+    if args.only.is_none() {
+        memories.push(("bare rmcp echo", memory(&echo, &echo_at, args.sessions).await?));
+    }
     echo.stop().await;
     if let (Some(ts), Some(ts_at)) = (ts, &ts_at) {
-        memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions).await?));
+        if args.only.is_none() {
+            memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions).await?));
+        }
         ts.stop().await;
     }
     broker.stop().await;
-    memories.push(("broker", broker_memory(&args, dir.path(), port, &log).await?));
-
-    // 5. Cold start on the existing database.
-    let mut starts = Vec::new();
-    for _ in 0..args.starts {
-        let (broker, _, took) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None).await?;
-        starts.push(took);
-        broker.stop().await;
+    if args.only.is_none() {
+        memories.push(("broker", broker_memory(&args, dir.path(), port, &log).await?));
+        for _ in 0..args.starts {
+            let (broker, _, took) =
+                procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None).await?;
+            starts.push(took);
+            broker.stop().await;
+        }
     }
 
     // Report.
@@ -260,6 +275,9 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         println!();
+    }
+    if args.only.is_some() {
+        return Ok(());
     }
     print_memory(args.sessions, &memories);
     println!(
