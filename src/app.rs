@@ -67,7 +67,7 @@ impl AppBuilder {
         }
         if let Some(name) = self.fixed_identity {
             ensure_local_user(&state, &name).await?;
-            state.fixed_identity = Some(name);
+            state.set_fixed_identity(name);
         }
         settle_abandoned_exchanges(&state);
         crate::keyring::reload_periodically(&state);
@@ -256,7 +256,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     // Stopping the whole server also stops accepting work; draining alone lets work finish.
     let shutdown = tokio_util::sync::CancellationToken::new();
     let draining = shutdown.child_token();
-    Ok(AppState {
+    Ok(AppState::new(crate::state::AppStateFields {
         core,
         keys: Arc::new(keys),
         oidc,
@@ -265,7 +265,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         shutdown,
         fixed_identity: None,
         bearer_cache: Default::default(),
-    })
+    }))
 }
 
 /// For error messages: never print a database password.

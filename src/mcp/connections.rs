@@ -6,7 +6,7 @@
 //! `isError` result listing the accounts and asking for `account`.
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResult, ErrorData};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
@@ -58,11 +58,9 @@ impl BrokerServer {
                 }))
             })
             .collect();
-        let structured = json!({ "connections": entries });
-        let mut result = CallToolResult::structured(structured.clone());
-        // Also as text, for clients that only show content (MCP server/tools §structured content).
-        result.content = vec![ContentBlock::text(structured.to_string())];
-        Ok(result)
+        // `structured` also puts the same JSON in a text block, for clients that only show
+        // content (MCP server/tools §structured content).
+        Ok(CallToolResult::structured(json!({ "connections": entries })))
     }
 
     // MCP 2025-11-25 client/elicitation §Form mode: confirming a destructive action.

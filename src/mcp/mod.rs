@@ -10,6 +10,7 @@
 //! - [`session_manager`], [`session_life`], [`event_log`]: rmcp's session manager with sessions
 //!   that live while something is open, SSE events delivered once, and a `retry:` hint to
 //!   listeners when the server stops; [`heap_trim`] gives closed sessions' memory back to the OS.
+//! - [`http_service`]: rmcp's HTTP service shared, not cloned per request.
 //! - [`failure`]: internal errors, and the retryable answer when the database is away.
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
@@ -24,6 +25,7 @@ pub mod extension;
 pub mod failure;
 pub mod forms;
 pub mod heap_trim;
+pub mod http_service;
 pub mod jsonrpc_guard;
 pub mod pagination;
 pub mod prompts;
@@ -96,7 +98,11 @@ pub fn router(state: McpState) -> Router<AppState> {
             .with_idle(state.config.mcp_session_idle),
     );
     sessions.start_sweeping(state.shutdown.clone());
-    let service = StreamableHttpService::new(move || Ok(BrokerServer::new(factory_state.clone())), sessions, config);
+    let service = http_service::SharedService::new(StreamableHttpService::new(
+        move || Ok(BrokerServer::new(factory_state.clone())),
+        sessions,
+        config,
+    ));
     Router::new()
         .route_service("/mcp", service)
         // Layers run outside-in: bearer first, then the session owner check, then the JSON-RPC

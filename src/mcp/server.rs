@@ -348,7 +348,11 @@ impl ServerHandler for BrokerServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
         let span = crate::telemetry::tool_call_span(&ctx, &request.name);
-        tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span).await
+        // Boxed, like every handler below that awaits real work: rmcp spawns one task per
+        // request whose future holds the largest of all handlers' futures, and moving a
+        // multi-kilobyte future into each task was a quarter of a tool call's instructions
+        // (issue 11, callgrind). A box keeps that future small.
+        Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await
     }
 
     async fn list_prompts(
@@ -367,7 +371,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        self.state.prompts.get(&self.state, &request.name, request.arguments, ext).await.map(Into::into)
+        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext)).await.map(Into::into)
     }
 
     async fn complete(
@@ -376,9 +380,12 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        super::completion::take_budget(&self.state, &caller.user.user_id).await?;
-        let ext = self.extension_context(&ctx, &caller);
-        super::completion::complete(&self.state, request, ext).await
+        Box::pin(async move {
+            super::completion::take_budget(&self.state, &caller.user.user_id).await?;
+            let ext = self.extension_context(&ctx, &caller);
+            super::completion::complete(&self.state, request, ext).await
+        })
+        .await
     }
 
     async fn list_resources(
@@ -388,7 +395,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        super::resources::list(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())).await
+        Box::pin(super::resources::list(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref()))).await
     }
 
     async fn list_resource_templates(
@@ -398,7 +405,8 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        super::resources::templates(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())).await
+        Box::pin(super::resources::templates(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())))
+            .await
     }
 
     async fn read_resource(
@@ -408,7 +416,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        super::resources::read(&self.state, ext, &request.uri).await.map(Into::into)
+        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(Into::into)
     }
 
     // MCP server/resources §Subscriptions: updates go to this session only, for this user's
@@ -420,7 +428,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        if !super::resources::exists(&self.state, &ext, &request.uri).await {
+        if !Box::pin(super::resources::exists(&self.state, &ext, &request.uri)).await {
             return Err(ErrorData::resource_not_found(format!("unknown resource: {}", request.uri), None));
         }
         self.scope.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(request.uri);
