@@ -472,11 +472,38 @@ async fn expired(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result
         .await;
     let opened = opened.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     drop(opened);
+    // A new session closes a few idle ones at once; the periodic sweep (every 30 s) the rest.
     tokio::time::sleep(procs::SESSION_IDLE + Duration::from_secs(2)).await;
     let sweeper = at.open_session().await?;
     at.close(&sweeper).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while active_sessions(server, at).await? > 0 {
+        if std::time::Instant::now() > deadline {
+            bail!("idle sessions were not expired within 90 s");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Freed memory goes back to the OS about a second after (heap trim, allocator decay).
     tokio::time::sleep(Duration::from_secs(2)).await;
     Ok(settled_rss(server).await)
+}
+
+/// The broker's `oauth_broker_mcp_sessions_active` gauge.
+async fn active_sessions(server: &Server, at: &Endpoint) -> anyhow::Result<u64> {
+    let text = at
+        .http
+        .get(format!("{}/metrics", server.base))
+        .bearer_auth(procs::METRICS_TOKEN)
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let value = text
+        .lines()
+        .find_map(|line| line.strip_prefix("oauth_broker_mcp_sessions_active "))
+        .context("/metrics has no oauth_broker_mcp_sessions_active")?;
+    Ok(value.trim().parse::<f64>()?.max(0.0) as u64)
 }
 
 /// RSS once it stops moving (memory is returned to the allocator asynchronously).

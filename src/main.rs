@@ -3,6 +3,11 @@
 
 use oauth_broker::admin::Cli;
 
+/// Issue 11: see `Cargo.toml` and `.cargo/config.toml`.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse_args();

@@ -91,6 +91,8 @@ pub struct DemoSetup {
 /// How long a session with nothing open lives in the broker of the memory figure (the
 /// shortest `mcp_session_idle`), so it can show sessions expiring too.
 pub const SESSION_IDLE: Duration = Duration::from_secs(10);
+/// The bearer token of that broker's /metrics (loopback, a throwaway database).
+pub const METRICS_TOKEN: &str = "bench-metrics";
 
 /// `oauth-broker serve --demo` on SQLite in `data_dir`, on `port`; returns once `/readyz`
 /// answers 200, with the time from spawning to that answer. `idle`: its `mcp_session_idle`.
@@ -104,7 +106,9 @@ pub async fn spawn_broker(
     let started = Instant::now();
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
     let config = data_dir.with_extension("toml");
-    let settings = idle.map(|idle| format!("mcp_session_idle = \"{}s\"\n", idle.as_secs()));
+    // With `idle`, /metrics is on (bearer METRICS_TOKEN) so the figure can wait for the sweep.
+    let settings =
+        idle.map(|idle| format!("mcp_session_idle = \"{}s\"\nmetrics_token = \"{METRICS_TOKEN}\"\n", idle.as_secs()));
     std::fs::write(&config, settings.unwrap_or_default())?;
     let mut child = Command::new(bin)
         .arg("--config")

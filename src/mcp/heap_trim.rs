@@ -11,6 +11,11 @@
 //! The trim runs [`TRIM_AFTER`] after the close that makes [`TRIM_EVERY_CLOSED`] (so a burst
 //! of closes, a sweep or a client going away with many sessions, is done first), at most once
 //! per [`TRIM_AT_MOST_EVERY`], on a blocking thread. Elsewhere than glibc it does nothing.
+//!
+//! The `oauth-broker` binary allocates with jemalloc (`src/main.rs`), which gives freed pages
+//! back by itself about a second after their last use (`.cargo/config.toml`); the trim then
+//! only returns what was allocated through glibc (SQLite's own allocations), and everything
+//! when the library runs without jemalloc (the tests, an embedding program).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
