@@ -70,14 +70,15 @@ struct SessionScope {
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     cancel: CancellationToken,
-    state: McpState,
+    /// Only the owners registry, not a whole [`McpState`] per session (issue 11).
+    owners: Arc<super::sessions::SessionRegistry>,
 }
 
 impl Drop for SessionScope {
     fn drop(&mut self) {
         self.cancel.cancel();
         if let Some(id) = self.session_id.get() {
-            self.state.sessions.forget(id);
+            self.owners.forget(id);
         }
     }
 }
@@ -92,7 +93,7 @@ impl BrokerServer {
             subscriptions: Default::default(),
             log_level: Default::default(),
             cancel,
-            state: state.clone(),
+            owners: state.sessions.clone(),
         };
         Self { state, scope: Arc::new(scope) }
     }
@@ -303,6 +304,10 @@ impl BrokerServer {
     }
 }
 
+// Requests that wait on the database, a provider or an extension run boxed: rmcp keeps the
+// session's `initialize` future inside the session's task for as long as the session lives,
+// and that future is sized for the largest request future of the handler (one `match` over
+// all of them). Unboxed, every idle session carried ~11 KB of room for a tool call (issue 11).
 impl ServerHandler for BrokerServer {
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::new("oauth-broker", env!("CARGO_PKG_VERSION"));
@@ -348,7 +353,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
         let span = crate::telemetry::tool_call_span(&ctx, &request.name);
-        tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span).await
+        Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await
     }
 
     async fn list_prompts(
@@ -367,7 +372,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        self.state.prompts.get(&self.state, &request.name, request.arguments, ext).await.map(Into::into)
+        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext)).await.map(Into::into)
     }
 
     async fn complete(
@@ -376,9 +381,9 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        super::completion::take_budget(&self.state, &caller.user.user_id).await?;
+        Box::pin(super::completion::take_budget(&self.state, &caller.user.user_id)).await?;
         let ext = self.extension_context(&ctx, &caller);
-        super::completion::complete(&self.state, request, ext).await
+        Box::pin(super::completion::complete(&self.state, request, ext)).await
     }
 
     async fn list_resources(
@@ -388,7 +393,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        super::resources::list(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())).await
+        Box::pin(super::resources::list(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref()))).await
     }
 
     async fn list_resource_templates(
@@ -398,7 +403,8 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        super::resources::templates(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())).await
+        Box::pin(super::resources::templates(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())))
+            .await
     }
 
     async fn read_resource(
@@ -408,7 +414,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        super::resources::read(&self.state, ext, &request.uri).await.map(Into::into)
+        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(Into::into)
     }
 
     // MCP server/resources §Subscriptions: updates go to this session only, for this user's
@@ -420,7 +426,7 @@ impl ServerHandler for BrokerServer {
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        if !super::resources::exists(&self.state, &ext, &request.uri).await {
+        if !Box::pin(super::resources::exists(&self.state, &ext, &request.uri)).await {
             return Err(ErrorData::resource_not_found(format!("unknown resource: {}", request.uri), None));
         }
         self.scope.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(request.uri);
