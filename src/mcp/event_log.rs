@@ -1,17 +1,17 @@
 //! SSE event ids and replay for MCP sessions, so each event reaches a client once.
 //!
-//! rmcp's session manager numbers each stream's events from 0 on its own, and the priming
-//! event of a GET stream is also `0`; resuming replays from the given id inclusive, and a GET
-//! without `Last-Event-ID` replays the whole cache — so notifications arrived twice. Plugged
-//! into rmcp as its [`EventStore`], this log hands out one increasing sequence (`1`, `2`, …)
-//! across all streams and replays strictly after the id a client names (MCP 2025-11-25
-//! basic/transports §Resumability and Redelivery).
+//! rmcp's own session manager numbered each stream's events from 0 on its own, and the priming
+//! event of a GET stream is also `0`; resuming replayed from the given id inclusive, and a GET
+//! without `Last-Event-ID` replayed the whole cache — so notifications arrived twice. Every
+//! event our sessions send ([`crate::mcp::session_transport`]) is appended here first: one
+//! increasing sequence (`1`, `2`, …) across all streams, and replay strictly after the id a
+//! client names (MCP 2025-11-25 basic/transports §Resumability and Redelivery).
 //!
-//! Replay is only ever reached through [`crate::mcp::session_manager`], which first checks that
-//! the event belongs to the session asking: ids are sequential, so they must not open another
-//! session's stream. A resumed stream replays what was missed, then follows the stream live
-//! until its request is answered (or, for the session's standalone stream, until the session
-//! ends).
+//! Each stream is recorded with the session it belongs to, and replay is only ever reached
+//! through [`crate::mcp::session_manager`], which names the session asking: ids are
+//! sequential, so they must not open another session's stream. A resumed stream replays what
+//! was missed, then follows the stream live until its request is answered (or, for the
+//! session's standalone stream, until the session ends).
 //!
 //! Memory is bounded: each stream keeps its last [`KEPT_PER_STREAM`] events, an answered
 //! request's stream is kept [`ANSWERED_KEPT_SECONDS`] for a late resume, and a session's
@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 use futures::Stream;
 use rmcp::model::ServerJsonRpcMessage;
-use rmcp::transport::streamable_http_server::session::{EventStore, EventStoreError, EventStream, ServerSseMessage};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use tokio::sync::watch;
 
 use crate::clock::{SharedClock, Timestamp};
@@ -33,9 +33,9 @@ pub const KEPT_PER_STREAM: usize = 64;
 pub const ANSWERED_KEPT_SECONDS: i64 = 60;
 /// How often answered streams are looked for (on a new stream).
 const PRUNE_EVERY_SECONDS: i64 = 10;
-/// Streams kept at most (of sessions that never end cleanly, or stateless requests).
+/// Streams kept at most (answered requests still in their resume window, mostly).
 const MAX_STREAMS: usize = 10_000;
-/// How rmcp names a session's standalone (GET) stream: `{session id}:common`.
+/// A session's standalone (GET) stream is `{session id}:common` (rmcp's name for it).
 const COMMON_SUFFIX: &str = ":common";
 
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +73,7 @@ struct Log {
 }
 
 struct StreamLog {
-    session: Option<String>,
+    session: String,
     events: VecDeque<(u64, ServerSseMessage)>,
     /// When the request's answer went out (a request stream ends with it).
     answered_at: Option<Timestamp>,
@@ -82,7 +82,7 @@ struct StreamLog {
 }
 
 impl StreamLog {
-    fn new(session: Option<String>) -> Self {
+    fn new(session: String) -> Self {
         Self { session, events: VecDeque::new(), answered_at: None, newest: watch::channel(0).0 }
     }
 }
@@ -103,8 +103,8 @@ impl EventLog {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends an event to a stream and returns its id.
-    pub fn append(&self, stream_id: &str, event: &ServerSseMessage) -> u64 {
+    /// Appends an event to `session`'s stream `stream_id` and returns its id.
+    pub fn append(&self, session: &str, stream_id: &str, event: &ServerSseMessage) -> u64 {
         let now = self.clock.now();
         let mut log = self.log();
         log.last += 1;
@@ -118,8 +118,7 @@ impl EventLog {
             if log.streams.len() >= MAX_STREAMS {
                 evict_oldest(log);
             }
-            let session = stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned);
-            log.streams.insert(stream_id.to_owned(), StreamLog::new(session));
+            log.streams.insert(stream_id.to_owned(), StreamLog::new(session.to_owned()));
             log.created.push_back(stream_id.to_owned());
             forget_gone(log);
         }
@@ -142,19 +141,6 @@ impl EventLog {
             log.answered.push_back((now, stream_id.to_owned()));
         }
         id
-    }
-
-    /// Records that `session`'s stream holds the event the client was just sent (the first
-    /// event of each stream passes here before the client can name it).
-    pub fn claim(&self, event_id: &str, session: &str) {
-        let Ok(id) = event_id.parse::<u64>() else { return };
-        let mut log = self.log();
-        let log = &mut *log;
-        if let Some(stream) = log.stream_of.get(&id).and_then(|s| log.streams.get_mut(s))
-            && stream.session.is_none()
-        {
-            stream.session = Some(session.to_owned());
-        }
     }
 
     /// A fresh standalone stream opens for `session`: its priming event `0` stands for "now".
@@ -183,11 +169,8 @@ impl EventLog {
                 let stream_id = log.stream_of.get(&id).cloned().ok_or(ReplayError::Unknown)?;
                 (stream_id, id)
             };
-            let stream = log
-                .streams
-                .entry(stream_id.clone())
-                .or_insert_with(|| StreamLog::new(stream_id.strip_suffix(COMMON_SUFFIX).map(str::to_owned)));
-            if stream.session.as_deref() != Some(session) {
+            let stream = log.streams.entry(stream_id.clone()).or_insert_with(|| StreamLog::new(session.to_owned()));
+            if stream.session != session {
                 return Err(ReplayError::Unknown);
             }
             (stream_id, after, stream.newest.subscribe())
@@ -202,12 +185,8 @@ impl EventLog {
         let mut log = self.log();
         let log = &mut *log;
         log.fresh_common.remove(session);
-        let ended: Vec<String> = log
-            .streams
-            .iter()
-            .filter(|(_, s)| s.session.as_deref() == Some(session))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let ended: Vec<String> =
+            log.streams.iter().filter(|(_, s)| s.session == session).map(|(id, _)| id.clone()).collect();
         for stream_id in ended {
             remove_stream(log, &stream_id);
         }
@@ -313,21 +292,6 @@ impl Follower {
     }
 }
 
-#[async_trait::async_trait]
-impl EventStore for EventLog {
-    async fn store_event(&self, stream_id: &str, event: &ServerSseMessage) -> Result<String, EventStoreError> {
-        Ok(self.append(stream_id, event).to_string())
-    }
-
-    /// Replay without a session would let any caller read any stream by guessing a sequential
-    /// id, so it is refused here: resumption goes through the session manager, which checks
-    /// the session first ([`EventLog::resume`]). rmcp calls this only for stateless resumption,
-    /// which the session manager does not offer.
-    async fn replay_events_after(&self, _last_event_id: &str) -> Result<EventStream, EventStoreError> {
-        Err(Box::new(ReplayError::Unknown))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -355,9 +319,9 @@ mod tests {
     #[tokio::test]
     async fn ids_are_unique_and_increasing_and_resume_is_strictly_after() {
         let log = log();
-        let first = log.append("s1:common", &note());
-        let second = log.append("s1:common", &note());
-        let other = log.append("request-a", &note());
+        let first = log.append("s1", "s1:common", &note());
+        let second = log.append("s1", "s1:common", &note());
+        let other = log.append("s1", "request-a", &note());
         assert!(first >= 1 && second > first && other > second);
 
         let (common, replay) = log.resume("s1", &first.to_string()).unwrap();
@@ -368,9 +332,9 @@ mod tests {
     #[tokio::test]
     async fn a_fresh_standalone_stream_replays_nothing_old_and_its_priming_id_resumes_from_then() {
         let log = log();
-        log.append("s1:common", &note());
+        log.append("s1", "s1:common", &note());
         log.mark_fresh_common("s1");
-        let missed = log.append("s1:common", &note());
+        let missed = log.append("s1", "s1:common", &note());
 
         let (_, replay) = log.resume("s1", "0").unwrap();
         assert_eq!(ids(replay, 1).await, [missed.to_string()]);
@@ -379,9 +343,8 @@ mod tests {
     #[tokio::test]
     async fn another_sessions_events_and_unknown_ids_are_refused() {
         let log = log();
-        let theirs = log.append("s1:common", &note());
-        let request = log.append("request-a", &note());
-        log.claim(&request.to_string(), "s1");
+        let theirs = log.append("s1", "s1:common", &note());
+        let request = log.append("s1", "request-a", &note());
 
         assert!(log.resume("s2", &theirs.to_string()).is_err());
         assert!(log.resume("s2", &request.to_string()).is_err());
@@ -393,10 +356,10 @@ mod tests {
     #[tokio::test]
     async fn a_resumed_stream_follows_live_and_ends_with_the_session() {
         let log = log();
-        let first = log.append("s1:common", &note());
+        let first = log.append("s1", "s1:common", &note());
         let (_, follow) = log.resume("s1", &first.to_string()).unwrap();
         let mut follow = Box::pin(follow);
-        let live = log.append("s1:common", &note());
+        let live = log.append("s1", "s1:common", &note());
         assert_eq!(follow.next().await.unwrap().event_id, Some(live.to_string()));
 
         log.end_session("s1");
@@ -412,9 +375,9 @@ mod tests {
             rmcp::model::ServerResult::empty(()),
             rmcp::model::RequestId::Number(1),
         ));
-        log.append("request-a", &answer);
+        log.append("s1", "request-a", &answer);
         clock.advance(ANSWERED_KEPT_SECONDS + 1);
-        log.append("request-b", &note());
+        log.append("s1", "request-b", &note());
         assert_eq!(log.stream_count(), 1, "only the unanswered stream is left");
     }
 
@@ -426,13 +389,13 @@ mod tests {
             rmcp::model::RequestId::Number(1),
         ));
         // A listening session first, then a full log of answered requests still in their window.
-        let listening = log.append("s1:common", &note());
+        let listening = log.append("s1", "s1:common", &note());
         for i in 0..MAX_STREAMS - 1 {
-            log.append(&format!("request-{i}"), &answer);
+            log.append("s2", &format!("request-{i}"), &answer);
         }
         assert_eq!(log.stream_count(), MAX_STREAMS);
 
-        log.append("request-new", &answer);
+        log.append("s2", "request-new", &answer);
 
         assert_eq!(log.stream_count(), MAX_STREAMS, "bounded");
         assert!(!log.log().streams.contains_key("request-0"), "the oldest answer made room");
@@ -445,9 +408,9 @@ mod tests {
     #[test]
     fn streams_keep_a_bounded_number_of_events() {
         let log = log();
-        let first = log.append("s1:common", &note());
+        let first = log.append("s1", "s1:common", &note());
         for _ in 0..KEPT_PER_STREAM + 10 {
-            log.append("s1:common", &note());
+            log.append("s1", "s1:common", &note());
         }
         assert!(log.resume("s1", &first.to_string()).is_err(), "the oldest are gone");
         assert_eq!(log.log().stream_of.len(), KEPT_PER_STREAM);

@@ -7,9 +7,11 @@
 //! - [`elicitation`]: URL elicitation, `-32042`, the completion notification.
 //! - [`sessions`]: which user owns which session, and its protocol version (SSE priming only
 //!   from 2025-11-25 on).
-//! - [`session_manager`], [`session_life`], [`event_log`]: rmcp's session manager with sessions
-//!   that live while something is open, SSE events delivered once, and a `retry:` hint to
-//!   listeners when the server stops; [`heap_trim`] gives closed sessions' memory back to the OS.
+//! - [`session_manager`], [`session_life`], [`event_log`]: our sessions behind rmcp's HTTP
+//!   service, which live while something is open, deliver SSE events once, and give listeners
+//!   a `retry:` hint when the server stops; [`session_transport`] and [`session_routes`]: each
+//!   session's transport to its handler, without a task of its own; [`heap_trim`] gives closed
+//!   sessions' memory back to the OS.
 //! - [`http_service`]: rmcp's HTTP service shared, not cloned per request.
 //! - [`failure`]: internal errors, and the retryable answer when the database is away.
 //!
@@ -34,6 +36,8 @@ pub mod resources;
 pub mod server;
 pub mod session_life;
 pub mod session_manager;
+pub mod session_routes;
+pub mod session_transport;
 pub mod sessions;
 pub mod tool_schema;
 pub mod tools;

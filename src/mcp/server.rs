@@ -70,14 +70,15 @@ struct SessionScope {
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     cancel: CancellationToken,
-    state: McpState,
+    /// Only the owners registry, not a whole [`McpState`] per session (issue 11).
+    owners: Arc<super::sessions::SessionRegistry>,
 }
 
 impl Drop for SessionScope {
     fn drop(&mut self) {
         self.cancel.cancel();
         if let Some(id) = self.session_id.get() {
-            self.state.sessions.forget(id);
+            self.owners.forget(id);
         }
     }
 }
@@ -92,7 +93,7 @@ impl BrokerServer {
             subscriptions: Default::default(),
             log_level: Default::default(),
             cancel,
-            state: state.clone(),
+            owners: state.sessions.clone(),
         };
         Self { state, scope: Arc::new(scope) }
     }
@@ -303,6 +304,12 @@ impl BrokerServer {
     }
 }
 
+// Requests that wait on the database, a provider or an extension run boxed: rmcp keeps the
+// session's `initialize` future inside the session's task for as long as the session lives,
+// and that future is sized for the largest request future of the handler (one `match` over
+// all of them). Unboxed, every idle session carried ~11 KB of room for a tool call, and rmcp's
+// task per request moved that multi-kilobyte future in: a quarter of a tool call's
+// instructions under callgrind (issue 11).
 impl ServerHandler for BrokerServer {
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::new("oauth-broker", env!("CARGO_PKG_VERSION"));
@@ -348,10 +355,6 @@ impl ServerHandler for BrokerServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
         let span = crate::telemetry::tool_call_span(&ctx, &request.name);
-        // Boxed, like every handler below that awaits real work: rmcp spawns one task per
-        // request whose future holds the largest of all handlers' futures, and moving a
-        // multi-kilobyte future into each task was a quarter of a tool call's instructions
-        // (issue 11, callgrind). A box keeps that future small.
         Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await
     }
 
@@ -380,12 +383,9 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        Box::pin(async move {
-            super::completion::take_budget(&self.state, &caller.user.user_id).await?;
-            let ext = self.extension_context(&ctx, &caller);
-            super::completion::complete(&self.state, request, ext).await
-        })
-        .await
+        Box::pin(super::completion::take_budget(&self.state, &caller.user.user_id)).await?;
+        let ext = self.extension_context(&ctx, &caller);
+        Box::pin(super::completion::complete(&self.state, request, ext)).await
     }
 
     async fn list_resources(

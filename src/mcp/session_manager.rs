@@ -1,8 +1,12 @@
-//! rmcp's in-memory session manager, with three things changed (issue 14):
+//! The broker's MCP sessions, served to rmcp's HTTP service through its `SessionManager`
+//! trait (rmcp's own `LocalSessionManager` is not used; issue 11):
 //!
-//! - **Sessions live while something is open** ([`SessionLife`]): rmcp's own 5-minute idle
-//!   timeout is off; a sweep closes sessions with no open stream, no waiting authorization and
-//!   no request for `mcp_session_idle` (default [`session_life::IDLE_SECONDS`]). It runs when a session is created and every
+//! - **No task or channels of its own per session** ([`Session`]): what a session's handler
+//!   sends is routed onto its SSE stream as it is sent ([`crate::mcp::session_transport`]),
+//!   which cut an idle session's memory by most of rmcp's worker and channels.
+//! - **Sessions live while something is open** ([`SessionLife`]): a sweep closes sessions with
+//!   no open stream, no waiting authorization and no request for `mcp_session_idle` (default
+//!   [`session_life::IDLE_SECONDS`]). It runs when a session is created and every
 //!   [`SWEEP_EVERY`].
 //! - **Each event is delivered once** ([`EventLog`]): unique increasing ids; a resume replays
 //!   strictly after `Last-Event-ID`, only the asking session's own events; a GET without it
@@ -10,28 +14,26 @@
 //! - **Stopping tells listeners to reconnect**: when the server starts to stop (`draining`),
 //!   every standalone stream gets an SSE `retry:` hint and ends, so clients come back (to
 //!   another instance); request streams run on until their answer.
-//!
 //! - **Closed sessions give their memory back** ([`HeapTrim`]): glibc keeps freed memory, so
 //!   the heap is trimmed once enough sessions have closed (issue 11).
-//! - **Answered requests are not kept twice**: rmcp's own cache of answered request channels
-//!   is off (see [`BrokerSessions::new`]); the event log keeps them for resumption.
 //!
 //! `event_store()` stays `None`: with a store rmcp would also offer stateless resumption by
 //! event id alone, which cannot check whose events they are.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
-use rmcp::transport::streamable_http_server::session::{RestoreOutcome, ServerSseMessage, SessionId, SessionManager};
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
 
 use super::event_log::EventLog;
 use super::heap_trim::HeapTrim;
 use super::session_life::{self, SessionLife};
+use super::session_transport::{self, Session, SessionTransport};
 use super::sessions::SessionRegistry;
 
 /// How often idle sessions are looked for besides at each new session.
@@ -45,14 +47,16 @@ type SseStream = Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync + 'st
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionsError {
+    #[error("session not found")]
+    NotFound,
     #[error(transparent)]
-    Local(#[from] LocalSessionManagerError),
+    Session(#[from] session_transport::SessionError),
     #[error("cannot resume: {0}")]
     Replay(#[from] super::event_log::ReplayError),
 }
 
 pub struct BrokerSessions {
-    inner: LocalSessionManager,
+    sessions: Mutex<HashMap<SessionId, Arc<Session>>>,
     log: Arc<EventLog>,
     life: Arc<SessionLife>,
     owners: Arc<SessionRegistry>,
@@ -69,16 +73,15 @@ impl BrokerSessions {
         owners: Arc<SessionRegistry>,
         draining: CancellationToken,
     ) -> Self {
-        let mut inner = LocalSessionManager::default().with_event_store(log.clone());
-        // Our sweep decides when a session is idle (an open stream is not).
-        inner.session_config.keep_alive = None;
-        // rmcp keeps every answered request's channel for a late resume and scans them all on
-        // each message of the session: with its default of 60 s, one busy session held ~100k
-        // of them, which capped tool calls near 1k/s and held hundreds of MB (issue 11).
-        // Resumes are served from our own log ([`EventLog::resume`]), never from those, so
-        // they go as soon as they are answered.
-        inner.session_config.completed_cache_ttl = Duration::ZERO;
-        Self { inner, log, life, owners, draining, idle_seconds: session_life::IDLE_SECONDS, heap: Arc::default() }
+        Self {
+            sessions: Mutex::default(),
+            log,
+            life,
+            owners,
+            draining,
+            idle_seconds: session_life::IDLE_SECONDS,
+            heap: Arc::default(),
+        }
     }
 
     /// Sessions with nothing open end after `idle` without a request (`mcp_session_idle`).
@@ -121,20 +124,19 @@ impl BrokerSessions {
         });
     }
 
-    /// A stream of `session` that counts as open while the client holds it, and records that
-    /// its events are this session's.
+    fn session(&self, id: &SessionId) -> Result<Arc<Session>, SessionsError> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned().ok_or(SessionsError::NotFound)
+    }
+
+    /// A stream of `session` that counts as open while the client holds it.
     fn tracked(
         &self,
         session: &SessionId,
         stream: impl Stream<Item = ServerSseMessage> + Send + Sync + 'static,
     ) -> SseStream {
         let guard = self.life.stream_opened(session);
-        let (log, owner) = (self.log.clone(), session.to_string());
         Box::pin(stream.map(move |event| {
             let _open = &guard;
-            if let Some(id) = &event.event_id {
-                log.claim(id, &owner);
-            }
             event
         }))
     }
@@ -149,14 +151,17 @@ impl BrokerSessions {
 
 impl SessionManager for BrokerSessions {
     type Error = SessionsError;
-    type Transport = <LocalSessionManager as SessionManager>::Transport;
+    type Transport = SessionTransport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         // New sessions are when memory grows, so idle ones go first: a few per new session,
         // so that the client opening it never waits for thousands of closes (the periodic sweep
         // closes the rest), while sessions still cannot pile up faster than they are opened.
         self.sweep_at_most(SWEEP_PER_NEW_SESSION).await;
-        let (id, transport) = self.inner.create_session().await?;
+        // A random v4 UUID, as rmcp's own (unguessable; never a credential all the same).
+        let id = rmcp::transport::common::server_side_http::session_id();
+        let (session, transport) = Session::open(id.clone(), self.log.clone());
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), session);
         self.life.touch(&id);
         crate::telemetry::session_opened();
         Ok((id, transport))
@@ -168,23 +173,30 @@ impl SessionManager for BrokerSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
         self.life.touch(id);
-        Ok(self.inner.initialize_session(id, message).await?)
+        Ok(self.session(id)?.initialize(message).await?)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        Ok(self.inner.has_session(id).await?)
+        Ok(self.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(id))
     }
 
+    // Every way a session ends comes here: DELETE, the idle sweep, and rmcp once the session's
+    // handler stops (shutdown, or after one of these closed its input).
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let session = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        // Closed before its log goes, so that nothing it still sends is logged again.
+        if let Some(session) = &session {
+            session.close();
+        }
         self.life.ended(id);
         self.log.end_session(id);
         self.owners.forget(id);
         // Counted once per session, however many times closing is asked for.
-        if self.inner.has_session(id).await? {
+        if session.is_some() {
             crate::telemetry::session_closed();
             self.heap.session_closed();
         }
-        Ok(self.inner.close_session(id).await?)
+        Ok(())
     }
 
     async fn create_stream(
@@ -193,22 +205,22 @@ impl SessionManager for BrokerSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.life.touch(id);
-        let stream = self.inner.create_stream(id, message).await?;
-        Ok(self.tracked(id, stream))
+        let events = self.session(id)?.request(message).await?;
+        Ok(self.tracked(id, session_transport::events(events)))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
         self.life.touch(id);
-        Ok(self.inner.accept_message(id, message).await?)
+        Ok(self.session(id)?.accept(message).await?)
     }
 
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let session = self.session(id)?;
         self.log.mark_fresh_common(id);
-        let stream = self.inner.create_standalone_stream(id).await?;
-        let stream = self.tracked(id, stream);
+        let stream = self.tracked(id, session_transport::events(session.standalone()?));
         Ok(self.until_draining(stream))
     }
 
@@ -217,15 +229,9 @@ impl SessionManager for BrokerSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        if !self.inner.has_session(id).await? {
-            return Err(LocalSessionManagerError::SessionNotFound(id.clone()).into());
-        }
+        self.session(id)?;
         let (common, replay) = self.log.resume(id, &last_event_id)?;
         let stream = self.tracked(id, replay);
         Ok(if common { self.until_draining(stream) } else { stream })
-    }
-
-    async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
-        Ok(self.inner.restore_session(id).await?)
     }
 }
