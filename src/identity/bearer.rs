@@ -197,18 +197,16 @@ async fn refuse_disabled(state: &AppState, user: AuthenticatedUser) -> Result<Au
 async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Result<AuthenticatedUser, Rejection> {
     let now = state.now();
     // Without a watcher on other processes' writes nothing cached is trusted: verify fully.
-    let Some(epoch) = state.store.cache_generation() else {
+    let Some(before) = state.store.cache_tick() else {
         return verify_local(state, token, audience, now).await.map(|(user, _)| user);
     };
-    state.bearer_cache.observe(epoch);
     let key = TokenKey::new(token, audience);
-    if let Some(user) = state.bearer_cache.get(epoch, &key, now) {
+    if let Some(user) = state.bearer_cache.get(&key, now, |user_id| state.store.cache_generation(user_id)) {
         return Ok(user);
     }
     let (user, refused_from) = verify_local(state, token, audience, now).await?;
-    if state.store.cache_generation() == Some(epoch) {
-        state.bearer_cache.insert(epoch, key, user.clone(), refused_from);
-    }
+    let generation = state.store.cache_generation(&user.user_id);
+    state.bearer_cache.insert(before, generation, key, user.clone(), refused_from);
     Ok(user)
 }
 

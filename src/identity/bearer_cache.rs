@@ -7,13 +7,13 @@
 //!
 //! What could make the answer wrong later — the user disabled or deleted, the token's
 //! authorization revoked — is written to the database by this server, another instance or the
-//! admin CLI in another process. Each answer is kept under the store's generation
-//! ([`crate::store::freshness`]), which every write of this process moves at once and a write
-//! of another process moves within the watcher's interval (triggers move the `auth_epoch`
-//! counter, migration 0012, which the watcher reads): no database call per request. When it
-//! moved, everything cached is dropped. An answer is only kept if the generation had not moved
-//! before it was worked out (see [`BearerCache::insert`]), so a change racing a verification
-//! cannot be cached over.
+//! admin CLI in another process. Each answer is kept under its user's generation
+//! ([`crate::store::freshness`]), which a write of this process about that user (or about no
+//! one in particular, such as a revoked authorization) moves at once, and a write of another
+//! process within the watcher's interval (triggers move the `auth_epoch` counter, migration
+//! 0012, which the watcher reads): no database call per request. An answer is only kept if the
+//! user's generation had not moved since before it was worked out (see [`BearerCache::insert`]),
+//! so a change racing a verification cannot be cached over.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -43,20 +43,15 @@ impl TokenKey {
 
 #[derive(Default)]
 pub struct BearerCache {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    /// The newest generation seen; `None` before the first.
-    epoch: Option<u64>,
-    entries: HashMap<TokenKey, Entry>,
+    entries: Mutex<HashMap<TokenKey, Entry>>,
 }
 
 struct Entry {
     user: AuthenticatedUser,
     /// The token is refused from this instant on (its `exp` plus the verifier's leeway).
     refused_from: Timestamp,
+    /// The user's generation the answer was kept under.
+    generation: u64,
 }
 
 impl std::fmt::Debug for BearerCache {
@@ -66,52 +61,52 @@ impl std::fmt::Debug for BearerCache {
 }
 
 impl BearerCache {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<TokenKey, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The generation a request just saw: if it is newer, everything cached goes. Generations
-    /// only grow; a request that saw an older one changes nothing (and finds nothing).
-    pub fn observe(&self, epoch: u64) {
-        let mut inner = self.inner();
-        if inner.epoch.is_none_or(|seen| epoch > seen) {
-            inner.entries.clear();
-            inner.epoch = Some(epoch);
-        }
-    }
-
-    /// The user of a token verified before, if it has not expired at `now` and the request saw
-    /// the newest generation (`epoch`).
-    pub fn get(&self, epoch: u64, key: &TokenKey, now: Timestamp) -> Option<AuthenticatedUser> {
-        let mut inner = self.inner();
-        if inner.epoch != Some(epoch) {
-            return None;
-        }
-        match inner.entries.get(key) {
-            Some(entry) if now < entry.refused_from => Some(entry.user.clone()),
+    /// The user of a token verified before, if it has not expired at `now` and its user's
+    /// generation is still the one it was kept under (`generation_of` answers it; `None`: not
+    /// trusted). An entry that fails either is dropped.
+    pub fn get(
+        &self,
+        key: &TokenKey,
+        now: Timestamp,
+        generation_of: impl FnOnce(&str) -> Option<u64>,
+    ) -> Option<AuthenticatedUser> {
+        let mut entries = self.entries();
+        let entry = entries.get(key)?;
+        match generation_of(&entry.user.user_id) {
+            None => None,
+            Some(generation) if now < entry.refused_from && generation == entry.generation => Some(entry.user.clone()),
             Some(_) => {
-                inner.entries.remove(key);
+                entries.remove(key);
                 None
             }
-            None => None,
         }
     }
 
-    /// Remembers a token verified after reading the counter as `epoch`; kept only if the
-    /// counter has not moved since (otherwise the answer may rest on what has changed).
-    pub fn insert(&self, epoch: u64, key: TokenKey, user: AuthenticatedUser, refused_from: Timestamp) {
-        let mut inner = self.inner();
-        if inner.epoch != Some(epoch) {
-            return;
+    /// Remembers a token verified after the step `before` was taken, under its user's
+    /// `generation` read after the verification — unless that is later than `before` (the
+    /// user, or everything, moved meanwhile: the answer may rest on what has changed).
+    pub fn insert(
+        &self,
+        before: u64,
+        generation: Option<u64>,
+        key: TokenKey,
+        user: AuthenticatedUser,
+        refused_from: Timestamp,
+    ) {
+        let Some(generation) = generation.filter(|g| *g <= before) else { return };
+        let mut entries = self.entries();
+        if entries.len() >= CAPACITY {
+            entries.clear();
         }
-        if inner.entries.len() >= CAPACITY {
-            inner.entries.clear();
-        }
-        inner.entries.insert(key, Entry { user, refused_from });
+        entries.insert(key, Entry { user, refused_from, generation });
     }
 
     pub fn len(&self) -> usize {
-        self.inner().entries.len()
+        self.entries().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -137,39 +132,38 @@ mod tests {
     #[test]
     fn a_token_is_remembered_until_it_expires_and_only_for_its_audience() {
         let cache = BearerCache::default();
-        cache.observe(7);
         let key = TokenKey::new("t1", "https://broker.example/mcp");
-        cache.insert(7, key, user("u1"), 1_000);
-        assert_eq!(cache.get(7, &key, 999).map(|u| u.user_id), Some("u1".into()));
-        assert!(cache.get(7, &TokenKey::new("t1", "https://tools.example/mcp"), 999).is_none());
-        assert!(cache.get(7, &TokenKey::new("t2", "https://broker.example/mcp"), 999).is_none());
-        assert!(cache.get(7, &key, 1_000).is_none(), "expired");
+        cache.insert(7, Some(7), key, user("u1"), 1_000);
+        let at = |_: &str| Some(7);
+        assert_eq!(cache.get(&key, 999, at).map(|u| u.user_id), Some("u1".into()));
+        assert!(cache.get(&TokenKey::new("t1", "https://tools.example/mcp"), 999, at).is_none());
+        assert!(cache.get(&TokenKey::new("t2", "https://broker.example/mcp"), 999, at).is_none());
+        assert!(cache.get(&key, 1_000, at).is_none(), "expired");
         assert!(cache.is_empty(), "an expired token is forgotten");
     }
 
     #[test]
-    fn a_moved_counter_drops_everything_and_an_answer_from_before_it_moved_is_not_kept() {
+    fn a_moved_user_generation_drops_the_token_and_an_answer_from_before_it_moved_is_not_kept() {
         let cache = BearerCache::default();
-        cache.observe(1);
-        let key = TokenKey::new("t1", "aud");
-        cache.insert(1, key, user("u1"), 1_000);
-        cache.observe(2);
-        assert!(cache.get(2, &key, 0).is_none(), "dropped when the counter moved");
-        // Verified while the counter read 1, stored after another request saw 2: not kept.
-        cache.insert(1, key, user("u1"), 1_000);
-        assert!(cache.get(2, &key, 0).is_none());
-        cache.insert(2, key, user("u1"), 1_000);
-        assert!(cache.get(2, &key, 0).is_some());
-        // A request that saw 1 (it started before the move) neither goes back nor finds it.
-        cache.observe(1);
-        assert!(cache.get(1, &key, 0).is_none());
-        assert!(cache.get(2, &key, 0).is_some(), "the newer generation stays");
+        let (k1, k2) = (TokenKey::new("t1", "aud"), TokenKey::new("t2", "aud"));
+        cache.insert(1, Some(1), k1, user("u1"), 1_000);
+        cache.insert(1, Some(1), k2, user("u2"), 1_000);
+        let moved_u1 = |id: &str| Some(if id == "u1" { 2 } else { 1 });
+        assert!(cache.get(&k1, 0, moved_u1).is_none(), "u1's generation moved");
+        assert!(cache.get(&k2, 0, moved_u1).is_some(), "u2's did not");
+        assert!(cache.get(&k2, 0, |_| None).is_none(), "nothing is used while untrusted");
+        assert!(cache.get(&k2, 0, moved_u1).is_some(), "but it is kept for when trust returns");
+        // Verified after step 1, but u1's generation moved to 2 before it was stored: not kept.
+        cache.insert(1, Some(2), k1, user("u1"), 1_000);
+        assert!(cache.get(&k1, 0, moved_u1).is_none());
+        cache.insert(2, Some(2), k1, user("u1"), 1_000);
+        assert!(cache.get(&k1, 0, moved_u1).is_some());
     }
 
     #[test]
-    fn nothing_is_kept_before_the_counter_was_read() {
+    fn nothing_is_kept_while_untrusted() {
         let cache = BearerCache::default();
-        cache.insert(0, TokenKey::new("t1", "aud"), user("u1"), 1_000);
+        cache.insert(0, None, TokenKey::new("t1", "aud"), user("u1"), 1_000);
         assert!(cache.is_empty());
     }
 }

@@ -114,7 +114,7 @@ impl Store {
             .bind(now)
             .bind(grant_id)
             .bind(user_id)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -155,7 +155,7 @@ impl Store {
             return Ok(AllowOutcome::GrantGone);
         }
         tx.commit().await?;
-        self.written();
+        self.written_for(new.user_id);
         Ok(AllowOutcome::Allowed)
     }
 
@@ -203,7 +203,7 @@ impl Store {
             .bind(user_id)
             .bind(grant_id)
             .bind(client_key)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -213,7 +213,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND client_key = $2")
             .bind(user_id)
             .bind(client_key)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected())
     }

@@ -32,10 +32,11 @@ impl Store {
     /// Gives grant `id` its new label (the account was renamed at the provider). False when
     /// another of the user's grants there already holds that label.
     pub async fn relabel_grant(&self, id: &str, label: Option<&str>) -> StoreResult<bool> {
+        let owner = self.grant_owner(id);
         let done = sqlx::query("UPDATE grants SET account_label = $1 WHERE id = $2")
             .bind(label.unwrap_or(""))
             .bind(id)
-            .execute(self.db())
+            .execute(self.db_about(owner.as_deref()))
             .await;
         match done {
             Ok(done) => Ok(done.rows_affected() == 1),
@@ -48,11 +49,12 @@ impl Store {
 
     /// Records the account's stable id and the grant's own API base (`None`: the provider's).
     pub async fn set_grant_account(&self, id: &str, account_id: &str, api_base_url: Option<&str>) -> StoreResult<()> {
+        let owner = self.grant_owner(id);
         sqlx::query("UPDATE grants SET account_id = $1, api_base_url = $2 WHERE id = $3")
             .bind(account_id)
             .bind(api_base_url)
             .bind(id)
-            .execute(self.db())
+            .execute(self.db_about(owner.as_deref()))
             .await?;
         Ok(())
     }
@@ -60,10 +62,11 @@ impl Store {
     /// Replaces grant `id`'s API base with the one a refresh answer named (Salesforce sends
     /// `instance_url` again with each token; an org moved to another instance names the new one).
     pub async fn set_grant_api_base(&self, id: &str, api_base_url: &str) -> StoreResult<()> {
+        let owner = self.grant_owner(id);
         sqlx::query("UPDATE grants SET api_base_url = $1 WHERE id = $2")
             .bind(api_base_url)
             .bind(id)
-            .execute(self.db())
+            .execute(self.db_about(owner.as_deref()))
             .await?;
         Ok(())
     }

@@ -3,10 +3,11 @@
 //! `list_connections` reads them all, `provider_request` the account pick and the grant with
 //! its consent: the same rows on every call, which change only when the user connects,
 //! disconnects, allows or withdraws, or a token is refreshed. One read per (user, client) is
-//! kept under the store's generation ([`super::freshness`]) and used while the generation has
-//! not moved: every write of this process moves it at once, a write of another process within
-//! the watcher's interval (triggers on `grants` and `client_consents`, migrations 0012 and
-//! 0015, move the counter it reads). An answer read while the generation moved is not kept.
+//! kept under the user's generation ([`super::freshness`]) and used while it has not moved: a
+//! write of this process about the user (or about no one in particular) moves it at once, a
+//! write of another process within the watcher's interval (triggers on `grants` and
+//! `client_consents`, migrations 0012 and 0015, move the counter it reads). An answer read while
+//! the generation moved is not kept.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,62 +18,80 @@ use super::grant_consents::GrantWithConsent;
 pub const CAPACITY: usize = 50_000;
 
 type Key = (String, String);
+/// The user's generation a read was kept under, and the read.
+type Kept = (u64, Arc<Vec<GrantWithConsent>>);
 
 #[derive(Debug, Default)]
 pub struct GrantCache {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// The generation every entry was read under; entries of another generation are gone.
-    generation: u64,
-    entries: HashMap<Key, Arc<Vec<GrantWithConsent>>>,
+    entries: Mutex<HashMap<Key, Kept>>,
+    /// Grant id → its user, as reads saw it. A grant never changes hands (its id is derived
+    /// from its user, [`super::Store::grant_id_for`], and no statement moves `user_id`), so
+    /// this is never out of date, only incomplete.
+    owners: Mutex<HashMap<String, String>>,
 }
 
 impl GrantCache {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Kept>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What was read for (`user_id`, `client_key`) under `generation`, if anything.
+    /// What was read for (`user_id`, `client_key`) under the user's current `generation`, if
+    /// anything. An entry of an older generation is dropped.
     pub fn get(&self, generation: u64, user_id: &str, client_key: &str) -> Option<Arc<Vec<GrantWithConsent>>> {
-        let mut inner = self.inner();
-        // Generations only grow: a newer one empties the cache; a request that saw an older
-        // one (it started before a write) finds nothing and leaves the cache alone.
-        if generation > inner.generation {
-            inner.entries.clear();
-            inner.generation = generation;
-            return None;
-        }
-        if generation < inner.generation {
-            return None;
-        }
+        let mut entries = self.entries();
         // A borrowed-key lookup would need a custom key type; two short strings are cheap.
-        inner.entries.get(&(user_id.to_owned(), client_key.to_owned())).cloned()
+        let key = (user_id.to_owned(), client_key.to_owned());
+        match entries.get(&key) {
+            Some((kept, rows)) if *kept == generation => Some(rows.clone()),
+            Some(_) => {
+                entries.remove(&key);
+                None
+            }
+            None => None,
+        }
     }
 
-    /// Keeps `rows`, read after the generation was seen as `generation`, unless it has moved
-    /// since (then they may predate a write).
+    /// The user grant `grant_id` belongs to, if a read of their grants passed through here.
+    pub fn owner_of(&self, grant_id: &str) -> Option<String> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner()).get(grant_id).cloned()
+    }
+
+    /// Records that grant `grant_id` is `user_id`'s (read or written so).
+    pub fn note_owner(&self, grant_id: &str, user_id: &str) {
+        self.note_owners(std::iter::once((grant_id, user_id)));
+    }
+
+    fn note_owners<'r>(&self, grants: impl Iterator<Item = (&'r str, &'r str)>) {
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        for (grant_id, user_id) in grants {
+            if owners.contains_key(grant_id) {
+                continue;
+            }
+            if owners.len() >= CAPACITY {
+                owners.clear();
+            }
+            owners.insert(grant_id.to_owned(), user_id.to_owned());
+        }
+    }
+
+    /// Keeps `rows`, read after the step `before` was taken, under the user's `generation` read
+    /// after them — unless it is later than `before` (a write about the user landed meanwhile:
+    /// the rows may predate it).
     pub fn insert(
         &self,
-        generation: u64,
-        current: Option<u64>,
+        before: u64,
+        generation: Option<u64>,
         user_id: &str,
         client_key: &str,
         rows: Arc<Vec<GrantWithConsent>>,
     ) {
-        if current != Some(generation) {
-            return;
+        self.note_owners(rows.iter().map(|r| (r.grant.id.as_str(), r.grant.user_id.as_str())));
+        let Some(generation) = generation.filter(|g| *g <= before) else { return };
+        let mut entries = self.entries();
+        if entries.len() >= CAPACITY {
+            entries.clear();
         }
-        let mut inner = self.inner();
-        if inner.generation != generation {
-            return;
-        }
-        if inner.entries.len() >= CAPACITY {
-            inner.entries.clear();
-        }
-        inner.entries.insert((user_id.to_owned(), client_key.to_owned()), rows);
+        entries.insert((user_id.to_owned(), client_key.to_owned()), (generation, rows));
     }
 }
 
@@ -84,18 +103,26 @@ mod tests {
     fn an_entry_lives_only_in_its_generation_and_a_late_answer_is_not_kept() {
         let cache = GrantCache::default();
         assert!(cache.get(1, "u", "c").is_none());
-        cache.insert(1, Some(1), "u", "c", Arc::new(Vec::new()));
+        cache.insert(5, Some(1), "u", "c", Arc::new(Vec::new()));
         assert!(cache.get(1, "u", "c").is_some());
         assert!(cache.get(1, "u", "other client").is_none());
         assert!(cache.get(2, "u", "c").is_none(), "a moved generation drops it");
-        // Read under 2, but a write moved the generation to 3 before it was stored.
-        cache.insert(2, Some(3), "u", "c", Arc::new(Vec::new()));
-        assert!(cache.get(2, "u", "c").is_none());
-        // Read under 1, stored after the cache saw 2; a request that still saw 1 neither
-        // finds it nor takes the cache back to 1.
-        cache.insert(1, Some(1), "u", "c", Arc::new(Vec::new()));
-        assert!(cache.get(1, "u", "c").is_none());
-        cache.insert(2, Some(2), "u", "c", Arc::new(Vec::new()));
-        assert!(cache.get(2, "u", "c").is_some());
+        assert!(cache.get(1, "u", "c").is_none(), "and it is gone");
+        // Read after step 5, but a write about the user took step 6 before it was stored.
+        cache.insert(5, Some(6), "u", "c", Arc::new(Vec::new()));
+        assert!(cache.get(6, "u", "c").is_none());
+        cache.insert(7, Some(6), "u", "c", Arc::new(Vec::new()));
+        assert!(cache.get(6, "u", "c").is_some());
+        cache.insert(7, None, "v", "c", Arc::new(Vec::new()));
+        assert!(cache.get(0, "v", "c").is_none(), "nothing kept while untrusted");
+    }
+
+    #[test]
+    fn a_grants_owner_is_known_once_seen_and_never_replaced() {
+        let cache = GrantCache::default();
+        assert_eq!(cache.owner_of("g1"), None);
+        cache.note_owner("g1", "u1");
+        cache.note_owner("g1", "u2");
+        assert_eq!(cache.owner_of("g1").as_deref(), Some("u1"));
     }
 }

@@ -99,15 +99,15 @@ impl Store {
     /// [`Store::grants_with_consents`] through the cache: no database call while nothing was
     /// written since the last read ([`super::freshness`]).
     pub async fn user_grants(&self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
-        let generation = self.cache_generation();
-        if let Some(generation) = generation
+        if let Some(generation) = self.cache_generation(user_id)
             && let Some(rows) = self.grant_cache.get(generation, user_id, client_key)
         {
             return Ok(rows);
         }
+        let before = self.cache_tick();
         let rows = Arc::new(self.grants_with_consents(user_id, client_key).await?);
-        if let Some(generation) = generation {
-            self.grant_cache.insert(generation, self.cache_generation(), user_id, client_key, rows.clone());
+        if let Some(before) = before {
+            self.grant_cache.insert(before, self.cache_generation(user_id), user_id, client_key, rows.clone());
         }
         Ok(rows)
     }

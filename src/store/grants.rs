@@ -308,10 +308,16 @@ impl Store {
         .bind(&tokens.key_id)
         .bind(tokens.expires_at)
         .bind(now)
-        .execute(self.db())
+        .execute(self.db_for(user_id))
         .await
         .map_err(StoreError::from_write)?;
-        Ok(done.rows_affected() == 1)
+        let stored = done.rows_affected() == 1;
+        if stored {
+            // The statements that follow about this grant alone (its account, a relabel)
+            // then move only this user's caches.
+            self.grant_cache.note_owner(id, user_id);
+        }
+        Ok(stored)
     }
 
     /// The id for a new grant of (user, provider, account). Sealed values are bound to the
@@ -344,6 +350,7 @@ impl Store {
         lease_until: Timestamp,
         cap: i64,
     ) -> StoreResult<bool> {
+        let owner = self.grant_owner(grant_id);
         let done = sqlx::query(
             "UPDATE grants SET refresh_lease_until = $1, refresh_lease_holder = $2, version = version + 1, \
              refresh_window_count = CASE WHEN refresh_window_start IS NULL OR refresh_window_start <= $6 THEN 1 ELSE refresh_window_count + 1 END, \
@@ -360,7 +367,7 @@ impl Store {
         .bind(now)
         .bind(now - REFRESH_WINDOW_SECONDS)
         .bind(cap)
-        .execute(self.db())
+        .execute(self.db_about(owner.as_deref()))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -375,6 +382,7 @@ impl Store {
         holder: &str,
         not_before: Timestamp,
     ) -> StoreResult<()> {
+        let owner = self.grant_owner(grant_id);
         sqlx::query(
             "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = $1, \
              refresh_failures = refresh_failures + 1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4",
@@ -383,7 +391,7 @@ impl Store {
         .bind(grant_id)
         .bind(version)
         .bind(holder)
-        .execute(self.db())
+        .execute(self.db_about(owner.as_deref()))
         .await?;
         Ok(())
     }
@@ -397,6 +405,7 @@ impl Store {
         holder: &str,
         lease_until: Timestamp,
     ) -> StoreResult<bool> {
+        let owner = self.grant_owner(grant_id);
         let done = sqlx::query(
             "UPDATE grants SET refresh_lease_until = $1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4",
         )
@@ -404,7 +413,7 @@ impl Store {
         .bind(grant_id)
         .bind(version)
         .bind(holder)
-        .execute(self.db())
+        .execute(self.db_about(owner.as_deref()))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -425,6 +434,7 @@ impl Store {
         tokens: &SealedTokens,
         now: Timestamp,
     ) -> StoreResult<Option<GrantRow>> {
+        let owner = self.grant_owner(grant_id);
         sqlx::query_as::<_, RawGrantRow>(&format!(
             "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
              issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
@@ -438,7 +448,7 @@ impl Store {
         .bind(now)
         .bind(grant_id)
         .bind(redeemed)
-        .fetch_optional(self.db())
+        .fetch_optional(self.db_about(owner.as_deref()))
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -447,6 +457,7 @@ impl Store {
     /// Releases a lease without changing tokens (the refresh failed, or never started), if
     /// this holder still holds it.
     pub async fn release_refresh_lease(&self, grant_id: &str, version: i64, holder: &str) -> StoreResult<()> {
+        let owner = self.grant_owner(grant_id);
         sqlx::query(
             "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL \
              WHERE id = $1 AND version = $2 AND refresh_lease_holder = $3",
@@ -454,7 +465,7 @@ impl Store {
         .bind(grant_id)
         .bind(version)
         .bind(holder)
-        .execute(self.db())
+        .execute(self.db_about(owner.as_deref()))
         .await?;
         Ok(())
     }
@@ -481,6 +492,7 @@ impl Store {
         status: GrantStatus,
         now: Timestamp,
     ) -> StoreResult<bool> {
+        let owner = self.grant_owner(grant_id);
         let done = sqlx::query(
             "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2 \
              WHERE id = $3 AND version = $4",
@@ -489,7 +501,7 @@ impl Store {
         .bind(now)
         .bind(grant_id)
         .bind(version)
-        .execute(self.db())
+        .execute(self.db_about(owner.as_deref()))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -499,14 +511,16 @@ impl Store {
         let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
             .bind(provider)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected() >= 1)
     }
 
     /// Deletes one grant. True if it was there.
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.db()).await?;
+        let owner = self.grant_owner(id);
+        let done =
+            sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.db_about(owner.as_deref())).await?;
         Ok(done.rows_affected() == 1)
     }
 }

@@ -21,6 +21,7 @@ pub mod grants;
 pub mod keys;
 pub mod oauth_clients;
 pub mod oauth_codes;
+pub mod own_moves;
 pub mod paging;
 pub mod sealed;
 pub mod services;
@@ -109,6 +110,8 @@ pub struct Store {
     freshness: std::sync::Arc<freshness::Freshness>,
     /// A user's grants with a client's consents, as every tool call reads them ([`grant_cache`]).
     grant_cache: std::sync::Arc<grant_cache::GrantCache>,
+    /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
+    writer: std::sync::Arc<str>,
 }
 
 impl Store {
@@ -125,6 +128,8 @@ impl Store {
             create_sqlite_parent_dir(database_url);
         }
         let options = AnyConnectOptions::from_str(database_url)?;
+        let writer: std::sync::Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let connect_writer = writer.clone();
         let server_side_ms = timeouts.server_side().as_millis();
         let release_limit = timeouts.query;
         let pool = AnyPoolOptions::new()
@@ -137,6 +142,7 @@ impl Store {
             // an idle connection is then found before a query fails on it.
             .test_before_acquire(backend == Backend::Postgres)
             .after_connect(move |conn, _meta| {
+                let writer = connect_writer.clone();
                 Box::pin(async move {
                     match backend {
                         Backend::Sqlite => {
@@ -147,12 +153,14 @@ impl Store {
                             conn.execute(format!("PRAGMA busy_timeout = {server_side_ms}").as_str()).await?;
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            own_moves::count_on_sqlite(conn, &writer).await?;
                         }
                         Backend::Postgres => {
                             // The server ends a slow statement or a long wait on a row lock
                             // itself, which keeps the connection usable (see `timed`).
                             conn.execute(format!("SET statement_timeout = {server_side_ms}").as_str()).await?;
                             conn.execute(format!("SET lock_timeout = {server_side_ms}").as_str()).await?;
+                            own_moves::count_on_postgres(conn, &writer).await?;
                         }
                     }
                     Ok(())
@@ -185,13 +193,35 @@ impl Store {
             queries: Default::default(),
             freshness: Default::default(),
             grant_cache: Default::default(),
+            writer,
         })
     }
 
-    /// The executor every query runs on: the pool, with the deadline of [`timed`].
+    /// The executor every query runs on: the pool, with the deadline of [`timed`]. A write
+    /// through it moves everyone's cache generation ([`freshness`]); a write about one user's
+    /// rows goes through [`Store::db_for`].
     pub fn db(&self) -> Db<'_> {
         self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Db { pool: &self.pool, limit: self.timeouts.query, freshness: &self.freshness }
+        Db { pool: &self.pool, limit: self.timeouts.query, freshness: &self.freshness, user: None }
+    }
+
+    /// [`Store::db`] for statements that change only rows of `user_id` (their grants, their
+    /// consents, their `users` row): a write moves only that user's cache generation, so
+    /// everyone else's caches stay warm.
+    pub fn db_for<'a>(&'a self, user_id: &'a str) -> Db<'a> {
+        self.db_about(Some(user_id))
+    }
+
+    /// [`Store::db_for`] when the user is known, else [`Store::db`].
+    pub(crate) fn db_about<'a>(&'a self, user_id: Option<&'a str>) -> Db<'a> {
+        Db { user: user_id, ..self.db() }
+    }
+
+    /// The user grant `grant_id` belongs to, if a read of their grants saw it
+    /// ([`grant_cache::GrantCache::owner_of`]): a statement about that grant alone then moves
+    /// only their cache generation.
+    pub(crate) fn grant_owner(&self, grant_id: &str) -> Option<String> {
+        self.grant_cache.owner_of(grant_id)
     }
 
     /// How many database calls went through [`Store::db`] (every query outside a
@@ -214,9 +244,21 @@ impl Store {
         self.freshness.written();
     }
 
+    /// [`Store::written`] for a transaction that changed only rows of `user_id`.
+    pub(crate) fn written_for(&self, user_id: &str) {
+        self.freshness.written_for(user_id);
+    }
+
     pub async fn migrate(&self) -> StoreResult<()> {
         match self.backend {
-            Backend::Sqlite => SQLITE_MIGRATIONS.run(&self.pool).await?,
+            Backend::Sqlite => {
+                // On a connection of its own, closed after: it was opened before the schema
+                // and counts none of this process's moves ([`own_moves`]).
+                let mut conn = self.pool.acquire().await?;
+                SQLITE_MIGRATIONS.run(&mut *conn).await?;
+                let _ = conn.close().await;
+                own_moves::forget_connections_older_than_the_schema(&self.pool).await;
+            }
             Backend::Postgres => POSTGRES_MIGRATIONS.run(&self.pool).await?,
         }
         Ok(())

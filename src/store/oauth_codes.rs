@@ -246,7 +246,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.written();
+        self.written_for(grant.user_id);
         Ok(())
     }
 
@@ -359,7 +359,7 @@ impl Store {
         .bind(now)
         .bind(user_id)
         .bind(client_id)
-        .execute(self.db())
+        .execute(self.db_for(user_id))
         .await?;
         Ok(done.rows_affected())
     }

@@ -144,7 +144,7 @@ impl Store {
         .bind(key_id)
         .bind(&grant.id)
         .bind(grant.version)
-        .execute(self.db())
+        .execute(self.db_for(&grant.user_id))
         .await
         .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)

@@ -56,13 +56,22 @@ pub(crate) fn timed_out(limit: Duration) -> sqlx::Error {
 
 /// The pool with a deadline on every call. `Copy`, like `&AnyPool`.
 ///
-/// A call that may write (anything but a `SELECT`) moves the store's generation when it has
-/// finished ([`super::freshness`]), so nothing cached before it is used after it.
+/// A call that may write (anything but a `SELECT`) moves the cache generation when it has
+/// finished ([`super::freshness`]), so nothing cached before it is used after it: only `user`'s
+/// when the caller said the statement changes only that user's rows, else everyone's.
 #[derive(Debug, Clone, Copy)]
 pub struct Db<'p> {
     pub(crate) pool: &'p AnyPool,
     pub(crate) limit: Duration,
     pub(crate) freshness: &'p Freshness,
+    pub(crate) user: Option<&'p str>,
+}
+
+impl<'p> Db<'p> {
+    /// What to move after `sql`, if anything.
+    fn moves_after(&self, sql: &str) -> WrittenOnDrop<'p> {
+        WrittenOnDrop(may_change_cached(sql).then_some((self.freshness, self.user)))
+    }
 }
 
 /// Whether a statement only reads. Anything not starting with `SELECT` counts as a write
@@ -111,14 +120,16 @@ fn may_change_cached(sql: &str) -> bool {
     !target.is_some_and(|table| NOT_CACHED.iter().any(|t| t.eq_ignore_ascii_case(table)))
 }
 
-/// Moves the generation when dropped: after the last row of a write was read, or when the
-/// call was given up on (the write may still land).
-struct WrittenOnDrop<'p>(Option<&'p Freshness>);
+/// Moves the generation (the user's, or everyone's) when dropped: after the last row of a write
+/// was read, or when the call was given up on (the write may still land).
+struct WrittenOnDrop<'p>(Option<(&'p Freshness, Option<&'p str>)>);
 
 impl Drop for WrittenOnDrop<'_> {
     fn drop(&mut self) {
-        if let Some(freshness) = self.0 {
-            freshness.written();
+        match self.0 {
+            Some((freshness, Some(user))) => freshness.written_for(user),
+            Some((freshness, None)) => freshness.written(),
+            None => {}
         }
     }
 }
@@ -131,7 +142,7 @@ impl<'p> Executor<'p> for Db<'p> {
         'p: 'e,
         E: 'q + Execute<'q, Any>,
     {
-        let written = WrittenOnDrop(may_change_cached(query.sql()).then_some(self.freshness));
+        let written = self.moves_after(query.sql());
         Deadline::new(self.pool.fetch_many(query), self.limit)
             .map(move |item| {
                 let _ = &written;
@@ -146,7 +157,7 @@ impl<'p> Executor<'p> for Db<'p> {
         E: 'q + Execute<'q, Any>,
     {
         let limit = self.limit;
-        let written = WrittenOnDrop(may_change_cached(query.sql()).then_some(self.freshness));
+        let written = self.moves_after(query.sql());
         let call = self.pool.fetch_optional(query);
         Box::pin(async move {
             let answer = tokio::time::timeout(limit, call).await.unwrap_or_else(|_| Err(timed_out(limit)));

@@ -53,7 +53,7 @@ impl Store {
         .bind(username)
         .bind(password_hash)
         .bind(now)
-        .execute(self.db())
+        .execute(self.db_for(&id))
         .await
         .map_err(StoreError::from_write)?;
         self.user_by_id(&id).await?.ok_or(StoreError::Corrupt("user vanished after insert".into()))
@@ -91,7 +91,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
             .bind(password_hash)
             .bind(user_id)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -101,7 +101,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET is_admin = $1 WHERE id = $2")
             .bind(i64::from(admin))
             .bind(user_id)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -111,7 +111,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET disabled_at = $1 WHERE id = $2")
             .bind(disabled_at)
             .bind(user_id)
-            .execute(self.db())
+            .execute(self.db_for(user_id))
             .await?;
         Ok(done.rows_affected() == 1)
     }
