@@ -92,8 +92,9 @@ pub struct AppStateFields {
     /// Test harnesses only (never from configuration): the user for /mcp requests that carry
     /// no bearer token. See [`crate::app::AppBuilder::fixed_identity_for_tests`].
     pub fixed_identity: Option<String>,
-    /// Verified bearer tokens until they expire, dropped when a user, a token's authorization
-    /// or a consent changes anywhere ([`crate::identity::bearer_cache`]).
+    /// Verified bearer tokens until they expire, dropped when their user, their authorization
+    /// or a consent changes — here at once, in another process within the watcher's interval
+    /// ([`crate::identity::bearer_cache`]).
     pub bearer_cache: Arc<crate::identity::bearer_cache::BearerCache>,
 }
 
