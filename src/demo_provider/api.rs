@@ -3,16 +3,18 @@
 //! header; one in the query string is refused (§2.3 would leak it into logs and histories).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{OriginalUri, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
 use super::scopes::{DemoScope, ScopeSet};
+use super::token_cache::{LiveToken, TokenCache};
 use crate::crypto::sha256_hex;
 use crate::state::AppState;
 use crate::store::demo::{DemoNoteRow, DemoTokenKind};
@@ -33,7 +35,12 @@ impl Caller {
 }
 
 // RFC 6750 §2.1 (header only), §3.1 (errors).
-async fn authenticate(state: &AppState, headers: &HeaderMap, uri: &Uri) -> Result<Caller, ApiError> {
+async fn authenticate(
+    state: &AppState,
+    cache: &TokenCache,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<Caller, ApiError> {
     if uri.query().is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "access_token")) {
         return Err(ApiError::InvalidRequest("access tokens are accepted only in the Authorization header"));
     }
@@ -49,27 +56,62 @@ async fn authenticate(state: &AppState, headers: &HeaderMap, uri: &Uri) -> Resul
         .map(|(_, token)| token.trim())
         .filter(|token| !token.is_empty())
         .ok_or(ApiError::InvalidToken)?;
-    let now = state.now();
-    let row = state
+    let live = live_token(state, cache, &sha256_hex(token)).await?.ok_or(ApiError::InvalidToken)?;
+    // Checked on every use, cached or not: a kept token still expires.
+    if live.expires_at <= state.now() {
+        return Err(ApiError::InvalidToken);
+    }
+    Ok(Caller { scopes: live.scopes.clone(), account: live.account.clone() })
+}
+
+/// The live (unrevoked) access token with this hash, from the cache while the store's
+/// generation stands still, else from the database (and kept if the generation did not move
+/// during the read).
+async fn live_token(
+    state: &AppState,
+    cache: &TokenCache,
+    token_hash: &str,
+) -> Result<Option<Arc<LiveToken>>, ApiError> {
+    let generation = state.store.cache_generation();
+    if let Some(kept) = generation.and_then(|g| cache.get(g, token_hash)) {
+        return Ok(Some(kept));
+    }
+    let Some(row) = state
         .store
-        .demo_token(&sha256_hex(token))
+        .demo_token(token_hash)
         .await?
-        .filter(|row| row.kind == DemoTokenKind::Access && row.revoked_at.is_none() && row.expires_at > now)
-        .ok_or(ApiError::InvalidToken)?;
-    Ok(Caller { scopes: row.scopes, account: row.account })
+        .filter(|row| row.kind == DemoTokenKind::Access && row.revoked_at.is_none())
+    else {
+        return Ok(None);
+    };
+    let live = Arc::new(LiveToken { account: row.account, scopes: row.scopes, expires_at: row.expires_at });
+    if let Some(generation) = generation {
+        cache.insert(generation, state.store.cache_generation(), token_hash, live.clone());
+    }
+    Ok(Some(live))
 }
 
 // GET api/me — needs `profile`.
-pub async fn me(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Result<Json<Value>, ApiError> {
-    let caller = authenticate(&state, &headers, &uri).await?;
+pub async fn me(
+    State(state): State<AppState>,
+    Extension(cache): Extension<Arc<TokenCache>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let caller = authenticate(&state, &cache, &headers, &uri).await?;
     caller.require(DemoScope::Profile)?;
     let scopes: Vec<&str> = caller.scopes.iter().map(DemoScope::as_str).collect();
     Ok(Json(json!({ "account": caller.account, "scopes": scopes })))
 }
 
 // GET api/notes — needs `notes:read`.
-pub async fn list_notes(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Result<Json<Value>, ApiError> {
-    let caller = authenticate(&state, &headers, &uri).await?;
+pub async fn list_notes(
+    State(state): State<AppState>,
+    Extension(cache): Extension<Arc<TokenCache>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Json<Value>, ApiError> {
+    let caller = authenticate(&state, &cache, &headers, &uri).await?;
     caller.require(DemoScope::NotesRead)?;
     let notes = state.store.demo_notes(&caller.account).await?;
     Ok(Json(json!({ "notes": notes })))
@@ -84,11 +126,12 @@ struct NewNote {
 // POST api/notes — needs `notes:write`; body `{"text": "…"}`, 1–1000 characters.
 pub async fn create_note(
     State(state): State<AppState>,
+    Extension(cache): Extension<Arc<TokenCache>>,
     headers: HeaderMap,
     uri: Uri,
     body: Bytes,
 ) -> Result<(StatusCode, Json<DemoNoteRow>), ApiError> {
-    let caller = authenticate(&state, &headers, &uri).await?;
+    let caller = authenticate(&state, &cache, &headers, &uri).await?;
     caller.require(DemoScope::NotesWrite)?;
     let is_json = headers
         .get(CONTENT_TYPE)
@@ -111,13 +154,14 @@ pub async fn create_note(
 // check the broker forwards method, path, query, `x-demo-*` headers and body faithfully.
 pub async fn echo(
     State(state): State<AppState>,
+    Extension(cache): Extension<Arc<TokenCache>>,
     method: Method,
     OriginalUri(original): OriginalUri,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let caller = authenticate(&state, &headers, &uri).await?;
+    let caller = authenticate(&state, &cache, &headers, &uri).await?;
     let mut demo_headers: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in &headers {
         if name.as_str().starts_with("x-demo-") {
@@ -159,11 +203,12 @@ pub struct SlowQuery {
 // tests) see that cancelling a tool call also cancels the request upstream.
 pub async fn slow(
     State(state): State<AppState>,
+    Extension(cache): Extension<Arc<TokenCache>>,
     uri: Uri,
     headers: HeaderMap,
     axum::extract::Query(query): axum::extract::Query<SlowQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let caller = authenticate(&state, &headers, &uri).await?;
+    let caller = authenticate(&state, &cache, &headers, &uri).await?;
     struct Abandoned(bool);
     impl Drop for Abandoned {
         fn drop(&mut self) {

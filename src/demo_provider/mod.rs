@@ -16,7 +16,8 @@
 //! checks are shared with the broker's own authorization server ([`crate::oauth_server`]).
 //!
 //! Codes and tokens are stored as SHA-256 hashes ([`crate::store::demo`]); one-time steps are
-//! compare-and-swap updates, so they hold across instances too.
+//! compare-and-swap updates, so they hold across instances too. Live access tokens are kept
+//! between API calls until a revocation anywhere ([`token_cache`]).
 
 pub mod api;
 mod authorize;
@@ -25,14 +26,17 @@ mod errors;
 mod revoke;
 pub mod scopes;
 mod token;
+mod token_cache;
 
 #[cfg(test)]
 mod tests;
 
-use axum::Router;
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::response::Json;
 use axum::routing::{any, get, post};
+use axum::{Extension, Router};
 use serde_json::{Value, json};
 
 use crate::state::AppState;
@@ -54,6 +58,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/slow", get(api::slow))
         .route("/api/echo", any(api::echo))
         .route("/api/echo/{*rest}", any(api::echo))
+        // One cache per router, so per app (and per store: its generation is that store's).
+        .layer(Extension(Arc::new(token_cache::TokenCache::default())))
 }
 
 /// The issuer identifier, without a trailing slash; also the `iss` of authorization responses.

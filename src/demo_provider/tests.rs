@@ -79,6 +79,10 @@ impl Demo {
         let config = Config::from_toml(&args, "").unwrap();
         let clock = ManualClock::new(1_700_000_000);
         let state = crate::app::build_state(config, Arc::new(clock.clone())).await.unwrap();
+        // As `serve` does: with the watcher, live access tokens are kept between API calls
+        // (token_cache), so every test below also checks that what is kept never outlives a
+        // revocation or an expiry.
+        state.store.watch_other_writers(state.shutdown.clone()).await;
         let router = super::router().with_state(state.clone());
         Self { _dir: dir, state, clock, router }
     }
@@ -289,6 +293,7 @@ async fn revoking_a_refresh_token_also_revokes_its_access_tokens() {
     let demo = Demo::new().await;
     let code = demo.code("profile").await;
     let (access, refresh) = tokens(&demo.exchange(&code, VERIFIER).await);
+    assert_eq!(demo.get("/api/me", Some(&access)).await.status, StatusCode::OK);
     let reply =
         demo.post_form("/revoke", true, &[("token", refresh.as_str()), ("token_type_hint", "refresh_token")]).await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -340,4 +345,67 @@ async fn notes_are_written_and_read_back_for_the_token_account() {
     assert_eq!(notes["notes"][0]["text"], "hello");
     assert!(notes["notes"][0].get("account").is_none());
     assert_eq!(demo.get("/api/me", Some(&access)).await.status, StatusCode::FORBIDDEN, "no profile scope");
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+    }
+}
+
+/// `/api/me` with `token` until it is answered without a database call (the token was kept),
+/// bounded: on a loaded machine the watcher may be late and the cache not trusted for a while.
+async fn until_kept(demo: &Demo, token: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let before = demo.state.store.queries_run();
+        assert_eq!(demo.get("/api/me", Some(token)).await.status, StatusCode::OK);
+        if demo.state.store.queries_run() == before {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_kept_access_token_is_refused_at_once_when_revoked_or_expired() {
+    let demo = Demo::new().await;
+    let code = demo.code("profile").await;
+    let (access, refresh) = tokens(&demo.exchange(&code, VERIFIER).await);
+    assert!(until_kept(&demo, &access).await, "a live access token is kept between calls");
+
+    // RFC 7009: the access token itself revoked.
+    let reply = demo.post_form("/revoke", true, &[("token", access.as_str())]).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(demo.get("/api/me", Some(&access)).await.status, StatusCode::UNAUTHORIZED);
+
+    // A new one from the refresh token, kept, then past its lifetime on the injected clock.
+    let (fresh, _) = tokens(&demo.refresh(&refresh).await);
+    assert!(until_kept(&demo, &fresh).await);
+    demo.clock.advance(super::ACCESS_TTL_SECS);
+    assert_eq!(demo.get("/api/me", Some(&fresh)).await.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_revocation_made_by_another_process_reaches_a_kept_access_token() {
+    let demo = Demo::new().await;
+    let code = demo.code("profile").await;
+    let (access, refresh) = tokens(&demo.exchange(&code, VERIFIER).await);
+    assert!(until_kept(&demo, &access).await);
+
+    // Another instance on the same database: its own store, sharing nothing with this one but
+    // the database. It revokes the family (as its /revoke would for the refresh token).
+    let other = crate::store::Store::connect(&demo.state.config.database_url).await.unwrap();
+    let family = demo.state.store.demo_token(&crate::crypto::sha256_hex(&refresh)).await.unwrap().unwrap().family_id;
+    assert_eq!(other.demo_revoke_family(&family, demo.state.now()).await.unwrap(), 2);
+
+    // Seen once this instance's watcher reads the counter the revocation moved (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut status = demo.get("/api/me", Some(&access)).await.status;
+    while status == StatusCode::OK && std::time::Instant::now() < deadline {
+        tokio::time::sleep(crate::store::freshness::POLL_EVERY).await;
+        status = demo.get("/api/me", Some(&access)).await.status;
+    }
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "another process's revocation was never seen");
 }

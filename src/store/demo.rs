@@ -217,22 +217,38 @@ impl Store {
     /// Revokes one token if it is still live. True when this caller revoked it (for refresh
     /// rotation: false means someone else already used it).
     pub async fn demo_revoke_token(&self, token_hash: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE token_hash = $2 AND revoked_at IS NULL")
-            .bind(now)
-            .bind(token_hash)
-            .execute(self.db())
-            .await?;
-        Ok(done.rows_affected() == 1)
+        let sql = "UPDATE demo_tokens SET revoked_at = $1 WHERE token_hash = $2 AND revoked_at IS NULL";
+        Ok(self.demo_revoke(sql, now, token_hash).await? == 1)
     }
 
     /// Revokes every live token of a family; returns how many were still live.
     pub async fn demo_revoke_family(&self, family_id: &str, now: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL")
-            .bind(now)
-            .bind(family_id)
-            .execute(self.db())
-            .await?;
-        Ok(done.rows_affected())
+        let sql = "UPDATE demo_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL";
+        self.demo_revoke(sql, now, family_id).await
+    }
+
+    /// One revocation (`sql` binds `now`, then `key`) and, when it revoked anything, a move of
+    /// `auth_epoch` in the same transaction: servers keep live access tokens while the store's
+    /// generation stands still (`crate::demo_provider::token_cache`), so this one drops them
+    /// at once and every other instance once its watcher sees the counter — never before the
+    /// revocation is visible to it. Returns how many tokens were revoked.
+    async fn demo_revoke(&self, sql: &'static str, now: Timestamp, key: &str) -> StoreResult<u64> {
+        let revoked = self
+            .bounded(async {
+                let mut tx = self.pool().begin().await?;
+                let revoked = sqlx::query(sql).bind(now).bind(key).execute(&mut *tx).await?.rows_affected();
+                if revoked > 0 {
+                    sqlx::query("UPDATE auth_epoch SET n = n + 1 WHERE id = 1").execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(revoked)
+            })
+            .await;
+        // A transaction given up on may still have landed.
+        if !matches!(revoked, Ok(0)) {
+            self.written();
+        }
+        revoked
     }
 
     pub async fn demo_notes(&self, account: &str) -> StoreResult<Vec<DemoNoteRow>> {
