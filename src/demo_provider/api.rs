@@ -72,7 +72,7 @@ async fn live_token(
     cache: &TokenCache,
     token_hash: &str,
 ) -> Result<Option<Arc<LiveToken>>, ApiError> {
-    let generation = state.store.cache_generation();
+    let generation = state.store.cache_shared_generation();
     if let Some(kept) = generation.and_then(|g| cache.get(g, token_hash)) {
         return Ok(Some(kept));
     }
@@ -86,7 +86,7 @@ async fn live_token(
     };
     let live = Arc::new(LiveToken { account: row.account, scopes: row.scopes, expires_at: row.expires_at });
     if let Some(generation) = generation {
-        cache.insert(generation, state.store.cache_generation(), token_hash, live.clone());
+        cache.insert(generation, state.store.cache_shared_generation(), token_hash, live.clone());
     }
     Ok(Some(live))
 }

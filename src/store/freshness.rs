@@ -119,6 +119,13 @@ impl Freshness {
         Some(moves.users.get(user_id).copied().unwrap_or(0).max(moves.everyone))
     }
 
+    /// Everyone's generation alone, for caches of what belongs to no user (the demo provider's
+    /// tokens): moved by this process's writes that name no user and by other processes'
+    /// changes, not by one user's own writes. `None` as for [`Freshness::generation`].
+    pub fn shared_generation(&self) -> Option<u64> {
+        self.trusted().then(|| self.moves().everyone)
+    }
+
     fn trusted(&self) -> bool {
         let polled = self.polled_at.load(Ordering::SeqCst);
         if polled == 0 {
@@ -146,6 +153,11 @@ impl Store {
     /// See [`Freshness::generation`].
     pub fn cache_generation(&self, user_id: &str) -> Option<u64> {
         self.freshness.generation(user_id)
+    }
+
+    /// See [`Freshness::shared_generation`].
+    pub fn cache_shared_generation(&self) -> Option<u64> {
+        self.freshness.shared_generation()
     }
 
     /// Successful reads of the other writers' counter since start, and how often a cache was
