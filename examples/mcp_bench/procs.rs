@@ -92,7 +92,7 @@ pub struct DemoSetup {
 /// shortest `mcp_session_idle`), so it can show sessions expiring too.
 pub const SESSION_IDLE: Duration = Duration::from_secs(10);
 /// The bearer token of that broker's /metrics (loopback, a throwaway database).
-pub const METRICS_TOKEN: &str = "bench-metrics";
+pub const METRICS_TOKEN: &str = "bench-metrics-token-on-loopback";
 
 /// `oauth-broker serve --demo` on SQLite in `data_dir`, on `port`; returns once `/readyz`
 /// answers 200, with the time from spawning to that answer. `idle`: its `mcp_session_idle`.
