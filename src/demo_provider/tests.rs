@@ -400,12 +400,41 @@ async fn a_revocation_made_by_another_process_reaches_a_kept_access_token() {
     let family = demo.state.store.demo_token(&crate::crypto::sha256_hex(&refresh)).await.unwrap().unwrap().family_id;
     assert_eq!(other.demo_revoke_family(&family, demo.state.now()).await.unwrap(), 2);
 
-    // Seen once this instance's watcher reads the counter the revocation moved (bounded).
+    assert!(until_refused(&demo, &access).await, "another process's revocation was never seen");
+}
+
+#[tokio::test]
+async fn a_revocation_by_hand_written_sql_reaches_a_kept_access_token() {
+    let demo = Demo::new().await;
+    let code = demo.code("profile").await;
+    let (access, _) = tokens(&demo.exchange(&code, VERIFIER).await);
+    assert!(until_kept(&demo, &access).await);
+
+    // An operator's own statement on a connection of its own: no store, only the database and
+    // its triggers (migration 0017).
+    use sqlx::Connection;
+    let mut conn = sqlx::AnyConnection::connect(&demo.state.config.database_url).await.unwrap();
+    let revoked = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE token_hash = $2")
+        .bind(demo.state.now())
+        .bind(crate::crypto::sha256_hex(&access))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(revoked.rows_affected(), 1);
+    assert!(until_refused(&demo, &access).await, "a revocation by hand-written SQL was never seen");
+}
+
+/// `/api/me` with `token` until it is refused, bounded: seen once this instance's watcher reads
+/// the counter the revocation moved.
+async fn until_refused(demo: &Demo, token: &str) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let mut status = demo.get("/api/me", Some(&access)).await.status;
-    while status == StatusCode::OK && std::time::Instant::now() < deadline {
-        tokio::time::sleep(crate::store::freshness::POLL_EVERY).await;
-        status = demo.get("/api/me", Some(&access)).await.status;
+    loop {
+        match demo.get("/api/me", Some(token)).await.status {
+            StatusCode::UNAUTHORIZED => return true,
+            StatusCode::OK if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(crate::store::freshness::POLL_EVERY).await;
+            }
+            _ => return false,
+        }
     }
-    assert_eq!(status, StatusCode::UNAUTHORIZED, "another process's revocation was never seen");
 }

@@ -6,18 +6,19 @@
 //! found live (an access token, not revoked) is kept by its SHA-256 hash under the store's
 //! generation ([`crate::store::freshness`]) and used only while the generation has not moved:
 //! - a revocation (RFC 7009 `/revoke`, a replayed code or refresh token revoking its family)
-//!   moves it — in this process at once, in every other through `auth_epoch`, which the same
-//!   transaction moves ([`crate::store::demo`]), within one watcher interval;
+//!   moves it — in this process at once, in every other through `auth_epoch`, which triggers
+//!   on `demo_tokens` move (migration 0017), within one watcher interval — whoever revoked it,
+//!   hand-written SQL included;
 //! - without a trusted watcher there is no generation, and every check reads the database.
 //!
 //! Expiry is checked on each use against the injected clock (the row's `expires_at` is kept).
 //! Unknown, revoked and refresh tokens are never kept: they always go to the database. Only the
 //! hash is kept, never the token.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::scopes::ScopeSet;
+use crate::store::generation_cache::GenerationCache;
 
 /// At most this many tokens are kept; a full cache starts over.
 pub const CAPACITY: usize = 10_000;
@@ -30,54 +31,29 @@ pub struct LiveToken {
     pub expires_at: i64,
 }
 
-#[derive(Debug, Default)]
+/// By the token's SHA-256 hash (hex), under everyone's generation.
+#[derive(Debug)]
 pub struct TokenCache {
-    inner: Mutex<Inner>,
+    entries: GenerationCache<String, Arc<LiveToken>>,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    /// The generation every entry was read under; entries of another generation are gone.
-    generation: u64,
-    /// By the token's SHA-256 hash (hex).
-    entries: HashMap<String, Arc<LiveToken>>,
+impl Default for TokenCache {
+    fn default() -> Self {
+        Self { entries: GenerationCache::new(CAPACITY) }
+    }
 }
 
 impl TokenCache {
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The token with this hash, if it was found live under `generation`.
+    /// The token with this hash, if it was found live under `generation`, the store's
+    /// generation now.
     pub fn get(&self, generation: u64, token_hash: &str) -> Option<Arc<LiveToken>> {
-        let mut inner = self.inner();
-        // Generations only grow: a newer one empties the cache; a request that saw an older
-        // one (it started before a write) finds nothing and leaves the cache alone.
-        if generation > inner.generation {
-            inner.entries.clear();
-            inner.generation = generation;
-            return None;
-        }
-        if generation < inner.generation {
-            return None;
-        }
-        inner.entries.get(token_hash).cloned()
+        self.entries.get(token_hash, |_| Some(generation))
     }
 
     /// Keeps `token`, read after the generation was seen as `generation`, unless it has moved
     /// since (`current`): then the read may predate a revocation.
     pub fn insert(&self, generation: u64, current: Option<u64>, token_hash: &str, token: Arc<LiveToken>) {
-        if current != Some(generation) {
-            return;
-        }
-        let mut inner = self.inner();
-        if inner.generation != generation {
-            return;
-        }
-        if inner.entries.len() >= CAPACITY {
-            inner.entries.clear();
-        }
-        inner.entries.insert(token_hash.to_owned(), token);
+        self.entries.insert(generation, current, token_hash.to_owned(), token);
     }
 }
 
@@ -104,17 +80,14 @@ mod tests {
         // No trusted generation now: nothing is kept.
         cache.insert(2, None, "h", live());
         assert!(cache.get(2, "h").is_none());
-        // A request that still saw 1 neither finds it nor takes the cache back to 1.
-        cache.insert(1, Some(1), "h", live());
-        assert!(cache.get(1, "h").is_none());
         cache.insert(2, Some(2), "h", live());
         assert!(cache.get(2, "h").is_some());
+        assert!(cache.get(3, "h").is_none(), "and the next revocation drops it again");
     }
 
     #[test]
     fn a_full_cache_starts_over() {
         let cache = TokenCache::default();
-        assert!(cache.get(1, "0").is_none(), "the first look-up under a generation adopts it");
         for i in 0..CAPACITY {
             cache.insert(1, Some(1), &i.to_string(), live());
         }

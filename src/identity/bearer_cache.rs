@@ -15,13 +15,11 @@
 //! user's generation had not moved since before it was worked out (see [`BearerCache::insert`]),
 //! so a change racing a verification cannot be cached over.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use sha2::{Digest, Sha256};
 
 use super::AuthenticatedUser;
 use crate::clock::Timestamp;
+use crate::store::generation_cache::GenerationCache;
 
 /// At most this many tokens are remembered; a full cache starts over (a flood of distinct
 /// valid tokens is an operator's own doing, and each is still verified once).
@@ -41,30 +39,25 @@ impl TokenKey {
     }
 }
 
-#[derive(Default)]
+#[derive(Debug)]
 pub struct BearerCache {
-    entries: Mutex<HashMap<TokenKey, Entry>>,
+    entries: GenerationCache<TokenKey, Entry>,
 }
 
+#[derive(Clone)]
 struct Entry {
     user: AuthenticatedUser,
     /// The token is refused from this instant on (its `exp` plus the verifier's leeway).
     refused_from: Timestamp,
-    /// The user's generation the answer was kept under.
-    generation: u64,
 }
 
-impl std::fmt::Debug for BearerCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BearerCache").field("entries", &self.len()).finish()
+impl Default for BearerCache {
+    fn default() -> Self {
+        Self { entries: GenerationCache::new(CAPACITY) }
     }
 }
 
 impl BearerCache {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<TokenKey, Entry>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The user of a token verified before, if it has not expired at `now` and its user's
     /// generation is still the one it was kept under (`generation_of` answers it; `None`: not
     /// trusted). An entry that fails either is dropped.
@@ -74,16 +67,9 @@ impl BearerCache {
         now: Timestamp,
         generation_of: impl FnOnce(&str) -> Option<u64>,
     ) -> Option<AuthenticatedUser> {
-        let mut entries = self.entries();
-        let entry = entries.get(key)?;
-        match generation_of(&entry.user.user_id) {
-            None => None,
-            Some(generation) if now < entry.refused_from && generation == entry.generation => Some(entry.user.clone()),
-            Some(_) => {
-                entries.remove(key);
-                None
-            }
-        }
+        let entry =
+            self.entries.get_if(key, |entry| generation_of(&entry.user.user_id), |entry| now < entry.refused_from)?;
+        Some(entry.user)
     }
 
     /// Remembers a token verified after the step `before` was taken, under its user's
@@ -97,20 +83,15 @@ impl BearerCache {
         user: AuthenticatedUser,
         refused_from: Timestamp,
     ) {
-        let Some(generation) = generation.filter(|g| *g <= before) else { return };
-        let mut entries = self.entries();
-        if entries.len() >= CAPACITY {
-            entries.clear();
-        }
-        entries.insert(key, Entry { user, refused_from, generation });
+        self.entries.insert(before, generation, key, Entry { user, refused_from });
     }
 
     pub fn len(&self) -> usize {
-        self.entries().len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.entries.is_empty()
     }
 }
 

@@ -227,24 +227,15 @@ impl Store {
         self.demo_revoke(sql, now, family_id).await
     }
 
-    /// One revocation (`sql` binds `now`, then `key`) and, when it revoked anything, a move of
-    /// `auth_epoch` in the same transaction: servers keep live access tokens while the store's
-    /// generation stands still (`crate::demo_provider::token_cache`), so this one drops them
-    /// at once and every other instance once its watcher sees the counter — never before the
-    /// revocation is visible to it. Returns how many tokens were revoked.
+    /// One revocation (`sql` binds `now`, then `key`); returns how many tokens were revoked.
+    /// Servers keep live access tokens while everyone's generation stands still
+    /// (`crate::demo_provider::token_cache`): this one drops them at once, and every other
+    /// once its watcher sees `auth_epoch`, which the revocation moved (triggers of migration
+    /// 0017) — never before the revocation is visible to it.
     async fn demo_revoke(&self, sql: &'static str, now: Timestamp, key: &str) -> StoreResult<u64> {
-        let revoked = self
-            .bounded(async {
-                let mut tx = self.pool().begin().await?;
-                let revoked = sqlx::query(sql).bind(now).bind(key).execute(&mut *tx).await?.rows_affected();
-                if revoked > 0 {
-                    sqlx::query("UPDATE auth_epoch SET n = n + 1 WHERE id = 1").execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(revoked)
-            })
-            .await;
-        // A transaction given up on may still have landed.
+        let revoked: StoreResult<u64> =
+            async { Ok(sqlx::query(sql).bind(now).bind(key).execute(self.db()).await?.rows_affected()) }.await;
+        // A statement given up on may still have landed.
         if !matches!(revoked, Ok(0)) {
             self.written();
         }

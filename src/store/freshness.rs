@@ -2,19 +2,20 @@
 //!
 //! Caches of what every tool call reads (verified bearer tokens in
 //! [`crate::identity::bearer_cache`], a user's grants with a client's consents in
-//! [`super::grant_cache`]) tag what they keep with the *generation* of the user it belongs to
-//! and use it only while that generation has not moved. A user's generation is the later of two
+//! [`super::grant_cache`], the demo provider's live tokens) tag what they keep with the
+//! *generation* of the user it belongs to (or everyone's) and use it only while that generation
+//! has not moved; [`super::generation_cache`] is the map they share. A user's generation is the later of two
 //! moves, both steps of one counter ([`Freshness::tick`]):
 //! - the user's own: a write of this process that names the user (their grants, consents, their
 //!   `users` row; see [`super::Db`]'s `user`) moves only that user's, when it has finished, so a
 //!   change made through this server is seen by its very next request and other users' caches
 //!   stay warm;
 //! - everyone's: a write of this process that names no user, and a change another process made
-//!   (another instance, the admin CLI, hand-written SQL). Triggers move the `auth_epoch` counter
-//!   (migrations 0012 and 0015) and count this process's own moves apart (0016); a background task
-//!   reads both every [`POLL_EVERY`], and only a move by someone else moves every generation
-//!   (this process's own writes moved theirs already). Such a change is therefore seen within one
-//!   poll interval plus one read.
+//!   (another instance, the admin CLI, hand-written SQL). Triggers move the `auth_epoch`
+//!   counter (migrations 0012, 0015 and 0017) and count this process's own moves apart (0016);
+//!   a background task reads both every [`POLL_EVERY`], and only a move by someone else moves
+//!   every generation (this process's own writes moved theirs already). Such a change is
+//!   therefore seen within one poll interval plus one read.
 //!
 //! Without a watcher (admin commands, a watcher that stopped or cannot read the database)
 //! [`Freshness::generation`] is `None` and callers go to the database as before: a cache is

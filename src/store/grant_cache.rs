@@ -12,43 +12,34 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::generation_cache::GenerationCache;
 use super::grant_consents::GrantWithConsent;
 
 /// At most this many (user, client) reads are kept; a full cache starts over.
 pub const CAPACITY: usize = 50_000;
 
-type Key = (String, String);
-/// The user's generation a read was kept under, and the read.
-type Kept = (u64, Arc<Vec<GrantWithConsent>>);
-
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GrantCache {
-    entries: Mutex<HashMap<Key, Kept>>,
+    /// By (user, client key).
+    entries: GenerationCache<(String, String), Arc<Vec<GrantWithConsent>>>,
     /// Grant id → its user, as reads saw it. A grant never changes hands (its id is derived
     /// from its user, [`super::Store::grant_id_for`], and no statement moves `user_id`), so
     /// this is never out of date, only incomplete.
     owners: Mutex<HashMap<String, String>>,
 }
 
-impl GrantCache {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Kept>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+impl Default for GrantCache {
+    fn default() -> Self {
+        Self { entries: GenerationCache::new(CAPACITY), owners: Mutex::default() }
     }
+}
 
+impl GrantCache {
     /// What was read for (`user_id`, `client_key`) under the user's current `generation`, if
     /// anything. An entry of an older generation is dropped.
     pub fn get(&self, generation: u64, user_id: &str, client_key: &str) -> Option<Arc<Vec<GrantWithConsent>>> {
-        let mut entries = self.entries();
         // A borrowed-key lookup would need a custom key type; two short strings are cheap.
-        let key = (user_id.to_owned(), client_key.to_owned());
-        match entries.get(&key) {
-            Some((kept, rows)) if *kept == generation => Some(rows.clone()),
-            Some(_) => {
-                entries.remove(&key);
-                None
-            }
-            None => None,
-        }
+        self.entries.get(&(user_id.to_owned(), client_key.to_owned()), |_| Some(generation))
     }
 
     /// The user grant `grant_id` belongs to, if a read of their grants passed through here.
@@ -86,12 +77,7 @@ impl GrantCache {
         rows: Arc<Vec<GrantWithConsent>>,
     ) {
         self.note_owners(rows.iter().map(|r| (r.grant.id.as_str(), r.grant.user_id.as_str())));
-        let Some(generation) = generation.filter(|g| *g <= before) else { return };
-        let mut entries = self.entries();
-        if entries.len() >= CAPACITY {
-            entries.clear();
-        }
-        entries.insert((user_id.to_owned(), client_key.to_owned()), (generation, rows));
+        self.entries.insert(before, generation, (user_id.to_owned(), client_key.to_owned()), rows);
     }
 }
 

@@ -14,6 +14,7 @@ pub mod consents;
 pub mod demo;
 pub mod external_users;
 pub mod freshness;
+pub mod generation_cache;
 pub mod grant_accounts;
 pub mod grant_cache;
 pub mod grant_consents;

@@ -347,3 +347,40 @@ on_both_backends!(
     other_process_changes_with_cache,
     grant_and_consent_changes_made_by_another_process_reach_the_cached_server
 );
+
+// The demo provider keeps its live access tokens too (src/demo_provider/token_cache.rs). A token
+// revoked by hand-written SQL — no store, no server: only the database and its triggers
+// (migration 0017) — is refused from the watcher's next poll on, so the broker refreshes on
+// the provider's 401 and the call still answers.
+async fn a_provider_token_revoked_by_hand_written_sql_is_refused_though_it_was_cached(app: &TestApp) {
+    use sqlx::Connection;
+    let client = app.connected_client(ALICE).await;
+    let warm = with_a_punctual_watcher(app, || async {
+        warm_pair(app, &client).await;
+        is_warm(warm_pair(app, &client).await)
+    });
+    assert!(warm.await, "the demo provider never kept the token");
+    let alice = app.user_id(ALICE).await;
+    let before = app.state.store.grants_for_user(&alice).await.unwrap().remove(0).version;
+
+    let mut conn = sqlx::AnyConnection::connect(&app.state.config.database_url).await.unwrap();
+    let revoked = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE kind = 'access' AND revoked_at IS NULL")
+        .bind(app.now())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(revoked.rows_affected(), 1);
+    conn.close().await.unwrap();
+
+    let refreshed = eventually(std::time::Duration::from_secs(5), || async {
+        assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
+        app.state.store.grants_for_user(&alice).await.unwrap().remove(0).version > before
+    })
+    .await;
+    assert!(refreshed, "the revoked token was still accepted by the demo provider");
+    client.close().await;
+}
+on_both_backends!(
+    provider_token_revoked_by_sql_with_cache,
+    a_provider_token_revoked_by_hand_written_sql_is_refused_though_it_was_cached
+);
