@@ -478,6 +478,11 @@ async fn broker_memory(
     let parks = bin == args.broker.as_path();
     let park = parks.then_some(procs::SESSION_PARK);
     let data = dir.join(if parks { "data" } else { "data-baseline" });
+    if !data.exists() {
+        // Started once before, as the other broker's database was: the first start creates the
+        // demo user (its password hash alone moves the RSS by megabytes).
+        procs::spawn_broker(bin, &data, port, log, None, None).await?.0.stop().await;
+    }
     let (broker, demo, _) = procs::spawn_broker(bin, &data, port, log, idle, park).await?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
     let at = Endpoint { http, mcp: broker.mcp(), token: Some(demo.token) };
