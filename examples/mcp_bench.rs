@@ -6,7 +6,7 @@
 //! mcp_bench --broker target/release/oauth-broker --echo target/release/examples/echo_server
 //!           [--ts-node bench/.node/…/bin/node --ts-echo bench/ts-echo/server.mjs]
 //!           [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
-//!           [--memory-only] [--only list_connections|provider_request]
+//!           [--memory-only] [--only list_connections|provider_request] [--baseline-broker BIN]
 //! ```
 //!
 //! 1. Starts the servers on loopback; the broker as `serve --demo` on a fresh SQLite database,
@@ -23,7 +23,9 @@
 //! 4. Per-session memory: RSS before and with `--sessions` sessions each holding its GET
 //!    stream open, and after they are closed (DELETE) — for every server; then, for the broker,
 //!    after as many sessions were left without DELETE and expired (`mcp_session_idle`, 10 s
-//!    here).
+//!    here). The broker's "with sessions" is read once they are all parked (idle, without an
+//!    rmcp service: `mcp_session_park`, 1 s here, 10 s by default). `--baseline-broker` measures
+//!    another broker binary (e.g. a build of `main`) the same way in the same run.
 //! 5. Cold start to ready (`/readyz` 200) on the existing database, `--starts` times.
 //!
 //! `--memory-only` runs step 4 alone (no browser flow, no wrk, no restarts), to iterate on
@@ -90,6 +92,9 @@ struct Args {
     /// figure, no cold starts.
     #[arg(long, value_parser = ["list_connections", "provider_request"])]
     only: Option<String>,
+    /// Another broker binary whose memory figure is taken too, in the same run, as a baseline.
+    #[arg(long)]
+    baseline_broker: Option<PathBuf>,
 }
 
 /// Seconds of unrecorded load per case before the rounds (warm-up).
@@ -109,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
         (Some(node), Some(script)) => Some(procs::spawn_ts_echo(node, script).await?),
         _ => None,
     };
-    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None).await?;
+    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None, None).await?;
     let password = demo.password.clone().context("a fresh database prints the demo password")?;
     let ts_base = ts.as_ref().map_or("— (not run)".to_owned(), |ts| ts.base.clone());
     println!(
@@ -122,14 +127,17 @@ async fn main() -> anyhow::Result<()> {
     let echo_at = Endpoint { http: http.clone(), mcp: echo.mcp(), token: None };
     let ts_at = ts.as_ref().map(|ts| Endpoint { http: http.clone(), mcp: ts.mcp(), token: None });
     if args.memory_only {
-        let mut memories = vec![("bare rmcp echo", memory(&echo, &echo_at, args.sessions).await?)];
+        let mut memories = vec![("bare rmcp echo", memory(&echo, &echo_at, args.sessions, false).await?)];
         echo.stop().await;
         if let (Some(ts), Some(ts_at)) = (ts, &ts_at) {
-            memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions).await?));
+            memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions, false).await?));
             ts.stop().await;
         }
         broker.stop().await;
-        memories.push(("broker", broker_memory(&args, dir.path(), port, &log).await?));
+        memories.push(("broker", broker_memory(&args, &args.broker, dir.path(), port, &log).await?));
+        if let Some(baseline) = &args.baseline_broker {
+            memories.push(("broker (baseline)", broker_memory(&args, baseline, dir.path(), port, &log).await?));
+        }
         println!();
         print_memory(args.sessions, &memories);
         return Ok(());
@@ -219,21 +227,24 @@ async fn main() -> anyhow::Result<()> {
     let mut memories = Vec::new();
     let mut starts = Vec::new();
     if args.only.is_none() {
-        memories.push(("bare rmcp echo", memory(&echo, &echo_at, args.sessions).await?));
+        memories.push(("bare rmcp echo", memory(&echo, &echo_at, args.sessions, false).await?));
     }
     echo.stop().await;
     if let (Some(ts), Some(ts_at)) = (ts, &ts_at) {
         if args.only.is_none() {
-            memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions).await?));
+            memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions, false).await?));
         }
         ts.stop().await;
     }
     broker.stop().await;
     if args.only.is_none() {
-        memories.push(("broker", broker_memory(&args, dir.path(), port, &log).await?));
+        memories.push(("broker", broker_memory(&args, &args.broker, dir.path(), port, &log).await?));
+        if let Some(baseline) = &args.baseline_broker {
+            memories.push(("broker (baseline)", broker_memory(&args, baseline, dir.path(), port, &log).await?));
+        }
         for _ in 0..args.starts {
             let (broker, _, took) =
-                procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None).await?;
+                procs::spawn_broker(&args.broker, &dir.path().join("data"), port, &log, None, None).await?;
             starts.push(took);
             broker.stop().await;
         }
@@ -303,7 +314,11 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn print_memory(sessions: usize, memories: &[(&str, Memory)]) {
-    println!("## memory, {sessions} idle sessions with their GET stream open");
+    println!(
+        "## memory, {sessions} idle sessions with their GET stream open (the broker's read once all are parked: \
+         no rmcp service, after mcp_session_park = {} s)",
+        procs::SESSION_PARK.as_secs()
+    );
     println!("| server | RSS before | with sessions | per session | after DELETE | after idle expiry |");
     println!("|---|---|---|---|---|---|");
     for (name, m) in memories {
@@ -413,8 +428,9 @@ struct Memory {
 }
 
 /// RSS before, with `count` sessions each listening on its GET stream, and after they are
-/// closed and their streams dropped.
-async fn memory(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<Memory> {
+/// closed and their streams dropped. With `parked`, "with" is read once the server reports
+/// every session parked.
+async fn memory(server: &Server, at: &Endpoint, count: usize, parked: bool) -> anyhow::Result<Memory> {
     let before = settled_rss(server).await;
     // One connection per stream: nothing shared, nothing pooled.
     let streams = reqwest::Client::builder().pool_max_idle_per_host(0).build()?;
@@ -431,6 +447,9 @@ async fn memory(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<
         .collect()
         .await;
     let opened = opened.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    if parked {
+        wait_until_parked(server, at, count).await?;
+    }
     let with = settled_rss(server).await;
     let ids: Vec<String> = opened.iter().map(|(id, _)| id.clone()).collect();
     drop(opened);
@@ -444,14 +463,30 @@ async fn memory(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<
     Ok(Memory { before, with, after, expired: None })
 }
 
-/// The broker's memory figures, on a fresh process whose idle sessions end after
-/// [`procs::SESSION_IDLE`] (not during the load, where a case's sessions wait for the others).
-async fn broker_memory(args: &Args, dir: &std::path::Path, port: u16, log: &std::path::Path) -> anyhow::Result<Memory> {
+/// The memory figures of broker `bin`, on a fresh process whose idle sessions are parked after
+/// [`procs::SESSION_PARK`] and end after [`procs::SESSION_IDLE`] (not during the load, where a
+/// case's sessions wait for the others). The baseline broker is given no `mcp_session_park`
+/// (a build from before parking knows no such setting), and nothing is waited for.
+async fn broker_memory(
+    args: &Args,
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    port: u16,
+    log: &std::path::Path,
+) -> anyhow::Result<Memory> {
     let idle = Some(procs::SESSION_IDLE);
-    let (broker, demo, _) = procs::spawn_broker(&args.broker, &dir.join("data"), port, log, idle).await?;
+    let parks = bin == args.broker.as_path();
+    let park = parks.then_some(procs::SESSION_PARK);
+    let data = dir.join(if parks { "data" } else { "data-baseline" });
+    if !data.exists() {
+        // Started once before, as the other broker's database was: the first start creates the
+        // demo user (its password hash alone moves the RSS by megabytes).
+        procs::spawn_broker(bin, &data, port, log, None, None).await?.0.stop().await;
+    }
+    let (broker, demo, _) = procs::spawn_broker(bin, &data, port, log, idle, park).await?;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
     let at = Endpoint { http, mcp: broker.mcp(), token: Some(demo.token) };
-    let mut memory = memory(&broker, &at, args.sessions).await?;
+    let mut memory = memory(&broker, &at, args.sessions, parks).await?;
     memory.expired = Some(expired(&broker, &at, args.sessions).await?);
     broker.stop().await;
     Ok(memory)
@@ -488,8 +523,25 @@ async fn expired(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result
     Ok(settled_rss(server).await)
 }
 
+/// Waits until the broker reports `count` sessions parked.
+async fn wait_until_parked(server: &Server, at: &Endpoint, count: usize) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + procs::SESSION_PARK * 2 + Duration::from_secs(60);
+    while gauge(server, at, "oauth_broker_mcp_sessions_parked").await? < count as u64 {
+        if std::time::Instant::now() > deadline {
+            bail!("the idle sessions were not parked within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 /// The broker's `oauth_broker_mcp_sessions_active` gauge.
 async fn active_sessions(server: &Server, at: &Endpoint) -> anyhow::Result<u64> {
+    gauge(server, at, "oauth_broker_mcp_sessions_active").await
+}
+
+/// One of the broker's gauges, from /metrics.
+async fn gauge(server: &Server, at: &Endpoint, name: &str) -> anyhow::Result<u64> {
     let text = at
         .http
         .get(format!("{}/metrics", server.base))
@@ -501,8 +553,8 @@ async fn active_sessions(server: &Server, at: &Endpoint) -> anyhow::Result<u64> 
         .await?;
     let value = text
         .lines()
-        .find_map(|line| line.strip_prefix("oauth_broker_mcp_sessions_active "))
-        .context("/metrics has no oauth_broker_mcp_sessions_active")?;
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .with_context(|| format!("/metrics has no {name}"))?;
     Ok(value.trim().parse::<f64>()?.max(0.0) as u64)
 }
 

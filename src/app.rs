@@ -26,6 +26,7 @@ use crate::state::{AppState, Core};
 pub struct App {
     state: AppState,
     router: Router,
+    parked: Arc<crate::mcp::session_transport::ParkedCount>,
 }
 
 /// Assembles an [`App`]: configuration, clock, and optional extensions.
@@ -76,9 +77,19 @@ impl AppBuilder {
         prompts.start_watching(state.shutdown.clone());
         let life = Arc::new(crate::mcp::session_life::SessionLife::new(state.clock.clone()));
         let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
-        let mcp = McpState { app: state.clone(), sessions: Default::default(), life, extensions, prompts, tools };
+        let mcp = McpState {
+            app: state.clone(),
+            sessions: Default::default(),
+            life,
+            scopes: Default::default(),
+            parked: Default::default(),
+            extensions,
+            prompts,
+            tools,
+        };
+        let parked = mcp.parked.clone();
         let router = router(state.clone(), mcp);
-        Ok(App { state, router })
+        Ok(App { state, router, parked })
     }
 }
 
@@ -123,6 +134,11 @@ impl App {
 
     pub fn state(&self) -> &AppState {
         &self.state
+    }
+
+    /// How many of this app's MCP sessions are parked now (tests wait for parking on it).
+    pub fn parked_mcp_sessions(&self) -> Arc<crate::mcp::session_transport::ParkedCount> {
+        self.parked.clone()
     }
 
     /// Serves until `shutdown` resolves, then stops gracefully: no new connections; listeners

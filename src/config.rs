@@ -123,6 +123,8 @@ struct FileConfig {
     shutdown_grace: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     mcp_session_idle: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    mcp_session_park: Option<Duration>,
     /// Directory of operator prompt templates (TOML or Markdown with front matter).
     prompts_dir: Option<PathBuf>,
     /// Page size of `prompts/list` (and the other paginated lists).
@@ -330,6 +332,10 @@ pub struct Config {
     /// authorization waiting for the user) ends after this long without a request, which
     /// returns its memory (`mcp_session_idle`, default 5 min, at least 10 s).
     pub mcp_session_idle: Duration,
+    /// An MCP session with nothing in flight for this long gives up its rmcp service until its
+    /// next message, keeping its streams and state (`mcp_session_park`, default 10 s, at least
+    /// 1 s; issue 11).
+    pub mcp_session_park: Duration,
     /// Operator prompt templates, watched for changes [default: {data_dir}/prompts].
     pub prompts_dir: PathBuf,
     /// Items per page of `prompts/list`, `resources/list`, … [default: 50].
@@ -452,6 +458,10 @@ impl Config {
                 .mcp_session_idle
                 .unwrap_or(Duration::from_secs(crate::mcp::session_life::IDLE_SECONDS as u64))
                 .max(Duration::from_secs(10)),
+            mcp_session_park: file
+                .mcp_session_park
+                .unwrap_or(crate::mcp::session_manager::PARK_AFTER)
+                .max(crate::mcp::session_manager::PARK_AT_LEAST),
             prompts_dir: file.prompts_dir.unwrap_or_else(|| data_dir_for_defaults.join("prompts")),
             page_size: match file.page_size {
                 Some(0) => bail!("page_size must be at least 1"),
@@ -689,6 +699,16 @@ mod tests {
         assert_eq!(set.mcp_session_idle, Duration::from_secs(90));
         let tiny = Config::from_toml(&SettingsArgs::default(), "mcp_session_idle = \"1s\"\n").unwrap();
         assert_eq!(tiny.mcp_session_idle, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn idle_mcp_sessions_park_after_ten_seconds_unless_configured_and_never_within_one() {
+        let default = Config::from_toml(&SettingsArgs::default(), "").unwrap();
+        assert_eq!(default.mcp_session_park, Duration::from_secs(10));
+        let park = Config::from_toml(&SettingsArgs::default(), "mcp_session_park = \"3s\"\n").unwrap();
+        assert_eq!(park.mcp_session_park, Duration::from_secs(3));
+        let tiny = Config::from_toml(&SettingsArgs::default(), "mcp_session_park = \"10ms\"\n").unwrap();
+        assert_eq!(tiny.mcp_session_park, Duration::from_secs(1));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! | `oauth_broker_http_requests_total`, `oauth_broker_http_request_duration_seconds` | `method`, `route` (the route template, never a raw path), `status` | [`track_http`], every route |
 //! | `oauth_broker_mcp_requests_total` | `method`, `tool` | [`mcp_message`], from the /mcp JSON-RPC guard |
 //! | `oauth_broker_mcp_sessions_active` | – | [`session_opened`] / [`session_closed`] |
+//! | `oauth_broker_mcp_sessions_parked` | – | [`session_parked`] / [`session_unparked`] |
 //! | `oauth_broker_authorizations_total` | `outcome` | [`audited`]: completed, declined, failed, expired by an admin |
 //! | `oauth_broker_refreshes_total` | `provider`, `outcome` | [`provider_call`] for `call = refresh` |
 //! | `oauth_broker_upstream_requests_total`, `oauth_broker_upstream_duration_seconds` | `provider`, `call`, `result` | [`provider_call`], [`api_call`] |
@@ -93,6 +94,10 @@ fn describe() {
     );
     describe_counter!("oauth_broker_mcp_requests_total", "MCP JSON-RPC messages received, by method and tool.");
     describe_gauge!("oauth_broker_mcp_sessions_active", "MCP sessions open in this process.");
+    describe_gauge!(
+        "oauth_broker_mcp_sessions_parked",
+        "Open MCP sessions parked: idle, without an rmcp service until their next message."
+    );
     describe_counter!("oauth_broker_authorizations_total", "Connect attempts that ended, by outcome.");
     describe_counter!("oauth_broker_refreshes_total", "Token refreshes at providers, by provider and outcome.");
     describe_counter!("oauth_broker_upstream_requests_total", "Requests to providers, by provider, call and result.");
@@ -188,6 +193,16 @@ pub fn session_opened() {
 
 pub fn session_closed() {
     metrics::gauge!("oauth_broker_mcp_sessions_active").decrement(1.0);
+}
+
+/// A session parked (its rmcp service stopped while idle).
+pub fn session_parked() {
+    metrics::gauge!("oauth_broker_mcp_sessions_parked").increment(1.0);
+}
+
+/// A parked session came back (a new service) or closed.
+pub fn session_unparked() {
+    metrics::gauge!("oauth_broker_mcp_sessions_parked").decrement(1.0);
 }
 
 /// Counts an audit entry, and the authorization outcomes among them. `action` is one of the

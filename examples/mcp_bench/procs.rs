@@ -91,24 +91,33 @@ pub struct DemoSetup {
 /// How long a session with nothing open lives in the broker of the memory figure (the
 /// shortest `mcp_session_idle`), so it can show sessions expiring too.
 pub const SESSION_IDLE: Duration = Duration::from_secs(10);
+/// How long a session of that broker waits with nothing in flight before it is parked (the
+/// shortest `mcp_session_park`), so the figure is taken with the sessions parked, as idle
+/// sessions are after 10 s by default.
+pub const SESSION_PARK: Duration = Duration::from_secs(1);
 /// The bearer token of that broker's /metrics (loopback, a throwaway database).
 pub const METRICS_TOKEN: &str = "bench-metrics-token-on-loopback";
 
 /// `oauth-broker serve --demo` on SQLite in `data_dir`, on `port`; returns once `/readyz`
-/// answers 200, with the time from spawning to that answer. `idle`: its `mcp_session_idle`.
+/// answers 200, with the time from spawning to that answer. `idle`: its `mcp_session_idle`;
+/// `park`: its `mcp_session_park` (a broker from before parking knows no such setting).
 pub async fn spawn_broker(
     bin: &Path,
     data_dir: &Path,
     port: u16,
     log: &Path,
     idle: Option<Duration>,
+    park: Option<Duration>,
 ) -> anyhow::Result<(Server, DemoSetup, Duration)> {
     let started = Instant::now();
     let log = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
     let config = data_dir.with_extension("toml");
     // With `idle`, /metrics is on (bearer METRICS_TOKEN) so the figure can wait for the sweep.
-    let settings =
+    let mut settings =
         idle.map(|idle| format!("mcp_session_idle = \"{}s\"\nmetrics_token = \"{METRICS_TOKEN}\"\n", idle.as_secs()));
+    if let (Some(settings), Some(park)) = (&mut settings, park) {
+        settings.push_str(&format!("mcp_session_park = \"{}s\"\n", park.as_secs()));
+    }
     std::fs::write(&config, settings.unwrap_or_default())?;
     let mut child = Command::new(bin)
         .arg("--config")

@@ -10,7 +10,9 @@
 //! - [`session_manager`], [`session_life`], [`event_log`]: our sessions behind rmcp's HTTP
 //!   service, which live while something is open, deliver SSE events once, and give listeners
 //!   a `retry:` hint when the server stops; [`session_transport`] and [`session_routes`]: each
-//!   session's transport to its handler, without a task of its own; [`heap_trim`] gives closed
+//!   session's transport to its handler, without a task of its own, parked without an rmcp
+//!   service while idle; [`session_scope`]: what a session remembers across its services;
+//!   [`request_ids`]: the server's request ids, unique per session; [`heap_trim`] gives closed
 //!   sessions' memory back to the OS.
 //! - [`http_service`]: rmcp's HTTP service shared, not cloned per request.
 //! - [`failure`]: internal errors, and the retryable answer when the database is away.
@@ -32,11 +34,13 @@ pub mod jsonrpc_guard;
 pub mod pagination;
 pub mod prompts;
 pub mod provider_request;
+pub mod request_ids;
 pub mod resources;
 pub mod server;
 pub mod session_life;
 pub mod session_manager;
 pub mod session_routes;
+pub mod session_scope;
 pub mod session_transport;
 pub mod sessions;
 pub mod tool_schema;
@@ -61,6 +65,10 @@ pub struct McpState {
     pub sessions: Arc<sessions::SessionRegistry>,
     /// What keeps each session alive (open streams, waiting authorizations, requests).
     pub life: Arc<session_life::SessionLife>,
+    /// What each session remembers (elicitations, subscriptions, log level), by session id.
+    pub scopes: Arc<session_scope::SessionScopes>,
+    /// How many sessions are parked (idle, without an rmcp service).
+    pub parked: Arc<session_transport::ParkedCount>,
     /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
     pub extensions: extension::Extensions,
     /// The prompt catalogue (built-in, operator files, extensions).
@@ -97,9 +105,33 @@ pub fn router(state: McpState) -> Router<AppState> {
         .with_cancellation_token(state.shutdown.child_token());
     let factory_state = state.clone();
     let log = Arc::new(event_log::EventLog::new(state.clock.clone()));
+    let revive_state = state.clone();
+    // A parked session's new service skips the handshake: the client's `initialize` parameters
+    // are what rmcp's peer would have kept. Ended with the server, as rmcp's own.
+    let reviver: session_transport::Reviver = Arc::new(move |transport, peer_info| {
+        let handler = BrokerServer::new(revive_state.clone());
+        let ct = revive_state.shutdown.child_token();
+        Box::new(rmcp::service::serve_directly_with_ct::<
+            rmcp::RoleServer,
+            _,
+            _,
+            session_transport::SessionError,
+            rmcp::transport::TransportAdapterIdentity,
+        >(handler, transport, Some(peer_info), ct))
+    });
     let sessions = Arc::new(
-        session_manager::BrokerSessions::new(log, state.life.clone(), state.sessions.clone(), state.draining.clone())
-            .with_idle(state.config.mcp_session_idle),
+        session_manager::BrokerSessions::new(
+            log,
+            state.life.clone(),
+            state.sessions.clone(),
+            state.scopes.clone(),
+            state.draining.clone(),
+        )
+        .with_idle(state.config.mcp_session_idle)
+        .with_parking(
+            state.config.mcp_session_park,
+            session_transport::Parking { reviver, parked: state.parked.clone() },
+        ),
     );
     sessions.start_sweeping(state.shutdown.clone());
     let service = http_service::SharedService::new(StreamableHttpService::new(

@@ -1,30 +1,31 @@
 //! The MCP server handler: one instance per MCP session (rmcp calls the factory per session).
 //!
 //! Each request's user comes from the verified bearer token that the HTTP layer put in the
-//! request's extensions — never from the session. The handler also keeps the set of elicitation
-//! ids its session started, so `notifications/elicitation/complete` goes to that session only
-//! (MCP 2025-11-25 client/elicitation: "only to the client that started the elicitation").
+//! request's extensions — never from the session. The session's scope
+//! ([`crate::mcp::session_scope`]) keeps the set of elicitation ids it started, so
+//! `notifications/elicitation/complete` goes to that session only (MCP 2025-11-25
+//! client/elicitation: "only to the client that started the elicitation").
 
 // `logging/setLevel` and `notifications/message` are deprecated by SEP-2577 (2026-07-28) but
 // are part of 2025-11-25, which this server speaks.
 #![allow(deprecated)]
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
     ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotification,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
-use tokio_util::sync::CancellationToken;
 
 use super::elicitation;
 use super::extension::ExtensionContext;
+use super::session_scope::SessionScope;
 use super::sessions::SESSION_HEADER;
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
 use crate::events::Signal;
@@ -56,46 +57,28 @@ impl Caller {
 #[derive(Clone)]
 pub struct BrokerServer {
     pub(crate) state: McpState,
-    scope: Arc<SessionScope>,
-}
-
-/// Per-session state; dropped when rmcp drops the session's handler.
-struct SessionScope {
-    /// Elicitation ids this session started.
-    issued: Arc<Mutex<HashSet<String>>>,
-    listener: OnceLock<()>,
-    session_id: OnceLock<String>,
-    /// URIs this session subscribed to (`resources/subscribe`).
-    subscriptions: Arc<Mutex<HashSet<String>>>,
-    /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
-    log_level: Arc<Mutex<Option<LoggingLevel>>>,
-    cancel: CancellationToken,
-    /// Only the owners registry, not a whole [`McpState`] per session (issue 11).
-    owners: Arc<super::sessions::SessionRegistry>,
-}
-
-impl Drop for SessionScope {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        if let Some(id) = self.session_id.get() {
-            self.owners.forget(id);
-        }
-    }
+    /// The session's state, shared by every handler instance of the session (a parked session
+    /// comes back with a new one); bound at the first request, which names the session.
+    scope: Arc<OnceLock<Arc<SessionScope>>>,
 }
 
 impl BrokerServer {
     pub fn new(state: McpState) -> Self {
-        let cancel = state.shutdown.child_token();
-        let scope = SessionScope {
-            issued: Default::default(),
-            listener: OnceLock::new(),
-            session_id: OnceLock::new(),
-            subscriptions: Default::default(),
-            log_level: Default::default(),
-            cancel,
-            owners: state.sessions.clone(),
-        };
-        Self { state, scope: Arc::new(scope) }
+        Self { state, scope: Arc::default() }
+    }
+
+    /// The session's scope, or the request's own when it has no session (stateless).
+    fn scope(&self) -> &Arc<SessionScope> {
+        self.scope.get_or_init(|| Arc::new(SessionScope::detached(self.state.shutdown.child_token())))
+    }
+
+    /// Binds this handler to its session's scope, once.
+    fn bind_scope(&self, session_id: Option<&str>) {
+        if self.scope.get().is_none()
+            && let Some(scope) = session_id.and_then(|id| self.state.scopes.get(id))
+        {
+            let _ = self.scope.set(scope);
+        }
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
@@ -113,16 +96,18 @@ impl BrokerServer {
         // them in `_meta`.
         let url_mode = ctx.peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Url)
             || ctx.meta.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.url.is_some());
+        self.bind_scope(session_id.as_deref());
         let caller = Caller { user, session_id, client_name, url_mode };
-        self.start_completion_listener(&ctx.peer, &caller);
+        self.start_completion_listener(&caller);
         Ok(caller)
     }
 
     /// Remembers an elicitation this session started (for the completion notification).
     pub(crate) fn remember_elicitation(&self, id: &str) {
-        self.scope.issued.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
+        let scope = self.scope();
+        scope.remember_elicitation(id);
         // The session must still be there when the user finishes, however long the link lives.
-        if let Some(session) = self.scope.session_id.get() {
+        if let Some(session) = &scope.session_id {
             let until = self.state.now() + self.state.config.authorization_ttl.as_secs() as i64;
             self.state.life.pending_until(session, until);
         }
@@ -132,55 +117,49 @@ impl BrokerServer {
     /// standalone (GET) stream, since none of it relates to an open request:
     /// `notifications/elicitation/complete` for elicitations this session started, and
     /// `prompts/list_changed` / `resources/updated` for the catalogue and this user's resources.
-    fn start_completion_listener(&self, peer: &Peer<RoleServer>, caller: &Caller) {
-        let Some(session_id) = caller.session_id.clone() else { return };
-        if self.scope.listener.set(()).is_err() {
+    /// They are sent through the session itself, not a handler's peer, so they reach it while
+    /// it is parked; the relay ends when the session does.
+    fn start_completion_listener(&self, caller: &Caller) {
+        let scope = self.scope().clone();
+        if scope.session_id.is_none() || scope.listener.set(()).is_err() {
             return;
         }
-        let _ = self.scope.session_id.set(session_id);
         let mut events = self.state.events.subscribe();
         let mut signals = self.state.events.subscribe_signals();
-        let issued = self.scope.issued.clone();
-        let subscriptions = self.scope.subscriptions.clone();
-        let cancel = self.scope.cancel.clone();
         let user_id = caller.user.user_id.clone();
-        let peer = peer.clone();
         tokio::spawn(async move {
             use tokio::sync::broadcast::error::RecvError;
             loop {
                 let sent = tokio::select! {
-                    _ = cancel.cancelled() => break,
+                    _ = scope.cancel.cancelled() => break,
                     event = events.recv() => match event {
                         Ok(event) => {
                             // Keyed by user first, then by the session's own elicitations.
-                            let ours = event.user_id == user_id
-                                && issued.lock().unwrap_or_else(|p| p.into_inner()).remove(&event.authorization_id);
+                            let ours = event.user_id == user_id && scope.take_elicitation(&event.authorization_id);
                             if !ours { continue; }
-                            peer.send_notification(elicitation::complete_notification(&event.authorization_id)).await.is_ok()
+                            scope.notify(elicitation::complete_notification(&event.authorization_id))
                         }
                         Err(RecvError::Lagged(_)) => continue,
                         Err(RecvError::Closed) => break,
                     },
                     signal = signals.recv() => match signal {
-                        Ok(Signal::PromptsChanged) => peer.notify_prompt_list_changed().await.is_ok(),
+                        Ok(Signal::PromptsChanged) => {
+                            scope.notify(ServerNotification::PromptListChangedNotification(Default::default()))
+                        }
                         Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) => {
                             if changed_for != user_id { continue; }
-                            let wanted: Vec<String> = {
-                                let subscribed = subscriptions.lock().unwrap_or_else(|p| p.into_inner());
-                                uris.into_iter().filter(|u| subscribed.contains(u)).collect()
-                            };
-                            let mut ok = true;
-                            for uri in wanted {
-                                ok &= peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)).await.is_ok();
-                            }
-                            ok
+                            scope.subscribed(uris).into_iter().all(|uri| {
+                                scope.notify(ServerNotification::ResourceUpdatedNotification(
+                                    ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
+                                ))
+                            })
                         }
                         Err(RecvError::Lagged(_)) => continue,
                         Err(RecvError::Closed) => break,
                     },
                 };
                 if !sent {
-                    // The session's transport is gone.
+                    // The session is gone.
                     break;
                 }
             }
@@ -191,7 +170,7 @@ impl BrokerServer {
         ExtensionContext {
             user: caller.user.clone(),
             request: ctx.clone(),
-            log_level: self.scope.log_level.clone(),
+            log_level: self.scope().log_level.clone(),
             server: self.clone(),
             caller: caller.clone(),
         }
@@ -200,7 +179,7 @@ impl BrokerServer {
     /// Sends `notifications/message` if the session asked for this level (MCP utilities/logging).
     /// Never include a secret in `data`.
     pub(crate) async fn log(&self, peer: &Peer<RoleServer>, level: LogLevel, data: serde_json::Value) {
-        send_log(peer, &self.scope.log_level, level, data).await;
+        send_log(peer, &self.scope().log_level, level, data).await;
     }
 }
 
@@ -226,8 +205,7 @@ impl LogLevel {
     }
 }
 
-/// A session's `logging/setLevel` choice, shared with extension contexts.
-pub type SessionLogLevel = Arc<Mutex<Option<LoggingLevel>>>;
+pub use super::session_scope::SessionLogLevel;
 
 /// Sends `notifications/message` if the session asked for this level or a less severe one.
 pub(crate) async fn send_log(
@@ -431,7 +409,7 @@ impl ServerHandler for BrokerServer {
         if !Box::pin(super::resources::exists(&self.state, &ext, &request.uri)).await {
             return Err(ErrorData::resource_not_found(format!("unknown resource: {}", request.uri), None));
         }
-        self.scope.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(request.uri);
+        self.scope().subscribe(request.uri);
         Ok(())
     }
 
@@ -441,7 +419,7 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.caller(&ctx)?;
-        self.scope.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.uri);
+        self.scope().unsubscribe(&request.uri);
         Ok(())
     }
 
@@ -452,7 +430,7 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.caller(&ctx)?;
-        *self.scope.log_level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
+        *self.scope().log_level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
         Ok(())
     }
 }

@@ -14,6 +14,9 @@
 //! - **Stopping tells listeners to reconnect**: when the server starts to stop (`draining`),
 //!   every standalone stream gets an SSE `retry:` hint and ends, so clients come back (to
 //!   another instance); request streams run on until their answer.
+//! - **Idle sessions hold no rmcp service** ([`Session::park`]): a session with nothing in
+//!   flight for `mcp_session_park` (default [`PARK_AFTER`]) is parked by a sweep every half of
+//!   that, and comes back with a new service at its next message (issue 11).
 //! - **Closed sessions give their memory back** ([`HeapTrim`]): glibc keeps freed memory, so
 //!   the heap is trimmed once enough sessions have closed (issue 11).
 //!
@@ -33,13 +36,19 @@ use tokio_util::sync::CancellationToken;
 use super::event_log::EventLog;
 use super::heap_trim::HeapTrim;
 use super::session_life::{self, SessionLife};
-use super::session_transport::{self, Session, SessionTransport};
+use super::session_scope::{Outbox, SessionScopes};
+use super::session_transport::{self, Parking, Session, SessionTransport};
 use super::sessions::SessionRegistry;
 
 /// How often idle sessions are looked for besides at each new session.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// How many idle sessions a new session closes before it is created.
 const SWEEP_PER_NEW_SESSION: usize = 16;
+/// A session with nothing in flight for this long is parked, unless the operator set
+/// `mcp_session_park` ([`crate::config::Config::mcp_session_park`]).
+pub const PARK_AFTER: Duration = Duration::from_secs(10);
+/// The shortest `mcp_session_park`.
+pub const PARK_AT_LEAST: Duration = Duration::from_secs(1);
 /// The `retry:` hint a standalone stream ends with when the server stops: come back soon.
 pub const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
@@ -64,6 +73,11 @@ pub struct BrokerSessions {
     /// Seconds without a request after which a session with nothing open ends.
     idle_seconds: i64,
     heap: Arc<HeapTrim>,
+    /// Per-session state, which outlives each of a session's services.
+    scopes: Arc<SessionScopes>,
+    /// Without it sessions are never parked.
+    parking: Option<Parking>,
+    park_after: Duration,
 }
 
 impl BrokerSessions {
@@ -71,6 +85,7 @@ impl BrokerSessions {
         log: Arc<EventLog>,
         life: Arc<SessionLife>,
         owners: Arc<SessionRegistry>,
+        scopes: Arc<SessionScopes>,
         draining: CancellationToken,
     ) -> Self {
         Self {
@@ -81,6 +96,31 @@ impl BrokerSessions {
             draining,
             idle_seconds: session_life::IDLE_SECONDS,
             heap: Arc::default(),
+            scopes,
+            parking: None,
+            park_after: PARK_AFTER,
+        }
+    }
+
+    /// Sessions with nothing in flight for `after` are parked; `parking` brings them back.
+    pub fn with_parking(mut self, after: Duration, parking: Parking) -> Self {
+        self.park_after = after.max(PARK_AT_LEAST);
+        self.parking = Some(parking);
+        self
+    }
+
+    /// Parks every session with nothing in flight for `mcp_session_park`; returns how many.
+    pub fn park_idle(&self) -> usize {
+        let sessions: Vec<Arc<Session>> =
+            self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        sessions.iter().filter(|session| session.park(self.park_after)).count()
+    }
+
+    /// Closes every session (the server stops: parked ones have no service for rmcp to end).
+    pub async fn close_all(&self) {
+        let ids: Vec<SessionId> = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        for id in ids {
+            let _ = self.close_session(&id).await;
         }
     }
 
@@ -108,19 +148,25 @@ impl BrokerSessions {
         idle.len()
     }
 
-    /// Sweeps every [`SWEEP_EVERY`] until `stop`.
+    /// Sweeps every [`SWEEP_EVERY`], and parks every half `mcp_session_park` (one timer for
+    /// all sessions, none of their own), until `stop`; then closes every session.
     pub fn start_sweeping(self: &Arc<Self>, stop: CancellationToken) {
-        let sessions = Arc::downgrade(self);
+        // Held, not weak: at `stop` the HTTP service (the other holder) may be gone already,
+        // and the sessions must still be closed (parked ones have no rmcp service to end them).
+        let sessions = self.clone();
+        let park_every = self.parking.as_ref().map(|_| self.park_after / 2);
         tokio::spawn(async move {
             let mut every = tokio::time::interval(SWEEP_EVERY);
+            let mut park = tokio::time::interval(park_every.unwrap_or(SWEEP_EVERY));
+            park.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = every.tick() => {}
+                    _ = stop.cancelled() => break,
+                    _ = every.tick() => { sessions.sweep().await; }
+                    _ = park.tick(), if park_every.is_some() => { sessions.park_idle(); }
                 }
-                let Some(sessions) = sessions.upgrade() else { return };
-                sessions.sweep().await;
             }
+            sessions.close_all().await;
         });
     }
 
@@ -160,7 +206,10 @@ impl SessionManager for BrokerSessions {
         self.sweep_at_most(SWEEP_PER_NEW_SESSION).await;
         // A random v4 UUID, as rmcp's own (unguessable; never a credential all the same).
         let id = rmcp::transport::common::server_side_http::session_id();
-        let (session, transport) = Session::open(id.clone(), self.log.clone());
+        let (session, transport) = Session::open(id.clone(), self.log.clone(), self.parking.clone());
+        let outbox: Arc<dyn Outbox> = session.clone();
+        // Its relay ends when the session closes (at shutdown too: every session is closed then).
+        self.scopes.open(&id, CancellationToken::new(), Arc::downgrade(&outbox));
         self.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), session);
         self.life.touch(&id);
         crate::telemetry::session_opened();
@@ -180,14 +229,22 @@ impl SessionManager for BrokerSessions {
         Ok(self.sessions.lock().unwrap_or_else(|p| p.into_inner()).contains_key(id))
     }
 
-    // Every way a session ends comes here: DELETE, the idle sweep, and rmcp once the session's
-    // handler stops (shutdown, or after one of these closed its input).
+    // Every way a session ends comes here: DELETE, the idle sweep, shutdown, and rmcp once the
+    // session's first handler stops (shutdown, or after one of these closed its input) — but
+    // not when it stopped because the session parked.
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        let session = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let session = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            if sessions.get(id).is_some_and(|s| s.take_worker_close()) {
+                return Ok(());
+            }
+            sessions.remove(id)
+        };
         // Closed before its log goes, so that nothing it still sends is logged again.
         if let Some(session) = &session {
             session.close();
         }
+        self.scopes.close(id);
         self.life.ended(id);
         self.log.end_session(id);
         self.owners.forget(id);
@@ -205,7 +262,8 @@ impl SessionManager for BrokerSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.life.touch(id);
-        let events = self.session(id)?.request(message).await?;
+        let session = self.session(id)?;
+        let events = session.request(message).await?;
         Ok(self.tracked(id, session_transport::events(events)))
     }
 

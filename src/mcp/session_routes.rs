@@ -100,6 +100,11 @@ impl Routes {
         self.keys.retain(|_, s| *s != stream);
     }
 
+    /// Whether no request is open.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
     /// Requests still open (for tests).
     pub fn open_streams(&self) -> usize {
         let mut streams: Vec<StreamNo> = self.keys.values().copied().collect();

@@ -16,20 +16,34 @@
 //! `Last-Event-ID`. One standalone (GET) stream receives at a time; a second one opened while
 //! the first still listens only keeps its connection (as rmcp's "shadow" streams do), so
 //! competing reconnections do not take each other's messages.
+//!
+//! A session with nothing in flight is **parked** ([`Session::park`], issue 11): its input
+//! ends, so its rmcp service (two channels of unboxed messages, a task, a peer: most of what an
+//! idle session cost) stops, and the session keeps only what it needs to come back: the
+//! client's `initialize` parameters, its streams and its log (its per-session state is in
+//! [`crate::mcp::session_scope`]). The GET stream stays open and still receives what is sent
+//! through the session itself ([`Session::notify`]). The next client message starts a new
+//! service first ([`Reviver`], skipping the handshake). The server's request ids stay unique
+//! across services ([`ServerRequestIds`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, InitializeRequestParams, RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
+};
 use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 use tokio::sync::{mpsc, oneshot};
 
 use super::event_log::{EventLog, KEPT_PER_STREAM};
+use super::request_ids::{Generation, ServerRequestIds};
 use super::session_routes::{Route, Routes, StreamNo};
+use super::session_scope::Outbox;
 
 /// Events a stream may hold for a client that does not read before it is ended; the log keeps
 /// as many, so resuming loses nothing.
@@ -51,18 +65,86 @@ pub enum SessionError {
 /// The SSE events of one stream, as the HTTP response reads them.
 pub type Events = mpsc::Receiver<Box<ServerSseMessage>>;
 
+/// A running rmcp service; dropping it stops the service.
+pub type ServiceGuard = Box<dyn Send>;
+
+/// Starts a new service for a parked session on `transport`, without the handshake (the
+/// client's `initialize` parameters are given).
+pub type Reviver = Arc<dyn Fn(SessionTransport, InitializeRequestParams) -> ServiceGuard + Send + Sync>;
+
+/// How sessions park: what starts a parked session's new service, and how many are parked.
+#[derive(Clone)]
+pub struct Parking {
+    pub reviver: Reviver,
+    pub parked: Arc<ParkedCount>,
+}
+
+/// Sessions parked now, in one app (the `oauth_broker_mcp_sessions_parked` gauge is the
+/// process's).
+#[derive(Debug, Default)]
+pub struct ParkedCount(AtomicUsize);
+
+impl ParkedCount {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn parked(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        crate::telemetry::session_parked();
+    }
+
+    fn unparked(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+        crate::telemetry::session_unparked();
+    }
+}
+
+/// The handler's input.
+type ToHandler = mpsc::Sender<Box<ClientJsonRpcMessage>>;
+
+/// A new service to start for a parked session: its transport and the client's `initialize`
+/// parameters.
+type Revival = (SessionTransport, InitializeRequestParams);
+
 /// A session: shared by the session manager (HTTP side) and its [`SessionTransport`].
 pub struct Session {
     id: SessionId,
     log: Arc<EventLog>,
+    parking: Option<Parking>,
     inner: Mutex<Inner>,
 }
 
+/// Whether a session has a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Parked,
+    Closed,
+}
+
 struct Inner {
-    /// `None` once the session is closed: the handler then reads the end of its input.
-    to_handler: Option<mpsc::Sender<Box<ClientJsonRpcMessage>>>,
+    phase: Phase,
+    /// The service that reads `to_handler`: 0 is the one rmcp started, then one per revival.
+    generation: Generation,
+    /// `Some` while running: closed (the handler reads the end of its input) to park or close.
+    to_handler: Option<ToHandler>,
+    /// The service this session started (not rmcp's first one, which rmcp's worker holds).
+    service: Option<ServiceGuard>,
     /// The `initialize` request waiting for its answer, which goes back to the HTTP service.
     initialize: Option<(RequestId, oneshot::Sender<ServerJsonRpcMessage>)>,
+    /// The client's `initialize` parameters until the answer names the version.
+    initializing: Option<Box<InitializeRequestParams>>,
+    /// What a revived service is given instead of the handshake; `None` until initialized.
+    peer_info: Option<Box<InitializeRequestParams>>,
+    /// Client messages on their way to the handler.
+    sending: usize,
+    /// The last message either way.
+    last_message: Instant,
+    /// rmcp's own worker closes the session when its (first) service stops: once parked, that
+    /// close is not a close ([`Session::take_worker_close`]).
+    worker_close_pending: bool,
+    server_requests: ServerRequestIds,
     routes: Routes,
     requests: HashMap<StreamNo, Outlet>,
     standalone: Option<Outlet>,
@@ -98,63 +180,134 @@ impl Outlet {
     }
 }
 
+/// Decrements [`Inner::sending`] once the message is with the handler (or the HTTP request
+/// that brought it went away).
+struct Sending<'a>(&'a Session);
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.0.inner();
+        inner.sending -= 1;
+        inner.last_message = Instant::now();
+    }
+}
+
 impl Session {
-    /// A new session and the transport its handler runs on.
-    pub fn open(id: SessionId, log: Arc<EventLog>) -> (Arc<Self>, SessionTransport) {
+    /// A new session and the transport its first handler runs on. Without `parking` it is
+    /// never parked.
+    pub fn open(id: SessionId, log: Arc<EventLog>, parking: Option<Parking>) -> (Arc<Self>, SessionTransport) {
         let (to_handler, from_client) = mpsc::channel(TO_HANDLER);
         let inner = Inner {
+            phase: Phase::Running,
+            generation: 0,
             to_handler: Some(to_handler),
+            service: None,
             initialize: None,
+            initializing: None,
+            peer_info: None,
+            sending: 0,
+            last_message: Instant::now(),
+            worker_close_pending: false,
+            server_requests: ServerRequestIds::default(),
             routes: Routes::default(),
             requests: HashMap::new(),
             standalone: None,
             shadows: Vec::new(),
         };
-        let session = Arc::new(Self { id, log, inner: Mutex::new(inner) });
-        (session.clone(), SessionTransport { session, from_client })
+        let session = Arc::new(Self { id, log, parking, inner: Mutex::new(inner) });
+        (session.clone(), SessionTransport { session, from_client, generation: 0 })
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn to_handler(inner: &Inner) -> Result<mpsc::Sender<Box<ClientJsonRpcMessage>>, SessionError> {
-        inner.to_handler.clone().ok_or(SessionError::Closed)
+    /// The handler's input, and a service to start first when the session was parked.
+    fn to_handler(self: &Arc<Self>, inner: &mut Inner) -> Result<(ToHandler, Option<Revival>), SessionError> {
+        match inner.phase {
+            Phase::Closed => Err(SessionError::Closed),
+            Phase::Running => Ok((inner.to_handler.clone().ok_or(SessionError::Closed)?, None)),
+            Phase::Parked => {
+                let peer_info = inner.peer_info.as_deref().cloned().ok_or(SessionError::Closed)?;
+                let (to_handler, from_client) = mpsc::channel(TO_HANDLER);
+                inner.generation += 1;
+                inner.phase = Phase::Running;
+                inner.to_handler = Some(to_handler.clone());
+                let transport = SessionTransport { session: self.clone(), from_client, generation: inner.generation };
+                if let Some(parking) = &self.parking {
+                    parking.parked.unparked();
+                }
+                Ok((to_handler, Some((transport, peer_info))))
+            }
+        }
+    }
+
+    /// Sends a client message to the handler, starting a service first if the session was
+    /// parked. `_sending` was counted with the lock that gave `to_handler`.
+    async fn hand_over(
+        &self,
+        _sending: Sending<'_>,
+        to_handler: ToHandler,
+        revive: Option<Revival>,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), SessionError> {
+        if let Some((transport, peer_info)) = revive {
+            let generation = transport.generation;
+            tracing::debug!(session = %self.id, generation, "reviving a parked MCP session");
+            let parking = self.parking.as_ref().ok_or(SessionError::Closed)?;
+            let service = (parking.reviver)(transport, peer_info);
+            let mut inner = self.inner();
+            // Closed meanwhile: the service stops as it drops (after the lock is released).
+            let stale = inner.phase != Phase::Running || inner.generation != generation;
+            let service = if stale { Some(service) } else { inner.service.replace(service) };
+            drop(inner);
+            drop(service);
+        }
+        to_handler.send(Box::new(message)).await.map_err(|_| SessionError::Closed)
     }
 
     /// Hands the `initialize` request to the handler and returns its answer.
-    pub async fn initialize(&self, message: ClientJsonRpcMessage) -> Result<ServerJsonRpcMessage, SessionError> {
+    pub async fn initialize(
+        self: &Arc<Self>,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, SessionError> {
         let (answer, answered) = oneshot::channel();
-        let to_handler = {
+        let (to_handler, revive) = {
             let mut inner = self.inner();
             if let ClientJsonRpcMessage::Request(request) = &message {
                 inner.initialize = Some((request.id.clone(), answer));
+                if let rmcp::model::ClientRequest::InitializeRequest(init) = &request.request {
+                    inner.initializing = Some(Box::new(init.params.clone()));
+                }
             }
-            Self::to_handler(&inner)?
+            let handed = self.to_handler(&mut inner)?;
+            inner.sending += 1;
+            handed
         };
-        to_handler.send(Box::new(message)).await.map_err(|_| SessionError::Closed)?;
+        self.hand_over(Sending(self), to_handler, revive, message).await?;
         answered.await.map_err(|_| SessionError::Closed)
     }
 
     /// A client request on a new stream, which starts with a priming event (SEP-1699) and
     /// ends with the request's answer.
-    pub async fn request(&self, message: ClientJsonRpcMessage) -> Result<Events, SessionError> {
+    pub async fn request(self: &Arc<Self>, message: ClientJsonRpcMessage) -> Result<Events, SessionError> {
         let ClientJsonRpcMessage::Request(request) = &message else {
             // rmcp's HTTP service sends only requests here; anything else has no answer.
             self.accept(message).await?;
             return Ok(mpsc::channel(1).1);
         };
-        let (stream, events, to_handler) = {
+        let (stream, events, to_handler, revive) = {
             let mut inner = self.inner();
-            let to_handler = Self::to_handler(&inner)?;
+            let (to_handler, revive) = self.to_handler(&mut inner)?;
+            inner.sending += 1;
             let stream = inner.routes.open(request);
             let (mut outlet, events) = Outlet::open(format!("{}/{stream}", self.id));
             let priming = self.logged(&outlet.log_id, ServerSseMessage::retry(REQUEST_STREAM_RETRY));
             outlet.push(priming);
             inner.requests.insert(stream, outlet);
-            (stream, events, to_handler)
+            (stream, events, to_handler, revive)
         };
-        if to_handler.send(Box::new(message)).await.is_err() {
+        if self.hand_over(Sending(self), to_handler, revive, message).await.is_err() {
             self.end_request(stream);
             return Err(SessionError::Closed);
         }
@@ -162,23 +315,38 @@ impl Session {
     }
 
     /// A client notification, or its answer to a request of ours, for the handler.
-    pub async fn accept(&self, message: ClientJsonRpcMessage) -> Result<(), SessionError> {
-        let to_handler = {
+    pub async fn accept(self: &Arc<Self>, mut message: ClientJsonRpcMessage) -> Result<(), SessionError> {
+        let (to_handler, revive) = {
             let mut inner = self.inner();
             // A cancelled request's stream ends now (its answer, if any, is not awaited).
             if let Some(stream) = inner.routes.cancelled(&message) {
                 inner.end_request(stream);
             }
-            Self::to_handler(&inner)?
+            if inner.phase == Phase::Closed {
+                return Err(SessionError::Closed);
+            }
+            // An answer goes to the service that asked, under the id it asked with.
+            if let Some(seen) = answer_id(&mut message) {
+                let current = inner.generation;
+                match inner.server_requests.answered(current, seen) {
+                    Some(own) => *seen = own,
+                    None => return Ok(()),
+                }
+            }
+            let handed = self.to_handler(&mut inner)?;
+            inner.sending += 1;
+            handed
         };
-        to_handler.send(Box::new(message)).await.map_err(|_| SessionError::Closed)
+        self.hand_over(Sending(self), to_handler, revive, message).await
     }
 
     /// The standalone stream (GET without `Last-Event-ID`): it receives what relates to no
     /// request, unless another one still listens (then it only keeps its connection).
     pub fn standalone(&self) -> Result<Events, SessionError> {
         let mut inner = self.inner();
-        Self::to_handler(&inner)?;
+        if inner.phase == Phase::Closed {
+            return Err(SessionError::Closed);
+        }
         if inner.standalone.as_ref().is_some_and(Outlet::is_listening) {
             inner.shadows.retain(|tx| !tx.is_closed());
             if inner.shadows.len() >= MAX_SHADOWS {
@@ -193,19 +361,53 @@ impl Session {
         Ok(events)
     }
 
-    /// Sends what the handler sent on the stream it belongs to.
-    fn deliver(&self, message: ServerJsonRpcMessage) -> Result<(), SessionError> {
+    /// Sends what service `generation`'s handler sent on the stream it belongs to.
+    fn deliver(&self, generation: Generation, mut message: ServerJsonRpcMessage) -> Result<(), SessionError> {
         let mut inner = self.inner();
         let inner = &mut *inner;
-        if inner.to_handler.is_none() {
+        if inner.phase == Phase::Closed {
             return Err(SessionError::Closed);
         }
+        if generation != inner.generation {
+            // A stopped service has nothing in flight when it stops; nothing of it goes out.
+            tracing::debug!(session = %self.id, generation, "a message of a stopped service; dropped");
+            return Ok(());
+        }
+        inner.last_message = Instant::now();
         if let Some((id, _)) = &inner.initialize
             && answers(&message, id)
             && let Some((_, answer)) = inner.initialize.take()
         {
+            if let (Some(mut params), ServerJsonRpcMessage::Response(response)) = (inner.initializing.take(), &message)
+                && let ServerResult::InitializeResult(result) = &response.result
+            {
+                // As rmcp's handshake does: the peer info carries the negotiated version.
+                params.protocol_version = result.protocol_version.clone();
+                inner.peer_info = Some(params);
+            }
             return answer.send(message).map_err(|_| SessionError::Closed);
         }
+        match &mut message {
+            // The client sees ids unique for the session, whichever service asks.
+            ServerJsonRpcMessage::Request(request) => {
+                request.id = inner.server_requests.outgoing(generation, request.id.clone());
+            }
+            ServerJsonRpcMessage::Notification(note) => {
+                if let ServerNotification::CancelledNotification(cancelled) = &mut note.notification
+                    && let Some(id) = &cancelled.params.request_id
+                    && let Some(seen) = inner.server_requests.seen_as(generation, id)
+                {
+                    inner.server_requests.answered(generation, &seen);
+                    cancelled.params.request_id = Some(seen);
+                }
+            }
+            _ => {}
+        }
+        self.route(inner, message);
+        Ok(())
+    }
+
+    fn route(&self, inner: &mut Inner, message: ServerJsonRpcMessage) {
         let route = inner.routes.route(&message);
         let event = ServerSseMessage::from_message(message);
         match route {
@@ -226,7 +428,6 @@ impl Session {
                 }
             }
         }
-        Ok(())
     }
 
     /// The event with the id the log gave it.
@@ -237,18 +438,104 @@ impl Session {
     }
 
     fn end_request(&self, stream: StreamNo) {
-        self.inner().end_request(stream);
+        let mut inner = self.inner();
+        inner.end_request(stream);
+        inner.last_message = Instant::now();
+    }
+
+    /// Stops the session's service if nothing has been in flight for `after`: no client
+    /// request waiting for its answer, no request of ours waiting for the client's, no client
+    /// message on its way to the handler, and no message either way for `after`. Returns
+    /// whether it parked.
+    pub fn park(&self, after: Duration) -> bool {
+        let service = {
+            let mut inner = self.inner();
+            let quiet = inner.phase == Phase::Running
+                && self.parking.is_some()
+                && inner.peer_info.is_some()
+                && inner.initialize.is_none()
+                && inner.sending == 0
+                && inner.routes.is_empty()
+                && inner.server_requests.is_empty()
+                && inner.to_handler.as_ref().is_some_and(|tx| tx.capacity() == tx.max_capacity())
+                && inner.last_message.elapsed() >= after;
+            if !quiet {
+                return false;
+            }
+            inner.phase = Phase::Parked;
+            // Its input ends: the service's loop stops, and its handler with it.
+            inner.to_handler = None;
+            let generation = inner.generation;
+            inner.server_requests.forget(generation);
+            inner.service.take()
+        };
+        drop(service);
+        if let Some(parking) = &self.parking {
+            parking.parked.parked();
+        }
+        tracing::debug!(session = %self.id, "parked an idle MCP session");
+        true
+    }
+
+    pub fn is_parked(&self) -> bool {
+        self.inner().phase == Phase::Parked
+    }
+
+    /// Service `generation` stopped (its transport closed). Returns whether the session ends
+    /// with it: not when the session parked or a newer service took over.
+    fn service_stopped(&self, generation: Generation) -> bool {
+        let mut inner = self.inner();
+        match inner.phase {
+            Phase::Closed => false,
+            Phase::Running if inner.generation == generation => true,
+            _ => {
+                // rmcp's worker runs the first service only, and closes the session after it.
+                if generation == 0 {
+                    inner.worker_close_pending = true;
+                }
+                false
+            }
+        }
+    }
+
+    /// Whether this close is rmcp's worker's, after the first service stopped for parking
+    /// (then the session stays). Asked once.
+    pub fn take_worker_close(&self) -> bool {
+        std::mem::take(&mut self.inner().worker_close_pending)
     }
 
     /// Ends every stream, and the handler's input; later sends fail.
     pub fn close(&self) {
+        let (was_parked, service) = {
+            let mut inner = self.inner();
+            let was_parked = inner.phase == Phase::Parked;
+            inner.phase = Phase::Closed;
+            inner.to_handler = None;
+            inner.initialize = None;
+            inner.peer_info = None;
+            inner.routes = Routes::default();
+            inner.requests.clear();
+            inner.standalone = None;
+            inner.shadows.clear();
+            (was_parked, inner.service.take())
+        };
+        drop(service);
+        if was_parked && let Some(parking) = &self.parking {
+            parking.parked.unparked();
+        }
+    }
+}
+
+impl Outbox for Session {
+    // What belongs to no request (completions, list changes, resource updates) goes on the
+    // GET stream whether or not a service runs.
+    fn notify(&self, notification: ServerNotification) -> bool {
         let mut inner = self.inner();
-        inner.to_handler = None;
-        inner.initialize = None;
-        inner.routes = Routes::default();
-        inner.requests.clear();
-        inner.standalone = None;
-        inner.shadows.clear();
+        if inner.phase == Phase::Closed {
+            return false;
+        }
+        self.route(&mut inner, ServerJsonRpcMessage::notification(notification));
+        true
     }
 }
 
@@ -268,15 +555,25 @@ fn answers(message: &ServerJsonRpcMessage, id: &RequestId) -> bool {
     }
 }
 
+/// The id a client's answer names, if it is one.
+fn answer_id(message: &mut ClientJsonRpcMessage) -> Option<&mut RequestId> {
+    match message {
+        ClientJsonRpcMessage::Response(response) => Some(&mut response.id),
+        ClientJsonRpcMessage::Error(error) => error.id.as_mut(),
+        _ => None,
+    }
+}
+
 /// The SSE events of a stream as a `Stream`.
 pub fn events(mut events: Events) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
     futures::stream::poll_fn(move |cx| events.poll_recv(cx).map(|event| event.map(|e| *e)))
 }
 
-/// What rmcp's service loop reads from and writes to for one session.
+/// What one rmcp service loop of a session reads from and writes to.
 pub struct SessionTransport {
     session: Arc<Session>,
     from_client: mpsc::Receiver<Box<ClientJsonRpcMessage>>,
+    generation: Generation,
 }
 
 impl Transport<RoleServer> for SessionTransport {
@@ -284,7 +581,7 @@ impl Transport<RoleServer> for SessionTransport {
 
     // Routed here, as the service loop hands it over, so messages keep the order it sent them in.
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(self.session.deliver(item))
+        std::future::ready(self.session.deliver(self.generation, item))
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
@@ -292,7 +589,10 @@ impl Transport<RoleServer> for SessionTransport {
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.session.close();
+        // Parking ends a service but not its session; anything else (shutdown) ends both.
+        if self.session.service_stopped(self.generation) {
+            self.session.close();
+        }
         std::future::ready(Ok(()))
     }
 }
@@ -309,7 +609,7 @@ mod tests {
 
     fn open() -> (Arc<Session>, SessionTransport, Arc<EventLog>) {
         let log = Arc::new(EventLog::new(Arc::new(ManualClock::new(1_000))));
-        let (session, transport) = Session::open("s1".into(), log.clone());
+        let (session, transport) = Session::open("s1".into(), log.clone(), None);
         (session, transport, log)
     }
 
@@ -439,5 +739,116 @@ mod tests {
         assert_eq!(methods(request, 10).await, ["retry"]);
         assert!(session.request(call(2)).await.is_err());
         assert!(session.standalone().is_err());
+    }
+
+    /// A session that parks, whose revivals hand their transport to the test.
+    fn parking() -> (Arc<Session>, SessionTransport, mpsc::UnboundedReceiver<Revival>, Arc<ParkedCount>) {
+        let log = Arc::new(EventLog::new(Arc::new(ManualClock::new(1_000))));
+        let (revived, revivals) = mpsc::unbounded_channel();
+        let reviver: Reviver = Arc::new(move |transport, peer_info| {
+            revived.send((transport, peer_info)).unwrap();
+            Box::new(())
+        });
+        let parked = Arc::new(ParkedCount::default());
+        let parking = Parking { reviver, parked: parked.clone() };
+        let (session, transport) = Session::open("s1".into(), log, Some(parking));
+        (session, transport, revivals, parked)
+    }
+
+    /// Initializes the session: the client asks for a version the handler answers with another.
+    async fn initialized(session: &Arc<Session>, transport: &mut SessionTransport) {
+        let init = client(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2099-01-01", "capabilities": {"elicitation": {"url": {}}},
+            "clientInfo": {"name": "t", "version": "1"}}}));
+        let result: ServerJsonRpcMessage = serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "b", "version": "1"}}}))
+        .unwrap();
+        let handler = async {
+            transport.receive().await.unwrap();
+            transport.send(result).await.unwrap();
+        };
+        let (answered, ()) = tokio::join!(session.initialize(init), handler);
+        answered.unwrap();
+    }
+
+    fn ask(id: i64) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::request(ServerRequest::PingRequest(Default::default()), RequestId::Number(id))
+    }
+
+    /// The message of the next event of a stream, as JSON.
+    async fn next_json(events: &mut Events) -> serde_json::Value {
+        let event = events.recv().await.unwrap();
+        serde_json::to_value(event.message.as_deref().unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_session_parks_only_with_nothing_in_flight_and_its_stream_still_receives() {
+        let (session, mut transport, _, parked) = parking();
+        assert!(!session.park(Duration::ZERO), "not before it is initialized");
+        initialized(&session, &mut transport).await;
+        let mut standalone = session.standalone().unwrap();
+
+        // A client request waiting for its answer, then a request of ours waiting for the client's.
+        let _events = session.request(call(2)).await.unwrap();
+        transport.receive().await.unwrap();
+        assert!(!session.park(Duration::ZERO));
+        transport.send(ask(0)).await.unwrap();
+        transport.send(answer(2)).await.unwrap();
+        assert!(!session.park(Duration::ZERO), "the client has not answered");
+        let seen = next_json(&mut standalone).await["id"].clone();
+        session.accept(client(json!({"jsonrpc": "2.0", "id": seen, "result": {}}))).await.unwrap();
+        assert!(transport.receive().await.is_some(), "the answer reached the handler");
+        assert!(!session.park(Duration::from_secs(3600)), "nor is it quiet for long enough");
+
+        assert!(session.park(Duration::ZERO));
+        assert!(transport.receive().await.is_none(), "the service's input ended");
+        assert_eq!(parked.get(), 1);
+        assert!(session.notify(ServerNotification::PromptListChangedNotification(Default::default())));
+        assert_eq!(methods(standalone, 1).await, ["notifications/prompts/list_changed"]);
+    }
+
+    #[tokio::test]
+    async fn the_next_message_revives_a_parked_session_once_and_request_ids_do_not_repeat() {
+        let (session, mut transport, mut revivals, parked) = parking();
+        initialized(&session, &mut transport).await;
+        let mut standalone = session.standalone().unwrap();
+        transport.send(ask(0)).await.unwrap();
+        let first = next_json(&mut standalone).await["id"].clone();
+        session.accept(client(json!({"jsonrpc": "2.0", "id": first, "result": {}}))).await.unwrap();
+        transport.receive().await.unwrap();
+        assert!(session.park(Duration::ZERO));
+        // The first service stops: its transport closes, and rmcp's worker then closes the
+        // session, which must stay.
+        transport.close().await.unwrap();
+        assert!(session.take_worker_close() && !session.take_worker_close(), "asked once");
+
+        // Act: two messages.
+        let _events = session.request(call(2)).await.unwrap();
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": "x", "progress": 1}});
+        session.accept(client(progress)).await.unwrap();
+
+        // Assert: one new service, given the negotiated version and the client's capabilities,
+        // receiving both in order.
+        let (mut revived, peer_info) = revivals.try_recv().unwrap();
+        assert!(revivals.try_recv().is_err(), "one new service for both messages");
+        assert_eq!(peer_info.protocol_version.as_str(), "2025-11-25");
+        assert!(peer_info.capabilities.elicitation.is_some_and(|e| e.url.is_some()));
+        assert_eq!(parked.get(), 0);
+        assert!(matches!(revived.receive().await, Some(ClientJsonRpcMessage::Request(_))));
+        assert!(matches!(revived.receive().await, Some(ClientJsonRpcMessage::Notification(_))));
+
+        // Its first request (its own id 0 again) reaches the client under a new id; an answer
+        // to the old one goes nowhere, the answer to the new one comes back as id 0.
+        revived.send(ask(0)).await.unwrap();
+        let second = next_json(&mut standalone).await["id"].clone();
+        assert_ne!(second, first);
+        session.accept(client(json!({"jsonrpc": "2.0", "id": first, "result": {}}))).await.unwrap();
+        session.accept(client(json!({"jsonrpc": "2.0", "id": second, "result": {}}))).await.unwrap();
+        match revived.receive().await {
+            Some(ClientJsonRpcMessage::Response(response)) => assert_eq!(response.id, RequestId::Number(0)),
+            other => panic!("the answer to its request: {other:?}"),
+        }
+        assert!(revived.from_client.try_recv().is_err(), "nothing else");
     }
 }

@@ -40,6 +40,8 @@ pub struct TestApp {
     pub database_url: String,
     pub state: AppState,
     pub clock: ManualClock,
+    /// How many of this app's MCP sessions are parked now.
+    pub parked: Arc<oauth_broker::mcp::session_transport::ParkedCount>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     _data_dir: tempfile::TempDir,
     postgres: Option<PostgresDb>,
@@ -153,6 +155,7 @@ pub async fn spawn_app_opts(
     let clock = ManualClock::starting_now();
     let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
     let state = app.state().clone();
+    let parked = app.parked_mcp_sessions();
     if options.instance_of.is_none() {
         for name in [ALICE, BOB] {
             let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();
@@ -168,6 +171,7 @@ pub async fn spawn_app_opts(
         database_url,
         state,
         clock,
+        parked,
         shutdown: Some(tx),
         _data_dir: data_dir,
         postgres,
@@ -413,12 +417,14 @@ pub async fn mcp_client_at(
 ) -> Result<McpClient, rmcp::service::ClientInitializeError> {
     let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let (updated_tx, updated_rx) = mpsc::unbounded_channel();
     let progress = Arc::new(tokio::sync::watch::Sender::new(0usize));
     let form_answers = FormAnswers::default();
     let handler = RecordingClient {
         kind,
         elicitations: elicit_tx,
         completions: done_tx,
+        updates: updated_tx,
         progress: progress.clone(),
         form_answers: form_answers.clone(),
     };
@@ -430,6 +436,7 @@ pub async fn mcp_client_at(
         service,
         elicitations: Mutex::new(elicit_rx),
         completions: Mutex::new(done_rx),
+        updates: Mutex::new(updated_rx),
         progress,
         form_answers,
     })
@@ -505,6 +512,8 @@ pub struct McpClient {
     pub service: RunningService<RoleClient, RecordingClient>,
     elicitations: Mutex<mpsc::UnboundedReceiver<ElicitRequestParams>>,
     completions: Mutex<mpsc::UnboundedReceiver<String>>,
+    /// URIs of `notifications/resources/updated`.
+    updates: Mutex<mpsc::UnboundedReceiver<String>>,
     progress: Arc<tokio::sync::watch::Sender<usize>>,
     #[allow(dead_code, reason = "used by the forms tests")]
     form_answers: FormAnswers,
@@ -569,6 +578,11 @@ impl McpClient {
         self.elicitations.lock().await.try_recv().is_err()
     }
 
+    /// The URI of the next `notifications/resources/updated`.
+    pub async fn next_resource_update(&self, wait: Duration) -> Option<String> {
+        tokio::time::timeout(wait, self.updates.lock().await.recv()).await.ok().flatten()
+    }
+
     /// The next `notifications/elicitation/complete` id.
     pub async fn next_completion(&self, wait: Duration) -> Option<String> {
         tokio::time::timeout(wait, self.completions.lock().await.recv()).await.ok().flatten()
@@ -593,11 +607,20 @@ pub struct RecordingClient {
     kind: ClientKind,
     elicitations: mpsc::UnboundedSender<ElicitRequestParams>,
     completions: mpsc::UnboundedSender<String>,
+    updates: mpsc::UnboundedSender<String>,
     progress: Arc<tokio::sync::watch::Sender<usize>>,
     form_answers: FormAnswers,
 }
 
 impl ClientHandler for RecordingClient {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.updates.send(params.uri);
+    }
+
     async fn on_progress(
         &self,
         _params: rmcp::model::ProgressNotificationParam,

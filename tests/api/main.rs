@@ -29,6 +29,7 @@ mod logs;
 mod metrics;
 mod oidc;
 mod pages;
+mod parking;
 mod prompts;
 mod protocol;
 mod provider_request;

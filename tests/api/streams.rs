@@ -15,26 +15,26 @@ const VERSION: &str = "2025-11-25";
 
 /// One SSE event as sent.
 #[derive(Debug)]
-struct Event {
-    id: Option<String>,
-    data: String,
-    retry: bool,
+pub struct Event {
+    pub id: Option<String>,
+    pub data: String,
+    pub retry: bool,
 }
 
 /// Reads SSE events from a response body.
-struct Events {
+pub struct Events {
     response: reqwest::Response,
     pending: String,
 }
 
 impl Events {
-    fn new(response: reqwest::Response) -> Self {
+    pub fn new(response: reqwest::Response) -> Self {
         assert_eq!(response.status(), 200, "an event stream");
         Self { response, pending: String::new() }
     }
 
     /// The next event (comments skipped), or `None` when the stream ended; fails after 20 s.
-    async fn next(&mut self) -> Option<Event> {
+    pub async fn next(&mut self) -> Option<Event> {
         loop {
             if let Some(end) = self.pending.find("\n\n") {
                 let raw: String = self.pending.drain(..end + 2).collect();
@@ -57,7 +57,7 @@ impl Events {
     }
 
     /// The next event that carries a message.
-    async fn next_message(&mut self) -> Event {
+    pub async fn next_message(&mut self) -> Event {
         loop {
             let event = self.next().await.expect("the stream is still open");
             if !event.data.is_empty() {

@@ -1,0 +1,173 @@
+//! What one MCP session remembers between requests, whichever handler serves them.
+//!
+//! A parked session has no rmcp service and so no handler ([`crate::mcp::session_transport`]);
+//! when it comes back, a new handler serves it. So what the session asked for — the
+//! elicitations it started (only it gets their `notifications/elicitation/complete`), the
+//! resources it subscribed to, its logging level — lives here, owned by the session and looked
+//! up by its id ([`SessionScopes`]), not in a handler. Every handler instance of a session
+//! shares its one scope.
+//!
+//! Notifications that belong to no request are sent through the session itself
+//! ([`Outbox`]), not through a handler's rmcp peer, so they reach a parked session's GET stream.
+
+// `logging/setLevel` is deprecated by SEP-2577 (2026-07-28) but is part of 2025-11-25, which
+// this server speaks.
+#![allow(deprecated)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rmcp::model::{LoggingLevel, ServerNotification};
+use tokio_util::sync::CancellationToken;
+
+/// Where a session's notifications go (its GET stream and event log).
+pub trait Outbox: Send + Sync {
+    /// `false` once the session is closed.
+    fn notify(&self, notification: ServerNotification) -> bool;
+}
+
+/// A session's `logging/setLevel` choice, shared with extension contexts.
+pub type SessionLogLevel = Arc<Mutex<Option<LoggingLevel>>>;
+
+pub struct SessionScope {
+    /// `None` for a stateless (2026-07-28) request, which has no session.
+    pub session_id: Option<String>,
+    /// Elicitation ids this session started.
+    pub issued: Mutex<HashSet<String>>,
+    /// URIs this session subscribed to (`resources/subscribe`).
+    pub subscriptions: Mutex<HashSet<String>>,
+    /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
+    pub log_level: SessionLogLevel,
+    /// Set once the relay of notifications for this session started.
+    pub listener: OnceLock<()>,
+    /// Ends the relay: cancelled when the session ends.
+    pub cancel: CancellationToken,
+    outbox: Option<Weak<dyn Outbox>>,
+}
+
+impl SessionScope {
+    fn new(session_id: Option<String>, cancel: CancellationToken, outbox: Option<Weak<dyn Outbox>>) -> Self {
+        Self {
+            session_id,
+            issued: Mutex::default(),
+            subscriptions: Mutex::default(),
+            log_level: SessionLogLevel::default(),
+            listener: OnceLock::new(),
+            cancel,
+            outbox,
+        }
+    }
+
+    /// The scope of one stateless request: nothing outlives it.
+    pub fn detached(cancel: CancellationToken) -> Self {
+        Self::new(None, cancel, None)
+    }
+
+    /// Sends a notification on the session's GET stream; `false` when the session is gone.
+    pub fn notify(&self, notification: ServerNotification) -> bool {
+        match self.outbox.as_ref().and_then(Weak::upgrade) {
+            Some(outbox) => outbox.notify(notification),
+            None => false,
+        }
+    }
+
+    pub fn remember_elicitation(&self, id: &str) {
+        self.issued.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned());
+    }
+
+    /// Whether this session started elicitation `id`; it is forgotten (completed once).
+    pub fn take_elicitation(&self, id: &str) -> bool {
+        self.issued.lock().unwrap_or_else(|p| p.into_inner()).remove(id)
+    }
+
+    pub fn subscribe(&self, uri: String) {
+        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(uri);
+    }
+
+    pub fn unsubscribe(&self, uri: &str) {
+        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
+    }
+
+    /// Which of `uris` this session subscribed to.
+    pub fn subscribed(&self, uris: Vec<String>) -> Vec<String> {
+        let subscribed = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        uris.into_iter().filter(|u| subscribed.contains(u)).collect()
+    }
+}
+
+impl Drop for SessionScope {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The scopes of the live sessions, by session id.
+#[derive(Default)]
+pub struct SessionScopes {
+    scopes: Mutex<HashMap<String, Arc<SessionScope>>>,
+}
+
+impl SessionScopes {
+    fn scopes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionScope>>> {
+        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new session's scope; its relay ends with `cancel` at the latest.
+    pub fn open(&self, session_id: &str, cancel: CancellationToken, outbox: Weak<dyn Outbox>) {
+        let scope = SessionScope::new(Some(session_id.to_owned()), cancel, Some(outbox));
+        self.scopes().insert(session_id.to_owned(), Arc::new(scope));
+    }
+
+    pub fn get(&self, session_id: &str) -> Option<Arc<SessionScope>> {
+        self.scopes().get(session_id).cloned()
+    }
+
+    /// The session ended: its relay stops (even if a handler still holds the scope).
+    pub fn close(&self, session_id: &str) {
+        if let Some(scope) = self.scopes().remove(session_id) {
+            scope.cancel.cancel();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.scopes().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Sent(Mutex<Vec<ServerNotification>>);
+
+    impl Outbox for Sent {
+        fn notify(&self, notification: ServerNotification) -> bool {
+            self.0.lock().unwrap().push(notification);
+            true
+        }
+    }
+
+    #[test]
+    fn every_lookup_of_a_session_shares_its_state_and_closing_ends_its_relay() {
+        let scopes = SessionScopes::default();
+        let outbox: Arc<dyn Outbox> = Arc::new(Sent(Mutex::default()));
+        scopes.open("s1", CancellationToken::new(), Arc::downgrade(&outbox));
+        let (first, second) = (scopes.get("s1").unwrap(), scopes.get("s1").unwrap());
+        first.subscribe("broker://connections".into());
+        first.remember_elicitation("e1");
+
+        assert_eq!(second.subscribed(vec!["broker://connections".into(), "other".into()]), ["broker://connections"]);
+        assert!(second.take_elicitation("e1") && !first.take_elicitation("e1"), "completed once");
+        assert!(second.notify(ServerNotification::PromptListChangedNotification(Default::default())));
+
+        scopes.close("s1");
+        assert!(first.cancel.is_cancelled());
+        assert!(scopes.get("s1").is_none());
+        drop(outbox);
+        assert!(!first.notify(ServerNotification::PromptListChangedNotification(Default::default())));
+    }
+}
