@@ -5,6 +5,8 @@
 #                [--memory-only]   (per-session memory alone; no wrk needed)
 #                [--no-ts]         (without the TypeScript server: nothing is installed, offline)
 #                [--only list_connections|provider_request]   (that load alone, e.g. to profile it)
+#                [--rates 1000,4000,8000] [--fixed-seconds 8]   (the fixed-rate latency table)
+#                [--fixed-rate-only]  (that table alone; no wrk needed)
 # Needs wrk (apt-get install -y wrk). Release builds go to $CARGO_TARGET_DIR (default target/).
 # The TypeScript server (bench/ts-echo/server.mjs) runs on Node 22 from npm (node-linux-<arch>,
 # under bench/.node/) with @modelcontextprotocol/sdk pinned below (under
@@ -23,7 +25,7 @@ for arg in "$@"; do
 done
 
 case " $* " in
-*" --memory-only "*) ;;
+*" --memory-only "* | *" --fixed-rate-only "*) ;;
 *) command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; } ;;
 esac
 

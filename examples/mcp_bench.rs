@@ -7,6 +7,7 @@
 //!           [--ts-node bench/.node/…/bin/node --ts-echo bench/ts-echo/server.mjs]
 //!           [--rounds 3] [--seconds 5] [--sessions 10000] [--connects 20] [--starts 5]
 //!           [--memory-only] [--only list_connections|provider_request] [--baseline-broker BIN]
+//!           [--rates 1000,4000,8000] [--fixed-seconds 8] [--fixed-rate-only]
 //! ```
 //!
 //! 1. Starts the servers on loopback; the broker as `serve --demo` on a fresh SQLite database,
@@ -20,6 +21,13 @@
 //!    per case (warm-up, mostly for Node's JIT). Medians; each case's req/s against the bare
 //!    rmcp echo and, with the TypeScript server, against it (issue 11 asks `list_connections`
 //!    ≥ 3× the TypeScript SDK echo).
+//!
+//!    Then (step 3b) latency at fixed offered rates (`--rates`): open loop, 64 connections
+//!    over 64 sessions, requests sent on a schedule and timed from their scheduled send time
+//!    (no coordinated omission; `mcp_bench/fixed_rate.rs`), for every server at the same
+//!    rates: answered req/s, p50/p99/p99.9, errors, the server's CPU per call, and whether it
+//!    kept up. A saturated closed loop's p99 (above) is its throughput restated (mean latency
+//!    = connections / throughput); this one is latency at a load every server can carry.
 //! 4. Per-session memory: RSS before and with `--sessions` sessions each holding its GET
 //!    stream open, and after they are closed (DELETE) — for every server; then, for the broker,
 //!    after as many sessions were left without DELETE and expired (`mcp_session_idle`, 10 s
@@ -30,8 +38,10 @@
 //!
 //! `--memory-only` runs step 4 alone (no browser flow, no wrk, no restarts), to iterate on
 //! per-session memory in a minute; `--only TOOL` runs step 3 for that tool (and the echo servers)
-//! alone, to profile it.
+//! alone, to profile it; `--fixed-rate-only` runs step 3b alone (with `--only`, for that tool).
 
+#[path = "mcp_bench/fixed_rate.rs"]
+mod fixed_rate;
 #[path = "mcp_bench/flow.rs"]
 mod flow;
 #[path = "mcp_bench/mcp.rs"]
@@ -95,6 +105,17 @@ struct Args {
     /// Another broker binary whose memory figure is taken too, in the same run, as a baseline.
     #[arg(long)]
     baseline_broker: Option<PathBuf>,
+    /// Offered rates (requests per second) of the fixed-rate load, comma-separated; every
+    /// server gets the same ones.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000.0, 4000.0, 8000.0])]
+    rates: Vec<f64>,
+    /// Seconds of each fixed-rate run (one per server and rate).
+    #[arg(long, default_value_t = 8.0)]
+    fixed_seconds: f64,
+    /// Only the fixed-rate load (step 3b; with `--only`, for that broker tool): no wrk, no
+    /// memory figure, no cold starts.
+    #[arg(long)]
+    fixed_rate_only: bool,
 }
 
 /// Seconds of unrecorded load per case before the rounds (warm-up).
@@ -189,7 +210,8 @@ async fn main() -> anyhow::Result<()> {
         cases.retain(|case| case.name != format!("broker {}", case.tool) || case.tool == only);
     }
     let mut tables = Vec::new();
-    for (sessions, connections, threads) in [(1, 16, 2), (64, 64, 4)] {
+    let saturated: &[(usize, usize, usize)] = if args.fixed_rate_only { &[] } else { &[(1, 16, 2), (64, 64, 4)] };
+    for &(sessions, connections, threads) in saturated {
         let mut opened = Vec::new();
         for case in &cases {
             let ids = open_sessions(&case.at, sessions).await?;
@@ -222,22 +244,35 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
+    // 3b. Latency at fixed offered rates, 64 connections over 64 sessions, every server at the
+    // same rates (open loop: see fixed_rate.rs).
+    let pids: Vec<u32> = cases
+        .iter()
+        .map(|case| match case.name {
+            "bare rmcp echo" => echo.pid(),
+            "TypeScript SDK echo" => ts.as_ref().map_or(0, Server::pid),
+            _ => broker.pid(),
+        })
+        .collect();
+    let fixed = fixed_rates(&args, &cases, &pids).await?;
+
     // 4. Memory per idle session with its GET stream open; 5. cold start on the existing
-    // database. Neither with `--only` (a profiling run).
+    // database. Neither with `--only` or `--fixed-rate-only` (a profiling run).
+    let profiling = args.only.is_some() || args.fixed_rate_only;
     let mut memories = Vec::new();
     let mut starts = Vec::new();
-    if args.only.is_none() {
+    if !profiling {
         memories.push(("bare rmcp echo", memory(&echo, &echo_at, args.sessions, false).await?));
     }
     echo.stop().await;
     if let (Some(ts), Some(ts_at)) = (ts, &ts_at) {
-        if args.only.is_none() {
+        if !profiling {
             memories.push(("TypeScript SDK echo", memory(&ts, ts_at, args.sessions, false).await?));
         }
         ts.stop().await;
     }
     broker.stop().await;
-    if args.only.is_none() {
+    if !profiling {
         memories.push(("broker", broker_memory(&args, &args.broker, dir.path(), port, &log).await?));
         if let Some(baseline) = &args.baseline_broker {
             memories.push(("broker (baseline)", broker_memory(&args, baseline, dir.path(), port, &log).await?));
@@ -287,7 +322,8 @@ async fn main() -> anyhow::Result<()> {
         }
         println!();
     }
-    if args.only.is_some() {
+    print_fixed_rates(&args, &cases, &fixed);
+    if profiling {
         return Ok(());
     }
     print_memory(args.sessions, &memories);
@@ -311,6 +347,89 @@ async fn main() -> anyhow::Result<()> {
         starts.len()
     );
     Ok(())
+}
+
+/// Sessions and connections of the fixed-rate load (one connection per session).
+const FIXED_SESSIONS: usize = 64;
+
+/// Every case at every rate of `--rates`, rate by rate (cases interleaved), each after one
+/// unrecorded second at that rate; `outcomes[rate][case]`.
+async fn fixed_rates(args: &Args, cases: &[Case], pids: &[u32]) -> anyhow::Result<Vec<Vec<fixed_rate::Outcome>>> {
+    let mut opened = Vec::new();
+    for case in cases {
+        let ids = open_sessions(&case.at, FIXED_SESSIONS).await?;
+        case.at.call(&ids[0], case.tool, &case.args).await.with_context(|| case.name.to_owned())?;
+        opened.push(ids);
+    }
+    let mut outcomes = Vec::new();
+    for &rate in &args.rates {
+        let mut row = Vec::new();
+        for ((case, ids), &pid) in cases.iter().zip(&opened).zip(pids) {
+            fixed_rate::run(&case.at, ids, case.tool, &case.args, rate, WARM_UP as f64, pid).await?;
+            let outcome = fixed_rate::run(&case.at, ids, case.tool, &case.args, rate, args.fixed_seconds, pid).await?;
+            eprintln!(
+                "  fixed rate {rate:.0}/s · {}: {:.0} req/s answered, p99 {}{}",
+                case.name,
+                outcome.achieved,
+                latency(outcome.p99_us),
+                if outcome.keeps_up() { "" } else { " (could not keep up)" }
+            );
+            row.push(outcome);
+        }
+        outcomes.push(row);
+    }
+    for (case, ids) in cases.iter().zip(&opened) {
+        for id in ids {
+            let _ = case.at.close(id).await;
+        }
+    }
+    Ok(outcomes)
+}
+
+fn print_fixed_rates(args: &Args, cases: &[Case], outcomes: &[Vec<fixed_rate::Outcome>]) {
+    if outcomes.is_empty() {
+        return;
+    }
+    println!(
+        "## tools/call at fixed offered rates, {FIXED_SESSIONS} connections over {FIXED_SESSIONS} sessions (open loop, {} s each; latency from each request's scheduled send time)",
+        args.fixed_seconds
+    );
+    println!(
+        "| offered req/s | server | tool | answered req/s | p50 | p99 | p99.9 | errors | unfinished | server CPU, % of a core (µs/call) | sent late, p99 | kept up |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut generator_cpu = 0.0f64;
+    for row in outcomes {
+        for (case, o) in cases.iter().zip(row) {
+            generator_cpu = generator_cpu.max(o.generator_cpu);
+            println!(
+                "| {:.0} | {} | `{}` | {:.0} | {} | {} | {} | {} | {} | {:.0}% ({:.0}) | {:.2} ms | {} |",
+                o.offered,
+                case.name,
+                case.tool,
+                o.achieved,
+                latency(o.p50_us),
+                latency(o.p99_us),
+                latency(o.p999_us),
+                o.errors,
+                o.unfinished,
+                o.server_cpu,
+                o.server_cpu_per_call_us,
+                o.pacer_late_p99_us as f64 / 1000.0,
+                if o.keeps_up() { "yes" } else { "**NO: could not keep up**" }
+            );
+        }
+    }
+    // The pacer's own lateness is in every latency above (they run from the schedule): on a
+    // machine busy with other work it is the first thing to look at.
+    println!(
+        "\nload generator (this process): at most {generator_cpu:.0}% of one core. \"sent late\": how late the generator's pacer handed requests out (its own delay, included in the latencies).\n"
+    );
+}
+
+/// A latency percentile in ms; `None` (the rank fell among unanswered requests) as such.
+fn latency(us: Option<u64>) -> String {
+    us.map_or("> end (unanswered)".to_owned(), |us| format!("{:.2} ms", us as f64 / 1000.0))
 }
 
 fn print_memory(sessions: usize, memories: &[(&str, Memory)]) {

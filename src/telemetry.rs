@@ -16,8 +16,11 @@
 //! Label values come from closed sets (route templates, the broker's own action names and
 //! tools, known MCP methods, configured provider ids), never from a user id, an account, a
 //! token or free text a client sent: anything else is `other`. Recording is a lookup in the
-//! recorder's map and an atomic add; the recorder is process-wide, so several apps in one
-//! process (tests) share it.
+//! recorder's map and an atomic add (on the per-request paths, a handle remembered by its labels
+//! and an atomic add: [`handles`]); the recorder is process-wide, so several apps in one process
+//! (tests) share it.
+
+mod handles;
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -113,14 +116,12 @@ fn describe() {
 /// Middleware on every route: counts the request under its route template and times it.
 pub async fn track_http(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str()).to_owned();
+    // MatchedPath is an Arc'd string: cloning it allocates nothing.
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let method = method_label(request.method());
     let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("oauth_broker_http_requests_total", "method" => method, "route" => route.clone(), "status" => status)
-        .increment(1);
-    metrics::histogram!("oauth_broker_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(started.elapsed().as_secs_f64());
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    handles::http_answered(method, route, response.status().as_u16(), started.elapsed().as_secs_f64());
     response
 }
 
@@ -172,7 +173,7 @@ const TOOLS: &[&str] = &[
 /// guard has parsed the body already and hands over what it read (issue 11: one parse).
 pub fn mcp_message(method: Option<&str>, tool: Option<&str>) {
     let (method, tool) = mcp_labels(method, tool);
-    metrics::counter!("oauth_broker_mcp_requests_total", "method" => method, "tool" => tool).increment(1);
+    handles::mcp_counted(method, tool);
 }
 
 fn mcp_labels(method: Option<&str>, tool: Option<&str>) -> (&'static str, &'static str) {

@@ -143,7 +143,9 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
             let user = crate::identity::oidc::authenticate_bearer(state, oidc, token).await.map_err(Rejection::from)?;
             refuse_disabled(state, user).await
         }
-        None => authenticate_local(state, token, state.config.mcp_url().as_str()).await,
+        // The keys' audience is the /mcp URL (`app::build_state_with`), kept as a string:
+        // `Config::mcp_url` parses a URL each time (~3% of a tool call's instructions).
+        None => authenticate_local(state, token, state.keys.audience()).await,
     }
 }
 
