@@ -116,7 +116,7 @@ async fn with_logging(ctx: &ExtensionContext) -> Result<CallToolResult, ErrorDat
         }
         let mut param = LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(message));
         param.logger = Some("conformance".into());
-        ctx.request.peer.notify_logging_message(param).await.map_err(peer_error)?;
+        ctx.notify_log(param).await.map_err(peer_error)?;
     }
     Ok(text("Tool with logging executed successfully"))
 }

@@ -164,7 +164,7 @@ impl BrokerServer {
             _ => format!("Connect {}: what may tools do there on your behalf?", provider.display_name),
         };
         let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
-        self.log_reply(&ctx.peer, CONNECT_ACCOUNT, provider, &reply).await;
+        self.log_reply(ctx, CONNECT_ACCOUNT, provider, &reply).await;
         let answers = match reply {
             Ok(Reply::Accepted(answers)) => answers,
             Ok(Reply::Declined) => {
@@ -263,7 +263,7 @@ impl BrokerServer {
             Err(other) => return Err(internal(other)),
         }
         self.log(
-            &ctx.peer,
+            ctx,
             super::server::LogLevel::Notice,
             json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
         )

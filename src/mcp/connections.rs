@@ -127,7 +127,7 @@ impl BrokerServer {
         };
         let nothing = "Nothing was disconnected.";
         let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
-        self.log_reply(&ctx.peer, "disconnect_account", provider, &reply).await;
+        self.log_reply(ctx, "disconnect_account", provider, &reply).await;
         let answers = match reply {
             Ok(Reply::Accepted(answers)) => answers,
             Ok(Reply::Declined) => return Ok(error_result(format!("You declined. {nothing}"))),
@@ -235,7 +235,7 @@ impl BrokerServer {
         let message = format!("You have several {} accounts. Which one should be used?", provider.display_name);
         let nothing = "Nothing was sent to the provider.";
         let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
-        self.log_reply(&ctx.peer, tool, provider, &reply).await;
+        self.log_reply(ctx, tool, provider, &reply).await;
         Ok(match reply {
             Ok(Reply::Accepted(answers)) => match question.picked(&answers) {
                 Some(Picked::Existing(i)) => AccountPick::One(grants.swap_remove(i)),
@@ -252,7 +252,7 @@ impl BrokerServer {
     /// MCP utilities/logging: how a question ended (never the answer's values).
     pub(crate) async fn log_reply(
         &self,
-        peer: &rmcp::service::Peer<RoleServer>,
+        ctx: &rmcp::service::RequestContext<RoleServer>,
         tool: &str,
         provider: &ProviderConfig,
         reply: &Result<Reply, forms::AskError>,
@@ -264,7 +264,7 @@ impl BrokerServer {
             Err(error) => error.to_string(),
         };
         let level = if reply.is_ok() { LogLevel::Info } else { LogLevel::Warning };
-        self.log(peer, level, json!({"tool": tool, "provider": provider.id.as_str(), "form": outcome})).await;
+        self.log(ctx, level, json!({"tool": tool, "provider": provider.id.as_str(), "form": outcome})).await;
     }
 }
 

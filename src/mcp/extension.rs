@@ -91,7 +91,16 @@ impl ExtensionContext {
     /// Sends `notifications/message` if the session asked for `level` or more severe
     /// (MCP utilities/logging). Never put a secret in `data`.
     pub async fn log(&self, level: crate::mcp::server::LogLevel, data: serde_json::Value) {
-        crate::mcp::server::send_log(&self.request.peer, &self.log_level, level, data).await;
+        crate::mcp::server::send_log(&self.request, &self.log_level, level, data).await;
+    }
+
+    /// Sends `notifications/message` about this request whatever the session's logging level
+    /// (on this request's stream while it runs, see [`crate::mcp::server::logging_notification`]).
+    pub async fn notify_log(
+        &self,
+        param: rmcp::model::LoggingMessageNotificationParam,
+    ) -> Result<(), rmcp::service::ServiceError> {
+        self.request.peer.send_notification(crate::mcp::server::logging_notification(param, &self.request.id)).await
     }
 }
 

@@ -83,7 +83,7 @@ impl BrokerServer {
             Ok(response) => {
                 // MCP utilities/logging: what was called and how it went; never the token.
                 self.log(
-                    &ctx.peer,
+                    ctx,
                     if response.status >= 400 { LogLevel::Warning } else { LogLevel::Info },
                     serde_json::json!({"provider": provider.id.as_str(), "method": args.method.to_ascii_uppercase(), "path": args.path, "status": response.status}),
                 )

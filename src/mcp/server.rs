@@ -15,12 +15,12 @@ use std::sync::{Arc, OnceLock};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
     ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotification,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    RequestId, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{OriginatingRequestId, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::elicitation;
@@ -178,8 +178,8 @@ impl BrokerServer {
 
     /// Sends `notifications/message` if the session asked for this level (MCP utilities/logging).
     /// Never include a secret in `data`.
-    pub(crate) async fn log(&self, peer: &Peer<RoleServer>, level: LogLevel, data: serde_json::Value) {
-        send_log(peer, &self.scope().log_level, level, data).await;
+    pub(crate) async fn log(&self, ctx: &RequestContext<RoleServer>, level: LogLevel, data: serde_json::Value) {
+        send_log(ctx, &self.scope().log_level, level, data).await;
     }
 }
 
@@ -207,9 +207,10 @@ impl LogLevel {
 
 pub use super::session_scope::SessionLogLevel;
 
-/// Sends `notifications/message` if the session asked for this level or a less severe one.
+/// Sends `notifications/message` about the request of `ctx` if the session asked for this
+/// level or a less severe one.
 pub(crate) async fn send_log(
-    peer: &Peer<RoleServer>,
+    ctx: &RequestContext<RoleServer>,
     wanted: &SessionLogLevel,
     level: LogLevel,
     data: serde_json::Value,
@@ -219,8 +220,19 @@ pub(crate) async fn send_log(
     if wanted.is_some_and(|min| severity(level) >= severity(min)) {
         let mut param = LoggingMessageNotificationParam::new(level, data);
         param.logger = Some("oauth-broker".into());
-        let _ = peer.notify_logging_message(param).await;
+        let _ = ctx.peer.send_notification(logging_notification(param, &ctx.id)).await;
     }
+}
+
+/// `notifications/message` sent while handling the request `origin`: it travels on that
+/// request's stream (MCP transports: what the server sends before its answer SHOULD relate to
+/// the request), as the TypeScript SDK's related notifications do, so a client that has not
+/// opened its GET stream yet still gets it; on the GET stream once the request is answered
+/// ([`crate::mcp::session_routes`]).
+pub fn logging_notification(param: LoggingMessageNotificationParam, origin: &RequestId) -> ServerNotification {
+    let mut note = LoggingMessageNotification::new(param);
+    note.extensions.insert(OriginatingRequestId(origin.clone()));
+    ServerNotification::LoggingMessageNotification(note)
 }
 
 fn severity(level: LoggingLevel) -> u8 {

@@ -5,8 +5,11 @@
 //! cancellation of it, and requests the server makes while handling it (marked with rmcp's
 //! [`OriginatingRequestId`], SEP-2260) — and the answer ends that stream. Everything else goes
 //! on the standalone (GET) stream (§Listening for Messages from the Server). The same rules as
-//! rmcp's own session worker (`session/local.rs`, `resolve_outbound_channel`), so clients see
-//! no difference.
+//! rmcp's own session worker (`session/local.rs`, `resolve_outbound_channel`), and one more: a
+//! notification the handler marked with the request it was handling (log messages, see
+//! [`crate::mcp::server::logging_notification`]) goes on that request's stream too, as the
+//! TypeScript SDK's related notifications do, so a client that has not opened its GET stream
+//! yet does not lose it.
 
 use std::collections::HashMap;
 
@@ -71,7 +74,10 @@ impl Routes {
                     Some(id) => (Key::Request(id.clone()), false),
                     None => return Route::Standalone,
                 },
-                _ => return Route::Standalone,
+                other => match other.extensions().get::<OriginatingRequestId>() {
+                    Some(OriginatingRequestId(origin)) => (Key::Request(origin.clone()), false),
+                    None => return Route::Standalone,
+                },
             },
             ServerJsonRpcMessage::Response(response) => (Key::Request(response.id.clone()), true),
             ServerJsonRpcMessage::Error(error) => match &error.id {
@@ -176,6 +182,30 @@ mod tests {
         assert_eq!(routes.route(&server_request(Some(7))), Route::Request { stream, last: false });
         assert_eq!(routes.route(&server_request(None)), Route::Standalone, "not tied to a request");
         assert_eq!(routes.route(&server_request(Some(8))), Route::Standalone, "its request is gone");
+    }
+
+    #[test]
+    fn a_notification_marked_with_the_request_being_handled_goes_on_that_requests_stream() {
+        let mut routes = Routes::default();
+        let stream = routes.open(&request(5, None));
+        let log = |origin: i64| {
+            let param = rmcp::model::LoggingMessageNotificationParam::new(rmcp::model::LoggingLevel::Info, json!("x"));
+            ServerJsonRpcMessage::notification(crate::mcp::server::logging_notification(
+                param,
+                &RequestId::Number(origin),
+            ))
+        };
+        assert_eq!(routes.route(&log(5)), Route::Request { stream, last: false });
+        assert_eq!(routes.route(&log(6)), Route::Standalone, "not a request of this session");
+        routes.close(stream);
+        assert_eq!(routes.route(&log(5)), Route::Standalone, "answered already: the GET stream");
+        let unmarked = ServerJsonRpcMessage::notification(ServerNotification::LoggingMessageNotification(
+            rmcp::model::LoggingMessageNotification::new(rmcp::model::LoggingMessageNotificationParam::new(
+                rmcp::model::LoggingLevel::Info,
+                json!("y"),
+            )),
+        ));
+        assert_eq!(routes.route(&unmarked), Route::Standalone);
     }
 
     #[test]

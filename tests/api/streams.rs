@@ -248,3 +248,32 @@ async fn a_user_who_approves_after_six_minutes_still_gets_the_completion(app: &T
     assert_eq!(me.unwrap().structured_content.unwrap()["status"], 200);
 }
 on_both_backends!(late_approval, a_user_who_approves_after_six_minutes_still_gets_the_completion);
+
+// A log message sent while a tool call runs travels on that call's own POST stream, before its
+// answer (MCP transports: what the server sends before its answer SHOULD relate to the
+// request), so a client that has not opened its GET stream yet still gets it.
+async fn a_log_message_about_a_tool_call_arrives_on_that_calls_stream_before_its_answer(app: &TestApp) {
+    app.connected_client(ALICE).await.close().await;
+    let session = RawSession::open(&app.mcp_url(), &app.token_for(ALICE).await).await;
+    let level =
+        session.post(json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "info"}}));
+    let level = level.await;
+    assert_eq!(level.status(), 200);
+    let _ = level.text().await;
+
+    let call = session
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "provider_request", "arguments": {"provider": "demo", "method": "GET", "path": "/me"}}}))
+        .await;
+    let mut events = Events::new(call);
+    let first: serde_json::Value = serde_json::from_str(&events.next_message().await.data).unwrap();
+    assert_eq!(first["method"], "notifications/message", "the log message comes first: {first}");
+    assert_eq!(first["params"]["data"]["status"], 200, "{first}");
+    let answer: serde_json::Value = serde_json::from_str(&events.next_message().await.data).unwrap();
+    assert_eq!(answer["id"], 2, "then the answer: {answer}");
+    assert_eq!(answer["result"]["structuredContent"]["status"], 200, "{answer}");
+}
+on_both_backends!(
+    log_message_on_the_calls_stream,
+    a_log_message_about_a_tool_call_arrives_on_that_calls_stream_before_its_answer
+);
