@@ -96,6 +96,8 @@ impl ExtensionContext {
 
     /// Sends `notifications/message` about this request whatever the session's logging level
     /// (on this request's stream while it runs, see [`crate::mcp::server::logging_notification`]).
+    // Logging is deprecated by SEP-2577 (2026-07-28) but part of 2025-11-25, which this serves.
+    #[allow(deprecated)]
     pub async fn notify_log(
         &self,
         param: rmcp::model::LoggingMessageNotificationParam,

@@ -185,6 +185,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(deprecated, reason = "logging is deprecated by SEP-2577 but part of 2025-11-25")]
     fn a_notification_marked_with_the_request_being_handled_goes_on_that_requests_stream() {
         let mut routes = Routes::default();
         let stream = routes.open(&request(5, None));
