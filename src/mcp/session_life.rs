@@ -48,9 +48,13 @@ impl SessionLife {
     pub fn touch(&self, session: &str) {
         let now = self.now();
         let mut sessions = self.sessions();
-        let life =
-            sessions.entry(session.to_owned()).or_insert(Life { last_active: now, open_streams: 0, pending_until: 0 });
-        life.last_active = now;
+        // Every request touches its session: the id is copied only the first time.
+        match sessions.get_mut(session) {
+            Some(life) => life.last_active = now,
+            None => {
+                sessions.insert(session.to_owned(), Life { last_active: now, open_streams: 0, pending_until: 0 });
+            }
+        }
     }
 
     /// The session keeps living at least until `until` (an authorization it started waits).
