@@ -264,7 +264,8 @@ impl SessionManager for BrokerSessions {
         self.life.touch(id);
         let session = self.session(id)?;
         let events = session.request(message).await?;
-        Ok(self.tracked(id, session_transport::events(events)))
+        let events = session_transport::request_events(events, session_transport::PRIMING_WAITS).await;
+        Ok(self.tracked(id, events))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {

@@ -569,6 +569,36 @@ pub fn events(mut events: Events) -> impl Stream<Item = ServerSseMessage> + Send
     futures::stream::poll_fn(move |cx| events.poll_recv(cx).map(|event| event.map(|e| *e)))
 }
 
+/// How long a request stream's priming event waits for the next event (most often the answer)
+/// before it is sent alone. Long beside a quick call on a busy server (a fraction of a
+/// millisecond; a few at the 99th percentile), short beside anything a person or a network
+/// would notice.
+pub const PRIMING_WAITS: Duration = Duration::from_millis(10);
+
+/// The events of a request stream ([`Session::request`]), returned once its priming event can
+/// go out together with the next one, or after `wait` without it.
+///
+/// The HTTP response starts when this returns, and hyper writes what the body has ready in
+/// one go: a quick call's headers, priming event and answer leave in one write, where sending
+/// the priming event at once took two (headers and priming, then the answer): one system call
+/// and one loopback packet more per call, on both ends (issue 11). A call that takes longer
+/// gets its priming event after `wait`, as its reconnection point (SEP-1699).
+pub async fn request_events(
+    mut events: Events,
+    wait: Duration,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    use futures::StreamExt;
+    let mut ready = Vec::with_capacity(2);
+    // Already queued: `Session::request` pushes it before it returns.
+    if let Some(priming) = events.recv().await {
+        ready.push(*priming);
+        if let Ok(Some(next)) = tokio::time::timeout(wait, events.recv()).await {
+            ready.push(*next);
+        }
+    }
+    futures::stream::iter(ready).chain(self::events(events))
+}
+
 /// What one rmcp service loop of a session reads from and writes to.
 pub struct SessionTransport {
     session: Arc<Session>,
@@ -599,7 +629,7 @@ impl Transport<RoleServer> for SessionTransport {
 
 #[cfg(test)]
 mod tests {
-    use futures::StreamExt;
+    use futures::{FutureExt, StreamExt};
     use rmcp::model::{ClientNotification, ErrorData, ServerNotification, ServerRequest, ServerResult};
     use rmcp::service::OriginatingRequestId;
     use serde_json::json;
@@ -676,6 +706,61 @@ mod tests {
             "and then the stream ends"
         );
         assert_eq!(methods(standalone, 1).await, ["notifications/prompts/list_changed"]);
+    }
+
+    /// A wait no test reaches: returning before it proves the event, not the time, ended it.
+    const FOREVER: Duration = Duration::from_secs(3600);
+
+    /// An answer within the wait: the priming event and the answer are both ready as soon as
+    /// the stream is handed over (one write), without waiting the wait out.
+    #[tokio::test]
+    async fn a_quick_answer_goes_out_with_the_priming_event() {
+        let (session, mut transport, _) = open();
+        let events = session.request(call(7)).await.unwrap();
+        assert!(transport.receive().await.is_some(), "the request reached the handler");
+
+        let mut handing_over = std::pin::pin!(request_events(events, FOREVER));
+        assert!((&mut handing_over).now_or_never().is_none(), "the priming event waits for the answer");
+        transport.send(answer(7)).await.unwrap();
+        let stream = handing_over.await;
+
+        let mut stream = std::pin::pin!(stream);
+        let first = stream.next().now_or_never().flatten().expect("the priming event, ready");
+        assert!(first.message.is_none() && first.retry.is_some(), "a priming event: {first:?}");
+        let second = stream.next().now_or_never().flatten().expect("the answer, ready with it");
+        assert!(matches!(second.message.as_deref(), Some(ServerJsonRpcMessage::Response(_))));
+        assert_ne!(first.event_id, second.event_id);
+        assert!(stream.next().now_or_never().expect("ready").is_none(), "the stream ends with its answer");
+    }
+
+    /// No answer within the wait: the priming event goes alone (the client's point to resume
+    /// from), and the answer follows when it comes.
+    #[tokio::test]
+    async fn a_slow_calls_priming_event_goes_alone_once_the_wait_is_over() {
+        let (session, mut transport, _) = open();
+        let events = session.request(call(7)).await.unwrap();
+        assert!(transport.receive().await.is_some(), "the request reached the handler");
+
+        let mut stream = std::pin::pin!(request_events(events, Duration::ZERO).await);
+
+        let first = stream.next().now_or_never().flatten().expect("the priming event, ready");
+        assert!(first.message.is_none() && first.event_id.is_some(), "a priming event with its id: {first:?}");
+        assert!(stream.next().now_or_never().is_none(), "nothing else yet");
+        transport.send(answer(7)).await.unwrap();
+        let second = stream.next().await.expect("the answer");
+        assert!(matches!(second.message.as_deref(), Some(ServerJsonRpcMessage::Response(_))));
+        assert!(stream.next().await.is_none());
+    }
+
+    /// A session that closes during the wait: the priming event, then the end.
+    #[tokio::test]
+    async fn a_stream_that_ends_during_the_wait_ends_after_its_priming_event() {
+        let (session, _transport, _) = open();
+        let events = session.request(call(7)).await.unwrap();
+        let (stream, ()) = tokio::join!(request_events(events, FOREVER), async { session.close() });
+        let all: Vec<_> = stream.collect().await;
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert!(all[0].message.is_none());
     }
 
     #[tokio::test]
