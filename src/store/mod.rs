@@ -309,7 +309,12 @@ impl Store {
         &self.pool
     }
 
+    /// Closes the pool, and first removes this store's row of `auth_epoch_writers`
+    /// ([`own_moves::forget_writer`]).
     pub async fn close(&self) {
+        if !self.pool.is_closed() {
+            own_moves::forget_writer(&self.pool, &self.writer, self.timeouts.query).await;
+        }
         self.pool.close().await;
     }
 

@@ -64,6 +64,21 @@ pub(super) async fn forget_connections_older_than_the_schema(pool: &AnyPool) {
     }
 }
 
+/// Removes `writer`'s row of `auth_epoch_writers`, as its store closes. Only its own process
+/// reads a writer's count, so the row of a process that has stopped is never read again, and
+/// rows piled up: one per server start and per admin command that wrote. (A process that dies
+/// without closing leaves its row: a few bytes, never read.) Bounded by `limit`; a failure is
+/// only logged: the schema may predate the table (a database being migrated), and nothing
+/// depends on the row being gone.
+pub(super) async fn forget_writer(pool: &AnyPool, writer: &str, limit: std::time::Duration) {
+    let delete = sqlx::query("DELETE FROM auth_epoch_writers WHERE writer = $1").bind(writer).execute(pool);
+    match tokio::time::timeout(limit, delete).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "could not remove this process's auth_epoch_writers row"),
+        Err(_) => tracing::debug!("removing this process's auth_epoch_writers row took too long"),
+    }
+}
+
 /// The event of an `AFTER INSERT|UPDATE|DELETE ON` trigger, as its SQL names it.
 fn event_of(sql: &str) -> Option<&'static str> {
     let mut words = sql.split_whitespace();

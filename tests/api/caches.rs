@@ -384,3 +384,31 @@ on_both_backends!(
     provider_token_revoked_by_sql_with_cache,
     a_provider_token_revoked_by_hand_written_sql_is_refused_though_it_was_cached
 );
+
+/// Rows of `auth_epoch_writers`, by writer.
+async fn writer_rows(app: &TestApp) -> Vec<(String, i64)> {
+    sqlx::query_as("SELECT writer, n FROM auth_epoch_writers ORDER BY writer")
+        .fetch_all(app.state.store.pool())
+        .await
+        .unwrap()
+}
+
+/// A store that closes takes its `auth_epoch_writers` row with it (one piled up per server
+/// start and per admin command that wrote); the running server's own row stays.
+async fn a_closed_store_leaves_no_writer_row_behind(app: &TestApp) {
+    // Arrange: this server writes (its row), then a second process's store writes (another).
+    let alice = app.user_id(ALICE).await;
+    app.state.store.set_disabled(&alice, Some(app.now())).await.unwrap();
+    let own = writer_rows(app).await;
+    assert_eq!(own.len(), 1, "this server's own row: {own:?}");
+    let other = oauth_broker::store::Store::connect(&app.database_url).await.unwrap();
+    other.set_disabled(&alice, None).await.unwrap();
+    assert_eq!(writer_rows(app).await.len(), 2, "the other process's row too");
+
+    // Act
+    other.close().await;
+
+    // Assert
+    assert_eq!(writer_rows(app).await, own, "only the running server's row is left");
+}
+on_both_backends!(closed_store_forgets_its_writer, a_closed_store_leaves_no_writer_row_behind);
