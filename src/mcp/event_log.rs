@@ -190,6 +190,10 @@ impl EventLog {
         for stream_id in ended {
             remove_stream(log, &stream_id);
         }
+        forget_gone(log);
+        super::shrink::map(&mut log.streams);
+        super::shrink::map(&mut log.stream_of);
+        super::shrink::map(&mut log.fresh_common);
     }
 
     fn next_after(&self, stream_id: &str, after: u64) -> Next {
@@ -233,6 +237,7 @@ fn prune(log: &mut Log, now: Timestamp) {
         }
     }
     forget_gone(log);
+    super::shrink::deque(&mut log.answered);
 }
 
 /// Removes `stream_id` if its answer is the one recorded `at` (not a stream answered again).
@@ -249,6 +254,7 @@ fn forget_gone(log: &mut Log) {
     if log.created.len() > 2 * log.streams.len() + 64 {
         let streams = &log.streams;
         log.created.retain(|id| streams.contains_key(id));
+        super::shrink::deque(&mut log.created);
     }
 }
 

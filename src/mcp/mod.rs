@@ -43,6 +43,7 @@ pub mod session_routes;
 pub mod session_scope;
 pub mod session_transport;
 pub mod sessions;
+pub mod shrink;
 pub mod tool_schema;
 pub mod tools;
 

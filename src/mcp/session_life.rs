@@ -74,7 +74,9 @@ impl SessionLife {
     }
 
     pub fn ended(&self, session: &str) {
-        self.sessions().remove(session);
+        let mut sessions = self.sessions();
+        sessions.remove(session);
+        super::shrink::map(&mut sessions);
     }
 
     /// Sessions with nothing open and no request for `idle_seconds`.

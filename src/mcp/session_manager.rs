@@ -238,7 +238,9 @@ impl SessionManager for BrokerSessions {
             if sessions.get(id).is_some_and(|s| s.take_worker_close()) {
                 return Ok(());
             }
-            sessions.remove(id)
+            let session = sessions.remove(id);
+            super::shrink::map(&mut sessions);
+            session
         };
         // Closed before its log goes, so that nothing it still sends is logged again.
         if let Some(session) = &session {

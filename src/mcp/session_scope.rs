@@ -124,7 +124,13 @@ impl SessionScopes {
 
     /// The session ended: its relay stops (even if a handler still holds the scope).
     pub fn close(&self, session_id: &str) {
-        if let Some(scope) = self.scopes().remove(session_id) {
+        let scope = {
+            let mut scopes = self.scopes();
+            let scope = scopes.remove(session_id);
+            super::shrink::map(&mut scopes);
+            scope
+        };
+        if let Some(scope) = scope {
             scope.cancel.cancel();
         }
     }

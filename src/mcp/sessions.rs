@@ -81,7 +81,9 @@ impl SessionRegistry {
 
     /// Called when a session ends.
     pub fn forget(&self, session_id: &str) {
-        self.owners.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.remove(session_id);
+        super::shrink::map(&mut owners);
     }
 
     pub fn len(&self) -> usize {
