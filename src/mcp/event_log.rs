@@ -70,6 +70,10 @@ struct Log {
     /// Every stream in the order it was created (same lazy skipping), for eviction when no
     /// answered stream is left to drop.
     created: VecDeque<String>,
+    /// Each session's streams, oldest first, so that a session's end removes its own without
+    /// a scan of every stream under the lock (closing 10,000 sessions one by one scanned the
+    /// log 10,000 times).
+    by_session: HashMap<String, VecDeque<String>>,
 }
 
 struct StreamLog {
@@ -118,7 +122,7 @@ impl EventLog {
             if log.streams.len() >= MAX_STREAMS {
                 evict_oldest(log);
             }
-            log.streams.insert(stream_id.to_owned(), StreamLog::new(session.to_owned()));
+            insert_stream(log, session, stream_id);
             log.created.push_back(stream_id.to_owned());
             forget_gone(log);
         }
@@ -169,7 +173,10 @@ impl EventLog {
                 let stream_id = log.stream_of.get(&id).cloned().ok_or(ReplayError::Unknown)?;
                 (stream_id, id)
             };
-            let stream = log.streams.entry(stream_id.clone()).or_insert_with(|| StreamLog::new(session.to_owned()));
+            if !log.streams.contains_key(&stream_id) {
+                insert_stream(&mut log, session, &stream_id);
+            }
+            let Some(stream) = log.streams.get(&stream_id) else { return Err(ReplayError::Unknown) };
             if stream.session != session {
                 return Err(ReplayError::Unknown);
             }
@@ -185,12 +192,11 @@ impl EventLog {
         let mut log = self.log();
         let log = &mut *log;
         log.fresh_common.remove(session);
-        let ended: Vec<String> =
-            log.streams.iter().filter(|(_, s)| s.session == session).map(|(id, _)| id.clone()).collect();
-        for stream_id in ended {
+        for stream_id in log.by_session.remove(session).unwrap_or_default() {
             remove_stream(log, &stream_id);
         }
         forget_gone(log);
+        super::shrink::map(&mut log.by_session);
         super::shrink::map(&mut log.streams);
         super::shrink::map(&mut log.stream_of);
         super::shrink::map(&mut log.fresh_common);
@@ -217,10 +223,29 @@ fn is_answer(event: &ServerSseMessage) -> bool {
     matches!(event.message.as_deref(), Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)))
 }
 
+fn insert_stream(log: &mut Log, session: &str, stream_id: &str) {
+    log.streams.insert(stream_id.to_owned(), StreamLog::new(session.to_owned()));
+    match log.by_session.get_mut(session) {
+        Some(streams) => streams.push_back(stream_id.to_owned()),
+        None => {
+            log.by_session.insert(session.to_owned(), VecDeque::from([stream_id.to_owned()]));
+        }
+    }
+}
+
 fn remove_stream(log: &mut Log, stream_id: &str) {
     if let Some(stream) = log.streams.remove(stream_id) {
         for (id, _) in stream.events {
             log.stream_of.remove(&id);
+        }
+        if let Some(streams) = log.by_session.get_mut(&stream.session) {
+            // Streams mostly go oldest first (pruning, eviction): found at the front.
+            if let Some(at) = streams.iter().position(|id| id == stream_id) {
+                streams.remove(at);
+            }
+            if streams.is_empty() {
+                log.by_session.remove(&stream.session);
+            }
         }
     }
 }
@@ -385,6 +410,34 @@ mod tests {
         clock.advance(ANSWERED_KEPT_SECONDS + 1);
         log.append("s1", "request-b", &note());
         assert_eq!(log.stream_count(), 1, "only the unanswered stream is left");
+        assert_eq!(log.log().by_session["s1"], ["request-b"], "and the session's index forgot it");
+    }
+
+    #[tokio::test]
+    async fn a_sessions_end_removes_its_own_streams_and_no_others() {
+        let log = log();
+        for n in 0..3 {
+            log.append("s1", &format!("s1/{n}"), &note());
+            log.append("s2", &format!("s2/{n}"), &note());
+        }
+        let seen = log.append("s2", "s2:common", &note());
+        let kept = log.append("s2", "s2:common", &note());
+        log.append("s1", "s1:common", &note());
+        // A resume after the priming id opens the standalone stream's entry before any event.
+        let (_, _follow) = log.resume("s3", "0").unwrap();
+        assert_eq!(log.stream_count(), 9);
+
+        log.end_session("s1");
+
+        assert_eq!(log.stream_count(), 5, "s2's four and s3's one");
+        let (_, replay) = log.resume("s2", &seen.to_string()).unwrap();
+        assert_eq!(ids(replay, 1).await, [kept.to_string()], "s2's events are all still there");
+        assert!(log.resume("s1", &kept.to_string()).is_err(), "and still not s1's to read");
+        log.end_session("s2");
+        log.end_session("s3");
+        assert_eq!(log.stream_count(), 0);
+        let inner = log.log();
+        assert!(inner.by_session.is_empty() && inner.stream_of.is_empty(), "nothing of them is left");
     }
 
     #[test]
