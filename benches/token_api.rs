@@ -130,7 +130,8 @@ async fn main() {
     };
     app.state.store.create_service(&new, app.now()).await.unwrap();
     let user = app.state.store.user_by_username(ALICE).await.unwrap().unwrap();
-    let token = app.state.keys.issue_for_audience(&user.subject, None, None, RESOURCE, app.now(), 3600).unwrap();
+    let token =
+        app.state.identity.keys.issue_for_audience(&user.subject, None, None, RESOURCE, app.now(), 3600).unwrap();
     let http = reqwest::Client::new();
     let body = json!({"subject_token": token, "provider": "demo"});
 

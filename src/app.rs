@@ -12,6 +12,7 @@ use axum::Router;
 use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
+use crate::broker::Core;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::events::Events;
@@ -21,7 +22,7 @@ use crate::mcp::extension::{Extension, Extensions};
 use crate::mcp::prompts::PromptCatalogue;
 use crate::oauth::providers::Providers;
 use crate::startup::{Opening, load_sealer, open_store};
-use crate::state::{AppState, Core};
+use crate::state::AppState;
 
 pub struct App {
     state: AppState,
@@ -57,13 +58,13 @@ impl AppBuilder {
         crate::telemetry::install();
         let mut state = build_state(self.config, self.clock).await?;
         // Issue 11: what other processes write reaches this server's caches (see
-        // `store::freshness`); started before the first request is served.
+        // `store::generations`); started before the first request is served.
         state.store.watch_other_writers(state.shutdown.clone()).await;
         if state.store.backend() == crate::store::Backend::Postgres {
             let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
             state.events.listen_to_other_instances(state.config.signal_listener_url(), store, clock, shutdown).await?;
         }
-        if let Some(oidc) = &state.oidc {
+        if let Some(oidc) = &state.identity.oidc {
             oidc.start(state.clock.clone(), state.shutdown.clone()).await;
         }
         if let Some(name) = self.fixed_identity {
@@ -252,15 +253,30 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         .context("loading the signing keys")?;
     // Derived from the sealing key, so `admin` commands and restarts agree with the server.
     let demo_client_secret = config.demo.then(|| sealer.derive_secret("demo provider client secret"));
-    let providers = Providers::from_config(&config, demo_client_secret.as_ref());
+    // Configured providers, plus `demo` (pointing at our own `/demo-provider/…`) when enabled.
+    let mut providers = Providers::new(config.providers.clone());
+    if let Some(secret) = &demo_client_secret {
+        providers = providers.with(crate::demo_provider::entry::provider_entry(&config, secret.clone()));
+    }
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
     // PostgreSQL: several instances may share the database, so signals travel (issue 9).
     let events = match store.backend() {
         crate::store::Backend::Postgres => Events::sending_to_other_instances(store.clone(), clock.clone()),
         crate::store::Backend::Sqlite => Events::new(),
     };
+    let config = Arc::new(config);
+    let identity = crate::identity::IdentityContext {
+        config: config.clone(),
+        store: store.clone(),
+        clock: clock.clone(),
+        sealer: sealer.clone(),
+        keys: Arc::new(keys),
+        oidc,
+        bearer_cache: Default::default(),
+        fixed_identity: None,
+    };
     let core = Core {
-        config: Arc::new(config),
+        config,
         store,
         sealer,
         clock,
@@ -272,27 +288,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     // Stopping the whole server also stops accepting work; draining alone lets work finish.
     let shutdown = tokio_util::sync::CancellationToken::new();
     let draining = shutdown.child_token();
-    Ok(AppState::new(crate::state::AppStateFields {
-        core,
-        keys: Arc::new(keys),
-        oidc,
-        demo_client_secret,
-        draining,
-        shutdown,
-        fixed_identity: None,
-        bearer_cache: Default::default(),
-    }))
-}
-
-/// For error messages: never print a database password.
-pub fn redact_database_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
+    Ok(AppState::new(crate::state::AppStateFields { core, identity, demo_client_secret, draining, shutdown }))
 }
 
 fn router(state: AppState, mcp: McpState) -> Router {
@@ -302,14 +298,14 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())
         .merge(crate::api::router())
-        .merge(crate::web::oidc_login::router(state.oidc.clone()));
+        .merge(crate::web::oidc_login::router(state.identity.oidc.clone()));
     if state.config.demo {
         router = router.nest("/demo-provider", crate::demo_provider::router());
     }
     router
         .route("/healthz", axum::routing::get(crate::health::healthz))
         .route("/readyz", axum::routing::get(crate::health::readyz))
-        .route("/metrics", axum::routing::get(crate::telemetry::metrics_on_main_listener))
+        .route("/metrics", axum::routing::get(metrics_on_main_listener))
         // Issue 10: every route counted and timed under its template (`MatchedPath`).
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::telemetry::trace_layer())
@@ -318,4 +314,19 @@ fn router(state: AppState, mcp: McpState) -> Router {
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
         .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))
         .with_state(state)
+}
+
+/// `GET /metrics` on the main listener, as the settings allow ([`crate::telemetry::MetricsAccess`]).
+async fn metrics_on_main_listener(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use crate::telemetry::MetricsAccess;
+    let ops = &state.config.ops;
+    let access = match (&ops.metrics_listen, &ops.metrics_token) {
+        (Some(_), _) => MetricsAccess::ElsewhereOnly,
+        (None, Some(token)) => MetricsAccess::Token(token),
+        (None, None) => MetricsAccess::Off,
+    };
+    crate::telemetry::metrics_on_main_listener(access, &headers)
 }

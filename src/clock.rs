@@ -50,9 +50,30 @@ impl Clock for ManualClock {
 
 pub type SharedClock = Arc<dyn Clock>;
 
+/// Unix seconds as `2026-11-23T21:37:20Z`; a value no calendar date fits is shown as it is.
+pub fn iso_time(unix_seconds: i64) -> String {
+    // humantime refuses years past 9999.
+    const YEAR_10000: u64 = 253_402_300_800;
+    match u64::try_from(unix_seconds) {
+        Ok(seconds) if seconds < YEAR_10000 => {
+            humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds))
+                .to_string()
+        }
+        _ => unix_seconds.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_iso_8601_utc_to_the_second() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso_time(1_795_469_840), "2026-11-23T21:37:20Z");
+        assert_eq!(iso_time(-1), "-1", "no date before the epoch is invented");
+        assert_eq!(iso_time(i64::MAX), i64::MAX.to_string(), "and none past year 9999");
+    }
 
     #[test]
     fn manual_clock_moves_only_when_advanced() {

@@ -1,8 +1,15 @@
 //! Values parsed at the edge: once a `ProviderId` or a `Scopes` exists, it is known to be
-//! well formed, so the rest of the code does not re-check.
+//! well formed, so the rest of the code does not re-check. Plain values that several layers
+//! share live here too, below all of them: who a client is ([`ClientIdentity`]) and the demo
+//! provider's scopes ([`demo_scopes`]), which the store keeps.
+
+mod client;
+pub mod demo_scopes;
 
 use std::collections::BTreeSet;
 use std::fmt;
+
+pub use client::{AuthMethod, ClientIdentity, SERVICE_CLIENT_ID_PREFIX};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DomainError {

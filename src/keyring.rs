@@ -29,8 +29,8 @@ pub async fn reload_now(state: &AppState) {
     if let Err(error) = state.sealer.reload() {
         tracing::warn!(%error, "could not read the encryption keys again; keeping the loaded ones");
     }
-    match state.keys.reload(&state.store, &state.sealer, state.now()).await {
-        Ok(true) => tracing::info!(kid = %state.keys.active_kid(), "a new signing key signs from now on"),
+    match state.identity.keys.reload(&state.store, &state.sealer, state.now()).await {
+        Ok(true) => tracing::info!(kid = %state.identity.keys.active_kid(), "a new signing key signs from now on"),
         Ok(false) => {}
         Err(error) => tracing::warn!(%error, "could not read the signing keys again; keeping the loaded ones"),
     }

@@ -18,13 +18,14 @@
 //! ```
 //!
 //! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
-//! share ([`state::Core`] for the core, [`state::AppState`] for the faces); [`clock`] the
-//! injected time; [`domain`] identifiers parsed at the edge; [`display`] names others chose, made safe to show; [`events`] the signal that an
+//! share ([`state::AppState`] for the faces, around the core's [`broker::Core`]); [`clock`] the
+//! injected time; [`domain`] identifiers parsed at the edge; [`error_chain`] errors that keep
+//! their cause, logged whole; [`display`] names others chose, made safe to show; [`events`] the signal that an
 //! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
 //! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
 //! passwords; [`oauth`] the client side of third-party OAuth (provider catalogue, token
-//! endpoint calls, API calls); [`broker`] the core: access decisions, authorizations, consent,
-//! the browser flow, refresh, connections; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server; [`web`]
+//! endpoint calls); [`broker`] the core: access decisions, authorizations, consent,
+//! the browser flow, refresh, connections, the call to a provider's API; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server; [`web`]
 //! hosted pages; [`api`] the token API for registered tool servers; [`admin`] the operator CLI.
 //! Beside them: [`authorization_server`] the broker's own OAuth 2.1 authorization server for MCP
 //! clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and
@@ -44,11 +45,13 @@ pub mod crypto;
 pub mod demo_provider;
 pub mod display;
 pub mod domain;
+pub mod error_chain;
 pub mod events;
 pub mod health;
 pub mod identity;
 pub mod keyring;
 pub mod mcp;
+pub mod net;
 pub mod oauth;
 pub mod oauth_server;
 pub mod pkce;

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::app::redact_database_url;
 use crate::config::Config;
+use crate::config::redact_database_url;
 use crate::crypto::Sealer;
 use crate::store::Store;
 use crate::store::sealed::SealedCount;
@@ -62,9 +62,10 @@ pub async fn open_store(config: &Config, opening: Opening) -> anyhow::Result<Sto
             path.display()
         );
     }
-    let store = Store::connect_with(&config.database_url, config.database_timeouts())
-        .await
-        .with_context(|| format!("connecting to the database ({shown})"))?;
+    let store =
+        Store::connect_with(&config.database_url, crate::store::DatabaseTimeouts { query: config.database_timeout })
+            .await
+            .with_context(|| format!("connecting to the database ({shown})"))?;
     if opening == Opening::Existing && store.signing_keys().await.is_err() {
         store.close().await;
         bail!(

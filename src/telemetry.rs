@@ -7,11 +7,11 @@
 //! | `oauth_broker_mcp_requests_total` | `method`, `tool` | [`mcp_message`], from the /mcp JSON-RPC guard |
 //! | `oauth_broker_mcp_sessions_active` | – | [`session_opened`] / [`session_closed`] |
 //! | `oauth_broker_mcp_sessions_parked` | – | [`session_parked`] / [`session_unparked`] |
-//! | `oauth_broker_authorizations_total` | `outcome` | [`audited`]: completed, declined, failed, expired by an admin |
+//! | `oauth_broker_authorizations_total` | `outcome` | [`Store::record`], every audit entry: completed, declined, failed, expired by an admin |
 //! | `oauth_broker_refreshes_total` | `provider`, `outcome` | [`provider_call`] for `call = refresh` |
 //! | `oauth_broker_upstream_requests_total`, `oauth_broker_upstream_duration_seconds` | `provider`, `call`, `result` | [`provider_call`], [`api_call`] |
 //! | `oauth_broker_token_api_answers_total` | `answer` | [`token_api_answer`] |
-//! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`audited`], every audit entry |
+//! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`Store::record`], every audit entry |
 //!
 //! Label values come from closed sets (route templates, the broker's own action names and
 //! tools, known MCP methods, configured provider ids), never from a user id, an account, a
@@ -19,6 +19,8 @@
 //! recorder's map and an atomic add (on the per-request paths, a handle remembered by its labels
 //! and an atomic add: [`handles`]); the recorder is process-wide, so several apps in one process
 //! (tests) share it.
+//!
+//! [`Store::record`]: crate::store::Store::record
 
 mod handles;
 
@@ -26,16 +28,13 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use secrecy::ExposeSecret;
-
-use crate::state::AppState;
-use crate::store::audit::Outcome;
+use secrecy::{ExposeSecret, SecretString};
 
 /// Latency buckets, seconds: a fast local answer to a slow provider.
 const BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -160,32 +159,26 @@ const MCP_METHODS: &[&str] = &[
     "notifications/roots/list_changed",
 ];
 
-/// The broker's tools; a call naming another is `other`.
-const TOOLS: &[&str] = &[
-    crate::mcp::tools::LIST_CONNECTIONS,
-    crate::mcp::tools::CONNECT_ACCOUNT,
-    crate::mcp::tools::DISCONNECT_ACCOUNT,
-    crate::mcp::tools::PROVIDER_REQUEST,
-];
-
 /// Counts one JSON-RPC message the /mcp guard let through: its method (`None`: a client's
-/// answer to a server request, counted as `response`) and, for `tools/call`, its tool. The
-/// guard has parsed the body already and hands over what it read (issue 11: one parse).
-pub fn mcp_message(method: Option<&str>, tool: Option<&str>) {
+/// answer to a server request, counted as `response`) and, for `tools/call`, its tool's label
+/// (from the MCP face's closed set of tools; `None` counts as `other`). The guard has parsed
+/// the body already and hands over what it read (issue 11: one parse).
+pub fn mcp_message(method: Option<&str>, tool: Option<&'static str>) {
     let (method, tool) = mcp_labels(method, tool);
     handles::mcp_counted(method, tool);
 }
 
-fn mcp_labels(method: Option<&str>, tool: Option<&str>) -> (&'static str, &'static str) {
+fn mcp_labels(method: Option<&str>, tool: Option<&'static str>) -> (&'static str, &'static str) {
     let Some(method) = method else { return ("response", "") };
     let method = MCP_METHODS.iter().find(|m| **m == method).copied().unwrap_or("other");
-    let tool = if method == "tools/call" {
-        let name = tool.unwrap_or_default();
-        TOOLS.iter().find(|t| **t == name).copied().unwrap_or("other")
-    } else {
-        ""
-    };
+    let tool = if method == "tools/call" { tool.unwrap_or("other") } else { "" };
     (method, tool)
+}
+
+/// A value that names itself with a label from a closed set (how a call to a provider ended),
+/// so the metrics never carry free text. Implemented where the value lives.
+pub trait Label {
+    fn label(&self) -> &'static str;
 }
 
 pub fn session_opened() {
@@ -206,39 +199,19 @@ pub fn session_unparked() {
     metrics::gauge!("oauth_broker_mcp_sessions_parked").decrement(1.0);
 }
 
-/// Counts an audit entry, and the authorization outcomes among them. `action` is one of the
-/// broker's own action names (never text from outside).
-pub fn audited(action: &str, outcome: Outcome) {
-    let action_label = action.to_owned();
-    metrics::counter!("oauth_broker_audit_events_total", "action" => action_label, "outcome" => outcome.as_str())
-        .increment(1);
-    let authorization = match action {
-        "authorization.completed" => "completed",
-        "authorization.declined" => "declined",
-        "authorization.failed" => "failed",
-        "admin.authorization_expired" => "expired",
-        _ => return,
-    };
-    metrics::counter!("oauth_broker_authorizations_total", "outcome" => authorization).increment(1);
-}
-
 /// Times an OAuth call to a provider (`call`: `token`, `refresh`, `revoke`, …) and counts how
-/// it ended; a refresh is also counted in `oauth_broker_refreshes_total`.
-pub async fn provider_call<T>(
+/// it ended (`ok`, or the error's [`Label`]); a refresh is also counted in
+/// `oauth_broker_refreshes_total`.
+pub async fn provider_call<T, E: Label>(
     provider: &str,
     call: &'static str,
-    request: impl Future<Output = Result<T, crate::oauth::client::ProviderError>>,
-) -> Result<T, crate::oauth::client::ProviderError> {
-    use crate::oauth::client::ProviderError as E;
+    request: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     let started = Instant::now();
     let answer = request.await;
     let result = match &answer {
         Ok(_) => "ok",
-        Err(E::InvalidGrant) => "invalid_grant",
-        Err(E::Refused { .. }) => "refused",
-        Err(E::Unavailable(_)) => "unavailable",
-        Err(E::BadResponse) => "bad_response",
-        Err(E::Misconfigured(_)) => "misconfigured",
+        Err(error) => error.label(),
     };
     upstream(provider, call, result, started.elapsed());
     if call == "refresh" {
@@ -251,11 +224,11 @@ pub async fn provider_call<T>(
 
 /// Times an API request the broker makes at a provider for a client or service and counts it
 /// by the class of the provider's status (`2xx` … `5xx`), or `unreachable`.
-pub async fn api_call<T>(
+pub async fn api_call<T, E>(
     provider: &str,
-    request: impl Future<Output = Result<T, String>>,
+    request: impl Future<Output = Result<T, E>>,
     status_of: impl Fn(&T) -> u16,
-) -> Result<T, String> {
+) -> Result<T, E> {
     let started = Instant::now();
     let answer = request.await;
     let result = match &answer {
@@ -284,20 +257,37 @@ pub fn token_api_answer(answer: &'static str) {
     metrics::counter!("oauth_broker_token_api_answers_total", "answer" => answer).increment(1);
 }
 
+/// Who may read `/metrics` on the main listener (from `metrics_listen` and `metrics_token`).
+#[derive(Clone, Copy)]
+pub enum MetricsAccess<'a> {
+    /// `metrics_listen` is set: served there, never here.
+    ElsewhereOnly,
+    /// Neither is set: off on the main listener.
+    Off,
+    /// A request bearing this token.
+    Token(&'a SecretString),
+}
+
 /// `GET /metrics` on the main listener. Who may read it: with `metrics_listen` set, nobody
 /// here (it is served there, and this answers 404); else a request bearing `metrics_token`
 /// (`Authorization: Bearer …`, compared in constant time; 401 otherwise); with neither set,
 /// metrics are off on the main listener (404 saying how to turn them on). The counters hold
 /// no user id or secret, but they do tell who uses the broker how much, so they are not public.
-pub async fn metrics_on_main_listener(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if state.config.ops.metrics_listen.is_some() {
-        return plain(StatusCode::NOT_FOUND, "metrics are served on the metrics listener (metrics_listen), not here\n");
-    }
-    let Some(token) = &state.config.ops.metrics_token else {
-        return plain(
-            StatusCode::NOT_FOUND,
-            "metrics are off on this listener: set metrics_listen (a separate address) or metrics_token (a bearer token)\n",
-        );
+pub fn metrics_on_main_listener(access: MetricsAccess<'_>, headers: &HeaderMap) -> Response {
+    let token = match access {
+        MetricsAccess::ElsewhereOnly => {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "metrics are served on the metrics listener (metrics_listen), not here\n",
+            );
+        }
+        MetricsAccess::Off => {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "metrics are off on this listener: set metrics_listen (a separate address) or metrics_token (a bearer token)\n",
+            );
+        }
+        MetricsAccess::Token(token) => token,
     };
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -397,15 +387,14 @@ pub fn trace_layer() -> RequestTraceLayer {
         .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO))
 }
 
-/// The span of one MCP tool call: the tool (a closed set, as in the metrics) and the id of the
-/// HTTP request that carried it.
-pub fn tool_call_span(ctx: &rmcp::service::RequestContext<rmcp::RoleServer>, tool: &str) -> tracing::Span {
+/// The span of one MCP tool call: the tool's label (the MCP face's closed set, as in the
+/// metrics) and the id of the HTTP request that carried it.
+pub fn tool_call_span(ctx: &rmcp::service::RequestContext<rmcp::RoleServer>, tool: &'static str) -> tracing::Span {
     let id = ctx
         .extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<RequestId>())
         .map_or("", |id| id.0.as_str());
-    let tool = TOOLS.iter().find(|t| **t == tool).copied().unwrap_or("other");
     tracing::info_span!("tool_call", request_id = %id, tool = %tool)
 }
 
@@ -413,9 +402,11 @@ pub fn tool_call_span(ctx: &rmcp::service::RequestContext<rmcp::RoleServer>, too
 mod tests {
     use super::*;
 
-    fn labels(body: &str) -> (&'static str, &'static str) {
+    /// The labels of a message whose tool the MCP face labelled `tool` (`crate::mcp::tools::label`
+    /// turns a client's tool name into one of its own or `other`; tested there).
+    fn labels(body: &str, tool: Option<&'static str>) -> (&'static str, &'static str) {
         let message: serde_json::Value = serde_json::from_str(body).unwrap();
-        mcp_labels(message["method"].as_str(), message["params"]["name"].as_str())
+        mcp_labels(message["method"].as_str(), tool)
     }
 
     #[test]
@@ -431,16 +422,17 @@ mod tests {
     fn mcp_labels_come_from_closed_sets_never_from_what_a_client_sent() {
         assert_eq!(
             labels(
-                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"provider_request","arguments":{}}}"#
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"provider_request","arguments":{}}}"#,
+                Some("provider_request")
             ),
             ("tools/call", "provider_request")
         );
         assert_eq!(
-            labels(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"user-4711-secret"}}"#),
+            labels(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"user-4711-secret"}}"#, None),
             ("tools/call", "other")
         );
-        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"method":"x/alice@example.com"}"#), ("other", ""));
-        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), ("ping", ""));
-        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), ("response", ""));
+        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"method":"x/alice@example.com"}"#, None), ("other", ""));
+        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, Some("ping")), ("ping", ""));
+        assert_eq!(labels(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, None), ("response", ""));
     }
 }

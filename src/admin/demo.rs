@@ -14,7 +14,7 @@ pub const TOKEN_VAR: &str = "OAUTH_BROKER_TOKEN";
 const DEMO_TOKEN_TTL_SECONDS: i64 = 24 * 3600;
 
 pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
-    if let Some(oidc) = &state.oidc {
+    if let Some(oidc) = &state.identity.oidc {
         // Users and their tokens come from the identity provider: no local account, and a token
         // issued here would be refused at /mcp. The demo provider works the same.
         println!(

@@ -3,8 +3,8 @@
 //! display name, a provider's account label, a client's name) with control and bidi characters
 //! escaped, so it cannot move the cursor, recolour the terminal or reorder a line.
 
+pub use crate::clock::iso_time;
 use std::collections::HashMap;
-use std::time::{Duration, UNIX_EPOCH};
 
 use crate::store::Store;
 use crate::store::users::User;
@@ -37,18 +37,6 @@ impl UserNames {
 /// subject (external users have no username).
 pub fn user_name(user: &User) -> String {
     printable(user.username.as_deref().or(user.display_name.as_deref()).unwrap_or(&user.subject))
-}
-
-/// Unix seconds as `2026-11-23T21:37:20Z`; a value no calendar date fits is shown as it is.
-pub fn iso_time(unix_seconds: i64) -> String {
-    // humantime refuses years past 9999.
-    const YEAR_10000: u64 = 253_402_300_800;
-    match u64::try_from(unix_seconds) {
-        Ok(seconds) if seconds < YEAR_10000 => {
-            humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(seconds)).to_string()
-        }
-        _ => unix_seconds.to_string(),
-    }
 }
 
 /// `text` with control and bidirectional-formatting characters as `\u{…}` escapes.
@@ -109,14 +97,6 @@ mod tests {
             table(&["USER", "PROVIDER", "NOTE"], &rows),
             "USER   PROVIDER  NOTE\nalice  demo      x\nbo     github\n"
         );
-    }
-
-    #[test]
-    fn times_are_iso_8601_utc_to_the_second() {
-        assert_eq!(iso_time(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso_time(1_795_469_840), "2026-11-23T21:37:20Z");
-        assert_eq!(iso_time(-1), "-1", "no date before the epoch is invented");
-        assert_eq!(iso_time(i64::MAX), i64::MAX.to_string(), "and none past year 9999");
     }
 
     #[test]

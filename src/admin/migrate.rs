@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::app::redact_database_url;
 use crate::clock::SystemClock;
 use crate::config::Config;
+use crate::config::redact_database_url;
 use crate::store::{AppliedMigration, Store};
 
 /// Brings the schema up to date, with everything else `serve` creates on first start.
@@ -32,9 +32,10 @@ pub async fn status(config: Config) -> anyhow::Result<()> {
         print!("{}", render(&known, &[]));
         return Ok(());
     }
-    let store = Store::connect_with(&config.database_url, config.database_timeouts())
-        .await
-        .with_context(|| format!("connecting to {shown}"))?;
+    let store =
+        Store::connect_with(&config.database_url, crate::store::DatabaseTimeouts { query: config.database_timeout })
+            .await
+            .with_context(|| format!("connecting to {shown}"))?;
     let applied = store.applied_migrations().await.with_context(|| format!("reading the migrations of {shown}"));
     let known = store.known_migrations();
     store.close().await;

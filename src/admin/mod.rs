@@ -187,7 +187,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let demo = config.demo;
     let app = crate::App::build(config, Arc::new(SystemClock)).await?;
     let state = app.state().clone();
-    tracing::info!(mcp = %state.config.mcp_url(), database = %crate::app::redact_database_url(&state.config.database_url), "oauth-broker listening on {}", state.config.listen);
+    tracing::info!(mcp = %state.config.mcp_url(), database = %crate::config::redact_database_url(&state.config.database_url), "oauth-broker listening on {}", state.config.listen);
     if demo {
         demo::print_demo_setup(&state).await?;
     }

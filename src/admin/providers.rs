@@ -17,7 +17,7 @@ pub enum ProvidersCommand {
         /// Machine-readable output.
         #[arg(long, conflicts_with = "markdown")]
         json: bool,
-        /// The catalogue as a Markdown table (the README's).
+        /// The catalogue as a Markdown table (the one in docs/providers.md).
         #[arg(long)]
         markdown: bool,
     },

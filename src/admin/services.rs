@@ -106,7 +106,7 @@ pub fn parse_resource(text: &str) -> anyhow::Result<Url> {
     let url = Url::parse(text).with_context(|| format!("--resource {text:?} is not an absolute URL"))?;
     match url.scheme() {
         "https" => {}
-        "http" if crate::config::is_loopback(&url) => {}
+        "http" if crate::net::is_loopback(&url) => {}
         "http" => bail!("--resource must use https (http only on 127.0.0.1, localhost or [::1])"),
         _ => bail!("--resource must be an https URL"),
     }
@@ -158,7 +158,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
             if let Some(resource) = &resource {
                 // A user token names one audience: two holders of it could act for each
                 // other's users, and the broker's own would let a tool server use /mcp tokens.
-                if crate::identity::bearer::is_own_audience(state, resource.as_str()) {
+                if crate::identity::bearer::is_own_audience(&state.identity, resource.as_str()) {
                     bail!("--resource {resource} is the broker's own audience; give the tool server's MCP URL");
                 }
                 if let Some(other) = state.store.service_by_resource(resource.as_str()).await? {
@@ -241,7 +241,8 @@ mod tests {
     fn demo_providers() -> Providers {
         let args = SettingsArgs { demo: true, ..SettingsArgs::default() };
         let config = Config::from_toml(&args, "").unwrap();
-        Providers::from_config(&config, Some(&secrecy::SecretString::from("s".to_owned())))
+        Providers::new(config.providers.clone())
+            .with(crate::demo_provider::entry::provider_entry(&config, secrecy::SecretString::from("s".to_owned())))
     }
 
     #[test]

@@ -225,7 +225,7 @@ pub async fn issue_token_for_audience(
     audience: Option<&str>,
     ttl_seconds: i64,
 ) -> anyhow::Result<String> {
-    if state.oidc.is_some() {
+    if state.identity.oidc.is_some() {
         bail!(
             "identity mode is \"oidc\": /mcp accepts only the identity provider's tokens, so a token issued here would be refused; get one from the issuer"
         );
@@ -241,8 +241,8 @@ pub async fn issue_token_for_audience(
             state.config.issuer()
         );
     }
-    let audience = audience.unwrap_or(state.keys.audience());
-    Ok(state.keys.issue_for_audience(
+    let audience = audience.unwrap_or(state.identity.keys.audience());
+    Ok(state.identity.keys.issue_for_audience(
         &user.subject,
         user.username.as_deref(),
         client,
@@ -254,7 +254,7 @@ pub async fn issue_token_for_audience(
 
 async fn set_disabled(state: &AppState, name: &str, disable: bool) -> anyhow::Result<()> {
     let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
-    let ended = crate::identity::accounts::set_disabled(state, &user.id, disable, Actor::Cli).await?;
+    let ended = crate::identity::accounts::set_disabled(&state.identity, &user.id, disable, Actor::Cli).await?;
     if disable {
         println!("{name} is disabled: sign-in and tokens refused; {ended} browser session(s) ended");
     } else {

@@ -45,14 +45,14 @@ pub async fn user_for(state: &AppState, service: &ServiceRow, subject: Subject<'
                      ask the operator to register it with --resource",
                 ));
             };
-            if bearer::is_own_audience(state, resource.as_str()) {
+            if bearer::is_own_audience(&state.identity, resource.as_str()) {
                 tracing::error!(service = %service.id, "token API: the service's resource is the broker's own audience");
                 return Err(Problem::forbidden(
                     "this service's registered resource is the broker's own; ask the operator to register the \
                      tool server's own URL",
                 ));
             }
-            match bearer::authenticate_for_audience(state, token, resource.as_str()).await {
+            match bearer::authenticate_for_audience(&state.identity, token, resource.as_str()).await {
                 Ok(user) => Ok(user.user_id),
                 Err(Rejection::Unavailable) => Err(Problem::server_error()),
                 Err(rejection) => {

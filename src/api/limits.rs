@@ -7,18 +7,15 @@
 //!   slot, a leased row renewed while open and deleted when it ends, so the slot of an instance
 //!   that died lapses after `wait_lease` ([`WaitSlot`]);
 //! - **failed authentication by address**: wrong or unknown service credentials count against
-//!   the client address ([`crate::web::client_address`]); after [`AUTH_FAILURES`] in
+//!   the client address ([`crate::net::client_address`]); after [`AUTH_FAILURES`] in
 //!   [`AUTH_WINDOW_SECONDS`] the address is locked for as long, correct credentials included,
 //!   so service secrets cannot be guessed at request speed.
 //!
 //! Over a limit the answer is 429 `rate_limited` with `Retry-After` ([`Problem::rate_limited`]),
 //! audited as `token_api.limited` and counted in the token-API answer metric.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::bail;
-use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::problem::Problem;
@@ -38,93 +35,6 @@ pub const AUTH_FAILURES: i64 = 20;
 pub const AUTH_WINDOW_SECONDS: i64 = crate::store::throttle::LONGEST_WINDOW_SECONDS;
 /// `Retry-After` when every wait slot is taken: a slot frees when any wait ends.
 const WAIT_RETRY_SECONDS: u64 = 2;
-
-/// `[token_api]` in the config file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenApiFile {
-    requests_per_minute: Option<u32>,
-    open_waits: Option<u32>,
-    #[serde(default, with = "crate::config::humantime_serde_opt")]
-    wait_lease: Option<Duration>,
-    /// `[token_api.services.svc_NAME]`: one service's own limits.
-    #[serde(default)]
-    services: BTreeMap<String, ServiceLimitsFile>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServiceLimitsFile {
-    requests_per_minute: Option<u32>,
-    open_waits: Option<u32>,
-}
-
-/// One service's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServiceLimits {
-    /// Authenticated requests in any sliding minute [default: 600].
-    pub requests_per_minute: u32,
-    /// Long polls and event streams open at once [default: 20].
-    pub open_waits: u32,
-}
-
-/// The token API's limits: defaults for every service, and per-service overrides by client id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenApiLimits {
-    pub defaults: ServiceLimits,
-    pub services: BTreeMap<String, ServiceLimits>,
-    /// How long a wait slot lives without renewal: an instance that died holds its slots at
-    /// most this long [default: 30 s, at least 3 s].
-    pub wait_lease: Duration,
-}
-
-impl Default for TokenApiLimits {
-    fn default() -> Self {
-        Self {
-            defaults: ServiceLimits { requests_per_minute: 600, open_waits: 20 },
-            services: BTreeMap::new(),
-            wait_lease: Duration::from_secs(30),
-        }
-    }
-}
-
-impl TokenApiLimits {
-    pub fn resolve(file: TokenApiFile) -> anyhow::Result<Self> {
-        let base = Self::default();
-        let defaults = ServiceLimits {
-            requests_per_minute: file.requests_per_minute.unwrap_or(base.defaults.requests_per_minute),
-            open_waits: file.open_waits.unwrap_or(base.defaults.open_waits),
-        };
-        if defaults.requests_per_minute == 0 {
-            bail!("token_api.requests_per_minute must be at least 1");
-        }
-        let mut services = BTreeMap::new();
-        for (id, limits) in file.services {
-            if !id.starts_with(crate::store::services::CLIENT_ID_PREFIX) {
-                bail!("token_api.services.{id}: a service is named by its client id (svc_…)");
-            }
-            let limits = ServiceLimits {
-                requests_per_minute: limits.requests_per_minute.unwrap_or(defaults.requests_per_minute),
-                open_waits: limits.open_waits.unwrap_or(defaults.open_waits),
-            };
-            if limits.requests_per_minute == 0 {
-                bail!("token_api.services.{id}.requests_per_minute must be at least 1");
-            }
-            services.insert(id, limits);
-        }
-        let wait_lease = match file.wait_lease {
-            Some(d) if d < Duration::from_secs(3) => bail!("token_api.wait_lease must be at least 3s"),
-            Some(d) => d,
-            None => base.wait_lease,
-        };
-        Ok(Self { defaults, services, wait_lease })
-    }
-
-    /// The limits of the service with this client id.
-    pub fn of(&self, client_id: &str) -> ServiceLimits {
-        self.services.get(client_id).copied().unwrap_or(self.defaults)
-    }
-}
 
 /// Takes one request from the service's budget, or refuses with 429.
 pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), Problem> {
@@ -233,44 +143,6 @@ impl Drop for WaitSlot {
                     tracing::debug!(%error, "token API: could not free a wait slot; it lapses at its lease");
                 }
             });
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(toml_text: &str) -> anyhow::Result<TokenApiLimits> {
-        #[derive(Deserialize)]
-        struct File {
-            token_api: TokenApiFile,
-        }
-        TokenApiLimits::resolve(toml::from_str::<File>(toml_text)?.token_api)
-    }
-
-    #[test]
-    fn a_service_has_its_own_limits_or_the_defaults() {
-        let limits = parse(
-            "[token_api]\nrequests_per_minute = 10\nwait_lease = \"5s\"\n\
-             [token_api.services.svc_notes]\nopen_waits = 1\n",
-        )
-        .unwrap();
-        assert_eq!(limits.of("svc_notes"), ServiceLimits { requests_per_minute: 10, open_waits: 1 });
-        assert_eq!(limits.of("svc_other"), ServiceLimits { requests_per_minute: 10, open_waits: 20 });
-        assert_eq!(limits.wait_lease, Duration::from_secs(5));
-    }
-
-    #[test]
-    fn nonsense_limits_are_refused() {
-        for bad in [
-            "[token_api]\nrequests_per_minute = 0\n",
-            "[token_api]\nwait_lease = \"1s\"\n",
-            "[token_api.services.notes]\nopen_waits = 1\n",
-            "[token_api.services.svc_notes]\nrequests_per_minute = 0\n",
-            "[token_api]\nrequests_per_second = 3\n",
-        ] {
-            assert!(parse(bad).is_err(), "{bad}");
         }
     }
 }

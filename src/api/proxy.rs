@@ -8,9 +8,10 @@
 //! access token for this service) or, for trusted services, `X-User-Id`; `X-Account` picks one of
 //! several accounts. The query string and body are forwarded as they are.
 //!
-//! A grant with its own API base (Salesforce `instance_url`) is called there. A 401 from the
-//! provider for a token we believed valid is answered by one forced refresh and one retry with
-//! the same (buffered) body ([`crate::broker::replay`]); a second 401 is passed through.
+//! The call itself is [`crate::broker::provider_call`]'s (the same as `provider_request`'s): the
+//! path stays under the grant's API base, a 401 gets one forced refresh and one retry with the
+//! same (buffered) body, and a second 401 is passed through. This face reads the HTTP request,
+//! gets the token through the token API's checks, and writes the answer back as HTTP.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -21,17 +22,9 @@ use super::acting::Subject;
 use super::problem::Problem;
 use super::service_auth::AuthenticatedService;
 use super::tokens::{Purpose, TokenAsk, token_for_service};
-use crate::broker::api_base::grant_api_base;
-use crate::broker::tokens::AccessToken;
-use crate::oauth::api::{self, Body};
+use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ProviderRequest, Query};
+use crate::config::ProviderConfig;
 use crate::state::AppState;
-
-/// `path` and the raw query under `base`, or 400.
-fn url_under(base: &url::Url, path: &str, query: Option<&str>) -> Result<url::Url, Problem> {
-    let mut url = api::resolve_path(base, path).map_err(|e| Problem::invalid_request(e.to_string()))?;
-    url.set_query(query.filter(|q| !q.is_empty()));
-    Ok(url)
-}
 
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
 pub const USER_ID_HEADER: &str = "x-user-id";
@@ -54,7 +47,7 @@ pub const TRUNCATED_HEADER: &str = "x-broker-truncated";
     responses(
         (status = 200, description = "The provider's answer, status and body as it sent them (token redacted)"),
         (status = 409, description = "authorization_required", content_type = "application/problem+json"),
-        (status = 400, description = "invalid_request: the path leaves the API base, or a bad method", content_type = "application/problem+json"),
+        (status = 400, description = "invalid_request: the path leaves the API base, a bad method, or a body with GET or HEAD", content_type = "application/problem+json"),
         (status = 502, description = "provider_unavailable: the provider could not be reached", content_type = "application/problem+json"),
         (status = 503, description = "provider_unavailable: the token's refresh failed or is held back (backoff, attempt cap); retry after `retry_after` seconds (also `Retry-After`)", content_type = "application/problem+json"),
     )
@@ -85,48 +78,39 @@ async fn call(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, Problem> {
-    let method = api::parse_method(method.as_str()).map_err(|e| Problem::invalid_request(e.to_string()))?;
+    let invalid = |e: provider_call::RequestError| Problem::invalid_request(e.to_string());
+    let method = ApiMethod::parse(method.as_str()).map_err(invalid)?;
     let provider = super::acting::provider_for(state, service, provider_id)?;
-    // Checked before the token is asked for: a path leaving the API base never costs a refresh.
-    url_under(&provider.api_base_url, path, query.as_deref())?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER), header(USER_ID_HEADER))?;
-    let asked = TokenAsk { provider: provider_id, scopes: &[], account: header(ACCOUNT_HEADER) };
-    let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
     // The body is buffered (`Bytes`): it can be sent again after a 401 and a refresh.
     let body =
         (!body.is_empty()).then(|| Body::Raw { content_type: header(header::CONTENT_TYPE.as_str()), bytes: body });
-    let accept = header(header::ACCEPT.as_str());
-    let query = query.as_deref();
-    let send = |token: AccessToken| {
-        let body = body.clone();
-        let method = method.clone();
-        async move {
-            // A grant with its own API base (Salesforce instance_url) is called there, as
-            // `provider_request` does.
-            let base = grant_api_base(state, provider, &token).await.map_err(|error| {
-                tracing::error!(%error, "proxy: reading the grant's API base failed");
-                Problem::server_error()
-            })?;
-            let url = url_under(base.as_ref().unwrap_or(&provider.api_base_url), path, query)?;
-            let fetch = api::fetch(&state.http, provider, method, url, &token.token, body, accept);
-            crate::telemetry::api_call(provider.id.as_str(), fetch, |r| r.status).await.map_err(|message| {
-                let mut problem =
-                    Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs());
-                problem.status = StatusCode::BAD_GATEWAY;
-                problem.detail = format!("{}: {message}", provider.display_name);
-                problem
-            })
-        }
-    };
-    let rejected = AccessToken { token: token.token.clone(), grant: token.grant.clone() };
-    let mut answer = send(token).await?;
-    // A 401 for a token we believed valid: one forced refresh and one retry (broker::replay).
-    if answer.status == 401
-        && let Some(fresh) = crate::broker::replay::token_after_rejection(state, provider, &rejected).await
-    {
-        answer = send(fresh).await?;
+    let query = query.as_deref().map_or(Query::None, Query::Raw);
+    // Checked before the token is asked for: a path leaving the API base never costs a refresh.
+    let request = ProviderRequest::new(provider, method, path, query, body)
+        .map_err(invalid)?
+        .accepting(header(header::ACCEPT.as_str()));
+    let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER), header(USER_ID_HEADER))?;
+    let asked = TokenAsk { provider: provider_id, scopes: &[], account: header(ACCOUNT_HEADER) };
+    let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
+    match provider_call::call(state, provider, &request, token).await {
+        Ok(answer) => Ok(response(answer)),
+        Err(CallError::Request(e)) => Err(invalid(e)),
+        Err(CallError::Unreachable(e)) => Err(unreachable(provider, &e)),
+        Err(CallError::Store(e)) => Err(Problem::from(e)),
     }
+}
+
+/// 502: the provider could not be reached (or broke off); retry later.
+fn unreachable(provider: &ProviderConfig, error: &provider_call::Unreachable) -> Problem {
+    let mut problem = Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs());
+    problem.status = StatusCode::BAD_GATEWAY;
+    problem.detail = format!("{}: {error}", provider.display_name);
+    problem
+}
+
+/// The provider's status, forwarded headers and body, never stored by anyone in between.
+fn response(answer: ProviderAnswer) -> Response {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut response = (status, answer.body).into_response();
     let out = response.headers_mut();
@@ -140,5 +124,5 @@ async fn call(
         out.insert(HeaderName::from_static(TRUNCATED_HEADER), HeaderValue::from_static("true"));
     }
     out.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(response)
+    response
 }

@@ -86,8 +86,8 @@ impl FromRequestParts<AppState> for AuthenticatedService {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let crate::web::login::ClientIp(address) =
-            crate::web::login::ClientIp::from_request_parts(parts, state).await.unwrap_or_else(|never| match never {});
+        let crate::net::ClientIp(address) =
+            crate::net::ClientIp::from_request_parts(parts, state).await.unwrap_or_else(|never| match never {});
         authenticate_service(state, &parts.headers, &address).await.map(AuthenticatedService)
     }
 }

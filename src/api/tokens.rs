@@ -164,7 +164,7 @@ pub async fn token_for_service(
     let client = service.client();
     let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None };
     let answer = access::access(state, &who, provider, asked.account, &required).await.map_err(|error| {
-        tracing::error!(%error, service = %service.id, "token API: access decision failed");
+        tracing::error!(error = %crate::error_chain::Chain(&error), service = %service.id, "token API: access decision failed");
         Problem::server_error()
     })?;
     let used = |answer: &'static str, outcome: Outcome| {

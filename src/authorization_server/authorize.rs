@@ -26,8 +26,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use url::Url;
 
-use super::client::{self, Client, ClientSource, LookupError};
+use super::client::{Client, ClientSource};
 use super::client_metadata_document::DocumentCache;
+use super::lookup::{self, LookupError};
 use super::{CODE_TTL_SECS, LocalMode, redirect_uri, scopes};
 use crate::broker::consent::registered_client_name;
 use crate::crypto::{random_token, sha256_hex};
@@ -108,7 +109,7 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
         return Err(page("The request repeats client_id or redirect_uri."));
     }
     let client_id = params.get("client_id").ok_or_else(|| page("The request names no client (client_id)."))?;
-    let client = match client::find(state, documents, client_id).await {
+    let client = match lookup::find(state, documents, client_id).await {
         Ok(client) => client,
         Err(LookupError::Unknown) => return Err(page("This client is not registered with this server.")),
         Err(LookupError::Document(error)) => {
@@ -317,12 +318,15 @@ fn refuse(state: &AppState, refusal: Refusal) -> Response {
 
 /// 302 to a redirect URI that `validate` matched exactly against a registered one.
 fn redirect_to(redirect_uri: &str, pairs: &[(&str, &str)]) -> Response {
-    let Ok(mut url) = Url::parse(redirect_uri) else {
-        return PageError::internal("a registered redirect URI does not parse").into_response();
+    use crate::error_chain::because;
+    let mut url = match Url::parse(redirect_uri) {
+        Ok(url) => url,
+        Err(e) => return PageError::internal(because("a registered redirect URI does not parse", e)).into_response(),
     };
     url.query_pairs_mut().extend_pairs(pairs);
-    let Ok(location) = HeaderValue::from_str(url.as_str()) else {
-        return PageError::internal("a redirect could not be built").into_response();
+    let location = match HeaderValue::from_str(url.as_str()) {
+        Ok(location) => location,
+        Err(e) => return PageError::internal(because("a redirect could not be built", e)).into_response(),
     };
     // The Location carries a code: never cache it.
     (StatusCode::FOUND, [(LOCATION, location), (CACHE_CONTROL, HeaderValue::from_static("no-store"))]).into_response()

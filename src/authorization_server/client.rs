@@ -1,6 +1,6 @@
 //! An MCP client as the authorization server knows it: registered through RFC 7591 (stored in
 //! [`crate::store::oauth_clients`]) or identified by a client ID metadata document (its
-//! `client_id` is an https URL, fetched on demand by [`super::client_metadata_document`]).
+//! `client_id` is an https URL, fetched on demand by [`super::client_metadata_document`]; [`super::lookup`] finds either).
 //!
 //! Both carry RFC 7591 §2 client metadata, checked here by one function so the same rules hold
 //! for either: exact redirect URIs ([`super::redirect_uri`]), `response_types` ⊆ {code},
@@ -9,7 +9,6 @@
 
 use serde::Deserialize;
 
-use super::client_metadata_document::{DocumentCache, DocumentError};
 use super::{redirect_uri, scopes};
 use crate::config::Config;
 use crate::domain::Scopes;
@@ -75,24 +74,6 @@ impl Client {
     pub async fn registered(state: &AppState, client_id: &str) -> Result<Option<Self>, StoreError> {
         Ok(state.store.oauth_client(client_id).await?.map(Self::from_row))
     }
-}
-
-#[derive(Debug)]
-pub enum LookupError {
-    /// No such registered client.
-    Unknown,
-    /// A metadata-document client whose document could not be used.
-    Document(DocumentError),
-    Store(StoreError),
-}
-
-/// The client named by `client_id`: a metadata document if it is an https URL, else a
-/// registered client.
-pub async fn find(state: &AppState, documents: &DocumentCache, client_id: &str) -> Result<Client, LookupError> {
-    if super::client_metadata_document::is_document_client_id(client_id) {
-        return documents.resolve(state, client_id).await.map_err(LookupError::Document);
-    }
-    Client::registered(state, client_id).await.map_err(LookupError::Store)?.ok_or(LookupError::Unknown)
 }
 
 /// RFC 7591 §2 client metadata as sent to `/register` or served as a metadata document.

@@ -30,6 +30,7 @@ pub mod client;
 mod client_auth;
 pub mod client_metadata_document;
 mod errors;
+pub mod lookup;
 pub mod metadata;
 pub mod redirect_uri;
 pub mod registration;

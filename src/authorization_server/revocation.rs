@@ -62,7 +62,7 @@ async fn refresh_token_grant(state: &AppState, token: &str, client_id: &str) -> 
 /// The grant of one of this client's (unexpired) access tokens, whichever resource it is for
 /// (our MCP endpoint or a tool server's).
 fn access_token_grant(state: &AppState, token: &str, client_id: &str) -> Option<String> {
-    let claims = state.keys.verify_any_audience(token, state.now()).ok()?;
+    let claims = state.identity.keys.verify_any_audience(token, state.now()).ok()?;
     match (claims.grant_id, claims.client_id) {
         (Some(grant_id), Some(owner)) if owner == client_id => Some(grant_id),
         _ => None,

@@ -50,7 +50,7 @@ struct TokenResponse {
 // either identity mode); every other grant is this authorization server's (local mode only).
 pub async fn token(
     State(state): State<AppState>,
-    crate::web::login::ClientIp(address): crate::web::login::ClientIp,
+    crate::net::ClientIp(address): crate::net::ClientIp,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -182,17 +182,20 @@ async fn issue(
     }
     // The bearer check finds users by (iss, sub); a token naming another issuer's user would be
     // refused there, so refuse it here.
-    if user.issuer != state.keys.issuer() {
+    if user.issuer != state.identity.keys.issuer() {
         tracing::error!(user_id = %user.id, "grant does not match this server's issuer");
         return Err(OAuthError::InvalidGrant);
     }
     // The audience: our MCP endpoint, or a tool server that is still registered (a removed
     // one's grants issue nothing more).
-    if grant.resource != state.keys.audience() && state.store.service_by_resource(&grant.resource).await?.is_none() {
+    if grant.resource != state.identity.keys.audience()
+        && state.store.service_by_resource(&grant.resource).await?.is_none()
+    {
         tracing::warn!(user_id = %user.id, "grant's resource is no longer a registered tool server");
         return Err(OAuthError::InvalidGrant);
     }
     let access_token = state
+        .identity
         .keys
         .issue_for_client(
             &user.subject,

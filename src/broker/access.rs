@@ -12,13 +12,13 @@
 
 use std::time::Duration;
 
+use super::Core;
 use crate::broker::authorizations::{self, Ask, Requester};
 use crate::broker::consent;
 use crate::broker::tokens::{self, AccessToken, TokenError};
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
-use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::grants::{GrantRow, GrantStatus};
@@ -30,8 +30,9 @@ pub const RETRY_AFTER_UNAVAILABLE: Duration = Duration::from_secs(30);
 pub enum AccessError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// Handing out the token failed in a way no answer to the user covers (see [`standing`]).
+    #[error("the token could not be handed out")]
+    Token(#[source] TokenError),
 }
 
 /// Why the user must connect (again) through the provider.
@@ -145,10 +146,12 @@ pub async fn standing(
         }
         Err(TokenError::ProviderUnavailable { retry_after }) => Ok(Standing::Unavailable { retry_after }),
         Err(TokenError::ProviderRefused(why)) => Ok(Standing::Refused(why)),
-        // Only storing a new grant looks the account up; a token read never gets here.
-        Err(error @ TokenError::IdentityFailed(_)) => Err(AccessError::Internal(error.to_string())),
         Err(TokenError::Store(e)) => Err(AccessError::Store(e)),
-        Err(TokenError::Internal(e)) => Err(AccessError::Internal(e)),
+        // Only storing a new grant looks the account up (or can see its row keep changing); a
+        // token read never gets here. A refresh task that failed is a bug.
+        Err(error @ (TokenError::IdentityFailed(_) | TokenError::KeptChanging | TokenError::RefreshTask(_))) => {
+            Err(AccessError::Token(error))
+        }
     }
 }
 

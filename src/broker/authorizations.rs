@@ -5,10 +5,10 @@
 
 use url::Url;
 
+use super::Core;
 use crate::config::ProviderConfig;
 use crate::domain::{ElicitationId, Scopes};
 use crate::identity::ClientIdentity;
-use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus, NewAuthorization};
 use crate::store::grants::GrantRow;

@@ -1,13 +1,14 @@
 //! A user's connections as every face shows them: each configured provider with each account
 //! the user holds there (or one "not connected" entry), its status, and whether a given client
 //! may use it. `list_connections`, the `broker://` resources, the prompts, the forms and the
-//! connections page all render this one listing.
+//! connections page all render this one listing; a tool that acts on one of the accounts at a
+//! provider picks it from [`accounts`] or [`accounts_seen_by`].
 
 use std::collections::HashSet;
 
+use super::Core;
 use crate::config::ProviderConfig;
 use crate::identity::ClientIdentity;
-use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::grants::{GrantRow, GrantStatus};
 
@@ -107,4 +108,34 @@ pub async fn connections<'a>(
         listing.extend(grants.into_iter().map(|g| entry(&id, None, Some(g))));
     }
     Ok(listing)
+}
+
+/// Every account the user holds at `provider`, by account name.
+pub async fn accounts(core: &Core, user_id: &str, provider: &ProviderConfig) -> Result<Vec<GrantRow>, StoreError> {
+    core.store.grants_at(user_id, provider.id.as_str()).await
+}
+
+/// [`accounts`] as `client` reads them: through that client's cached read of the user's grants,
+/// the one [`super::access`] makes next, so picking an account and using it cost one read.
+pub async fn accounts_seen_by(
+    core: &Core,
+    user_id: &str,
+    provider: &ProviderConfig,
+    client: &ClientIdentity,
+) -> Result<Vec<GrantRow>, StoreError> {
+    core.store.grants_at_seen_by(user_id, provider.id.as_str(), &client.key()).await
+}
+
+/// Every account the user holds, at any provider.
+pub async fn all_accounts(core: &Core, user_id: &str) -> Result<Vec<GrantRow>, StoreError> {
+    core.store.grants_for_user(user_id).await
+}
+
+/// The user's most recently updated account at `provider`.
+pub async fn latest_account(
+    core: &Core,
+    user_id: &str,
+    provider: &ProviderConfig,
+) -> Result<Option<GrantRow>, StoreError> {
+    core.store.grant(user_id, provider.id.as_str()).await
 }

@@ -8,9 +8,9 @@
 //! client that finds an existing connection gets a consent-only authorization (no trip to the
 //! provider, see [`crate::broker::flow::allow`]).
 
+use super::Core;
 use crate::display::ClientName;
 use crate::identity::ClientIdentity;
-use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::grants::GrantRow;

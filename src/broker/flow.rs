@@ -14,13 +14,14 @@
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
+use super::Core;
 use crate::broker::{consent, tokens};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
+use crate::error_chain::{BoxError, Chain, because};
 use crate::events::AuthorizationFinished;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
 use crate::oauth::client::{self, ProviderError};
-use crate::state::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::consents::{AllowOutcome, NewConsent};
@@ -79,8 +80,9 @@ pub enum FlowError {
     ExchangeFailed(String),
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// A failure on our side, with its cause for the log; pages show only that it happened.
+    #[error("internal error")]
+    Internal(#[source] BoxError),
 }
 
 /// The provider's redirect back (RFC 6749 §4.1.2 and §4.1.2.1, RFC 9207 §2).
@@ -150,7 +152,7 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     // response is taken only there and exchanged with exactly it.
     let redirect_uri = state.config.provider_redirect_uri(&provider.id);
     let url = client::authorization_url(provider, &redirect_uri, &row.scopes, &oauth_state, &verifier)
-        .map_err(|e| FlowError::Internal(e.to_string()))?;
+        .map_err(|e| FlowError::Internal(because("the provider's authorization URL could not be built", e)))?;
     let sealed = state.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
     let now = state.now();
     let stored = state
@@ -262,7 +264,9 @@ pub enum Arrival<'a> {
 /// The redirect URI `row` was sent to its provider with.
 fn sent_with(state: &Core, row: &AuthorizationRow) -> Result<url::Url, FlowError> {
     match &row.redirect_uri {
-        Some(uri) => url::Url::parse(uri).map_err(|_| FlowError::Internal("stored redirect_uri is not a URL".into())),
+        Some(uri) => {
+            url::Url::parse(uri).map_err(|e| FlowError::Internal(because("the stored redirect_uri is not a URL", e)))
+        }
         None => Ok(state.config.redirect_uri()),
     }
 }
@@ -368,7 +372,7 @@ async fn finish(
     let verifier = match open_verifier(state, row) {
         Ok(verifier) => verifier,
         Err(error) => {
-            tracing::error!(authorization_id = %row.id, %error, "the stored PKCE verifier could not be opened");
+            tracing::error!(authorization_id = %row.id, error = %Chain(&error), "the stored PKCE verifier could not be opened");
             fail(state, row, "verifier_unreadable").await;
             return Err(FlowError::VerifierUnreadable);
         }
@@ -394,7 +398,7 @@ async fn finish(
         }
         Err(error) => {
             fail(state, row, "store_failed").await;
-            return Err(FlowError::Internal(error.to_string()));
+            return Err(FlowError::Internal(because("the provider's tokens could not be stored", error)));
         }
     };
     let now = state.now();
@@ -460,9 +464,13 @@ pub fn failure_error(reason: &str) -> Option<FlowError> {
 }
 
 fn open_verifier(state: &Core, row: &AuthorizationRow) -> Result<SecretString, FlowError> {
+    // The row says where it stands (`redirected`) only with a verifier: a missing one is the
+    // whole cause.
     let sealed = row.pkce_verifier_sealed.as_deref().ok_or_else(|| FlowError::Internal("no verifier stored".into()))?;
-    let bytes = state.sealer.open(sealed, verifier_ctx(row)).map_err(|e| FlowError::Internal(e.to_string()))?;
-    String::from_utf8(bytes).map(SecretString::from).map_err(|_| FlowError::Internal("verifier is not UTF-8".into()))
+    let bytes = state.sealer.open(sealed, verifier_ctx(row)).map_err(|e| FlowError::Internal(Box::new(e)))?;
+    String::from_utf8(bytes)
+        .map(SecretString::from)
+        .map_err(|e| FlowError::Internal(because("the verifier is not UTF-8", e)))
 }
 
 /// Marks the row failed, records it and tells listeners. Store errors are logged: the caller is

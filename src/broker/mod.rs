@@ -7,30 +7,35 @@
 //! - [`flow`]: the browser leg of an authorization: approve → provider (state + PKCE) →
 //!   callback → sealed grant; consent-only approvals; declines.
 //! - [`consent`]: consent per client (which client may use which connection).
-//! - [`tokens`]: sealing tokens into grants, handing out a fresh access token, disconnecting.
+//! - [`tokens`]: sealing tokens into grants, handing out a fresh access token, disconnecting;
+//!   [`sealed_grant`] opens a grant's tokens and marks one that no longer works for re-consent.
 //! - [`refresh`]: one refresh per grant at a time, on one instance or many, without ever losing
 //!   the rotated refresh token a provider issued ([`refresh_locks`] is its in-process memory).
-//!   [`freshness`] says when a token is due (the refresh margin); [`backoff`] how long a
-//!   refresh waits after a transient failure; [`replay`] the one forced refresh after a
-//!   provider's 401.
+//!   [`refresh_margin`] says when a token is due (within its margin of expiring);
+//!   [`backoff`] how long a refresh waits after a transient failure.
 //! - [`rewrap`]: moving every sealed value to the active encryption key (`admin keys rewrap`).
-//! - [`api_base`]: where a grant's API calls go (its own `instance_url`, or the provider's).
+//! - [`provider_call`]: a call to a provider's API as the user, for every face: the path kept
+//!   under the API base (the grant's own `instance_url`, or the provider's), the token
+//!   injected, one forced refresh and one retry after a 401, tokens redacted from the answer.
 //! - [`connections`]: the one listing of a user's connections that every face renders.
 //!
 //! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the admin CLI
 //! (`admin`) — call in here and translate the answers. Nothing here imports a face or the MCP
-//! SDK's types; it works on [`crate::state::Core`], which holds no MCP session or prompt.
+//! SDK's types; it works on [`Core`], which holds no MCP session, page or identity key.
 
 pub mod access;
-pub mod api_base;
 pub mod authorizations;
 pub mod backoff;
 pub mod connections;
 pub mod consent;
+mod core;
 pub mod flow;
-mod freshness;
+pub mod provider_call;
 pub mod refresh;
 pub mod refresh_locks;
-pub mod replay;
+mod refresh_margin;
 pub mod rewrap;
+mod sealed_grant;
 pub mod tokens;
+
+pub use self::core::Core;

@@ -35,14 +35,14 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
 
+use super::Core;
 use super::refresh_locks::PendingRotation;
-use super::tokens::{
+use super::sealed_grant::{
     AccessToken, TokenError, access_ctx, broken, expiry, mark_needs_reconsent, open_access, owner, refresh_ctx,
 };
-use super::{backoff, freshness};
+use super::{backoff, refresh_margin};
 use crate::config::ProviderConfig;
 use crate::oauth::client::{self, ProviderError, TokenSet};
-use crate::state::Core;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
 /// How often a caller waiting for another holder's refresh re-reads the row.
@@ -80,7 +80,7 @@ pub(super) async fn refresh_grant(
     // A caller gives up waiting for someone else's refresh after this long (real time: the
     // lease's own expiry is judged by the clock in state) and may retry.
     let give_up = Instant::now() + state.config.refresh_lease * 2 + commit_budget(state);
-    let margin = freshness::max_margin(state, provider);
+    let margin = refresh_margin::max_margin(state, provider);
     let cap = i64::from(state.config.refresh_attempts_per_minute);
     // A token that still works may stand in for a refresh that cannot happen now; not one the
     // provider has just refused.
@@ -95,7 +95,7 @@ pub(super) async fn refresh_grant(
         }
         let now = state.now();
         match want {
-            Want::Due if freshness::is_fresh(&current, now, margin) => return open_access(state, current).await,
+            Want::Due if refresh_margin::is_fresh(&current, now, margin) => return open_access(state, current).await,
             Want::Due => {}
             Want::Rejected(rejected) => {
                 let stored = open_access(state, current.clone()).await?;
@@ -108,7 +108,7 @@ pub(super) async fn refresh_grant(
             }
         }
         if let Some(wait) = current.refresh_gate.wait(now, cap) {
-            if serve_valid && freshness::still_valid(&current, now) {
+            if serve_valid && refresh_margin::still_valid(&current, now) {
                 return open_access(state, current).await;
             }
             return Err(TokenError::ProviderUnavailable { retry_after: seconds(wait) });
@@ -135,13 +135,13 @@ pub(super) async fn refresh_grant(
                 // answer): read it again.
                 Ok(Ok(None)) => {}
                 Ok(Err(error)) => return Err(error),
-                Err(join) => return Err(TokenError::Internal(format!("the refresh task failed: {join}"))),
+                Err(join) => return Err(TokenError::RefreshTask(join)),
             }
         } else {
             drop(guard);
             // Another holder is refreshing (or the gate just closed): a token that still works
             // is used meanwhile; else wait for its answer, then re-read.
-            if serve_valid && freshness::still_valid(&current, now) {
+            if serve_valid && refresh_margin::still_valid(&current, now) {
                 return open_access(state, current).await;
             }
             if Instant::now() > give_up {
@@ -232,7 +232,7 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
             let now = state.now();
             tracing::warn!(grant = %grant.id, provider = %grant.provider, reason = %transient, failures, wait, "refresh failed transiently; backing off");
             state.store.record_refresh_failure(&grant.id, grant.version, holder, now + wait).await?;
-            if serve_valid && freshness::still_valid(&grant, now) {
+            if serve_valid && refresh_margin::still_valid(&grant, now) {
                 return open_access(state, grant).await.map(Some);
             }
             Err(TokenError::ProviderUnavailable { retry_after: seconds(wait) })

@@ -12,13 +12,13 @@
 
 use secrecy::ExposeSecret;
 
+use super::Core;
 use crate::crypto::Sealer;
 use crate::identity::jwt::key_context;
-use crate::state::Core;
 use crate::store::StoreResult;
 
 use super::flow::verifier_ctx_of;
-use super::tokens::{access_ctx, owner, refresh_ctx};
+use super::sealed_grant::{access_ctx, owner, refresh_ctx};
 
 /// What one rewrap run did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

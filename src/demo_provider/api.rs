@@ -13,9 +13,9 @@ use axum::{Extension, Json};
 use serde_json::{Value, json};
 
 use super::errors::ApiError;
-use super::scopes::{DemoScope, ScopeSet};
 use super::token_cache::{LiveToken, TokenCache};
 use crate::crypto::sha256_hex;
+use crate::domain::demo_scopes::{DemoScope, ScopeSet};
 use crate::state::AppState;
 use crate::store::demo::{DemoNoteRow, DemoTokenKind};
 

@@ -19,10 +19,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use url::Url;
 
-use super::scopes::ScopeSet;
+use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
 use super::{CODE_TTL_SECS, issuer};
 use crate::crypto::{random_token, sha256_hex};
-use crate::oauth::providers::DEMO_CLIENT_ID;
+use crate::domain::demo_scopes::ScopeSet;
 use crate::oauth_server::params::{Params, is_form};
 use crate::pkce;
 use crate::state::AppState;

@@ -6,8 +6,8 @@
 
 use secrecy::ExposeSecret;
 
+use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
 use crate::crypto::constant_time_eq;
-use crate::oauth::providers::DEMO_CLIENT_ID;
 use crate::oauth_server::client_auth::PresentedClient;
 use crate::oauth_server::errors::OAuthError;
 use crate::state::AppState;

@@ -7,7 +7,7 @@ use axum::http::header::WWW_AUTHENTICATE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::scopes::DemoScope;
+use crate::domain::demo_scopes::DemoScope;
 use crate::store::StoreError;
 
 /// RFC 6750 §3.1 error from the protected API.

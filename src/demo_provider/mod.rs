@@ -22,9 +22,9 @@
 pub mod api;
 mod authorize;
 mod client_auth;
+pub mod entry;
 mod errors;
 mod revoke;
-pub mod scopes;
 mod token;
 mod token_cache;
 
@@ -39,8 +39,8 @@ use axum::routing::{any, get, post};
 use axum::{Extension, Router};
 use serde_json::{Value, json};
 
+use crate::domain::demo_scopes::DemoScope;
 use crate::state::AppState;
-use scopes::DemoScope;
 
 /// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
 pub const CODE_TTL_SECS: i64 = 60;

@@ -432,7 +432,7 @@ async fn until_refused(demo: &Demo, token: &str) -> bool {
         match demo.get("/api/me", Some(token)).await.status {
             StatusCode::UNAUTHORIZED => return true,
             StatusCode::OK if std::time::Instant::now() < deadline => {
-                tokio::time::sleep(crate::store::freshness::POLL_EVERY).await;
+                tokio::time::sleep(crate::store::generations::POLL_EVERY).await;
             }
             _ => return false,
         }

@@ -15,10 +15,10 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::client_auth::{self, REALM};
-use super::scopes::ScopeSet;
 use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
+use crate::domain::demo_scopes::ScopeSet;
 use crate::oauth_server::endpoint::{self, TokenRequest, check_code_binding};
 use crate::oauth_server::errors::OAuthError;
 use crate::oauth_server::params::Params;

@@ -4,7 +4,7 @@
 //! was a database round trip per API call — the demo provider's own time, which a real
 //! provider spends on its own machines, counted against the broker in the benchmark. A token
 //! found live (an access token, not revoked) is kept by its SHA-256 hash under the store's
-//! generation ([`crate::store::freshness`]) and used only while the generation has not moved:
+//! generation ([`crate::store::generations`]) and used only while the generation has not moved:
 //! - a revocation (RFC 7009 `/revoke`, a replayed code or refresh token revoking its family)
 //!   moves it — in this process at once, in every other through `auth_epoch`, which triggers
 //!   on `demo_tokens` move (migration 0017), within one watcher interval — whoever revoked it,
@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use super::scopes::ScopeSet;
+use crate::domain::demo_scopes::ScopeSet;
 use crate::store::generation_cache::GenerationCache;
 
 /// At most this many tokens are kept; a full cache starts over.

@@ -4,13 +4,13 @@
 //! are verified); disabling also ends its browser sessions at once, so an open page stops
 //! working at the next request. Each change is audited with who made it.
 
-use crate::state::Core;
+use super::IdentityContext;
 use crate::store::StoreResult;
 use crate::store::audit::{Actor, AuditEvent};
 
 /// Disables (`disable = true`) or enables `user_id`, audited with `actor` (an admin, or the
 /// CLI). Returns how many browser sessions were ended.
-pub async fn set_disabled(core: &Core, user_id: &str, disable: bool, actor: Actor<'_>) -> StoreResult<u64> {
+pub async fn set_disabled(core: &IdentityContext, user_id: &str, disable: bool, actor: Actor<'_>) -> StoreResult<u64> {
     let now = core.now();
     core.store.set_disabled(user_id, disable.then_some(now)).await?;
     let ended = if disable { core.store.delete_browser_sessions_for_user(user_id).await? } else { 0 };

@@ -17,18 +17,19 @@ use serde_json::json;
 
 use super::AuthenticatedUser;
 use super::bearer_cache::TokenKey;
-use crate::state::AppState;
+use crate::identity::IdentityContext;
 
 /// RFC 9728 §3 metadata for the MCP endpoint, at the root and at the path-suffixed location.
-pub fn metadata_router() -> Router<AppState> {
+pub fn metadata_router<S: AsRef<IdentityContext> + Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
-        .route("/.well-known/oauth-protected-resource", get(protected_resource_metadata))
-        .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource_metadata))
-        .route("/.well-known/jwks.json", get(jwks))
+        .route("/.well-known/oauth-protected-resource", get(protected_resource_metadata::<S>))
+        .route("/.well-known/oauth-protected-resource/mcp", get(protected_resource_metadata::<S>))
+        .route("/.well-known/jwks.json", get(jwks::<S>))
 }
 
 // RFC 9728 §3.2; `resource` is exactly the MCP endpoint URL (§3.3 check done by clients).
-async fn protected_resource_metadata(State(state): State<AppState>) -> Response {
+async fn protected_resource_metadata<S: AsRef<IdentityContext>>(State(state): State<S>) -> Response {
+    let state = state.as_ref();
     if let Some(oidc) = &state.oidc {
         return ([(header::CACHE_CONTROL, "max-age=300")], Json(oidc.resource_metadata())).into_response();
     }
@@ -43,19 +44,24 @@ async fn protected_resource_metadata(State(state): State<AppState>) -> Response 
     ([(header::CACHE_CONTROL, "max-age=300")], Json(body)).into_response()
 }
 
-async fn jwks(State(state): State<AppState>) -> Response {
-    ([(header::CACHE_CONTROL, "max-age=300")], Json(state.keys.jwks())).into_response()
+async fn jwks<S: AsRef<IdentityContext>>(State(state): State<S>) -> Response {
+    ([(header::CACHE_CONTROL, "max-age=300")], Json(state.as_ref().keys.jwks())).into_response()
 }
 
 /// Axum middleware for the /mcp route.
-pub async fn require_bearer(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let user = match authenticate(&state, request.headers()).await {
+pub async fn require_bearer<S: AsRef<IdentityContext>>(
+    State(state): State<S>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let state = state.as_ref();
+    let user = match authenticate(state, request.headers()).await {
         Ok(user) => user,
-        Err(Rejection::Missing) if state.fixed_identity.is_some() => match fixed_identity(&state).await {
+        Err(Rejection::Missing) if state.fixed_identity.is_some() => match fixed_identity(state).await {
             Some(user) => user,
-            None => return Rejection::Unavailable.into_response_for(&state),
+            None => return Rejection::Unavailable.into_response_for(state),
         },
-        Err(rejection) => return rejection.into_response_for(&state),
+        Err(rejection) => return rejection.into_response_for(state),
     };
     request.extensions_mut().insert(user);
     next.run(request).await
@@ -74,7 +80,7 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    fn into_response_for(self, state: &AppState) -> Response {
+    fn into_response_for(self, state: &IdentityContext) -> Response {
         let metadata = state.config.url("/.well-known/oauth-protected-resource/mcp");
         // MCP 2025-11-25 authorization §Scope selection (SEP-835): a 401 challenge SHOULD name
         // the scopes to ask for; clients take them as authoritative. Only configured scopes.
@@ -116,7 +122,7 @@ impl Rejection {
 }
 
 /// The test harness's fixed user (see `AppBuilder::fixed_identity_for_tests`).
-async fn fixed_identity(state: &AppState) -> Option<AuthenticatedUser> {
+async fn fixed_identity(state: &IdentityContext) -> Option<AuthenticatedUser> {
     let name = state.fixed_identity.as_deref()?;
     let user = state.store.user_by_username(name).await.ok().flatten()?;
     Some(AuthenticatedUser {
@@ -129,7 +135,7 @@ async fn fixed_identity(state: &AppState) -> Option<AuthenticatedUser> {
 }
 
 /// Verifies the request's bearer token (for /mcp) and finds its user.
-pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<AuthenticatedUser, Rejection> {
+pub async fn authenticate(state: &IdentityContext, headers: &HeaderMap) -> Result<AuthenticatedUser, Rejection> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
         return Err(Rejection::Missing);
     };
@@ -153,7 +159,7 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Authe
 /// oidc mode our client id). A tool server registered with such a resource would take tokens
 /// meant for the broker — any MCP client's — as its own users' (token passthrough, MCP
 /// security best practices), so the token API refuses it and `admin services add` does too.
-pub fn is_own_audience(state: &AppState, audience: &str) -> bool {
+pub fn is_own_audience(state: &IdentityContext, audience: &str) -> bool {
     match &state.oidc {
         Some(oidc) => oidc.own_audiences().contains(&audience),
         None => audience == state.keys.audience() || audience == state.config.mcp_url().as_str(),
@@ -165,7 +171,7 @@ pub fn is_own_audience(state: &AppState, audience: &str) -> bool {
 /// as a bearer token on /mcp — signature, algorithm, issuer, expiry, a live grant, a known user —
 /// with that audience instead of ours.
 pub async fn authenticate_for_audience(
-    state: &AppState,
+    state: &IdentityContext,
     token: &str,
     audience: &str,
 ) -> Result<AuthenticatedUser, Rejection> {
@@ -182,7 +188,7 @@ pub async fn authenticate_for_audience(
 
 /// An issuer's token for a user an admin disabled stops working at once (local tokens are
 /// checked in [`authenticate_local`], which reads the user anyway).
-async fn refuse_disabled(state: &AppState, user: AuthenticatedUser) -> Result<AuthenticatedUser, Rejection> {
+async fn refuse_disabled(state: &IdentityContext, user: AuthenticatedUser) -> Result<AuthenticatedUser, Rejection> {
     match state.store.user_by_id(&user.user_id).await {
         Ok(Some(row)) if row.is_disabled() => Err(Rejection::Invalid("the token's user is disabled")),
         Ok(_) => Ok(user),
@@ -196,7 +202,11 @@ async fn refuse_disabled(state: &AppState, user: AuthenticatedUser) -> Result<Au
 /// The broker's own JWT (local identity mode), for `audience`: from the cache when it was
 /// verified before and nothing it rests on has changed since ([`super::bearer_cache`]), else
 /// verified and remembered.
-async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Result<AuthenticatedUser, Rejection> {
+async fn authenticate_local(
+    state: &IdentityContext,
+    token: &str,
+    audience: &str,
+) -> Result<AuthenticatedUser, Rejection> {
     let now = state.now();
     // Without a watcher on other processes' writes nothing cached is trusted: verify fully.
     let Some(before) = state.store.cache_tick() else {
@@ -215,7 +225,7 @@ async fn authenticate_local(state: &AppState, token: &str, audience: &str) -> Re
 /// Signature, algorithm, issuer, audience, expiry, a live authorization and an enabled user;
 /// the user, and when the token stops being accepted.
 async fn verify_local(
-    state: &AppState,
+    state: &IdentityContext,
     token: &str,
     audience: &str,
     now: crate::clock::Timestamp,

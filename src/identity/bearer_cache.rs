@@ -8,7 +8,7 @@
 //! What could make the answer wrong later — the user disabled or deleted, the token's
 //! authorization revoked — is written to the database by this server, another instance or the
 //! admin CLI in another process. Each answer is kept under its user's generation
-//! ([`crate::store::freshness`]), which a write of this process about that user (or about no
+//! ([`crate::store::generations`]), which a write of this process about that user (or about no
 //! one in particular, such as a revoked authorization) moves at once, and a write of another
 //! process within the watcher's interval (triggers move the `auth_epoch` counter, migration
 //! 0012, which the watcher reads): no database call per request. An answer is only kept if the

@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, Method};
 use axum_extra::extract::cookie::CookieJar;
 
 use crate::crypto::{random_token, sha256_hex};
-use crate::state::AppState;
+use crate::identity::IdentityContext;
 use crate::store::users::User;
 use crate::store::{StoreError, StoreResult};
 
@@ -87,7 +87,7 @@ pub fn read_cookie(headers: &HeaderMap, base: &str, secure: bool) -> Option<Stri
 }
 
 /// Starts a new session for `user` and returns it with the `Set-Cookie` header that carries it.
-pub async fn sign_in(state: &AppState, user: User) -> StoreResult<(BrowserSession, HeaderValue)> {
+pub async fn sign_in(state: &IdentityContext, user: User) -> StoreResult<(BrowserSession, HeaderValue)> {
     let value = random_token(32);
     let id_hash = sha256_hex(&value);
     let csrf_token = random_token(32);
@@ -98,23 +98,23 @@ pub async fn sign_in(state: &AppState, user: User) -> StoreResult<(BrowserSessio
 }
 
 /// Ends a session server-side; returns the `Set-Cookie` header that clears the cookie.
-pub async fn sign_out(state: &AppState, id_hash: &str) -> StoreResult<HeaderValue> {
+pub async fn sign_out(state: &IdentityContext, id_hash: &str) -> StoreResult<HeaderValue> {
     state.store.delete_browser_session(id_hash).await?;
     Ok(clear_cookie(state))
 }
 
 /// A `Set-Cookie` header deleting the session cookie.
-pub fn clear_cookie(state: &AppState) -> HeaderValue {
+pub fn clear_cookie(state: &IdentityContext) -> HeaderValue {
     set_cookie(SESSION_COOKIE, "", 0, state.config.secure_cookies())
 }
 
 /// `sha256_hex` of the session cookie in `headers`, if any (whether or not it is still live).
-pub fn presented_session_hash(state: &AppState, headers: &HeaderMap) -> Option<String> {
+pub fn presented_session_hash(state: &IdentityContext, headers: &HeaderMap) -> Option<String> {
     read_cookie(headers, SESSION_COOKIE, state.config.secure_cookies()).map(|v| sha256_hex(&v))
 }
 
 /// The live session named by the cookie in `headers`, with its user.
-pub async fn current(state: &AppState, headers: &HeaderMap) -> StoreResult<Option<BrowserSession>> {
+pub async fn current(state: &IdentityContext, headers: &HeaderMap) -> StoreResult<Option<BrowserSession>> {
     let Some(id_hash) = presented_session_hash(state, headers) else { return Ok(None) };
     let Some(row) = state.store.browser_session(&id_hash, state.now()).await? else { return Ok(None) };
     let Some(user) = state.store.user_by_id(&row.user_id).await? else { return Ok(None) };
@@ -129,21 +129,21 @@ pub async fn current(state: &AppState, headers: &HeaderMap) -> StoreResult<Optio
 #[derive(Debug, Clone)]
 pub struct OptionalBrowserSession(pub Option<BrowserSession>);
 
-impl FromRequestParts<AppState> for OptionalBrowserSession {
+impl<S: AsRef<IdentityContext> + Send + Sync> FromRequestParts<S> for OptionalBrowserSession {
     type Rejection = SessionError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(Self(current(state, &parts.headers).await?))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(current(state.as_ref(), &parts.headers).await?))
     }
 }
 
 /// A signed-in browser; otherwise a 303 to `/login?next=<this path>` (the path only for GET, as
 /// a form POST cannot be replayed after signing in).
-impl FromRequestParts<AppState> for BrowserSession {
+impl<S: AsRef<IdentityContext> + Send + Sync> FromRequestParts<S> for BrowserSession {
     type Rejection = SessionError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        match current(state, &parts.headers).await? {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match current(state.as_ref(), &parts.headers).await? {
             Some(session) => Ok(session),
             None => {
                 let next = if parts.method == Method::GET {

@@ -28,6 +28,7 @@ use super::server::{BrokerServer, Caller, error_result, text_result};
 use super::tools::{CONNECT_ACCOUNT, ConnectArgs};
 use crate::broker::access::{self, Access, Standing};
 use crate::broker::authorizations::{self, Ask};
+use crate::broker::connections;
 use crate::broker::tokens::AccessToken;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
@@ -69,7 +70,7 @@ impl BrokerServer {
                 ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({"argument": "scopes"})))
             })?;
         }
-        let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
         let (target, requested) = match self.connect_choice(provider, &args, named_scopes, &grants, ctx).await? {
             Ok(choice) => choice,
             Err(result) => return Ok(result),
@@ -337,12 +338,8 @@ impl BrokerServer {
             AuthorizationStatus::Completed => match row.grant_id.as_deref() {
                 // Consent-only: the grant the user allowed, whatever else changed meanwhile.
                 Some(grant_id) if row.kind == AuthorizationKind::Consent => {
-                    let grants = self
-                        .state
-                        .store
-                        .grants_at(&caller.user.user_id, provider.id.as_str())
-                        .await
-                        .map_err(internal)?;
+                    let grants =
+                        connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
                     Some(match grants.iter().find(|g| g.id == grant_id) {
                         Some(grant) => connected_result(provider, grant),
                         None => error_result(format!(
@@ -374,7 +371,7 @@ impl BrokerServer {
         provider: &ProviderConfig,
         before: &Snapshot,
     ) -> Result<CallToolResult, ErrorData> {
-        let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
         let changed = grants
             .iter()
             .filter(|g| !before.iter().any(|(id, version)| *id == g.id && *version == g.version))

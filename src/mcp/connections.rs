@@ -82,7 +82,7 @@ impl BrokerServer {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
-        let grants = self.state.store.grants_at(&caller.user.user_id, provider.id.as_str()).await.map_err(internal)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
         if grants.is_empty() {
             return Ok(text_result(format!("You were not connected to {}.", provider.display_name)));
         }
@@ -209,12 +209,10 @@ impl BrokerServer {
         tool: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<AccountPick, ErrorData> {
-        let mut grants = self
-            .state
-            .store
-            .grants_at_seen_by(&caller.user.user_id, provider.id.as_str(), &caller.user.client.key())
-            .await
-            .map_err(internal)?;
+        let mut grants =
+            connections::accounts_seen_by(&self.state, &caller.user.user_id, provider, &caller.user.client)
+                .await
+                .map_err(internal)?;
         if grants.is_empty() {
             return Ok(AccountPick::NoAccount);
         }

@@ -14,6 +14,7 @@
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use serde_json::json;
 
+use crate::error_chain::Chain;
 use crate::store::unavailable::{self, RETRY_AFTER_SECONDS};
 
 const TEMPORARILY_UNAVAILABLE: &str = "temporarily_unavailable";
@@ -40,10 +41,10 @@ pub fn provider_unavailable(
 /// The error for a failed request: retryable when the database is away, else internal.
 pub fn internal(error: &(dyn std::error::Error + 'static), context: &'static str) -> ErrorData {
     if unavailable::is_unavailable(error) {
-        tracing::warn!(%error, context, "database unavailable; the client is told to retry");
+        tracing::warn!(error = %Chain(error), context, "database unavailable; the client is told to retry");
         return database_unavailable();
     }
-    tracing::error!(%error, context, "request failed");
+    tracing::error!(error = %Chain(error), context, "request failed");
     ErrorData::internal_error("internal error", None)
 }
 

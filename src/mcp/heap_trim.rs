@@ -1,8 +1,8 @@
 //! Giving the memory of closed sessions back to the operating system (issue 11).
 //!
 //! Each MCP session costs about 80 KiB while it is open, most of it rmcp's per-session tasks
-//! and channels and hyper's connection buffers (README "Performance"). When sessions close,
-//! all of it is freed, but glibc's allocator keeps freed memory in its arenas: measured with
+//! and channels and hyper's connection buffers (docs/performance.md "Memory"). When sessions
+//! close, all of it is freed, but glibc's allocator keeps freed memory in its arenas: measured with
 //! 10,000 sessions opened and closed, the RSS stayed at its peak (~830 MB) until
 //! `malloc_trim(0)` brought it back to ~77 MB. So once enough sessions have closed, the heap
 //! is trimmed — not at every close: trimming walks every arena under its lock and hands pages

@@ -36,7 +36,9 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
         Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, -32600, "the message is too large or could not be read"),
     };
     match classify(&bytes) {
-        Verdict::Message { method, tool } => crate::telemetry::mcp_message(method.as_deref(), tool.as_deref()),
+        Verdict::Message { method, tool } => {
+            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(super::tools::label))
+        }
         Verdict::NotJson => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
         Verdict::NotAMessage => {
             return error(

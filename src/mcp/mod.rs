@@ -146,7 +146,7 @@ pub fn router(state: McpState) -> Router<AppState> {
         // framing check (so an unauthenticated request learns nothing but 401).
         .layer(middleware::from_fn(jsonrpc_guard::check_jsonrpc_body))
         .layer(middleware::from_fn_with_state(state.clone(), sessions::enforce_session_owner))
-        .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer))
+        .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer::<AppState>))
 }
 
 /// DNS-rebinding defence: only our public host (and loopback names when we listen locally).
@@ -159,7 +159,7 @@ fn allowed_hosts(state: &AppState) -> Vec<String> {
             hosts.push(format!("{host}:{port}"));
         }
     }
-    if state.config.listen.ip().is_loopback() || crate::config::is_loopback(public) {
+    if state.config.listen.ip().is_loopback() || crate::net::is_loopback(public) {
         hosts.extend(["localhost", "127.0.0.1", "::1", "[::1]"].map(String::from));
     }
     hosts

@@ -344,7 +344,7 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
-        let span = crate::telemetry::tool_call_span(&ctx, &request.name);
+        let span = crate::telemetry::tool_call_span(&ctx, super::tools::label(&request.name));
         Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await
     }
 

@@ -16,7 +16,7 @@ use crate::clock::{SharedClock, Timestamp};
 
 /// A session with nothing open ends after this long without a request, unless the operator
 /// set `mcp_session_idle` ([`crate::config::Config::mcp_session_idle`]).
-pub const IDLE_SECONDS: i64 = 300;
+pub const IDLE_SECONDS: i64 = crate::config::MCP_SESSION_IDLE.as_secs() as i64;
 
 pub struct SessionLife {
     clock: SharedClock,

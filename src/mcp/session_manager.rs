@@ -46,9 +46,9 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 const SWEEP_PER_NEW_SESSION: usize = 16;
 /// A session with nothing in flight for this long is parked, unless the operator set
 /// `mcp_session_park` ([`crate::config::Config::mcp_session_park`]).
-pub const PARK_AFTER: Duration = Duration::from_secs(10);
+pub const PARK_AFTER: Duration = crate::config::MCP_SESSION_PARK;
 /// The shortest `mcp_session_park`.
-pub const PARK_AT_LEAST: Duration = Duration::from_secs(1);
+pub const PARK_AT_LEAST: Duration = crate::config::MCP_SESSION_PARK_AT_LEAST;
 /// The `retry:` hint a standalone stream ends with when the server stops: come back soon.
 pub const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 

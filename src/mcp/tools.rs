@@ -15,6 +15,15 @@ pub const CONNECT_ACCOUNT: &str = "connect_account";
 pub const DISCONNECT_ACCOUNT: &str = "disconnect_account";
 pub const PROVIDER_REQUEST: &str = "provider_request";
 
+/// The broker's tools, the closed set metrics and log spans name.
+const BUILTIN: [&str; 4] = [LIST_CONNECTIONS, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, PROVIDER_REQUEST];
+
+/// A tool name as metrics and spans may carry it: one of the broker's own tools, else `other`
+/// (never a name a client made up, which could be anything).
+pub fn label(name: &str) -> &'static str {
+    BUILTIN.iter().find(|tool| **tool == name).copied().unwrap_or("other")
+}
+
 fn object(value: Value) -> Arc<JsonObject> {
     Arc::new(value.as_object().cloned().unwrap_or_default())
 }
@@ -158,4 +167,15 @@ pub struct ProviderRequestArgs {
 /// Parses a tool's arguments; the error text names what is wrong.
 pub fn parse_args<T: for<'de> Deserialize<'de>>(arguments: Option<JsonObject>) -> Result<T, String> {
     serde_json::from_value(Value::Object(arguments.unwrap_or_default())).map_err(|e| format!("invalid arguments: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_label_is_one_of_the_brokers_tools_never_what_a_client_sent() {
+        assert_eq!(label(PROVIDER_REQUEST), "provider_request");
+        assert_eq!(label("user-4711-secret"), "other");
+    }
 }

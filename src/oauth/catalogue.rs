@@ -18,8 +18,9 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use url::Url;
 
-use crate::config::{ProviderConfig, TokenAuthMethod, is_loopback};
+use super::provider::{MAX_REFRESH_MARGIN, ProviderConfig, TokenAuthMethod};
 use crate::domain::{ProviderId, Scopes};
+use crate::net::is_loopback;
 
 /// The catalogue's text, compiled in.
 pub const CATALOGUE_TOML: &str = include_str!("catalogue.toml");
@@ -306,7 +307,7 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
     let refresh_margin = match &f.refresh_margin {
         None => None,
         Some(text) => match humantime::parse_duration(text) {
-            Ok(d) if d <= crate::config::MAX_REFRESH_MARGIN => Some(d),
+            Ok(d) if d <= MAX_REFRESH_MARGIN => Some(d),
             Ok(_) => return Err(("refresh_margin".into(), "must be at most 1h".into())),
             Err(e) => return Err(("refresh_margin".into(), format!("not a duration such as \"2m\": {e}"))),
         },

@@ -13,81 +13,10 @@ use oauth2::{PkceCodeChallenge, PkceCodeVerifier};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use crate::config::{ProviderConfig, TokenAuthMethod};
+pub use super::error::{ProviderError, Transient, retry_after};
+use super::provider::{ProviderConfig, TokenAuthMethod};
+pub use super::token_response::{AccountRef, TokenSet};
 use crate::domain::Scopes;
-
-/// Tokens a provider issued. Secrets stay in `SecretString` until sealed.
-#[derive(Debug)]
-pub struct TokenSet {
-    pub access_token: SecretString,
-    pub refresh_token: Option<SecretString>,
-    pub expires_in: Option<Duration>,
-    /// Scopes the provider says it granted (RFC 6749 §5.1: absent means "as requested"), in
-    /// the spellings the broker asks with.
-    pub scopes: Option<Scopes>,
-    /// This grant's API base when the provider names one with the token (Salesforce).
-    pub api_base_url: Option<Url>,
-    /// The account, when the provider names it in the token answer rather than at a userinfo
-    /// endpoint (Notion).
-    pub account: Option<AccountRef>,
-}
-
-/// A provider's account: its stable id, and a label to show beside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccountRef {
-    pub id: String,
-    pub label: Option<String>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    /// The grant (code or refresh token) is invalid, expired or revoked: only a new consent helps.
-    #[error("the provider rejected the grant (invalid_grant)")]
-    InvalidGrant,
-    /// Another OAuth error from the provider (RFC 6749 §5.2).
-    #[error("the provider refused: {error}")]
-    Refused { error: String },
-    /// Network failure, timeout, 5xx or 429: worth retrying later.
-    #[error("the provider is unavailable: {0}")]
-    Unavailable(Transient),
-    /// The provider answered something that is not OAuth.
-    #[error("the provider's answer could not be understood")]
-    BadResponse,
-    #[error("provider configuration is invalid: {0}")]
-    Misconfigured(String),
-}
-
-/// A transient failure: why, and when the provider asked to be called again (its
-/// `Retry-After`, RFC 9110 §10.2.3), if it did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transient {
-    pub reason: String,
-    pub retry_after: Option<Duration>,
-}
-
-impl std::fmt::Display for Transient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl ProviderError {
-    /// A transient failure without a `Retry-After`.
-    pub fn unavailable(reason: impl Into<String>) -> Self {
-        ProviderError::Unavailable(Transient { reason: reason.into(), retry_after: None })
-    }
-}
-
-/// `Retry-After` as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), relative to now; `None`
-/// when absent or unreadable (a date in the past is no wait at all).
-pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or_default())
-}
 
 /// Largest token answer read; a bigger one is not a token answer.
 const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
@@ -257,21 +186,6 @@ fn describe(error: &reqwest::Error) -> String {
         "could not connect".into()
     } else {
         "request failed".into()
-    }
-}
-
-pub(super) fn classify_oauth_error(error: &str) -> ProviderError {
-    match error {
-        // GitHub answers a dead refresh token with `bad_refresh_token` (HTTP 200): terminal too.
-        // Slack says `invalid_code`, `code_already_used` and `invalid_refresh_token` (HTTP 200).
-        "invalid_grant"
-        | "bad_refresh_token"
-        | "bad_verification_code"
-        | "invalid_code"
-        | "code_already_used"
-        | "invalid_refresh_token" => ProviderError::InvalidGrant,
-        "temporarily_unavailable" | "server_error" | "slow_down" => ProviderError::unavailable(error),
-        other => ProviderError::Refused { error: other.chars().filter(|c| c.is_ascii_graphic()).take(64).collect() },
     }
 }
 

@@ -1,15 +1,16 @@
 //! The broker as an OAuth 2 client of third-party providers.
 //!
 //! - [`catalogue`]: the compiled-in catalogue of real providers and the operator's tables over it.
-//! - [`providers`]: the enabled providers (and the demo one).
+//! - [`provider`]: one provider's resolved settings; [`providers`]: the enabled providers.
 //! - [`scopes`]: which scopes a provider offers; the rest are refused before it sees them.
 //! - [`client`]: token-endpoint calls (code exchange, refresh, revocation) over our own HTTP
-//!   client (no redirects, timeouts, errors classified); [`token_response`] reads the answers.
-//! - [`api`]: calling a provider's API with the user's token (`provider_request`).
+//!   client (no redirects, timeouts); [`token_response`] reads the answers; [`error`] says how
+//!   a call failed.
 
-pub mod api;
 pub mod catalogue;
 pub mod client;
+pub mod error;
+pub mod provider;
 pub mod providers;
 pub mod scopes;
 pub mod token_response;

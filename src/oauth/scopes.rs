@@ -6,7 +6,7 @@
 //! page, in forms and in prompts) plus its default scopes; the operator may open it
 //! (`open_scopes = true`) for providers whose scopes are too many to list.
 
-use crate::config::ProviderConfig;
+use super::provider::ProviderConfig;
 use crate::domain::Scopes;
 
 /// More scopes than any provider's consent screen lists is not a real request.

@@ -17,9 +17,33 @@ use secrecy::SecretString;
 use serde_json::{Map, Value};
 use url::Url;
 
-use super::client::{AccountRef, ProviderError, TokenSet, classify_oauth_error};
-use crate::config::{ProviderConfig, is_loopback};
+use super::error::{ProviderError, classify_oauth_error};
+use super::provider::ProviderConfig;
 use crate::domain::Scopes;
+use crate::net::is_loopback;
+
+/// Tokens a provider issued. Secrets stay in `SecretString` until sealed.
+#[derive(Debug)]
+pub struct TokenSet {
+    pub access_token: SecretString,
+    pub refresh_token: Option<SecretString>,
+    pub expires_in: Option<Duration>,
+    /// Scopes the provider says it granted (RFC 6749 §5.1: absent means "as requested"), in
+    /// the spellings the broker asks with.
+    pub scopes: Option<Scopes>,
+    /// This grant's API base when the provider names one with the token (Salesforce).
+    pub api_base_url: Option<Url>,
+    /// The account, when the provider names it in the token answer rather than at a userinfo
+    /// endpoint (Notion).
+    pub account: Option<AccountRef>,
+}
+
+/// A provider's account: its stable id, and a label to show beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRef {
+    pub id: String,
+    pub label: Option<String>,
+}
 
 /// No token lives longer than this; a bigger `expires_in` is read as this.
 const MAX_EXPIRES_IN: u64 = 10 * 365 * 24 * 3600;

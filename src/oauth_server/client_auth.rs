@@ -13,33 +13,9 @@ use secrecy::SecretString;
 use super::errors::OAuthError;
 use super::params::{Params, decode_form_component};
 
-/// RFC 7591 §2 `token_endpoint_auth_method`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMethod {
-    /// A public client: identified by `client_id` alone; PKCE protects its codes.
-    None,
-    ClientSecretBasic,
-    ClientSecretPost,
-}
-
-impl AuthMethod {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::ClientSecretBasic => "client_secret_basic",
-            Self::ClientSecretPost => "client_secret_post",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Self> {
-        Some(match value {
-            "none" => Self::None,
-            "client_secret_basic" => Self::ClientSecretBasic,
-            "client_secret_post" => Self::ClientSecretPost,
-            _ => return None,
-        })
-    }
-}
+/// RFC 7591 §2 `token_endpoint_auth_method`: a plain value of [`crate::domain`] (the store
+/// keeps it for each registered client), re-exported where it is parsed.
+pub use crate::domain::AuthMethod;
 
 /// The client a request claims to come from, as it presented itself; not yet checked.
 #[derive(Debug)]

@@ -1,10 +1,10 @@
-//! Rows of the token API's limits ([`crate::api::limits`] decides; this stores), shared by
+//! Rows of the token API's limits (`src/api/limits.rs` decides; this stores), shared by
 //! every instance on the database: request budgets as rows of `throttle_failures` (migration
 //! 0010), concurrent waits as leased rows of `api_waits` (migration 0014).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Store, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
 /// Every this many requests a process takes, it deletes the bucket's rows that left the window
@@ -26,13 +26,13 @@ impl Store {
         .bind(now)
         .bind(since)
         .bind(max)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         if TAKEN.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
             sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1 AND at <= $2")
                 .bind(bucket)
                 .bind(since)
-                .execute(self.db())
+                .execute(self.write(CacheEffect::Nothing))
                 .await?;
         }
         Ok(done.rows_affected() == 1)
@@ -44,7 +44,7 @@ impl Store {
             sqlx::query_as("SELECT MIN(at) FROM throttle_failures WHERE bucket = $1 AND at > $2")
                 .bind(bucket)
                 .bind(since)
-                .fetch_one(self.db())
+                .fetch_one_in(self.read())
                 .await?;
         Ok(oldest)
     }
@@ -62,7 +62,7 @@ impl Store {
         sqlx::query("DELETE FROM api_waits WHERE service_id = $1 AND expires_at <= $2")
             .bind(service_id)
             .bind(now)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         let done = sqlx::query(
             "INSERT INTO api_waits (id, service_id, expires_at) SELECT $1, $2, $3 \
@@ -73,7 +73,7 @@ impl Store {
         .bind(expires_at)
         .bind(now)
         .bind(max)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -83,14 +83,14 @@ impl Store {
         sqlx::query("UPDATE api_waits SET expires_at = $2 WHERE id = $1")
             .bind(id)
             .bind(expires_at)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         Ok(())
     }
 
     /// Frees a slot.
     pub async fn wait_slot_release(&self, id: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM api_waits WHERE id = $1").bind(id).execute(self.db()).await?;
+        sqlx::query("DELETE FROM api_waits WHERE id = $1").bind(id).execute(self.write(CacheEffect::Nothing)).await?;
         Ok(())
     }
 
@@ -100,7 +100,7 @@ impl Store {
             sqlx::query_as("SELECT COUNT(*) FROM api_waits WHERE service_id = $1 AND expires_at > $2")
                 .bind(service_id)
                 .bind(now)
-                .fetch_one(self.db())
+                .fetch_one_in(self.read())
                 .await?;
         Ok(count)
     }

@@ -8,7 +8,7 @@
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
 use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
-use super::{Store, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
@@ -160,6 +160,23 @@ pub fn implied_actor<'a>(action: &str, user_id: Option<&'a str>, detail: Option<
     }
 }
 
+/// Counts an entry in the metrics (`src/telemetry.rs` describes them and serves `/metrics`),
+/// here where every entry passes, and the authorization outcomes among them. `action` is one of
+/// the broker's own action names (never text from outside).
+fn counted(action: &str, outcome: Outcome) {
+    let action_label = action.to_owned();
+    metrics::counter!("oauth_broker_audit_events_total", "action" => action_label, "outcome" => outcome.as_str())
+        .increment(1);
+    let authorization = match action {
+        "authorization.completed" => "completed",
+        "authorization.declined" => "declined",
+        "authorization.failed" => "failed",
+        "admin.authorization_expired" => "expired",
+        _ => return,
+    };
+    metrics::counter!("oauth_broker_authorizations_total", "outcome" => authorization).increment(1);
+}
+
 const AUDIT_COLUMNS: &str = "id, at, user_id, action, provider, detail, actor, outcome";
 
 impl Store {
@@ -175,9 +192,9 @@ impl Store {
         .bind(event.detail)
         .bind(event.actor.as_text())
         .bind(event.outcome.as_str())
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
-        crate::telemetry::audited(event.action, event.outcome);
+        counted(event.action, event.outcome);
         Ok(())
     }
 
@@ -208,7 +225,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
@@ -226,7 +243,7 @@ impl Store {
         .bind(after_id)
         .bind(user_id)
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
@@ -236,7 +253,7 @@ impl Store {
             "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE outcome <> 'success' ORDER BY id DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 }
@@ -295,8 +312,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .bind(limit)
-        .fetch_all(self.db())
+        .bind(limit).fetch_all_in(self.read())
         .await?)
     }
 }

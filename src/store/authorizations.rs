@@ -7,7 +7,7 @@
 //! compare-and-swap so it works once.
 
 use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
@@ -70,7 +70,7 @@ pub struct AuthorizationRow {
     pub scopes: Scopes,
     pub client_name: Option<String>,
     pub mcp_session: Option<String>,
-    /// The client the authorization is for ([`crate::identity::ClientIdentity::key`]); '' on
+    /// The client the authorization is for ([`crate::domain::ClientIdentity::key`]); '' on
     /// rows from before consents were per client.
     pub client_key: String,
     pub kind: AuthorizationKind,
@@ -241,7 +241,7 @@ impl Store {
         .bind(new.grant_id)
         .bind(now)
         .bind(new.expires_at)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(())
     }
@@ -249,7 +249,7 @@ impl Store {
     pub async fn authorization(&self, id: &str) -> StoreResult<Option<AuthorizationRow>> {
         sqlx::query_as::<_, RawAuthorizationRow>(&format!("SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?
             .map(AuthorizationRow::try_from)
             .transpose()
@@ -260,7 +260,7 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE state_hash = $1"
         ))
         .bind(state_hash)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(AuthorizationRow::try_from)
         .transpose()
@@ -283,8 +283,7 @@ impl Store {
         .bind(like.scopes.to_space_separated())
         .bind(like.client_key)
         .bind(like.kind.as_str())
-        .bind(now)
-        .fetch_all(self.db())
+        .bind(now).fetch_all_in(self.read())
         .await?;
         rows.into_iter()
             .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id)
@@ -313,7 +312,7 @@ impl Store {
         .bind(now)
         .bind(id)
         .bind(redirect_uri)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -330,7 +329,7 @@ impl Store {
         .bind(now)
         .bind(id)
         .bind(state_hash)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -351,7 +350,7 @@ impl Store {
         .bind(failure)
         .bind(now)
         .bind(id)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -365,7 +364,7 @@ impl Store {
         )
         .bind(now)
         .bind(id)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -380,7 +379,7 @@ impl Store {
         )
         .bind(now)
         .bind(id)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -391,7 +390,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(AuthorizationRow::try_from)
@@ -403,7 +402,7 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations ORDER BY created_at DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(AuthorizationRow::try_from)
@@ -417,7 +416,7 @@ impl Store {
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE status = 'exchanging' AND updated_at < $1"
         ))
         .bind(before)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(AuthorizationRow::try_from)
@@ -426,8 +425,10 @@ impl Store {
 
     /// Deletes rows that ended or expired before `cutoff` (housekeeping).
     pub async fn purge_authorizations(&self, cutoff: Timestamp) -> StoreResult<u64> {
-        let done =
-            sqlx::query("DELETE FROM authorizations WHERE expires_at < $1").bind(cutoff).execute(self.db()).await?;
+        let done = sqlx::query("DELETE FROM authorizations WHERE expires_at < $1")
+            .bind(cutoff)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(done.rows_affected())
     }
 }

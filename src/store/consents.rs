@@ -1,11 +1,11 @@
 //! Client consents: a user's permission for one MCP client to use one of their connections
 //! (MCP security best practices §Confused deputy). A consent names the grant, the client (see
-//! [`crate::identity::ClientIdentity::key`]) and the scopes the user allowed; it covers the grant
+//! [`crate::domain::ClientIdentity::key`]) and the scopes the user allowed; it covers the grant
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
 use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
@@ -114,7 +114,7 @@ impl Store {
             .bind(now)
             .bind(grant_id)
             .bind(user_id)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -127,7 +127,7 @@ impl Store {
 
     /// [`Store::allow_client`] without the bound.
     async fn allow_client_unbounded(&self, new: &NewConsent<'_>, now: Timestamp) -> StoreResult<AllowOutcome> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin(CacheEffect::User(new.user_id)).await?;
         let completed = sqlx::query(
             "UPDATE authorizations SET status = 'completed', updated_at = $1 \
              WHERE id = $2 AND user_id = $3 AND kind = 'consent' AND status = 'pending' AND expires_at > $1",
@@ -155,7 +155,6 @@ impl Store {
             return Ok(AllowOutcome::GrantGone);
         }
         tx.commit().await?;
-        self.written_for(new.user_id);
         Ok(AllowOutcome::Allowed)
     }
 
@@ -165,7 +164,7 @@ impl Store {
         ))
         .bind(grant_id)
         .bind(client_key)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(ConsentRow::try_from)
         .transpose()
@@ -177,7 +176,7 @@ impl Store {
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE user_id = $1 ORDER BY grant_id, client_key"
         ))
         .bind(user_id)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -190,7 +189,7 @@ impl Store {
             "SELECT {CONSENT_COLUMNS} FROM client_consents ORDER BY updated_at DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -203,7 +202,7 @@ impl Store {
             .bind(user_id)
             .bind(grant_id)
             .bind(client_key)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -213,7 +212,7 @@ impl Store {
         let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND client_key = $2")
             .bind(user_id)
             .bind(client_key)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected())
     }

@@ -1,13 +1,16 @@
-//! The demo provider's tables (see `crate::demo_provider`).
+//! The demo provider's tables (see `src/demo_provider/`). Only `demo_tokens` is cached (the
+//! live access tokens, under everyone's generation): its revocations are declared
+//! [`CacheEffect::Everyone`], every other write [`CacheEffect::Nothing`] (a new token or code is
+//! in no cache, and unknown tokens are never kept).
 //!
 //! Codes and tokens are stored only as SHA-256 hashes. The one-time steps are compare-and-swap
 //! updates: a code is consumed by `used_at IS NULL → now`, a refresh token is rotated by
 //! `revoked_at IS NULL → now`; the caller that sees zero rows affected lost the race and treats
 //! it as a replay.
 
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
-use crate::demo_provider::scopes::ScopeSet;
+use crate::domain::demo_scopes::ScopeSet;
 
 /// An authorization code, by hash.
 #[derive(Debug, Clone)]
@@ -163,7 +166,7 @@ impl Store {
             .bind(&code.code_challenge)
             .bind(code.expires_at)
             .bind(code.used_at)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
@@ -172,7 +175,7 @@ impl Store {
     pub async fn demo_code(&self, code_hash: &str) -> StoreResult<Option<DemoCodeRow>> {
         sqlx::query_as::<_, RawDemoCodeRow>(&format!("SELECT {CODE_COLUMNS} FROM demo_codes WHERE code_hash = $1"))
             .bind(code_hash)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?
             .map(DemoCodeRow::try_from)
             .transpose()
@@ -185,7 +188,7 @@ impl Store {
         )
         .bind(now)
         .bind(code_hash)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -199,7 +202,7 @@ impl Store {
             .bind(token.account)
             .bind(token.scopes.to_space_separated())
             .bind(token.expires_at)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
@@ -208,7 +211,7 @@ impl Store {
     pub async fn demo_token(&self, token_hash: &str) -> StoreResult<Option<DemoTokenRow>> {
         sqlx::query_as::<_, RawDemoTokenRow>(&format!("SELECT {TOKEN_COLUMNS} FROM demo_tokens WHERE token_hash = $1"))
             .bind(token_hash)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?
             .map(DemoTokenRow::try_from)
             .transpose()
@@ -228,18 +231,13 @@ impl Store {
     }
 
     /// One revocation (`sql` binds `now`, then `key`); returns how many tokens were revoked.
-    /// Servers keep live access tokens while everyone's generation stands still
-    /// (`crate::demo_provider::token_cache`): this one drops them at once, and every other
+    /// Servers keep live access tokens under everyone's generation
+    /// (`src/demo_provider/token_cache.rs`): this one drops them at once, and every other
     /// once its watcher sees `auth_epoch`, which the revocation moved (triggers of migration
     /// 0017) — never before the revocation is visible to it.
     async fn demo_revoke(&self, sql: &'static str, now: Timestamp, key: &str) -> StoreResult<u64> {
-        let revoked: StoreResult<u64> =
-            async { Ok(sqlx::query(sql).bind(now).bind(key).execute(self.db()).await?.rows_affected()) }.await;
-        // A statement given up on may still have landed.
-        if !matches!(revoked, Ok(0)) {
-            self.written();
-        }
-        revoked
+        let done = sqlx::query(sql).bind(now).bind(key).execute(self.write(CacheEffect::Everyone)).await?;
+        Ok(done.rows_affected())
     }
 
     pub async fn demo_notes(&self, account: &str) -> StoreResult<Vec<DemoNoteRow>> {
@@ -247,7 +245,7 @@ impl Store {
             "SELECT id, account, text, created_at FROM demo_notes WHERE account = $1 ORDER BY id",
         )
         .bind(account)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
@@ -259,7 +257,7 @@ impl Store {
         .bind(account)
         .bind(text)
         .bind(now)
-        .fetch_one(self.db())
+        .fetch_one(self.write(CacheEffect::Nothing))
         .await
         .map_err(StoreError::from_write)
     }

@@ -3,7 +3,7 @@
 //! no username (usernames are local accounts' sign-in names; an issuer's `preferred_username`
 //! is not unique and must never shadow one) and no password.
 
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::store::users::User;
 
@@ -24,7 +24,7 @@ impl Store {
         .bind(issuer)
         .bind(subject)
         .bind(now)
-        .execute(self.db_for(&id))
+        .execute(self.write(CacheEffect::User(&id)))
         .await
         .map_err(StoreError::from_write)?;
         self.user_by_identity(issuer, subject).await?.ok_or(StoreError::Corrupt("user vanished after upsert".into()))
@@ -36,7 +36,7 @@ impl Store {
         sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
             .bind(display_name)
             .bind(user_id)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(())
     }

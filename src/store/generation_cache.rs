@@ -1,5 +1,5 @@
 //! What every cache of database reads does the same way (issue 11): an answer is kept under
-//! the generation ([`super::freshness`]) it was read in, used only while that generation has not
+//! the generation ([`super::generations`]) it was read in, used only while that generation has not
 //! moved, and kept at all only if the generation did not move while it was being read.
 //!
 //! The caches differ in what they key by and whose generation an entry follows (a user's for

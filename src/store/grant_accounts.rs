@@ -5,8 +5,9 @@
 //! Grants stay keyed by `(user_id, provider, account_label)` (the name tools use); the stable
 //! id finds the grant again after the provider's name for it changed, and the label follows.
 
+use super::cache_effect::ReturnedUser;
 use super::grants::{GRANT_COLUMNS, GrantRow, RawGrantRow};
-use super::{Store, StoreError, StoreResult};
+use super::{FetchIn, Store, StoreError, StoreResult};
 
 impl Store {
     /// The user's grant at `provider` for the account the provider calls `account_id`.
@@ -22,8 +23,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .bind(account_id)
-        .fetch_optional(self.db())
+        .bind(account_id).fetch_optional_in(self.read())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -32,14 +32,12 @@ impl Store {
     /// Gives grant `id` its new label (the account was renamed at the provider). False when
     /// another of the user's grants there already holds that label.
     pub async fn relabel_grant(&self, id: &str, label: Option<&str>) -> StoreResult<bool> {
-        let owner = self.grant_owner(id);
-        let done = sqlx::query("UPDATE grants SET account_label = $1 WHERE id = $2")
-            .bind(label.unwrap_or(""))
-            .bind(id)
-            .execute(self.db_about(owner.as_deref()))
-            .await;
-        match done {
-            Ok(done) => Ok(done.rows_affected() == 1),
+        let relabel =
+            sqlx::query_as::<_, ReturnedUser>("UPDATE grants SET account_label = $1 WHERE id = $2 RETURNING user_id")
+                .bind(label.unwrap_or(""))
+                .bind(id);
+        match self.write_returning_user().fetch_optional(relabel).await {
+            Ok(done) => Ok(done.is_some()),
             Err(error) => match StoreError::from_write(error) {
                 StoreError::Conflict => Ok(false),
                 other => Err(other),
@@ -49,25 +47,24 @@ impl Store {
 
     /// Records the account's stable id and the grant's own API base (`None`: the provider's).
     pub async fn set_grant_account(&self, id: &str, account_id: &str, api_base_url: Option<&str>) -> StoreResult<()> {
-        let owner = self.grant_owner(id);
-        sqlx::query("UPDATE grants SET account_id = $1, api_base_url = $2 WHERE id = $3")
-            .bind(account_id)
-            .bind(api_base_url)
-            .bind(id)
-            .execute(self.db_about(owner.as_deref()))
-            .await?;
+        let record = sqlx::query_as::<_, ReturnedUser>(
+            "UPDATE grants SET account_id = $1, api_base_url = $2 WHERE id = $3 RETURNING user_id",
+        )
+        .bind(account_id)
+        .bind(api_base_url)
+        .bind(id);
+        self.write_returning_user().fetch_optional(record).await?;
         Ok(())
     }
 
     /// Replaces grant `id`'s API base with the one a refresh answer named (Salesforce sends
     /// `instance_url` again with each token; an org moved to another instance names the new one).
     pub async fn set_grant_api_base(&self, id: &str, api_base_url: &str) -> StoreResult<()> {
-        let owner = self.grant_owner(id);
-        sqlx::query("UPDATE grants SET api_base_url = $1 WHERE id = $2")
-            .bind(api_base_url)
-            .bind(id)
-            .execute(self.db_about(owner.as_deref()))
-            .await?;
+        let replace =
+            sqlx::query_as::<_, ReturnedUser>("UPDATE grants SET api_base_url = $1 WHERE id = $2 RETURNING user_id")
+                .bind(api_base_url)
+                .bind(id);
+        self.write_returning_user().fetch_optional(replace).await?;
         Ok(())
     }
 
@@ -75,7 +72,7 @@ impl Store {
     pub async fn grant_account(&self, id: &str) -> StoreResult<Option<(String, Option<String>)>> {
         Ok(sqlx::query_as::<_, (String, Option<String>)>("SELECT account_id, api_base_url FROM grants WHERE id = $1")
             .bind(id)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?)
     }
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::grants::{GRANT_COLUMNS, GrantRow, RawGrantRow};
-use super::{Store, StoreError, StoreResult};
+use super::{FetchIn, Store, StoreError, StoreResult};
 use crate::domain::Scopes;
 
 /// A grant and the scopes one client was allowed to use it with (`None`: never allowed).
@@ -97,7 +97,7 @@ impl Store {
     }
 
     /// [`Store::grants_with_consents`] through the cache: no database call while nothing was
-    /// written since the last read ([`super::freshness`]).
+    /// written since the last read ([`super::generations`]).
     pub async fn user_grants(&self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
         if let Some(generation) = self.cache_generation(user_id)
             && let Some(rows) = self.grant_cache.get(generation, user_id, client_key)
@@ -132,7 +132,7 @@ impl Store {
         if let Some(account) = account {
             query = query.bind(account);
         }
-        query.fetch_optional(self.db()).await?.map(GrantWithConsent::try_from).transpose()
+        query.fetch_optional_in(self.read()).await?.map(GrantWithConsent::try_from).transpose()
     }
 
     /// [`Store::grants_for_user`], each with the consent of the client `client_key`, from the
@@ -143,7 +143,7 @@ impl Store {
         ))
         .bind(client_key)
         .bind(user_id)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(GrantWithConsent::try_from)

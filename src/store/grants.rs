@@ -4,9 +4,15 @@
 //! `version` makes every update a compare-and-swap, and the refresh lease
 //! (`refresh_lease_until`, `refresh_lease_holder`) lets one caller (on any instance) refresh
 //! while the others wait and re-read.
+//!
+//! Every write moves only its user's cache generation ([`super::cache_effect`]): a statement
+//! about one grant by id returns the row's `user_id` (`RETURNING`), so its callers need not
+//! know the owner and nothing is looked up first; a claim that lost, or any statement that
+//! matched no row, moves nothing.
 
+use super::cache_effect::{NamesUser, ReturnedUser};
 use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
@@ -130,6 +136,13 @@ pub(super) struct RawGrantRow {
     updated_at: i64,
 }
 
+/// A write that returns the whole row moves its user's caches ([`Store::store_refreshed_tokens`]).
+impl NamesUser for RawGrantRow {
+    fn user_id(&self) -> &str {
+        &self.user_id
+    }
+}
+
 impl TryFrom<RawGrantRow> for GrantRow {
     type Error = StoreError;
 
@@ -202,8 +215,7 @@ impl Store {
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY updated_at DESC, version DESC, id LIMIT 1"
         ))
         .bind(user_id)
-        .bind(provider)
-        .fetch_optional(self.db())
+        .bind(provider).fetch_optional_in(self.read())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -222,7 +234,7 @@ impl Store {
         .bind(user_id)
         .bind(provider)
         .bind(account)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(GrantRow::try_from)
         .transpose()
@@ -231,7 +243,7 @@ impl Store {
     pub async fn grant_by_id(&self, id: &str) -> StoreResult<Option<GrantRow>> {
         sqlx::query_as::<_, RawGrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?
             .map(GrantRow::try_from)
             .transpose()
@@ -244,7 +256,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -256,7 +268,7 @@ impl Store {
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider, account_label"
         ))
         .bind(user_id)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -267,7 +279,7 @@ impl Store {
         sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider, account_label"
         ))
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(GrantRow::try_from)
@@ -308,16 +320,10 @@ impl Store {
         .bind(&tokens.key_id)
         .bind(tokens.expires_at)
         .bind(now)
-        .execute(self.db_for(user_id))
+        .execute(self.write(CacheEffect::User(user_id)))
         .await
         .map_err(StoreError::from_write)?;
-        let stored = done.rows_affected() == 1;
-        if stored {
-            // The statements that follow about this grant alone (its account, a relabel)
-            // then move only this user's caches.
-            self.grant_cache.note_owner(id, user_id);
-        }
-        Ok(stored)
+        Ok(done.rows_affected() == 1)
     }
 
     /// The id for a new grant of (user, provider, account). Sealed values are bound to the
@@ -350,15 +356,15 @@ impl Store {
         lease_until: Timestamp,
         cap: i64,
     ) -> StoreResult<bool> {
-        let owner = self.grant_owner(grant_id);
-        let done = sqlx::query(
+        let claim = sqlx::query_as::<_, ReturnedUser>(
             "UPDATE grants SET refresh_lease_until = $1, refresh_lease_holder = $2, version = version + 1, \
              refresh_window_count = CASE WHEN refresh_window_start IS NULL OR refresh_window_start <= $6 THEN 1 ELSE refresh_window_count + 1 END, \
              refresh_window_start = CASE WHEN refresh_window_start IS NULL OR refresh_window_start <= $6 THEN $5 ELSE refresh_window_start END \
              WHERE id = $3 AND version = $4 AND status = 'active' \
              AND (refresh_lease_until IS NULL OR refresh_lease_until <= $5 OR refresh_lease_holder = $2) \
              AND (refresh_not_before IS NULL OR refresh_not_before <= $5) \
-             AND (refresh_window_start IS NULL OR refresh_window_start <= $6 OR refresh_window_count < $7)",
+             AND (refresh_window_start IS NULL OR refresh_window_start <= $6 OR refresh_window_count < $7) \
+             RETURNING user_id",
         )
         .bind(lease_until)
         .bind(holder)
@@ -366,10 +372,8 @@ impl Store {
         .bind(version)
         .bind(now)
         .bind(now - REFRESH_WINDOW_SECONDS)
-        .bind(cap)
-        .execute(self.db_about(owner.as_deref()))
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(cap);
+        Ok(self.write_returning_user().fetch_optional(claim).await?.is_some())
     }
 
     /// Releases the lease after a transient failure and holds the next refresh back until
@@ -382,17 +386,16 @@ impl Store {
         holder: &str,
         not_before: Timestamp,
     ) -> StoreResult<()> {
-        let owner = self.grant_owner(grant_id);
-        sqlx::query(
+        let failure = sqlx::query_as::<_, ReturnedUser>(
             "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = $1, \
-             refresh_failures = refresh_failures + 1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4",
+             refresh_failures = refresh_failures + 1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4 \
+             RETURNING user_id",
         )
         .bind(not_before)
         .bind(grant_id)
         .bind(version)
-        .bind(holder)
-        .execute(self.db_about(owner.as_deref()))
-        .await?;
+        .bind(holder);
+        self.write_returning_user().fetch_optional(failure).await?;
         Ok(())
     }
 
@@ -405,17 +408,15 @@ impl Store {
         holder: &str,
         lease_until: Timestamp,
     ) -> StoreResult<bool> {
-        let owner = self.grant_owner(grant_id);
-        let done = sqlx::query(
-            "UPDATE grants SET refresh_lease_until = $1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4",
+        let renewal = sqlx::query_as::<_, ReturnedUser>(
+            "UPDATE grants SET refresh_lease_until = $1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4 \
+             RETURNING user_id",
         )
         .bind(lease_until)
         .bind(grant_id)
         .bind(version)
-        .bind(holder)
-        .execute(self.db_about(owner.as_deref()))
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(holder);
+        Ok(self.write_returning_user().fetch_optional(renewal).await?.is_some())
     }
 
     /// Stores the tokens a refresh of `redeemed` (the sealed refresh token sent to the provider)
@@ -434,39 +435,34 @@ impl Store {
         tokens: &SealedTokens,
         now: Timestamp,
     ) -> StoreResult<Option<GrantRow>> {
-        let owner = self.grant_owner(grant_id);
-        sqlx::query_as::<_, RawGrantRow>(&format!(
+        let sql = format!(
             "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
              issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
              refresh_not_before = NULL, refresh_failures = 0, updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
-        ))
-        .bind(&tokens.access_token_sealed)
-        .bind(&tokens.refresh_token_sealed)
-        .bind(&tokens.key_id)
-        .bind(tokens.expires_at)
-        .bind(tokens.scopes.to_space_separated())
-        .bind(now)
-        .bind(grant_id)
-        .bind(redeemed)
-        .fetch_optional(self.db_about(owner.as_deref()))
-        .await?
-        .map(GrantRow::try_from)
-        .transpose()
+        );
+        let stored = sqlx::query_as::<_, RawGrantRow>(&sql)
+            .bind(&tokens.access_token_sealed)
+            .bind(&tokens.refresh_token_sealed)
+            .bind(&tokens.key_id)
+            .bind(tokens.expires_at)
+            .bind(tokens.scopes.to_space_separated())
+            .bind(now)
+            .bind(grant_id)
+            .bind(redeemed);
+        self.write_returning_user().fetch_optional(stored).await?.map(GrantRow::try_from).transpose()
     }
 
     /// Releases a lease without changing tokens (the refresh failed, or never started), if
     /// this holder still holds it.
     pub async fn release_refresh_lease(&self, grant_id: &str, version: i64, holder: &str) -> StoreResult<()> {
-        let owner = self.grant_owner(grant_id);
-        sqlx::query(
+        let release = sqlx::query_as::<_, ReturnedUser>(
             "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL \
-             WHERE id = $1 AND version = $2 AND refresh_lease_holder = $3",
+             WHERE id = $1 AND version = $2 AND refresh_lease_holder = $3 RETURNING user_id",
         )
         .bind(grant_id)
         .bind(version)
-        .bind(holder)
-        .execute(self.db_about(owner.as_deref()))
-        .await?;
+        .bind(holder);
+        self.write_returning_user().fetch_optional(release).await?;
         Ok(())
     }
 
@@ -478,7 +474,8 @@ impl Store {
             "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL WHERE refresh_lease_holder = $1",
         )
         .bind(holder)
-        .execute(self.db())
+        // Any number of users' grants, at shutdown.
+        .execute(self.write(CacheEffect::Everyone))
         .await?;
         Ok(done.rows_affected())
     }
@@ -492,18 +489,15 @@ impl Store {
         status: GrantStatus,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let owner = self.grant_owner(grant_id);
-        let done = sqlx::query(
+        let change = sqlx::query_as::<_, ReturnedUser>(
             "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2 \
-             WHERE id = $3 AND version = $4",
+             WHERE id = $3 AND version = $4 RETURNING user_id",
         )
         .bind(status.as_str())
         .bind(now)
         .bind(grant_id)
-        .bind(version)
-        .execute(self.db_about(owner.as_deref()))
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(version);
+        Ok(self.write_returning_user().fetch_optional(change).await?.is_some())
     }
 
     /// Deletes every account the user holds at `provider`. True if there was any.
@@ -511,17 +505,15 @@ impl Store {
         let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
             .bind(provider)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() >= 1)
     }
 
     /// Deletes one grant. True if it was there.
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
-        let owner = self.grant_owner(id);
-        let done =
-            sqlx::query("DELETE FROM grants WHERE id = $1").bind(id).execute(self.db_about(owner.as_deref())).await?;
-        Ok(done.rows_affected() == 1)
+        let delete = sqlx::query_as::<_, ReturnedUser>("DELETE FROM grants WHERE id = $1 RETURNING user_id").bind(id);
+        Ok(self.write_returning_user().fetch_optional(delete).await?.is_some())
     }
 }
 

@@ -1,6 +1,6 @@
 //! The broker's JWT signing keys. The private key is sealed like any other secret.
 
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -17,8 +17,7 @@ impl Store {
     pub async fn signing_keys(&self) -> StoreResult<Vec<SigningKeyRow>> {
         Ok(sqlx::query_as::<_, SigningKeyRow>(
             "SELECT kid, algorithm, private_key_sealed, public_key, created_at, retired_at FROM signing_keys ORDER BY created_at DESC, kid",
-        )
-        .fetch_all(self.db())
+        ).fetch_all_in(self.read())
         .await?)
     }
 
@@ -34,7 +33,7 @@ impl Store {
         .bind(&row.public_key)
         .bind(row.created_at)
         .bind(row.retired_at)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await
         .map_err(StoreError::from_write)?;
         Ok(())
@@ -44,7 +43,7 @@ impl Store {
         let done = sqlx::query("UPDATE signing_keys SET retired_at = $1 WHERE kid = $2 AND retired_at IS NULL")
             .bind(now)
             .bind(kid)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -59,7 +58,9 @@ impl Store {
         drop_retired_before: Timestamp,
     ) -> StoreResult<()> {
         self.bounded(async {
-            let mut tx = self.pool().begin().await?;
+            // No cache reads signing keys: tokens are verified against the keys in memory, and a
+            // retired key keeps verifying until its tokens have expired.
+            let mut tx = self.begin(CacheEffect::Nothing).await?;
             sqlx::query("DELETE FROM signing_keys WHERE retired_at IS NOT NULL AND retired_at < $1")
                 .bind(drop_retired_before)
                 .execute(&mut *tx)
@@ -80,7 +81,6 @@ impl Store {
             .await
             .map_err(StoreError::from_write)?;
             tx.commit().await?;
-            self.written();
             Ok(())
         })
         .await

@@ -6,15 +6,22 @@
 //! migrations differ, never the queries. One-time values (state, codes, refresh leases) are
 //! consumed with compare-and-swap updates that check rows affected, which is correct on one
 //! instance or many.
+//!
+//! Every statement runs on a handle that says what it does to the caches of reads
+//! ([`cache_effect`]: read, or write for one user, everyone or nothing), within a deadline
+//! ([`deadlines`]); the caches follow [`generations`].
 
 pub mod api_limits;
 pub mod audit;
 pub mod authorizations;
+pub mod cache_effect;
 pub mod consents;
+pub mod deadlines;
+mod declared;
 pub mod demo;
 pub mod external_users;
-pub mod freshness;
 pub mod generation_cache;
+pub mod generations;
 pub mod grant_accounts;
 pub mod grant_cache;
 pub mod grant_consents;
@@ -29,7 +36,6 @@ pub mod services;
 pub mod sessions;
 pub mod signals;
 pub mod throttle;
-pub mod timed;
 pub mod unavailable;
 pub mod users;
 
@@ -39,7 +45,8 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, Connection, Executor};
 
-pub use timed::{DatabaseTimeouts, Db};
+pub use cache_effect::{CacheEffect, FetchIn, Reads, Writes};
+pub use deadlines::DatabaseTimeouts;
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -105,10 +112,10 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     timeouts: DatabaseTimeouts,
-    /// Calls made through [`Store::db`] since start (issue 11: what a tool call costs).
+    /// Statements run outside transactions since start (issue 11: what a tool call costs).
     queries: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Whether what was read earlier may still be used ([`freshness`]).
-    freshness: std::sync::Arc<freshness::Freshness>,
+    /// Whether what was read earlier may still be used ([`generations`]).
+    generations: std::sync::Arc<generations::Generations>,
     /// A user's grants with a client's consents, as every tool call reads them ([`grant_cache`]).
     grant_cache: std::sync::Arc<grant_cache::GrantCache>,
     /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
@@ -121,7 +128,8 @@ impl Store {
         Self::connect_with(database_url, DatabaseTimeouts::default()).await
     }
 
-    /// [`Store::connect`] with the bound on each database call ([`timed`] explains the layers).
+    /// [`Store::connect`] with the bound on each database call ([`deadlines`] explains the
+    /// layers).
     pub async fn connect_with(database_url: &str, timeouts: DatabaseTimeouts) -> StoreResult<Self> {
         sqlx::any::install_default_drivers();
         let backend = if database_url.starts_with("sqlite:") { Backend::Sqlite } else { Backend::Postgres };
@@ -155,10 +163,11 @@ impl Store {
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             conn.execute("PRAGMA synchronous = NORMAL").await?;
                             own_moves::count_on_sqlite(conn, &writer).await?;
+                            declared::watch_cached_tables(conn).await?;
                         }
                         Backend::Postgres => {
                             // The server ends a slow statement or a long wait on a row lock
-                            // itself, which keeps the connection usable (see `timed`).
+                            // itself, which keeps the connection usable (see `deadlines`).
                             conn.execute(format!("SET statement_timeout = {server_side_ms}").as_str()).await?;
                             conn.execute(format!("SET lock_timeout = {server_side_ms}").as_str()).await?;
                             own_moves::count_on_postgres(conn, &writer).await?;
@@ -181,7 +190,7 @@ impl Store {
                     match tokio::time::timeout(release_limit, conn.ping()).await {
                         Ok(Ok(())) => Ok(true),
                         Ok(Err(error)) => Err(error),
-                        Err(_) => Err(timed::timed_out(release_limit)),
+                        Err(_) => Err(deadlines::timed_out(release_limit)),
                     }
                 })
             })
@@ -192,41 +201,14 @@ impl Store {
             backend,
             timeouts,
             queries: Default::default(),
-            freshness: Default::default(),
+            generations: Default::default(),
             grant_cache: Default::default(),
             writer,
         })
     }
 
-    /// The executor every query runs on: the pool, with the deadline of [`timed`]. A write
-    /// through it moves everyone's cache generation ([`freshness`]); a write about one user's
-    /// rows goes through [`Store::db_for`].
-    pub fn db(&self) -> Db<'_> {
-        self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Db { pool: &self.pool, limit: self.timeouts.query, freshness: &self.freshness, user: None }
-    }
-
-    /// [`Store::db`] for statements that change only rows of `user_id` (their grants, their
-    /// consents, their `users` row): a write moves only that user's cache generation, so
-    /// everyone else's caches stay warm.
-    pub fn db_for<'a>(&'a self, user_id: &'a str) -> Db<'a> {
-        self.db_about(Some(user_id))
-    }
-
-    /// [`Store::db_for`] when the user is known, else [`Store::db`].
-    pub(crate) fn db_about<'a>(&'a self, user_id: Option<&'a str>) -> Db<'a> {
-        Db { user: user_id, ..self.db() }
-    }
-
-    /// The user grant `grant_id` belongs to, if a read of their grants saw it
-    /// ([`grant_cache::GrantCache::owner_of`]): a statement about that grant alone then moves
-    /// only their cache generation.
-    pub(crate) fn grant_owner(&self, grant_id: &str) -> Option<String> {
-        self.grant_cache.owner_of(grant_id)
-    }
-
-    /// How many database calls went through [`Store::db`] (every query outside a
-    /// transaction) since this store was opened; tests count what one request costs.
+    /// How many statements this store ran outside transactions (every read and write through
+    /// [`cache_effect`]'s handles) since it was opened; tests count what one request costs.
     pub fn queries_run(&self) -> u64 {
         self.queries.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -235,19 +217,7 @@ impl Store {
     /// transaction dropped on timeout is rolled back by sqlx when its connection is returned.
     pub(crate) async fn bounded<T>(&self, work: impl std::future::Future<Output = StoreResult<T>>) -> StoreResult<T> {
         let limit = self.timeouts.query;
-        tokio::time::timeout(limit, work).await.unwrap_or_else(|_| Err(StoreError::from(timed::timed_out(limit))))
-    }
-
-    /// Called after a transaction of this store committed (or was given up on): whatever was
-    /// read before may be out of date ([`freshness`]). Single calls through [`Store::db`] do
-    /// this themselves.
-    pub(crate) fn written(&self) {
-        self.freshness.written();
-    }
-
-    /// [`Store::written`] for a transaction that changed only rows of `user_id`.
-    pub(crate) fn written_for(&self, user_id: &str) {
-        self.freshness.written_for(user_id);
+        tokio::time::timeout(limit, work).await.unwrap_or_else(|_| Err(StoreError::from(deadlines::timed_out(limit))))
     }
 
     pub async fn migrate(&self) -> StoreResult<()> {
@@ -303,8 +273,9 @@ impl Store {
         self.backend
     }
 
-    /// The pool without the per-call deadline: migrations, backups, and tests that poke rows.
-    /// Queries of the store itself run on [`Store::db`].
+    /// The pool without the per-call deadline and without declaring any cache effect:
+    /// migrations, backups, and tests that poke rows. Statements of the store itself run on
+    /// the handles of [`cache_effect`].
     pub fn pool(&self) -> &AnyPool {
         &self.pool
     }
@@ -322,7 +293,8 @@ impl Store {
     /// log. Nothing to do on PostgreSQL.
     pub async fn checkpoint(&self) -> StoreResult<()> {
         if self.backend == Backend::Sqlite {
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(self.db()).await?;
+            // Moves pages between files; no row changes.
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(self.write(CacheEffect::Nothing)).await?;
         }
         Ok(())
     }
@@ -381,7 +353,7 @@ mod tests {
 
     #[test]
     fn a_database_that_did_not_answer_is_unavailable_and_a_bad_query_is_not() {
-        assert!(StoreError::from(timed::timed_out(std::time::Duration::from_secs(1))).is_unavailable());
+        assert!(StoreError::from(deadlines::timed_out(std::time::Duration::from_secs(1))).is_unavailable());
         assert!(StoreError::from(sqlx::Error::PoolTimedOut).is_unavailable());
         assert!(!StoreError::from(sqlx::Error::RowNotFound).is_unavailable());
         // Backend codes are classified in `unavailable` (its tests list them).

@@ -1,12 +1,12 @@
 //! MCP clients registered with the built-in authorization server (RFC 7591), see
-//! [`crate::authorization_server`]. A confidential client's secret is stored only as its SHA-256:
+//! `src/authorization_server/`. A confidential client's secret is stored only as its SHA-256:
 //! the secret is 256 random bits, so a fast hash is enough and a database reader cannot use it.
 
 use super::paging::{ListSql, Paged, Search, Window};
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
+use crate::domain::AuthMethod;
 use crate::domain::Scopes;
-use crate::oauth_server::client_auth::AuthMethod;
 
 /// The grant types a client may register; `authorization_code` always, `refresh_token` optionally.
 const GRANT_TYPES_WITHOUT_REFRESH: &str = "authorization_code";
@@ -106,7 +106,7 @@ impl Store {
             .bind(if row.refresh_allowed { GRANT_TYPES_WITH_REFRESH } else { GRANT_TYPES_WITHOUT_REFRESH })
             .bind(row.scope.as_ref().map(Scopes::to_space_separated))
             .bind(row.created_at)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
@@ -117,7 +117,7 @@ impl Store {
             "SELECT {CLIENT_COLUMNS} FROM oauth_clients WHERE client_id = $1"
         ))
         .bind(client_id)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(OAuthClientRow::try_from)
         .transpose()
@@ -129,7 +129,7 @@ impl Store {
             "SELECT {CLIENT_COLUMNS} FROM oauth_clients ORDER BY created_at DESC, client_id LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(OAuthClientRow::try_from)

@@ -1,5 +1,5 @@
 //! The built-in authorization server's grants, authorization codes and refresh tokens (see
-//! [`crate::authorization_server`]).
+//! `src/authorization_server/`).
 //!
 //! A grant is one approval of a client by a user; its code and every refresh token descend from
 //! it. Codes and refresh tokens are stored only as SHA-256 hashes. The one-time steps are
@@ -7,7 +7,8 @@
 //! rotated by `rotated_at IS NULL → now` — so the caller that sees zero rows affected lost (a
 //! replay, or a concurrent use) on one instance or many. Revoking the grant ends them all.
 
-use super::{Store, StoreError, StoreResult};
+use super::cache_effect::ReturnedUser;
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
@@ -214,7 +215,7 @@ impl Store {
         code: &NewOAuthCode<'_>,
         now: Timestamp,
     ) -> StoreResult<()> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin(CacheEffect::User(grant.user_id)).await?;
         sqlx::query(
             "INSERT INTO oauth_grants (id, client_id, user_id, scope, resource, refresh_allowed, created_at, revoked_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
@@ -246,7 +247,6 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.written_for(grant.user_id);
         Ok(())
     }
 
@@ -256,7 +256,7 @@ impl Store {
              FROM oauth_codes c JOIN oauth_grants g ON g.id = c.grant_id WHERE c.code_hash = $1"
         ))
         .bind(code_hash)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(OAuthCodeRow::try_from)
         .transpose()
@@ -269,7 +269,7 @@ impl Store {
         )
         .bind(now)
         .bind(code_hash)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -289,7 +289,7 @@ impl Store {
         .bind(grant_id)
         .bind(now)
         .bind(expires_at)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await
         .map_err(super::StoreError::from_write)?;
         Ok(())
@@ -301,7 +301,7 @@ impl Store {
              FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.token_hash = $1"
         ))
         .bind(token_hash)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(OAuthRefreshTokenRow::try_from)
         .transpose()
@@ -316,19 +316,20 @@ impl Store {
         )
         .bind(now)
         .bind(token_hash)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Revokes a grant (and with it its code and every refresh token). True if it was live.
+    /// Its user's cached bearer tokens are dropped at once (the row names the user).
     pub async fn revoke_oauth_grant(&self, grant_id: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE oauth_grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-            .bind(now)
-            .bind(grant_id)
-            .execute(self.db())
-            .await?;
-        Ok(done.rows_affected() == 1)
+        let revoked = sqlx::query_as::<_, ReturnedUser>(
+            "UPDATE oauth_grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING user_id",
+        )
+        .bind(now)
+        .bind(grant_id);
+        Ok(self.write_returning_user().fetch_optional(revoked).await?.is_some())
     }
 
     /// The user's live approvals of MCP clients, oldest first (the connections page).
@@ -338,7 +339,7 @@ impl Store {
              ORDER BY created_at, id",
         )
         .bind(user_id)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?
         .into_iter()
         .map(OAuthGrantRow::try_from)
@@ -359,7 +360,7 @@ impl Store {
         .bind(now)
         .bind(user_id)
         .bind(client_id)
-        .execute(self.db_for(user_id))
+        .execute(self.write(CacheEffect::User(user_id)))
         .await?;
         Ok(done.rows_affected())
     }
@@ -368,7 +369,7 @@ impl Store {
     pub async fn oauth_grant_user(&self, grant_id: &str) -> StoreResult<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT user_id FROM oauth_grants WHERE id = $1")
             .bind(grant_id)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?;
         Ok(row.map(|(user_id,)| user_id))
     }
@@ -378,7 +379,7 @@ impl Store {
     pub async fn oauth_grant_is_active(&self, grant_id: &str) -> StoreResult<bool> {
         let row: Option<(Option<i64>,)> = sqlx::query_as("SELECT revoked_at FROM oauth_grants WHERE id = $1")
             .bind(grant_id)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?;
         Ok(matches!(row, Some((None,))))
     }

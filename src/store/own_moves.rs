@@ -1,5 +1,5 @@
 //! This process's own moves of the `auth_epoch` counter, counted apart (issue 11, migration
-//! 0016), so the watcher in [`super::freshness`] reacts only to other processes' changes: this
+//! 0016), so the watcher in [`super::generations`] reacts only to other processes' changes: this
 //! process's writes have moved its caches' generations already, and a second move up to one poll
 //! later emptied them again for nothing.
 //!
@@ -35,13 +35,7 @@ pub(super) async fn count_on_sqlite(conn: &mut AnyConnection, writer: &str) -> R
         // Before migration 0016: [`forget_connections_older_than_the_schema`] closes this one.
         return Ok(());
     }
-    let triggers: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'auth_epoch_%'",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    for (name, table, sql) in triggers {
-        let (Some(event), Ok(name), Ok(table)) = (event_of(&sql), plain(&name), plain(&table)) else { continue };
+    for EpochTrigger { name, table, event } in epoch_triggers(conn).await? {
         conn.execute(
             format!(
                 "CREATE TEMP TRIGGER IF NOT EXISTS own_{name} AFTER {event} ON main.{table} \
@@ -77,6 +71,30 @@ pub(super) async fn forget_writer(pool: &AnyPool, writer: &str, limit: std::time
         Ok(Err(error)) => tracing::debug!(%error, "could not remove this process's auth_epoch_writers row"),
         Err(_) => tracing::debug!("removing this process's auth_epoch_writers row took too long"),
     }
+}
+
+/// One of the schema's `auth_epoch_*` triggers (SQLite), with names safe to splice into SQL.
+pub(super) struct EpochTrigger {
+    pub(super) name: String,
+    pub(super) table: String,
+    pub(super) event: &'static str,
+}
+
+/// The schema's `auth_epoch_*` triggers (SQLite): the changes the caches rest on. A trigger
+/// whose event is not recognised, or whose names are not plain, is left out.
+pub(super) async fn epoch_triggers(conn: &mut AnyConnection) -> Result<Vec<EpochTrigger>, sqlx::Error> {
+    let triggers: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'auth_epoch_%'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(triggers
+        .into_iter()
+        .filter_map(|(name, table, sql)| {
+            let (event, name, table) = (event_of(&sql)?, plain(&name).ok()?, plain(&table).ok()?);
+            Some(EpochTrigger { name: name.to_owned(), table: table.to_owned(), event })
+        })
+        .collect())
 }
 
 /// The event of an `AFTER INSERT|UPDATE|DELETE ON` trigger, as its SQL names it.

@@ -12,7 +12,7 @@
 
 use sqlx::any::AnyRow;
 
-use super::{Store, StoreResult};
+use super::{FetchIn, Store, StoreResult};
 
 /// A search, as the `LIKE` pattern every list binds as `$1`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,14 +93,14 @@ impl Store {
         if let Some(now) = now {
             count = count.bind(now);
         }
-        let (total,) = count.fetch_one(self.db()).await?;
+        let (total,) = count.fetch_one_in(self.read()).await?;
         let page_sql =
             format!("SELECT {columns} FROM {from} WHERE {filter} ORDER BY {order} LIMIT {limit} OFFSET {offset}");
         let mut page = sqlx::query_as::<_, R>(&page_sql).bind(search.pattern());
         if let Some(now) = now {
             page = page.bind(now);
         }
-        let rows = page.bind(window.limit).bind(window.offset).fetch_all(self.db()).await?;
+        let rows = page.bind(window.limit).bind(window.offset).fetch_all_in(self.read()).await?;
         Ok(Paged { rows, total })
     }
 
@@ -108,11 +108,11 @@ impl Store {
     /// expiry count as expired, as the list shows them).
     pub async fn admin_counts(&self, now: i64) -> StoreResult<AdminCounts> {
         let one = |sql: &'static str| async move {
-            let (n,): (i64,) = sqlx::query_as(sql).fetch_one(self.db()).await?;
+            let (n,): (i64,) = sqlx::query_as(sql).fetch_one_in(self.read()).await?;
             StoreResult::Ok(n)
         };
         let at_now = |sql: &'static str| async move {
-            let (n,): (i64,) = sqlx::query_as(sql).bind(now).fetch_one(self.db()).await?;
+            let (n,): (i64,) = sqlx::query_as(sql).bind(now).fetch_one_in(self.read()).await?;
             StoreResult::Ok(n)
         };
         Ok(AdminCounts {

@@ -6,9 +6,9 @@
 //! Rewrapping writes are compare-and-swap on the old blob (or, for grants, on the row version
 //! and on nobody holding the refresh lease), so a value a server changed meanwhile is left for
 //! the next pass and a refresh in flight never loses its rotated token
-//! ([`crate::broker::refresh`] stores only if the refresh token it redeemed is still there).
+//! (`src/broker/refresh.rs` stores only if the refresh token it redeemed is still there).
 
-use super::{Backend, Store, StoreError, StoreResult};
+use super::{Backend, CacheEffect, FetchIn, Store, StoreError, StoreResult};
 
 /// Where sealed values live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +100,7 @@ impl Store {
             let key_id = self.key_id_sql(name);
             let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
                 "SELECT {key_id} AS key_id, COUNT(*) AS n FROM {table} WHERE {name} IS NOT NULL GROUP BY {key_id} ORDER BY 1"
-            ))
-            .fetch_all(self.db())
+            )).fetch_all_in(self.read())
             .await?;
             counts.extend(rows.into_iter().map(|(key_id, count)| SealedCount { column, key_id, count }));
         }
@@ -121,7 +120,7 @@ impl Store {
         .bind(after)
         .bind(active)
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
@@ -144,7 +143,7 @@ impl Store {
         .bind(key_id)
         .bind(&grant.id)
         .bind(grant.version)
-        .execute(self.db_for(&grant.user_id))
+        .execute(self.write(CacheEffect::User(&grant.user_id)))
         .await
         .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
@@ -160,7 +159,7 @@ impl Store {
         .bind(after)
         .bind(active)
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
@@ -172,7 +171,7 @@ impl Store {
         .bind(new)
         .bind(id)
         .bind(old)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await
         .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
@@ -185,7 +184,7 @@ impl Store {
             "SELECT kid, private_key_sealed FROM signing_keys WHERE {key_id} <> $1 ORDER BY kid"
         ))
         .bind(active)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
@@ -196,7 +195,7 @@ impl Store {
                 .bind(new)
                 .bind(kid)
                 .bind(old)
-                .execute(self.db())
+                .execute(self.write(CacheEffect::Nothing))
                 .await
                 .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)

@@ -1,4 +1,4 @@
-//! Registered tool servers ("services") that use the token API ([`crate::api`]); created by
+//! Registered tool servers ("services") that use the token API (`src/api/`); created by
 //! `admin services add`. A service's client id is `svc_<name>`, its secret is stored only as a
 //! [`SecretHash`], and for consent it is the client [`ClientIdentity::Service`], so its consents
 //! are the `client_consents` rows keyed `service:<client id>`: removing a service removes them.
@@ -8,14 +8,14 @@ use std::collections::BTreeSet;
 
 use url::Url;
 
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::crypto::SecretHash;
+use crate::domain::ClientIdentity;
 use crate::domain::ProviderId;
-use crate::identity::ClientIdentity;
 
 /// The prefix that makes a service name its client id.
-pub const CLIENT_ID_PREFIX: &str = crate::identity::SERVICE_CLIENT_ID_PREFIX;
+pub const CLIENT_ID_PREFIX: &str = crate::domain::SERVICE_CLIENT_ID_PREFIX;
 
 /// A service as the rest of the broker sees it: parsed once, here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +157,7 @@ impl Store {
             .bind(i64::from(row.trusted))
             .bind(row.secret_hash.as_str())
             .bind(now)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await
             .map_err(StoreError::from_write)?;
         Ok(row)
@@ -185,7 +185,7 @@ impl Store {
             "SELECT {SERVICE_COLUMNS} FROM services WHERE {column} = $1 ORDER BY name LIMIT 1"
         ))
         .bind(value)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?
         .map(ServiceRow::try_from)
         .transpose()
@@ -194,7 +194,7 @@ impl Store {
     /// Every service, by name.
     pub async fn list_services(&self) -> StoreResult<Vec<ServiceRow>> {
         sqlx::query_as::<_, RawServiceRow>(&format!("SELECT {SERVICE_COLUMNS} FROM services ORDER BY name"))
-            .fetch_all(self.db())
+            .fetch_all_in(self.read())
             .await?
             .into_iter()
             .map(ServiceRow::try_from)
@@ -208,7 +208,7 @@ impl Store {
             .bind(new_hash.as_str())
             .bind(now)
             .bind(name)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -225,7 +225,8 @@ impl Store {
     /// [`Store::remove_service`] without the bound.
     async fn remove_service_unbounded(&self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
         let client_key = ClientIdentity::Service(ServiceRow::client_id_for(name)).key();
-        let mut tx = self.pool().begin().await?;
+        // The removed client's consents are any number of users'.
+        let mut tx = self.begin(CacheEffect::Everyone).await?;
         let removed = sqlx::query("DELETE FROM services WHERE name = $1").bind(name).execute(&mut *tx).await?;
         if removed.rows_affected() != 1 {
             tx.rollback().await?;
@@ -244,7 +245,6 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.written();
         Ok(Some(consents.rows_affected()))
     }
 }

@@ -1,7 +1,7 @@
 //! Browser sessions (the consent pages' sign-in). The cookie holds a random value; only its
 //! SHA-256 is stored, so a database reader cannot ride a session.
 
-use super::{Store, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -29,7 +29,7 @@ impl Store {
             .bind(csrf_token)
             .bind(now)
             .bind(expires_at)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         Ok(())
     }
@@ -40,26 +40,32 @@ impl Store {
             "SELECT id_hash, user_id, csrf_token, created_at, expires_at FROM browser_sessions WHERE id_hash = $1 AND expires_at > $2",
         )
         .bind(id_hash)
-        .bind(now)
-        .fetch_optional(self.db())
+        .bind(now).fetch_optional_in(self.read())
         .await?)
     }
 
     pub async fn delete_browser_session(&self, id_hash: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM browser_sessions WHERE id_hash = $1").bind(id_hash).execute(self.db()).await?;
+        sqlx::query("DELETE FROM browser_sessions WHERE id_hash = $1")
+            .bind(id_hash)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(())
     }
 
     /// Signs a user out everywhere (after a password change).
     pub async fn delete_browser_sessions_for_user(&self, user_id: &str) -> StoreResult<u64> {
-        let done =
-            sqlx::query("DELETE FROM browser_sessions WHERE user_id = $1").bind(user_id).execute(self.db()).await?;
+        let done = sqlx::query("DELETE FROM browser_sessions WHERE user_id = $1")
+            .bind(user_id)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(done.rows_affected())
     }
 
     pub async fn delete_expired_browser_sessions(&self, now: Timestamp) -> StoreResult<u64> {
-        let done =
-            sqlx::query("DELETE FROM browser_sessions WHERE expires_at <= $1").bind(now).execute(self.db()).await?;
+        let done = sqlx::query("DELETE FROM browser_sessions WHERE expires_at <= $1")
+            .bind(now)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(done.rows_affected())
     }
 }

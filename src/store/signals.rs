@@ -1,8 +1,8 @@
 //! The signal outbox (PostgreSQL): what one instance tells the others, as rows that carry ids
-//! only. A trigger (migration 0010) announces each row with `NOTIFY`; [`crate::events`] reads
+//! only. A trigger (migration 0010) announces each row with `NOTIFY`; `src/events.rs` reads
 //! the table to catch up after its listener reconnected.
 
-use super::{Store, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
 /// One signal as stored.
@@ -23,7 +23,7 @@ impl Store {
                 .bind(origin)
                 .bind(payload)
                 .bind(now)
-                .fetch_one(self.db())
+                .fetch_one(self.write(CacheEffect::Nothing))
                 .await?;
         Ok(id)
     }
@@ -35,21 +35,23 @@ impl Store {
         )
         .bind(after)
         .bind(limit)
-        .fetch_all(self.db())
+        .fetch_all_in(self.read())
         .await?)
     }
 
     /// The newest signal's id (0 when there is none): where a new listener starts.
     pub async fn latest_signal_id(&self) -> StoreResult<i64> {
         let (id,): (i64,) =
-            sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM signal_outbox").fetch_one(self.db()).await?;
+            sqlx::query_as("SELECT COALESCE(MAX(id), 0) FROM signal_outbox").fetch_one_in(self.read()).await?;
         Ok(id)
     }
 
     /// Forgets signals created before `before`; returns how many.
     pub async fn prune_signals(&self, before: Timestamp) -> StoreResult<u64> {
-        let done =
-            sqlx::query("DELETE FROM signal_outbox WHERE created_at < $1").bind(before).execute(self.db()).await?;
+        let done = sqlx::query("DELETE FROM signal_outbox WHERE created_at < $1")
+            .bind(before)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(done.rows_affected())
     }
 }

@@ -1,8 +1,8 @@
-//! Rows of the sign-in throttle ([`crate::web::throttle`] decides; this stores), shared by
+//! Rows of the sign-in throttle (`src/web/throttle.rs` decides; this stores), shared by
 //! every instance on the database (migration 0010). Buckets are opaque keys the throttle
 //! builds; they hold usernames and addresses, never a secret.
 
-use super::{Store, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
 /// The longest window any budget counts rows of `throttle_failures` over (client
@@ -25,7 +25,7 @@ impl Store {
             "SELECT locked_until, CAST(strikes AS BIGINT) AS strikes FROM throttle_locks WHERE bucket = $1",
         )
         .bind(bucket)
-        .fetch_optional(self.db())
+        .fetch_optional_in(self.read())
         .await?)
     }
 
@@ -35,12 +35,12 @@ impl Store {
         sqlx::query("INSERT INTO throttle_failures (bucket, at) VALUES ($1, $2)")
             .bind(bucket)
             .bind(now)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM throttle_failures WHERE bucket = $1 AND at > $2")
             .bind(bucket)
             .bind(since)
-            .fetch_one(self.db())
+            .fetch_one_in(self.read())
             .await?;
         Ok(count)
     }
@@ -61,13 +61,13 @@ impl Store {
         sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1 AND at <= $2")
             .bind(bucket)
             .bind(since)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         let (count, oldest): (i64, Option<i64>) =
             sqlx::query_as("SELECT COUNT(*), MIN(at) FROM throttle_failures WHERE bucket = $1 AND at > $2")
                 .bind(bucket)
                 .bind(since)
-                .fetch_one(self.db())
+                .fetch_one_in(self.read())
                 .await?;
         if count >= max {
             return Ok(Err(oldest.unwrap_or(now)));
@@ -75,7 +75,7 @@ impl Store {
         sqlx::query("INSERT INTO throttle_failures (bucket, at) VALUES ($1, $2)")
             .bind(bucket)
             .bind(now)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         Ok(Ok(()))
     }
@@ -89,16 +89,25 @@ impl Store {
         .bind(bucket)
         .bind(lock.locked_until)
         .bind(lock.strikes)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
-        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1").bind(bucket).execute(self.db()).await?;
+        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1")
+            .bind(bucket)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(())
     }
 
     /// Forgets a bucket's failures and lock.
     pub async fn throttle_clear(&self, bucket: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1").bind(bucket).execute(self.db()).await?;
-        sqlx::query("DELETE FROM throttle_locks WHERE bucket = $1").bind(bucket).execute(self.db()).await?;
+        sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1")
+            .bind(bucket)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
+        sqlx::query("DELETE FROM throttle_locks WHERE bucket = $1")
+            .bind(bucket)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         Ok(())
     }
 
@@ -110,7 +119,7 @@ impl Store {
         .bind(account)
         .bind(address)
         .bind(since)
-        .fetch_one(self.db())
+        .fetch_one_in(self.read())
         .await?;
         Ok(count > 0)
     }
@@ -130,7 +139,7 @@ impl Store {
         .bind(account)
         .bind(address)
         .bind(now)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         sqlx::query(
             "DELETE FROM throttle_known_addresses WHERE account = $1 AND address NOT IN \
@@ -138,7 +147,7 @@ impl Store {
         )
         .bind(account)
         .bind(keep)
-        .execute(self.db())
+        .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(())
     }
@@ -151,14 +160,17 @@ impl Store {
         locks_before: Timestamp,
         addresses_before: Timestamp,
     ) -> StoreResult<()> {
-        sqlx::query("DELETE FROM throttle_failures WHERE at <= $1").bind(failures_before).execute(self.db()).await?;
+        sqlx::query("DELETE FROM throttle_failures WHERE at <= $1")
+            .bind(failures_before)
+            .execute(self.write(CacheEffect::Nothing))
+            .await?;
         sqlx::query("DELETE FROM throttle_locks WHERE locked_until <= $1")
             .bind(locks_before)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         sqlx::query("DELETE FROM throttle_known_addresses WHERE at <= $1")
             .bind(addresses_before)
-            .execute(self.db())
+            .execute(self.write(CacheEffect::Nothing))
             .await?;
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! an argon2 password hash.
 
 use super::paging::{ListSql, Paged, Search, Window};
-use super::{Store, StoreError, StoreResult};
+use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -53,7 +53,7 @@ impl Store {
         .bind(username)
         .bind(password_hash)
         .bind(now)
-        .execute(self.db_for(&id))
+        .execute(self.write(CacheEffect::User(&id)))
         .await
         .map_err(StoreError::from_write)?;
         self.user_by_id(&id).await?.ok_or(StoreError::Corrupt("user vanished after insert".into()))
@@ -62,14 +62,14 @@ impl Store {
     pub async fn user_by_id(&self, id: &str) -> StoreResult<Option<User>> {
         Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = $1"))
             .bind(id)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?)
     }
 
     pub async fn user_by_username(&self, username: &str) -> StoreResult<Option<User>> {
         Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users WHERE username = $1"))
             .bind(username)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?)
     }
 
@@ -77,13 +77,13 @@ impl Store {
         Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users WHERE issuer = $1 AND subject = $2"))
             .bind(issuer)
             .bind(subject)
-            .fetch_optional(self.db())
+            .fetch_optional_in(self.read())
             .await?)
     }
 
     pub async fn list_users(&self) -> StoreResult<Vec<User>> {
         Ok(sqlx::query_as::<_, User>(&format!("SELECT {USER_COLUMNS} FROM users ORDER BY created_at, id"))
-            .fetch_all(self.db())
+            .fetch_all_in(self.read())
             .await?)
     }
 
@@ -91,7 +91,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
             .bind(password_hash)
             .bind(user_id)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -101,7 +101,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET is_admin = $1 WHERE id = $2")
             .bind(i64::from(admin))
             .bind(user_id)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -111,7 +111,7 @@ impl Store {
         let done = sqlx::query("UPDATE users SET disabled_at = $1 WHERE id = $2")
             .bind(disabled_at)
             .bind(user_id)
-            .execute(self.db_for(user_id))
+            .execute(self.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -138,6 +138,6 @@ impl Store {
         for id in ids {
             query = query.bind(*id);
         }
-        Ok(query.fetch_all(self.db()).await?)
+        Ok(query.fetch_all_in(self.read()).await?)
     }
 }

@@ -54,10 +54,8 @@ async fn answer(
     match flow::complete(state, &params, session.as_ref(), arrival).await {
         Ok(connected) => pages::see_other(&result_path(&connected.authorization_id)),
         Err(CallbackError { error, authorization_id }) => {
-            if let FlowError::Store(cause) = &error {
-                tracing::error!(%cause, "callback failed");
-            } else if let FlowError::Internal(cause) = &error {
-                tracing::error!(%cause, "callback failed");
+            if matches!(error, FlowError::Store(_) | FlowError::Internal(_)) {
+                tracing::error!(error = %crate::error_chain::Chain(&error), "callback failed");
             }
             match (authorization_id, Problem::of(&error)) {
                 // A reload by the owner's browser of a callback already taken (the exchange

@@ -298,6 +298,6 @@ pub async fn logout_everywhere(
         )
         .await?;
     let mut response = pages::see_other("/login");
-    response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state));
+    response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state.identity));
     Ok(response)
 }

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::pages::{self, MessagePage, SignOutForm};
 use crate::broker::flow::FlowError;
+use crate::error_chain::{BoxError, Chain};
 use crate::identity::browser::SessionError;
 use crate::identity::next::login_path;
 use crate::identity::oidc::browser_login::SignInError;
@@ -23,8 +24,8 @@ pub enum PageError {
     Page { status: StatusCode, title: String, message: String, next_step: String, sign_out: Option<SignOutForm> },
     /// 303 to `/login?next=…` (the page needs a signed-in browser).
     SignIn { next: String },
-    /// 500 with a generic page; the cause is logged.
-    Internal(String),
+    /// 500 with a generic page; the cause is logged (with its own causes).
+    Internal(BoxError),
 }
 
 impl PageError {
@@ -95,14 +96,15 @@ impl PageError {
         )
     }
 
-    pub fn internal(cause: impl std::fmt::Display) -> Self {
-        PageError::Internal(cause.to_string())
+    /// A failure on our side: a message (when it is the whole cause) or the error itself.
+    pub fn internal(cause: impl Into<BoxError>) -> Self {
+        PageError::Internal(cause.into())
     }
 }
 
 impl From<StoreError> for PageError {
     fn from(error: StoreError) -> Self {
-        PageError::Internal(format!("store: {error}"))
+        PageError::Internal(Box::new(error))
     }
 }
 
@@ -306,7 +308,7 @@ impl IntoResponse for PageError {
             }
             PageError::SignIn { next } => pages::see_other(&login_path(&next)),
             PageError::Internal(cause) => {
-                tracing::error!(%cause, "hosted page failed");
+                tracing::error!(cause = %Chain(&*cause), "hosted page failed");
                 PageError::went_wrong().into_response()
             }
         }
@@ -323,6 +325,34 @@ mod tests {
         assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
         assert!(!String::from_utf8_lossy(&body).contains("secret detail"));
+    }
+
+    /// The log gets the whole chain (also as JSON, which writes only an error's own message);
+    /// the page gets none of it.
+    #[tokio::test]
+    async fn an_internal_error_is_logged_with_its_causes_and_shown_without_them() {
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
+        let cause = url::Url::parse("not a url").unwrap_err();
+        let error = FlowError::Internal(crate::error_chain::because("the stored redirect_uri is not a URL", cause));
+        let response = tracing::subscriber::with_default(subscriber, || PageError::from(error).into_response());
+        let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert!(logs.contains("the stored redirect_uri is not a URL: relative URL without a base"), "{logs}");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let html = String::from_utf8_lossy(&body);
+        assert!(!html.contains("redirect_uri") && !html.contains("relative URL"), "{html}");
     }
 
     /// Every flow error the pages can show. The match has no wildcard, so a new variant does

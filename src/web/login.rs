@@ -7,12 +7,9 @@
 //! is audited (`browser.sign_in_failed`, with the username tried, the address and why). Success always mints a new session
 //! (session fixation) and redirects only to a local `next` ([`super::next`]).
 
-use std::net::SocketAddr;
-
 use axum::Form;
 use axum::extract::rejection::{FormRejection, QueryRejection};
-use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
-use axum::http::request::Parts;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use secrecy::{ExposeSecret, SecretString};
@@ -25,6 +22,7 @@ use super::throttle::{self, Attempt};
 use crate::identity::browser::{self, OptionalBrowserSession};
 use crate::identity::next::safe_next;
 use crate::identity::password::{verify_against_dummy, verify_password};
+use crate::net::ClientIp;
 use crate::state::AppState;
 use crate::store::audit::quoted;
 
@@ -61,23 +59,6 @@ pub struct LogoutForm {
     next: String,
 }
 
-/// The client's IP: the TCP peer's, or what a trusted proxy says it is
-/// ([`super::client_address`]); "unknown" when the server runs without connect info, as in
-/// unit tests.
-#[derive(Debug, Clone)]
-pub struct ClientIp(pub String);
-
-impl FromRequestParts<AppState> for ClientIp {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let ip = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| {
-            super::client_address::client_address(addr.ip(), &parts.headers, &state.config.trusted_proxies).to_string()
-        });
-        Ok(Self(ip.unwrap_or_else(|| "unknown".into())))
-    }
-}
-
 /// Renders the sign-in form with `status`, installing the login CSRF cookie when needed.
 fn form_page(
     status: StatusCode,
@@ -107,7 +88,7 @@ pub async fn form(
 ) -> Response {
     let next = query.map(|Query(q)| q.next).unwrap_or_default();
     // [identity] mode = "oidc": the issuer signs browsers in; there is no local form.
-    if state.oidc.is_some() {
+    if state.identity.oidc.is_some() {
         return pages::see_other(&crate::identity::oidc::login_path(&next));
     }
     let token = csrf::login_token(&headers, state.config.secure_cookies());
@@ -122,7 +103,7 @@ pub async fn submit(
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    if state.oidc.is_some() {
+    if state.identity.oidc.is_some() {
         return Err(PageError::not_found());
     }
     let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
@@ -168,10 +149,10 @@ pub async fn submit(
         return Ok(form_page(StatusCode::FORBIDDEN, &form.next, &form.username, Some(DISABLED), token));
     }
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
-    if let Some(old) = browser::presented_session_hash(&state, &headers) {
+    if let Some(old) = browser::presented_session_hash(&state.identity, &headers) {
         state.store.delete_browser_session(&old).await?;
     }
-    let (session, cookie) = browser::sign_in(&state, user).await?;
+    let (session, cookie) = browser::sign_in(&state.identity, user).await?;
     state.store.audit(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
     tracing::info!(user_id = %session.user.id, "browser signed in");
     let mut response = pages::see_other(safe_next(&form.next));
@@ -264,13 +245,13 @@ pub async fn logout(
     let form = form.map(|Form(f)| f).unwrap_or_default();
     let Some(session) = session else {
         let mut response = pages::see_other(safe_next(&form.next));
-        response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state));
+        response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state.identity));
         return Ok(response);
     };
     if !csrf::session_token_matches(&session, &form.csrf_token) {
         return Err(PageError::csrf());
     }
-    let cookie = browser::sign_out(&state, &session.id_hash).await?;
+    let cookie = browser::sign_out(&state.identity, &session.id_hash).await?;
     tracing::info!(user_id = %session.user.id, "browser signed out");
     let mut response = pages::see_other(safe_next(&form.next));
     response.headers_mut().append(header::SET_COOKIE, cookie);

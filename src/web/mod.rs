@@ -22,7 +22,6 @@
 
 pub mod admin;
 pub mod callback;
-pub mod client_address;
 pub mod connect;
 pub mod connections;
 pub mod csrf;

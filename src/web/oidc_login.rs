@@ -43,7 +43,7 @@ async fn start(
     query: Result<Query<StartQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let next = query.map(|Query(q)| q.next).unwrap_or_default();
-    let started = browser_login::start(&state, &ctx, &next).await?;
+    let started = browser_login::start(&state.identity, &ctx, &next).await?;
     let mut response = pages::see_other(started.location.as_str());
     response.headers_mut().append(header::SET_COOKIE, started.cookie);
     Ok(response)
@@ -58,7 +58,7 @@ async fn callback(
 ) -> Response {
     let mut response = match query {
         Err(_) => PageError::bad_request().into_response(),
-        Ok(Query(query)) => match browser_login::finish(&state, &ctx, &headers, query).await {
+        Ok(Query(query)) => match browser_login::finish(&state.identity, &ctx, &headers, query).await {
             Ok(signed_in) => {
                 let mut response = pages::see_other(&signed_in.next);
                 response.headers_mut().append(header::SET_COOKIE, signed_in.cookie);

@@ -33,7 +33,7 @@
 //! attempts and a restart forgets nothing. Two instances counting the same bucket's last
 //! failure at the same moment may both start its lock (the same lock; an account's doubling
 //! may then count one extra strike). The address is the client's, as
-//! [`super::client_address`] finds it (the TCP peer, or what a trusted proxy says).
+//! [`crate::net::client_address`] finds it (the TCP peer, or what a trusted proxy says).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

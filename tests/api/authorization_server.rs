@@ -310,7 +310,7 @@ async fn full_flow(app: &TestApp) {
     assert!(tools.iter().any(|t| t.name == "list_connections"));
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("authorization", format!("Bearer {access}").parse().unwrap());
-    let user = oauth_broker::identity::bearer::authenticate(&app.state, &headers).await.unwrap();
+    let user = oauth_broker::identity::bearer::authenticate(&app.state.identity, &headers).await.unwrap();
     assert_eq!(user.client, ClientIdentity::OAuthClient(client_id.clone()), "the token names its client");
 
     // Consent per client: Alice's connection, made through another client, asks before this

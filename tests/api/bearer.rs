@@ -29,7 +29,7 @@ fn claims(app: &TestApp, subject: &str) -> serde_json::Value {
 }
 
 fn active_kid(app: &TestApp) -> String {
-    app.state.keys.jwks()["keys"][0]["kid"].as_str().unwrap().to_owned()
+    app.state.identity.keys.jwks()["keys"][0]["kid"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -69,7 +69,7 @@ async fn forged_expired_and_misdirected_tokens_are_all_rejected_with_invalid_tok
         format!("{}.{body}.", URL_SAFE_NO_PAD.encode(json!({"alg": "none", "typ": "JWT", "kid": kid}).to_string()));
 
     // HS256 keyed with our public key (the classic algorithm-confusion attack).
-    let x = app.state.keys.jwks()["keys"][0]["x"].as_str().unwrap().to_owned();
+    let x = app.state.identity.keys.jwks()["keys"][0]["x"].as_str().unwrap().to_owned();
     let public = URL_SAFE_NO_PAD.decode(x).unwrap();
     let mut hs_header = Header::new(Algorithm::HS256);
     hs_header.kid = Some(kid.clone());
@@ -77,8 +77,8 @@ async fn forged_expired_and_misdirected_tokens_are_all_rejected_with_invalid_tok
         jsonwebtoken::encode(&hs_header, &claims(&app, &alice.subject), &EncodingKey::from_secret(&public)).unwrap();
 
     // Properly signed, but expired beyond the leeway, or naming an unknown user.
-    let real = app.state.keys.issue(&alice.subject, None, app.now() - 3600, 600).unwrap();
-    let unknown_user = app.state.keys.issue("no-such-user", None, app.now(), 600).unwrap();
+    let real = app.state.identity.keys.issue(&alice.subject, None, app.now() - 3600, 600).unwrap();
+    let unknown_user = app.state.identity.keys.issue("no-such-user", None, app.now(), 600).unwrap();
 
     for (what, token) in [
         ("foreign key", wrong_key.as_str()),

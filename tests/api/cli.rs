@@ -52,26 +52,19 @@ async fn the_cli_creates_a_user_and_issues_a_token_the_server_accepts() {
     let http = reqwest::Client::new();
     let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "cli-test", "version": "1"}}});
-    let mut status = None;
-    for _ in 0..100 {
-        match http
-            .post(format!("{public_url}/mcp"))
+    let status = crate::helpers::eventually("the server answers /mcp", std::time::Duration::from_secs(30), || async {
+        http.post(format!("{public_url}/mcp"))
             .bearer_auth(&token)
             .header("accept", "application/json, text/event-stream")
             .json(&init)
             .send()
             .await
-        {
-            Ok(response) => {
-                status = Some(response.status());
-                break;
-            }
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-        }
-    }
+            .map(|response| response.status())
+    })
+    .await;
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(status.map(|s| s.as_u16()), Some(200), "the CLI-issued token opens /mcp");
+    assert_eq!(status.as_u16(), 200, "the CLI-issued token opens /mcp");
 }
 
 #[test]
@@ -244,15 +237,10 @@ async fn after_sigterm_the_database_file_alone_holds_everything() {
         .spawn()
         .unwrap();
     let http = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..200 {
-        if http.get(format!("{public_url}/healthz")).send().await.is_ok_and(|r| r.status() == 200) {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(up, "the server came up");
+    crate::helpers::eventually("the server comes up", std::time::Duration::from_secs(30), || async {
+        http.get(format!("{public_url}/healthz")).send().await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
     add_user(dir.path(), &public_url, "dave");
 
     let term = Command::new("kill").args(["-TERM", &server.id().to_string()]).status().unwrap();
@@ -288,20 +276,15 @@ async fn serve_demo_runs_in_oidc_mode_without_printing_a_local_token() {
         .spawn()
         .unwrap();
     let http = reqwest::Client::new();
-    let mut demo_page = None;
-    for _ in 0..200 {
-        if let Ok(response) =
-            http.get(format!("{public_url}/demo-provider/.well-known/oauth-authorization-server")).send().await
-        {
-            demo_page = Some(response.status());
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let demo_page = crate::helpers::eventually("the server answers", std::time::Duration::from_secs(30), || async {
+        let page = http.get(format!("{public_url}/demo-provider/.well-known/oauth-authorization-server")).send().await;
+        page.map(|response| response.status())
+    })
+    .await;
     let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
     let output = server.wait_with_output().unwrap();
     let printed = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(demo_page, Some(reqwest::StatusCode::OK), "the server started in oidc mode with the demo provider");
+    assert_eq!(demo_page, reqwest::StatusCode::OK, "the server started in oidc mode with the demo provider");
     assert!(printed.contains("identity from http://127.0.0.1:9"), "{printed}");
     assert!(!printed.contains("Bearer token for MCP clients"), "no local token in oidc mode: {printed}");
 }
@@ -658,11 +641,10 @@ async fn users_disable_and_enable_take_effect_at_the_next_request(app: &TestApp)
     assert_eq!(page.status(), 303, "the browser session ended: sent to sign in");
     // The CLI is another process: the server's caches learn of it from the database within the
     // watcher's interval (issue 11), so this waits for the refusal, boundedly.
-    let refused = crate::helpers::eventually(std::time::Duration::from_secs(5), || async {
+    crate::helpers::eventually("the token is refused", std::time::Duration::from_secs(5), || async {
         app.mcp_client_with_token(&token, ClientKind::Url).await.is_err()
     })
     .await;
-    assert!(refused, "the token is refused");
     let audit = admin_ok(app, &["audit", "--user", ALICE]).await;
     assert!(audit.contains("admin.user_disabled") && audit.contains("ACTOR"), "{audit}");
     let audit: serde_json::Value =

@@ -32,15 +32,10 @@ async fn a_frozen_database_connection_gives_a_retryable_error_not_a_hang() {
 
     // Once the path thaws, calls work again without a restart.
     proxy.set(Mode::Forward);
-    let mut recovered = false;
-    for _ in 0..50 {
-        if app.state.store.grants_for_user(&user).await.is_ok() {
-            recovered = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    assert!(recovered, "the store recovers");
+    crate::helpers::eventually("the store recovers", std::time::Duration::from_secs(10), || async {
+        app.state.store.grants_for_user(&user).await.is_ok()
+    })
+    .await;
     app.stop().await;
 }
 

@@ -55,24 +55,26 @@ impl Blocker {
     /// the writer gives up after its busy timeout.
     async fn cut_the_waiting_connection(&mut self, call: &tokio::task::JoinHandle<impl Sized>) {
         let Blocker::Postgres(conn) = self else { return };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        let conn = tokio::sync::Mutex::new(conn);
+        // The waiting connection's pid, or none if the call finished without waiting.
+        let waiting = crate::helpers::eventually("the broker waits on the lock", Duration::from_secs(20), || async {
             let waiting: Option<i32> = sqlx::query_scalar(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
                  AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() LIMIT 1",
             )
-            .fetch_optional(&mut *conn)
+            .fetch_optional(&mut **conn.lock().await)
             .await
             .unwrap();
-            if let Some(pid) = waiting {
-                sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&mut *conn).await.unwrap();
-                return;
+            match waiting {
+                Some(pid) => Some(Some(pid)),
+                None if call.is_finished() => Some(None),
+                None => None,
             }
-            if call.is_finished() {
-                return;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "the broker never waited on the lock");
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        })
+        .await;
+        if let Some(pid) = waiting {
+            let conn = conn.into_inner();
+            sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&mut *conn).await.unwrap();
         }
     }
 

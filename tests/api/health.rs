@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
-use crate::helpers::{Backend, TestApp, spawn_app_opts};
+use crate::helpers::{Backend, TestApp, eventually, spawn_app_opts};
 use crate::on_both_backends;
 
 async fn readyz(app: &TestApp) -> (u16, Value) {
@@ -20,15 +20,11 @@ async fn healthz(app: &TestApp) -> u16 {
 /// `/readyz` until it answers `want`: a pool reconnecting after an outage takes a moment, and
 /// the test waits for that event, not for a fixed time.
 async fn readyz_until(app: &TestApp, want: u16) -> Value {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    eventually(&format!("/readyz answers {want}"), std::time::Duration::from_secs(30), || async {
         let (status, body) = readyz(app).await;
-        if status == want {
-            return body;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "/readyz never answered {want}: {status} {body}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        if status == want { Ok(body) } else { Err(format!("{status} {body}")) }
+    })
+    .await
 }
 
 async fn ready_unless_draining_or_behind_on_migrations(app: &TestApp) {

@@ -236,7 +236,7 @@ impl TestApp {
     /// A bearer token for a test user, signed by the broker's own key.
     pub async fn token_for(&self, name: &str) -> String {
         let user = self.state.store.user_by_username(name).await.unwrap().unwrap();
-        self.state.keys.issue(&user.subject, Some(name), self.now(), 400 * 24 * 3600).unwrap()
+        self.state.identity.keys.issue(&user.subject, Some(name), self.now(), 400 * 24 * 3600).unwrap()
     }
 
     /// A bearer token for `name` issued for one program (`admin tokens issue --client LABEL`):
@@ -244,7 +244,11 @@ impl TestApp {
     #[allow(dead_code, reason = "used by the consent tests")]
     pub async fn token_for_client(&self, name: &str, client: &str) -> String {
         let user = self.state.store.user_by_username(name).await.unwrap().unwrap();
-        self.state.keys.issue_labelled(&user.subject, Some(name), Some(client), self.now(), 400 * 24 * 3600).unwrap()
+        self.state
+            .identity
+            .keys
+            .issue_labelled(&user.subject, Some(name), Some(client), self.now(), 400 * 24 * 3600)
+            .unwrap()
     }
 
     /// Approves a consent-only link ("let this client use your connection") as `name`:
@@ -766,24 +770,70 @@ impl TestApp {
     }
 }
 
-/// Tries `check` until it holds or `within` has passed; whether it held. For a change made by
-/// another process (the admin CLI, another instance), which a server's caches learn of from the
-/// database within its watcher's interval (issue 11): the test waits for the effect itself,
-/// polling, never for a fixed time.
-pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+/// What a check given to [`eventually`] reports: whether the awaited event has happened yet,
+/// and what it brings.
+///
+/// `true`, `Some(value)` and `Ok(value)` say it has; `false`, `None` and `Err(seen)` say not yet,
+/// an `Err` naming what the check saw instead, for the failure message.
+pub trait Observed {
+    /// What `eventually` returns once the event happened.
+    type Value;
+    /// The value once the event happened; otherwise what was seen instead, if the check said.
+    fn settled(self) -> Result<Self::Value, Option<String>>;
+}
+
+impl Observed for bool {
+    type Value = ();
+    fn settled(self) -> Result<(), Option<String>> {
+        if self { Ok(()) } else { Err(None) }
+    }
+}
+
+impl<T> Observed for Option<T> {
+    type Value = T;
+    fn settled(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T, E: std::fmt::Display> Observed for Result<T, E> {
+    type Value = T;
+    fn settled(self) -> Result<T, Option<String>> {
+        self.map_err(|seen| Some(seen.to_string()))
+    }
+}
+
+/// How often [`eventually`] looks again: the wait ends on the event itself, so this only bounds
+/// how late the test notices it.
+const POLL_EVERY: Duration = Duration::from_millis(10);
+
+/// Waits for an event the test cannot be told of directly — a server up, a row changed, a
+/// counter moved, a change made by another process reaching a server's caches (issue 11) —
+/// by asking `check` until it reports the event, and returns what it reported (see
+/// [`Observed`]). Tests wait for events this way, never for a fixed time: a passing test waits
+/// only as long as the event takes, and `within` is a bound for a broken one, generous because
+/// the machine may be loaded. When `within` passes first it panics with `what` (the event, as a
+/// sentence) and the last thing the check saw.
+pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F) -> <Fut::Output as Observed>::Value
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: std::future::Future,
+    Fut::Output: Observed,
 {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        if check().await {
-            return true;
-        }
+        let seen = match check().await.settled() {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
         if tokio::time::Instant::now() >= deadline {
-            return false;
+            match seen {
+                Some(seen) => panic!("not within {within:?}: {what} (last seen: {seen})"),
+                None => panic!("not within {within:?}: {what}"),
+            }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        // The pace of looking again (see POLL_EVERY), not a wait for an outcome.
+        tokio::time::sleep(POLL_EVERY).await;
     }
 }
 

@@ -90,15 +90,15 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
     assert!(text(&again.stdout).starts_with("0 sealed values moved"), "{}", text(&again.stdout));
     // The reader keeps going until it has read values sealed with the new key.
     let served_before = served.load(Ordering::SeqCst);
-    let caught_up = async {
-        while served.load(Ordering::SeqCst) < served_before + 5 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    crate::helpers::eventually("reads keep succeeding after the rewrap", Duration::from_secs(60), || async {
+        let now = served.load(Ordering::SeqCst);
+        if now >= served_before + 5 {
+            Ok(())
+        } else {
+            Err(format!("{} served since, {} failed", now - served_before, failed.load(Ordering::SeqCst)))
         }
-    };
-    if tokio::time::timeout(Duration::from_secs(60), caught_up).await.is_err() {
-        let last = client.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await;
-        panic!("reads stopped succeeding after the rewrap; the last answer: {last:?}");
-    }
+    })
+    .await;
     stop.store(true, Ordering::SeqCst);
     reader.await.unwrap();
 
@@ -157,18 +157,19 @@ impl Serve {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let http = reqwest::Client::new();
-        let mut ready = false;
-        for _ in 0..300 {
-            if child.try_wait().unwrap().is_some() {
-                break;
+        let http = &reqwest::Client::new();
+        // Whichever comes first: ready, or the process gave up.
+        let ready = crate::helpers::eventually("serve becomes ready or exits", Duration::from_secs(30), || {
+            let exited = child.try_wait().unwrap().is_some();
+            async move {
+                if exited {
+                    return Some(false);
+                }
+                let readyz = http.get(format!("http://127.0.0.1:{port}/readyz")).send().await;
+                readyz.is_ok_and(|r| r.status() == 200).then_some(true)
             }
-            if http.get(format!("http://127.0.0.1:{port}/readyz")).send().await.is_ok_and(|r| r.status() == 200) {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
         let _ = child.kill();
         let output = child.wait_with_output().unwrap();
         Self { ready, stderr: text(&output.stderr) }
@@ -216,26 +217,33 @@ async fn a_rotated_signing_key_keeps_verifying_old_tokens_until_they_expire(app:
     let issued = run(app, &["admin", "tokens", "issue", ALICE, "--ttl", "366d"]);
     assert!(issued.status.success(), "{}", text(&issued.stderr));
     let old_token = text(&issued.stdout).trim().to_owned();
-    let old_kid = app.state.keys.active_kid();
+    let old_kid = app.state.identity.keys.active_kid();
 
     // Act: rotate the signing key from the CLI.
     let rotated = run(app, &["admin", "keys", "rotate-signing"]);
     assert!(rotated.status.success(), "{}", text(&rotated.stderr));
 
     // Assert: the running server picks the new key up and serves both public keys.
-    let http = app.http();
-    let mut kids = Vec::new();
-    for _ in 0..100 {
-        let jwks: Value = http.get(app.url("/.well-known/jwks.json")).send().await.unwrap().json().await.unwrap();
-        kids = jwks["keys"].as_array().unwrap().iter().map(|k| k["kid"].as_str().unwrap().to_owned()).collect();
-        if kids.len() == 2 && app.state.keys.active_kid() != old_kid {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let http = &app.http();
+    let kids: Vec<String> = crate::helpers::eventually(
+        "the server serves the new signing key beside the old one",
+        Duration::from_secs(10),
+        || async {
+            let jwks: Value = http.get(app.url("/.well-known/jwks.json")).send().await.unwrap().json().await.unwrap();
+            let kids: Vec<String> =
+                jwks["keys"].as_array().unwrap().iter().map(|k| k["kid"].as_str().unwrap().to_owned()).collect();
+            let signs_with_new = app.state.identity.keys.active_kid() != old_kid;
+            if kids.len() == 2 && signs_with_new {
+                Ok(kids)
+            } else {
+                Err(format!("{kids:?}, signs with new: {signs_with_new}"))
+            }
+        },
+    )
+    .await;
     assert_eq!(kids.len(), 2, "the JWKS lists the old and the new key: {kids:?}");
     assert!(kids.contains(&old_kid));
-    let new_kid = app.state.keys.active_kid();
+    let new_kid = app.state.identity.keys.active_kid();
     assert_ne!(new_kid, old_kid, "the server signs with the new key");
     let new_token = app.token_for(ALICE).await;
     let header: Value = serde_json::from_slice(

@@ -47,12 +47,10 @@ async fn full_flow_leaves_no_secret(log_format: &str) {
         .spawn()
         .unwrap();
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    for _ in 0..200 {
-        if http.get(format!("{base}/healthz")).send().await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::helpers::eventually("the server answers /healthz", Duration::from_secs(30), || async {
+        http.get(format!("{base}/healthz")).send().await.is_ok()
+    })
+    .await;
     // The demo banner (stdout) carries the demo password and a token: read them from there.
     let mut stdout = server.stdout.take().unwrap();
     let banner = tokio::task::spawn_blocking(move || {

@@ -24,6 +24,7 @@ mod forms;
 mod hardening;
 mod health;
 mod keys;
+mod layers;
 mod lifecycle;
 mod logs;
 mod metrics;

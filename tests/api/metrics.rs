@@ -127,15 +127,11 @@ async fn metrics_on_their_own_address_are_served_there_and_only_there() {
     let http = app.http();
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");
     // The listener is bound as the app starts running: wait for it to answer.
-    let mut answer = None;
-    for _ in 0..200 {
-        if let Ok(response) = http.get(&metrics_url).send().await {
-            answer = Some(response);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    let answer = answer.expect("the metrics address answers");
+    let answer =
+        crate::helpers::eventually("the metrics address answers", std::time::Duration::from_secs(10), || async {
+            http.get(&metrics_url).send().await
+        })
+        .await;
     assert_eq!(answer.status(), 200);
     assert!(answer.text().await.unwrap().contains("oauth_broker_"), "Prometheus text");
     let elsewhere = http.get(format!("http://127.0.0.1:{port}/mcp")).send().await.unwrap();

@@ -919,7 +919,7 @@ async fn the_client_is_taken_from_client_id_azp_cid_or_appid() {
         let token = setup.token(&setup.claims_with(extra.clone()));
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let user = oauth_broker::identity::bearer::authenticate(&setup.state, &headers).await.unwrap();
+        let user = oauth_broker::identity::bearer::authenticate(&setup.state.identity, &headers).await.unwrap();
         assert_eq!(user.client, expected, "{extra}");
     }
     setup.stop().await;

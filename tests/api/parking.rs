@@ -52,8 +52,11 @@ macro_rules! with_parking {
 
 /// Waits until exactly `count` of the app's sessions are parked.
 async fn parked(app: &TestApp, count: usize) {
-    let reached = eventually(PARKING_WITHIN, || async { app.parked.get() == count }).await;
-    assert!(reached, "{count} session(s) parked (now {})", app.parked.get());
+    eventually(&format!("{count} session(s) parked"), PARKING_WITHIN, || async {
+        let now = app.parked.get();
+        if now == count { Ok(()) } else { Err(format!("{now} parked")) }
+    })
+    .await;
 }
 
 async fn delete(session: &RawSession) -> u16 {
@@ -195,5 +198,5 @@ async fn shutdown_closes_parked_sessions() {
 
     // The stream gets its reconnection hint and ends; the session is closed.
     while stream.next().await.is_some() {}
-    assert!(eventually(PARKING_WITHIN, || async { count.get() == 0 }).await, "the parked session was closed");
+    eventually("the parked session is closed", PARKING_WITHIN, || async { count.get() == 0 }).await;
 }

@@ -18,7 +18,7 @@ use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, spawn_app};
+use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, eventually, spawn_app};
 use crate::on_both_backends;
 
 /// How long the directory watcher (1 s polls) gets to notice a change.
@@ -48,15 +48,11 @@ async fn all_names(peer: &Peer<RoleClient>) -> Vec<String> {
 
 /// Polls `prompts/list` until `done` holds (the watcher works in the background).
 async fn wait_for_prompts(peer: &Peer<RoleClient>, done: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + WATCH_WAIT;
-    loop {
+    eventually("the catalogue changes", WATCH_WAIT, || async {
         let names = all_names(peer).await;
-        if done(&names) {
-            return names;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "the catalogue did not change in time: {names:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if done(&names) { Ok(names) } else { Err(format!("{names:?}")) }
+    })
+    .await
 }
 
 async fn get(peer: &Peer<RoleClient>, name: &str, arguments: Value) -> Result<GetPromptResult, ServiceError> {

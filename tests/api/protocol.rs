@@ -14,7 +14,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::json;
 
-use crate::helpers::{ALICE, Backend, TestApp, spawn_app};
+use crate::helpers::{
+    ALICE, Backend, ClientKind, PASSWORD, SpawnOptions, TestApp, eventually, spawn_app, spawn_app_opts,
+};
 
 /// A plain client that declares the given version and elicitation capability.
 #[derive(Clone)]
@@ -128,27 +130,31 @@ async fn an_unsupported_protocol_version_header_is_refused_with_400() {
 
 #[tokio::test]
 async fn a_cancelled_tool_call_stops_its_upstream_request() {
-    let app = spawn_app(Backend::Sqlite).await.unwrap();
-    let client = app.connected_client(ALICE).await;
-    let before = oauth_broker::demo_provider::api::slow_calls_abandoned();
-    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params(
-        "provider_request",
-        json!({"provider": "demo", "method": "GET", "path": "/slow", "query": {"seconds": 20}}),
-    )));
+    // Arrange: a provider that holds its answer until released (never, here), connected.
+    let mut provider = crate::shutdown::holding_provider().await;
+    let options = SpawnOptions { toml: provider.toml(), ..Default::default() };
+    let app = spawn_app_opts(Backend::Sqlite, options, |b| b).await.unwrap();
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    let hold = json!({"provider": "slow", "method": "GET", "path": "/hold"});
+    let url = match client.call("provider_request", hold.clone()).await {
+        Err(rmcp::ServiceError::McpError(e)) => e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned(),
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    crate::shutdown::connect_in_browser(&app.url(""), &url, ALICE, PASSWORD).await;
+
+    // Act: the call is cancelled once its upstream request has reached the provider.
+    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params("provider_request", hold)));
     let handle = client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::timeout(Duration::from_secs(20), provider.arrived.recv())
+        .await
+        .expect("the call reached the provider");
     handle.cancel(Some("user changed their mind".into())).await.unwrap();
-    // The broker drops its upstream request: the demo provider sees its caller go away long
-    // before the 20 s it would have taken.
-    let mut abandoned = false;
-    for _ in 0..50 {
-        if oauth_broker::demo_provider::api::slow_calls_abandoned() > before {
-            abandoned = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(abandoned, "the upstream request was not cancelled");
+
+    // Assert: the broker drops its upstream request; the provider sees its caller go away
+    // (without the cancellation it would have waited for ever).
+    tokio::time::timeout(Duration::from_secs(20), provider.abandoned.recv())
+        .await
+        .expect("the upstream request was not cancelled");
     // The session still works afterwards.
     let ok = client.call("list_connections", json!({})).await.unwrap();
     assert_ne!(ok.is_error, Some(true));
@@ -217,30 +223,41 @@ async fn logging_follows_the_sessions_level_and_never_carries_a_secret() {
     );
     let client = handler.clone().serve(transport).await.unwrap();
     let me = params("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"}));
+    // A 404 at the provider: reported at warning level.
+    let missing = params("provider_request", json!({"provider": "demo", "method": "GET", "path": "/missing"}));
+    let logged_at_least = |count: usize| {
+        let messages = handler.messages.clone();
+        async move {
+            eventually(&format!("{count} logging message(s) arrive"), Duration::from_secs(10), move || {
+                let logged = messages.lock().unwrap().clone();
+                async move { (logged.len() >= count).then_some(logged) }
+            })
+            .await
+        }
+    };
 
-    // No level asked for: nothing is sent.
+    // No level asked for: nothing is sent. Warning: an info-level success stays quiet, a
+    // failure is reported. A message travels on its request's stream ahead of the answer
+    // (`logging_notification` in src/mcp/server.rs), so whatever the earlier calls sent would
+    // arrive before the warning: the warning being the first message proves they sent none.
     client.peer().call_tool(me.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(handler.messages.lock().unwrap().is_empty(), "no logging before logging/setLevel");
-
-    // Warning: an info-level success stays quiet. Info: it is reported.
     client.peer().set_level(rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Warning)).await.unwrap();
     client.peer().call_tool(me.clone()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(handler.messages.lock().unwrap().is_empty(), "info is below warning");
+    client.peer().call_tool(missing).await.unwrap();
+    let logged = logged_at_least(1).await;
+    assert_eq!(
+        logged[0]["data"]["path"], "/missing",
+        "no logging before logging/setLevel, info is below warning: {logged:?}"
+    );
+    assert_eq!((&logged[0]["level"], &logged[0]["data"]["status"]), (&json!("warning"), &json!(404)), "{logged:?}");
+
+    // Info: the success is reported.
     client.peer().set_level(rmcp::model::SetLevelRequestParams::new(rmcp::model::LoggingLevel::Info)).await.unwrap();
     client.peer().call_tool(me).await.unwrap();
-    let mut logged = Vec::new();
-    for _ in 0..30 {
-        logged = handler.messages.lock().unwrap().clone();
-        if !logged.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(logged.len(), 1, "{logged:?}");
-    assert_eq!(logged[0]["data"]["status"], 200);
-    assert_eq!(logged[0]["data"]["path"], "/me");
+    let logged = logged_at_least(2).await;
+    assert_eq!(logged.len(), 2, "{logged:?}");
+    assert_eq!(logged[1]["data"]["status"], 200);
+    assert_eq!(logged[1]["data"]["path"], "/me");
     let user = app.user_id(ALICE).await;
     let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
     let owner = format!("{user}/demo");

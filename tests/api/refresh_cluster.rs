@@ -21,8 +21,11 @@ async fn twenty_calls_on_an_expired_grant_across_two_processes_refresh_it_exactl
     assert_eq!(status_of(&me(&on_b).await.unwrap()), 200, "B serves the same connection");
     let connected = provider.issued();
 
-    // Arrange: the grant expired a second ago for both (A's clock is fixed at its start, B's is
-    // the wall clock, which is later).
+    // Arrange: both instances agree on the time: A's clock was fixed at its start and B's is the
+    // wall clock, so on a slow machine B could otherwise see A's refresh lease as long expired
+    // and refresh a second time. Then the grant expired a second ago for both.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    a.clock.advance((wall - a.now()).max(0));
     let user = a.user_id(ALICE).await;
     let grant = a.state.store.grant(&user, "strict").await.unwrap().unwrap();
     sqlx::query("UPDATE grants SET expires_at = $1 WHERE id = $2")

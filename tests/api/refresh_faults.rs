@@ -308,17 +308,11 @@ async fn second_process_mid_refresh(first: &TestApp, provider: &StrictProvider, 
         .unwrap();
     let second_mcp = format!("http://127.0.0.1:{port}/mcp");
     let token = first.token_for(ALICE).await;
-    let mut on_second = None;
-    for _ in 0..200 {
-        match crate::helpers::mcp_client_at(&second_mcp, &token, ClientKind::Url).await {
-            Ok(client) => {
-                on_second = Some(client);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-    let on_second = Arc::new(on_second.expect("the second process serves /mcp"));
+    let on_second = crate::helpers::eventually("the second process serves /mcp", Duration::from_secs(30), || async {
+        crate::helpers::mcp_client_at(&second_mcp, &token, ClientKind::Url).await
+    })
+    .await;
+    let on_second = Arc::new(on_second);
 
     provider.hold_next_refresh();
     let mut call = tokio::spawn({

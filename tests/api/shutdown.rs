@@ -13,18 +13,52 @@ use axum::routing::{get, post};
 use serde_json::json;
 use tokio::sync::{Notify, mpsc};
 
-use crate::helpers::{ClientKind, hidden_field, location, mcp_client_at};
+use crate::helpers::{ClientKind, eventually, hidden_field, location, mcp_client_at};
 use crate::streams::RawSession;
 
 /// A provider whose API answers `/api/hold` only when the test releases it.
 pub(crate) struct HoldingProvider {
     pub(crate) url: String,
+    /// One message per request that reached `/api/hold`.
     pub(crate) arrived: mpsc::UnboundedReceiver<()>,
+    /// One message per held request whose caller went away before the release.
+    pub(crate) abandoned: mpsc::UnboundedReceiver<()>,
     pub(crate) release: Arc<Notify>,
+}
+
+impl HoldingProvider {
+    /// The broker's `[providers.slow]` table for this provider.
+    pub(crate) fn toml(&self) -> String {
+        let p = &self.url;
+        format!(
+            "[providers.slow]\nauthorization_url = \"{p}/authorize\"\ntoken_url = \"{p}/token\"\nclient_id = \"broker\"\n\
+             client_secret = \"secret\"\napi_base_url = \"{p}/api\"\nscopes = [\"read\"]\n"
+        )
+    }
+}
+
+/// Tells the test when a held request is dropped before it was released (hyper drops the
+/// handler when its connection closes).
+struct AbandonedSignal(Option<mpsc::UnboundedSender<()>>);
+
+impl AbandonedSignal {
+    /// The request was answered: nothing to tell.
+    fn answered(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for AbandonedSignal {
+    fn drop(&mut self) {
+        if let Some(abandoned) = self.0.take() {
+            let _ = abandoned.send(());
+        }
+    }
 }
 
 pub(crate) async fn holding_provider() -> HoldingProvider {
     let (arrived_tx, arrived) = mpsc::unbounded_channel();
+    let (abandoned_tx, abandoned) = mpsc::unbounded_channel();
     let release = Arc::new(Notify::new());
     let held = release.clone();
     let app = axum::Router::new()
@@ -46,9 +80,11 @@ pub(crate) async fn holding_provider() -> HoldingProvider {
             "/api/hold",
             get(move || {
                 let (arrived, held) = (arrived_tx.clone(), held.clone());
+                let mut abandoned = AbandonedSignal(Some(abandoned_tx.clone()));
                 async move {
                     let _ = arrived.send(());
                     held.notified().await;
+                    abandoned.answered();
                     axum::Json(json!({"held": "released"})).into_response()
                 }
             }),
@@ -56,7 +92,7 @@ pub(crate) async fn holding_provider() -> HoldingProvider {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    HoldingProvider { url, arrived, release }
+    HoldingProvider { url, arrived, abandoned, release }
 }
 
 fn broker(dir: &std::path::Path) -> Command {
@@ -97,14 +133,12 @@ async fn sigterm_lets_a_running_tool_call_finish_tells_listeners_to_reconnect_an
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let base = format!("http://127.0.0.1:{port}");
-    let p = &provider.url;
     std::fs::write(
         dir.path().join("broker.toml"),
         format!(
-            "listen = \"127.0.0.1:{port}\"\npublic_url = \"{base}\"\ndata_dir = \"{}\"\nshutdown_grace = \"30s\"\n\
-             [providers.slow]\nauthorization_url = \"{p}/authorize\"\ntoken_url = \"{p}/token\"\nclient_id = \"broker\"\n\
-             client_secret = \"secret\"\napi_base_url = \"{p}/api\"\nscopes = [\"read\"]\n",
-            dir.path().display()
+            "listen = \"127.0.0.1:{port}\"\npublic_url = \"{base}\"\ndata_dir = \"{}\"\nshutdown_grace = \"30s\"\n{}",
+            dir.path().display(),
+            provider.toml()
         ),
     )
     .unwrap();
@@ -121,15 +155,10 @@ async fn sigterm_lets_a_running_tool_call_finish_tells_listeners_to_reconnect_an
     let token = String::from_utf8(issued.stdout).unwrap().trim().to_owned();
     let mut server = broker(dir.path()).arg("serve").spawn().unwrap();
     let http = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..200 {
-        if http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status() == 200) {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up, "the server started");
+    eventually("the server starts", Duration::from_secs(30), || async {
+        http.get(format!("{base}/healthz")).send().await.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
 
     let mcp_url = format!("{base}/mcp");
     let client = Arc::new(mcp_client_at(&mcp_url, &token, ClientKind::Url).await.unwrap());
@@ -164,12 +193,10 @@ async fn sigterm_lets_a_running_tool_call_finish_tells_listeners_to_reconnect_an
     }
     assert!(rest.contains("retry: 1000"), "a reconnect hint before the stream ends: {rest:?}");
     // No new connections while draining, yet the process waits for the running call.
-    let refused = async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), refused).await.expect("new connections are refused");
+    eventually("new connections are refused", Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err()
+    })
+    .await;
     assert!(server.try_wait().unwrap().is_none(), "the process waits for the running call");
 
     // The provider answers: the call gets its answer, then the process exits 0.
@@ -177,15 +204,10 @@ async fn sigterm_lets_a_running_tool_call_finish_tells_listeners_to_reconnect_an
     let answer = tokio::time::timeout(Duration::from_secs(20), call).await.expect("answered in time").unwrap();
     let result = answer.expect("the tool call was answered");
     assert_eq!(result.structured_content.unwrap()["body"]["held"], "released");
-    let exit = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            if let Some(status) = server.try_wait().unwrap() {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+    let exit = eventually("the process exits after the call", Duration::from_secs(20), || {
+        let exited = server.try_wait().unwrap();
+        async move { exited }
     })
-    .await
-    .expect("the process exits after the call");
+    .await;
     assert!(exit.success(), "exit status {exit:?}");
 }

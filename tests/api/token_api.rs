@@ -70,7 +70,7 @@ async fn register_service_with(
 /// A user's access token meant for `audience` (what `admin tokens issue NAME --service S` prints).
 pub async fn user_token_for(app: &TestApp, name: &str, audience: &str) -> String {
     let user = app.state.store.user_by_username(name).await.unwrap().unwrap();
-    app.state.keys.issue_for_audience(&user.subject, Some(name), None, audience, app.now(), 3600).unwrap()
+    app.state.identity.keys.issue_for_audience(&user.subject, Some(name), None, audience, app.now(), 3600).unwrap()
 }
 
 impl ServiceCredentials {
@@ -408,6 +408,18 @@ async fn the_proxy_adds_the_token_and_keeps_to_the_api_base() {
         let problem: Value = refused.json().await.unwrap();
         assert_eq!(problem["code"], "invalid_request", "{evil}");
     }
+    // A body on GET is the caller's mistake, refused as such (not as the provider's failure).
+    let with_body = service
+        .basic(app.http().get(app.url("/v1/proxy/demo/me")))
+        .header("x-subject-token", &token)
+        .body("a body")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(with_body.status(), StatusCode::BAD_REQUEST);
+    let problem: Value = with_body.json().await.unwrap();
+    assert_eq!(problem["code"], "invalid_request");
+    assert!(problem["detail"].as_str().unwrap().contains("a body is not allowed with GET"), "{problem}");
     app.stop().await;
 }
 

@@ -159,15 +159,11 @@ async fn request_budget_postgres() {
 /// Waits (bounded) until the service's live wait slots are `count`.
 pub async fn slots_become(app: &TestApp, service: &ServiceCredentials, count: i64) {
     // A closed stream is noticed at the latest at its next keep-alive (15 s).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-    loop {
+    crate::helpers::eventually(&format!("{count} wait slot(s) live"), Duration::from_secs(40), || async {
         let live = app.state.store.wait_slots_live(&service.client_id, app.now()).await.unwrap();
-        if live == count {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{live} slots live, expected {count}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        if live == count { Ok(()) } else { Err(format!("{live} live")) }
+    })
+    .await;
 }
 
 async fn open_waits_are_capped_and_a_slot_frees_when_its_wait_ends_or_lapses(backend: Backend) {

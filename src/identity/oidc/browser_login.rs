@@ -40,9 +40,10 @@ use url::Url;
 use super::discovery::ProviderMetadata;
 use super::{OidcContext, OidcError};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
+use crate::error_chain::{BoxError, because};
+use crate::identity::IdentityContext;
 use crate::identity::browser;
 use crate::identity::next::safe_next;
-use crate::state::AppState;
 use crate::store::StoreError;
 
 pub const LOGIN_PATH: &str = "/login/oidc";
@@ -95,8 +96,9 @@ pub enum SignInError {
     Disabled,
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0}")]
-    Internal(String),
+    /// A failure on our side, with its cause for the log.
+    #[error("internal error")]
+    Internal(#[source] BoxError),
 }
 
 /// A sign-in begun: send the browser to `location` with `cookie` set.
@@ -130,7 +132,7 @@ struct PendingSignIn {
 
 // OIDC Core §3.1.2.1, RFC 7636 §4.3.
 /// Begins a sign-in that will come back to the local path `next` (made safe here).
-pub async fn start(state: &AppState, ctx: &OidcContext, next: &str) -> Result<Started, SignInError> {
+pub async fn start(state: &IdentityContext, ctx: &OidcContext, next: &str) -> Result<Started, SignInError> {
     let now = state.now();
     let metadata = ctx.metadata(now).await.map_err(issuer_unavailable)?;
     let Some(authorization_endpoint) = metadata.authorization_endpoint.clone() else {
@@ -155,7 +157,8 @@ pub async fn start(state: &AppState, ctx: &OidcContext, next: &str) -> Result<St
         .add_scopes(SCOPES.map(|s| oauth2::Scope::new(s.to_owned())))
         .add_extra_param("nonce", pending.nonce.clone())
         .url();
-    let plaintext = serde_json::to_vec(&pending).map_err(|error| SignInError::Internal(error.to_string()))?;
+    let plaintext = serde_json::to_vec(&pending)
+        .map_err(|error| SignInError::Internal(because("the pending sign-in could not be encoded", error)))?;
     let sealed = URL_SAFE_NO_PAD.encode(state.sealer.seal(&plaintext, SEAL));
     let cookie = browser::set_cookie(LOGIN_COOKIE, &sealed, LOGIN_TTL_SECONDS, ctx.secure_cookies);
     Ok(Started { location, cookie })
@@ -178,7 +181,7 @@ pub fn clear_pending(ctx: &OidcContext) -> HeaderValue {
 // OIDC Core §3.1.2.5-§3.1.3.7, RFC 9207 §2.4.
 /// Completes the sign-in this browser started, given the issuer's answer.
 pub async fn finish(
-    state: &AppState,
+    state: &IdentityContext,
     ctx: &OidcContext,
     headers: &HeaderMap,
     query: CallbackQuery,
@@ -251,7 +254,7 @@ pub async fn finish(
 }
 
 /// The pending sign-in sealed in this browser's cookie, if there is one and it opens.
-fn read_pending(state: &AppState, ctx: &OidcContext, headers: &HeaderMap) -> Option<PendingSignIn> {
+fn read_pending(state: &IdentityContext, ctx: &OidcContext, headers: &HeaderMap) -> Option<PendingSignIn> {
     let jar = CookieJar::from_headers(headers);
     let value = jar.get(&browser::cookie_name(LOGIN_COOKIE, ctx.secure_cookies))?.value().to_owned();
     if value.is_empty() || value.len() > MAX_COOKIE_BYTES {

@@ -12,7 +12,7 @@ use url::Url;
 
 use super::OidcError;
 use super::fetch::get_json;
-use crate::config::is_loopback;
+use crate::net::is_loopback;
 
 /// Discovery documents are a few kilobytes; refuse anything much larger.
 const MAX_DOCUMENT_BYTES: usize = 256 * 1024;

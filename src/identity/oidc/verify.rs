@@ -23,7 +23,7 @@ use super::{OidcContext, OidcError};
 use crate::clock::Timestamp;
 use crate::crypto::{constant_time_eq, sha256_hex};
 use crate::identity::AuthenticatedUser;
-use crate::state::AppState;
+use crate::identity::IdentityContext;
 
 /// Tokens are at most a few kilobytes; anything larger is refused before parsing.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -270,7 +270,7 @@ pub async fn verify_id_token(
 /// A bearer token's user: verified, then found or created by (issuer, subject). Logs why a token
 /// was refused (debug: it is the client's problem) or why we could not decide (error).
 pub async fn authenticate_bearer(
-    state: &AppState,
+    state: &IdentityContext,
     ctx: &OidcContext,
     token: &str,
 ) -> Result<AuthenticatedUser, OidcError> {
@@ -279,7 +279,7 @@ pub async fn authenticate_bearer(
 
 /// [`authenticate_bearer`] for a token meant for `audience` (see [`verify_bearer_for`]).
 pub async fn authenticate_bearer_for(
-    state: &AppState,
+    state: &IdentityContext,
     ctx: &OidcContext,
     token: &str,
     audience: &str,
@@ -288,7 +288,7 @@ pub async fn authenticate_bearer_for(
 }
 
 async fn user_of(
-    state: &AppState,
+    state: &IdentityContext,
     verified: Result<VerifiedClaims, OidcError>,
 ) -> Result<AuthenticatedUser, OidcError> {
     let now = state.now();

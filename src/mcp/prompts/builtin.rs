@@ -13,9 +13,9 @@ use serde_json::json;
 use super::args::shown;
 use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
+use crate::demo_provider::entry::PROVIDER_ID as DEMO_PROVIDER_ID;
 use crate::domain::Scopes;
 use crate::identity::AuthenticatedUser;
-use crate::oauth::providers::DEMO_PROVIDER_ID;
 use crate::state::AppState;
 use crate::store::grants::GrantRow;
 

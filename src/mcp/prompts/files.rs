@@ -41,7 +41,7 @@ use rmcp::model::{
 };
 use serde::Deserialize;
 
-use super::render::Template;
+use super::render::{Template, is_valid_name};
 
 /// Largest prompt file read (bytes).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -90,12 +90,6 @@ pub enum FileError {
 
 fn invalid(message: impl Into<String>) -> FileError {
     FileError::Invalid(message.into())
-}
-
-/// MCP names (SEP-986): 1–128 characters of `[A-Za-z0-9_.-]`.
-pub fn is_valid_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 #[derive(Debug, Deserialize)]

@@ -10,8 +10,6 @@
 
 use std::collections::BTreeMap;
 
-use super::files::is_valid_name;
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Segment {
     Literal(String),
@@ -82,6 +80,12 @@ fn placeholder_at(text: &str) -> Option<(&str, usize)> {
     let end = inner.find("}}")?;
     let name = inner[..end].trim_matches(' ');
     is_valid_name(name).then_some((name, 2 + end + 2))
+}
+
+/// MCP names (SEP-986): 1–128 characters of `[A-Za-z0-9_.-]`.
+pub fn is_valid_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use rmcp::model::{ErrorData, ReadResourceResult, Resource, ResourceContents, Res
 use serde_json::{Value, json};
 
 use super::uri::{self, BrokerUri};
-use crate::broker::connections::ConnectionStatus;
+use crate::broker::connections::{self, ConnectionStatus};
 use crate::config::{ProviderConfig, TokenAuthMethod};
 use crate::state::AppState;
 use crate::store::grants::GrantRow;
@@ -68,19 +68,19 @@ pub async fn read(
 ) -> Result<ReadResourceResult, ErrorData> {
     let body = match target {
         BrokerUri::Connections => {
-            let grants = state.store.grants_for_user(user_id).await.map_err(super::internal)?;
+            let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
             let connections: Vec<Value> =
                 state.providers.iter().map(|p| connection_entry(p, find(&grants, p))).collect();
             json!({ "connections": connections })
         }
         BrokerUri::Providers => {
-            let grants = state.store.grants_for_user(user_id).await.map_err(super::internal)?;
+            let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
             let providers: Vec<Value> = state.providers.iter().map(|p| provider_entry(p, find(&grants, p))).collect();
             json!({ "providers": providers })
         }
         BrokerUri::Connection(id) => {
             let provider = state.providers.get(id).ok_or_else(|| uri::not_found(raw))?;
-            let grant = state.store.grant(user_id, id.as_str()).await.map_err(super::internal)?;
+            let grant = connections::latest_account(state, user_id, provider).await.map_err(super::internal)?;
             connection_entry(provider, grant.as_ref())
         }
     };

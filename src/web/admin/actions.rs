@@ -173,6 +173,6 @@ pub async fn disable_user(
             "Ask another admin, or use the CLI.",
         ));
     }
-    crate::identity::accounts::set_disabled(&state, &user.id, disable, admin.actor()).await?;
+    crate::identity::accounts::set_disabled(&state.identity, &user.id, disable, admin.actor()).await?;
     Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
 }

@@ -12,7 +12,7 @@ use axum::response::Response;
 
 use super::Admin;
 use super::listing::{Card, CardAction, ListQuery, RawListQuery, TablePage};
-use crate::admin::display::iso_time;
+use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;

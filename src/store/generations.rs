@@ -1,25 +1,33 @@
-//! When may an answer read from the database earlier still be used? (issue 11)
+//! Cache generations: when may an answer read from the database earlier still be used?
+//! (issue 11)
 //!
 //! Caches of what every tool call reads (verified bearer tokens in
-//! [`crate::identity::bearer_cache`], a user's grants with a client's consents in
-//! [`super::grant_cache`], the demo provider's live tokens) tag what they keep with the
-//! *generation* of the user it belongs to (or everyone's) and use it only while that generation
-//! has not moved; [`super::generation_cache`] is the map they share. A user's generation is the later of two
-//! moves, both steps of one counter ([`Freshness::tick`]):
-//! - the user's own: a write of this process that names the user (their grants, consents, their
-//!   `users` row; see [`super::Db`]'s `user`) moves only that user's, when it has finished, so a
-//!   change made through this server is seen by its very next request and other users' caches
-//!   stay warm;
-//! - everyone's: a write of this process that names no user, and a change another process made
-//!   (another instance, the admin CLI, hand-written SQL). Triggers move the `auth_epoch`
-//!   counter (migrations 0012, 0015 and 0017) and count this process's own moves apart (0016);
+//! `src/identity/bearer_cache.rs`, a user's grants with a client's consents in
+//! [`super::grant_cache`], the demo provider's live tokens in `src/demo_provider/token_cache.rs`)
+//! tag what they keep with the *generation* of the user it belongs to (or everyone's) and use it
+//! only while that generation has not moved; [`super::generation_cache`] is the map they share.
+//! What they read are the rows of `users`, `oauth_grants`, `grants`, `client_consents` and
+//! `demo_tokens`: the tables whose changes move the `auth_epoch` counter (migrations 0012, 0015
+//! and 0017). A user's generation is the later of two moves, both steps of one counter
+//! ([`Generations::tick`]):
+//! - the user's own: a write of this process declared [`CacheEffect::User`] (their grants,
+//!   consents, their `users` row) moves only that user's, when it has finished, so a change made
+//!   through this server is seen by its very next request and other users' caches stay warm;
+//! - everyone's: a write of this process declared [`CacheEffect::Everyone`], and a change
+//!   another process made (another instance, the admin CLI, hand-written SQL). The triggers
+//!   count this process's own moves of `auth_epoch` apart (migration 0016, [`super::own_moves`]);
 //!   a background task reads both every [`POLL_EVERY`], and only a move by someone else moves
 //!   every generation (this process's own writes moved theirs already). Such a change is
 //!   therefore seen within one poll interval plus one read.
 //!
+//! Which write moves what is declared with each statement ([`super::cache_effect`]).
+//!
 //! Without a watcher (admin commands, a watcher that stopped or cannot read the database)
-//! [`Freshness::generation`] is `None` and callers go to the database as before: a cache is
+//! [`Generations::generation`] is `None` and callers go to the database as before: a cache is
 //! used only while the last successful poll started less than [`TRUSTED_FOR`] ago.
+//!
+//! [`CacheEffect::User`]: super::cache_effect::CacheEffect::User
+//! [`CacheEffect::Everyone`]: super::cache_effect::CacheEffect::Everyone
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -41,7 +49,7 @@ pub const USERS_TRACKED: usize = 100_000;
 
 /// Shared by every clone of a [`Store`].
 #[derive(Debug)]
-pub struct Freshness {
+pub struct Generations {
     moves: Mutex<Moves>,
     /// When the last successful poll started, in milliseconds after `origin` plus one
     /// (0: never).
@@ -63,7 +71,7 @@ struct Moves {
     users: HashMap<String, u64>,
 }
 
-impl Default for Freshness {
+impl Default for Generations {
     fn default() -> Self {
         Self {
             moves: Mutex::default(),
@@ -75,14 +83,16 @@ impl Default for Freshness {
     }
 }
 
-impl Freshness {
+impl Generations {
     fn moves(&self) -> std::sync::MutexGuard<'_, Moves> {
         self.moves.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Something was written that may concern anyone: whatever was read before may be out of
-    /// date.
-    pub fn written(&self) {
+    /// Something was written that may concern anyone ([`CacheEffect::Everyone`]): whatever
+    /// was read before may be out of date.
+    ///
+    /// [`CacheEffect::Everyone`]: super::cache_effect::CacheEffect::Everyone
+    pub fn move_everyone(&self) {
         let mut moves = self.moves();
         moves.tick += 1;
         moves.everyone = moves.tick;
@@ -90,8 +100,11 @@ impl Freshness {
         moves.users.clear();
     }
 
-    /// Something of `user_id`'s was written: what was read for them before may be out of date.
-    pub fn written_for(&self, user_id: &str) {
+    /// Something of `user_id`'s was written ([`CacheEffect::User`]): what was read for them
+    /// before may be out of date.
+    ///
+    /// [`CacheEffect::User`]: super::cache_effect::CacheEffect::User
+    pub fn move_user(&self, user_id: &str) {
         let mut moves = self.moves();
         moves.tick += 1;
         if moves.users.len() >= USERS_TRACKED && !moves.users.contains_key(user_id) {
@@ -104,7 +117,7 @@ impl Freshness {
     }
 
     /// The step now, taken before a read whose answer is to be kept: the answer may be kept
-    /// under the user's [`Freshness::generation`] read after it only if that is not later
+    /// under the user's [`Generations::generation`] read after it only if that is not later
     /// (nothing of theirs moved meanwhile). `None` when nothing may be kept.
     pub fn tick(&self) -> Option<u64> {
         self.trusted().then(|| self.moves().tick)
@@ -122,7 +135,7 @@ impl Freshness {
 
     /// Everyone's generation alone, for caches of what belongs to no user (the demo provider's
     /// tokens): moved by this process's writes that name no user and by other processes'
-    /// changes, not by one user's own writes. `None` as for [`Freshness::generation`].
+    /// changes, not by one user's own writes. `None` as for [`Generations::generation`].
     pub fn shared_generation(&self) -> Option<u64> {
         self.trusted().then(|| self.moves().everyone)
     }
@@ -146,26 +159,26 @@ impl Freshness {
 }
 
 impl Store {
-    /// See [`Freshness::tick`].
+    /// See [`Generations::tick`].
     pub fn cache_tick(&self) -> Option<u64> {
-        self.freshness.tick()
+        self.generations.tick()
     }
 
-    /// See [`Freshness::generation`].
+    /// See [`Generations::generation`].
     pub fn cache_generation(&self, user_id: &str) -> Option<u64> {
-        self.freshness.generation(user_id)
+        self.generations.generation(user_id)
     }
 
-    /// See [`Freshness::shared_generation`].
+    /// See [`Generations::shared_generation`].
     pub fn cache_shared_generation(&self) -> Option<u64> {
-        self.freshness.shared_generation()
+        self.generations.shared_generation()
     }
 
     /// Successful reads of the other writers' counter since start, and how often a cache was
     /// asked while the last one was too old to trust; tests wait for the first and tell a
     /// late watcher on a loaded machine apart with the second.
     pub fn watcher_counts(&self) -> (u64, u64) {
-        (self.freshness.polls.load(Ordering::SeqCst), self.freshness.lapses.load(Ordering::SeqCst))
+        (self.generations.polls.load(Ordering::SeqCst), self.generations.lapses.load(Ordering::SeqCst))
     }
 
     /// Reads what other processes moved every [`POLL_EVERY`] until `shutdown`, moving every
@@ -191,7 +204,7 @@ impl Store {
     /// one statement so both come from the same snapshot. Not counted in [`Store::queries_run`]
     /// (it is nobody's request) and bounded like every call.
     async fn poll_once(&self, last: &mut Option<i64>) {
-        let started = self.freshness.millis_now() + 1;
+        let started = self.generations.millis_now() + 1;
         let read = sqlx::query_as::<_, (i64,)>(
             "SELECT e.n - COALESCE((SELECT w.n FROM auth_epoch_writers w WHERE w.writer = $1), 0) \
              FROM auth_epoch e WHERE e.id = 1",
@@ -201,11 +214,11 @@ impl Store {
         match tokio::time::timeout(self.timeouts.query, read).await {
             Ok(Ok((others,))) => {
                 if *last != Some(others) {
-                    self.freshness.written();
+                    self.generations.move_everyone();
                     *last = Some(others);
                 }
-                self.freshness.polled_at.store(started, Ordering::SeqCst);
-                self.freshness.polls.fetch_add(1, Ordering::SeqCst);
+                self.generations.polled_at.store(started, Ordering::SeqCst);
+                self.generations.polls.fetch_add(1, Ordering::SeqCst);
             }
             Ok(Err(error)) => tracing::warn!(%error, "could not read the access counter; caches are not used"),
             Err(_) => tracing::warn!("the access counter read timed out; caches are not used"),
@@ -214,57 +227,74 @@ impl Store {
 }
 
 #[cfg(test)]
+impl Generations {
+    /// The step of everyone's last move and of `user_id`'s own last move (0: none kept),
+    /// trusted or not: what the handles' tests check.
+    pub(super) fn steps(&self, user_id: &str) -> (u64, u64) {
+        let moves = self.moves();
+        (moves.everyone, moves.users.get(user_id).copied().unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn watched() -> Freshness {
-        let freshness = Freshness::default();
-        freshness.polled_at.store(freshness.millis_now() + 1, Ordering::SeqCst);
-        freshness
+    fn watched() -> Generations {
+        let generations = Generations::default();
+        polled_now(&generations);
+        generations
+    }
+
+    /// As if the watcher had just read the counter.
+    fn polled_now(generations: &Generations) {
+        generations.polled_at.store(generations.millis_now() + 1, Ordering::SeqCst);
     }
 
     #[test]
     fn nothing_is_trusted_before_the_first_poll_and_a_write_moves_the_generation() {
-        let freshness = Freshness::default();
-        assert_eq!(freshness.generation("u"), None);
-        assert_eq!(freshness.tick(), None);
-        let freshness = watched();
-        let before = freshness.generation("u").unwrap();
-        freshness.written();
-        assert!(freshness.generation("u").unwrap() > before);
+        let generations = Generations::default();
+        assert_eq!(generations.generation("u"), None);
+        assert_eq!(generations.tick(), None);
+        let generations = watched();
+        let before = generations.generation("u").unwrap();
+        generations.move_everyone();
+        assert!(generations.generation("u").unwrap() > before);
     }
 
     #[test]
     fn a_users_write_moves_only_that_users_generation() {
-        let freshness = watched();
-        let (alice, bob) = (freshness.generation("alice").unwrap(), freshness.generation("bob").unwrap());
-        let before = freshness.tick().unwrap();
-        freshness.written_for("bob");
-        assert_eq!(freshness.generation("alice"), Some(alice), "alice's cache stays");
-        let bob_now = freshness.generation("bob").unwrap();
+        let generations = watched();
+        let (alice, bob) = (generations.generation("alice").unwrap(), generations.generation("bob").unwrap());
+        let before = generations.tick().unwrap();
+        generations.move_user("bob");
+        assert_eq!(generations.generation("alice"), Some(alice), "alice's cache stays");
+        let bob_now = generations.generation("bob").unwrap();
         assert!(bob_now > bob && bob_now > before, "bob's moved past what was read before");
-        freshness.written();
-        assert!(freshness.generation("alice").unwrap() > alice, "a write naming no one moves everyone's");
-        assert!(freshness.generation("bob").unwrap() > bob_now);
+        generations.move_everyone();
+        assert!(generations.generation("alice").unwrap() > alice, "a write naming no one moves everyone's");
+        assert!(generations.generation("bob").unwrap() > bob_now);
     }
 
     #[test]
     fn a_full_table_of_users_moves_everyone_instead_of_forgetting_a_move() {
-        let freshness = watched();
+        let generations = watched();
         for i in 0..USERS_TRACKED {
-            freshness.written_for(&format!("u{i}"));
+            generations.move_user(&format!("u{i}"));
         }
-        let seen = freshness.generation("u0").unwrap();
-        freshness.written_for("one more");
-        assert!(freshness.generation("one more").unwrap() > seen);
-        assert!(freshness.generation("u0").unwrap() > seen, "forgotten users moved with everyone");
+        // The loop may outlast the trust window on a loaded machine.
+        polled_now(&generations);
+        let seen = generations.generation("u0").unwrap();
+        generations.move_user("one more");
+        assert!(generations.generation("one more").unwrap() > seen);
+        assert!(generations.generation("u0").unwrap() > seen, "forgotten users moved with everyone");
     }
 
     #[test]
     fn a_watcher_that_stopped_polling_is_not_trusted() {
-        let freshness = Freshness { origin: Instant::now() - Duration::from_secs(10), ..Default::default() };
-        freshness.polled_at.store(1, Ordering::SeqCst);
-        assert_eq!(freshness.generation("u"), None);
-        assert_eq!(freshness.lapses.load(Ordering::SeqCst), 1);
+        let generations = Generations { origin: Instant::now() - Duration::from_secs(10), ..Default::default() };
+        generations.polled_at.store(1, Ordering::SeqCst);
+        assert_eq!(generations.generation("u"), None);
+        assert_eq!(generations.lapses.load(Ordering::SeqCst), 1);
     }
 }

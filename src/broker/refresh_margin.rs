@@ -1,4 +1,4 @@
-//! When a stored access token is due for a refresh, and when it still works.
+//! The refresh margin: when a stored access token is due for a refresh, and when it still works.
 //!
 //! A token is refreshed within its *refresh margin* of expiring, so it does not expire in
 //! flight: a tenth of its lifetime, at most `refresh_margin` (the provider's own setting, else
@@ -9,8 +9,8 @@
 //! Within the margin the token still works: when its refresh cannot run yet (backoff, the
 //! attempt cap) or fails transiently, callers keep getting it until it really expires.
 
+use super::Core;
 use crate::config::ProviderConfig;
-use crate::state::Core;
 use crate::store::grants::GrantRow;
 
 /// The longest margin for `provider`'s tokens, in seconds.

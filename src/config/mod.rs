@@ -2,6 +2,8 @@
 //! environment variables, the TOML file named by `--config`, then defaults. `serve`, `migrate`
 //! and `admin` read the same settings, so they find the same database and keys.
 
+pub mod token_api;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,7 +14,10 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use url::Url;
 
-use crate::domain::{ProviderId, Scopes};
+use crate::domain::ProviderId;
+use crate::net::is_loopback;
+// A provider's settings are the provider module's types; the settings file names them.
+pub use crate::oauth::provider::{MAX_REFRESH_MARGIN, ProviderConfig, TokenAuthMethod};
 
 /// Flags shared by every subcommand (each also read from `OAUTH_BROKER_<NAME>`).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -80,12 +85,17 @@ impl LogFormat {
     }
 }
 
+/// `mcp_session_idle` when not set: a session with nothing open ends after this long without
+/// a request.
+pub const MCP_SESSION_IDLE: Duration = Duration::from_secs(300);
+/// `mcp_session_park` when not set: a session with nothing in flight this long gives up its
+/// rmcp service (issue 11).
+pub const MCP_SESSION_PARK: Duration = Duration::from_secs(10);
+/// The shortest `mcp_session_park`.
+pub const MCP_SESSION_PARK_AT_LEAST: Duration = Duration::from_secs(1);
+
 /// `refresh_margin` when not set.
 pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(60);
-/// The largest `refresh_margin` accepted (globally or per provider): a longer one would
-/// refresh hour-long tokens all the time.
-pub const MAX_REFRESH_MARGIN: Duration = Duration::from_secs(3600);
-
 /// Operators' settings (issue 10): where /metrics is served and who may read it.
 #[derive(Debug, Clone, Default)]
 pub struct OpsConfig {
@@ -154,7 +164,7 @@ struct FileConfig {
     trusted_proxies: Vec<String>,
     /// `[token_api]`: limits per service, shared by every instance (issue 9).
     #[serde(default)]
-    token_api: crate::api::limits::TokenApiFile,
+    token_api: token_api::TokenApiFile,
     /// PostgreSQL: where the signal listener connects, when not `database_url`.
     signal_listener_url: Option<String>,
 }
@@ -227,84 +237,6 @@ pub(crate) mod humantime_serde_opt {
     }
 }
 
-/// How the broker authenticates to a provider's token endpoint (RFC 6749 §2.3.1).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenAuthMethod {
-    #[default]
-    ClientSecretBasic,
-    ClientSecretPost,
-    /// A public client: `client_id` in the body, no secret (RFC 6749 §2.3, §3.2.1).
-    None,
-}
-
-/// A third-party OAuth provider the broker can connect users to.
-#[derive(Debug, Clone)]
-pub struct ProviderConfig {
-    pub id: ProviderId,
-    pub display_name: String,
-    pub authorization_url: Url,
-    pub token_url: Url,
-    pub client_id: String,
-    pub client_secret: Option<SecretString>,
-    /// Asked for when a tool names no scopes.
-    pub default_scopes: Scopes,
-    /// `provider_request` paths are resolved under this URL and cannot leave it.
-    pub api_base_url: Url,
-    pub revocation_url: Option<Url>,
-    pub userinfo_url: Option<Url>,
-    pub token_auth_method: TokenAuthMethod,
-    pub extra_authorize_params: BTreeMap<String, String>,
-    /// RFC 9207: when set, the callback must carry `iss` equal to this.
-    pub issuer: Option<String>,
-    /// What each scope allows, in a person's words (`scope = "description"`): shown beside the
-    /// scope on the consent pages. Scopes without one are shown bare. With `default_scopes`
-    /// these are the scopes the provider offers (`available_scopes`): any other is refused
-    /// before the provider sees it, unless `open_scopes`.
-    pub scope_descriptions: BTreeMap<String, String>,
-    /// Where refreshes go when not to `token_url` (Figma).
-    pub refresh_url: Option<Url>,
-    /// How scopes are joined in the authorization request: `" "` (RFC 6749 §3.3) or `","`.
-    pub scope_separator: String,
-    /// The authorization parameter carrying the scopes (`scope`; Slack user tokens: `user_scope`).
-    pub scope_param: String,
-    /// The provider refuses an authorization without PKCE (S256 is sent either way).
-    pub pkce_required: bool,
-    /// The operator lets any well-formed scope through (`open_scopes = true`).
-    pub open_scopes: bool,
-    /// A scope as the token answer spells it → as we ask for it (Google's URLs for `email`).
-    pub scope_aliases: BTreeMap<String, String>,
-    /// Scopes granted but never echoed in the token answer (Microsoft's `offline_access`).
-    pub scopes_not_returned: Scopes,
-    /// Dot path to the account's stable id in the userinfo answer (or the token answer when
-    /// there is no `userinfo_url`).
-    pub account_id_field: Option<String>,
-    /// Dot path to the account's display label, beside the id.
-    pub account_label_field: Option<String>,
-    /// Dot path to a nested token in the token answer (Slack v2: `authed_user`).
-    pub token_path: Option<String>,
-    /// A field of the token answer holding this grant's API base (Salesforce `instance_url`).
-    pub api_base_from_token: Option<String>,
-    /// Domains a returned API base must be under.
-    pub api_base_domains: Vec<String>,
-    /// `User-Agent` for this provider's token, identity and API calls (Reddit wants its own).
-    pub user_agent: Option<String>,
-    /// Headers sent with every API call besides the token (Twitch `Client-Id`, Notion
-    /// `Notion-Version`), `{client_id}` filled; names and values checked at start-up.
-    pub api_headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
-    /// This provider's `refresh_margin` when it differs from the global one.
-    pub refresh_margin: Option<Duration>,
-    /// The catalogue entry this provider was built from, if any.
-    pub catalogue: Option<String>,
-}
-
-impl ProviderConfig {
-    /// What `scope` allows, if this provider's configuration says.
-    pub fn scope_description(&self, scope: &str) -> Option<&str> {
-        self.scope_descriptions.get(scope).map(String::as_str).map(str::trim).filter(|d| !d.is_empty())
-    }
-}
-
 /// Resolved settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -362,11 +294,11 @@ pub struct Config {
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
     /// Metrics and logs (issue 10).
     pub ops: OpsConfig,
-    /// Peers whose `X-Forwarded-For` names the client ([`crate::web::client_address`]); empty:
+    /// Peers whose `X-Forwarded-For` names the client ([`crate::net::client_address`]); empty:
     /// the TCP peer is the client [default: none].
     pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// The token API's limits per service ([`crate::api::limits`], `[token_api]`).
-    pub token_api: crate::api::limits::TokenApiLimits,
+    /// The token API's limits per service (`[token_api]`, [`token_api`]; counted by `crate::api::limits`).
+    pub token_api: token_api::TokenApiLimits,
     /// PostgreSQL: the URL the cross-instance signal listener (`LISTEN`) connects to
     /// [default: `database_url`]. Set it when `database_url` goes through a pooler in
     /// transaction mode (PgBouncer), which cannot hold a `LISTEN`: point it at PostgreSQL itself.
@@ -428,10 +360,10 @@ impl Config {
         let trusted_proxies = file
             .trusted_proxies
             .iter()
-            .map(|entry| crate::web::client_address::parse_trusted_proxy(entry))
+            .map(|entry| crate::net::parse_trusted_proxy(entry))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
-        let token_api = crate::api::limits::TokenApiLimits::resolve(file.token_api)?;
+        let token_api = token_api::TokenApiLimits::resolve(file.token_api)?;
         if let Some(url) = &file.signal_listener_url
             && !(url.starts_with("postgres:") || url.starts_with("postgresql:"))
         {
@@ -454,14 +386,8 @@ impl Config {
             connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
             progress_interval: file.progress_interval.unwrap_or(Duration::from_secs(5)).max(Duration::from_millis(50)),
             shutdown_grace: file.shutdown_grace.unwrap_or(Duration::from_secs(20)),
-            mcp_session_idle: file
-                .mcp_session_idle
-                .unwrap_or(Duration::from_secs(crate::mcp::session_life::IDLE_SECONDS as u64))
-                .max(Duration::from_secs(10)),
-            mcp_session_park: file
-                .mcp_session_park
-                .unwrap_or(crate::mcp::session_manager::PARK_AFTER)
-                .max(crate::mcp::session_manager::PARK_AT_LEAST),
+            mcp_session_idle: file.mcp_session_idle.unwrap_or(MCP_SESSION_IDLE).max(Duration::from_secs(10)),
+            mcp_session_park: file.mcp_session_park.unwrap_or(MCP_SESSION_PARK).max(MCP_SESSION_PARK_AT_LEAST),
             prompts_dir: file.prompts_dir.unwrap_or_else(|| data_dir_for_defaults.join("prompts")),
             page_size: match file.page_size {
                 Some(0) => bail!("page_size must be at least 1"),
@@ -523,11 +449,6 @@ impl Config {
     /// Cookies get `Secure` when users reach us over https.
     pub fn secure_cookies(&self) -> bool {
         self.public_url.scheme() == "https"
-    }
-
-    /// The database bounds [`crate::store::Store::connect_with`] applies.
-    pub fn database_timeouts(&self) -> crate::store::DatabaseTimeouts {
-        crate::store::DatabaseTimeouts { query: self.database_timeout }
     }
 
     /// The callback shared by every provider before each got its own; still answered for
@@ -616,15 +537,6 @@ fn normalize_public_url(url: Url) -> anyhow::Result<Url> {
     Ok(Url::parse(&trimmed)?)
 }
 
-pub fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => d == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
-}
-
 /// Flags and environment over the file, as for every setting; the metrics token from
 /// `OAUTH_BROKER_METRICS_TOKEN` over the file, and at least 16 characters (it guards the
 /// counters of everything the broker does).
@@ -665,6 +577,17 @@ pub fn parse_listen(value: &str) -> Result<SocketAddr, String> {
     };
     let addresses: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(value).map_err(|_| explain())?.collect();
     addresses.iter().find(|a| a.is_ipv4()).or(addresses.first()).copied().ok_or_else(explain)
+}
+
+/// For error messages: never print a database password.
+pub fn redact_database_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,11 @@
 //! address from the right that is not a trusted proxy is the client (what a client wrote
 //! itself sits further left and is ignored). Without `trusted_proxies` the header is never read.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use ipnet::IpNet;
 
 /// The header proxies append the client's address to (de facto standard; RFC 7239's
@@ -62,6 +64,29 @@ pub fn parse_trusted_proxy(entry: &str) -> Result<IpNet, String> {
         .parse::<IpNet>()
         .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
         .map_err(|_| format!("{entry:?} is not an IP address or a CIDR range (like 10.0.0.0/8)"))
+}
+
+/// What a state hands [`ClientIp`]: the peers whose `X-Forwarded-For` is believed
+/// (`trusted_proxies`). Implemented by the faces' state, so this module knows none of them.
+pub trait TrustedProxies {
+    fn trusted_proxies(&self) -> &[IpNet];
+}
+
+/// The client's IP: the TCP peer's, or what a trusted proxy says it is ([`client_address`]);
+/// "unknown" when the server runs without connect info, as in unit tests.
+#[derive(Debug, Clone)]
+pub struct ClientIp(pub String);
+
+impl<S: TrustedProxies + Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| client_address(addr.ip(), &parts.headers, state.trusted_proxies()).to_string());
+        Ok(Self(ip.unwrap_or_else(|| "unknown".into())))
+    }
 }
 
 #[cfg(test)]

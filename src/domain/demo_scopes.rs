@@ -1,4 +1,5 @@
-//! The demo provider's scopes: each one opens exactly one API endpoint.
+//! The demo provider's scopes (`src/demo_provider/`): each one opens exactly one API endpoint.
+//! Here, below the store, because its tables keep them.
 
 use std::collections::BTreeSet;
 
@@ -59,7 +60,7 @@ impl ScopeSet {
         Ok(Self(set))
     }
 
-    /// Parses scopes as stored in our own tables ([`crate::store::demo`]); anything unknown
+    /// Parses scopes as stored in our own tables (`src/store/demo.rs`); anything unknown
     /// fails the whole list, which the store reports as a corrupt row.
     pub fn from_stored(value: &str) -> Result<Self, UnknownScope> {
         let scopes = value.split(' ').filter(|s| !s.is_empty()).map(|s| DemoScope::parse(s).ok_or(UnknownScope));

@@ -1,0 +1,61 @@
+//! How the broker sees its own demo provider: one provider entry like any configured one, so
+//! the flow, the refresh and the API calls go through the same code as for a real provider.
+
+use std::collections::BTreeMap;
+
+use secrecy::SecretString;
+
+use crate::config::{Config, ProviderConfig, TokenAuthMethod};
+use crate::domain::demo_scopes::DemoScope;
+use crate::domain::{ProviderId, Scopes};
+
+/// The demo provider's id; served by the broker itself under `/demo-provider/`.
+pub const PROVIDER_ID: &str = "demo";
+/// The one client the demo provider knows: the broker.
+pub const CLIENT_ID: &str = "oauth-broker-demo";
+
+/// The broker's entry for its own demo provider, at `{public_url}/demo-provider/…`, with the
+/// client secret the provider checks.
+pub fn provider_entry(config: &Config, secret: SecretString) -> ProviderConfig {
+    let id = ProviderId::demo();
+    let mut api_base_url = config.url("/demo-provider/api/");
+    if !api_base_url.path().ends_with('/') {
+        api_base_url.set_path(&format!("{}/", api_base_url.path()));
+    }
+    ProviderConfig {
+        id,
+        display_name: "Demo Provider".into(),
+        authorization_url: config.url("/demo-provider/authorize"),
+        token_url: config.url("/demo-provider/token"),
+        client_id: CLIENT_ID.into(),
+        client_secret: Some(secret),
+        default_scopes: Scopes::parse(["profile", "notes:read"]).unwrap_or_default(),
+        api_base_url,
+        revocation_url: Some(config.url("/demo-provider/revoke")),
+        userinfo_url: Some(config.url("/demo-provider/api/me")),
+        token_auth_method: TokenAuthMethod::ClientSecretBasic,
+        extra_authorize_params: BTreeMap::new(),
+        issuer: Some(config.url("/demo-provider").to_string()),
+        // The demo provider's own authorize page uses the same words.
+        scope_descriptions: DemoScope::ALL
+            .into_iter()
+            .map(|scope| (scope.as_str().to_owned(), scope.describe().to_owned()))
+            .collect(),
+        refresh_url: None,
+        scope_separator: " ".into(),
+        scope_param: "scope".into(),
+        pkce_required: true,
+        open_scopes: false,
+        scope_aliases: BTreeMap::new(),
+        scopes_not_returned: Scopes::default(),
+        account_id_field: Some("account".into()),
+        account_label_field: Some("account".into()),
+        token_path: None,
+        api_base_from_token: None,
+        api_base_domains: Vec::new(),
+        user_agent: None,
+        api_headers: Vec::new(),
+        refresh_margin: None,
+        catalogue: None,
+    }
+}

@@ -1,0 +1,524 @@
+//! The module graph points one way (issue 24): a test that fails when a `use` makes a lower
+//! module reach a higher one, or when files import each other in a circle.
+//!
+//! The graph is read from the sources, as text: every `crate::`, `super::` and `self::` path
+//! (in `use` trees and inline), and every `use child::…` of a module's own child, names the file
+//! of the longest module prefix it resolves to. A module's use of its own parents (`super::X`
+//! declared in the folder's `mod.rs`) is no arrow: the parent is the room it stands in.
+//! Comments, strings and `#[cfg(test)]` modules are left out: tests may reach anywhere.
+//!
+//! [`LAYERS`] is the order, lowest first. A top-level module may import only modules on a
+//! lower layer; inside one top-level module, files may import each other as long as no circle
+//! forms. A new top-level module must be given its place here before anything compiles in.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crate's top-level modules, lowest first: each may import only those before it.
+const LAYERS: &[&str] = &[
+    // Leaves: time, safe display of names others chose, sealing, PKCE, identifiers.
+    "clock",
+    "error_chain",
+    "display",
+    "crypto",
+    "pkce",
+    "domain",
+    // Addresses, counters, the providers' own settings, then the settings that name them:
+    // handed their labels and values, none of them imports a feature.
+    "net",
+    "telemetry",
+    "oauth",
+    "config",
+    // The database, then what sits directly on it.
+    "store",
+    "events",
+    "oauth_server",
+    "identity",
+    // The core and the state the faces share.
+    "broker",
+    "state",
+    "keyring",
+    "health",
+    // Faces: the hosted pages first (the authorization server and the demo provider render
+    // with them), then the token API (its exchange answers at the authorization server's
+    // `/token`), then the MCP server.
+    "web",
+    "demo_provider",
+    "api",
+    "authorization_server",
+    "mcp",
+    // Assembly and the operator's commands.
+    "startup",
+    "app",
+    "admin",
+];
+
+#[test]
+fn every_import_points_to_a_lower_layer_and_no_files_import_each_other_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = Graph::read(&src);
+
+    let mut problems = Vec::new();
+    for (from, targets) in &graph.arrows {
+        let from_top = top_level(from);
+        if from_top == "lib" || from_top == "main" {
+            continue;
+        }
+        for to in targets {
+            let to_top = top_level(to);
+            if to_top == from_top {
+                continue;
+            }
+            match (layer(&from_top), layer(&to_top)) {
+                (Some(a), Some(b)) if b < a => {}
+                (Some(_), Some(_)) => problems.push(format!(
+                    "{from} imports {to}: `{to_top}` is not below `{from_top}` in tests/api/layers.rs LAYERS; \
+                     move what both need down, or hand it in from above"
+                )),
+                _ => problems.push(format!(
+                    "{from} -> {to}: `{from_top}` or `{to_top}` has no place in tests/api/layers.rs LAYERS"
+                )),
+            }
+        }
+    }
+    for circle in graph.circles() {
+        problems.push(format!("these files import each other in a circle: {}", circle.join(", ")));
+    }
+    assert!(problems.is_empty(), "the module graph must point one way:\n  {}", problems.join("\n  "));
+}
+
+#[test]
+fn the_reader_sees_the_paths_rust_sees_and_nothing_else() {
+    let code = r##"
+        use crate::a::{b, c::{d, e}};
+        // use crate::comment::x;
+        /* crate::block::y /* nested */ */
+        let s = "crate::string::z"; let r = r#"crate::raw"#; let c = '"'; let l: &'static str = "";
+        fn f<'a>() { crate::inline::g(); super::up::h(); }
+        #[cfg(test)]
+        mod tests { use crate::test_only::t; }
+    "##;
+    let mut found = paths(&strip_tests(&lex(code)));
+    found.sort();
+    assert_eq!(found, ["crate::a::b", "crate::a::c::d", "crate::a::c::e", "crate::inline::g", "super::up::h"]);
+    assert_eq!(
+        paths("use std::sync::Arc; pub use child::{self, Item as Other};"),
+        ["std::sync::Arc", "child", "child::Item"]
+    );
+}
+
+fn layer(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|m| *m == module)
+}
+
+/// `config.rs` → `config`, `mcp/session/mod.rs` → `mcp`.
+fn top_level(file: &str) -> String {
+    let first = file.split('/').next().unwrap_or(file);
+    first.strip_suffix(".rs").unwrap_or(first).to_owned()
+}
+
+struct Graph {
+    /// File (relative to `src/`, with `/`) → the files it imports.
+    arrows: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Graph {
+    fn read(src: &Path) -> Self {
+        let mut files = Vec::new();
+        collect(src, &mut files);
+        let test_only = test_only_files(src, &files);
+        let mut arrows: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for file in &files {
+            if test_only.contains(file) {
+                continue;
+            }
+            let text = std::fs::read_to_string(file).unwrap();
+            let here = module_path(src, file);
+            let name = relative(src, file);
+            let entry = arrows.entry(name.clone()).or_default();
+            for path in paths(&strip_tests(&lex(&text))) {
+                // `use child::Item` names a module of this one without `self::` (2018 paths).
+                let path = match path.split("::").next() {
+                    Some(first) if !matches!(first, "crate" | "super" | "self") => {
+                        let mut child = here.clone();
+                        child.push(first.to_owned());
+                        if file_of(src, &child).is_some_and(|f| module_path(src, &f) == child) {
+                            format!("self::{path}")
+                        } else {
+                            continue;
+                        }
+                    }
+                    _ => path,
+                };
+                let Some(absolute) = absolute(&here, &path) else { continue };
+                if let Some(target) = file_of(src, &absolute) {
+                    // A module may use what its parents declare (a child of `identity/` uses
+                    // `super::ClientIdentity` from `identity/mod.rs`): the parent is the room
+                    // it stands in, not a neighbour. Every other arrow counts.
+                    let target_module = module_path(src, &target);
+                    if target_module.len() < here.len() && here.starts_with(&target_module) {
+                        continue;
+                    }
+                    let target = relative(src, &target);
+                    if target != name && !test_only.contains(&src.join(&target)) {
+                        entry.insert(target);
+                    }
+                }
+            }
+        }
+        Self { arrows }
+    }
+
+    /// Strongly connected components of more than one file (Tarjan).
+    fn circles(&self) -> Vec<Vec<String>> {
+        struct Walk<'g> {
+            graph: &'g Graph,
+            index: BTreeMap<&'g str, usize>,
+            low: BTreeMap<&'g str, usize>,
+            stack: Vec<&'g str>,
+            on_stack: BTreeSet<&'g str>,
+            found: Vec<Vec<String>>,
+        }
+        impl<'g> Walk<'g> {
+            fn visit(&mut self, v: &'g str) {
+                let i = self.index.len();
+                self.index.insert(v, i);
+                self.low.insert(v, i);
+                self.stack.push(v);
+                self.on_stack.insert(v);
+                for w in self.graph.arrows.get(v).into_iter().flatten() {
+                    let w = w.as_str();
+                    if !self.index.contains_key(w) {
+                        self.visit(w);
+                        let low = self.low[v].min(self.low[w]);
+                        self.low.insert(v, low);
+                    } else if self.on_stack.contains(w) {
+                        let low = self.low[v].min(self.index[w]);
+                        self.low.insert(v, low);
+                    }
+                }
+                if self.low[v] == self.index[v] {
+                    let mut component = Vec::new();
+                    while let Some(w) = self.stack.pop() {
+                        self.on_stack.remove(w);
+                        component.push(w.to_owned());
+                        if w == v {
+                            break;
+                        }
+                    }
+                    if component.len() > 1 {
+                        component.sort();
+                        self.found.push(component);
+                    }
+                }
+            }
+        }
+        let mut walk = Walk {
+            graph: self,
+            index: BTreeMap::new(),
+            low: BTreeMap::new(),
+            stack: Vec::new(),
+            on_stack: BTreeSet::new(),
+            found: Vec::new(),
+        };
+        for v in self.arrows.keys() {
+            if !walk.index.contains_key(v.as_str()) {
+                walk.visit(v);
+            }
+        }
+        walk.found
+    }
+}
+
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect(&path, files);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files.sort();
+}
+
+fn relative(src: &Path, file: &Path) -> String {
+    file.strip_prefix(src).unwrap().to_string_lossy().replace('\\', "/")
+}
+
+/// `src/mcp/server.rs` → `["mcp", "server"]`; `mod.rs`, `lib.rs` and `main.rs` name their folder.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let relative = relative(src, file);
+    let mut parts: Vec<String> = relative.trim_end_matches(".rs").split('/').map(str::to_owned).collect();
+    if parts.last().is_some_and(|p| p == "mod") || parts == ["lib"] || parts == ["main"] {
+        parts.pop();
+    }
+    parts
+}
+
+/// Files declared only for tests (`#[cfg(test)] mod name;`).
+fn test_only_files(src: &Path, files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut test_only = BTreeSet::new();
+    for file in files {
+        let code = lex(&std::fs::read_to_string(file).unwrap());
+        let here = module_path(src, file);
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            let words: Vec<&str> = rest.split_whitespace().take(3).collect();
+            let name = match words.as_slice() {
+                ["mod", name, ..] => name,
+                [vis, "mod", name] if vis.starts_with("pub") => name,
+                _ => continue,
+            };
+            if let Some(name) = name.strip_suffix(';') {
+                let mut segments = here.clone();
+                segments.push(name.to_owned());
+                if let Some(target) = file_of(src, &segments) {
+                    test_only.insert(target);
+                }
+            }
+        }
+    }
+    test_only
+}
+
+/// Resolves `crate::…`, `super::…` and `self::…` against the module `here`.
+fn absolute(here: &[String], path: &str) -> Option<Vec<String>> {
+    let mut segments = path.split("::").filter(|s| !s.is_empty());
+    let mut base: Vec<String> = match segments.next()? {
+        "crate" => Vec::new(),
+        "self" => here.to_vec(),
+        "super" => here[..here.len().checked_sub(1)?].to_vec(),
+        _ => return None,
+    };
+    for segment in segments {
+        if segment == "super" {
+            base.pop()?;
+        } else {
+            base.push(segment.to_owned());
+        }
+    }
+    Some(base)
+}
+
+/// The file of the longest prefix of `segments` that is a module.
+fn file_of(src: &Path, segments: &[String]) -> Option<PathBuf> {
+    let mut found = None;
+    let mut dir = src.to_path_buf();
+    for segment in segments {
+        let file = dir.join(format!("{segment}.rs"));
+        let module = dir.join(segment).join("mod.rs");
+        if file.is_file() {
+            found = Some(file);
+        } else if module.is_file() {
+            found = Some(module);
+        } else {
+            break;
+        }
+        dir = dir.join(segment);
+    }
+    found
+}
+
+/// The code with comments, strings and character literals blanked out.
+fn lex(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if (c == 'r' || (c == 'b' && next == Some('r'))) && (i == 0 || !ident(chars[i - 1])) && {
+            let start = if c == 'b' { i + 2 } else { i + 1 };
+            let hashes = chars[start..].iter().take_while(|&&h| h == '#').count();
+            chars.get(start + hashes) == Some(&'"')
+        } {
+            let start = if c == 'b' { i + 2 } else { i + 1 };
+            let hashes = chars[start..].iter().take_while(|&&h| h == '#').count();
+            i = start + hashes + 1;
+            loop {
+                if i >= chars.len() {
+                    break;
+                }
+                if chars[i] == '"' && chars[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes {
+                    i += 1 + hashes;
+                    break;
+                }
+                i += 1;
+            }
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\u{1F600}') or a lifetime ('a).
+            if next == Some('\\') {
+                i += 2;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            } else if chars.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push_str("' '");
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The code without `#[cfg(test)] mod name { … }` blocks.
+fn strip_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let Some(open) = after.find(['{', ';']) else {
+            rest = after;
+            break;
+        };
+        let head = after[..open].trim();
+        let is_module = head.starts_with("mod ") || (head.starts_with("pub") && head.contains(" mod "));
+        if !is_module || after.as_bytes()[open] == b';' {
+            rest = after;
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = after.len();
+        for (i, ch) in after[open..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every path that starts at `crate`, `super` or `self`: `use` trees expanded, then inline paths.
+fn paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    let mut outside_use = String::new();
+    while let Some(at) = find_word(rest, "use") {
+        outside_use.push_str(&rest[..at]);
+        let tree_start = at + 3;
+        let Some(end) = rest[tree_start..].find(';') else { break };
+        // Spaces go, but `a as b` keeps its own.
+        let joined = rest[tree_start..tree_start + end].split_whitespace().collect::<Vec<_>>().join(" ");
+        let tree = joined.replace(" as ", "\u{1}").replace(' ', "").replace('\u{1}', " as ");
+        for path in expand(&tree) {
+            let path = path.split(" as ").next().unwrap_or(&path).to_owned();
+            let path = path.trim_start_matches("::");
+            if !path.is_empty() && path != "self" {
+                found.push(path.trim_end_matches("::self").trim_end_matches("::*").to_owned());
+            }
+        }
+        rest = &rest[tree_start + end + 1..];
+    }
+    outside_use.push_str(rest);
+    let bytes = outside_use.as_bytes();
+    for root in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(at) = outside_use[from..].find(root) {
+            let start = from + at;
+            from = start + root.len();
+            if start > 0
+                && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_' || bytes[start - 1] == b':')
+            {
+                continue;
+            }
+            let mut end = start;
+            while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b':')
+            {
+                end += 1;
+            }
+            found.push(outside_use[start..end].trim_end_matches(':').to_owned());
+        }
+    }
+    found
+}
+
+/// Where `word` stands alone (not inside an identifier).
+fn find_word(text: &str, word: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(word) {
+        let start = from + at;
+        let end = start + word.len();
+        let before = start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let after = end < bytes.len() && bytes[end].is_ascii_whitespace();
+        if before && after {
+            return Some(start);
+        }
+        from = end;
+    }
+    None
+}
+
+/// `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`.
+fn expand(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else { return vec![tree.to_owned()] };
+    let prefix = &tree[..open];
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let mut parts = Vec::new();
+    let (mut depth, mut current) = (0, String::new());
+    for ch in inner.chars() {
+        match ch {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(ch);
+    }
+    parts.push(current);
+    parts.into_iter().filter(|p| !p.is_empty()).flat_map(|p| expand(&format!("{prefix}{p}"))).collect()
+}
