@@ -20,7 +20,7 @@ use crate::identity::jwt::TokenKeys;
 use crate::mcp::McpState;
 use crate::mcp::extension::{Extension, Extensions};
 use crate::mcp::prompts::PromptCatalogue;
-use crate::oauth::providers::Providers;
+use crate::providers::registry::Providers;
 use crate::startup::{Opening, load_sealer, open_store};
 use crate::state::AppState;
 
@@ -280,7 +280,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         store,
         sealer,
         clock,
-        http: crate::oauth::client::http_client(),
+        http: crate::providers::client::http_client(),
         providers: Arc::new(providers),
         events,
         refresh_locks: Default::default(),

@@ -12,7 +12,7 @@
 //!           · Unavailable · Refused        (consent per client: broker::consent; refresh: broker::tokens)
 //!        MCP: token | -32042 / URL elicitation / isError text     API: JSON | RFC 9457 problem
 //! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (broker::flow)
-//! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (oauth::client)
+//! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (providers::client)
 //!                              → tokens sealed (crypto) into grants → events
 //! MCP session ◀─ notifications/elicitation/complete (mcp::server) · tool server ◀─ /v1/authorizations/{id}
 //! ```
@@ -23,13 +23,13 @@
 //! their cause, logged whole; [`display`] names others chose, made safe to show; [`events`] the signal that an
 //! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
 //! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
-//! passwords; [`oauth`] the client side of third-party OAuth (provider catalogue, token
+//! passwords; [`providers`] the client side of third-party OAuth (provider catalogue, token
 //! endpoint calls); [`broker`] the core: access decisions, authorizations, consent,
 //! the browser flow, refresh, connections, the call to a provider's API; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server; [`web`]
 //! hosted pages; [`api`] the token API for registered tool servers; [`admin`] the operator CLI.
 //! Beside them: [`authorization_server`] the broker's own OAuth 2.1 authorization server for MCP
 //! clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and
-//! for tests; [`oauth_server`] the token/revocation plumbing those two share.
+//! for tests; [`token_endpoint`] the token/revocation plumbing those two share.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -52,13 +52,13 @@ pub mod identity;
 pub mod keyring;
 pub mod mcp;
 pub mod net;
-pub mod oauth;
-pub mod oauth_server;
 pub mod pkce;
+pub mod providers;
 pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod token_endpoint;
 pub mod web;
 
 pub use app::App;

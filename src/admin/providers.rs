@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::config::{Config, TokenAuthMethod};
-use crate::oauth::catalogue::{self, ProviderFields};
+use crate::providers::catalogue::{self, ProviderFields};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ProvidersCommand {

@@ -12,7 +12,7 @@ use url::Url;
 
 use crate::crypto::OneTimeSecret;
 use crate::domain::ProviderId;
-use crate::oauth::providers::Providers;
+use crate::providers::registry::Providers;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::services::{NewService, ServiceRow};

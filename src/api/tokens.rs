@@ -159,7 +159,7 @@ pub async fn token_for_service(
         ));
     }
     let required = Scopes::parse(asked.scopes).map_err(|e| Problem::invalid_scope(e.to_string()))?;
-    crate::oauth::scopes::check(provider, &required).map_err(|e| Problem::invalid_scope(e.to_string()))?;
+    crate::providers::scopes::check(provider, &required).map_err(|e| Problem::invalid_scope(e.to_string()))?;
     let user_id = user_for(state, service, subject).await?;
     let client = service.client();
     let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None };

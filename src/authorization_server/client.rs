@@ -12,10 +12,10 @@ use serde::Deserialize;
 use super::{redirect_uri, scopes};
 use crate::config::Config;
 use crate::domain::Scopes;
-pub use crate::oauth_server::client_auth::AuthMethod;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::oauth_clients::OAuthClientRow;
+pub use crate::token_endpoint::client_auth::AuthMethod;
 
 /// Longer names are refused (they are shown on the consent page).
 pub const MAX_CLIENT_NAME_CHARS: usize = 100;

@@ -1,13 +1,13 @@
 //! JSON error responses from `/register` (RFC 7591 §3.2.2); `/token` and `/revoke` answer with
-//! [`crate::oauth_server::errors::OAuthError`]. Every description is a fixed sentence of ours;
+//! [`crate::token_endpoint::errors::OAuthError`]. Every description is a fixed sentence of ours;
 //! nothing from the request is echoed.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::oauth_server::errors::no_store;
 use crate::store::StoreError;
+use crate::token_endpoint::errors::no_store;
 
 /// RFC 7591 §3.2.2 error from `/register`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@
 //! ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
 //!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
-//! checks are shared with the demo provider ([`crate::oauth_server`]).
+//! checks are shared with the demo provider ([`crate::token_endpoint`]).
 //!
 //! A request whose client or redirect URI cannot be trusted gets an error page, never a redirect
 //! (no open redirector, RFC 9700 §4.11); other authorization errors go back to the client's

@@ -20,12 +20,12 @@ use super::errors::RegistrationError;
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::net::ClientIp;
-use crate::oauth_server::errors::no_store;
-use crate::oauth_server::params::has_content_type;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::store::audit::{Actor, AuditEvent};
 use crate::store::oauth_clients::OAuthClientRow;
+use crate::token_endpoint::errors::no_store;
+use crate::token_endpoint::params::has_content_type;
 
 /// Registrations allowed per client IP per window.
 pub const MAX_PER_WINDOW: i64 = 20;

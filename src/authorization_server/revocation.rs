@@ -17,10 +17,10 @@ use axum::response::Response;
 use super::LocalMode;
 use super::client_auth::{self, REALM};
 use crate::crypto::sha256_hex;
-use crate::oauth_server::endpoint::{self, RevocationRequest};
-use crate::oauth_server::errors::OAuthError;
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent};
+use crate::token_endpoint::endpoint::{self, RevocationRequest};
+use crate::token_endpoint::errors::OAuthError;
 
 // RFC 7009 §2.1–§2.2.
 pub async fn revoke(

@@ -28,11 +28,11 @@ use super::client_auth::{self, REALM};
 use super::{ACCESS_TOKEN_TTL_SECS, REFRESH_TOKEN_TTL_SECS, scopes};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
-use crate::oauth_server::endpoint::{self, TokenRequest, check_code_binding};
-use crate::oauth_server::errors::OAuthError;
-use crate::oauth_server::params::{Params, is_form};
 use crate::state::AppState;
 use crate::store::oauth_codes::OAuthGrantFields;
+use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
+use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::params::{Params, is_form};
 
 /// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
 #[derive(serde::Serialize)]

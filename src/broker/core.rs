@@ -8,7 +8,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::crypto::Sealer;
 use crate::events::Events;
-use crate::oauth::providers::Providers;
+use crate::providers::registry::Providers;
 use crate::store::Store;
 
 /// What the broker core decides with.

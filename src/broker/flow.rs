@@ -21,7 +21,7 @@ use crate::error_chain::{BoxError, Chain, because};
 use crate::events::AuthorizationFinished;
 use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
-use crate::oauth::client::{self, ProviderError};
+use crate::providers::client::{self, ProviderError};
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::consents::{AllowOutcome, NewConsent};

@@ -42,7 +42,7 @@ use super::sealed_grant::{
 };
 use super::{backoff, refresh_margin};
 use crate::config::ProviderConfig;
-use crate::oauth::client::{self, ProviderError, TokenSet};
+use crate::providers::client::{self, ProviderError, TokenSet};
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
 /// How often a caller waiting for another holder's refresh re-reads the row.
@@ -293,9 +293,9 @@ async fn commit(
         ),
         key_id: state.sealer.active_key_id(),
         expires_at: expiry(issued_at, tokens.expires_in),
-        // Scopes the provider never echoes (oauth::scopes::granted) stay with the grant.
+        // Scopes the provider never echoes (providers::scopes::granted) stay with the grant.
         scopes: match state.providers.find(&grant.provider) {
-            Some(provider) => crate::oauth::scopes::granted(provider, tokens.scopes.clone(), &grant.scopes),
+            Some(provider) => crate::providers::scopes::granted(provider, tokens.scopes.clone(), &grant.scopes),
             None => tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone()),
         },
     };

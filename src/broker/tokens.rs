@@ -14,8 +14,8 @@ use secrecy::{ExposeSecret, SecretString};
 use super::Core;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
-use crate::oauth::client::{self, AccountRef, TokenSet};
-use crate::oauth::token_response;
+use crate::providers::client::{self, AccountRef, TokenSet};
+use crate::providers::token_response;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
 
 /// What [`store_grant`] wrote: the grant's id and the scopes it now carries.
@@ -41,7 +41,7 @@ pub async fn store_grant(
 ) -> Result<StoredGrant, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(user_id, provider_id);
-    let scopes = crate::oauth::scopes::granted(provider, tokens.scopes.clone(), requested);
+    let scopes = crate::providers::scopes::granted(provider, tokens.scopes.clone(), requested);
     // Before sealing: the account decides the row, and the row id is bound into the seal.
     let account = match tokens.account.clone() {
         Some(account) => Some(account),

@@ -17,7 +17,7 @@ use url::Url;
 use crate::domain::ProviderId;
 use crate::net::is_loopback;
 // A provider's settings are the provider module's types; the settings file names them.
-pub use crate::oauth::provider::{MAX_REFRESH_MARGIN, ProviderConfig, TokenAuthMethod};
+pub use crate::providers::provider::{MAX_REFRESH_MARGIN, ProviderConfig, TokenAuthMethod};
 
 /// Flags shared by every subcommand (each also read from `OAUTH_BROKER_<NAME>`).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -149,7 +149,7 @@ struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     key_reload_interval: Option<Duration>,
     #[serde(default)]
-    providers: BTreeMap<String, crate::oauth::catalogue::ProviderFields>,
+    providers: BTreeMap<String, crate::providers::catalogue::ProviderFields>,
     #[serde(default)]
     identity: IdentityFile,
     /// As `--metrics-listen`.
@@ -352,7 +352,7 @@ impl Config {
         let mut providers = BTreeMap::new();
         for (id, p) in file.providers {
             let id = ProviderId::parse(&id).with_context(|| format!("[providers.{id}]"))?;
-            let provider = crate::oauth::catalogue::resolve(&id, p)?;
+            let provider = crate::providers::catalogue::resolve(&id, p)?;
             providers.insert(id, provider);
         }
         let identity = resolve_identity(file.identity)?;

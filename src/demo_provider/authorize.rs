@@ -23,10 +23,10 @@ use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
 use super::{CODE_TTL_SECS, issuer};
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
-use crate::oauth_server::params::{Params, is_form};
 use crate::pkce;
 use crate::state::AppState;
 use crate::store::demo::DemoCodeRow;
+use crate::token_endpoint::params::{Params, is_form};
 
 const DEFAULT_ACCOUNT: &str = "demo-user";
 const MAX_STATE_LEN: usize = 1024;

@@ -1,16 +1,16 @@
 //! Client authentication at the token and revocation endpoints (RFC 6749 §2.3.1).
 //!
 //! Only one confidential client exists here: `client_secret_basic` or `client_secret_post`
-//! (parsed by [`crate::oauth_server::client_auth`], never both in one request), never neither.
+//! (parsed by [`crate::token_endpoint::client_auth`], never both in one request), never neither.
 //! The id and secret are compared in constant time.
 
 use secrecy::ExposeSecret;
 
 use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
 use crate::crypto::constant_time_eq;
-use crate::oauth_server::client_auth::PresentedClient;
-use crate::oauth_server::errors::OAuthError;
 use crate::state::AppState;
+use crate::token_endpoint::client_auth::PresentedClient;
+use crate::token_endpoint::errors::OAuthError;
 
 /// RFC 7617 §2 realm of the `Basic` challenge sent with `invalid_client`.
 pub const REALM: &str = "demo-provider";

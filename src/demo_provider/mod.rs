@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
-//! checks are shared with the broker's own authorization server ([`crate::oauth_server`]).
+//! checks are shared with the broker's own authorization server ([`crate::token_endpoint`]).
 //!
 //! Codes and tokens are stored as SHA-256 hashes ([`crate::store::demo`]); one-time steps are
 //! compare-and-swap updates, so they hold across instances too. Live access tokens are kept

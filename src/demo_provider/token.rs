@@ -19,11 +19,11 @@ use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
-use crate::oauth_server::endpoint::{self, TokenRequest, check_code_binding};
-use crate::oauth_server::errors::OAuthError;
-use crate::oauth_server::params::Params;
 use crate::state::AppState;
 use crate::store::demo::{DemoTokenKind, NewDemoToken};
+use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
+use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::params::Params;
 
 /// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
 #[derive(serde::Serialize)]

@@ -8,7 +8,7 @@
 //! (session fixation). Sessions last 12 hours.
 //!
 //! [`OptionalBrowserSession`] and [`BrowserSession`] are extractors; the latter refuses a browser
-//! that is not signed in with [`SessionError::SignInRequired`], which the pages answer with a
+//! that is not signed in with [`BrowserSessionError::SignInRequired`], which the pages answer with a
 //! redirect to the sign-in form.
 
 use axum::extract::FromRequestParts;
@@ -30,7 +30,7 @@ const SESSION_VALUE_LEN: usize = 43;
 
 /// Why a request has no browser session to act for.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub enum BrowserSessionError {
     /// The browser is not signed in; after signing in it should come back to `next` (a local
     /// path, checked again by [`super::next::safe_next`] before it is followed).
     #[error("the browser is not signed in")]
@@ -130,7 +130,7 @@ pub async fn current(state: &IdentityContext, headers: &HeaderMap) -> StoreResul
 pub struct OptionalBrowserSession(pub Option<BrowserSession>);
 
 impl<S: AsRef<IdentityContext> + Send + Sync> FromRequestParts<S> for OptionalBrowserSession {
-    type Rejection = SessionError;
+    type Rejection = BrowserSessionError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         Ok(Self(current(state.as_ref(), &parts.headers).await?))
@@ -140,7 +140,7 @@ impl<S: AsRef<IdentityContext> + Send + Sync> FromRequestParts<S> for OptionalBr
 /// A signed-in browser; otherwise a 303 to `/login?next=<this path>` (the path only for GET, as
 /// a form POST cannot be replayed after signing in).
 impl<S: AsRef<IdentityContext> + Send + Sync> FromRequestParts<S> for BrowserSession {
-    type Rejection = SessionError;
+    type Rejection = BrowserSessionError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match current(state.as_ref(), &parts.headers).await? {
@@ -151,7 +151,7 @@ impl<S: AsRef<IdentityContext> + Send + Sync> FromRequestParts<S> for BrowserSes
                 } else {
                     parts.uri.path().to_owned()
                 };
-                Err(SessionError::SignInRequired { next })
+                Err(BrowserSessionError::SignInRequired { next })
             }
         }
     }

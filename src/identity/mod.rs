@@ -3,7 +3,7 @@
 //! name the same user. Where a browser goes after signing in is checked by [`next`].
 //!
 //! Identity decides and imports no face: refusals are its own error enums
-//! ([`browser::SessionError`], [`oidc::browser_login::SignInError`]), which the hosted pages
+//! ([`browser::BrowserSessionError`], [`oidc::browser_login::SignInError`]), which the hosted pages
 //! (`src/web/`) turn into pages.
 
 pub mod accounts;

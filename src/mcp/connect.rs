@@ -64,9 +64,9 @@ impl BrokerServer {
             None => None,
         };
         // A scope the provider does not offer is invalid input, refused before any row or
-        // provider sees it (see `oauth::scopes`).
+        // provider sees it (see `providers::scopes`).
         if let Some(scopes) = &named_scopes {
-            crate::oauth::scopes::check(provider, scopes).map_err(|e| {
+            crate::providers::scopes::check(provider, scopes).map_err(|e| {
                 ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({"argument": "scopes"})))
             })?;
         }
@@ -192,7 +192,7 @@ impl BrokerServer {
         };
         let scopes = match answers.choices(SCOPES) {
             Some(chosen) => match Scopes::parse(chosen).map_err(|e| e.to_string()).and_then(|scopes| {
-                crate::oauth::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
+                crate::providers::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
             }) {
                 Ok(scopes) => scopes,
                 Err(e) => {

@@ -79,7 +79,7 @@ impl ExtensionContext {
         let required = crate::domain::Scopes::parse(required.iter().copied())
             .map_err(|e| e.to_string())
             .and_then(|scopes| {
-                crate::oauth::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
+                crate::providers::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
             })
             .map_err(|e| TokenUnavailable::Result(crate::mcp::server::error_result(e)))?;
         self.server.token_for_tool(&self.caller, provider, account, &required).await.map_err(|answer| match answer {

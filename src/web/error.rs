@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use super::pages::{self, MessagePage, SignOutForm};
 use crate::broker::flow::FlowError;
 use crate::error_chain::{BoxError, Chain};
-use crate::identity::browser::SessionError;
+use crate::identity::browser::BrowserSessionError;
 use crate::identity::next::login_path;
 use crate::identity::oidc::browser_login::SignInError;
 use crate::store::StoreError;
@@ -108,17 +108,17 @@ impl From<StoreError> for PageError {
     }
 }
 
-impl From<SessionError> for PageError {
-    fn from(error: SessionError) -> Self {
+impl From<BrowserSessionError> for PageError {
+    fn from(error: BrowserSessionError) -> Self {
         match error {
-            SessionError::SignInRequired { next } => PageError::SignIn { next },
-            SessionError::Store(error) => Self::from(error),
+            BrowserSessionError::SignInRequired { next } => PageError::SignIn { next },
+            BrowserSessionError::Store(error) => Self::from(error),
         }
     }
 }
 
 /// The browser-session extractors' rejection, as a page.
-impl IntoResponse for SessionError {
+impl IntoResponse for BrowserSessionError {
     fn into_response(self) -> Response {
         PageError::from(self).into_response()
     }

@@ -142,7 +142,7 @@ async fn authorization_server_token(app: &TestApp, user: &str) -> (String, Strin
     let client = OAuthClientRow {
         client_id: client_id.clone(),
         client_secret_hash: None,
-        token_endpoint_auth_method: oauth_broker::oauth_server::client_auth::AuthMethod::None,
+        token_endpoint_auth_method: oauth_broker::token_endpoint::client_auth::AuthMethod::None,
         client_name: Some("Cache Test".into()),
         redirect_uris: vec!["http://127.0.0.1:1/cb".into()],
         refresh_allowed: false,

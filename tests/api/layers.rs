@@ -27,12 +27,12 @@ const LAYERS: &[&str] = &[
     // handed their labels and values, none of them imports a feature.
     "net",
     "telemetry",
-    "oauth",
+    "providers",
     "config",
     // The database, then what sits directly on it.
     "store",
     "events",
-    "oauth_server",
+    "token_endpoint",
     "identity",
     // The core and the state the faces share.
     "broker",

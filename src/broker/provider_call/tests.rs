@@ -15,7 +15,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::config::{Config, SettingsArgs};
 use crate::domain::Scopes;
-use crate::oauth::client::TokenSet;
+use crate::providers::client::TokenSet;
 use crate::state::AppState;
 
 const FIRST_TOKEN: &str = "first-access-token-0";

@@ -18,13 +18,13 @@ pub const SCOPES: &str = "scopes";
 pub const CONFIRM: &str = "confirm";
 
 /// The scopes a provider offers, with what each allows, for the scope question
-/// ([`crate::oauth::scopes::offered`]: its `available_scopes` and defaults). A provider whose
+/// ([`crate::providers::scopes::offered`]: its `available_scopes` and defaults). A provider whose
 /// scopes are open offers no list to choose from.
 pub fn available_scopes(provider: &ProviderConfig) -> Vec<Choice> {
     if provider.open_scopes {
         return Vec::new();
     }
-    crate::oauth::scopes::offered(provider)
+    crate::providers::scopes::offered(provider)
         .into_iter()
         .map(|(value, description)| {
             let title = match description {

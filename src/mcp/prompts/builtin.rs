@@ -92,9 +92,9 @@ fn provider<'a>(state: &'a AppState, values: &BTreeMap<String, String>) -> Resul
     })
 }
 
-/// Scopes worth suggesting for `provider`: the ones it offers ([`crate::oauth::scopes::offered`]).
+/// Scopes worth suggesting for `provider`: the ones it offers ([`crate::providers::scopes::offered`]).
 pub fn known_scopes(provider: &ProviderConfig) -> Vec<String> {
-    crate::oauth::scopes::offered(provider).into_iter().map(|(scope, _)| scope).collect()
+    crate::providers::scopes::offered(provider).into_iter().map(|(scope, _)| scope).collect()
 }
 
 /// What a scope allows. Exact for the demo provider, whose API we know; generic otherwise.
@@ -137,7 +137,7 @@ fn connect_provider(state: &AppState, values: &BTreeMap<String, String>) -> Resu
     let provider = provider(state, values)?;
     let requested = requested_scopes(values)?;
     if let Some(scopes) = &requested {
-        crate::oauth::scopes::check(provider, scopes)
+        crate::providers::scopes::check(provider, scopes)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), Some(json!({ "argument": "scopes" }))))?;
     }
     let name = &provider.display_name;

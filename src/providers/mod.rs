@@ -1,7 +1,7 @@
 //! The broker as an OAuth 2 client of third-party providers.
 //!
 //! - [`catalogue`]: the compiled-in catalogue of real providers and the operator's tables over it.
-//! - [`provider`]: one provider's resolved settings; [`providers`]: the enabled providers.
+//! - [`provider`]: one provider's resolved settings; [`registry`]: the enabled providers.
 //! - [`scopes`]: which scopes a provider offers; the rest are refused before it sees them.
 //! - [`client`]: token-endpoint calls (code exchange, refresh, revocation) over our own HTTP
 //!   client (no redirects, timeouts); [`token_response`] reads the answers; [`error`] says how
@@ -11,6 +11,6 @@ pub mod catalogue;
 pub mod client;
 pub mod error;
 pub mod provider;
-pub mod providers;
+pub mod registry;
 pub mod scopes;
 pub mod token_response;

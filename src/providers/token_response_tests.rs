@@ -2,7 +2,7 @@ use secrecy::ExposeSecret;
 
 use super::*;
 use crate::domain::ProviderId;
-use crate::oauth::catalogue::{ProviderFields, resolve};
+use crate::providers::catalogue::{ProviderFields, resolve};
 
 fn provider(name: &str) -> ProviderConfig {
     let table = ProviderFields { client_id: Some("c".into()), client_secret: Some("s".into()), ..Default::default() };

@@ -78,7 +78,7 @@ pub fn granted(provider: &ProviderConfig, returned: Option<Scopes>, asked: &Scop
 mod tests {
     use super::*;
     use crate::domain::ProviderId;
-    use crate::oauth::catalogue::{ProviderFields, resolve};
+    use crate::providers::catalogue::{ProviderFields, resolve};
 
     fn provider(name: &str, open: bool) -> ProviderConfig {
         let table = ProviderFields {
