@@ -50,8 +50,11 @@ trap cleanup EXIT
 
 ms() { date +%s%N | awk '{printf "%d", $1 / 1000000}'; }
 # report NAME then one duration (ms) per line on stdin
+# (a run that failed is -1: the line then says FAILED and how many runs did)
 report() {
-  sort -n | awk -v name="$1" '{ v[NR] = $1 } END { printf "%-44s %7d %7d %7d\n", name, v[int((NR + 1) / 2)], v[1], v[NR] }'
+  sort -n | awk -v name="$1" '{ v[NR] = $1; if ($1 < 0) failed++ }
+    END { if (failed) printf "%-44s FAILED (%d of %d runs)\n", name, failed, NR;
+          else printf "%-44s %7d %7d %7d\n", name, v[int((NR + 1) / 2)], v[1], v[NR] }'
 }
 
 start_server() {
@@ -60,7 +63,7 @@ start_server() {
   "$bin" serve >"$work/serve.log" 2>&1 &
   server=$!
   until curl -fs -o /dev/null "http://127.0.0.1:$port/healthz"; do
-    kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+    kill -0 "$server" 2>/dev/null || { echo "# start-up FAILED; the server said:"; sed "s/^/#   /" "$work/serve.log"; exit 1; }
     sleep 0.01
   done
   echo $(($(ms) - t0))
@@ -147,11 +150,15 @@ page() {
   local name="$1" path="$2" code
   for _ in $(seq "$runs"); do
     code=$(curl -s -o "$work/page.html" -b "$jar" -w '%{http_code} %{time_total}' "$base$path")
-    [[ "${code% *}" == 200 ]] || { echo "$path answered ${code% *}" >&2; head -c 600 "$work/page.html" >&2; exit 1; }
-    awk -v t="${code#* }" 'BEGIN { printf "%d\n", t * 1000 }'
+    if [[ "${code% *}" == 200 ]]; then
+      awk -v t="${code#* }" 'BEGIN { printf "%d\n", t * 1000 }'
+    else
+      echo "$path answered ${code% *} after ${code#* } s" >>"$work/page-errors.txt"
+      echo -1
+    fi
   done | report "$name"
 }
-next_link() { grep -o 'rel="next" href="[^"]*"' "$work/page.html" | head -1 | sed 's/.*href="//; s/"$//; s/&amp;/\&/g'; }
+next_link() { grep -o 'rel="next" href="[^"]*"' "$work/page.html" | head -1 | sed 's/.*href="//; s/"$//; s/&amp;/\&/g; s/&#38;/\&/g'; }
 
 page "GET /admin (dashboard)" /admin
 for list in users grants authorizations consents clients services audit; do
@@ -172,22 +179,31 @@ else
 fi
 stop_server
 
+# Time until the command has printed its first two lines (a header and a row) on stdout; a
+# command that printed fewer (an error, a timeout) counts as failed.
 cli() {
-  local name="$1" t0
+  local name="$1" t0 lines
   shift
   for _ in $(seq "$runs"); do
     t0=$(ms)
-    { "$bin" admin "$@" 2>&1 || true; } | head -n 2 >>"$work/cli.txt" || true
-    echo $(($(ms) - t0))
+    lines=$({ "$bin" admin "$@" 2>>"$work/cli-errors.txt" || true; } | head -n 2 | tee -a "$work/cli.txt" | wc -l)
+    if [[ $lines -ge 2 ]]; then echo $(($(ms) - t0)); else echo -1; fi
   done | report "admin $name (first lines)"
 }
 cli "users list" users list
 cli "grants list" grants list
 cli "authorizations list" authorizations list
 cli "consents list" consents list
-cli "services list" services list
 cli "audit" audit
 cli "audit --user user$((n / 2))" audit --user "user$((n / 2))"
 cli "keys status" keys status
+if [[ -s "$work/page-errors.txt" ]]; then
+  echo "# pages that failed:"
+  sed 's/^/#   /' "$work/page-errors.txt" | awk '!seen[$0]++'
+fi
 echo "# first lines the CLI printed:"
 sed 's/^/#   /' "$work/cli.txt" | awk '!seen[$0]++'
+if [[ -s "$work/cli-errors.txt" ]]; then
+  echo "# errors the CLI printed:"
+  grep -v ' WARN ' "$work/cli-errors.txt" | sed 's/^/#   /' | awk '!seen[$0]++'
+fi

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::config::redact_database_url;
 use crate::crypto::Sealer;
 use crate::store::Store;
-use crate::store::sealed::SealedCount;
+use crate::store::sealed::SealedColumn;
 
 /// Whether a command may create what is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,12 +105,14 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
     let loader = key_loader(config, encoded);
     loader().map_err(|e| anyhow::anyhow!(e))?;
     let sealer = Sealer::with_loader(loader).map_err(|e| anyhow::anyhow!(e))?;
-    let counts = store.sealed_counts().await.context("counting the database's sealed values")?;
+    // Which keys seal values, from the key-id indexes (not a read of every value, which took
+    // seconds at a million grants); counted only for a key that is missing, for the message.
+    let present = store.sealed_key_ids().await.context("listing the keys the database's values are sealed with")?;
     // After a rotation, or with a key that opens some values but not others, a retired key is
     // missing (say which and what it seals). Otherwise it is the wrong key altogether (below).
     let rotated = sealer.key_ids().len() > 1 || config.data_dir.join(RETIRED_KEYS_DIR).exists();
-    if rotated || counts.iter().any(|c| sealer.knows_key(&c.key_id)) {
-        every_value_opens(&counts, &sealer, config)?;
+    if rotated || present.iter().any(|(_, kid)| sealer.knows_key(kid)) {
+        every_value_opens(store, &present, &sealer, config).await?;
     }
     if let Some(kid) = expected
         && !sealer.knows_key(&kid)
@@ -121,7 +123,7 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
             sealer.active_key_id()
         );
     }
-    every_value_opens(&counts, &sealer, config)?;
+    every_value_opens(store, &present, &sealer, config).await?;
     Ok(sealer)
 }
 
@@ -175,15 +177,21 @@ pub fn retired_key_files(data_dir: &Path) -> Result<Vec<(PathBuf, SecretString)>
 
 /// Refuses to start when any sealed value needs a key that is not loaded: never serve with
 /// data that cannot be read, and never fall back to anything unsealed.
-fn every_value_opens(counts: &[SealedCount], sealer: &Sealer, config: &Config) -> anyhow::Result<()> {
+async fn every_value_opens(
+    store: &Store,
+    present: &[(SealedColumn, String)],
+    sealer: &Sealer,
+    config: &Config,
+) -> anyhow::Result<()> {
     let mut missing: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-    for count in counts {
+    for (column, key_id) in present {
         // A value too short to name a key (8 bytes, 16 hex digits) is corrupt, not under a
         // missing key: no key would open it, and the grant holding it is sent through a new
         // consent when it is read (`broker::tokens::broken`), so it must not stop start-up.
-        let names_a_key = count.key_id.len() == 16;
-        if names_a_key && !sealer.knows_key(&count.key_id) {
-            missing.entry(&count.key_id).or_default().push(format!("{} {}", count.count, count.column.label()));
+        let names_a_key = key_id.len() == 16;
+        if names_a_key && !sealer.knows_key(key_id) {
+            let count = store.sealed_count(*column, key_id).await.context("counting the values a missing key seals")?;
+            missing.entry(key_id).or_default().push(format!("{count} {}", column.label()));
         }
     }
     let Some((kid, what)) = missing.iter().next() else { return Ok(()) };

@@ -28,7 +28,7 @@ pub async fn run_audit(
         None => None,
     };
     let entries = state.store.audit_entries(user_id.as_deref(), limit).await?;
-    let mut names = UserNames::load(&state.store).await?;
+    let mut names = UserNames::of_ids(&state.store, entry_user_ids(&entries)).await?;
     if !follow {
         if json {
             let rows: Vec<_> = entries.iter().map(|e| entry_json(e, &names)).collect();
@@ -59,11 +59,17 @@ pub async fn run_audit(
         let new = state.store.audit_entries_after(last, user_id.as_deref(), FOLLOW_BATCH).await?;
         let Some(newest) = new.last() else { continue };
         last = newest.id;
-        if new.iter().any(|e| e.user_id.as_deref().is_some_and(|id| !names.knows(id))) {
-            names = UserNames::load(&state.store).await?;
-        }
+        names.add(&state.store, entry_user_ids(&new)).await?;
         print_lines(new.iter(), &names, json)?;
     }
+}
+
+/// The users entries name: as the target, or as the acting user or admin.
+fn entry_user_ids(entries: &[AuditEntry]) -> impl Iterator<Item = &str> {
+    entries.iter().flat_map(|e| {
+        let actor = e.actor.as_deref().and_then(|a| a.strip_prefix("admin:").or_else(|| a.strip_prefix("user:")));
+        e.user_id.as_deref().into_iter().chain(actor)
+    })
 }
 
 const HEADERS: [&str; 7] = ["TIME", "ACTION", "OUTCOME", "ACTOR", "USER", "PROVIDER", "DETAIL"];

@@ -9,22 +9,36 @@ use std::collections::HashMap;
 use crate::store::Store;
 use crate::store::users::User;
 
-/// Every user's name by id, read once per command.
+/// The names of the users a command prints, by id: read for the ids it shows (never every
+/// user, which at a million users took seconds before the first line).
+#[derive(Default)]
 pub struct UserNames(HashMap<String, String>);
 
+/// How many ids one lookup binds.
+const NAMES_PER_QUERY: usize = 500;
+
 impl UserNames {
-    pub async fn load(store: &Store) -> anyhow::Result<Self> {
-        Ok(Self(store.list_users().await?.iter().map(|u| (u.id.clone(), user_name(u))).collect()))
+    /// The names of these users.
+    pub async fn of_ids<'a>(store: &Store, ids: impl IntoIterator<Item = &'a str>) -> anyhow::Result<Self> {
+        let mut names = Self::default();
+        names.add(store, ids).await?;
+        Ok(names)
+    }
+
+    /// Reads the names of those of these users not read yet.
+    pub async fn add<'a>(&mut self, store: &Store, ids: impl IntoIterator<Item = &'a str>) -> anyhow::Result<()> {
+        let mut wanted: Vec<&str> = ids.into_iter().filter(|id| !self.0.contains_key(*id)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        for chunk in wanted.chunks(NAMES_PER_QUERY) {
+            self.0.extend(store.users_by_ids(chunk).await?.iter().map(|u| (u.id.clone(), user_name(u))));
+        }
+        Ok(())
     }
 
     /// The user's name, or the id itself for a user that no longer exists.
     pub fn of<'a>(&'a self, user_id: &'a str) -> &'a str {
         self.0.get(user_id).map_or(user_id, String::as_str)
-    }
-
-    /// Whether the user was known when the names were read.
-    pub fn knows(&self, user_id: &str) -> bool {
-        self.0.contains_key(user_id)
     }
 
     /// [`UserNames::of`] for an optional id (`-` for none).
@@ -59,28 +73,96 @@ fn is_bidi_control(c: char) -> bool {
 
 /// Rows under a header, each column as wide as its widest cell (the last one unpadded).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+    let mut stream = StreamTable::new(header);
+    stream.batch(rows)
+}
+
+/// A table printed a batch at a time, so a long list starts printing at once: the header and
+/// the column widths come with the first batch (a later cell wider than its column pushes the
+/// rest of its line right).
+pub struct StreamTable {
+    header: Vec<String>,
+    widths: Option<Vec<usize>>,
+}
+
+impl StreamTable {
+    pub fn new(header: &[&str]) -> Self {
+        StreamTable { header: header.iter().map(|h| (*h).to_owned()).collect(), widths: None }
     }
-    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(rows) {
-        let last = row.len().saturating_sub(1);
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if i < last {
-                let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(cell.chars().count());
-                line.extend(std::iter::repeat_n(' ', pad + 2));
+
+    /// The next rows as text (the header before the first batch's, even when it is empty).
+    pub fn batch(&mut self, rows: &[Vec<String>]) -> String {
+        let mut out = String::new();
+        if self.widths.is_none() {
+            let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+            for row in rows {
+                for (width, cell) in widths.iter_mut().zip(row) {
+                    *width = (*width).max(cell.chars().count());
+                }
             }
+            out.push_str(&line(&self.header, &widths));
+            self.widths = Some(widths);
         }
-        out.push_str(line.trim_end());
-        out.push('\n');
+        let widths = self.widths.as_deref().unwrap_or_default();
+        for row in rows {
+            out.push_str(&line(row, widths));
+        }
+        out
     }
-    out
+}
+
+fn line(row: &[String], widths: &[usize]) -> String {
+    let last = row.len().saturating_sub(1);
+    let mut line = String::new();
+    for (i, cell) in row.iter().enumerate() {
+        line.push_str(cell);
+        if i < last {
+            let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(cell.chars().count());
+            line.extend(std::iter::repeat_n(' ', pad + 2));
+        }
+    }
+    let mut line = line.trim_end().to_owned();
+    line.push('\n');
+    line
+}
+
+/// A JSON array printed an element at a time: `[`, one compact object per line, `]`.
+#[derive(Default)]
+pub struct StreamJson {
+    started: bool,
+}
+
+impl StreamJson {
+    /// The next elements as text.
+    pub fn batch(&mut self, values: &[serde_json::Value]) -> String {
+        let mut out = String::new();
+        for value in values {
+            out.push_str(if self.started { ",\n" } else { "[\n" });
+            self.started = true;
+            out.push_str(&value.to_string());
+        }
+        out
+    }
+
+    /// The closing bracket (or `[]` for an empty array).
+    pub fn end(self) -> String {
+        if self.started { "\n]\n".into() } else { "[]\n".into() }
+    }
+}
+
+/// Rows a streamed list reads per batch.
+pub const BATCH: usize = 500;
+
+/// Writes `text` to stdout now. A reader that stopped reading (`| head`) ends the command
+/// quietly with success, as other tools do, rather than with a panic.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]
@@ -97,6 +179,19 @@ mod tests {
             table(&["USER", "PROVIDER", "NOTE"], &rows),
             "USER   PROVIDER  NOTE\nalice  demo      x\nbo     github\n"
         );
+    }
+
+    #[test]
+    fn a_streamed_table_keeps_the_first_batchs_widths_and_json_stays_one_array() {
+        let mut stream = StreamTable::new(&["USER", "ID"]);
+        assert_eq!(stream.batch(&[vec!["alice".into(), "1".into()]]), "USER   ID\nalice  1\n");
+        assert_eq!(stream.batch(&[vec!["bo".into(), "2".into()]]), "bo     2\n");
+        assert_eq!(StreamTable::new(&["USER", "ID"]).batch(&[]), "USER  ID\n");
+        let mut json = StreamJson::default();
+        let text =
+            json.batch(&[serde_json::json!({"a": 1})]) + &json.batch(&[serde_json::json!({"a": 2})]) + &json.end();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), serde_json::json!([{"a": 1}, {"a": 2}]));
+        assert_eq!(StreamJson::default().end(), "[]\n");
     }
 
     #[test]

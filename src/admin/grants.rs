@@ -4,11 +4,12 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::json;
 
-use super::display::{UserNames, iso_time, printable, table};
+use super::display::{BATCH, StreamJson, StreamTable, UserNames, emit, iso_time, printable, table};
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::consents::ConsentRow;
 use crate::store::grants::GrantRow;
+use crate::store::paging::{Search, Window};
 
 #[derive(Subcommand, Debug)]
 pub enum GrantsCommand {
@@ -86,32 +87,50 @@ pub(super) async fn user_id(state: &AppState, name: &str) -> anyhow::Result<Stri
 pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Result<()> {
     match command {
         GrantsCommand::List { user, json } => {
-            let grants = match user {
-                Some(name) => state.store.grants_for_user(&user_id(state, &name).await?).await?,
-                None => state.store.all_grants().await?,
+            // A batch at a time, newest first, naming only the users each batch shows: the
+            // first lines come at once however many grants there are.
+            let user_id = match user {
+                Some(name) => Some(user_id(state, &name).await?),
+                None => None,
             };
-            let names = UserNames::load(&state.store).await?;
+            let mut table = StreamTable::new(&["USER", "PROVIDER", "ACCOUNT", "STATUS", "EXPIRES", "SCOPES"]);
+            let mut array = StreamJson::default();
+            let mut window = Some(Window::first(BATCH));
+            while let Some(this) = window.take() {
+                let grants = match &user_id {
+                    Some(id) => state.store.grants_for_user(id).await?,
+                    None => {
+                        let page = state.store.page_grants(&Search::new(""), this).await?;
+                        window = page.next.map(|next| Window::after(BATCH, next));
+                        page.rows
+                    }
+                };
+                let names = UserNames::of_ids(&state.store, grants.iter().map(|g| g.user_id.as_str())).await?;
+                if json {
+                    let rows: Vec<_> = grants
+                        .iter()
+                        .map(|g| json!({"id": g.id, "user_id": g.user_id, "user": names.of(&g.user_id), "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
+                        .collect();
+                    emit(&array.batch(&rows))?;
+                } else {
+                    let rows: Vec<_> = grants
+                        .iter()
+                        .map(|g| {
+                            vec![
+                                names.of(&g.user_id).to_owned(),
+                                g.provider.clone(),
+                                account_of(Some(g)),
+                                g.status.to_string(),
+                                g.expires_at.map_or("-".to_owned(), iso_time),
+                                g.scopes.to_space_separated(),
+                            ]
+                        })
+                        .collect();
+                    emit(&table.batch(&rows))?;
+                }
+            }
             if json {
-                let rows: Vec<_> = grants
-                    .iter()
-                    .map(|g| json!({"id": g.id, "user_id": g.user_id, "user": names.of(&g.user_id), "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                let rows: Vec<_> = grants
-                    .iter()
-                    .map(|g| {
-                        vec![
-                            names.of(&g.user_id).to_owned(),
-                            g.provider.clone(),
-                            account_of(Some(g)),
-                            g.status.to_string(),
-                            g.expires_at.map_or("-".to_owned(), iso_time),
-                            g.scopes.to_space_separated(),
-                        ]
-                    })
-                    .collect();
-                print!("{}", table(&["USER", "PROVIDER", "ACCOUNT", "STATUS", "EXPIRES", "SCOPES"], &rows));
+                emit(&array.end())?;
             }
             Ok(())
         }
@@ -167,9 +186,16 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
                 }
                 None => state.store.all_consents(limit).await?,
             };
-            let grants = state.store.all_grants().await?;
+            // Only the grants and users these consents name.
+            let mut grant_ids: Vec<&str> = consents.iter().map(|c| c.grant_id.as_str()).collect();
+            grant_ids.sort_unstable();
+            grant_ids.dedup();
+            let mut grants = Vec::new();
+            for chunk in grant_ids.chunks(BATCH) {
+                grants.extend(state.store.grants_by_ids(chunk).await?);
+            }
             let grant_of = |id: &str| grants.iter().find(|g| g.id == id);
-            let names = UserNames::load(&state.store).await?;
+            let names = UserNames::of_ids(&state.store, consents.iter().map(|c| c.user_id.as_str())).await?;
             if json {
                 let rows: Vec<_> = consents
                     .iter()
@@ -278,12 +304,13 @@ fn account_of(grant: Option<&GrantRow>) -> String {
 pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand) -> anyhow::Result<()> {
     match command {
         AuthorizationsCommand::List { limit, json } => {
+            let now = state.now();
             let rows = state.store.all_authorizations(limit).await?;
-            let names = UserNames::load(&state.store).await?;
+            let names = UserNames::of_ids(&state.store, rows.iter().map(|r| r.user_id.as_str())).await?;
             if json {
                 let rows: Vec<_> = rows
                     .iter()
-                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "user": names.of(&r.user_id), "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.status, "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
+                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "user": names.of(&r.user_id), "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.shown_status(now), "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
@@ -295,7 +322,7 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
                             names.of(&r.user_id).to_owned(),
                             r.provider.clone(),
                             r.kind.to_string(),
-                            r.status.to_string(),
+                            r.shown_status(now).to_owned(),
                             iso_time(r.created_at),
                             iso_time(r.expires_at),
                             r.failure.as_deref().map_or(String::new(), printable),

@@ -31,11 +31,18 @@ pub enum UsersCommand {
         /// `true` or `false`.
         #[arg(action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
         admin: bool,
+        /// Unmake the last enabled admin all the same (nobody can then open /admin until
+        /// `set-admin NAME true` is run here).
+        #[arg(long)]
+        force: bool,
     },
     /// Disable an account: it cannot sign in, its tokens are refused, its browser sessions end.
     Disable {
         /// The username.
         name: String,
+        /// Disable the last enabled admin all the same (nobody can then open /admin).
+        #[arg(long)]
+        force: bool,
     },
     /// Enable a disabled account again.
     Enable {
@@ -113,6 +120,9 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             let hash = password::hash_password(&secret)?;
             match state.store.create_local_user(&state.config.issuer(), &name, &hash, state.now()).await {
                 Ok(user) => {
+                    let detail = format!("username={}", crate::store::audit::quoted(&name, 64));
+                    let event = AuditEvent::new(Actor::Cli, "admin.user_added", Some(&user.id)).detail(Some(&detail));
+                    state.store.record(state.now(), event).await?;
                     if admin {
                         state.store.set_admin(&user.id, true).await?;
                         let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id))
@@ -130,8 +140,11 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
                 Err(e) => Err(e.into()),
             }
         }
-        UsersCommand::SetAdmin { name, admin } => {
+        UsersCommand::SetAdmin { name, admin, force } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            if !admin && !force {
+                refuse_last_admin(state, &user, &name, "unmake").await?;
+            }
             state.store.set_admin(&user.id, admin).await?;
             let detail = format!("admin={admin}");
             let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id)).detail(Some(&detail));
@@ -143,7 +156,14 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             }
             Ok(())
         }
-        UsersCommand::Disable { name } => set_disabled(state, &name, true).await,
+        UsersCommand::Disable { name, force } => {
+            if !force {
+                let user =
+                    state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+                refuse_last_admin(state, &user, &name, "disable").await?;
+            }
+            set_disabled(state, &name, true).await
+        }
         UsersCommand::Enable { name } => set_disabled(state, &name, false).await,
         UsersCommand::Passwd { name } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
@@ -154,19 +174,42 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             Ok(())
         }
         UsersCommand::List { json } => {
-            let users = state.store.list_users().await?;
+            // A batch at a time, oldest first: the first lines come at once however many
+            // users there are.
+            use super::display::{BATCH, StreamJson, StreamTable, emit};
+            use crate::store::paging::{Search, Window};
+            let mut table = StreamTable::new(&["USER", "ID", "ROLE", "STATE", "CREATED"]);
+            let mut array = StreamJson::default();
+            let mut window = Some(Window::first(BATCH));
+            while let Some(this) = window.take() {
+                let page = state.store.page_users(&Search::new(""), this).await?;
+                window = page.next.map(|next| Window::after(BATCH, next));
+                if json {
+                    let rows: Vec<_> = page
+                        .rows
+                        .iter()
+                        .map(|u| serde_json::json!({"id": u.id, "username": u.username, "issuer": u.issuer, "subject": u.subject, "created_at": u.created_at, "admin": u.is_admin(), "disabled": u.is_disabled()}))
+                        .collect();
+                    emit(&array.batch(&rows))?;
+                } else {
+                    let rows: Vec<_> = page
+                        .rows
+                        .iter()
+                        .map(|u| {
+                            vec![
+                                super::display::user_name(u),
+                                u.id.clone(),
+                                if u.is_admin() { "admin" } else { "user" }.to_owned(),
+                                if u.is_disabled() { "disabled" } else { "enabled" }.to_owned(),
+                                super::display::iso_time(u.created_at),
+                            ]
+                        })
+                        .collect();
+                    emit(&table.batch(&rows))?;
+                }
+            }
             if json {
-                let rows: Vec<_> = users
-                    .iter()
-                    .map(|u| serde_json::json!({"id": u.id, "username": u.username, "issuer": u.issuer, "subject": u.subject, "created_at": u.created_at, "admin": u.is_admin(), "disabled": u.is_disabled()}))
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                let rows: Vec<_> = users
-                    .iter()
-                    .map(|u| vec![super::display::user_name(u), u.id.clone(), super::display::iso_time(u.created_at)])
-                    .collect();
-                print!("{}", super::display::table(&["USER", "ID", "CREATED"], &rows));
+                emit(&array.end())?;
             }
             Ok(())
         }
@@ -186,6 +229,17 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
             let token =
                 issue_token_for_audience(state, &name, client.as_deref(), audience.as_deref(), ttl.as_secs() as i64)
                     .await?;
+            // Audited like every admin action: for whom, which client and audience, how long;
+            // never the token.
+            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let detail = format!(
+                "client={} service={} ttl={}s",
+                client.as_deref().map_or("-".into(), |c| crate::store::audit::quoted(c, 64)),
+                service.as_deref().map_or("-".into(), |s| crate::store::audit::quoted(s, 64)),
+                ttl.as_secs()
+            );
+            let event = AuditEvent::new(Actor::Cli, "admin.token_issued", Some(&user.id)).detail(Some(&detail));
+            state.store.record(state.now(), event).await?;
             println!("{token}");
             Ok(())
         }
@@ -250,6 +304,23 @@ pub async fn issue_token_for_audience(
         state.now(),
         ttl_seconds,
     )?)
+}
+
+/// Refuses to leave the broker with no enabled admin (nobody could open /admin): `NAME` is
+/// an enabled admin and no other is.
+async fn refuse_last_admin(
+    state: &AppState,
+    user: &crate::store::users::User,
+    name: &str,
+    verb: &str,
+) -> anyhow::Result<()> {
+    if user.is_admin() && !user.is_disabled() && !state.store.another_enabled_admin(&user.id).await? {
+        bail!(
+            "{name} is the last enabled admin: with nobody left, no one could open /admin, so nothing changed. \
+             Make another admin first (`oauth-broker admin users set-admin OTHER true`), or {verb} {name} anyway with --force."
+        );
+    }
+    Ok(())
 }
 
 async fn set_disabled(state: &AppState, name: &str, disable: bool) -> anyhow::Result<()> {

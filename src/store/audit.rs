@@ -7,7 +7,7 @@
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
-use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -219,14 +219,28 @@ impl Store {
         self.record(at, event).await
     }
 
+    /// The newest `limit` entries, about one user or all. Two statements, not
+    /// `($1 IS NULL OR user_id = $1)`, which kept SQLite from the `audit_log_user` index.
     pub async fn audit_entries(&self, user_id: Option<&str>, limit: i64) -> StoreResult<Vec<AuditEntry>> {
-        Ok(sqlx::query_as::<_, AuditEntry>(&format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE ($1 IS NULL OR user_id = $1) ORDER BY id DESC LIMIT $2"
-        ))
-        .bind(user_id)
-        .bind(limit)
-        .fetch_all_in(self.read())
-        .await?)
+        Ok(match user_id {
+            Some(user_id) => {
+                sqlx::query_as::<_, AuditEntry>(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE user_id = $1 ORDER BY id DESC LIMIT $2"
+                ))
+                .bind(user_id)
+                .bind(limit)
+                .fetch_all_in(self.read())
+                .await?
+            }
+            None => {
+                sqlx::query_as::<_, AuditEntry>(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit_log ORDER BY id DESC LIMIT $1"
+                ))
+                .bind(limit)
+                .fetch_all_in(self.read())
+                .await?
+            }
+        })
     }
 
     /// Entries after `after_id`, oldest first, at most `limit` (`admin audit --follow` polls
@@ -237,14 +251,27 @@ impl Store {
         user_id: Option<&str>,
         limit: i64,
     ) -> StoreResult<Vec<AuditEntry>> {
-        Ok(sqlx::query_as::<_, AuditEntry>(&format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE id > $1 AND ($2 IS NULL OR user_id = $2) ORDER BY id LIMIT $3"
-        ))
-        .bind(after_id)
-        .bind(user_id)
-        .bind(limit)
-        .fetch_all_in(self.read())
-        .await?)
+        Ok(match user_id {
+            Some(user_id) => {
+                sqlx::query_as::<_, AuditEntry>(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE id > $1 AND user_id = $2 ORDER BY id LIMIT $3"
+                ))
+                .bind(after_id)
+                .bind(user_id)
+                .bind(limit)
+                .fetch_all_in(self.read())
+                .await?
+            }
+            None => {
+                sqlx::query_as::<_, AuditEntry>(&format!(
+                    "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE id > $1 ORDER BY id LIMIT $2"
+                ))
+                .bind(after_id)
+                .bind(limit)
+                .fetch_all_in(self.read())
+                .await?
+            }
+        })
     }
 
     /// The newest failures and refusals (the dashboard's "recent failures").
@@ -289,14 +316,15 @@ fn is_invisible(c: char) -> bool {
 
 /// What the admin audit list searches: action, actor, outcome, provider, detail and the user's
 /// name (see `paging`).
-const SEARCH_AUDIT: &str = "(LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, '')) LIKE $1 ESCAPE '\\' OR {USER_MATCHES})";
+const SEARCH_AUDIT: &str = "(LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, '')) LIKE {q} ESCAPE '\\' OR {USER_MATCHES})";
 
 impl Store {
     /// One page of audit entries matching `search`, newest first (issue 10).
     pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
         let filter = SEARCH_AUDIT.replace("{USER_MATCHES}", USER_MATCHES);
-        let sql = ListSql { columns: AUDIT_COLUMNS, from: "audit_log", filter: &filter, order: "id DESC" };
-        self.paged(sql, search, None, window).await
+        let sql =
+            ListSql { columns: AUDIT_COLUMNS, from: "audit_log", filter: &filter, order: "id DESC", after: "id < {k}" };
+        self.paged(sql, search, None, window, |e: &AuditEntry| Cursor::new(e.id, "")).await
     }
 
     /// The newest refreshes and failures about (user, provider): what the grants list shows

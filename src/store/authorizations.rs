@@ -6,7 +6,7 @@
 //! hash, bound to this row and to the browser session that approved, and consumed with a
 //! compare-and-swap so it works once.
 
-use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -106,6 +106,19 @@ impl std::fmt::Debug for AuthorizationRow {
 impl AuthorizationRow {
     pub fn is_expired(&self, now: Timestamp) -> bool {
         now >= self.expires_at
+    }
+
+    /// The status as people read it: an open attempt past its expiry (or one an admin
+    /// expired) is `expired`, on the pages and in the CLI alike.
+    pub fn shown_status(&self, now: Timestamp) -> &'static str {
+        match self.status {
+            AuthorizationStatus::Pending | AuthorizationStatus::Redirected | AuthorizationStatus::Exchanging
+                if self.is_expired(now) =>
+            {
+                "expired"
+            }
+            status => status.as_str(),
+        }
     }
 }
 
@@ -435,7 +448,7 @@ impl Store {
 
 /// What the admin authorizations list searches besides the user's name; `$2` is now, so an
 /// open attempt past its expiry is found as `expired`, as the list shows it (see `paging`).
-const SEARCH_AUTHORIZATIONS: &str = "(LOWER(provider || ' ' || CASE WHEN status IN ('pending', 'redirected', 'exchanging') AND expires_at <= $2 THEN 'expired' ELSE status END || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id) LIKE $1 ESCAPE '\\' OR {USER_MATCHES})";
+const SEARCH_AUTHORIZATIONS: &str = "(LOWER(provider || ' ' || CASE WHEN status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now} THEN 'expired' ELSE status END || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id) LIKE {q} ESCAPE '\\' OR {USER_MATCHES})";
 
 impl Store {
     /// One page of authorizations matching `search` at `now`, newest first (issue 10).
@@ -446,13 +459,15 @@ impl Store {
         window: Window,
     ) -> StoreResult<Paged<AuthorizationRow>> {
         let filter = SEARCH_AUTHORIZATIONS.replace("{USER_MATCHES}", USER_MATCHES);
-        let sql =
-            ListSql { columns: AUTHZ_COLUMNS, from: "authorizations", filter: &filter, order: "created_at DESC, id" };
-        let page: Paged<RawAuthorizationRow> = self.paged(sql, search, Some(now), window).await?;
-        Ok(Paged {
-            rows: page.rows.into_iter().map(AuthorizationRow::try_from).collect::<StoreResult<_>>()?,
-            total: page.total,
-        })
+        let sql = ListSql {
+            columns: AUTHZ_COLUMNS,
+            from: "authorizations",
+            filter: &filter,
+            order: "created_at DESC, id DESC",
+            after: "(created_at, id) < ({k}, {i})",
+        };
+        let key = |a: &RawAuthorizationRow| Cursor::new(a.created_at, a.id.clone());
+        self.paged(sql, search, Some(now), window, key).await?.try_map(AuthorizationRow::try_from)
     }
 }
 

@@ -4,7 +4,7 @@
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
-use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -220,7 +220,7 @@ impl Store {
 
 /// What the admin consents list searches: the client, scopes, the connection (its provider and
 /// account) and the user's name (see `paging`).
-const SEARCH_CONSENTS: &str = "(LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id) LIKE $1 ESCAPE '\\' OR grant_id IN (SELECT id FROM grants WHERE LOWER(provider || ' ' || COALESCE(account_label, '')) LIKE $1 ESCAPE '\\') OR {USER_MATCHES})";
+const SEARCH_CONSENTS: &str = "(LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id) LIKE {q} ESCAPE '\\' OR grant_id IN (SELECT id FROM grants WHERE LOWER(provider || ' ' || COALESCE(account_label, '')) LIKE {q} ESCAPE '\\') OR {USER_MATCHES})";
 
 impl Store {
     /// One page of consents matching `search`, most recently changed first (issue 10).
@@ -230,13 +230,11 @@ impl Store {
             columns: CONSENT_COLUMNS,
             from: "client_consents",
             filter: &filter,
-            order: "updated_at DESC, grant_id, client_key",
+            order: "updated_at DESC, grant_id DESC, client_key DESC",
+            after: "(updated_at, grant_id, client_key) < ({k}, {i}, {j})",
         };
-        let page: Paged<RawConsentRow> = self.paged(sql, search, None, window).await?;
-        Ok(Paged {
-            rows: page.rows.into_iter().map(ConsentRow::try_from).collect::<StoreResult<_>>()?,
-            total: page.total,
-        })
+        let key = |c: &RawConsentRow| Cursor { key: c.updated_at, id: c.grant_id.clone(), id2: c.client_key.clone() };
+        self.paged(sql, search, None, window, key).await?.try_map(ConsentRow::try_from)
     }
 }
 

@@ -11,7 +11,7 @@
 //! matched no row, moves nothing.
 
 use super::cache_effect::{NamesUser, ReturnedUser};
-use super::paging::{ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -247,6 +247,20 @@ impl Store {
             .await?
             .map(GrantRow::try_from)
             .transpose()
+    }
+
+    /// The grants with these ids (those that exist), for a list that names them.
+    pub async fn grants_by_ids(&self, ids: &[&str]) -> StoreResult<Vec<GrantRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id IN ({})", placeholders.join(", "));
+        let mut query = sqlx::query_as::<_, RawGrantRow>(&sql);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.fetch_all_in(self.read()).await?.into_iter().map(GrantRow::try_from).collect()
     }
 
     /// Every account the user holds at `provider`, by account name.
@@ -518,23 +532,21 @@ impl Store {
 }
 
 /// What the admin grants list searches besides the user's name (see `paging`).
-const SEARCH_GRANTS: &str = "(LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id) LIKE $1 ESCAPE '\\' OR {USER_MATCHES})";
+const SEARCH_GRANTS: &str = "(LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id) LIKE {q} ESCAPE '\\' OR {USER_MATCHES})";
 
 impl Store {
-    /// One page of grants matching `search`, ordered as [`Store::all_grants`] (issue 10).
+    /// One page of grants matching `search`, newest first (issue 10).
     pub async fn page_grants(&self, search: &Search, window: Window) -> StoreResult<Paged<GrantRow>> {
         let filter = SEARCH_GRANTS.replace("{USER_MATCHES}", USER_MATCHES);
         let sql = ListSql {
             columns: GRANT_COLUMNS,
             from: "grants",
             filter: &filter,
-            order: "user_id, provider, account_label, id",
+            order: "created_at DESC, id DESC",
+            after: "(created_at, id) < ({k}, {i})",
         };
-        let page: Paged<RawGrantRow> = self.paged(sql, search, None, window).await?;
-        Ok(Paged {
-            rows: page.rows.into_iter().map(GrantRow::try_from).collect::<StoreResult<_>>()?,
-            total: page.total,
-        })
+        let key = |g: &RawGrantRow| Cursor::new(g.created_at, g.id.clone());
+        self.paged(sql, search, None, window, key).await?.try_map(GrantRow::try_from)
     }
 }
 

@@ -2,7 +2,7 @@
 //! `src/authorization_server/`. A confidential client's secret is stored only as its SHA-256:
 //! the secret is 256 random bits, so a fast hash is enough and a database reader cannot use it.
 
-use super::paging::{ListSql, Paged, Search, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::AuthMethod;
@@ -138,7 +138,7 @@ impl Store {
 }
 
 /// What the admin MCP clients list searches (see `paging`).
-const SEARCH_CLIENTS: &str = "LOWER(COALESCE(client_name, '') || ' ' || client_id || ' ' || token_endpoint_auth_method || ' ' || redirect_uris || ' ' || COALESCE(scope, '')) LIKE $1 ESCAPE '\\'";
+const SEARCH_CLIENTS: &str = "LOWER(COALESCE(client_name, '') || ' ' || client_id || ' ' || token_endpoint_auth_method || ' ' || redirect_uris || ' ' || COALESCE(scope, '')) LIKE {q} ESCAPE '\\'";
 
 impl Store {
     /// One page of registered MCP clients matching `search`, newest first (issue 10).
@@ -147,13 +147,11 @@ impl Store {
             columns: CLIENT_COLUMNS,
             from: "oauth_clients",
             filter: SEARCH_CLIENTS,
-            order: "created_at DESC, client_id",
+            order: "created_at DESC, client_id DESC",
+            after: "(created_at, client_id) < ({k}, {i})",
         };
-        let page: Paged<RawOAuthClientRow> = self.paged(sql, search, None, window).await?;
-        Ok(Paged {
-            rows: page.rows.into_iter().map(OAuthClientRow::try_from).collect::<StoreResult<_>>()?,
-            total: page.total,
-        })
+        let key = |c: &RawOAuthClientRow| Cursor::new(c.created_at, c.client_id.clone());
+        self.paged(sql, search, None, window, key).await?.try_map(OAuthClientRow::try_from)
     }
 }
 

@@ -107,6 +107,39 @@ impl Store {
         Ok(counts)
     }
 
+    /// Which keys seal values, per column, without reading the values: a walk up each
+    /// column's key-id index (migration 0020), one lookup per distinct key. What start-up and
+    /// every admin command check; [`Store::sealed_counts`] (a full count) is for `keys status`.
+    pub async fn sealed_key_ids(&self) -> StoreResult<Vec<(SealedColumn, String)>> {
+        let mut found = Vec::new();
+        for column in SealedColumn::ALL {
+            let (table, name) = column.table_column();
+            let key_id = self.key_id_sql(name);
+            let rows: Vec<(String,)> = sqlx::query_as(&format!(
+                "WITH RECURSIVE k(v) AS ( \
+                   SELECT (SELECT {key_id} FROM {table} WHERE {key_id} IS NOT NULL ORDER BY {key_id} LIMIT 1) \
+                   UNION ALL \
+                   SELECT (SELECT {key_id} FROM {table} WHERE {key_id} > k.v ORDER BY {key_id} LIMIT 1) FROM k WHERE k.v IS NOT NULL \
+                 ) SELECT v FROM k WHERE v IS NOT NULL"
+            ))
+            .fetch_all_in(self.read())
+            .await?;
+            found.extend(rows.into_iter().map(|(key_id,)| (column, key_id)));
+        }
+        Ok(found)
+    }
+
+    /// How many values of `column` key `key_id` seals (an index range count).
+    pub async fn sealed_count(&self, column: SealedColumn, key_id: &str) -> StoreResult<i64> {
+        let (table, name) = column.table_column();
+        let expr = self.key_id_sql(name);
+        let (n,): (i64,) = sqlx::query_as(&format!("SELECT COUNT(*) FROM {table} WHERE {expr} = $1"))
+            .bind(key_id.to_owned())
+            .fetch_one_in(self.read())
+            .await?;
+        Ok(n)
+    }
+
     /// Up to `limit` grants after `after` (by id) with a value not sealed by `active`, leaving
     /// out grants being refreshed (their refresh stores by compare-and-swap on the old value).
     pub async fn grants_to_rewrap(&self, active: &str, after: &str, limit: i64) -> StoreResult<Vec<SealedGrant>> {

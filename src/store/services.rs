@@ -3,7 +3,7 @@
 //! [`SecretHash`], and for consent it is the client [`ClientIdentity::Service`], so its consents
 //! are the `client_consents` rows keyed `service:<client id>`: removing a service removes them.
 
-use super::paging::{ListSql, Paged, Search, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
 use std::collections::BTreeSet;
 
 use url::Url;
@@ -251,17 +251,20 @@ impl Store {
 
 /// What the admin services list searches (see `paging`).
 const SEARCH_SERVICES: &str =
-    "LOWER(name || ' ' || id || ' ' || providers || ' ' || COALESCE(resource, '')) LIKE $1 ESCAPE '\\'";
+    "LOWER(name || ' ' || id || ' ' || providers || ' ' || COALESCE(resource, '')) LIKE {q} ESCAPE '\\'";
 
 impl Store {
     /// One page of tool-server services matching `search`, by name (issue 10).
     pub async fn page_services(&self, search: &Search, window: Window) -> StoreResult<Paged<ServiceRow>> {
-        let sql = ListSql { columns: SERVICE_COLUMNS, from: "services", filter: SEARCH_SERVICES, order: "name" };
-        let page: Paged<RawServiceRow> = self.paged(sql, search, None, window).await?;
-        Ok(Paged {
-            rows: page.rows.into_iter().map(ServiceRow::try_from).collect::<StoreResult<_>>()?,
-            total: page.total,
-        })
+        let sql = ListSql {
+            columns: SERVICE_COLUMNS,
+            from: "services",
+            filter: SEARCH_SERVICES,
+            order: "name",
+            after: "name > {i}",
+        };
+        let key = |s: &RawServiceRow| Cursor::new(0, s.name.clone());
+        self.paged(sql, search, None, window, key).await?.try_map(ServiceRow::try_from)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Users: the pair (issuer, subject) is the identity; local accounts also have a username and
 //! an argon2 password hash.
 
-use super::paging::{ListSql, Paged, Search, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 
@@ -118,16 +118,32 @@ impl Store {
 }
 
 /// What the admin users list searches: names, ids, issuer, role, status, kind (see `paging`).
-const SEARCH_USERS: &str = "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject || ' ' || id || ' ' || issuer || ' ' || CASE WHEN is_admin <> 0 THEN 'admin' ELSE 'user' END || ' ' || CASE WHEN disabled_at IS NULL THEN 'enabled' ELSE 'disabled' END || ' ' || CASE WHEN username IS NULL THEN 'external (oidc)' ELSE 'local account' END) LIKE $1 ESCAPE '\\'";
+const SEARCH_USERS: &str = "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject || ' ' || id || ' ' || issuer || ' ' || CASE WHEN is_admin <> 0 THEN 'admin' ELSE 'user' END || ' ' || CASE WHEN disabled_at IS NULL THEN 'enabled' ELSE 'disabled' END || ' ' || CASE WHEN username IS NULL THEN 'external (oidc)' ELSE 'local account' END) LIKE {q} ESCAPE '\\'";
 
 impl Store {
     /// One page of users matching `search`, oldest first (the admin pages, issue 10).
     pub async fn page_users(&self, search: &Search, window: Window) -> StoreResult<Paged<User>> {
-        let sql = ListSql { columns: USER_COLUMNS, from: "users", filter: SEARCH_USERS, order: "created_at, id" };
-        self.paged(sql, search, None, window).await
+        let sql = ListSql {
+            columns: USER_COLUMNS,
+            from: "users",
+            filter: SEARCH_USERS,
+            order: "created_at, id",
+            after: "(created_at, id) > ({k}, {i})",
+        };
+        self.paged(sql, search, None, window, |u: &User| Cursor::new(u.created_at, u.id.clone())).await
     }
 
     /// The users with these ids (missing ones are left out), for naming a page's rows.
+    /// Whether an enabled admin other than `user_id` exists (the `users_admins` index).
+    pub async fn another_enabled_admin(&self, user_id: &str) -> StoreResult<bool> {
+        let found: Option<(String,)> =
+            sqlx::query_as("SELECT id FROM users WHERE is_admin <> 0 AND disabled_at IS NULL AND id <> $1 LIMIT 1")
+                .bind(user_id)
+                .fetch_optional_in(self.read())
+                .await?;
+        Ok(found.is_some())
+    }
+
     pub async fn users_by_ids(&self, ids: &[&str]) -> StoreResult<Vec<User>> {
         if ids.is_empty() {
             return Ok(Vec::new());

@@ -309,7 +309,7 @@ async fn an_admin_revokes_a_grant_found_by_search_and_a_forged_form_changes_noth
 
     browser.open(&app.url("/admin/audit?q=admin.grant_revoked")).await;
     let text = browser.text().await;
-    assert!(text.contains("1 found") && text.contains("revocation=revoked"), "{text}");
+    assert!(text.contains("1 shown") && text.contains("revocation=revoked"), "{text}");
     browser.artifact("admin-audit-phone").await;
 
     // A page of another site posting to an admin action carries no CSRF token: refused.

@@ -6,7 +6,7 @@
 use axum::Form;
 use axum::extract::State;
 use axum::extract::rejection::FormRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::Admin;
@@ -16,14 +16,64 @@ use crate::store::audit::{AuditEvent, Outcome};
 use crate::web::error::PageError;
 use crate::web::pages;
 
-/// The form fields every action takes besides its own.
-fn checked<T: HasCsrf>(admin: &Admin, form: Result<Form<T>, FormRejection>) -> Result<T, PageError> {
-    let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
+/// The form fields every action takes besides its own, and where the form was sent from.
+fn checked<T: HasCsrf>(
+    state: &AppState,
+    admin: &Admin,
+    headers: &HeaderMap,
+    form: Result<Form<T>, FormRejection>,
+) -> Result<T, PageError> {
+    if let Some(refusal) = cross_site(state, headers) {
+        tracing::warn!(user_id = %admin.0.user.id, why = refusal, "admin action refused: sent from another site");
+        return Err(PageError::page(
+            StatusCode::FORBIDDEN,
+            "Sent from another site",
+            format!("This admin form came from another site ({refusal}), so it was not accepted and nothing changed."),
+            "Open the admin pages at this broker's own address and use their buttons. If you did, check that \
+             public_url is the address your browser shows.",
+        ));
+    }
+    let Ok(Form(form)) = form else { return Err(bad_form()) };
     if !crate::web::csrf::session_token_matches(&admin.0, form.csrf_token()) {
         tracing::warn!(user_id = %admin.0.user.id, "admin action refused: CSRF token missing or wrong");
         return Err(PageError::csrf());
     }
     Ok(form)
+}
+
+/// Why a form was sent from another site, if it was: defence in depth beside the CSRF token
+/// and the SameSite cookie, as `/mcp` checks `Origin`. A browser that sends `Sec-Fetch-Site`
+/// is believed: it must say `same-origin` (or `none`: the user's own action). Otherwise the
+/// `Origin` must be the broker's own; `null` (a sandboxed or opaque sender) is refused. Only
+/// with `Sec-Fetch-Site: same-origin` is `Origin: null` accepted: our pages' `no-referrer`
+/// policy makes a browser send `null` on its own same-origin form posts. A client that sends
+/// neither header (not a browser) is judged by the CSRF token alone.
+pub fn cross_site(state: &AppState, headers: &HeaderMap) -> Option<&'static str> {
+    let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap_or_default());
+    if let Some(site) = text("sec-fetch-site") {
+        return (!matches!(site, "same-origin" | "none")).then_some("Sec-Fetch-Site is not same-origin");
+    }
+    let origin = text("origin")?;
+    let own = state.config.public_url.origin().ascii_serialization();
+    let with_port = state.config.public_url.port_or_known_default().map(|port| format!("{own}:{port}"));
+    if origin == own || Some(origin) == with_port.as_deref() {
+        None
+    } else if origin == "null" {
+        Some("its Origin is null")
+    } else {
+        Some("its Origin is not this broker")
+    }
+}
+
+/// A form the admin pages do not send, with advice for an admin (not the MCP user's "start
+/// again from your client").
+fn bad_form() -> PageError {
+    PageError::page(
+        StatusCode::BAD_REQUEST,
+        "Not a valid admin request",
+        "This form is not one the admin pages send, so nothing changed.",
+        "Go back to the admin list, reload it, and use its buttons.",
+    )
 }
 
 trait HasCsrf {
@@ -64,9 +114,10 @@ fn not_found(what: &str, list: &str) -> PageError {
 pub async fn revoke_grant(
     State(state): State<AppState>,
     admin: Admin,
+    headers: HeaderMap,
     form: Result<Form<RevokeGrantForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let form = checked(&admin, form)?;
+    let form = checked(&state, &admin, &headers, form)?;
     let Some(grant) = state.store.grant_by_id(&form.grant_id).await? else {
         return Err(not_found("grant", "Grants"));
     };
@@ -100,9 +151,10 @@ pub async fn revoke_grant(
 pub async fn withdraw_consent(
     State(state): State<AppState>,
     admin: Admin,
+    headers: HeaderMap,
     form: Result<Form<WithdrawConsentForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let form = checked(&admin, form)?;
+    let form = checked(&state, &admin, &headers, form)?;
     let Some(consent) = state.store.consent(&form.grant_id, &form.client_key).await? else {
         return Err(not_found("consent", "Consents"));
     };
@@ -122,9 +174,10 @@ pub async fn withdraw_consent(
 pub async fn expire_authorization(
     State(state): State<AppState>,
     admin: Admin,
+    headers: HeaderMap,
     form: Result<Form<ExpireForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let form = checked(&admin, form)?;
+    let form = checked(&state, &admin, &headers, form)?;
     let Some(row) = state.store.authorization(&form.id).await? else {
         return Err(not_found("authorization", "Authorizations"));
     };
@@ -154,13 +207,14 @@ pub async fn expire_authorization(
 pub async fn disable_user(
     State(state): State<AppState>,
     admin: Admin,
+    headers: HeaderMap,
     form: Result<Form<DisableForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let form = checked(&admin, form)?;
+    let form = checked(&state, &admin, &headers, form)?;
     let disable = match form.disabled.as_str() {
         "true" => true,
         "false" => false,
-        _ => return Err(PageError::bad_request()),
+        _ => return Err(bad_form()),
     };
     let Some(user) = state.store.user_by_id(&form.user_id).await? else {
         return Err(not_found("user", "Users"));
@@ -171,6 +225,14 @@ pub async fn disable_user(
             "Not yourself",
             "You cannot disable your own account from here, so nothing changed.",
             "Ask another admin, or use the CLI.",
+        ));
+    }
+    if disable && user.is_admin() && !user.is_disabled() && !state.store.another_enabled_admin(&user.id).await? {
+        return Err(PageError::page(
+            StatusCode::CONFLICT,
+            "The last admin",
+            "This is the last enabled admin; with nobody left no one could open these pages, so nothing changed.",
+            "Make another admin first (`oauth-broker admin users set-admin NAME true`).",
         ));
     }
     crate::identity::accounts::set_disabled(&state.identity, &user.id, disable, admin.actor()).await?;

@@ -1,5 +1,6 @@
-//! `GET /admin`: how many of each thing there are, and what went wrong lately (refresh errors,
-//! declined, failed and expired authorizations, provider errors, refused sign-ins).
+//! `GET /admin`: how many of each thing there are (exact up to 10,000, then estimated: see
+//! `store::paging`), and what went wrong lately (refresh errors, declined, failed and expired
+//! authorizations, provider errors, refused sign-ins).
 
 use askama::Template;
 use axum::extract::State;
@@ -10,6 +11,7 @@ use super::Admin;
 use super::listing::Card;
 use super::tables::{audit_card, audit_user_ids, user_labels};
 use crate::state::AppState;
+use crate::store::paging::Count;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
@@ -20,14 +22,14 @@ const RECENT: i64 = 10;
 #[template(path = "admin/dashboard.html")]
 pub struct DashboardPage {
     pub nav: SignedIn,
-    /// (what, how many, where to see them)
-    pub counts: Vec<(String, usize, String)>,
+    /// (what, how many as shown, where to see them)
+    pub counts: Vec<(String, String, String)>,
     pub failures: Vec<Card>,
 }
 
 pub async fn show(State(state): State<AppState>, admin: Admin) -> Result<Response, PageError> {
     let c = state.store.admin_counts(state.now()).await?;
-    let n = |count: i64| usize::try_from(count).unwrap_or(0);
+    let n = |count: Count| count.shown();
     let counts = vec![
         ("users".into(), n(c.users), "/admin/users".into()),
         ("admins".into(), n(c.admins), "/admin/users?q=admin".into()),

@@ -1,13 +1,14 @@
-//! What every admin table shares: the `q` (search) and `page` parameters, checked once and
-//! handed to the store (which searches, counts and pages in SQL: `store::paging`), and the page
-//! that shows rows as cards (a phone is 390 px wide; a wide table is not).
+//! What every admin table shares: the `q` (search) and `after` (where the page starts)
+//! parameters, checked once and handed to the store (which searches and pages in SQL by keyset:
+//! `store::paging`), and the page that shows rows as cards (a phone is 390 px wide; a wide
+//! table is not).
 
 use askama::Template;
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 
-use crate::store::paging::{Search, Window};
+use crate::store::paging::{Cursor, Search, Window};
 use crate::web::error::PageError;
 use crate::web::pages::SignedIn;
 
@@ -15,25 +16,28 @@ use crate::web::pages::SignedIn;
 pub const PAGE_SIZE: usize = 20;
 /// Longer searches are refused: nobody types more, and matching stays cheap.
 pub const MAX_SEARCH_LEN: usize = 100;
+/// Longer `after` values are refused (a cursor is a number and one or two ids).
+const MAX_CURSOR_LEN: usize = 600;
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct RawListQuery {
     #[serde(default)]
     q: Option<String>,
+    /// Where the page starts, as the previous page's `Next` link gave it.
     #[serde(default)]
-    page: Option<String>,
+    after: Option<String>,
     /// A short code an action left (see [`notice_text`]); never free text from the URL.
     #[serde(default)]
     notice: Option<String>,
 }
 
-/// A checked search and page number.
+/// A checked search and page start.
 #[derive(Debug, Clone)]
 pub struct ListQuery {
     /// Trimmed; empty means everything.
     pub q: String,
-    /// From 1.
-    pub page: usize,
+    /// `None` for the first page.
+    pub after: Option<Cursor>,
     pub notice: Option<&'static str>,
 }
 
@@ -41,17 +45,22 @@ impl ListQuery {
     pub fn parse(raw: Result<Query<RawListQuery>, QueryRejection>) -> Result<Self, PageError> {
         let Ok(Query(raw)) = raw else { return Err(bad("This address's search parameters are not valid.")) };
         let q = raw.q.unwrap_or_default().trim().to_owned();
+        // A NUL ended SQLite's pattern early (`q=%00` matched every row); no one types a
+        // control character into a search.
+        if q.chars().any(char::is_control) {
+            return Err(bad("A search cannot hold control characters (such as %00); nothing was searched."));
+        }
         if q.chars().count() > MAX_SEARCH_LEN {
             return Err(bad(format!("A search is at most {MAX_SEARCH_LEN} characters; yours was longer.")));
         }
-        let page = match raw.page.as_deref().map(str::trim) {
-            None | Some("") => 1,
-            Some(text) => match text.parse::<usize>() {
-                Ok(n) if (1..=1_000_000).contains(&n) => n,
-                _ => return Err(bad("A page number is a whole number from 1.")),
+        let after = match raw.after.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => match Cursor::parse(text) {
+                Some(cursor) if text.len() <= MAX_CURSOR_LEN => Some(cursor),
+                _ => return Err(bad("This list position is not one the list's Next link gives.")),
             },
         };
-        Ok(ListQuery { q, page, notice: raw.notice.as_deref().and_then(notice_text) })
+        Ok(ListQuery { q, after, notice: raw.notice.as_deref().and_then(notice_text) })
     }
 
     /// The search as the store runs it.
@@ -61,7 +70,10 @@ impl ListQuery {
 
     /// Which rows this page shows.
     pub fn window(&self) -> Window {
-        Window::page(self.page, PAGE_SIZE)
+        match &self.after {
+            Some(cursor) => Window::after(PAGE_SIZE, cursor.clone()),
+            None => Window::first(PAGE_SIZE),
+        }
     }
 }
 
@@ -70,7 +82,7 @@ fn bad(message: impl Into<String>) -> PageError {
         StatusCode::BAD_REQUEST,
         "Not a valid request",
         message,
-        "Go back to the list and try again; nothing was changed.",
+        "Go back to the admin list and search again; nothing was changed.",
     )
 }
 
@@ -122,16 +134,20 @@ pub struct TablePage {
     pub path: String,
     pub intro: String,
     pub q: String,
-    pub page: usize,
-    pub pages: usize,
-    pub total: usize,
+    /// The search as the page's text shows it: control and bidi characters escaped, as stored
+    /// names are ([`crate::display::safe_text`]); the search box keeps `q` itself.
+    pub q_shown: String,
+    /// Whether this is a later page (it links back to the first).
+    pub later_page: bool,
+    /// Where the next page starts, when more rows match.
+    pub next: Option<String>,
     pub cards: Vec<Card>,
     pub notice: Option<&'static str>,
 }
 
 impl TablePage {
-    /// Page `query.page` of a list whose matching rows the store counted (`total`) and read
-    /// (`cards`, already this page's); a page past the end is refused.
+    /// A page of a list whose rows the store read (`cards`, already this page's) and, when
+    /// more match, where the next page starts.
     pub fn build(
         nav: SignedIn,
         title: &str,
@@ -139,40 +155,38 @@ impl TablePage {
         intro: &str,
         query: &ListQuery,
         cards: Vec<Card>,
-        total: i64,
-    ) -> Result<Self, PageError> {
-        let total = usize::try_from(total).unwrap_or(0);
-        let pages = total.div_ceil(PAGE_SIZE).max(1);
-        if query.page > pages {
-            return Err(PageError::page(
-                StatusCode::NOT_FOUND,
-                "No such page",
-                format!("There is no page {} of this list: it has {pages}.", query.page),
-                "Go back to the list's first page.",
-            ));
-        }
-        Ok(TablePage {
+        next: Option<Cursor>,
+    ) -> Self {
+        TablePage {
             nav,
             title: title.into(),
             path: path.into(),
             intro: intro.into(),
             q: query.q.clone(),
-            page: query.page,
-            pages,
-            total,
+            q_shown: crate::display::safe_text(&query.q),
+            later_page: query.after.is_some(),
+            next: next.map(|c| c.to_text()),
             cards,
             notice: query.notice,
-        })
+        }
     }
 
-    /// `path?q=…&page=n`.
-    pub fn link(&self, page: usize) -> String {
-        if self.q.is_empty() {
-            format!("{}?page={page}", self.path)
-        } else {
-            let q: String = url::form_urlencoded::byte_serialize(self.q.as_bytes()).collect();
-            format!("{}?q={q}&page={page}", self.path)
+    /// `path?q=…` (the first page), or with `&after=…` where `after` is given.
+    pub fn link(&self, after: Option<&str>) -> String {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        if !self.q.is_empty() {
+            query.append_pair("q", &self.q);
         }
+        if let Some(after) = after {
+            query.append_pair("after", after);
+        }
+        let query = query.finish();
+        if query.is_empty() { self.path.clone() } else { format!("{}?{query}", self.path) }
+    }
+
+    /// The first page's link.
+    pub fn first_link(&self) -> String {
+        self.link(None)
     }
 }
 
@@ -180,28 +194,24 @@ impl TablePage {
 mod tests {
     use super::*;
 
-    fn query(q: Option<&str>, page: Option<&str>) -> Result<ListQuery, PageError> {
+    fn query(q: Option<&str>, after: Option<&str>) -> Result<ListQuery, PageError> {
         ListQuery::parse(Ok(Query(RawListQuery {
             q: q.map(str::to_owned),
-            page: page.map(str::to_owned),
+            after: after.map(str::to_owned),
             notice: None,
         })))
     }
 
     #[test]
-    fn page_numbers_are_whole_numbers_from_one_and_searches_are_bounded() {
-        assert_eq!(query(None, None).unwrap().page, 1);
-        assert_eq!(query(None, Some("3")).unwrap().page, 3);
-        for bad in ["0", "-1", "x", "1.5", "99999999999999999999"] {
+    fn a_page_starts_where_a_next_link_said_and_searches_are_bounded() {
+        assert_eq!(query(None, None).unwrap().window(), Window::first(PAGE_SIZE));
+        assert_eq!(query(None, Some("17:u-1")).unwrap().window(), Window::after(PAGE_SIZE, Cursor::new(17, "u-1")));
+        for bad in ["x", "1.5", "99999999999999999999", &format!("1:{}", "a".repeat(MAX_CURSOR_LEN))] {
             assert!(query(None, Some(bad)).is_err(), "{bad}");
         }
         assert!(query(Some(&"a".repeat(MAX_SEARCH_LEN)), None).is_ok());
         assert!(query(Some(&"a".repeat(MAX_SEARCH_LEN + 1)), None).is_err());
-        assert_eq!(query(Some(" ALI "), None).unwrap().search().pattern(), "%ali%");
-        assert_eq!(
-            query(None, Some("2")).unwrap().window(),
-            Window { limit: PAGE_SIZE as i64, offset: PAGE_SIZE as i64 }
-        );
+        assert_eq!(query(Some(" ALI "), None).unwrap().search().pattern(), Some("%ali%"));
     }
 
     #[test]

@@ -16,13 +16,15 @@ use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
+use crate::store::paging::Cursor;
 use crate::store::users::User;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
 type Q = Result<Query<RawListQuery>, QueryRejection>;
 
-/// The list page for rows the store already searched and paged (`total` matching in all).
+/// The list page for rows the store already searched and paged (`next`: where the next page
+/// starts, when more match).
 fn page(
     admin: &Admin,
     title: &str,
@@ -30,9 +32,9 @@ fn page(
     intro: &str,
     query: &ListQuery,
     cards: Vec<Card>,
-    total: i64,
+    next: Option<Cursor>,
 ) -> Result<Response, PageError> {
-    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, cards, total)?;
+    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, cards, next);
     Ok(pages::render(StatusCode::OK, &page))
 }
 
@@ -91,7 +93,7 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         })
         .collect();
     let intro = "Every account. Disabling one signs it out everywhere and stops its bearer tokens; it cannot sign in until enabled.";
-    page(&admin, "Users", "/admin/users", intro, &query, cards, found.total)
+    page(&admin, "Users", "/admin/users", intro, &query, cards, found.next)
 }
 
 pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -134,7 +136,7 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         });
     }
     let intro = "Stored third-party grants (never their tokens). Revoking one tells the provider and deletes it; this page then says what the provider answered.";
-    page(&admin, "Grants", "/admin/grants", intro, &query, cards, found.total)
+    page(&admin, "Grants", "/admin/grants", intro, &query, cards, found.next)
 }
 
 /// The latest refresh of (user, provider) in the audit log: when, and how it ended.
@@ -212,16 +214,12 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
         })
         .collect();
     let intro = "Connect attempts: pending, completed, declined, failed and expired. Expiring an open one makes its link stop working.";
-    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, cards, found.total)
+    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, cards, found.next)
 }
 
 /// The status, with an open attempt past its expiry shown as `expired`.
 pub fn shown_status(a: &crate::store::authorizations::AuthorizationRow, now: i64) -> &'static str {
-    use crate::store::authorizations::AuthorizationStatus as S;
-    match a.status {
-        S::Pending | S::Redirected | S::Exchanging if a.is_expired(now) => "expired",
-        status => status.as_str(),
-    }
+    a.shown_status(now)
 }
 
 pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -258,7 +256,7 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
         });
     }
     let intro = "Which clients each user allowed to use which connection. Withdrawing one makes that client ask again.";
-    page(&admin, "Consents", "/admin/consents", intro, &query, cards, found.total)
+    page(&admin, "Consents", "/admin/consents", intro, &query, cards, found.next)
 }
 
 pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -282,7 +280,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro =
         "MCP clients registered with the broker's own authorization server (names are the clients' own, unchecked).";
-    page(&admin, "MCP clients", "/admin/clients", intro, &query, cards, found.total)
+    page(&admin, "MCP clients", "/admin/clients", intro, &query, cards, found.next)
 }
 
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -305,7 +303,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         })
         .collect();
     let intro = "Tool servers registered for the token API (`oauth-broker admin services …` changes them).";
-    page(&admin, "Tool-server services", "/admin/services", intro, &query, cards, found.total)
+    page(&admin, "Tool-server services", "/admin/services", intro, &query, cards, found.next)
 }
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -314,7 +312,7 @@ pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Res
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";
-    page(&admin, "Audit log", "/admin/audit", intro, &query, cards, found.total)
+    page(&admin, "Audit log", "/admin/audit", intro, &query, cards, found.next)
 }
 
 /// The users audit entries name: as the target, or as the acting user or admin.
