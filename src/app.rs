@@ -306,6 +306,9 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .route("/healthz", axum::routing::get(crate::health::healthz))
         .route("/readyz", axum::routing::get(crate::health::readyz))
         .route("/metrics", axum::routing::get(metrics_on_main_listener))
+        .fallback(unknown_path)
+        // Error pages keep the signed-in top bar (only responses carrying a message page).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::web::error::top_bar_on_error_pages))
         // Issue 10: every route counted and timed under its template (`MatchedPath`).
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::telemetry::trace_layer())
@@ -314,6 +317,17 @@ fn router(state: AppState, mcp: McpState) -> Router {
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
         .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))
         .with_state(state)
+}
+
+/// Any path no route serves: the token API's callers read a problem document, everyone else a
+/// page saying what happened and what to do.
+async fn unknown_path(uri: axum::http::Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if uri.path().starts_with("/v1/") {
+        crate::api::problem::Problem::unknown_path().into_response()
+    } else {
+        crate::web::error::unknown_path().await
+    }
 }
 
 /// `GET /metrics` on the main listener, as the settings allow ([`crate::telemetry::MetricsAccess`]).

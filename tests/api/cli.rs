@@ -790,3 +790,47 @@ async fn users_passwd_and_authorizations_purge_act_on_a_running_servers_database
     client.close().await;
 }
 on_both_backends!(cli_passwd_and_purge, users_passwd_and_authorizations_purge_act_on_a_running_servers_database);
+
+/// `providers list | head -2`: a reader that stops early ends the command quietly (before, the
+/// first write to the closed pipe panicked with a stack trace). The read end is closed before
+/// the command writes at all, so the write always meets it closed.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["providers", "list"][..], &["providers", "list", "--json"], &["--help"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = broker(dir.path(), "http://127.0.0.1:9")
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
+            .unwrap();
+        let stderr = stderr_of(&output);
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn providers_list_has_a_header_row_and_the_redirect_uri_of_each_enabled_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "[providers.github]\nclient_id = \"id\"\nclient_secret = \"secret\"\n").unwrap();
+    let output = broker(dir.path(), "http://127.0.0.1:9")
+        .args(["--config", config.to_str().unwrap(), "providers", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    for column in ["ID", "ENABLED", "NAME", "AUTH", "DEFAULT SCOPES", "REDIRECT URI TO REGISTER"] {
+        assert!(header.contains(column), "the header names {column}: {header}");
+    }
+    let github = lines.find(|line| line.starts_with("github ")).unwrap_or_else(|| panic!("a github row: {text}"));
+    assert!(github.contains(" yes ") && github.ends_with("http://127.0.0.1:9/oauth/callback/github"), "{github}");
+    let gitlab = text.lines().find(|line| line.starts_with("gitlab ")).unwrap();
+    assert!(gitlab.contains(" no ") && gitlab.ends_with(" -"), "not enabled, no URI: {gitlab}");
+}
