@@ -152,6 +152,15 @@ impl App {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        // Logged here, under this module's target, with the address really bound (a port of 0
+        // gets its number).
+        let bound = listener.local_addr().map_or_else(|_| self.state.config.listen.to_string(), |a| a.to_string());
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            mcp = %self.state.config.mcp_url(),
+            database = %crate::config::redact_database_url(&self.state.config.database_url),
+            "oauth-broker listening on {bound}"
+        );
         // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
         let listener = listener.tap_io(|tcp| {
             if let Err(error) = tcp.set_nodelay(true) {

@@ -62,7 +62,7 @@ pub enum TokensCommand {
         /// The user the token speaks for (username).
         name: String,
         /// Lifetime, e.g. 30m, 1h, 7d.
-        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        #[arg(long, default_value = "1h", value_parser = crate::config::parse_duration)]
         ttl: std::time::Duration,
         /// Which program the token is for (e.g. `ci`, `claude-desktop`): the user's consent
         /// to use each connection is then asked and kept for this program alone. Without it,

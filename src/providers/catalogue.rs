@@ -306,10 +306,10 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
     let api_headers = api_headers(f.api_headers.as_ref(), &client_id)?;
     let refresh_margin = match &f.refresh_margin {
         None => None,
-        Some(text) => match humantime::parse_duration(text) {
+        Some(text) => match crate::clock::parse_duration(text) {
             Ok(d) if d <= MAX_REFRESH_MARGIN => Some(d),
             Ok(_) => return Err(("refresh_margin".into(), "must be at most 1h".into())),
-            Err(e) => return Err(("refresh_margin".into(), format!("not a duration such as \"2m\": {e}"))),
+            Err(e) => return Err(("refresh_margin".into(), e)),
         },
     };
     for (field, path) in [

@@ -834,3 +834,50 @@ fn providers_list_has_a_header_row_and_the_redirect_uri_of_each_enabled_provider
     let gitlab = text.lines().find(|line| line.starts_with("gitlab ")).unwrap();
     assert!(gitlab.contains(" no ") && gitlab.ends_with(" -"), "not enabled, no URI: {gitlab}");
 }
+
+/// Each setting an operator can get wrong is refused in the operator's words, naming the
+/// setting and how to write it (not the parser's "relative URL without a base").
+#[test]
+fn wrong_settings_are_refused_in_the_operators_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let output = broker(dir.path(), "http://127.0.0.1:9").args(args).output().unwrap();
+        assert!(!output.status.success(), "{args:?} is refused");
+        stderr_of(&output)
+    };
+
+    let port = run(&["serve", "--port", "18484"]);
+    assert!(port.contains("--listen IP:PORT") && port.contains("--listen 127.0.0.1:8080"), "{port}");
+
+    let url = run(&["--public-url", "127.0.0.1:18484", "migrate"]);
+    assert!(url.contains("has no scheme") && url.contains("http://127.0.0.1:18484"), "{url}");
+    assert!(!url.contains("relative URL without a base"), "{url}");
+
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "authorization_ttl = \"ten minutes\"\n").unwrap();
+    let ttl = run(&["--config", config.to_str().unwrap(), "migrate"]);
+    assert!(ttl.contains("authorization_ttl") && ttl.contains("\"ten minutes\" is not a duration"), "{ttl}");
+    assert!(!ttl.contains("expected number"), "{ttl}");
+
+    let ttl_flag = run(&["admin", "tokens", "issue", "alice", "--ttl", "an hour"]);
+    assert!(ttl_flag.contains("\"an hour\" is not a duration"), "{ttl_flag}");
+}
+
+/// An unreachable PostgreSQL is named by host and port with what the connect said, once.
+#[test]
+fn an_unreachable_postgres_is_named_by_host_and_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "database_timeout = \"1s\"\n").unwrap();
+    let output = broker(dir.path(), "http://127.0.0.1:9")
+        .args(["--config", config.to_str().unwrap(), "migrate"])
+        .env("OAUTH_BROKER_DATABASE_URL", format!("postgres://postgres:hunter2@127.0.0.1:{port}/test"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = stderr_of(&output);
+    let named = format!("connection refused at 127.0.0.1:{port}");
+    assert_eq!(stderr.matches(&named).count(), 1, "named once: {stderr}");
+    assert!(!stderr.contains("pool timed out") && !stderr.contains("hunter2"), "{stderr}");
+}
