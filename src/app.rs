@@ -265,7 +265,8 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     // Configured providers, plus `demo` (pointing at our own `/demo-provider/…`) when enabled.
     let mut providers = Providers::new(config.providers.clone());
     if let Some(secret) = &demo_client_secret {
-        providers = providers.with(crate::demo_provider::entry::provider_entry(&config, secret.clone()));
+        let demo = crate::demo_provider::entry::provider_entry(&config, secret.clone());
+        providers = providers.with_required(demo, crate::demo_provider::entry::required_scopes());
     }
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
     // PostgreSQL: several instances may share the database, so signals travel (issue 9).
