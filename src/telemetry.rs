@@ -110,6 +110,9 @@ fn describe() {
     );
     describe_counter!("oauth_broker_token_api_answers_total", "Token-API answers to tool-server services, by answer.");
     describe_counter!("oauth_broker_audit_events_total", "Audit log entries written, by action and outcome.");
+    describe_gauge!("oauth_broker_build_info", "Always 1; the `version` label says which release this process runs.");
+    // Set once: which release answers, so a dashboard shows an upgrade rolling through.
+    metrics::gauge!("oauth_broker_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
 /// Middleware on every route: counts the request under its route template and times it.

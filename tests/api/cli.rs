@@ -881,3 +881,11 @@ fn an_unreachable_postgres_is_named_by_host_and_port() {
     assert_eq!(stderr.matches(&named).count(), 1, "named once: {stderr}");
     assert!(!stderr.contains("pool timed out") && !stderr.contains("hunter2"), "{stderr}");
 }
+
+#[test]
+fn version_names_the_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = broker(dir.path(), "http://127.0.0.1:9").arg("--version").output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), format!("oauth-broker {}", env!("CARGO_PKG_VERSION")));
+}
