@@ -60,7 +60,8 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
          Try the whole flow with the bundled client:\n  {TOKEN_VAR}={token} cargo run --example demo_client -- --url {mcp}\n\
          or any MCP client with the header `Authorization: Bearer <token>`.\n\
          A new token for the same client (keeps its approvals; give admin the same settings as serve):\n  \
-         oauth-broker admin tokens issue {DEMO_USER} --client {DEMO_CLIENT} --ttl 24h\n"
+         oauth-broker admin tokens issue {DEMO_USER} --client {DEMO_CLIENT} --ttl 24h --public-url {public_url}\n",
+        public_url = state.config.issuer(),
     );
     Ok(())
 }

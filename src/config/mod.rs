@@ -271,6 +271,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// No trailing slash.
     pub public_url: Url,
+    /// Whether `public_url` was given (flag, environment or file) rather than made from
+    /// `listen`: commands that write it into identity data refuse to guess it
+    /// ([`Config::require_public_url`]).
+    pub public_url_given: bool,
     pub database_url: String,
     pub data_dir: PathBuf,
     pub demo: bool,
@@ -367,6 +371,7 @@ impl Config {
             .map(parse_public_url)
             .transpose()
             .map_err(|e| anyhow::anyhow!("public_url: {e}"))?;
+        let public_url_given = args.public_url.is_some() || file_public_url.is_some();
         let public_url = match args.public_url.clone().or(file_public_url) {
             Some(url) => url,
             None => default_public_url(listen)?,
@@ -411,6 +416,7 @@ impl Config {
             identity,
             listen,
             public_url,
+            public_url_given,
             database_url,
             data_dir,
             demo: args.demo || file.demo.unwrap_or(false),
@@ -466,6 +472,21 @@ impl Config {
     /// The MCP endpoint, which is also the `aud` of bearer tokens and the RFC 9728 `resource`.
     pub fn mcp_url(&self) -> Url {
         self.url("/mcp")
+    }
+
+    /// For commands that write this broker's address into identity data (a local user's
+    /// issuer): refuses when the public URL was not given but made from `listen`, since a
+    /// command run without the server's settings would otherwise store `http://127.0.0.1:8080`.
+    pub fn require_public_url(&self, what: &str) -> anyhow::Result<()> {
+        if !self.public_url_given {
+            bail!(
+                "{what} writes this broker's public URL (it names the issuer of local accounts and \
+                 tokens), and none was given: it would be guessed as {} from --listen. Pass the URL the \
+                 server runs with: --public-url (or OAUTH_BROKER_PUBLIC_URL, or public_url in --config)",
+                self.issuer()
+            );
+        }
+        Ok(())
     }
 
     /// The issuer of the broker's own tokens.
