@@ -132,7 +132,8 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
             (Some(kid), _) => bail!(
                 "no encryption key: {} does not exist and OAUTH_BROKER_ENCRYPTION_KEY is not set, but this database \
                  holds values sealed with key {kid}. Restore that key from your backup to {}, or set \
-                 OAUTH_BROKER_ENCRYPTION_KEY. No new key was made: it could not open them.",
+                 OAUTH_BROKER_ENCRYPTION_KEY. No new key was made: it could not open them. Only if the key is lost \
+                 for good: `oauth-broker admin keys forget {kid}` gives up what it sealed.",
                 path.display(),
                 path.display()
             ),
@@ -160,7 +161,8 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
     {
         bail!(
             "{source} has id {}, but this database's values are sealed with key {kid}: it is not the key this database \
-             was created with. Restore the right key, or list the old one in retired_encryption_keys after a rotation.",
+             was created with. Restore the right key, or list the old one in retired_encryption_keys after a rotation. \
+             Only if that key is lost for good: `oauth-broker admin keys forget {kid}` gives up what it sealed.",
             sealer.active_key_id()
         );
     }
@@ -233,7 +235,8 @@ fn every_value_opens(counts: &[SealedCount], sealer: &Sealer, config: &Config) -
     bail!(
         "this database holds values sealed with encryption key {kid} ({}), and that key is not loaded{}. \
          Put it back — as {} or in retired_encryption_keys — then run `oauth-broker admin keys rewrap` before \
-         dropping it. Nothing was started.",
+         dropping it. Nothing was started. Only if the key is lost for good, with no backup: \
+         `oauth-broker admin keys forget {kid}` gives up what it sealed (those grants need a new consent).",
         what.join(", "),
         if missing.len() > 1 {
             format!(" (nor {})", missing.keys().skip(1).copied().collect::<Vec<_>>().join(", "))

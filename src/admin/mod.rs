@@ -179,6 +179,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate { status: false } => migrate::migrate(config).await,
         Command::Migrate { status: true } => migrate::status(config).await,
         Command::Providers { command } => providers::run(&config, command),
+        Command::Admin { command: AdminCommand::Keys { command: keys::KeysCommand::Forget { key_id, yes } } } => {
+            keys::forget(&config, &key_id, yes).await
+        }
         Command::Admin { command } => {
             let state = crate::app::open_existing_state(config, Arc::new(SystemClock)).await?;
             let result = match command {
