@@ -813,6 +813,41 @@ fn a_closed_pipe_ends_a_command_quietly() {
     }
 }
 
+/// `serve --demo | head -3`: the banner meets a closed pipe, and the server keeps serving
+/// (before, printing it panicked and the server never started).
+#[tokio::test]
+async fn serve_demo_keeps_serving_when_its_banner_meets_a_closed_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut server = broker(dir.path(), &format!("http://127.0.0.1:{port}"))
+        .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let ready = crate::helpers::eventually("serve answers /readyz", std::time::Duration::from_secs(30), || {
+        let exited = server.try_wait().unwrap().is_some();
+        let http = http.clone();
+        async move {
+            if exited {
+                return Some(false);
+            }
+            let ready = http.get(format!("http://127.0.0.1:{port}/readyz")).send().await;
+            ready.is_ok_and(|r| r.status() == 200).then_some(true)
+        }
+    })
+    .await;
+    // The banner is printed before the server serves: answering at all means it got past it.
+    let still = http.get(format!("http://127.0.0.1:{port}/healthz")).send().await.is_ok();
+    let alive = server.try_wait().unwrap().is_none();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(ready && still && alive, "the server kept serving");
+}
+
 #[test]
 fn providers_list_has_a_header_row_and_the_redirect_uri_of_each_enabled_provider() {
     let dir = tempfile::tempdir().unwrap();
