@@ -152,6 +152,15 @@ impl App {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        // Logged here, under this module's target, with the address really bound (a port of 0
+        // gets its number).
+        let bound = listener.local_addr().map_or_else(|_| self.state.config.listen.to_string(), |a| a.to_string());
+        tracing::info!(
+            version = env!("CARGO_PKG_VERSION"),
+            mcp = %self.state.config.mcp_url(),
+            database = %crate::config::redact_database_url(&self.state.config.database_url),
+            "oauth-broker listening on {bound}"
+        );
         // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
         let listener = listener.tap_io(|tcp| {
             if let Err(error) = tcp.set_nodelay(true) {
@@ -256,7 +265,8 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     // Configured providers, plus `demo` (pointing at our own `/demo-provider/…`) when enabled.
     let mut providers = Providers::new(config.providers.clone());
     if let Some(secret) = &demo_client_secret {
-        providers = providers.with(crate::demo_provider::entry::provider_entry(&config, secret.clone()));
+        let demo = crate::demo_provider::entry::provider_entry(&config, secret.clone());
+        providers = providers.with_required(demo, crate::demo_provider::entry::required_scopes());
     }
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
     // PostgreSQL: several instances may share the database, so signals travel (issue 9).
@@ -306,6 +316,9 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .route("/healthz", axum::routing::get(crate::health::healthz))
         .route("/readyz", axum::routing::get(crate::health::readyz))
         .route("/metrics", axum::routing::get(metrics_on_main_listener))
+        .fallback(unknown_path)
+        // Error pages keep the signed-in top bar (only responses carrying a message page).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::web::error::top_bar_on_error_pages))
         // Issue 10: every route counted and timed under its template (`MatchedPath`).
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::telemetry::trace_layer())
@@ -314,6 +327,17 @@ fn router(state: AppState, mcp: McpState) -> Router {
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
         .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))
         .with_state(state)
+}
+
+/// Any path no route serves: the token API's callers read a problem document, everyone else a
+/// page saying what happened and what to do.
+async fn unknown_path(uri: axum::http::Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if uri.path().starts_with("/v1/") {
+        crate::api::problem::Problem::unknown_path().into_response()
+    } else {
+        crate::web::error::unknown_path().await
+    }
 }
 
 /// `GET /metrics` on the main listener, as the settings allow ([`crate::telemetry::MetricsAccess`]).

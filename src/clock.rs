@@ -63,6 +63,18 @@ pub fn iso_time(unix_seconds: i64) -> String {
     }
 }
 
+/// A duration setting (`authorization_ttl = "10m"`, `--ttl 1h`): a number and a unit, several
+/// added up. The error says so in those words, with the value, instead of the parser's
+/// "expected number at 0".
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|_| {
+        format!(
+            "{text:?} is not a duration: write a number and a unit, such as \"90s\", \"10m\", \"2h\", \"7d\" \
+             or \"1h 30m\""
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,6 +32,9 @@ pub async fn healthz() -> &'static str {
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct Readiness {
     pub ready: bool,
+    /// The release this process runs (`oauth-broker --version`), so a rolling upgrade can be
+    /// followed instance by instance.
+    pub version: &'static str,
     /// `ok`, `unavailable` or `timeout`.
     pub database: &'static str,
     /// `ok`, `pending` (a known migration is not applied), `failed` (one is marked failed) or
@@ -69,6 +72,7 @@ pub async fn readiness(state: &AppState) -> Readiness {
         };
     Readiness {
         ready: !draining && database == "ok" && migrations == "ok",
+        version: env!("CARGO_PKG_VERSION"),
         database,
         migrations,
         keys: "loaded",

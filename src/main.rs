@@ -11,6 +11,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse_args();
+    if !matches!(cli.command, oauth_broker::admin::Command::Serve) {
+        end_quietly_on_a_closed_pipe();
+    }
     // Issue 10: `--log-format json` (or OAUTH_BROKER_LOG_FORMAT, or `log_format` in the file)
     // writes one JSON object per line, with the request's and tool call's spans in it.
     let format = match oauth_broker::config::LogFormat::of(&cli.settings) {
@@ -36,5 +39,18 @@ async fn main() -> std::process::ExitCode {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// A command's output piped into a reader that stops early (`providers list | head -2`) ends the
+/// command there, silently, as every Unix tool does. Rust ignores SIGPIPE, so `println!` would
+/// panic with a stack trace instead. Not for `serve`: a peer closing its socket must never end
+/// the server.
+fn end_quietly_on_a_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called before any other thread writes to a pipe; restores the default action for
+    // one signal, which touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -62,10 +62,7 @@ pub async fn open_store(config: &Config, opening: Opening) -> anyhow::Result<Sto
             path.display()
         );
     }
-    let store =
-        Store::connect_with(&config.database_url, crate::store::DatabaseTimeouts { query: config.database_timeout })
-            .await
-            .with_context(|| format!("connecting to the database ({shown})"))?;
+    let store = connect(config).await?;
     if opening == Opening::Existing && store.signing_keys().await.is_err() {
         store.close().await;
         bail!(
@@ -74,6 +71,52 @@ pub async fn open_store(config: &Config, opening: Opening) -> anyhow::Result<Sto
     }
     store.migrate().await.context("migrating the database")?;
     Ok(store)
+}
+
+/// Connects to the configured database; a PostgreSQL that cannot be reached is named by host
+/// and port with what the connect said ([`why_unreachable`]).
+pub async fn connect(config: &Config) -> anyhow::Result<Store> {
+    let shown = redact_database_url(&config.database_url);
+    let timeouts = crate::store::DatabaseTimeouts { query: config.database_timeout };
+    match Store::connect_with(&config.database_url, timeouts).await {
+        Ok(store) => Ok(store),
+        Err(error) => match why_unreachable(&config.database_url, config.database_timeout).await {
+            Some(unreachable) => {
+                bail!("{unreachable} ({shown}): is PostgreSQL running there, and is --database-url right?")
+            }
+            None => Err(anyhow::Error::new(error).context(format!("connecting to the database ({shown})"))),
+        },
+    }
+}
+
+/// After a failed connect to PostgreSQL: what a plain TCP connect to its host and port says,
+/// in words ("connection refused at db.internal:5432"), since the pool itself only reports that
+/// it timed out waiting. `None` when the server's port answers (the failure was something
+/// else: a password, a database name, TLS) or the URL names no TCP address (a Unix socket).
+async fn why_unreachable(database_url: &str, wait: std::time::Duration) -> Option<String> {
+    let url = url::Url::parse(database_url).ok()?;
+    if !matches!(url.scheme(), "postgres" | "postgresql") || url.query_pairs().any(|(k, _)| k == "host") {
+        return None;
+    }
+    let host = url.host_str().filter(|h| !h.is_empty())?.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = url.port().unwrap_or(5432);
+    let at = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    match tokio::time::timeout(wait, tokio::net::TcpStream::connect((host.as_str(), port))).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(error)) => Some(match error.kind() {
+            std::io::ErrorKind::ConnectionRefused => format!("cannot reach the database: connection refused at {at}"),
+            std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+                format!("cannot reach the database: no route to {at}")
+            }
+            _ if error.to_string().contains("lookup") || error.to_string().contains("resolve") => {
+                format!("cannot reach the database: the host name {host} does not resolve")
+            }
+            _ => format!("cannot reach the database at {at}: {error}"),
+        }),
+        Err(_) => {
+            Some(format!("cannot reach the database: no answer from {at} within {}", humantime::format_duration(wait)))
+        }
+    }
 }
 
 /// The sealing key: from the setting, else `data_dir/encryption.key` (created only by
@@ -89,7 +132,8 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
             (Some(kid), _) => bail!(
                 "no encryption key: {} does not exist and OAUTH_BROKER_ENCRYPTION_KEY is not set, but this database \
                  holds values sealed with key {kid}. Restore that key from your backup to {}, or set \
-                 OAUTH_BROKER_ENCRYPTION_KEY. No new key was made: it could not open them.",
+                 OAUTH_BROKER_ENCRYPTION_KEY. No new key was made: it could not open them. Only if the key is lost \
+                 for good: `oauth-broker admin keys forget {kid}` gives up what it sealed.",
                 path.display(),
                 path.display()
             ),
@@ -119,7 +163,8 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
     {
         bail!(
             "{source} has id {}, but this database's values are sealed with key {kid}: it is not the key this database \
-             was created with. Restore the right key, or list the old one in retired_encryption_keys after a rotation.",
+             was created with. Restore the right key, or list the old one in retired_encryption_keys after a rotation. \
+             Only if that key is lost for good: `oauth-broker admin keys forget {kid}` gives up what it sealed.",
             sealer.active_key_id()
         );
     }
@@ -198,7 +243,8 @@ async fn every_value_opens(
     bail!(
         "this database holds values sealed with encryption key {kid} ({}), and that key is not loaded{}. \
          Put it back — as {} or in retired_encryption_keys — then run `oauth-broker admin keys rewrap` before \
-         dropping it. Nothing was started.",
+         dropping it. Nothing was started. Only if the key is lost for good, with no backup: \
+         `oauth-broker admin keys forget {kid}` gives up what it sealed (those grants need a new consent).",
         what.join(", "),
         if missing.len() > 1 {
             format!(" (nor {})", missing.keys().skip(1).copied().collect::<Vec<_>>().join(", "))

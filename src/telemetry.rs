@@ -110,6 +110,9 @@ fn describe() {
     );
     describe_counter!("oauth_broker_token_api_answers_total", "Token-API answers to tool-server services, by answer.");
     describe_counter!("oauth_broker_audit_events_total", "Audit log entries written, by action and outcome.");
+    describe_gauge!("oauth_broker_build_info", "Always 1; the `version` label says which release this process runs.");
+    // Set once: which release answers, so a dashboard shows an upgrade rolling through.
+    metrics::gauge!("oauth_broker_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
 /// Middleware on every route: counts the request under its route template and times it.
@@ -377,14 +380,29 @@ pub type RequestTraceLayer = tower_http::trace::TraceLayer<
     tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
     fn(&axum::http::Request<axum::body::Body>) -> tracing::Span,
     tower_http::trace::DefaultOnRequest,
-    tower_http::trace::DefaultOnResponse,
+    LogResponse,
 >;
 
 /// The tower-http layer that opens [`request_span`] and logs each answer (status, latency).
 pub fn trace_layer() -> RequestTraceLayer {
     tower_http::trace::TraceLayer::new_for_http()
         .make_span_with(request_span as fn(&axum::http::Request<axum::body::Body>) -> tracing::Span)
-        .on_response(tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO))
+        .on_response(LogResponse)
+}
+
+/// One line per answer with typed fields: `status` and `latency_ms` are numbers, so a JSON log
+/// reader can filter and add them up (tower-http's own line writes `"latency":"25 ms"`).
+#[derive(Debug, Clone, Copy)]
+pub struct LogResponse;
+
+impl<B> tower_http::trace::OnResponse<B> for LogResponse {
+    fn on_response(self, response: &axum::http::Response<B>, latency: std::time::Duration, _span: &tracing::Span) {
+        tracing::info!(
+            status = response.status().as_u16(),
+            latency_ms = latency.as_secs_f64() * 1000.0,
+            "finished processing request"
+        );
+    }
 }
 
 /// The span of one MCP tool call: the tool's label (the MCP face's closed set, as in the

@@ -13,11 +13,21 @@ pub const DEMO_CLIENT: &str = "demo_client";
 pub const TOKEN_VAR: &str = "OAUTH_BROKER_TOKEN";
 const DEMO_TOKEN_TTL_SECONDS: i64 = 24 * 3600;
 
+/// The banner goes to the operator's terminal. `serve` keeps Rust's ignored SIGPIPE (a peer
+/// closing its socket must never end the server), so `println!` would panic on a closed stdout
+/// (`serve --demo | head -3`) and stop the server; a banner nobody reads is dropped instead.
+macro_rules! show {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
     if let Some(oidc) = &state.identity.oidc {
         // Users and their tokens come from the identity provider: no local account, and a token
         // issued here would be refused at /mcp. The demo provider works the same.
-        println!(
+        show!(
             "\n=== oauth-broker demo (identity from {issuer}) ===\n\
              MCP endpoint: {mcp}\n\
              The demo provider is at {provider}; connect it from any MCP client that signs in at\n\
@@ -52,7 +62,7 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
     // Printed to stdout on purpose: this is the operator's own terminal, on a demo set-up. The
     // client command passes the token in its environment: every local user can read a
     // process's arguments (`ps`), but only its owner its environment.
-    println!(
+    show!(
         "\n=== oauth-broker demo ===\n\
          MCP endpoint: {mcp}\n\
          Sign in to the broker's pages as\n{sign_in}\n\
@@ -60,7 +70,8 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
          Try the whole flow with the bundled client:\n  {TOKEN_VAR}={token} cargo run --example demo_client -- --url {mcp}\n\
          or any MCP client with the header `Authorization: Bearer <token>`.\n\
          A new token for the same client (keeps its approvals; give admin the same settings as serve):\n  \
-         oauth-broker admin tokens issue {DEMO_USER} --client {DEMO_CLIENT} --ttl 24h\n"
+         oauth-broker admin tokens issue {DEMO_USER} --client {DEMO_CLIENT} --ttl 24h --public-url {public_url}\n",
+        public_url = state.config.issuer(),
     );
     Ok(())
 }

@@ -51,6 +51,16 @@ pub enum KeysCommand {
     /// Make a new JWT signing key; tokens the old one signed keep verifying (and its public key
     /// stays in the JWKS) until they expire.
     RotateSigning,
+    /// Last resort for an encryption key lost for good (no backup holds it): give up what it
+    /// sealed so the broker starts. Its grants need a new consent, its open authorizations end,
+    /// JWT signing keys it sealed are deleted (their tokens stop verifying). Audited.
+    Forget {
+        /// The key id, as start-up's refusal or `status` names it.
+        key_id: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 pub async fn run_keys(state: &AppState, command: KeysCommand) -> anyhow::Result<()> {
@@ -60,7 +70,67 @@ pub async fn run_keys(state: &AppState, command: KeysCommand) -> anyhow::Result<
         KeysCommand::Rewrap { batch } => rewrap(state, batch).await,
         KeysCommand::Drop { key_id } => drop_key(state, &key_id).await,
         KeysCommand::RotateSigning => rotate_signing(state).await,
+        // Run before the keys are loaded (`super::run`): they would refuse to open this database.
+        KeysCommand::Forget { .. } => bail!("`admin keys forget` runs before the keys are loaded"),
     }
+}
+
+/// `admin keys forget KEY_ID [--yes]`, on the database alone: start-up and every other command
+/// refuse while a value is sealed with a key that is not loaded, which is the case this is for.
+pub async fn forget(config: &crate::config::Config, key_id: &str, yes: bool) -> anyhow::Result<()> {
+    if key_id.len() != 16 || !key_id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        bail!(
+            "{key_id:?} is not a key id: 16 lowercase hex digits, as start-up's refusal or `admin keys status` names it"
+        );
+    }
+    let store = crate::startup::open_store(config, crate::startup::Opening::Existing).await?;
+    let result = forget_in(&store, key_id, yes).await;
+    store.close().await;
+    result
+}
+
+async fn forget_in(store: &crate::store::Store, key_id: &str, yes: bool) -> anyhow::Result<()> {
+    let sealed: Vec<_> = store.sealed_counts().await?.into_iter().filter(|c| c.key_id == key_id).collect();
+    if sealed.is_empty() {
+        bail!(
+            "no stored value is sealed with key {key_id}; nothing to forget (`oauth-broker admin keys status` lists the keys in use)"
+        );
+    }
+    println!("key {key_id} seals:");
+    for count in &sealed {
+        println!("  {} {}", count.count, count.column.label());
+    }
+    println!(
+        "Forgetting it gives these up for good: those grants need a new consent (their users connect again), \
+         those open authorizations end, signing keys it sealed are deleted (tokens they signed stop verifying; \
+         a new key is made at the next start). Do this only if the key is lost and no backup holds it."
+    );
+    if !yes && !confirmed()? {
+        bail!("not confirmed; nothing was changed (type yes, or pass --yes)");
+    }
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let gone = store.forget_sealed_by(key_id, crate::broker::flow::INTERRUPTED, now).await?;
+    let detail = format!(
+        "key_id={key_id} grants={} authorizations={} signing_keys={}",
+        gone.grants, gone.authorizations, gone.signing_keys
+    );
+    let event = crate::store::audit::AuditEvent::new(crate::store::audit::Actor::Cli, "key.forgotten", None);
+    store.record(now, event.detail(Some(&detail))).await?;
+    println!(
+        "forgot key {key_id}: {} grant(s) need a new consent, {} authorization(s) ended, {} signing key(s) deleted",
+        gone.grants, gone.authorizations, gone.signing_keys
+    );
+    Ok(())
+}
+
+/// Asks on the terminal; anything but `yes` is a no.
+fn confirmed() -> anyhow::Result<bool> {
+    use std::io::Write;
+    print!("Type yes to forget the key: ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).context("reading the confirmation from standard input")?;
+    Ok(answer.trim() == "yes")
 }
 
 /// Each key this command can see, with where it comes from.

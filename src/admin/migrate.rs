@@ -7,7 +7,7 @@ use anyhow::Context;
 use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::config::redact_database_url;
-use crate::store::{AppliedMigration, Store};
+use crate::store::AppliedMigration;
 
 /// Brings the schema up to date, with everything else `serve` creates on first start.
 pub async fn migrate(config: Config) -> anyhow::Result<()> {
@@ -32,10 +32,7 @@ pub async fn status(config: Config) -> anyhow::Result<()> {
         print!("{}", render(&known, &[]));
         return Ok(());
     }
-    let store =
-        Store::connect_with(&config.database_url, crate::store::DatabaseTimeouts { query: config.database_timeout })
-            .await
-            .with_context(|| format!("connecting to {shown}"))?;
+    let store = crate::startup::connect(&config).await?;
     let applied = store.applied_migrations().await.with_context(|| format!("reading the migrations of {shown}"));
     let known = store.known_migrations();
     store.close().await;

@@ -35,9 +35,31 @@ pub struct Cli {
 impl Cli {
     /// Parses the process's arguments as [`Parser::parse`] does, with [`command`]'s help.
     pub fn parse_args() -> Self {
-        let mut matches = command().get_matches();
+        let mut matches = command().try_get_matches().unwrap_or_else(|error| with_hints(error).exit());
         Self::from_arg_matches_mut(&mut matches).unwrap_or_else(|error| error.format(&mut command()).exit())
     }
+}
+
+/// Flags an operator reaches for that are spelled otherwise here get a pointer to the one that
+/// does the job: there is no `--port` (or `--host`), the port is part of `--listen`.
+pub fn with_hints(mut error: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return error;
+    }
+    let flag = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(flag)) => flag.split('=').next().unwrap_or_default().to_owned(),
+        _ => return error,
+    };
+    let hint = match flag.as_str() {
+        "--port" | "-p" | "--host" | "--bind" | "--address" => {
+            "the address and port to listen on are one setting: --listen IP:PORT (e.g. --listen 127.0.0.1:8080 \
+             or --listen 0.0.0.0:8080); if users reach the broker at another address, set --public-url too"
+        }
+        _ => return error,
+    };
+    error.insert(ContextKind::Suggested, ContextValue::StyledStrs(vec![hint.into()]));
+    error
 }
 
 /// The command line, with the global settings listed once, in the top-level help.
@@ -157,6 +179,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate { status: false } => migrate::migrate(config).await,
         Command::Migrate { status: true } => migrate::status(config).await,
         Command::Providers { command } => providers::run(&config, command),
+        Command::Admin { command: AdminCommand::Keys { command: keys::KeysCommand::Forget { key_id, yes } } } => {
+            keys::forget(&config, &key_id, yes).await
+        }
         Command::Admin { command } => {
             let state = crate::app::open_existing_state(config, Arc::new(SystemClock)).await?;
             let result = match command {
@@ -187,7 +212,6 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let demo = config.demo;
     let app = crate::App::build(config, Arc::new(SystemClock)).await?;
     let state = app.state().clone();
-    tracing::info!(mcp = %state.config.mcp_url(), database = %crate::config::redact_database_url(&state.config.database_url), "oauth-broker listening on {}", state.config.listen);
     if demo {
         demo::print_demo_setup(&state).await?;
     }

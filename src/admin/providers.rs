@@ -31,7 +31,17 @@ pub fn run(config: &Config, command: ProvidersCommand) -> anyhow::Result<()> {
     } else if markdown {
         print!("{}", markdown_table(&rows));
     } else {
-        for row in &rows {
+        print!("{}", text_table(&rows));
+    }
+    Ok(())
+}
+
+/// The plain listing: one line per provider under a header row; the redirect URI column is
+/// filled for the providers this configuration enables (the one to register at each).
+fn text_table(rows: &[Value]) -> String {
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
             let text = |k: &str| row[k].as_str().unwrap_or("").to_owned();
             let list = |k: &str| {
                 row[k]
@@ -39,24 +49,22 @@ pub fn run(config: &Config, command: ProvidersCommand) -> anyhow::Result<()> {
                     .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "))
                     .unwrap_or_default()
             };
-            let enabled = if row["enabled"] == true { "enabled " } else { "        " };
-            let needs = match list("needs").as_str() {
-                "" => String::new(),
-                needs => format!("  needs: {needs}"),
-            };
-            println!(
-                "{enabled} {:<14} {:<28} auth={:<19} scopes=[{}]{needs}",
+            let or_dash = |s: String| if s.is_empty() { "-".to_owned() } else { s };
+            vec![
                 text("id"),
+                if row["enabled"] == true { "yes" } else { "no" }.to_owned(),
                 text("display_name"),
                 text("token_auth_method"),
-                list("default_scopes")
-            );
-            if row["enabled"] == true {
-                println!("          redirect URI to register: {}", text("redirect_uri"));
-            }
-        }
-    }
-    Ok(())
+                or_dash(list("default_scopes")),
+                or_dash(list("needs")),
+                or_dash(text("redirect_uri")),
+            ]
+        })
+        .collect();
+    super::display::table(
+        &["ID", "ENABLED", "NAME", "AUTH", "DEFAULT SCOPES", "NEEDS", "REDIRECT URI TO REGISTER"],
+        &lines,
+    )
 }
 
 /// One JSON object per provider: the catalogue's entries, then providers only configured.

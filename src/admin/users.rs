@@ -69,7 +69,7 @@ pub enum TokensCommand {
         /// The user the token speaks for (username).
         name: String,
         /// Lifetime, e.g. 30m, 1h, 7d.
-        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        #[arg(long, default_value = "1h", value_parser = crate::config::parse_duration)]
         ttl: std::time::Duration,
         /// Which program the token is for (e.g. `ci`, `claude-desktop`): the user's consent
         /// to use each connection is then asked and kept for this program alone. Without it,
@@ -115,6 +115,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
     match command {
         UsersCommand::Add { name, password_stdin, admin } => {
             validate_username(&name)?;
+            state.config.require_public_url("admin users add")?;
             let (secret, generated) =
                 if password_stdin { (read_password_stdin()?, false) } else { (password::generate_password(), true) };
             let hash = password::hash_password(&secret)?;
@@ -222,6 +223,9 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
             if let Some(label) = &client {
                 validate_client_label(label)?;
             }
+            // The token names the public URL as its issuer: a guessed one makes a token the
+            // server refuses.
+            state.config.require_public_url("admin tokens issue")?;
             let audience = match &service {
                 Some(service) => Some(service_audience(state, service).await?),
                 None => None,
@@ -288,12 +292,10 @@ pub async fn issue_token_for_audience(
         bail!("--ttl must be between 1s and 366d");
     }
     let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
-    if user.issuer != state.config.issuer() {
-        bail!(
-            "user {name} was created under issuer {} but this broker's public URL is {}",
-            user.issuer,
-            state.config.issuer()
-        );
+    // A local account's identity is its id: it keeps working when the public URL changes. The
+    // token names this broker's public URL, so it must be the one the server runs with.
+    if !user.is_local() {
+        bail!("{name} is not a local account; its tokens come from its identity provider");
     }
     let audience = audience.unwrap_or(state.identity.keys.audience());
     Ok(state.identity.keys.issue_for_audience(

@@ -155,6 +155,16 @@ impl Problem {
         )
     }
 
+    /// 404: no endpoint of the token API has this path.
+    pub fn unknown_path() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "Not found",
+            "No endpoint of the token API has this path; /v1/openapi.json lists them.",
+        )
+    }
+
     /// 400: the request is malformed.
     pub fn invalid_request(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", "Invalid request", detail)

@@ -180,9 +180,10 @@ async fn issue(
     if user.is_disabled() {
         return Err(OAuthError::InvalidGrant);
     }
-    // The bearer check finds users by (iss, sub); a token naming another issuer's user would be
-    // refused there, so refuse it here.
-    if user.issuer != state.identity.keys.issuer() {
+    // The bearer check finds users by (iss, sub), and a local account by its id whatever URL it
+    // was created under; a token naming another issuer's external user would be refused there,
+    // so refuse it here.
+    if !user.is_local() && user.issuer != state.identity.keys.issuer() {
         tracing::error!(user_id = %user.id, "grant does not match this server's issuer");
         return Err(OAuthError::InvalidGrant);
     }

@@ -169,7 +169,9 @@ pub async fn access(
         Standing::Unavailable { retry_after } => Access::Unavailable { retry_after },
         Standing::Refused(why) => Access::Refused(why),
         Standing::NotConnected(reason) => {
-            let scopes = provider.default_scopes.union(required);
+            // The provider's defaults only when nothing was named; `open` adds what the
+            // provider needs to work.
+            let scopes = if required.is_empty() { provider.default_scopes.clone() } else { required.clone() };
             let authorization = authorizations::open(core, who, provider, &scopes, Ask::Connect).await?;
             Access::Connect { authorization, reason }
         }

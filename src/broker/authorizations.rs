@@ -47,9 +47,15 @@ pub async fn open(
     let now = core.now();
     let id = ElicitationId::generate();
     let client_key = who.client.key();
-    let (kind, grant_id) = match ask {
-        Ask::Connect => (AuthorizationKind::Connect, None),
-        Ask::UseGrant(grant) => (AuthorizationKind::Consent, Some(grant.id.as_str())),
+    // A connect asks the provider for what was named plus what the provider needs to work
+    // (`openid`, …), never the provider's defaults on top: a client asking for less gets less.
+    let with_required;
+    let (kind, grant_id, scopes) = match ask {
+        Ask::Connect => {
+            with_required = core.providers.required_scopes(&provider.id).union(scopes);
+            (AuthorizationKind::Connect, None, &with_required)
+        }
+        Ask::UseGrant(grant) => (AuthorizationKind::Consent, Some(grant.id.as_str()), scopes),
     };
     let new = NewAuthorization {
         id: id.as_str(),

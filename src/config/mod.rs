@@ -14,6 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use url::Url;
 
+pub use crate::clock::parse_duration;
 use crate::domain::ProviderId;
 use crate::net::is_loopback;
 // A provider's settings are the provider module's types; the settings file names them.
@@ -30,7 +31,7 @@ pub struct SettingsArgs {
     pub listen: Option<SocketAddr>,
     /// URL users and clients reach the broker at; the MCP endpoint is `{public_url}/mcp`
     /// [default: http://{listen}].
-    #[arg(long, env = "OAUTH_BROKER_PUBLIC_URL", global = true)]
+    #[arg(long, env = "OAUTH_BROKER_PUBLIC_URL", global = true, value_parser = parse_public_url)]
     pub public_url: Option<Url>,
     /// `sqlite://…` or `postgres://…` [default: sqlite in the data dir].
     // Its value can hold a password, which `--help` would otherwise print.
@@ -114,7 +115,8 @@ pub struct OpsConfig {
 struct FileConfig {
     /// IP:PORT or HOST:PORT, as `--listen`.
     listen: Option<String>,
-    public_url: Option<Url>,
+    /// Checked by [`parse_public_url`], which names what is wrong.
+    public_url: Option<String>,
     database_url: Option<String>,
     data_dir: Option<PathBuf>,
     demo: Option<bool>,
@@ -232,8 +234,34 @@ pub(crate) mod humantime_serde_opt {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         Option::<String>::deserialize(d)?
-            .map(|s| humantime::parse_duration(&s).map_err(serde::de::Error::custom))
+            .map(|s| super::parse_duration(&s).map_err(serde::de::Error::custom))
             .transpose()
+    }
+}
+
+/// `--public-url`, `public_url`: an absolute `http://` or `https://` URL. The common mistakes
+/// get their own words: an address without a scheme (`127.0.0.1:8080`, which the URL parser
+/// calls "relative URL without a base", and `localhost:8080`, which it reads as a URL of scheme
+/// `localhost`).
+pub fn parse_public_url(text: &str) -> Result<Url, String> {
+    let text = text.trim();
+    let no_scheme = || {
+        format!(
+            "{text:?} has no scheme: write the URL users and clients open, with http:// or https://, \
+             e.g. http://{text} (or https://{text} behind TLS)"
+        )
+    };
+    match Url::parse(text) {
+        Ok(url) if url.scheme() == "http" || url.scheme() == "https" => {
+            if url.host_str().is_none_or(str::is_empty) {
+                return Err(format!("{text:?} names no host: write it as e.g. https://broker.example.com"));
+            }
+            Ok(url)
+        }
+        Ok(_) if !text.contains("://") => Err(no_scheme()),
+        Ok(url) => Err(format!("{text:?} is not an http:// or https:// URL (its scheme is {:?})", url.scheme())),
+        Err(url::ParseError::RelativeUrlWithoutBase) => Err(no_scheme()),
+        Err(error) => Err(format!("{text:?} is not a URL ({error}): write it as e.g. https://broker.example.com")),
     }
 }
 
@@ -243,6 +271,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// No trailing slash.
     pub public_url: Url,
+    /// Whether `public_url` was given (flag, environment or file) rather than made from
+    /// `listen`: commands that write it into identity data refuse to guess it
+    /// ([`Config::require_public_url`]).
+    pub public_url_given: bool,
     pub database_url: String,
     pub data_dir: PathBuf,
     pub demo: bool,
@@ -333,7 +365,14 @@ impl Config {
         let listen = args.listen.or(file_listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let data_dir = args.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("./data"));
         let data_dir_for_defaults = data_dir.clone();
-        let public_url = match args.public_url.clone().or(file.public_url) {
+        let file_public_url = file
+            .public_url
+            .as_deref()
+            .map(parse_public_url)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("public_url: {e}"))?;
+        let public_url_given = args.public_url.is_some() || file_public_url.is_some();
+        let public_url = match args.public_url.clone().or(file_public_url) {
             Some(url) => url,
             None => default_public_url(listen)?,
         };
@@ -377,6 +416,7 @@ impl Config {
             identity,
             listen,
             public_url,
+            public_url_given,
             database_url,
             data_dir,
             demo: args.demo || file.demo.unwrap_or(false),
@@ -432,6 +472,21 @@ impl Config {
     /// The MCP endpoint, which is also the `aud` of bearer tokens and the RFC 9728 `resource`.
     pub fn mcp_url(&self) -> Url {
         self.url("/mcp")
+    }
+
+    /// For commands that write this broker's address into identity data (a local user's
+    /// issuer): refuses when the public URL was not given but made from `listen`, since a
+    /// command run without the server's settings would otherwise store `http://127.0.0.1:8080`.
+    pub fn require_public_url(&self, what: &str) -> anyhow::Result<()> {
+        if !self.public_url_given {
+            bail!(
+                "{what} writes this broker's public URL (it names the issuer of local accounts and \
+                 tokens), and none was given: it would be guessed as {} from --listen. Pass the URL the \
+                 server runs with: --public-url (or OAUTH_BROKER_PUBLIC_URL, or public_url in --config)",
+                self.issuer()
+            );
+        }
+        Ok(())
     }
 
     /// The issuer of the broker's own tokens.
@@ -604,6 +659,38 @@ mod tests {
     }
 
     use super::*;
+
+    /// The whole error as `main` prints it (`{:#}`: each context and its cause).
+    fn error_of(toml: &str) -> String {
+        format!("{:#}", Config::from_toml(&SettingsArgs::default(), toml).unwrap_err())
+    }
+
+    #[test]
+    fn a_duration_that_is_not_one_is_named_with_how_to_write_it() {
+        for key in ["authorization_ttl", "connect_wait", "shutdown_grace", "database_timeout"] {
+            let error = error_of(&format!("{key} = \"ten minutes\"\n"));
+            assert!(error.contains(key), "names the setting: {error}");
+            assert!(error.contains("\"ten minutes\" is not a duration"), "{error}");
+            assert!(error.contains("\"10m\""), "shows how to write one: {error}");
+            assert!(!error.contains("expected number at 0"), "not the parser's words: {error}");
+        }
+        let ok = Config::from_toml(&SettingsArgs::default(), "authorization_ttl = \"1h 30m\"\n").unwrap();
+        assert_eq!(ok.authorization_ttl, Duration::from_secs(5400));
+    }
+
+    #[test]
+    fn a_public_url_without_a_scheme_or_host_says_what_is_missing() {
+        for text in ["127.0.0.1:18484", "localhost:8080", "broker.example.com"] {
+            let error = parse_public_url(text).unwrap_err();
+            assert!(error.contains("has no scheme") && error.contains(&format!("http://{text}")), "{text}: {error}");
+            assert!(!error.contains("relative URL without a base"), "{error}");
+        }
+        let error = parse_public_url("ftp://broker.example").unwrap_err();
+        assert!(error.contains("not an http:// or https:// URL"), "{error}");
+        assert_eq!(parse_public_url(" https://b.example/ ").unwrap().as_str(), "https://b.example/");
+        let error = error_of("public_url = \"127.0.0.1:18484\"\n");
+        assert!(error.starts_with("public_url: ") && error.contains("has no scheme"), "{error}");
+    }
 
     #[test]
     fn defaults_give_a_local_sqlite_broker_on_8080() {

@@ -14,6 +14,12 @@ pub const PROVIDER_ID: &str = "demo";
 /// The one client the demo provider knows: the broker.
 pub const CLIENT_ID: &str = "oauth-broker-demo";
 
+/// What every connect with the demo provider asks for: its `/api/me`, where the broker reads
+/// the account, needs `profile`.
+pub fn required_scopes() -> Scopes {
+    Scopes::parse(["profile"]).unwrap_or_default()
+}
+
 /// The broker's entry for its own demo provider, at `{public_url}/demo-provider/…`, with the
 /// client secret the provider checks.
 pub fn provider_entry(config: &Config, secret: SecretString) -> ProviderConfig {

@@ -246,15 +246,23 @@ async fn verify_local(
             return Err(Rejection::Invalid("the token's authorization was revoked"));
         }
     }
-    let user = state
-        .store
-        .user_by_identity(&claims.iss, &claims.sub)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "user lookup failed");
-            Rejection::Unavailable
-        })?
-        .ok_or(Rejection::Invalid("the token names an unknown user"))?;
+    let lookup_failed = |e: crate::store::StoreError| {
+        tracing::error!(error = %e, "user lookup failed");
+        Rejection::Unavailable
+    };
+    let user = match state.store.user_by_identity(&claims.iss, &claims.sub).await.map_err(lookup_failed)? {
+        Some(user) => user,
+        // A local account keeps its identity when the broker's public URL changes: its row
+        // still records the URL it was created under, but the token was signed by this broker's
+        // own key for its current issuer, and a local account's subject is its id.
+        None => state
+            .store
+            .user_by_id(&claims.sub)
+            .await
+            .map_err(lookup_failed)?
+            .filter(crate::store::users::User::is_local)
+            .ok_or(Rejection::Invalid("the token names an unknown user"))?,
+    };
     if user.is_disabled() {
         return Err(Rejection::Invalid("the token's user is disabled"));
     }

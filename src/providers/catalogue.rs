@@ -51,6 +51,10 @@ pub struct ProviderFields {
     pub client_secret_env: Option<String>,
     /// Default scopes.
     pub scopes: Option<Vec<String>>,
+    /// Catalogue only: scopes the provider needs to work with the broker (`openid` for the
+    /// identity lookup, `offline_access` for a refresh token), added to whatever a connect
+    /// asks for; the defaults are asked for only when nothing is named.
+    pub required_scopes: Option<Vec<String>>,
     pub scope_separator: Option<String>,
     pub scope_param: Option<String>,
     pub token_auth_method: Option<String>,
@@ -107,6 +111,7 @@ impl ProviderFields {
             client_secret,
             client_secret_env,
             scopes,
+            required_scopes,
             scope_separator,
             scope_param,
             token_auth_method,
@@ -184,6 +189,26 @@ pub fn builtin() -> Result<BTreeMap<String, ProviderFields>, ProviderConfigError
     })
 }
 
+/// What catalogue entry `entry` marks as required (`required_scopes`): added to every connect
+/// with that provider, whatever it names. Empty for an unknown entry.
+pub fn required_scopes(entry: &str) -> Scopes {
+    static REQUIRED: std::sync::OnceLock<BTreeMap<String, Scopes>> = std::sync::OnceLock::new();
+    REQUIRED
+        .get_or_init(|| {
+            builtin()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(name, fields)| {
+                    let scopes = Scopes::parse(fields.required_scopes.unwrap_or_default()).ok()?;
+                    Some((name, scopes))
+                })
+                .collect()
+        })
+        .get(entry)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The operator's table for `id` over its catalogue entry, filled and checked.
 pub fn resolve(id: &ProviderId, table: ProviderFields) -> Result<ProviderConfig, ProviderConfigError> {
     let catalogue = builtin()?;
@@ -202,6 +227,13 @@ pub fn resolve(id: &ProviderId, table: ProviderFields) -> Result<ProviderConfig,
         if secret.is_some() {
             return Err(err("client_secret", "the catalogue never holds credentials".into()));
         }
+    }
+    if table.required_scopes.is_some() {
+        return Err(err(
+            "required_scopes",
+            "comes from the catalogue only (what the provider needs to work); name the scopes to ask for in `scopes`"
+                .into(),
+        ));
     }
     let from_catalogue =
         table.catalogue.clone().or_else(|| catalogue.contains_key(id.as_str()).then(|| id.to_string()));
@@ -306,10 +338,10 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
     let api_headers = api_headers(f.api_headers.as_ref(), &client_id)?;
     let refresh_margin = match &f.refresh_margin {
         None => None,
-        Some(text) => match humantime::parse_duration(text) {
+        Some(text) => match crate::clock::parse_duration(text) {
             Ok(d) if d <= MAX_REFRESH_MARGIN => Some(d),
             Ok(_) => return Err(("refresh_margin".into(), "must be at most 1h".into())),
-            Err(e) => return Err(("refresh_margin".into(), format!("not a duration such as \"2m\": {e}"))),
+            Err(e) => return Err(("refresh_margin".into(), e)),
         },
     };
     for (field, path) in [

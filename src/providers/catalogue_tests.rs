@@ -300,3 +300,19 @@ fn a_provider_refresh_margin_is_a_duration_of_at_most_an_hour() {
     assert_eq!(provider("2h").unwrap_err().field, "refresh_margin");
     assert_eq!(provider("soon").unwrap_err().field, "refresh_margin");
 }
+
+#[test]
+fn required_scopes_are_among_the_defaults_and_only_the_catalogue_sets_them() {
+    let catalogue = builtin().unwrap();
+    let mut marked = 0;
+    for (name, entry) in &catalogue {
+        let required = required_scopes(name);
+        let defaults = Scopes::parse(entry.scopes.clone().unwrap_or_default()).unwrap();
+        assert!(defaults.is_superset_of(&required), "{name}: required {required:?} not among the defaults");
+        marked += usize::from(!required.is_empty());
+    }
+    assert!(marked >= 5, "the OpenID providers mark openid as required");
+    assert!(required_scopes("google").contains("openid") && required_scopes("github").is_empty());
+    let table = ProviderFields { required_scopes: Some(vec!["repo".into()]), ..creds() };
+    assert_eq!(error("github", table).field, "required_scopes");
+}

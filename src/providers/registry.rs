@@ -3,23 +3,45 @@
 use std::collections::BTreeMap;
 
 use super::provider::ProviderConfig;
-use crate::domain::ProviderId;
+use crate::domain::{ProviderId, Scopes};
 
 #[derive(Debug, Default)]
 pub struct Providers {
     by_id: BTreeMap<ProviderId, ProviderConfig>,
+    /// What each provider needs to work with the broker, asked for on every connect
+    /// ([`super::catalogue::required_scopes`]).
+    required: BTreeMap<ProviderId, Scopes>,
 }
 
 impl Providers {
-    /// The configured providers (`Config::providers`).
+    /// The configured providers (`Config::providers`), each with what its catalogue entry marks
+    /// as required.
     pub fn new(by_id: BTreeMap<ProviderId, ProviderConfig>) -> Self {
-        Self { by_id }
+        let required = by_id
+            .values()
+            .filter_map(|p| {
+                p.catalogue.as_deref().map(|entry| (p.id.clone(), super::catalogue::required_scopes(entry)))
+            })
+            .filter(|(_, scopes)| !scopes.is_empty())
+            .collect();
+        Self { by_id, required }
     }
 
     /// With one more provider (the built-in demo one, when enabled), replacing one of its id.
-    pub fn with(mut self, provider: ProviderConfig) -> Self {
+    pub fn with(self, provider: ProviderConfig) -> Self {
+        self.with_required(provider, Scopes::default())
+    }
+
+    /// [`Providers::with`], for a provider that needs `required` to work.
+    pub fn with_required(mut self, provider: ProviderConfig, required: Scopes) -> Self {
+        self.required.insert(provider.id.clone(), required);
         self.by_id.insert(provider.id.clone(), provider);
         self
+    }
+
+    /// The scopes every connect with `provider` asks for besides those it names.
+    pub fn required_scopes(&self, provider: &ProviderId) -> Scopes {
+        self.required.get(provider).cloned().unwrap_or_default()
     }
 
     pub fn get(&self, id: &ProviderId) -> Option<&ProviderConfig> {

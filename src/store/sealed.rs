@@ -233,4 +233,59 @@ impl Store {
                 .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
     }
+
+    /// `admin keys forget`: gives up every value sealed with `key_id`, a key lost for good, in
+    /// one transaction. Grants holding one need a new consent (their token values are emptied,
+    /// which no key opens, so nothing tries); open authorizations holding a verifier end as
+    /// interrupted; signing keys sealed with it are deleted (a new one is made at the next
+    /// start when none is left). What was given up, by kind.
+    pub async fn forget_sealed_by(&self, key_id: &str, failure: &str, now: i64) -> StoreResult<ForgottenValues> {
+        let access = self.key_id_sql("access_token_sealed");
+        let refresh = self.key_id_sql("refresh_token_sealed");
+        let verifier = self.key_id_sql("pkce_verifier_sealed");
+        let private = self.key_id_sql("private_key_sealed");
+        let mut tx = self.begin(CacheEffect::Everyone).await?;
+        let grants = sqlx::query(&format!(
+            "UPDATE grants SET status = 'needs_reconsent', access_token_sealed = $1, refresh_token_sealed = NULL, \
+             version = version + 1, updated_at = $2 \
+             WHERE {access} = $3 OR (refresh_token_sealed IS NOT NULL AND {refresh} = $3)"
+        ))
+        .bind(Vec::<u8>::new())
+        .bind(now)
+        .bind(key_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_write)?
+        .rows_affected();
+        let authorizations = sqlx::query(&format!(
+            "UPDATE authorizations SET status = 'failed', failure = $1, pkce_verifier_sealed = NULL, state_hash = NULL, \
+             updated_at = $2 WHERE pkce_verifier_sealed IS NOT NULL AND {verifier} = $3"
+        ))
+        .bind(failure)
+        .bind(now)
+        .bind(key_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_write)?
+        .rows_affected();
+        let signing_keys = sqlx::query(&format!("DELETE FROM signing_keys WHERE {private} = $1"))
+            .bind(key_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_write)?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(ForgottenValues { grants, authorizations, signing_keys })
+    }
+}
+
+/// What `admin keys forget` gave up ([`Store::forget_sealed_by`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForgottenValues {
+    /// Grants now needing a new consent.
+    pub grants: u64,
+    /// Open authorizations ended.
+    pub authorizations: u64,
+    /// JWT signing keys deleted.
+    pub signing_keys: u64,
 }

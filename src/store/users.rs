@@ -22,6 +22,13 @@ pub struct User {
 }
 
 impl User {
+    /// A local account (created by `admin users add`, signs in with a password), as opposed
+    /// to a user an OIDC issuer vouches for. Its `issuer` records the public URL the broker had
+    /// when it was created; its identity is its id, whatever that URL is now.
+    pub fn is_local(&self) -> bool {
+        self.username.is_some()
+    }
+
     pub fn is_admin(&self) -> bool {
         self.admin != 0
     }

@@ -1,15 +1,18 @@
 //! The hosted pages' error type: every failure a browser can meet becomes a rendered page with
 //! the right status, and internal causes are logged, never shown.
 
-use axum::http::StatusCode;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::pages::{self, MessagePage, SignOutForm};
+use super::pages::{self, MessagePage, ShownMessage, SignOutForm, SignedIn};
 use crate::broker::flow::FlowError;
 use crate::error_chain::{BoxError, Chain};
-use crate::identity::browser::BrowserSessionError;
+use crate::identity::browser::{self, BrowserSessionError};
 use crate::identity::next::login_path;
 use crate::identity::oidc::browser_login::SignInError;
+use crate::state::AppState;
 use crate::store::StoreError;
 
 /// What a person does next after most failures in the connect flow: the MCP client made the
@@ -304,7 +307,8 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         match self {
             PageError::Page { status, title, message, next_step, sign_out } => {
-                pages::render(status, &MessagePage { title, message, next_step, sign_out, signed_in: None })
+                let page = MessagePage { title, message, next_step, sign_out, signed_in: None };
+                pages::render_message(status, page)
             }
             PageError::SignIn { next } => pages::see_other(&login_path(&next)),
             PageError::Internal(cause) => {
@@ -313,6 +317,50 @@ impl IntoResponse for PageError {
             }
         }
     }
+}
+
+/// Error pages keep the signed-in top bar (home, My connections, Sign out): a handler that
+/// fails often has no session at hand (or failed before reading it), so the page it returned is
+/// rendered again here, with the bar, when the request's cookie names a live session. Only
+/// message pages are looked at; every other response passes untouched.
+pub async fn top_bar_on_error_pages(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    // Only the cookie matters; a request without one (an API or MCP client) copies nothing.
+    let mut cookies = HeaderMap::new();
+    for value in request.headers().get_all(header::COOKIE) {
+        cookies.append(header::COOKIE, value.clone());
+    }
+    let response = next.run(request).await;
+    if cookies.is_empty() {
+        return response;
+    }
+    let Some(ShownMessage(page)) = response.extensions().get::<ShownMessage>().cloned() else { return response };
+    if page.signed_in.is_some() {
+        return response;
+    }
+    let session = match browser::current(&state.identity, &cookies).await {
+        Ok(Some(session)) => session,
+        Ok(None) => return response,
+        Err(error) => {
+            tracing::warn!(%error, "could not read the browser session for an error page's top bar");
+            return response;
+        }
+    };
+    let page = MessagePage { signed_in: Some(SignedIn::of(&session)), ..(*page).clone() };
+    let (parts, _) = response.into_parts();
+    Response::from_parts(parts, pages::render(StatusCode::OK, &page).into_body())
+}
+
+/// The page for a path no route serves (`/admin/` with its slash included): what happened and
+/// what to do; [`top_bar_on_error_pages`] adds the top bar when signed in.
+pub async fn unknown_path() -> Response {
+    let page = MessagePage {
+        title: "Page not found".into(),
+        message: "There is no page at this address: it may be mistyped or cut short, or the page has moved.".into(),
+        next_step: "Check the address, or start from the home page.".into(),
+        sign_out: None,
+        signed_in: None,
+    };
+    pages::render_message(StatusCode::NOT_FOUND, page)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub struct SignOutForm {
 
 /// Results, refusals and errors: a title, what happened in plain words, what to do now, and a
 /// link home.
-#[derive(Template)]
+#[derive(Template, Debug, Clone)]
 #[template(path = "message.html")]
 pub struct MessagePage {
     pub title: String,
@@ -131,6 +131,18 @@ pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
     }
 }
 
+/// The message page a response carries, kept beside its rendered body so a later layer
+/// ([`super::error::top_bar_on_error_pages`]) can render it again for a signed-in browser.
+#[derive(Clone)]
+pub struct ShownMessage(pub std::sync::Arc<MessagePage>);
+
+/// [`render`] for a message page, which a signed-in browser then sees with its top bar.
+pub fn render_message(status: StatusCode, page: MessagePage) -> Response {
+    let mut response = render(status, &page);
+    response.extensions_mut().insert(ShownMessage(std::sync::Arc::new(page)));
+    response
+}
+
 /// A message page with `status`: what happened, and what to do now.
 pub fn message(
     status: StatusCode,
@@ -145,7 +157,7 @@ pub fn message(
         sign_out: None,
         signed_in: None,
     };
-    render(status, &page)
+    render_message(status, page)
 }
 
 /// A 303 See Other (after a POST the browser must GET the target): a local path we checked, or

@@ -817,3 +817,137 @@ async fn users_passwd_and_authorizations_purge_act_on_a_running_servers_database
     client.close().await;
 }
 on_both_backends!(cli_passwd_and_purge, users_passwd_and_authorizations_purge_act_on_a_running_servers_database);
+
+/// `providers list | head -2`: a reader that stops early ends the command quietly (before, the
+/// first write to the closed pipe panicked with a stack trace). The read end is closed before
+/// the command writes at all, so the write always meets it closed.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["providers", "list"][..], &["providers", "list", "--json"], &["--help"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = broker(dir.path(), "http://127.0.0.1:9")
+            .args(args)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
+            .unwrap();
+        let stderr = stderr_of(&output);
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+/// `serve --demo | head -3`: the banner meets a closed pipe, and the server keeps serving
+/// (before, printing it panicked and the server never started).
+#[tokio::test]
+async fn serve_demo_keeps_serving_when_its_banner_meets_a_closed_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut server = broker(dir.path(), &format!("http://127.0.0.1:{port}"))
+        .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(writer)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let ready = crate::helpers::eventually("serve answers /readyz", std::time::Duration::from_secs(30), || {
+        let exited = server.try_wait().unwrap().is_some();
+        let http = http.clone();
+        async move {
+            if exited {
+                return Some(false);
+            }
+            let ready = http.get(format!("http://127.0.0.1:{port}/readyz")).send().await;
+            ready.is_ok_and(|r| r.status() == 200).then_some(true)
+        }
+    })
+    .await;
+    // The banner is printed before the server serves: answering at all means it got past it.
+    let still = http.get(format!("http://127.0.0.1:{port}/healthz")).send().await.is_ok();
+    let alive = server.try_wait().unwrap().is_none();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(ready && still && alive, "the server kept serving");
+}
+
+#[test]
+fn providers_list_has_a_header_row_and_the_redirect_uri_of_each_enabled_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "[providers.github]\nclient_id = \"id\"\nclient_secret = \"secret\"\n").unwrap();
+    let output = broker(dir.path(), "http://127.0.0.1:9")
+        .args(["--config", config.to_str().unwrap(), "providers", "list"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    for column in ["ID", "ENABLED", "NAME", "AUTH", "DEFAULT SCOPES", "REDIRECT URI TO REGISTER"] {
+        assert!(header.contains(column), "the header names {column}: {header}");
+    }
+    let github = lines.find(|line| line.starts_with("github ")).unwrap_or_else(|| panic!("a github row: {text}"));
+    assert!(github.contains(" yes ") && github.ends_with("http://127.0.0.1:9/oauth/callback/github"), "{github}");
+    let gitlab = text.lines().find(|line| line.starts_with("gitlab ")).unwrap();
+    assert!(gitlab.contains(" no ") && gitlab.ends_with(" -"), "not enabled, no URI: {gitlab}");
+}
+
+/// Each setting an operator can get wrong is refused in the operator's words, naming the
+/// setting and how to write it (not the parser's "relative URL without a base").
+#[test]
+fn wrong_settings_are_refused_in_the_operators_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let output = broker(dir.path(), "http://127.0.0.1:9").args(args).output().unwrap();
+        assert!(!output.status.success(), "{args:?} is refused");
+        stderr_of(&output)
+    };
+
+    let port = run(&["serve", "--port", "18484"]);
+    assert!(port.contains("--listen IP:PORT") && port.contains("--listen 127.0.0.1:8080"), "{port}");
+
+    let url = run(&["--public-url", "127.0.0.1:18484", "migrate"]);
+    assert!(url.contains("has no scheme") && url.contains("http://127.0.0.1:18484"), "{url}");
+    assert!(!url.contains("relative URL without a base"), "{url}");
+
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "authorization_ttl = \"ten minutes\"\n").unwrap();
+    let ttl = run(&["--config", config.to_str().unwrap(), "migrate"]);
+    assert!(ttl.contains("authorization_ttl") && ttl.contains("\"ten minutes\" is not a duration"), "{ttl}");
+    assert!(!ttl.contains("expected number"), "{ttl}");
+
+    let ttl_flag = run(&["admin", "tokens", "issue", "alice", "--ttl", "an hour"]);
+    assert!(ttl_flag.contains("\"an hour\" is not a duration"), "{ttl_flag}");
+}
+
+/// An unreachable PostgreSQL is named by host and port with what the connect said, once.
+#[test]
+fn an_unreachable_postgres_is_named_by_host_and_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "database_timeout = \"1s\"\n").unwrap();
+    let output = broker(dir.path(), "http://127.0.0.1:9")
+        .args(["--config", config.to_str().unwrap(), "migrate"])
+        .env("OAUTH_BROKER_DATABASE_URL", format!("postgres://postgres:hunter2@127.0.0.1:{port}/test"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = stderr_of(&output);
+    let named = format!("connection refused at 127.0.0.1:{port}");
+    assert_eq!(stderr.matches(&named).count(), 1, "named once: {stderr}");
+    assert!(!stderr.contains("pool timed out") && !stderr.contains("hunter2"), "{stderr}");
+}
+
+#[test]
+fn version_names_the_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = broker(dir.path(), "http://127.0.0.1:9").arg("--version").output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), format!("oauth-broker {}", env!("CARGO_PKG_VERSION")));
+}

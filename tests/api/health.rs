@@ -30,7 +30,11 @@ async fn readyz_until(app: &TestApp, want: u16) -> Value {
 async fn ready_unless_draining_or_behind_on_migrations(app: &TestApp) {
     let (status, body) = readyz(app).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body, json!({"ready": true, "database": "ok", "migrations": "ok", "keys": "loaded", "draining": false}));
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        body,
+        json!({"ready": true, "version": version, "database": "ok", "migrations": "ok", "keys": "loaded", "draining": false})
+    );
 
     // A migration this binary knows that the database lacks (an instance started against an
     // older schema): not ready, and the body says why.

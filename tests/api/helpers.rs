@@ -97,6 +97,9 @@ pub struct SpawnOptions {
     /// PostgreSQL: the signal listener's URL, from the database URL (e.g. through a
     /// [`crate::db_proxy`] that cuts the listener alone).
     pub signal_listener_url: Option<UrlRewrite>,
+    /// With [`SpawnOptions::instance_of`]: serve at this instance's own address as its public
+    /// URL, as a broker that moved (the users stay those created under the first one's).
+    pub own_public_url: bool,
     /// Keep the encryption key where an operator without `OAUTH_BROKER_ENCRYPTION_KEY` has it:
     /// `data_dir/encryption.key`, made on first start (the key rotation tests).
     pub key_in_data_dir: bool,
@@ -132,7 +135,10 @@ pub async fn spawn_app_opts(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let own_address = format!("http://127.0.0.1:{port}");
-    let public_url = options.instance_of.as_ref().map_or(own_address.clone(), |first| first.public_url.clone());
+    let public_url = match &options.instance_of {
+        Some(first) if !options.own_public_url => first.public_url.clone(),
+        _ => own_address.clone(),
+    };
     let args = SettingsArgs {
         listen: Some(listener.local_addr().unwrap()),
         public_url: Some(public_url.parse().unwrap()),

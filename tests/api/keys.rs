@@ -297,4 +297,54 @@ on_both_backends_with_key_files!(
     rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old_key
 );
 on_both_backends_with_key_files!(missing_key_refuses, start_up_refuses_while_a_value_needs_a_key_that_is_not_loaded);
+on_both_backends_with_key_files!(lost_key_forgotten, a_key_lost_for_good_is_forgotten_and_the_broker_starts);
+
+/// The last resort: a retired key deleted with no backup. Start-up's refusal names
+/// `admin keys forget`; it lists what the key sealed, changes nothing unless confirmed, then
+/// sends those grants through a new consent, deletes what cannot be opened, audits, and the
+/// broker starts again.
+async fn a_key_lost_for_good_is_forgotten_and_the_broker_starts(app: &TestApp) {
+    let _client = app.connected_client(ALICE).await;
+    let old = key_in(&status(app), "active")["id"].as_str().unwrap().to_owned();
+    assert!(run(app, &["admin", "keys", "rotate"]).status.success());
+    std::fs::remove_file(app.data_dir().join("retired-keys").join(format!("{old}.key"))).unwrap();
+
+    let refused = Serve::start(app).await;
+    assert!(!refused.ready, "serve refuses while the key is missing");
+    assert!(refused.stderr.contains(&format!("oauth-broker admin keys forget {old}")), "{}", refused.stderr);
+
+    let forget = |answer: &str, extra: &[&str]| {
+        use std::io::Write;
+        let mut child = broker(app)
+            .args(["admin", "keys", "forget", &old])
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let declined = forget("no\n", &[]);
+    assert!(!declined.status.success(), "not confirmed");
+    let listed = text(&declined.stdout);
+    assert!(
+        listed.contains("grant access tokens") && listed.contains("JWT signing keys"),
+        "lists what it sealed: {listed}"
+    );
+    assert!(!Serve::start(app).await.ready, "nothing was changed");
+
+    let forgotten = forget("", &["--yes"]);
+    assert!(forgotten.status.success(), "{}", text(&forgotten.stderr));
+    assert!(text(&forgotten.stdout).contains("1 grant(s) need a new consent"), "{}", text(&forgotten.stdout));
+    let grants = run(app, &["admin", "grants", "list", "--json"]);
+    assert!(grants.status.success(), "{}", text(&grants.stderr));
+    let grants: Value = serde_json::from_slice(&grants.stdout).unwrap();
+    assert_eq!(grants[0]["status"], "needs_reconsent", "{grants}");
+    let audit = text(&run(app, &["admin", "audit", "--limit", "5"]).stdout);
+    assert!(audit.contains("key.forgotten") && audit.contains(&old), "{audit}");
+    let started = Serve::start(app).await;
+    assert!(started.ready, "the broker starts: {}", started.stderr);
+}
 on_both_backends_with_key_files!(signing_rotation, a_rotated_signing_key_keeps_verifying_old_tokens_until_they_expire);

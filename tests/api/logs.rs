@@ -214,6 +214,18 @@ async fn full_flow_leaves_no_secret(log_format: &str) {
             .find(|l| l["span"]["name"] == "request" && l["span"]["route"] == "/oauth/callback/{provider}")
             .expect("a line inside the callback's request span");
         assert_eq!(request["span"]["request_id"].as_str().unwrap().len(), 36, "a made request id: {request}");
+        // Typed fields: a reader can add latencies up, filter by status.
+        let lines: Vec<serde_json::Value> = logs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let answered =
+            lines.iter().find(|l| l["fields"]["message"] == "finished processing request").expect("a line per answer");
+        assert!(answered["fields"]["latency_ms"].is_number(), "latency as a number: {answered}");
+        assert!(answered["fields"]["status"].is_u64(), "status as a number: {answered}");
+        let listening = lines
+            .iter()
+            .find(|l| l["fields"]["message"].as_str().is_some_and(|m| m.starts_with("oauth-broker listening on")))
+            .expect("the listening line");
+        assert_eq!(listening["target"], "oauth_broker::app", "logged where it comes from: {listening}");
+        assert_eq!(listening["fields"]["version"], env!("CARGO_PKG_VERSION"), "{listening}");
     }
     for (what, secret) in [
         ("bearer token", token.as_str()),

@@ -28,6 +28,7 @@ mod layers;
 mod lifecycle;
 mod logs;
 mod metrics;
+mod moving;
 mod oidc;
 mod pages;
 mod parking;

@@ -96,7 +96,10 @@ async fn metrics_on_the_main_listener_answer_only_the_metrics_token() {
     assert_eq!(wrong.status(), 401);
     let user_token = app.token_for(ALICE).await;
     assert_eq!(http.get(app.url("/metrics")).bearer_auth(user_token).send().await.unwrap().status(), 401);
-    assert!(scrape(&app).await.contains("oauth_broker_http_requests_total"));
+    let page = scrape(&app).await;
+    assert!(page.contains("oauth_broker_http_requests_total"));
+    let build = format!("oauth_broker_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    assert!(page.contains(&build), "the release is a label: {page}");
     app.stop().await;
 
     let off = crate::helpers::spawn_app(Backend::Sqlite).await.unwrap();

@@ -250,3 +250,37 @@ async fn a_client_missing_only_its_own_approval_is_asked_to_approve_it(app: &Tes
     second.close().await;
 }
 on_both_backends!(approve_this_client, a_client_missing_only_its_own_approval_is_asked_to_approve_it);
+
+/// Every unknown path (`/admin/` with its slash too) gets the rendered 404 page, with the top
+/// bar when signed in; error pages keep the bar; the token API's unknown paths get a problem.
+async fn unknown_paths_and_error_pages_are_rendered_with_the_top_bar(app: &TestApp) {
+    let anonymous = app.browser();
+    for path in ["/no-such-page", "/admin/", "/connections/", "/demo-provider/nothing"] {
+        let response = anonymous.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/html"), "{path}");
+        let html = response.text().await.unwrap();
+        assert!(html.contains("Page not found"), "{path}: {html}");
+        assert_error_page(&html, path);
+        assert!(!html.contains("Sign out"), "{path}: no top bar for a signed-out browser");
+    }
+
+    let alice = app.browser();
+    app.sign_in(&alice, ALICE, "/").await;
+    for (path, status) in [("/no-such-page", 404), ("/admin/", 404), ("/connect/not-an-id", 404)] {
+        let response = alice.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), status, "{path}");
+        let html = response.text().await.unwrap();
+        assert_error_page(&html, path);
+        assert!(html.contains("My connections") && html.contains("Sign out"), "{path} keeps the top bar: {html}");
+    }
+    let forged = app.land(&alice, &app.url("/oauth/callback?code=c&state=made-up")).await;
+    assert_eq!(forged.status(), 400);
+    assert!(forged.text().await.unwrap().contains("Sign out"), "a refused callback's page keeps the top bar");
+
+    let api = reqwest::Client::new().post(app.url("/v1/no-such-endpoint")).send().await.unwrap();
+    assert_eq!(api.status(), 404);
+    assert_eq!(api.headers()["content-type"], "application/problem+json");
+    assert_eq!(api.json::<Value>().await.unwrap()["code"], "not_found");
+}
+on_both_backends!(unknown_paths, unknown_paths_and_error_pages_are_rendered_with_the_top_bar);

@@ -281,6 +281,41 @@ async fn a_service_gets_a_token_after_the_user_connects(app: &TestApp) {
 }
 on_both_backends!(service_gets_a_token, a_service_gets_a_token_after_the_user_connects);
 
+/// Least privilege: a connect asks the provider for the scopes requested plus what the provider
+/// needs to work (the demo provider's `profile`, where the broker reads the account), never
+/// the provider's defaults on top; the consent page and the stored grant say exactly those.
+async fn a_connect_asks_for_what_was_asked_and_what_the_provider_needs(app: &TestApp) {
+    let service =
+        register_service(app, "least", &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() })
+            .await;
+    for (user, asked, asks_provider) in [(ALICE, "profile", "profile"), (BOB, "notes:read", "notes:read profile")] {
+        let token = user_token_for(app, user, RESOURCE).await;
+        let body = json!({"subject_token": token, "provider": "demo", "scopes": [asked]});
+        let (status, problem) = service.token(app, body.clone()).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{problem}");
+        let id = problem["authorization"]["id"].as_str().unwrap();
+        let url = problem["authorization"]["url"].as_str().unwrap().to_owned();
+        let row = app.state.store.authorization(id).await.unwrap().unwrap();
+        assert_eq!(row.scopes.to_space_separated(), asks_provider, "{user} asked for {asked}");
+
+        let browser = app.browser();
+        app.sign_in(&browser, user, "/").await;
+        let consent = browser.get(&url).send().await.unwrap().text().await.unwrap();
+        assert!(consent.contains("See your account name"), "{consent}");
+        assert_eq!(consent.contains("Read your notes"), asked == "notes:read", "only what is asked: {consent}");
+        app.approve_in_browser(&browser, &url, user).await;
+
+        let (status, issued) = service.token(app, body).await;
+        assert_eq!(status, StatusCode::OK, "{issued}");
+        let expected: Vec<&str> = asks_provider.split(' ').collect();
+        assert_eq!(issued["scopes"], json!(expected), "{issued}");
+        let owner = app.state.store.user_by_username(user).await.unwrap().unwrap();
+        let grant = app.state.store.all_grants().await.unwrap().into_iter().find(|g| g.user_id == owner.id).unwrap();
+        assert_eq!(grant.scopes.to_space_separated(), asks_provider, "the stored grant holds what was asked");
+    }
+}
+on_both_backends!(least_privilege, a_connect_asks_for_what_was_asked_and_what_the_provider_needs);
+
 async fn token_exchange_at_the_token_endpoint_follows_rfc_8693(app: &TestApp) {
     let service =
         register_service(app, "notes", &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() })
