@@ -1,6 +1,8 @@
 //! Rows of the token API's limits (`src/api/limits.rs` decides; this stores), shared by
-//! every instance on the database: request budgets as rows of `throttle_failures` (migration
-//! 0010), concurrent waits as leased rows of `api_waits` (migration 0014).
+//! every instance on the database: concurrent waits as leased rows of `api_waits` (migration
+//! 0014), and a sliding-window budget as rows of `throttle_failures` (migration 0010), which the
+//! MCP face's completion budget still uses. The token API's request budget is
+//! [`super::request_budget`]'s.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,17 +38,6 @@ impl Store {
                 .await?;
         }
         Ok(done.rows_affected() == 1)
-    }
-
-    /// The oldest request still in `bucket`'s window (the budget frees up when it leaves).
-    pub async fn budget_oldest(&self, bucket: &str, since: Timestamp) -> StoreResult<Option<Timestamp>> {
-        let (oldest,): (Option<i64>,) =
-            sqlx::query_as("SELECT MIN(at) FROM throttle_failures WHERE bucket = $1 AND at > $2")
-                .bind(bucket)
-                .bind(since)
-                .fetch_one_in(self.read())
-                .await?;
-        Ok(oldest)
     }
 
     /// Takes a wait slot `id` for `service_id` until `expires_at` if fewer than `max` of its

@@ -31,6 +31,7 @@ pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod own_moves;
 pub mod paging;
+pub mod request_budget;
 pub mod sealed;
 pub mod services;
 pub mod sessions;
@@ -118,6 +119,8 @@ pub struct Store {
     generations: std::sync::Arc<generations::Generations>,
     /// A user's grants with a client's consents, as every tool call reads them ([`grant_cache`]).
     grant_cache: std::sync::Arc<grant_cache::GrantCache>,
+    /// This instance's leased shares of the services' request budgets ([`request_budget`]).
+    budget_shares: std::sync::Arc<request_budget::BudgetShares>,
     /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
     writer: std::sync::Arc<str>,
 }
@@ -203,6 +206,7 @@ impl Store {
             queries: Default::default(),
             generations: Default::default(),
             grant_cache: Default::default(),
+            budget_shares: Default::default(),
             writer,
         })
     }
