@@ -13,6 +13,7 @@
 
 pub mod api_limits;
 pub mod audit;
+pub mod audit_queue;
 pub mod authorizations;
 pub mod cache_effect;
 pub mod consents;
@@ -121,6 +122,8 @@ pub struct Store {
     grant_cache: std::sync::Arc<grant_cache::GrantCache>,
     /// This instance's leased shares of the services' request budgets ([`request_budget`]).
     budget_shares: std::sync::Arc<request_budget::BudgetShares>,
+    /// The token API's audit events on their way to the database in batches ([`audit_queue`]).
+    audit_queue: std::sync::Arc<audit_queue::AuditQueue>,
     /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
     writer: std::sync::Arc<str>,
 }
@@ -207,6 +210,7 @@ impl Store {
             generations: Default::default(),
             grant_cache: Default::default(),
             budget_shares: Default::default(),
+            audit_queue: Default::default(),
             writer,
         })
     }
@@ -284,9 +288,10 @@ impl Store {
         &self.pool
     }
 
-    /// Closes the pool, and first removes this store's row of `auth_epoch_writers`
-    /// ([`own_moves::forget_writer`]).
+    /// Closes the pool, first writing the audit events still queued ([`audit_queue`]) and
+    /// removing this store's row of `auth_epoch_writers` ([`own_moves::forget_writer`]).
     pub async fn close(&self) {
+        self.flush_audit_queue().await;
         if !self.pool.is_closed() {
             own_moves::forget_writer(&self.pool, &self.writer, self.timeouts.query).await;
         }
