@@ -50,14 +50,24 @@ pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), 
 }
 
 /// Refuses an address locked for failed authentications (before its credentials are checked).
+/// An address found not locked is not asked about again for
+/// [`crate::store::api_limits::UNLOCKED_FRESH`]: a lock set on another instance is seen that
+/// much later; one set here at once (a counted failure forgets the address).
 pub async fn check_address(state: &AppState, address: &str) -> Result<(), Problem> {
+    let bucket = auth_bucket(address);
+    if state.store.recently_unlocked(&bucket) {
+        return Ok(());
+    }
     let now = state.now();
-    match state.store.throttle_lock(&auth_bucket(address)).await? {
+    match state.store.throttle_lock(&bucket).await? {
         Some(lock) if lock.locked_until > now => {
             refused(state, Actor::Visitor, "failed_authentication").await;
             Err(Problem::rate_limited((lock.locked_until - now) as u64, "failed_authentication"))
         }
-        _ => Ok(()),
+        _ => {
+            state.store.found_unlocked(&bucket);
+            Ok(())
+        }
     }
 }
 
@@ -66,6 +76,7 @@ pub async fn check_address(state: &AppState, address: &str) -> Result<(), Proble
 pub async fn count_failed_authentication(state: &AppState, address: &str) -> Result<(), Problem> {
     let now = state.now();
     let bucket = auth_bucket(address);
+    state.store.forget_unlocked(&bucket);
     let failures = state.store.throttle_count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
     if failures >= AUTH_FAILURES {
         tracing::warn!(%address, "token API: too many failed service authentications; address locked");
@@ -73,6 +84,8 @@ pub async fn count_failed_authentication(state: &AppState, address: &str) -> Res
             .store
             .throttle_set_lock(&bucket, ThrottleLock { locked_until: now + AUTH_WINDOW_SECONDS, strikes: 1 })
             .await?;
+        // A request that found the address unlocked meanwhile must not keep that answer.
+        state.store.forget_unlocked(&bucket);
     }
     Ok(())
 }

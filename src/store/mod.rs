@@ -124,6 +124,10 @@ pub struct Store {
     budget_shares: std::sync::Arc<request_budget::BudgetShares>,
     /// The token API's audit events on their way to the database in batches ([`audit_queue`]).
     audit_queue: std::sync::Arc<audit_queue::AuditQueue>,
+    /// Services by client id, as every token-API request reads them ([`services`]).
+    service_cache: std::sync::Arc<generation_cache::GenerationCache<String, services::ServiceRow>>,
+    /// Addresses found not locked for failed service authentications, and when ([`api_limits`]).
+    unlocked_addresses: std::sync::Arc<api_limits::UnlockedAddresses>,
     /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
     writer: std::sync::Arc<str>,
 }
@@ -211,6 +215,8 @@ impl Store {
             grant_cache: Default::default(),
             budget_shares: Default::default(),
             audit_queue: Default::default(),
+            service_cache: std::sync::Arc::new(generation_cache::GenerationCache::new(services::CACHED)),
+            unlocked_addresses: Default::default(),
             writer,
         })
     }
