@@ -1,14 +1,20 @@
 //! Token requests per second on a ready grant, side by side with a bare axum JSON handler.
 //!
-//! The real app runs as the API tests run it (`spawn_app(Backend::Sqlite)`, port 0 on
-//! 127.0.0.1); a service is registered and alice connects the demo provider through the token
-//! API and the real browser flow. Then, interleaved over `ROUNDS` rounds of `BUDGET` each, with
-//! `TASKS` concurrent workers on one HTTP client:
+//! The real app runs as the API tests run it (`spawn_app`, port 0 on 127.0.0.1; SQLite, or
+//! PostgreSQL with `TOKEN_BENCH_BACKEND=postgres` and `TEST_POSTGRES_URL`); a service is
+//! registered and alice connects the demo provider through the token API and the real browser
+//! flow. Then, for 16 and for 64 concurrent workers (each its own connection), interleaved over
+//! `ROUNDS` rounds of `BUDGET` each:
 //!   (a) baseline: POST the same JSON body with the same Basic header to a bare axum handler
 //!       that parses it and answers JSON (the HTTP + JSON ceiling on this machine);
-//!   (b) POST /v1/tokens (service auth, user token verification, consent, grant, unsealing);
-//!   (c) RFC 8693 token exchange at POST /token.
-//! Medians of the rounds are reported, with (b)/(a) and (c)/(a).
+//!   (b) POST /v1/tokens (service auth, budget, user token, consent, grant, unsealing, audit);
+//!   (c) RFC 8693 token exchange at POST /token;
+//!   (d) GET /v1/proxy/demo/me: (b)'s checks, then the call to the demo provider;
+//!   (e) GET the demo provider's /me directly with the token: the provider call alone, so
+//!       (d) less (e) is what the proxy adds.
+//! Medians of the rounds are reported, as ratios of (a); and the audit queue's high-water mark
+//! (what a kill -9 at the worst moment would have lost). `TOKEN_BENCH_SUSTAIN=N` then runs
+//! (b) alone for N seconds in 10-second rounds, to show whether it declines over time.
 //! `cargo bench --bench token_api`
 
 // helpers.rs is the test harness; a bench uses only part of it.
@@ -21,13 +27,13 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::post;
-use helpers::{ALICE, Backend, spawn_app};
+use helpers::{ALICE, Backend, SpawnOptions, spawn_app_opts};
 use oauth_broker::crypto::OneTimeSecret;
 use oauth_broker::domain::ProviderId;
 use oauth_broker::store::services::NewService;
 use serde_json::{Value, json};
 
-const TASKS: usize = 16;
+const CONNECTIONS: [usize; 2] = [16, 64];
 const ROUNDS: usize = 3;
 const BUDGET: Duration = Duration::from_secs(5);
 const RESOURCE: &str = "https://tools.example/mcp";
@@ -35,8 +41,20 @@ const RESOURCE: &str = "https://tools.example/mcp";
 /// One kind of request; panics on a wrong answer, since a fast error would flatter the numbers.
 #[derive(Clone)]
 enum Case {
-    Json { url: String, body: Value },
-    Form { url: String, form: Vec<(&'static str, String)> },
+    Json {
+        url: String,
+        body: Value,
+    },
+    Form {
+        url: String,
+        form: Vec<(&'static str, String)>,
+    },
+    /// A GET answered with 200 (the proxy, or the provider itself).
+    Get {
+        url: String,
+        headers: Vec<(&'static str, String)>,
+        basic: bool,
+    },
 }
 
 #[derive(Clone)]
@@ -52,9 +70,26 @@ impl Request {
         let builder = match &self.case {
             Case::Json { url, body } => self.http.post(url).json(body),
             Case::Form { url, form } => self.http.post(url).form(form),
+            Case::Get { url, headers, basic } => {
+                let mut builder = self.http.get(url);
+                for (name, value) in headers {
+                    builder = builder.header(*name, value);
+                }
+                if !basic {
+                    let response = builder.send().await.unwrap();
+                    assert_eq!(response.status(), 200);
+                    response.bytes().await.unwrap();
+                    return;
+                }
+                builder
+            }
         };
         let response = builder.basic_auth(&self.client_id, Some(&self.secret)).send().await.unwrap();
         assert_eq!(response.status(), 200);
+        if let Case::Get { .. } = self.case {
+            response.bytes().await.unwrap();
+            return;
+        }
         let body: Value = response.json().await.unwrap();
         assert!(body["access_token"].as_str().is_some_and(|t| !t.is_empty()), "{body}");
     }
@@ -66,14 +101,16 @@ struct Run {
     p99: Duration,
 }
 
-async fn run(request: &Request) -> Run {
+/// `tasks` workers, each with its own connection, for `budget`.
+async fn run(request: &Request, tasks: usize, budget: Duration) -> Run {
     let start = Instant::now();
-    let workers: Vec<_> = (0..TASKS)
+    let workers: Vec<_> = (0..tasks)
         .map(|_| {
-            let request = request.clone();
+            // One connection per worker, as a tool server's pool would hold.
+            let request = Request { http: reqwest::Client::new(), ..request.clone() };
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
-                while start.elapsed() < BUDGET {
+                while start.elapsed() < budget {
                     let sent = Instant::now();
                     request.send().await;
                     latencies.push(sent.elapsed());
@@ -115,7 +152,15 @@ async fn bare_axum() -> String {
 
 #[tokio::main]
 async fn main() {
-    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let backend = match std::env::var("TOKEN_BENCH_BACKEND").as_deref() {
+        Ok("postgres") => Backend::Postgres,
+        _ => Backend::Sqlite,
+    };
+    // A budget this run never reaches (the app's clock stands still): the budget's shares are
+    // still leased and counted, as for any service.
+    let options = SpawnOptions { toml: "[token_api]\nrequests_per_minute = 4000000000\n".into(), ..Default::default() };
+    let app =
+        spawn_app_opts(backend, options, |builder| builder).await.expect("TEST_POSTGRES_URL for the postgres run");
     // A registered tool server and alice's token for it.
     let secret = OneTimeSecret::generate("obs_", 32);
     let providers: BTreeSet<ProviderId> = [ProviderId::demo()].into();
@@ -153,6 +198,17 @@ async fn main() {
         secret: secret.expose_plaintext().to_owned(),
         case,
     };
+    let issued: Value = http
+        .post(app.url("/v1/tokens"))
+        .basic_auth("svc_bench", Some(secret.expose_plaintext()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let provider_token = issued["access_token"].as_str().unwrap().to_owned();
     let cases: Vec<(&str, Request)> = vec![
         ("(a) bare axum JSON handler", request(Case::Json { url: bare_axum().await, body: body.clone() })),
         ("(b) POST /v1/tokens", request(Case::Json { url: app.url("/v1/tokens"), body: body.clone() })),
@@ -168,31 +224,63 @@ async fn main() {
                 ],
             }),
         ),
+        (
+            "(d) GET /v1/proxy/demo/me",
+            request(Case::Get {
+                url: app.url("/v1/proxy/demo/me"),
+                headers: vec![("x-subject-token", token.clone())],
+                basic: true,
+            }),
+        ),
+        (
+            "(e) the demo provider's /me",
+            request(Case::Get {
+                url: app.url("/demo-provider/api/me"),
+                headers: vec![("authorization", format!("Bearer {provider_token}"))],
+                basic: false,
+            }),
+        ),
     ];
     for (_, request) in &cases {
         for _ in 0..200 {
             request.send().await;
         }
     }
-    let mut runs: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
-    for _ in 0..ROUNDS {
-        for (i, (_, request)) in cases.iter().enumerate() {
-            runs[i].push(run(request).await);
+    println!("\n{backend:?}, {ROUNDS} interleaved rounds of {}s, medians", BUDGET.as_secs());
+    for tasks in CONNECTIONS {
+        let mut runs: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
+        for _ in 0..ROUNDS {
+            for (i, (_, request)) in cases.iter().enumerate() {
+                runs[i].push(run(request, tasks, BUDGET).await);
+            }
+        }
+        println!("\n{tasks} connections");
+        println!("{:<32} {:>9} {:>10} {:>10} {:>8}", "case", "req/s", "p50", "p99", "ratio");
+        let baseline = median(runs[0].iter().map(|r| r.per_second).collect());
+        for ((name, _), runs) in cases.iter().zip(&runs) {
+            let per_second = median(runs.iter().map(|r| r.per_second).collect());
+            let p50 = median(runs.iter().map(|r| r.p50.as_secs_f64()).collect());
+            let p99 = median(runs.iter().map(|r| r.p99.as_secs_f64()).collect());
+            println!(
+                "{name:<32} {per_second:>9.0} {:>10} {:>10} {:>7.2}x",
+                micros(p50),
+                micros(p99),
+                per_second / baseline
+            );
         }
     }
-    println!("\n{TASKS} concurrent requests, {ROUNDS} interleaved rounds of {}s, medians", BUDGET.as_secs());
-    println!("{:<32} {:>9} {:>10} {:>10} {:>8}", "case", "req/s", "p50", "p99", "ratio");
-    let baseline = median(runs[0].iter().map(|r| r.per_second).collect());
-    for ((name, _), runs) in cases.iter().zip(&runs) {
-        let per_second = median(runs.iter().map(|r| r.per_second).collect());
-        let p50 = median(runs.iter().map(|r| r.p50.as_secs_f64()).collect());
-        let p99 = median(runs.iter().map(|r| r.p99.as_secs_f64()).collect());
-        println!(
-            "{name:<32} {per_second:>9.0} {:>10} {:>10} {:>7.2}x",
-            micros(p50),
-            micros(p99),
-            per_second / baseline
-        );
+    println!("\naudit queue high-water mark: {} events", app.state.store.audit_queue_peak());
+    if let Some(seconds) = std::env::var("TOKEN_BENCH_SUSTAIN").ok().and_then(|s| s.parse::<u64>().ok()) {
+        println!("\n(b) alone at 16 connections for {seconds}s, 10-second rounds:");
+        for round in 0..seconds.div_ceil(10) {
+            let result = run(&cases[1].1, 16, Duration::from_secs(10)).await;
+            println!(
+                "round {round:>3}: {:>9.0} req/s  p50 {:>8}  p99 {:>8}",
+                result.per_second,
+                micros(result.p50.as_secs_f64()),
+                micros(result.p99.as_secs_f64())
+            );
+        }
     }
     app.stop().await;
 }

@@ -60,6 +60,8 @@ impl AppBuilder {
         // Issue 11: what other processes write reaches this server's caches (see
         // `store::generations`); started before the first request is served.
         state.store.watch_other_writers(state.shutdown.clone()).await;
+        // The token API's audit events go to the database in batches; flushed as `run` ends.
+        state.store.start_audit_writer();
         if state.store.backend() == crate::store::Backend::Postgres {
             let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
             state.events.listen_to_other_instances(state.config.signal_listener_url(), store, clock, shutdown).await?;
@@ -214,6 +216,8 @@ impl App {
         };
         cancel.cancel();
         finish_refreshes(&core, grace_ends.get().copied().unwrap_or_else(|| tokio::time::Instant::now() + grace)).await;
+        // Every answered token request's audit event is on the queue: write them all.
+        core.store.flush_audit_queue().await;
         result
     }
 }

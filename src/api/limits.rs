@@ -1,8 +1,10 @@
 //! Limits of the token API, counted in the database so they hold across every instance on it
 //! (issue 9 "Shared limits"):
 //!
-//! - a **request budget** per service: at most `requests_per_minute` authenticated requests in
-//!   any sliding minute, taken by one statement on every request ([`Store::budget_take`]);
+//! - a **request budget** per service: `requests_per_minute` authenticated requests, at most a
+//!   minute's worth at once, held by GCRA on one row per service with shares leased by each
+//!   instance ([`crate::store::request_budget`]): constant time per request, most requests
+//!   touching no row;
 //! - a **cap on open waits** per service: long polls (`?wait=N`) and event streams each hold a
 //!   slot, a leased row renewed while open and deleted when it ends, so the slot of an instance
 //!   that died lapses after `wait_lease` ([`WaitSlot`]);
@@ -23,11 +25,10 @@ use crate::clock::SharedClock;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
+use crate::store::request_budget::Budget;
 use crate::store::services::ServiceRow;
 use crate::store::throttle::ThrottleLock;
 
-/// The request budget's window.
-pub const WINDOW_SECONDS: i64 = 60;
 /// Failed authentications an address may make in [`AUTH_WINDOW_SECONDS`] before it is locked.
 pub const AUTH_FAILURES: i64 = 20;
 /// The failed-authentication window, and how long a lock lasts. Equal to the longest window
@@ -36,30 +37,37 @@ pub const AUTH_WINDOW_SECONDS: i64 = crate::store::throttle::LONGEST_WINDOW_SECO
 /// `Retry-After` when every wait slot is taken: a slot frees when any wait ends.
 const WAIT_RETRY_SECONDS: u64 = 2;
 
-/// Takes one request from the service's budget, or refuses with 429.
+/// Takes one request from the service's budget, or refuses with 429 and when to retry.
 pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), Problem> {
-    let max = i64::from(state.config.token_api.of(&service.id).requests_per_minute);
-    let bucket = format!("api\n{}", service.id);
-    let now = state.now();
-    let since = now - WINDOW_SECONDS;
-    if state.store.budget_take(&bucket, now, since, max).await? {
-        return Ok(());
+    let per_minute = state.config.token_api.of(&service.id).requests_per_minute;
+    match state.store.request_budget_take(&service.id, state.now(), per_minute).await? {
+        Budget::Taken => Ok(()),
+        Budget::Refused { retry_after } => {
+            refused(state, Actor::Service(&service.id), "requests").await;
+            Err(Problem::rate_limited(retry_after, "requests"))
+        }
     }
-    let oldest = state.store.budget_oldest(&bucket, since).await?.unwrap_or(now);
-    let retry_after = (oldest + WINDOW_SECONDS - now).max(1);
-    refused(state, Actor::Service(&service.id), "requests").await;
-    Err(Problem::rate_limited(retry_after as u64, "requests"))
 }
 
 /// Refuses an address locked for failed authentications (before its credentials are checked).
+/// An address found not locked is not asked about again for
+/// [`crate::store::api_limits::UNLOCKED_FRESH`]: a lock set on another instance is seen that
+/// much later; one set here at once (a counted failure forgets the address).
 pub async fn check_address(state: &AppState, address: &str) -> Result<(), Problem> {
+    let bucket = auth_bucket(address);
+    if state.store.recently_unlocked(&bucket) {
+        return Ok(());
+    }
     let now = state.now();
-    match state.store.throttle_lock(&auth_bucket(address)).await? {
+    match state.store.throttle_lock(&bucket).await? {
         Some(lock) if lock.locked_until > now => {
             refused(state, Actor::Visitor, "failed_authentication").await;
             Err(Problem::rate_limited((lock.locked_until - now) as u64, "failed_authentication"))
         }
-        _ => Ok(()),
+        _ => {
+            state.store.found_unlocked(&bucket);
+            Ok(())
+        }
     }
 }
 
@@ -68,6 +76,7 @@ pub async fn check_address(state: &AppState, address: &str) -> Result<(), Proble
 pub async fn count_failed_authentication(state: &AppState, address: &str) -> Result<(), Problem> {
     let now = state.now();
     let bucket = auth_bucket(address);
+    state.store.forget_unlocked(&bucket);
     let failures = state.store.throttle_count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
     if failures >= AUTH_FAILURES {
         tracing::warn!(%address, "token API: too many failed service authentications; address locked");
@@ -75,6 +84,8 @@ pub async fn count_failed_authentication(state: &AppState, address: &str) -> Res
             .store
             .throttle_set_lock(&bucket, ThrottleLock { locked_until: now + AUTH_WINDOW_SECONDS, strikes: 1 })
             .await?;
+        // A request that found the address unlocked meanwhile must not keep that answer.
+        state.store.forget_unlocked(&bucket);
     }
     Ok(())
 }

@@ -122,7 +122,8 @@ async fn used_by_service(
         .provider(Some(provider))
         .detail(Some(&detail))
         .outcome(outcome);
-    state.store.record(state.now(), event).await?;
+    // Batched: the request waits only for room on the queue (`store::audit_queue`).
+    state.store.record_queued(state.now(), event).await?;
     crate::telemetry::token_api_answer(answer);
     Ok(())
 }

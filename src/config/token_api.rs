@@ -7,6 +7,12 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Deserialize;
 
+/// The default request budget per service: 1,000 a second. A hosted tool server asks for a
+/// token on every tool call it makes for a user (or every miss of its own cache); a few
+/// thousand active users at one call every few seconds is several hundred a second. The budget
+/// is there to stop a runaway or compromised service, not to ration a busy one.
+pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 60_000;
+
 /// `[token_api]` in the config file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,7 +36,9 @@ struct ServiceLimitsFile {
 /// One service's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServiceLimits {
-    /// Authenticated requests in any sliding minute [default: 600].
+    /// Authenticated requests per minute, up to a minute's worth at once [default: 60,000:
+    /// 1,000 a second, what a hosted tool server with a few thousand active users asks for
+    /// on cache misses with room to spare; see `docs/token-api.md`].
     pub requests_per_minute: u32,
     /// Long polls and event streams open at once [default: 20].
     pub open_waits: u32,
@@ -49,7 +57,7 @@ pub struct TokenApiLimits {
 impl Default for TokenApiLimits {
     fn default() -> Self {
         Self {
-            defaults: ServiceLimits { requests_per_minute: 600, open_waits: 20 },
+            defaults: ServiceLimits { requests_per_minute: DEFAULT_REQUESTS_PER_MINUTE, open_waits: 20 },
             services: BTreeMap::new(),
             wait_lease: Duration::from_secs(30),
         }

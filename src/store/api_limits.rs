@@ -1,8 +1,13 @@
 //! Rows of the token API's limits (`src/api/limits.rs` decides; this stores), shared by
-//! every instance on the database: request budgets as rows of `throttle_failures` (migration
-//! 0010), concurrent waits as leased rows of `api_waits` (migration 0014).
+//! every instance on the database: concurrent waits as leased rows of `api_waits` (migration
+//! 0014), and a sliding-window budget as rows of `throttle_failures` (migration 0010), which the
+//! MCP face's completion budget still uses. The token API's request budget is
+//! [`super::request_budget`]'s.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
@@ -12,7 +17,45 @@ use crate::clock::Timestamp;
 const PRUNE_EVERY: u64 = 64;
 static TAKEN: AtomicU64 = AtomicU64::new(0);
 
+/// How long an address found not locked for failed service authentications is taken as still
+/// not locked without asking the database again: a lock another instance sets is seen here at
+/// most this late (one this instance sets, at once).
+pub const UNLOCKED_FRESH: Duration = Duration::from_secs(1);
+/// At most this many addresses are remembered; a full map starts over.
+const UNLOCKED_KEPT: usize = 100_000;
+
+/// Addresses found not locked, and when (see [`UNLOCKED_FRESH`]).
+#[derive(Debug, Default)]
+pub struct UnlockedAddresses {
+    seen: Mutex<HashMap<String, Instant>>,
+}
+
+impl UnlockedAddresses {
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 impl Store {
+    /// Whether `bucket` was found not locked less than [`UNLOCKED_FRESH`] ago.
+    pub fn recently_unlocked(&self, bucket: &str) -> bool {
+        self.unlocked_addresses.seen().get(bucket).is_some_and(|at| at.elapsed() < UNLOCKED_FRESH)
+    }
+
+    /// `bucket` was just found not locked.
+    pub fn found_unlocked(&self, bucket: &str) {
+        let mut seen = self.unlocked_addresses.seen();
+        if seen.len() >= UNLOCKED_KEPT && !seen.contains_key(bucket) {
+            seen.clear();
+        }
+        seen.insert(bucket.to_owned(), Instant::now());
+    }
+
+    /// A failure was counted for `bucket`: ask the database again next time.
+    pub fn forget_unlocked(&self, bucket: &str) {
+        self.unlocked_addresses.seen().remove(bucket);
+    }
+
     /// Takes one request from `bucket`'s budget of `max` after `since`, in one statement: the
     /// row is inserted only while fewer than `max` are in the window. True when taken. Two
     /// instances racing at the very edge of a budget may both pass once, which a rate limit
@@ -36,17 +79,6 @@ impl Store {
                 .await?;
         }
         Ok(done.rows_affected() == 1)
-    }
-
-    /// The oldest request still in `bucket`'s window (the budget frees up when it leaves).
-    pub async fn budget_oldest(&self, bucket: &str, since: Timestamp) -> StoreResult<Option<Timestamp>> {
-        let (oldest,): (Option<i64>,) =
-            sqlx::query_as("SELECT MIN(at) FROM throttle_failures WHERE bucket = $1 AND at > $2")
-                .bind(bucket)
-                .bind(since)
-                .fetch_one_in(self.read())
-                .await?;
-        Ok(oldest)
     }
 
     /// Takes a wait slot `id` for `service_id` until `expires_at` if fewer than `max` of its

@@ -163,7 +163,7 @@ pub fn implied_actor<'a>(action: &str, user_id: Option<&'a str>, detail: Option<
 /// Counts an entry in the metrics (`src/telemetry.rs` describes them and serves `/metrics`),
 /// here where every entry passes, and the authorization outcomes among them. `action` is one of
 /// the broker's own action names (never text from outside).
-fn counted(action: &str, outcome: Outcome) {
+pub(super) fn counted(action: &str, outcome: Outcome) {
     let action_label = action.to_owned();
     metrics::counter!("oauth_broker_audit_events_total", "action" => action_label, "outcome" => outcome.as_str())
         .increment(1);

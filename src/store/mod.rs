@@ -13,6 +13,7 @@
 
 pub mod api_limits;
 pub mod audit;
+pub mod audit_queue;
 pub mod authorizations;
 pub mod cache_effect;
 pub mod consents;
@@ -31,6 +32,7 @@ pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod own_moves;
 pub mod paging;
+pub mod request_budget;
 pub mod sealed;
 pub mod services;
 pub mod sessions;
@@ -118,6 +120,14 @@ pub struct Store {
     generations: std::sync::Arc<generations::Generations>,
     /// A user's grants with a client's consents, as every tool call reads them ([`grant_cache`]).
     grant_cache: std::sync::Arc<grant_cache::GrantCache>,
+    /// This instance's leased shares of the services' request budgets ([`request_budget`]).
+    budget_shares: std::sync::Arc<request_budget::BudgetShares>,
+    /// The token API's audit events on their way to the database in batches ([`audit_queue`]).
+    audit_queue: std::sync::Arc<audit_queue::AuditQueue>,
+    /// Services by client id, as every token-API request reads them ([`services`]).
+    service_cache: std::sync::Arc<generation_cache::GenerationCache<String, services::ServiceRow>>,
+    /// Addresses found not locked for failed service authentications, and when ([`api_limits`]).
+    unlocked_addresses: std::sync::Arc<api_limits::UnlockedAddresses>,
     /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
     writer: std::sync::Arc<str>,
 }
@@ -203,6 +213,10 @@ impl Store {
             queries: Default::default(),
             generations: Default::default(),
             grant_cache: Default::default(),
+            budget_shares: Default::default(),
+            audit_queue: Default::default(),
+            service_cache: std::sync::Arc::new(generation_cache::GenerationCache::new(services::CACHED)),
+            unlocked_addresses: Default::default(),
             writer,
         })
     }
@@ -280,9 +294,10 @@ impl Store {
         &self.pool
     }
 
-    /// Closes the pool, and first removes this store's row of `auth_epoch_writers`
-    /// ([`own_moves::forget_writer`]).
+    /// Closes the pool, first writing the audit events still queued ([`audit_queue`]) and
+    /// removing this store's row of `auth_epoch_writers` ([`own_moves::forget_writer`]).
     pub async fn close(&self) {
+        self.flush_audit_queue().await;
         if !self.pool.is_closed() {
             own_moves::forget_writer(&self.pool, &self.writer, self.timeouts.query).await;
         }

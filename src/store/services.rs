@@ -14,6 +14,9 @@ use crate::crypto::SecretHash;
 use crate::domain::ClientIdentity;
 use crate::domain::ProviderId;
 
+/// At most this many services are kept by [`Store::service_by_id`]; a full cache starts over.
+pub const CACHED: usize = 10_000;
+
 /// The prefix that makes a service name its client id.
 pub const CLIENT_ID_PREFIX: &str = crate::domain::SERVICE_CLIENT_ID_PREFIX;
 
@@ -163,9 +166,21 @@ impl Store {
         Ok(row)
     }
 
-    /// The service with this client id (`svc_<name>`).
+    /// The service with this client id (`svc_<name>`). Every token-API request reads it, so
+    /// it is kept under everyone's generation ([`super::generations`]): a rotated secret or a
+    /// removed service moves it at once here (the writes below say so) and within the
+    /// watcher's interval on every other instance (migration 0019's triggers). An unknown id
+    /// is not kept.
     pub async fn service_by_id(&self, id: &str) -> StoreResult<Option<ServiceRow>> {
-        self.service_where("id", id).await
+        if let Some(row) = self.service_cache.get(id, |_| self.cache_shared_generation()) {
+            return Ok(Some(row));
+        }
+        let before = self.cache_tick();
+        let row = self.service_where("id", id).await?;
+        if let (Some(before), Some(row)) = (before, &row) {
+            self.service_cache.insert(before, self.cache_shared_generation(), row.id.clone(), row.clone());
+        }
+        Ok(row)
     }
 
     pub async fn service_by_name(&self, name: &str) -> StoreResult<Option<ServiceRow>> {
@@ -208,7 +223,8 @@ impl Store {
             .bind(new_hash.as_str())
             .bind(now)
             .bind(name)
-            .execute(self.write(CacheEffect::Nothing))
+            // Services are kept under everyone's generation (`service_by_id`).
+            .execute(self.write(CacheEffect::Everyone))
             .await?;
         Ok(done.rows_affected() == 1)
     }

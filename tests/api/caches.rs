@@ -229,6 +229,56 @@ async fn a_disabled_user_is_refused_at_the_next_request_on_mcp_and_the_token_api
 }
 on_both_backends!(disabled_user_with_cache, a_disabled_user_is_refused_at_the_next_request_on_mcp_and_the_token_api);
 
+/// Service authentication as the token API does it, from the address the tests use.
+async fn authenticate(app: &TestApp, client_id: &str, secret: &str) -> Result<String, u16> {
+    let mut headers = axum::http::HeaderMap::new();
+    let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("{client_id}:{secret}"));
+    headers.insert(axum::http::header::AUTHORIZATION, format!("Basic {basic}").parse().unwrap());
+    oauth_broker::api::service_auth::authenticate_service(&app.state, &headers, "192.0.2.7")
+        .await
+        .map(|service| service.id)
+        .map_err(|problem| problem.status.as_u16())
+}
+
+// The token API keeps the service's row, the address check and a share of the request budget:
+// a warm authentication asks the database nothing. A secret rotated through this server is
+// refused at the next request; one rotated, and a service removed, by another process (the
+// admin CLI) within the watcher's interval.
+async fn a_rotated_secret_and_a_removed_service_reach_the_cached_token_api(app: &TestApp) {
+    let service =
+        register_service(app, "notes", &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() })
+            .await;
+    let (client_id, secret) = (service.client_id.clone(), service.secret.clone());
+    assert_eq!(authenticate(app, &client_id, &secret).await, Ok(client_id.clone()));
+    let (warm, queries) =
+        with_a_punctual_watcher(app, || async { queries_during(app, authenticate(app, &client_id, &secret)).await })
+            .await;
+    assert_eq!((warm, queries), (Ok(client_id.clone()), 0), "a warm authentication reads nothing");
+
+    // Through this server: the next request.
+    let rotated = oauth_broker::crypto::OneTimeSecret::generate("obs_", 32);
+    assert!(app.state.store.rotate_service_secret("notes", rotated.hash(), app.now()).await.unwrap());
+    assert_eq!(authenticate(app, &client_id, &secret).await, Err(401), "the old secret, cached, is refused");
+    let secret = rotated.expose_plaintext().to_owned();
+    assert_eq!(authenticate(app, &client_id, &secret).await, Ok(client_id.clone()));
+
+    // Through another process.
+    let output = admin_elsewhere(app, &["services", "rotate-secret", "notes", "--json"]).await;
+    let by_cli: Value = serde_json::from_str(&output).unwrap();
+    let cli_secret = by_cli["client_secret"].as_str().unwrap().to_owned();
+    eventually("the secret rotated in another process is seen", std::time::Duration::from_secs(5), || async {
+        authenticate(app, &client_id, &secret).await == Err(401)
+    })
+    .await;
+    assert_eq!(authenticate(app, &client_id, &cli_secret).await, Ok(client_id.clone()));
+    admin_elsewhere(app, &["services", "remove", "notes"]).await;
+    eventually("the service removed in another process is seen", std::time::Duration::from_secs(5), || async {
+        authenticate(app, &client_id, &cli_secret).await == Err(401)
+    })
+    .await;
+}
+on_both_backends!(service_changes_with_cache, a_rotated_secret_and_a_removed_service_reach_the_cached_token_api);
+
 async fn a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_token_api(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
     assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);

@@ -621,7 +621,7 @@ async fn two_instances_with(toml: &str) -> Option<(TestApp, OtherInstance)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_services_request_budget_is_used_up_across_both_instances() {
-    use crate::token_api_limits::{assert_rate_limited, notes_service, poll};
+    use crate::token_api_limits::{notes_service, poll};
     let Some((a, b)) = two_instances_with("[token_api]\nrequests_per_minute = 6\n").await else { return };
     let notes = notes_service(&a, "notes").await;
     let other = notes_service(&a, "other").await;
@@ -631,12 +631,71 @@ async fn a_services_request_budget_is_used_up_across_both_instances() {
         assert_eq!(poll(base, &notes, unknown, 0).await.status, 404, "request {i} is served");
     }
     // Assert: the seventh is refused on either instance; another service is not.
-    // A's clock stands at the first request, so the budget frees up a minute from it.
-    assert_rate_limited(&poll(&a.address, &notes, unknown, 0).await, "requests", 60);
-    let on_b = poll(&b.address, &notes, unknown, 0).await;
-    assert_eq!((on_b.status.as_u16(), on_b.body["limit"].as_str()), (429, Some("requests")), "{}", on_b.body);
-    assert!(on_b.retry_after.is_some_and(|s| (1..=60).contains(&s)), "{:?}", on_b.retry_after);
+    // The next request fits one request's share of the minute (10 s) after the account's
+    // minute: on B's clock (the wall's) within 10 s; on A's, which stands at A's start, up to
+    // as much later as B's clock is ahead of it.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let behind = wall.saturating_sub(a.now() as u64);
+    for (name, base, most) in [("A", &a.address, 11 + behind), ("B", &b.address, 10)] {
+        let refused = poll(base, &notes, unknown, 0).await;
+        assert_eq!((refused.status.as_u16(), refused.body["limit"].as_str()), (429, Some("requests")), "{name}");
+        assert_eq!(refused.retry_after.map(serde_json::Value::from), Some(refused.body["retry_after"].clone()));
+        assert!(refused.retry_after.is_some_and(|s| (1..=most).contains(&s)), "{name}: {:?}", refused.retry_after);
+    }
     assert_eq!(poll(&b.address, &other, unknown, 0).await.status, 404);
+    drop(b);
+    a.stop().await;
+}
+
+/// A busy service on both instances at once: each instance leases shares of the budget (two
+/// requests each at 1,200 a minute), so the total served may differ from the budget by at
+/// most one share per instance, plus what the budget refilled on B's moving clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_services_budget_holds_across_both_instances_within_one_share_each() {
+    use crate::token_api_limits::{notes_service, poll};
+    use oauth_broker::store::request_budget::share_size;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let per_minute = 1_200;
+    let toml = format!("[token_api]\nrequests_per_minute = {per_minute}\n");
+    let Some((a, b)) = two_instances_with(&toml).await else { return };
+    let notes = notes_service(&a, "notes").await;
+    let unknown = "0123456789abcdef0123456789abcdef";
+    let (served, refused) = (std::sync::Arc::new(AtomicU64::new(0)), std::sync::Arc::new(AtomicU64::new(0)));
+    // Act: eight workers, four on each instance, each until it is refused.
+    let workers: Vec<_> = (0..8)
+        .map(|i| {
+            let base = if i % 2 == 0 { a.address.clone() } else { b.address.clone() };
+            let (notes, served, refused) = (notes.clone(), served.clone(), refused.clone());
+            tokio::spawn(async move {
+                loop {
+                    let answer = poll(&base, &notes, unknown, 0).await;
+                    match answer.status.as_u16() {
+                        404 => served.fetch_add(1, Ordering::SeqCst),
+                        429 => {
+                            assert!(answer.retry_after.is_some_and(|s| s >= 1), "a refusal says when to retry");
+                            refused.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        other => panic!("unexpected {other}: {}", answer.body),
+                    };
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    // Assert: the budget, within one share per instance and B's refill (its clock moves in
+    // whole seconds: one more second's worth).
+    let served = served.load(Ordering::SeqCst);
+    let share = u64::from(share_size(per_minute));
+    // B's clock (the wall's) has run on from A's (stopped at A's start) by the end.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let refill = ((wall - a.now()).max(0) as u64 + 2) * u64::from(per_minute) / 60;
+    let budget = u64::from(per_minute);
+    assert!(served + 2 * share >= budget, "served {served}: no more than a share per instance unused");
+    assert!(served <= budget + 2 * share + refill, "served {served}, refill at most {refill}");
+    assert_eq!(refused.load(Ordering::SeqCst), 8);
     drop(b);
     a.stop().await;
 }

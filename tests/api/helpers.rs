@@ -43,6 +43,8 @@ pub struct TestApp {
     /// How many of this app's MCP sessions are parked now.
     pub parked: Arc<oauth_broker::mcp::session_transport::ParkedCount>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The server's run, to wait for its graceful stop ([`TestApp::stop_serving`]).
+    serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     _data_dir: tempfile::TempDir,
     postgres: Option<PostgresDb>,
 }
@@ -169,7 +171,7 @@ pub async fn spawn_app_opts(
         }
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(app.run(listener, async move {
+    let serving = tokio::spawn(app.run(listener, async move {
         let _ = rx.await;
     }));
     Some(TestApp {
@@ -179,6 +181,7 @@ pub async fn spawn_app_opts(
         clock,
         parked,
         shutdown: Some(tx),
+        serving: Some(serving),
         _data_dir: data_dir,
         postgres,
     })
@@ -196,6 +199,18 @@ impl NowSecs for ManualClock {
 }
 
 impl TestApp {
+    /// Stops the server the way SIGTERM does and waits until its run has ended (every
+    /// connection closed, the audit queue written); the store stays open for the test to read.
+    #[allow(dead_code, reason = "used by the token API's audit tests")]
+    pub async fn stop_serving(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(serving) = self.serving.take() {
+            serving.await.unwrap().unwrap();
+        }
+    }
+
     pub async fn stop(mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());

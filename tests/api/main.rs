@@ -47,4 +47,5 @@ mod services;
 mod shutdown;
 mod streams;
 mod token_api;
+mod token_api_audit;
 mod token_api_limits;

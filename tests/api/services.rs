@@ -113,10 +113,15 @@ async fn a_service_is_added_listed_rotated_and_authenticates(app: &TestApp) {
     is_invalid_client(app, &malformed).await;
     is_invalid_client(app, &HeaderMap::new()).await;
 
-    // Rotation: the old secret stops working at once, the new one works.
+    // Rotation by the CLI, another process: the old secret stops working as soon as this
+    // server's watcher sees the change (the service row is cached), the new one works.
     let rotated = succeeded(&admin(app, &["services", "rotate-secret", "notes", "--json"]));
     let new_secret = rotated["client_secret"].as_str().unwrap().to_owned();
     assert_ne!(new_secret, secret);
+    crate::helpers::eventually("the old secret is refused", std::time::Duration::from_secs(5), || async {
+        authenticate_service(&app.state, &basic(&client_id, &secret), "192.0.2.1").await.is_err()
+    })
+    .await;
     is_invalid_client(app, &basic(&client_id, &secret)).await;
     assert_eq!(authenticates(app, &client_id, &new_secret).await.id, "svc_notes");
     refused(&admin(app, &["services", "rotate-secret", "nobody"]), "no service named nobody");

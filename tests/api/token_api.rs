@@ -17,6 +17,7 @@ use crate::helpers::*;
 use crate::on_both_backends;
 
 /// A service's credentials, as `admin services add` prints them.
+#[derive(Clone)]
 pub struct ServiceCredentials {
     pub client_id: String,
     pub secret: String,

@@ -86,7 +86,7 @@ async fn limited_audits(app: &TestApp, actor: &str, limit: &str) -> usize {
         .count()
 }
 
-async fn the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(backend: Backend) {
+async fn the_request_budget_is_per_service_and_refills_at_its_rate(backend: Backend) {
     let toml = "[token_api]\nrequests_per_minute = 5\n[token_api.services.svc_bulk]\nrequests_per_minute = 8\n";
     let Some(app) = app_with(backend, toml).await else { return };
     let base = app.url("");
@@ -98,10 +98,11 @@ async fn the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(bac
     for _ in 0..5 {
         assert_eq!(poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
     }
-    // The sixth in the same minute is refused, and refusals do not extend the wait.
-    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 60);
-    app.clock.advance(30);
-    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 30);
+    // A minute's budget at once; the sixth is refused until one request's share of the minute
+    // (12 s) has passed, and refusals do not extend the wait.
+    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 12);
+    app.clock.advance(6);
+    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 6);
     // Every endpoint takes from the same budget: the token request and the RFC 8693 exchange.
     let token = user_token_for(&app, ALICE, RESOURCE).await;
     let refused = app
@@ -112,7 +113,7 @@ async fn the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(bac
         .send()
         .await
         .unwrap();
-    assert_rate_limited(&answer(refused).await, "requests", 30);
+    assert_rate_limited(&answer(refused).await, "requests", 6);
     let exchange = app
         .http()
         .post(app.url("/token"))
@@ -128,7 +129,7 @@ async fn the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(bac
         .unwrap();
     let exchange = answer(exchange).await;
     assert_eq!(exchange.status, 429);
-    assert_eq!((exchange.body["error"].as_str(), exchange.retry_after), (Some("rate_limited"), Some(30)));
+    assert_eq!((exchange.body["error"].as_str(), exchange.retry_after), (Some("rate_limited"), Some(6)));
     // Nothing was opened by the refused token request.
     let alice = app.user_id(ALICE).await;
     assert!(app.state.store.authorizations_for_user(&alice, 10).await.unwrap().is_empty());
@@ -138,22 +139,24 @@ async fn the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(bac
     for _ in 0..8 {
         assert_eq!(poll(base, &bulk, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
     }
-    assert_rate_limited(&poll(base, &bulk, NO_SUCH_AUTHORIZATION, 0).await, "requests", 60);
+    // 60 s / 8 = 7.5 s, rounded up.
+    assert_rate_limited(&poll(base, &bulk, NO_SUCH_AUTHORIZATION, 0).await, "requests", 8);
 
-    // A minute after the first five, the budget is back.
-    app.clock.advance(30);
+    // Once a request's share has passed, one more request fits, and then the next share.
+    app.clock.advance(6);
     assert_eq!(poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
-    assert_eq!(limited_audits(&app, "service:svc_notes", "requests").await, 4);
+    assert_rate_limited(&poll(base, &notes, NO_SUCH_AUTHORIZATION, 0).await, "requests", 12);
+    assert_eq!(limited_audits(&app, "service:svc_notes", "requests").await, 5);
     app.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_budget_sqlite() {
-    the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(Backend::Sqlite).await;
+    the_request_budget_is_per_service_and_refills_at_its_rate(Backend::Sqlite).await;
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_budget_postgres() {
-    the_request_budget_is_per_service_and_frees_up_as_the_minute_slides(Backend::Postgres).await;
+    the_request_budget_is_per_service_and_refills_at_its_rate(Backend::Postgres).await;
 }
 
 /// Waits (bounded) until the service's live wait slots are `count`.
