@@ -28,14 +28,17 @@ pub mod event_log;
 pub mod extension;
 pub mod failure;
 pub mod forms;
+pub mod handler;
 pub mod heap_trim;
 pub mod http_service;
 pub mod jsonrpc_guard;
+pub mod logging;
 pub mod pagination;
 pub mod prompts;
 pub mod provider_request;
 pub mod request_ids;
 pub mod resources;
+pub mod results;
 pub mod server;
 pub mod session_life;
 pub mod session_manager;
@@ -54,7 +57,7 @@ use axum::middleware;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::state::AppState;
-use server::BrokerServer;
+use handler::BrokerServer;
 
 /// What the MCP face adds to [`AppState`]: its live sessions, the extensions, the prompt
 /// catalogue. Kept here, not in `AppState`, so nothing below the faces (the core, identity,

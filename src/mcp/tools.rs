@@ -165,6 +165,12 @@ pub struct ProviderRequestArgs {
 }
 
 /// Parses a tool's arguments; the error text names what is wrong.
+/// The answer to a tool naming a provider we do not serve: the name (cut short), and ours.
+pub(crate) fn unknown_provider(known: &[String], asked: &str) -> String {
+    let shown: String = asked.chars().take(64).collect();
+    format!("Unknown provider {shown:?}. Known providers: {}.", known.join(", "))
+}
+
 pub fn parse_args<T: for<'de> Deserialize<'de>>(arguments: Option<JsonObject>) -> Result<T, String> {
     serde_json::from_value(Value::Object(arguments.unwrap_or_default())).map_err(|e| format!("invalid arguments: {e}"))
 }
