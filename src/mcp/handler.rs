@@ -3,7 +3,7 @@
 //!
 //! Each request's user comes from the verified bearer token that the HTTP layer put in the
 //! request's extensions — never from the session. The session's scope
-//! ([`crate::mcp::session_scope`]) keeps the set of elicitation ids it started, so
+//! ([`crate::mcp::session::scope`]) keeps the set of elicitation ids it started, so
 //! `notifications/elicitation/complete` goes to that session only (MCP 2025-11-25
 //! client/elicitation: "only to the client that started the elicitation"). The
 //! `ServerHandler` protocol methods are in [`super::server`].
@@ -16,8 +16,8 @@ use rmcp::service::RequestContext;
 
 use super::elicitation;
 use super::logging::LogLevel;
-use super::session_scope::SessionScope;
-use super::sessions::SESSION_HEADER;
+use super::session::owner::SESSION_HEADER;
+use super::session::scope::SessionScope;
 use crate::events::Signal;
 use crate::identity::AuthenticatedUser;
 use crate::mcp::McpState;
@@ -65,7 +65,7 @@ impl BrokerServer {
     /// Binds this handler to its session's scope, once.
     fn bind_scope(&self, session_id: Option<&str>) {
         if self.scope.get().is_none()
-            && let Some(scope) = session_id.and_then(|id| self.state.scopes.get(id))
+            && let Some(scope) = session_id.and_then(|id| self.state.sessions.scope(id))
         {
             let _ = self.scope.set(scope);
         }
@@ -99,7 +99,7 @@ impl BrokerServer {
         // The session must still be there when the user finishes, however long the link lives.
         if let Some(session) = &scope.session_id {
             let until = self.state.now() + self.state.config.authorization_ttl.as_secs() as i64;
-            self.state.life.pending_until(session, until);
+            self.state.sessions.pending_until(session, until);
         }
     }
 

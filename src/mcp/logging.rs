@@ -33,7 +33,7 @@ impl LogLevel {
     }
 }
 
-pub use super::session_scope::SessionLogLevel;
+pub use super::session::scope::SessionLogLevel;
 
 /// Sends `notifications/message` about the request of `ctx` if the session asked for this
 /// level or a less severe one.
@@ -56,7 +56,7 @@ pub(crate) async fn send_log(
 /// request's stream (MCP transports: what the server sends before its answer SHOULD relate to
 /// the request), as the TypeScript SDK's related notifications do, so a client that has not
 /// opened its GET stream yet still gets it; on the GET stream once the request is answered
-/// ([`crate::mcp::session_routes`]).
+/// ([`crate::mcp::transport::routes`]).
 pub fn logging_notification(param: LoggingMessageNotificationParam, origin: &RequestId) -> ServerNotification {
     let mut note = LoggingMessageNotification::new(param);
     note.extensions.insert(OriginatingRequestId(origin.clone()));

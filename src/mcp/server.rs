@@ -64,7 +64,7 @@ impl BrokerServer {
                 Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
             }
         };
-        Ok(result.or_else(super::failure::into_tool_answer)?.into())
+        Ok(result.or_else(super::tools::failure::into_tool_answer)?.into())
     }
 }
 
@@ -147,9 +147,9 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        Box::pin(super::completion::take_budget(&self.state, &caller.user.user_id)).await?;
+        Box::pin(super::tools::completion::take_budget(&self.state, &caller.user.user_id)).await?;
         let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::completion::complete(&self.state, request, ext)).await
+        Box::pin(super::tools::completion::complete(&self.state, request, ext)).await
     }
 
     async fn list_resources(

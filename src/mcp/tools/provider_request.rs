@@ -10,15 +10,15 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::RequestContext;
 use serde::Serialize;
 
-use super::connections::AccountPick;
-use super::failure::tool_failed;
-use super::forms::questions::account_name;
-use super::handler::{BrokerServer, Caller};
-use super::logging::LogLevel;
-use super::results::error_result;
-use super::tools::{PROVIDER_REQUEST, ProviderRequestArgs, unknown_provider};
 use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ProviderRequest, Query};
 use crate::domain::Scopes;
+use crate::mcp::forms::questions::account_name;
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::logging::LogLevel;
+use crate::mcp::results::error_result;
+use crate::mcp::tools::connections::AccountPick;
+use crate::mcp::tools::failure::tool_failed;
+use crate::mcp::tools::{PROVIDER_REQUEST, ProviderRequestArgs, unknown_provider};
 
 /// The tool's structured result.
 #[derive(Serialize)]

@@ -10,17 +10,17 @@ use rmcp::model::{CallToolResult, ErrorData};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
-use super::failure::tool_failed;
-use super::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
-use super::forms::{self, FormSchema, Reply};
-use super::handler::{BrokerServer, Caller};
-use super::logging::LogLevel;
-use super::results::{error_result, text_result};
-use super::tools::{CONNECT_ACCOUNT, DisconnectArgs, unknown_provider};
 use crate::broker::connections::{self, ConnectionStatus};
 use crate::broker::consent;
 use crate::broker::tokens::{Disconnected, Revocation};
 use crate::config::ProviderConfig;
+use crate::mcp::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
+use crate::mcp::forms::{self, FormSchema, Reply};
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::logging::LogLevel;
+use crate::mcp::results::{error_result, text_result};
+use crate::mcp::tools::failure::tool_failed;
+use crate::mcp::tools::{CONNECT_ACCOUNT, DisconnectArgs, unknown_provider};
 use crate::store::grants::GrantRow;
 
 /// Which of the user's accounts at a provider a tool acts on.

@@ -20,20 +20,20 @@ use rmcp::model::{CallToolResult, ElicitationAction, ErrorData, ProgressNotifica
 use rmcp::service::{ElicitationError, RequestContext};
 use serde_json::json;
 
-use super::connections::{find_account, several_accounts};
-use super::elicitation;
-use super::failure::tool_failed;
-use super::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
-use super::forms::{self, FormSchema, Reply};
-use super::handler::{BrokerServer, Caller};
-use super::results::{error_result, text_result};
-use super::tools::{CONNECT_ACCOUNT, ConnectArgs, unknown_provider};
 use crate::broker::access::{self, Access, Standing};
 use crate::broker::authorizations::{self, Ask};
 use crate::broker::connections;
 use crate::broker::tokens::AccessToken;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
+use crate::mcp::elicitation;
+use crate::mcp::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
+use crate::mcp::forms::{self, FormSchema, Reply};
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::results::{error_result, text_result};
+use crate::mcp::tools::connections::{find_account, several_accounts};
+use crate::mcp::tools::failure::tool_failed;
+use crate::mcp::tools::{CONNECT_ACCOUNT, ConnectArgs, unknown_provider};
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::grants::GrantRow;
 
@@ -83,7 +83,7 @@ impl BrokerServer {
                 match self.standing(caller, provider, Some(account_name(grant)), &requested).await? {
                     Standing::Ready(_) => return Ok(connected_result(provider, grant)),
                     Standing::Unavailable { retry_after } => {
-                        return Ok(super::failure::provider_unavailable(provider, retry_after));
+                        return Ok(crate::mcp::tools::failure::provider_unavailable(provider, retry_after));
                     }
                     Standing::Refused(why) => {
                         return Ok(error_result(format!("{} refused: {why}", provider.display_name)));
@@ -267,7 +267,7 @@ impl BrokerServer {
         }
         self.log(
             ctx,
-            super::logging::LogLevel::Notice,
+            crate::mcp::logging::LogLevel::Notice,
             json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
         )
         .await;
@@ -415,7 +415,7 @@ impl BrokerServer {
         let row = match answer.map_err(|e| Err(tool_failed(e)))? {
             Access::Ready(token) => return Ok(*token),
             Access::Unavailable { retry_after } => {
-                return Err(Ok(super::failure::provider_unavailable(provider, retry_after)));
+                return Err(Ok(crate::mcp::tools::failure::provider_unavailable(provider, retry_after)));
             }
             Access::Refused(why) => return Err(Ok(error_result(format!("{} refused: {why}", provider.display_name)))),
             Access::Connect { authorization, .. }
