@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use oauth_broker::clock::SystemClock;
-use oauth_broker::mcp::event_log::EventLog;
+use oauth_broker::mcp::transport::event_log::EventLog;
 use rmcp::model::{RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 

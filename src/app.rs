@@ -27,7 +27,7 @@ use crate::state::AppState;
 pub struct App {
     state: AppState,
     router: Router,
-    parked: Arc<crate::mcp::session_transport::ParkedCount>,
+    parked: Arc<crate::mcp::transport::session_transport::ParkedCount>,
 }
 
 /// Assembles an [`App`]: configuration, clock, and optional extensions.
@@ -78,13 +78,10 @@ impl AppBuilder {
         let extensions = Extensions(Arc::new(self.extensions));
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());
-        let life = Arc::new(crate::mcp::session_life::SessionLife::new(state.clock.clone()));
         let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
         let mcp = McpState {
             app: state.clone(),
-            sessions: Default::default(),
-            life,
-            scopes: Default::default(),
+            sessions: Arc::new(crate::mcp::session::SessionTable::new(state.clock.clone())),
             parked: Default::default(),
             extensions,
             prompts,
@@ -140,7 +137,7 @@ impl App {
     }
 
     /// How many of this app's MCP sessions are parked now (tests wait for parking on it).
-    pub fn parked_mcp_sessions(&self) -> Arc<crate::mcp::session_transport::ParkedCount> {
+    pub fn parked_mcp_sessions(&self) -> Arc<crate::mcp::transport::session_transport::ParkedCount> {
         self.parked.clone()
     }
 

@@ -14,7 +14,7 @@
 //! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (broker::flow)
 //! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (providers::client)
 //!                              → tokens sealed (crypto) into grants → events
-//! MCP session ◀─ notifications/elicitation/complete (mcp::server) · tool server ◀─ /v1/authorizations/{id}
+//! MCP session ◀─ notifications/elicitation/complete (mcp::handler) · tool server ◀─ /v1/authorizations/{id}
 //! ```
 //!
 //! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
@@ -25,7 +25,8 @@
 //! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
 //! passwords; [`providers`] the client side of third-party OAuth (provider catalogue, token
 //! endpoint calls); [`broker`] the core: access decisions, authorizations, consent,
-//! the browser flow, refresh, connections, the call to a provider's API; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server; [`web`]
+//! the browser flow, refresh, connections, the call to a provider's API; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server (its rooms: transport, session, tools, prompts,
+//! resources, forms); [`web`]
 //! hosted pages; [`api`] the token API for registered tool servers; [`admin`] the operator CLI.
 //! Beside them: [`authorization_server`] the broker's own OAuth 2.1 authorization server for MCP
 //! clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and

@@ -29,10 +29,10 @@ pub struct ExtensionContext {
     /// rmcp's context: `peer` (elicitation, sampling, progress, logging), `ct`, `meta`.
     pub request: RequestContext<RoleServer>,
     /// The session's `logging/setLevel` choice, for [`ExtensionContext::log`].
-    pub(crate) log_level: crate::mcp::server::SessionLogLevel,
+    pub(crate) log_level: crate::mcp::logging::SessionLogLevel,
     /// The session's handler and caller, for [`ExtensionContext::access_token`].
-    pub(crate) server: crate::mcp::server::BrokerServer,
-    pub(crate) caller: crate::mcp::server::Caller,
+    pub(crate) server: crate::mcp::handler::BrokerServer,
+    pub(crate) caller: crate::mcp::handler::Caller,
 }
 
 /// Why a tool cannot have a token yet, as the tool should answer: return
@@ -73,15 +73,15 @@ impl ExtensionContext {
     ) -> Result<crate::broker::tokens::AccessToken, TokenUnavailable> {
         let state = &self.server.state;
         let Some(provider) = state.providers.find(provider) else {
-            let message = crate::mcp::connections::unknown_provider(&state.providers.ids(), provider);
-            return Err(TokenUnavailable::Result(crate::mcp::server::error_result(message)));
+            let message = crate::mcp::tools::unknown_provider(&state.providers.ids(), provider);
+            return Err(TokenUnavailable::Result(crate::mcp::results::error_result(message)));
         };
         let required = crate::domain::Scopes::parse(required.iter().copied())
             .map_err(|e| e.to_string())
             .and_then(|scopes| {
                 crate::providers::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
             })
-            .map_err(|e| TokenUnavailable::Result(crate::mcp::server::error_result(e)))?;
+            .map_err(|e| TokenUnavailable::Result(crate::mcp::results::error_result(e)))?;
         self.server.token_for_tool(&self.caller, provider, account, &required).await.map_err(|answer| match answer {
             Ok(result) => TokenUnavailable::Result(result),
             Err(error) => TokenUnavailable::Error(error),
@@ -90,19 +90,19 @@ impl ExtensionContext {
 
     /// Sends `notifications/message` if the session asked for `level` or more severe
     /// (MCP utilities/logging). Never put a secret in `data`.
-    pub async fn log(&self, level: crate::mcp::server::LogLevel, data: serde_json::Value) {
-        crate::mcp::server::send_log(&self.request, &self.log_level, level, data).await;
+    pub async fn log(&self, level: crate::mcp::logging::LogLevel, data: serde_json::Value) {
+        crate::mcp::logging::send_log(&self.request, &self.log_level, level, data).await;
     }
 
     /// Sends `notifications/message` about this request whatever the session's logging level
-    /// (on this request's stream while it runs, see [`crate::mcp::server::logging_notification`]).
+    /// (on this request's stream while it runs, see [`crate::mcp::logging::logging_notification`]).
     // Logging is deprecated by SEP-2577 (2026-07-28) but part of 2025-11-25, which this serves.
     #[allow(deprecated)]
     pub async fn notify_log(
         &self,
         param: rmcp::model::LoggingMessageNotificationParam,
     ) -> Result<(), rmcp::service::ServiceError> {
-        self.request.peer.send_notification(crate::mcp::server::logging_notification(param, &self.request.id)).await
+        self.request.peer.send_notification(crate::mcp::logging::logging_notification(param, &self.request.id)).await
     }
 }
 

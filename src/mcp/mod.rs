@@ -1,51 +1,37 @@
-//! The MCP server (protocol 2025-11-25 over Streamable HTTP, served by rmcp).
+//! The MCP server (protocol 2025-11-25 over Streamable HTTP, served by rmcp), in rooms:
 //!
-//! - [`server`]: the `ServerHandler` (one per session) and its per-session state.
-//! - [`tools`]: the tool catalogue and argument parsing; [`tool_schema`]: the served list with
-//!   compiled input schemas, checked before any tool runs.
-//! - [`connect`], [`connections`], [`provider_request`]: the tools.
-//! - [`elicitation`]: URL elicitation, `-32042`, the completion notification.
-//! - [`sessions`]: which user owns which session, and its protocol version (SSE priming only
-//!   from 2025-11-25 on).
-//! - [`session_manager`], [`session_life`], [`event_log`]: our sessions behind rmcp's HTTP
-//!   service, which live while something is open, deliver SSE events once, and give listeners
-//!   a `retry:` hint when the server stops; [`session_transport`] and [`session_routes`]: each
-//!   session's transport to its handler, without a task of its own, parked without an rmcp
-//!   service while idle; [`session_scope`]: what a session remembers across its services;
-//!   [`request_ids`]: the server's request ids, unique per session; [`heap_trim`] gives closed
-//!   sessions' memory back to the OS.
-//! - [`http_service`]: rmcp's HTTP service shared, not cloned per request.
-//! - [`failure`]: internal errors, and the retryable answer when the database is away.
+//! - [`transport`]: how messages travel between rmcp's HTTP service and a session's handler:
+//!   the shared HTTP service, the JSON-RPC framing check, each session's transport and the
+//!   streams its messages go on, the event log that delivers each SSE event once, request ids.
+//! - [`session`]: the live sessions, one entry each in one table (owner, protocol era, scope,
+//!   liveness, transport), the one sweep that parks and closes them, the owner check.
+//! - [`tools`]: the tool catalogue and its compiled schemas, the broker's tools (`connect`,
+//!   `connections`, `provider_request`), completion, and how failures reach the client.
+//! - [`prompts`], [`resources`]: the prompt catalogue and the broker's resources.
+//! - [`forms`]: form-mode elicitation; [`elicitation`]: URL elicitation, `-32042`, the
+//!   completion notification.
+//!
+//! At the root: [`handler`] (the handler one session's service runs, and who calls),
+//! [`server`] (the protocol methods and the dispatch of `tools/call`), [`logging`],
+//! [`results`], [`pagination`], and [`extension`] (tools, prompts and resources added by an
+//! embedding program).
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
-//! owner check, and rmcp validates `Host` and `Origin` against our public URL.
+//! owner check ([`session::owner`]), and rmcp validates `Host` and `Origin` against our public URL.
 
-pub mod completion;
-pub mod connect;
-pub mod connections;
 pub mod elicitation;
-pub mod event_log;
 pub mod extension;
-pub mod failure;
 pub mod forms;
-pub mod heap_trim;
-pub mod http_service;
-pub mod jsonrpc_guard;
+pub mod handler;
+pub mod logging;
 pub mod pagination;
 pub mod prompts;
-pub mod provider_request;
-pub mod request_ids;
 pub mod resources;
+pub mod results;
 pub mod server;
-pub mod session_life;
-pub mod session_manager;
-pub mod session_routes;
-pub mod session_scope;
-pub mod session_transport;
-pub mod sessions;
-pub mod shrink;
-pub mod tool_schema;
+pub mod session;
 pub mod tools;
+pub mod transport;
 
 use std::sync::Arc;
 
@@ -54,7 +40,7 @@ use axum::middleware;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::state::AppState;
-use server::BrokerServer;
+use handler::BrokerServer;
 
 /// What the MCP face adds to [`AppState`]: its live sessions, the extensions, the prompt
 /// catalogue. Kept here, not in `AppState`, so nothing below the faces (the core, identity,
@@ -62,31 +48,27 @@ use server::BrokerServer;
 #[derive(Clone)]
 pub struct McpState {
     pub app: AppState,
-    /// Live MCP sessions by (user, session id), to deliver `notifications/elicitation/complete`.
-    pub sessions: Arc<sessions::SessionRegistry>,
-    /// What keeps each session alive (open streams, waiting authorizations, requests).
-    pub life: Arc<session_life::SessionLife>,
-    /// What each session remembers (elicitations, subscriptions, log level), by session id.
-    pub scopes: Arc<session_scope::SessionScopes>,
+    /// The live MCP sessions: owner, protocol era, scope, liveness and transport of each.
+    pub sessions: Arc<session::SessionTable>,
     /// How many sessions are parked (idle, without an rmcp service).
-    pub parked: Arc<session_transport::ParkedCount>,
+    pub parked: Arc<transport::session_transport::ParkedCount>,
     /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
     pub extensions: extension::Extensions,
     /// The prompt catalogue (built-in, operator files, extensions).
     pub prompts: Arc<prompts::PromptCatalogue>,
     /// The tools served (built-in, then extensions'), with their schemas compiled once.
-    pub tools: Arc<tool_schema::ToolCatalogue>,
+    pub tools: Arc<tools::schema::ToolCatalogue>,
 }
 
 impl McpState {
     /// The broker's tools, then each extension's that does not reuse a built-in name.
-    pub fn tool_catalogue(app: &AppState, extensions: &extension::Extensions) -> tool_schema::ToolCatalogue {
+    pub fn tool_catalogue(app: &AppState, extensions: &extension::Extensions) -> tools::schema::ToolCatalogue {
         let mut all = tools::catalogue(&app.providers.ids());
         let builtin: std::collections::HashSet<String> = all.iter().map(|t| t.name.to_string()).collect();
         for extension in extensions.iter() {
             all.extend(extension.tools().into_iter().filter(|t| !builtin.contains(t.name.as_ref())));
         }
-        tool_schema::ToolCatalogue::new(all)
+        tools::schema::ToolCatalogue::new(all)
     }
 }
 
@@ -105,37 +87,31 @@ pub fn router(state: McpState) -> Router<AppState> {
         .enforce_origin_validation()
         .with_cancellation_token(state.shutdown.child_token());
     let factory_state = state.clone();
-    let log = Arc::new(event_log::EventLog::new(state.clock.clone()));
+    let log = Arc::new(transport::event_log::EventLog::new(state.clock.clone()));
     let revive_state = state.clone();
     // A parked session's new service skips the handshake: the client's `initialize` parameters
     // are what rmcp's peer would have kept. Ended with the server, as rmcp's own.
-    let reviver: session_transport::Reviver = Arc::new(move |transport, peer_info| {
+    let reviver: transport::session_transport::Reviver = Arc::new(move |transport, peer_info| {
         let handler = BrokerServer::new(revive_state.clone());
         let ct = revive_state.shutdown.child_token();
         Box::new(rmcp::service::serve_directly_with_ct::<
             rmcp::RoleServer,
             _,
             _,
-            session_transport::SessionError,
+            transport::session_transport::SessionError,
             rmcp::transport::TransportAdapterIdentity,
         >(handler, transport, Some(peer_info), ct))
     });
     let sessions = Arc::new(
-        session_manager::BrokerSessions::new(
-            log,
-            state.life.clone(),
-            state.sessions.clone(),
-            state.scopes.clone(),
-            state.draining.clone(),
-        )
-        .with_idle(state.config.mcp_session_idle)
-        .with_parking(
-            state.config.mcp_session_park,
-            session_transport::Parking { reviver, parked: state.parked.clone() },
-        ),
+        session::manager::BrokerSessions::new(state.sessions.clone(), log, state.draining.clone())
+            .with_idle(state.config.mcp_session_idle)
+            .with_parking(
+                state.config.mcp_session_park,
+                transport::session_transport::Parking { reviver, parked: state.parked.clone() },
+            ),
     );
     sessions.start_sweeping(state.shutdown.clone());
-    let service = http_service::SharedService::new(StreamableHttpService::new(
+    let service = transport::http_service::SharedService::new(StreamableHttpService::new(
         move || Ok(BrokerServer::new(factory_state.clone())),
         sessions,
         config,
@@ -144,8 +120,8 @@ pub fn router(state: McpState) -> Router<AppState> {
         .route_service("/mcp", service)
         // Layers run outside-in: bearer first, then the session owner check, then the JSON-RPC
         // framing check (so an unauthenticated request learns nothing but 401).
-        .layer(middleware::from_fn(jsonrpc_guard::check_jsonrpc_body))
-        .layer(middleware::from_fn_with_state(state.clone(), sessions::enforce_session_owner))
+        .layer(middleware::from_fn(transport::jsonrpc_guard::check_jsonrpc_body))
+        .layer(middleware::from_fn_with_state(state.clone(), session::owner::enforce_session_owner))
         .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer::<AppState>))
 }
 

@@ -1,172 +1,27 @@
-//! The MCP server handler: one instance per MCP session (rmcp calls the factory per session).
-//!
-//! Each request's user comes from the verified bearer token that the HTTP layer put in the
-//! request's extensions — never from the session. The session's scope
-//! ([`crate::mcp::session_scope`]) keeps the set of elicitation ids it started, so
-//! `notifications/elicitation/complete` goes to that session only (MCP 2025-11-25
-//! client/elicitation: "only to the client that started the elicitation").
+//! The MCP protocol methods ([`ServerHandler`] for [`BrokerServer`]), the dispatch of
+//! `tools/call` to the broker's tools and the extensions', and the context an extension is
+//! given. The handler itself and its caller are in [`super::handler`].
 
-// `logging/setLevel` and `notifications/message` are deprecated by SEP-2577 (2026-07-28) but
-// are part of 2025-11-25, which this server speaks.
+// `logging/setLevel` is deprecated by SEP-2577 (2026-07-28) but is part of 2025-11-25, which
+// this server speaks.
 #![allow(deprecated)]
 
-use std::sync::{Arc, OnceLock};
-
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
-    ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    RequestId, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::{OriginatingRequestId, RequestContext};
+use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 
-use super::elicitation;
 use super::extension::ExtensionContext;
-use super::session_scope::SessionScope;
-use super::sessions::SESSION_HEADER;
+use super::handler::{BrokerServer, Caller};
+use super::results::error_result;
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
-use crate::events::Signal;
-use crate::identity::AuthenticatedUser;
-use crate::mcp::McpState;
-
-/// What the handler knows about the caller of one request.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub user: AuthenticatedUser,
-    pub session_id: Option<String>,
-    pub client_name: Option<String>,
-    /// The client declared `elicitation.url` (never send a mode it did not declare).
-    pub url_mode: bool,
-}
-
-impl Caller {
-    /// Who asks, for the core.
-    pub(crate) fn requester(&self) -> crate::broker::authorizations::Requester<'_> {
-        crate::broker::authorizations::Requester {
-            user_id: &self.user.user_id,
-            client: &self.user.client,
-            client_name: self.client_name.as_deref(),
-            mcp_session: self.session_id.as_deref(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct BrokerServer {
-    pub(crate) state: McpState,
-    /// The session's state, shared by every handler instance of the session (a parked session
-    /// comes back with a new one); bound at the first request, which names the session.
-    scope: Arc<OnceLock<Arc<SessionScope>>>,
-}
 
 impl BrokerServer {
-    pub fn new(state: McpState) -> Self {
-        Self { state, scope: Arc::default() }
-    }
-
-    /// The session's scope, or the request's own when it has no session (stateless).
-    fn scope(&self) -> &Arc<SessionScope> {
-        self.scope.get_or_init(|| Arc::new(SessionScope::detached(self.state.shutdown.child_token())))
-    }
-
-    /// Binds this handler to its session's scope, once.
-    fn bind_scope(&self, session_id: Option<&str>) {
-        if self.scope.get().is_none()
-            && let Some(scope) = session_id.and_then(|id| self.state.scopes.get(id))
-        {
-            let _ = self.scope.set(scope);
-        }
-    }
-
-    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
-        let parts = ctx.extensions.get::<http::request::Parts>();
-        let user = parts
-            .and_then(|p| p.extensions.get::<AuthenticatedUser>())
-            .cloned()
-            .ok_or_else(|| ErrorData::internal_error("request reached the MCP handler without authentication", None))?;
-        let session_id =
-            parts.and_then(|p| p.headers.get(SESSION_HEADER)).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let info = ctx.peer.peer_info();
-        let client_name =
-            info.as_ref().map(|i| i.client_info.title.clone().unwrap_or_else(|| i.client_info.name.clone()));
-        // Sessions declare capabilities at initialize; stateless (2026-07-28) requests carry
-        // them in `_meta`.
-        let url_mode = ctx.peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Url)
-            || ctx.meta.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.url.is_some());
-        self.bind_scope(session_id.as_deref());
-        let caller = Caller { user, session_id, client_name, url_mode };
-        self.start_completion_listener(&caller);
-        Ok(caller)
-    }
-
-    /// Remembers an elicitation this session started (for the completion notification).
-    pub(crate) fn remember_elicitation(&self, id: &str) {
-        let scope = self.scope();
-        scope.remember_elicitation(id);
-        // The session must still be there when the user finishes, however long the link lives.
-        if let Some(session) = &scope.session_id {
-            let until = self.state.now() + self.state.config.authorization_ttl.as_secs() as i64;
-            self.state.life.pending_until(session, until);
-        }
-    }
-
-    /// Once per session: relay what happens elsewhere as notifications on this session's
-    /// standalone (GET) stream, since none of it relates to an open request:
-    /// `notifications/elicitation/complete` for elicitations this session started, and
-    /// `prompts/list_changed` / `resources/updated` for the catalogue and this user's resources.
-    /// They are sent through the session itself, not a handler's peer, so they reach it while
-    /// it is parked; the relay ends when the session does.
-    fn start_completion_listener(&self, caller: &Caller) {
-        let scope = self.scope().clone();
-        if scope.session_id.is_none() || scope.listener.set(()).is_err() {
-            return;
-        }
-        let mut events = self.state.events.subscribe();
-        let mut signals = self.state.events.subscribe_signals();
-        let user_id = caller.user.user_id.clone();
-        tokio::spawn(async move {
-            use tokio::sync::broadcast::error::RecvError;
-            loop {
-                let sent = tokio::select! {
-                    _ = scope.cancel.cancelled() => break,
-                    event = events.recv() => match event {
-                        Ok(event) => {
-                            // Keyed by user first, then by the session's own elicitations.
-                            let ours = event.user_id == user_id && scope.take_elicitation(&event.authorization_id);
-                            if !ours { continue; }
-                            scope.notify(elicitation::complete_notification(&event.authorization_id))
-                        }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => break,
-                    },
-                    signal = signals.recv() => match signal {
-                        Ok(Signal::PromptsChanged) => {
-                            scope.notify(ServerNotification::PromptListChangedNotification(Default::default()))
-                        }
-                        Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) => {
-                            if changed_for != user_id { continue; }
-                            scope.subscribed(uris).into_iter().all(|uri| {
-                                scope.notify(ServerNotification::ResourceUpdatedNotification(
-                                    ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
-                                ))
-                            })
-                        }
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => break,
-                    },
-                };
-                if !sent {
-                    // The session is gone.
-                    break;
-                }
-            }
-        });
-    }
-
-    fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
+    pub(crate) fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
         ExtensionContext {
             user: caller.user.clone(),
             request: ctx.clone(),
@@ -176,87 +31,6 @@ impl BrokerServer {
         }
     }
 
-    /// Sends `notifications/message` if the session asked for this level (MCP utilities/logging).
-    /// Never include a secret in `data`.
-    pub(crate) async fn log(&self, ctx: &RequestContext<RoleServer>, level: LogLevel, data: serde_json::Value) {
-        send_log(ctx, &self.scope().log_level, level, data).await;
-    }
-}
-
-/// The levels the broker itself logs at (rmcp's enum is deprecated for 2026-07-28).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogLevel {
-    Debug,
-    Info,
-    Notice,
-    Warning,
-    Error,
-}
-
-impl LogLevel {
-    fn into_rmcp(self) -> LoggingLevel {
-        match self {
-            LogLevel::Debug => LoggingLevel::Debug,
-            LogLevel::Info => LoggingLevel::Info,
-            LogLevel::Notice => LoggingLevel::Notice,
-            LogLevel::Warning => LoggingLevel::Warning,
-            LogLevel::Error => LoggingLevel::Error,
-        }
-    }
-}
-
-pub use super::session_scope::SessionLogLevel;
-
-/// Sends `notifications/message` about the request of `ctx` if the session asked for this
-/// level or a less severe one.
-pub(crate) async fn send_log(
-    ctx: &RequestContext<RoleServer>,
-    wanted: &SessionLogLevel,
-    level: LogLevel,
-    data: serde_json::Value,
-) {
-    let level = level.into_rmcp();
-    let wanted = *wanted.lock().unwrap_or_else(|p| p.into_inner());
-    if wanted.is_some_and(|min| severity(level) >= severity(min)) {
-        let mut param = LoggingMessageNotificationParam::new(level, data);
-        param.logger = Some("oauth-broker".into());
-        let _ = ctx.peer.send_notification(logging_notification(param, &ctx.id)).await;
-    }
-}
-
-/// `notifications/message` sent while handling the request `origin`: it travels on that
-/// request's stream (MCP transports: what the server sends before its answer SHOULD relate to
-/// the request), as the TypeScript SDK's related notifications do, so a client that has not
-/// opened its GET stream yet still gets it; on the GET stream once the request is answered
-/// ([`crate::mcp::session_routes`]).
-pub fn logging_notification(param: LoggingMessageNotificationParam, origin: &RequestId) -> ServerNotification {
-    let mut note = LoggingMessageNotification::new(param);
-    note.extensions.insert(OriginatingRequestId(origin.clone()));
-    ServerNotification::LoggingMessageNotification(note)
-}
-
-fn severity(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
-}
-
-pub fn text_result(text: impl Into<String>) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(text)])
-}
-
-pub fn error_result(text: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-impl BrokerServer {
     /// `tools/call`, inside its span ([`ServerHandler::call_tool`]).
     async fn dispatch_tool(
         &self,
@@ -290,7 +64,7 @@ impl BrokerServer {
                 Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
             }
         };
-        Ok(result.or_else(super::failure::into_tool_answer)?.into())
+        Ok(result.or_else(super::tools::failure::into_tool_answer)?.into())
     }
 }
 
@@ -373,9 +147,9 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        Box::pin(super::completion::take_budget(&self.state, &caller.user.user_id)).await?;
+        Box::pin(super::tools::completion::take_budget(&self.state, &caller.user.user_id)).await?;
         let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::completion::complete(&self.state, request, ext)).await
+        Box::pin(super::tools::completion::complete(&self.state, request, ext)).await
     }
 
     async fn list_resources(

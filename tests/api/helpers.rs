@@ -41,7 +41,7 @@ pub struct TestApp {
     pub state: AppState,
     pub clock: ManualClock,
     /// How many of this app's MCP sessions are parked now.
-    pub parked: Arc<oauth_broker::mcp::session_transport::ParkedCount>,
+    pub parked: Arc<oauth_broker::mcp::transport::session_transport::ParkedCount>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     /// The server's run, to wait for its graceful stop ([`TestApp::stop_serving`]).
     serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use oauth_broker::mcp::session_life::IDLE_SECONDS;
+use oauth_broker::mcp::session::IDLE_SECONDS;
 use rmcp::model::SubscribeRequestParams;
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use oauth_broker::events::Signal;
-use oauth_broker::mcp::session_life::IDLE_SECONDS;
+use oauth_broker::mcp::session::IDLE_SECONDS;
 use serde_json::json;
 
 use crate::helpers::{ALICE, BOB, ClientKind, TestApp};

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::mcp::forms::schema::{Choice, Field, FormSchema, TextFormat};
+use crate::mcp::forms::{Choice, Field, TextFormat};
 
 fn form() -> FormSchema {
     FormSchema::new([

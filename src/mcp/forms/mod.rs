@@ -2,6 +2,7 @@
 //!
 //! - [`schema`]: typed fields → `requestedSchema`, refusing anything outside the 2025-11-25
 //!   subset and any field that reads like a request for a secret.
+//! - [`field`]: the plain pieces both use: a field, its kind, an answer's value and its check.
 //! - `parse`: reads a hand-written `requestedSchema` under the same rules.
 //! - [`content`]: checks an accepted answer against the form before anything uses it.
 //! - [`questions`]: the broker's own questions — which scopes, which account, confirm a
@@ -13,6 +14,7 @@
 //! counts as form). Every caller has a path for the others: a default or a clear message.
 
 pub mod content;
+pub mod field;
 mod parse;
 pub mod questions;
 pub mod schema;
@@ -24,8 +26,9 @@ use rmcp::model::{ElicitRequestParams, ElicitationAction, ProtocolVersion};
 use rmcp::service::{ElicitationMode, Peer, ServiceError};
 use tokio_util::sync::CancellationToken;
 
-pub use content::{Answer, Answers, ContentError};
-pub use schema::{Choice, Field, FormSchema, SchemaError, TextFormat};
+pub use content::Answers;
+pub use field::{Answer, Choice, ContentError, Field, TextFormat};
+pub use schema::{FormSchema, SchemaError};
 
 /// Whether this client may be sent a form: it declared `elicitation.form` (or an empty
 /// `elicitation: {}`), on a revision that still has server-to-client requests.

@@ -4,7 +4,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::schema::{Choice, Field, FormSchema, SchemaError, TextFormat};
+use super::field::{Choice, Field, TextFormat};
+use super::schema::{FormSchema, SchemaError};
 
 fn invalid(field: &str, reason: impl Into<String>) -> SchemaError {
     SchemaError::Invalid { field: field.to_owned(), reason: reason.into() }

@@ -4,13 +4,13 @@
 
 use rmcp::model::{CallToolResult, ErrorData};
 
-use super::schema::{Choice, Field};
+use super::field::{Choice, Field};
 use super::{Answers, AskError};
 use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
-use crate::mcp::connections::internal;
-use crate::mcp::server::error_result;
+use crate::mcp::results::error_result;
+use crate::mcp::tools::failure::tool_failed;
 use crate::store::grants::GrantRow;
 
 pub const ACCOUNT: &str = "account";
@@ -157,7 +157,7 @@ pub fn most_recent(grants: &[GrantRow]) -> Option<usize> {
 /// The tool result when a question got no usable answer; `unchanged` says what did not happen.
 pub fn no_answer(error: AskError, unchanged: &str) -> Result<CallToolResult, ErrorData> {
     match error {
-        AskError::Schema(e) => Err(internal(e)),
+        AskError::Schema(e) => Err(tool_failed(e)),
         AskError::Invalid(e) => Ok(error_result(format!("Your answer could not be used: {e}. {unchanged}"))),
         AskError::TimedOut => Ok(error_result(format!("No answer to the question in time. {unchanged}"))),
         AskError::Failed(why) => {

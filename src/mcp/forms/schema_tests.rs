@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::mcp::forms::TextFormat;
 
 fn scopes() -> Field {
     Field::many_of("scopes", [Choice::titled("profile", "Profile"), Choice::titled("notes:read", "Read notes")])

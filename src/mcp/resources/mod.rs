@@ -91,5 +91,5 @@ pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> boo
 /// A store or encoding failure: logged here, shown to the client as a bare internal error (or
 /// a retryable one when the database is away).
 fn internal(error: impl std::error::Error + 'static) -> ErrorData {
-    crate::mcp::failure::internal(&error, "reading a resource failed")
+    crate::mcp::tools::failure::internal(&error, "reading a resource failed")
 }

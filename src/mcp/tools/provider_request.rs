@@ -10,12 +10,15 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::RequestContext;
 use serde::Serialize;
 
-use super::connections::{AccountPick, internal, unknown_provider};
-use super::forms::questions::account_name;
-use super::server::{BrokerServer, Caller, LogLevel, error_result};
-use super::tools::{PROVIDER_REQUEST, ProviderRequestArgs};
 use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ProviderRequest, Query};
 use crate::domain::Scopes;
+use crate::mcp::forms::questions::account_name;
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::logging::LogLevel;
+use crate::mcp::results::error_result;
+use crate::mcp::tools::connections::AccountPick;
+use crate::mcp::tools::failure::tool_failed;
+use crate::mcp::tools::{PROVIDER_REQUEST, ProviderRequestArgs, unknown_provider};
 
 /// The tool's structured result.
 #[derive(Serialize)]
@@ -79,14 +82,14 @@ impl BrokerServer {
             Ok(answer) => answer,
             Err(CallError::Request(e)) => return Ok(error_result(e.to_string())),
             Err(CallError::Unreachable(e)) => return Ok(error_result(format!("{}: {e}", provider.display_name))),
-            Err(CallError::Store(e)) => return Err(internal(e)),
+            Err(CallError::Store(e)) => return Err(tool_failed(e)),
         };
         // MCP utilities/logging: what was called and how it went; never the token.
         let level = if answer.status >= 400 { LogLevel::Warning } else { LogLevel::Info };
         let logged = serde_json::json!({"provider": provider.id.as_str(), "method": request.method().as_str(), "path": args.path, "status": answer.status});
         self.log(ctx, level, logged).await;
         let failed = answer.status >= 400;
-        let structured = serde_json::to_value(ToolAnswer::from(answer)).map_err(internal)?;
+        let structured = serde_json::to_value(ToolAnswer::from(answer)).map_err(tool_failed)?;
         let mut result = CallToolResult::structured(structured.clone());
         result.content = vec![ContentBlock::text(structured.to_string())];
         // Provider-side failures are results the model should read, not protocol errors.

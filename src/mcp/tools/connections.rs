@@ -10,20 +10,18 @@ use rmcp::model::{CallToolResult, ErrorData};
 use rmcp::service::RequestContext;
 use serde_json::json;
 
-use super::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
-use super::forms::{self, FormSchema, Reply};
-use super::server::{BrokerServer, Caller, LogLevel, error_result, text_result};
-use super::tools::{CONNECT_ACCOUNT, DisconnectArgs};
 use crate::broker::connections::{self, ConnectionStatus};
 use crate::broker::consent;
 use crate::broker::tokens::{Disconnected, Revocation};
 use crate::config::ProviderConfig;
+use crate::mcp::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
+use crate::mcp::forms::{self, FormSchema, Reply};
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::logging::LogLevel;
+use crate::mcp::results::{error_result, text_result};
+use crate::mcp::tools::failure::tool_failed;
+use crate::mcp::tools::{CONNECT_ACCOUNT, DisconnectArgs, unknown_provider};
 use crate::store::grants::GrantRow;
-
-/// A tool's failure: retryable when the database is away ([`super::failure`]), else internal.
-pub(crate) fn internal(error: impl std::error::Error + 'static) -> ErrorData {
-    super::failure::internal(&error, "tool failed")
-}
 
 /// Which of the user's accounts at a provider a tool acts on.
 pub(crate) enum AccountPick {
@@ -39,7 +37,7 @@ impl BrokerServer {
     pub(crate) async fn list_connections(&self, caller: &Caller) -> Result<CallToolResult, ErrorData> {
         let listing = connections::connections(&self.state, &caller.user.user_id, Some(&caller.user.client))
             .await
-            .map_err(internal)?;
+            .map_err(tool_failed)?;
         // Providers no longer configured are not offered to tools.
         let entries: Vec<_> = listing
             .iter()
@@ -82,7 +80,7 @@ impl BrokerServer {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
-        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
         if grants.is_empty() {
             return Ok(text_result(format!("You were not connected to {}.", provider.display_name)));
         }
@@ -113,7 +111,7 @@ impl BrokerServer {
         let question = named.is_none().then(|| AccountQuestion::new(&grants, false, None, provider));
         let mut fields: Vec<forms::Field> = question.iter().map(|q| q.field.clone()).collect();
         fields.push(questions::confirm_field());
-        let form = FormSchema::new(fields).map_err(internal)?;
+        let form = FormSchema::new(fields).map_err(tool_failed)?;
         let message = match named {
             Some(i) => format!(
                 "Disconnect your {} account {}? The broker revokes its access there and forgets it.",
@@ -154,7 +152,7 @@ impl BrokerServer {
         provider: &ProviderConfig,
         grant: &GrantRow,
     ) -> Result<Option<CallToolResult>, ErrorData> {
-        if consent::client_may_use(&self.state, &caller.user.client, grant).await.map_err(internal)? {
+        if consent::client_may_use(&self.state, &caller.user.client, grant).await.map_err(tool_failed)? {
             return Ok(None);
         }
         Ok(Some(error_result(format!(
@@ -194,7 +192,7 @@ impl BrokerServer {
                     "Disconnected your {name}{account}; its stored tokens could not be read, so nothing could be sent to {name}: revoke the app's access in your {name} settings to be sure."
                 ),
             })),
-            Err(e) => Err(internal(e)),
+            Err(e) => Err(tool_failed(e)),
         }
     }
 
@@ -212,7 +210,7 @@ impl BrokerServer {
         let mut grants =
             connections::accounts_seen_by(&self.state, &caller.user.user_id, provider, &caller.user.client)
                 .await
-                .map_err(internal)?;
+                .map_err(tool_failed)?;
         if grants.is_empty() {
             return Ok(AccountPick::NoAccount);
         }
@@ -229,7 +227,7 @@ impl BrokerServer {
             return Ok(AccountPick::Answer(several_accounts(provider, &grants, tool)));
         }
         let question = AccountQuestion::new(&grants, false, questions::most_recent(&grants), provider);
-        let form = FormSchema::new([question.field.clone()]).map_err(internal)?;
+        let form = FormSchema::new([question.field.clone()]).map_err(tool_failed)?;
         let message = format!("You have several {} accounts. Which one should be used?", provider.display_name);
         let nothing = "Nothing was sent to the provider.";
         let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
@@ -287,9 +285,4 @@ pub(crate) fn several_accounts(provider: &ProviderConfig, grants: &[GrantRow], t
         provider.display_name,
         questions::list_accounts(grants)
     ))
-}
-
-pub(crate) fn unknown_provider(known: &[String], asked: &str) -> String {
-    let shown: String = asked.chars().take(64).collect();
-    format!("Unknown provider {shown:?}. Known providers: {}.", known.join(", "))
 }

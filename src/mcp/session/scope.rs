@@ -4,7 +4,7 @@
 //! when it comes back, a new handler serves it. So what the session asked for — the
 //! elicitations it started (only it gets their `notifications/elicitation/complete`), the
 //! resources it subscribed to, its logging level — lives here, owned by the session and looked
-//! up by its id ([`SessionScopes`]), not in a handler. Every handler instance of a session
+//! up by its id in the session's entry ([`super::table`]), not in a handler. Every handler instance of a session
 //! shares its one scope.
 //!
 //! Notifications that belong to no request are sent through the session itself
@@ -14,7 +14,7 @@
 // this server speaks.
 #![allow(deprecated)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{LoggingLevel, ServerNotification};
@@ -46,6 +46,11 @@ pub struct SessionScope {
 }
 
 impl SessionScope {
+    /// A live session's scope; its relay ends with `cancel` at the latest.
+    pub fn open(session_id: &str, cancel: CancellationToken, outbox: Weak<dyn Outbox>) -> Self {
+        Self::new(Some(session_id.to_owned()), cancel, Some(outbox))
+    }
+
     fn new(session_id: Option<String>, cancel: CancellationToken, outbox: Option<Weak<dyn Outbox>>) -> Self {
         Self {
             session_id,
@@ -98,82 +103,5 @@ impl SessionScope {
 impl Drop for SessionScope {
     fn drop(&mut self) {
         self.cancel.cancel();
-    }
-}
-
-/// The scopes of the live sessions, by session id.
-#[derive(Default)]
-pub struct SessionScopes {
-    scopes: Mutex<HashMap<String, Arc<SessionScope>>>,
-}
-
-impl SessionScopes {
-    fn scopes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionScope>>> {
-        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A new session's scope; its relay ends with `cancel` at the latest.
-    pub fn open(&self, session_id: &str, cancel: CancellationToken, outbox: Weak<dyn Outbox>) {
-        let scope = SessionScope::new(Some(session_id.to_owned()), cancel, Some(outbox));
-        self.scopes().insert(session_id.to_owned(), Arc::new(scope));
-    }
-
-    pub fn get(&self, session_id: &str) -> Option<Arc<SessionScope>> {
-        self.scopes().get(session_id).cloned()
-    }
-
-    /// The session ended: its relay stops (even if a handler still holds the scope).
-    pub fn close(&self, session_id: &str) {
-        let scope = {
-            let mut scopes = self.scopes();
-            let scope = scopes.remove(session_id);
-            super::shrink::map(&mut scopes);
-            scope
-        };
-        if let Some(scope) = scope {
-            scope.cancel.cancel();
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.scopes().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Sent(Mutex<Vec<ServerNotification>>);
-
-    impl Outbox for Sent {
-        fn notify(&self, notification: ServerNotification) -> bool {
-            self.0.lock().unwrap().push(notification);
-            true
-        }
-    }
-
-    #[test]
-    fn every_lookup_of_a_session_shares_its_state_and_closing_ends_its_relay() {
-        let scopes = SessionScopes::default();
-        let outbox: Arc<dyn Outbox> = Arc::new(Sent(Mutex::default()));
-        scopes.open("s1", CancellationToken::new(), Arc::downgrade(&outbox));
-        let (first, second) = (scopes.get("s1").unwrap(), scopes.get("s1").unwrap());
-        first.subscribe("broker://connections".into());
-        first.remember_elicitation("e1");
-
-        assert_eq!(second.subscribed(vec!["broker://connections".into(), "other".into()]), ["broker://connections"]);
-        assert!(second.take_elicitation("e1") && !first.take_elicitation("e1"), "completed once");
-        assert!(second.notify(ServerNotification::PromptListChangedNotification(Default::default())));
-
-        scopes.close("s1");
-        assert!(first.cancel.is_cancelled());
-        assert!(scopes.get("s1").is_none());
-        drop(outbox);
-        assert!(!first.notify(ServerNotification::PromptListChangedNotification(Default::default())));
     }
 }

@@ -48,6 +48,11 @@ pub fn internal(error: &(dyn std::error::Error + 'static), context: &'static str
     ErrorData::internal_error("internal error", None)
 }
 
+/// A tool's failure: retryable when the database is away, else internal.
+pub(crate) fn tool_failed(error: impl std::error::Error + 'static) -> ErrorData {
+    internal(&error, "tool failed")
+}
+
 /// `-32603` whose message and `data` say to retry after [`RETRY_AFTER_SECONDS`].
 pub fn database_unavailable() -> ErrorData {
     ErrorData::new(

@@ -7,7 +7,7 @@
 //! on the standalone (GET) stream (§Listening for Messages from the Server). The same rules as
 //! rmcp's own session worker (`session/local.rs`, `resolve_outbound_channel`), and one more: a
 //! notification the handler marked with the request it was handling (log messages, see
-//! [`crate::mcp::server::logging_notification`]) goes on that request's stream too, as the
+//! [`crate::mcp::logging::logging_notification`]) goes on that request's stream too, as the
 //! TypeScript SDK's related notifications do, so a client that has not opened its GET stream
 //! yet does not lose it.
 
@@ -191,7 +191,7 @@ mod tests {
         let stream = routes.open(&request(5, None));
         let log = |origin: i64| {
             let param = rmcp::model::LoggingMessageNotificationParam::new(rmcp::model::LoggingLevel::Info, json!("x"));
-            ServerJsonRpcMessage::notification(crate::mcp::server::logging_notification(
+            ServerJsonRpcMessage::notification(crate::mcp::logging::logging_notification(
                 param,
                 &RequestId::Number(origin),
             ))

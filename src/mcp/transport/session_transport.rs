@@ -21,10 +21,15 @@
 //! ends, so its rmcp service (two channels of unboxed messages, a task, a peer: most of what an
 //! idle session cost) stops, and the session keeps only what it needs to come back: the
 //! client's `initialize` parameters, its streams and its log (its per-session state is in
-//! [`crate::mcp::session_scope`]). The GET stream stays open and still receives what is sent
+//! [`crate::mcp::session::scope`]). The GET stream stays open and still receives what is sent
 //! through the session itself ([`Session::notify`]). The next client message starts a new
 //! service first ([`Reviver`], skipping the handshake). The server's request ids stay unique
 //! across services ([`ServerRequestIds`]).
+//!
+//! Each session's transport belongs to its entry in the session table
+//! ([`crate::mcp::session::table`]). Its phase (running, parked, closed) and that of its first
+//! service, which rmcp's own worker runs and closes the session after ([`FirstService`]),
+//! decide whether a service that stops ends the session.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,10 +45,10 @@ use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 use tokio::sync::{mpsc, oneshot};
 
-use super::event_log::{EventLog, KEPT_PER_STREAM};
-use super::request_ids::{Generation, ServerRequestIds};
-use super::session_routes::{Route, Routes, StreamNo};
-use super::session_scope::Outbox;
+use crate::mcp::session::scope::Outbox;
+use crate::mcp::transport::event_log::{EventLog, KEPT_PER_STREAM};
+use crate::mcp::transport::request_ids::{Generation, ServerRequestIds};
+use crate::mcp::transport::routes::{Route, Routes, StreamNo};
 
 /// Events a stream may hold for a client that does not read before it is ended; the log keeps
 /// as many, so resuming loses nothing.
@@ -141,14 +146,26 @@ struct Inner {
     sending: usize,
     /// The last message either way.
     last_message: Instant,
-    /// rmcp's own worker closes the session when its (first) service stops: once parked, that
-    /// close is not a close ([`Session::take_worker_close`]).
-    worker_close_pending: bool,
+    /// rmcp's own worker closes the session when the first service stops: once that service
+    /// stopped for parking, that close is not a close ([`Session::closed_by_rmcp_worker`]).
+    first_service: FirstService,
     server_requests: ServerRequestIds,
     routes: Routes,
     requests: HashMap<StreamNo, Outlet>,
     standalone: Option<Outlet>,
     shadows: Vec<mpsc::Sender<Box<ServerSseMessage>>>,
+}
+
+/// The session's first service, which rmcp's worker runs and after which it closes the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FirstService {
+    /// Still the service, or stopped with the session: rmcp's close is a close.
+    Serving,
+    /// Stopped while the session lives on (parked, or a newer service took over): rmcp's close,
+    /// when it comes, is not one.
+    StoppedForParking,
+    /// rmcp's close came and was skipped; any later close is a close.
+    CloseSkipped,
 }
 
 /// The sending end of one stream, with its name in the log.
@@ -207,7 +224,7 @@ impl Session {
             peer_info: None,
             sending: 0,
             last_message: Instant::now(),
-            worker_close_pending: false,
+            first_service: FirstService::Serving,
             server_requests: ServerRequestIds::default(),
             routes: Routes::default(),
             requests: HashMap::new(),
@@ -491,7 +508,7 @@ impl Session {
             _ => {
                 // rmcp's worker runs the first service only, and closes the session after it.
                 if generation == 0 {
-                    inner.worker_close_pending = true;
+                    inner.first_service = FirstService::StoppedForParking;
                 }
                 false
             }
@@ -500,8 +517,13 @@ impl Session {
 
     /// Whether this close is rmcp's worker's, after the first service stopped for parking
     /// (then the session stays). Asked once.
-    pub fn take_worker_close(&self) -> bool {
-        std::mem::take(&mut self.inner().worker_close_pending)
+    pub fn closed_by_rmcp_worker(&self) -> bool {
+        let mut inner = self.inner();
+        let skipped = inner.first_service == FirstService::StoppedForParking;
+        if skipped {
+            inner.first_service = FirstService::CloseSkipped;
+        }
+        skipped
     }
 
     /// Ends every stream, and the handler's input; later sends fail.
@@ -905,7 +927,7 @@ mod tests {
         // The first service stops: its transport closes, and rmcp's worker then closes the
         // session, which must stay.
         transport.close().await.unwrap();
-        assert!(session.take_worker_close() && !session.take_worker_close(), "asked once");
+        assert!(session.closed_by_rmcp_worker() && !session.closed_by_rmcp_worker(), "asked once");
 
         // Act: two messages.
         let _events = session.request(call(2)).await.unwrap();

@@ -39,7 +39,7 @@ pub async fn take_budget(state: &McpState, user_id: &str) -> Result<(), ErrorDat
         .store
         .budget_take(&bucket, now, now - WINDOW_SECONDS, PER_WINDOW)
         .await
-        .map_err(|error| crate::mcp::failure::internal(&error, "counting a completion failed"))?;
+        .map_err(|error| crate::mcp::tools::failure::internal(&error, "counting a completion failed"))?;
     if taken { Ok(()) } else { Err(ErrorData::invalid_request("too many completion requests; slow down", None)) }
 }
 
@@ -138,11 +138,10 @@ async fn known_values(
 
 /// The caller's own account labels (for one provider when it is known).
 async fn accounts(state: &McpState, ctx: &ExtensionContext, provider: Option<&str>) -> Result<Vec<String>, ErrorData> {
-    let grants = state
-        .store
-        .grants_for_user(&ctx.user.user_id)
-        .await
-        .map_err(|error| crate::mcp::failure::internal(&error, "reading connections for completion failed"))?;
+    let grants =
+        state.store.grants_for_user(&ctx.user.user_id).await.map_err(|error| {
+            crate::mcp::tools::failure::internal(&error, "reading connections for completion failed")
+        })?;
     Ok(grants
         .into_iter()
         .filter(|g| provider.is_none_or(|p| g.provider == p))

@@ -20,18 +20,20 @@ use rmcp::model::{CallToolResult, ElicitationAction, ErrorData, ProgressNotifica
 use rmcp::service::{ElicitationError, RequestContext};
 use serde_json::json;
 
-use super::connections::{find_account, internal, several_accounts, unknown_provider};
-use super::elicitation;
-use super::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
-use super::forms::{self, FormSchema, Reply};
-use super::server::{BrokerServer, Caller, error_result, text_result};
-use super::tools::{CONNECT_ACCOUNT, ConnectArgs};
 use crate::broker::access::{self, Access, Standing};
 use crate::broker::authorizations::{self, Ask};
 use crate::broker::connections;
 use crate::broker::tokens::AccessToken;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
+use crate::mcp::elicitation;
+use crate::mcp::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
+use crate::mcp::forms::{self, FormSchema, Reply};
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::results::{error_result, text_result};
+use crate::mcp::tools::connections::{find_account, several_accounts};
+use crate::mcp::tools::failure::tool_failed;
+use crate::mcp::tools::{CONNECT_ACCOUNT, ConnectArgs, unknown_provider};
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 use crate::store::grants::GrantRow;
 
@@ -70,7 +72,7 @@ impl BrokerServer {
                 ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({"argument": "scopes"})))
             })?;
         }
-        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
         let (target, requested) = match self.connect_choice(provider, &args, named_scopes, &grants, ctx).await? {
             Ok(choice) => choice,
             Err(result) => return Ok(result),
@@ -81,7 +83,7 @@ impl BrokerServer {
                 match self.standing(caller, provider, Some(account_name(grant)), &requested).await? {
                     Standing::Ready(_) => return Ok(connected_result(provider, grant)),
                     Standing::Unavailable { retry_after } => {
-                        return Ok(super::failure::provider_unavailable(provider, retry_after));
+                        return Ok(crate::mcp::tools::failure::provider_unavailable(provider, retry_after));
                     }
                     Standing::Refused(why) => {
                         return Ok(error_result(format!("{} refused: {why}", provider.display_name)));
@@ -158,7 +160,7 @@ impl BrokerServer {
             let held = default.map(|i| grants[i].scopes.clone()).unwrap_or_default();
             fields.push(questions::scopes_field(provider, &provider.default_scopes.union(&held)));
         }
-        let form = FormSchema::new(fields).map_err(internal)?;
+        let form = FormSchema::new(fields).map_err(tool_failed)?;
         let message = match (ask_account, ask_scopes) {
             (true, true) => format!("Connect {}: which account, and what may tools do there?", provider.display_name),
             (true, false) => format!("Connect {}: which account?", provider.display_name),
@@ -261,11 +263,11 @@ impl BrokerServer {
             Err(ElicitationError::CapabilityNotSupported) | Err(ElicitationError::Service(_)) => {
                 return Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes));
             }
-            Err(other) => return Err(internal(other)),
+            Err(other) => return Err(tool_failed(other)),
         }
         self.log(
             ctx,
-            super::server::LogLevel::Notice,
+            crate::mcp::logging::LogLevel::Notice,
             json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
         )
         .await;
@@ -330,7 +332,7 @@ impl BrokerServer {
         id: &str,
         before: &Snapshot,
     ) -> Result<Option<CallToolResult>, ErrorData> {
-        let row = self.state.store.authorization(id).await.map_err(internal)?;
+        let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
         let Some(row) = row else {
             return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
         };
@@ -338,8 +340,9 @@ impl BrokerServer {
             AuthorizationStatus::Completed => match row.grant_id.as_deref() {
                 // Consent-only: the grant the user allowed, whatever else changed meanwhile.
                 Some(grant_id) if row.kind == AuthorizationKind::Consent => {
-                    let grants =
-                        connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
+                    let grants = connections::accounts(&self.state, &caller.user.user_id, provider)
+                        .await
+                        .map_err(tool_failed)?;
                     Some(match grants.iter().find(|g| g.id == grant_id) {
                         Some(grant) => connected_result(provider, grant),
                         None => error_result(format!(
@@ -371,7 +374,7 @@ impl BrokerServer {
         provider: &ProviderConfig,
         before: &Snapshot,
     ) -> Result<CallToolResult, ErrorData> {
-        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(internal)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
         let changed = grants
             .iter()
             .filter(|g| !before.iter().any(|(id, version)| *id == g.id && *version == g.version))
@@ -394,7 +397,7 @@ impl BrokerServer {
     ) -> Result<Standing, ErrorData> {
         access::standing(&self.state, &caller.user.user_id, &caller.user.client, provider, account, required)
             .await
-            .map_err(internal)
+            .map_err(tool_failed)
     }
 
     /// A token for (provider, account) with `required` scopes that this client may use, or what
@@ -409,10 +412,10 @@ impl BrokerServer {
     ) -> Result<AccessToken, Result<CallToolResult, ErrorData>> {
         let who = caller.requester();
         let answer = access::access(&self.state, &who, provider, account, required).await;
-        let row = match answer.map_err(|e| Err(internal(e)))? {
+        let row = match answer.map_err(|e| Err(tool_failed(e)))? {
             Access::Ready(token) => return Ok(*token),
             Access::Unavailable { retry_after } => {
-                return Err(Ok(super::failure::provider_unavailable(provider, retry_after)));
+                return Err(Ok(crate::mcp::tools::failure::provider_unavailable(provider, retry_after)));
             }
             Access::Refused(why) => return Err(Ok(error_result(format!("{} refused: {why}", provider.display_name)))),
             Access::Connect { authorization, .. }
@@ -432,7 +435,7 @@ impl BrokerServer {
         ask: Ask<'_>,
     ) -> Result<AuthorizationRow, ErrorData> {
         let row =
-            authorizations::open(&self.state, &caller.requester(), provider, scopes, ask).await.map_err(internal)?;
+            authorizations::open(&self.state, &caller.requester(), provider, scopes, ask).await.map_err(tool_failed)?;
         self.remember_elicitation(&row.id);
         Ok(row)
     }

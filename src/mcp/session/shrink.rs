@@ -1,9 +1,10 @@
 //! Maps and queues keyed by session give their memory back as sessions close (issue 11).
 //!
 //! A `HashMap` or `VecDeque` keeps its capacity when entries are removed: after 10,000 sessions
-//! had closed, the maps that had held them (the sessions, their activity, owners, scopes, the
-//! event log's streams and indexes) still held tables sized for 10,000, several MB between
-//! them, which the process kept. Each is shrunk once it is mostly empty: at most a quarter of
+//! had closed, the maps that had held them (the session table, the event log's streams and
+//! indexes) still held tables sized for 10,000, several MB between them, which the process
+//! kept. Used where a session leaves the table ([`super::table::SessionTable::remove`]) and
+//! where the event log drops streams. Each is shrunk once it is mostly empty: at most a quarter of
 //! its capacity in use, down to twice what it holds, so a map that shrinks has room to grow
 //! again before it must reallocate, and the work of rehashing stays proportional to the
 //! removals that made it worth it.

@@ -3,12 +3,12 @@
 //! rmcp's own session manager numbered each stream's events from 0 on its own, and the priming
 //! event of a GET stream is also `0`; resuming replayed from the given id inclusive, and a GET
 //! without `Last-Event-ID` replayed the whole cache — so notifications arrived twice. Every
-//! event our sessions send ([`crate::mcp::session_transport`]) is appended here first: one
+//! event our sessions send ([`crate::mcp::transport::session_transport`]) is appended here first: one
 //! increasing sequence (`1`, `2`, …) across all streams, and replay strictly after the id a
 //! client names (MCP 2025-11-25 basic/transports §Resumability and Redelivery).
 //!
 //! Each stream is recorded with the session it belongs to, and replay is only ever reached
-//! through [`crate::mcp::session_manager`], which names the session asking: ids are
+//! through [`crate::mcp::session::manager`], which names the session asking: ids are
 //! sequential, so they must not open another session's stream. A resumed stream replays what
 //! was missed, then follows the stream live until its request is answered (or, for the
 //! session's standalone stream, until the session ends).
@@ -196,10 +196,7 @@ impl EventLog {
             remove_stream(log, &stream_id);
         }
         forget_gone(log);
-        super::shrink::map(&mut log.by_session);
-        super::shrink::map(&mut log.streams);
-        super::shrink::map(&mut log.stream_of);
-        super::shrink::map(&mut log.fresh_common);
+        give_back(log);
     }
 
     fn next_after(&self, stream_id: &str, after: u64) -> Next {
@@ -262,7 +259,7 @@ fn prune(log: &mut Log, now: Timestamp) {
         }
     }
     forget_gone(log);
-    super::shrink::deque(&mut log.answered);
+    give_back(log);
 }
 
 /// Removes `stream_id` if its answer is the one recorded `at` (not a stream answered again).
@@ -279,8 +276,20 @@ fn forget_gone(log: &mut Log) {
     if log.created.len() > 2 * log.streams.len() + 64 {
         let streams = &log.streams;
         log.created.retain(|id| streams.contains_key(id));
-        super::shrink::deque(&mut log.created);
+        give_back(log);
     }
+}
+
+/// The log's maps and queues give their memory back once mostly empty (each check is a
+/// comparison; a table is rebuilt only when at most a quarter of it is in use).
+fn give_back(log: &mut Log) {
+    use crate::mcp::session::shrink;
+    shrink::map(&mut log.by_session);
+    shrink::map(&mut log.streams);
+    shrink::map(&mut log.stream_of);
+    shrink::map(&mut log.fresh_common);
+    shrink::deque(&mut log.answered);
+    shrink::deque(&mut log.created);
 }
 
 /// Makes room for one stream: the stream answered longest ago, else the oldest stream.

@@ -1,8 +1,20 @@
 //! Tool definitions (MCP 2025-11-25 server/tools): names, schemas, annotations, and the parsing
 //! of their arguments. Arguments that break a tool's schema never get here: they are refused
-//! with `-32602` naming the field ([`super::tool_schema`]). What a schema cannot say (a provider
+//! with `-32602` naming the field ([`schema`]). What a schema cannot say (a provider
 //! not connected, an account that does not exist) is a tool execution error (`isError`,
 //! SEP-1303) so the model can correct itself.
+//!
+//! The room of the tools: this file is the catalogue (names, schemas, annotations, argument
+//! parsing); [`schema`] the served list with compiled input schemas, checked before any tool
+//! runs; [`connect`], [`connections`], [`provider_request`] the broker's tools; [`completion`]
+//! `completion/complete`; [`failure`] how a failure reaches the client.
+
+pub mod completion;
+pub mod connect;
+pub mod connections;
+pub mod failure;
+pub mod provider_request;
+pub mod schema;
 
 use std::sync::Arc;
 
@@ -165,6 +177,12 @@ pub struct ProviderRequestArgs {
 }
 
 /// Parses a tool's arguments; the error text names what is wrong.
+/// The answer to a tool naming a provider we do not serve: the name (cut short), and ours.
+pub(crate) fn unknown_provider(known: &[String], asked: &str) -> String {
+    let shown: String = asked.chars().take(64).collect();
+    format!("Unknown provider {shown:?}. Known providers: {}.", known.join(", "))
+}
+
 pub fn parse_args<T: for<'de> Deserialize<'de>>(arguments: Option<JsonObject>) -> Result<T, String> {
     serde_json::from_value(Value::Object(arguments.unwrap_or_default())).map_err(|e| format!("invalid arguments: {e}"))
 }

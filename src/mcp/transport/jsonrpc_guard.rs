@@ -37,7 +37,7 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
     };
     match classify(&bytes) {
         Verdict::Message { method, tool } => {
-            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(super::tools::label))
+            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(crate::mcp::tools::label))
         }
         Verdict::NotJson => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
         Verdict::NotAMessage => {

@@ -1,4 +1,5 @@
-//! Which user owns which MCP session, and which protocol version it negotiated.
+//! The check that a request names a session of its own, and the protocol era it negotiated
+//! (both kept in the session's entry, [`super::table`]).
 //!
 //! A session id is never a credential (MCP security best practices, "session hijacking"): each
 //! request is authenticated by its own bearer token, and a session belongs to the user (and the
@@ -11,8 +12,7 @@
 //! every stream, so for sessions that negotiated an older version the data-less events are
 //! taken out of the response here ([`PrimingFilter`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -23,81 +23,15 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::json;
 
+use super::table::{SessionCheck, SessionTable, primes};
 use crate::identity::AuthenticatedUser;
 use crate::mcp::McpState;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
-/// The first revision with SSE priming events (SEP-1699). Versions are dates, so they compare
-/// as strings.
-const PRIMING_SINCE: &str = "2025-11-25";
-
-#[derive(Debug, Default)]
-pub struct SessionRegistry {
-    owners: Mutex<HashMap<String, Owner>>,
-}
-
-#[derive(Debug, Clone)]
-struct Owner {
-    owner_key: String,
-    /// From the initialize result; `None` until it has been seen.
-    protocol_version: Option<String>,
-}
-
-pub enum SessionCheck {
-    /// A session of this user; `priming` is false for sessions on a revision before 2025-11-25.
-    Allowed { priming: bool },
-    /// The session belongs to someone else.
-    Foreign,
-    /// No owner on record: refused like an ended session.
-    Unknown,
-}
-
-impl SessionRegistry {
-    fn check(&self, session_id: &str, owner_key: &str) -> SessionCheck {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        match owners.get_mut(session_id) {
-            Some(owner) if owner.owner_key == owner_key => {
-                SessionCheck::Allowed { priming: owner.protocol_version.as_deref().is_none_or(primes) }
-            }
-            Some(_) => SessionCheck::Foreign,
-            None => SessionCheck::Unknown,
-        }
-    }
-
-    /// Owners are forgotten when their session ends, however it ends
-    /// ([`crate::mcp::session_manager`] closes every session through one place); a forgotten
-    /// session is refused, never opened to whoever names it.
-    fn bind(&self, session_id: &str, owner_key: &str) {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.insert(session_id.to_owned(), Owner { owner_key: owner_key.to_owned(), protocol_version: None });
-    }
-
-    /// Records the version the session's initialize result named.
-    fn set_protocol_version(&self, session_id: &str, version: &str) {
-        if let Some(owner) = self.owners.lock().unwrap_or_else(|p| p.into_inner()).get_mut(session_id) {
-            owner.protocol_version = Some(version.to_owned());
-        }
-    }
-
-    /// Called when a session ends.
-    pub fn forget(&self, session_id: &str) {
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.remove(session_id);
-        super::shrink::map(&mut owners);
-    }
-
-    pub fn len(&self) -> usize {
-        self.owners.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// Who owns a session: the user and the client their token was issued to. Another client of
 /// the same user opens its own session (its consents to use connections are its own).
-fn owner_key(user: &AuthenticatedUser) -> String {
+pub(crate) fn owner_key(user: &AuthenticatedUser) -> String {
     format!("{}\n{}", user.user_id, user.client.key())
 }
 
@@ -129,10 +63,13 @@ pub async fn enforce_session_owner(State(state): State<McpState>, request: Reque
         // result names the negotiated version.
         (None, Some(created)) => {
             state.sessions.bind(&created, &owner_key(&user));
-            Some(PrimingFilter::Learn { registry: state.sessions.clone(), session_id: created, held: Vec::new() })
+            Some(PrimingFilter::Learn { table: state.sessions.clone(), session_id: created, held: Vec::new() })
         }
+        // rmcp closed it (which took it out of the table); should that close have been
+        // skipped (rmcp's own close of a parked session's first service came at the same
+        // moment), its owner is forgotten all the same, and the session refused from now on.
         (Some(ended), _) if is_delete && response.status().is_success() => {
-            state.sessions.forget(ended);
+            state.sessions.disown(ended);
             None
         }
         _ => (!priming).then_some(PrimingFilter::Drop),
@@ -151,11 +88,6 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-/// Whether a session on `version` gets SSE priming events.
-fn primes(version: &str) -> bool {
-    version >= PRIMING_SINCE
-}
-
 /// Takes data-less SSE events (priming events, bare `retry:`) out of a response for sessions on
 /// a revision before 2025-11-25 ([`primes`]). Comments (keep-alives) and events with data pass.
 enum PrimingFilter {
@@ -163,7 +95,7 @@ enum PrimingFilter {
     Drop,
     /// An initialize response: hold data-less events until the result names the version, and
     /// record it, before the client sees the result (so its next request finds it).
-    Learn { registry: Arc<SessionRegistry>, session_id: String, held: Vec<Bytes> },
+    Learn { table: Arc<SessionTable>, session_id: String, held: Vec<Bytes> },
     /// Everything passes.
     Keep,
 }
@@ -203,12 +135,12 @@ impl PrimingFilter {
             PrimingFilter::Drop if data.is_empty() => {}
             PrimingFilter::Drop => out.extend_from_slice(&event),
             PrimingFilter::Learn { held, .. } if data.is_empty() => held.push(event),
-            PrimingFilter::Learn { registry, session_id, held } => {
+            PrimingFilter::Learn { table, session_id, held } => {
                 let version = serde_json::from_str::<serde_json::Value>(&data)
                     .ok()
                     .and_then(|m| m.pointer("/result/protocolVersion")?.as_str().map(str::to_owned));
                 if let Some(version) = &version {
-                    registry.set_protocol_version(session_id, version);
+                    table.set_protocol_version(session_id, version);
                 }
                 let keep = version.as_deref().is_none_or(primes);
                 if keep {
@@ -244,13 +176,14 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    fn registry_with_session() -> Arc<SessionRegistry> {
-        let registry = Arc::new(SessionRegistry::default());
-        registry.bind("s1", "alice");
-        registry
+    fn registry_with_session() -> Arc<SessionTable> {
+        let table = Arc::new(SessionTable::new(Arc::new(crate::clock::ManualClock::new(1_000))));
+        table.open_for_test("s1");
+        table.bind("s1", "alice");
+        table
     }
 
-    fn priming_for(registry: &SessionRegistry) -> bool {
+    fn priming_for(registry: &SessionTable) -> bool {
         match registry.check("s1", "alice") {
             SessionCheck::Allowed { priming } => priming,
             _ => panic!("the session should be alice's"),
@@ -260,7 +193,7 @@ mod tests {
     #[test]
     fn an_initialize_result_before_2025_11_25_loses_its_priming_event_and_later_streams_too() {
         let registry = registry_with_session();
-        let mut filter = PrimingFilter::Learn { registry: registry.clone(), session_id: "s1".into(), held: Vec::new() };
+        let mut filter = PrimingFilter::Learn { table: registry.clone(), session_id: "s1".into(), held: Vec::new() };
         let body = result("2025-06-18");
 
         assert_eq!(run(&mut filter, &[PRIMING, &body, KEEP_ALIVE]), format!("{body}{KEEP_ALIVE}"));
@@ -271,7 +204,7 @@ mod tests {
     #[test]
     fn sessions_on_2025_11_25_keep_priming_events() {
         let registry = registry_with_session();
-        let mut filter = PrimingFilter::Learn { registry: registry.clone(), session_id: "s1".into(), held: Vec::new() };
+        let mut filter = PrimingFilter::Learn { table: registry.clone(), session_id: "s1".into(), held: Vec::new() };
         let body = result("2025-11-25");
 
         assert_eq!(run(&mut filter, &[PRIMING, &body, PRIMING]), format!("{PRIMING}{body}{PRIMING}"));
