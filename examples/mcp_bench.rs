@@ -674,10 +674,11 @@ async fn gauge(server: &Server, at: &Endpoint, name: &str) -> anyhow::Result<u64
         .error_for_status()?
         .text()
         .await?;
-    let value = text
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .with_context(|| format!("/metrics has no {name}"))?;
+    // A gauge is exported once something has moved it: until the first session parks, say,
+    // `oauth_broker_mcp_sessions_parked` is absent, which means 0.
+    let Some(value) = text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')) else {
+        return Ok(0);
+    };
     Ok(value.trim().parse::<f64>()?.max(0.0) as u64)
 }
 
