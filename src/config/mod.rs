@@ -130,6 +130,8 @@ struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     connect_wait: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
+    mrtr_wait: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
     progress_interval: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     shutdown_grace: Option<Duration>,
@@ -286,6 +288,10 @@ pub struct Config {
     pub authorization_ttl: Duration,
     /// How long `connect_account` holds the call open waiting for the browser flow.
     pub connect_wait: Duration,
+    /// MCP 2026-07-28: how long a retry whose connect link is still open waits for the user
+    /// before answering "still waiting" (`mrtr_wait`, default 30 s: half of the 60 s request
+    /// timeout common clients use, so the answer comes before they give up).
+    pub mrtr_wait: Duration,
     /// How often a waiting `connect_account` re-reads its authorization and sends progress
     /// (`progress_interval`, default 5 s).
     pub progress_interval: Duration,
@@ -424,6 +430,7 @@ impl Config {
             retired_encryption_keys: file.retired_encryption_keys.into_iter().map(SecretString::from).collect(),
             authorization_ttl: file.authorization_ttl.unwrap_or(Duration::from_secs(600)),
             connect_wait: file.connect_wait.unwrap_or(Duration::from_secs(120)),
+            mrtr_wait: file.mrtr_wait.unwrap_or(Duration::from_secs(30)).max(Duration::from_millis(100)),
             progress_interval: file.progress_interval.unwrap_or(Duration::from_secs(5)).max(Duration::from_millis(50)),
             shutdown_grace: file.shutdown_grace.unwrap_or(Duration::from_secs(20)),
             mcp_session_idle: file.mcp_session_idle.unwrap_or(MCP_SESSION_IDLE).max(Duration::from_secs(10)),
@@ -667,7 +674,7 @@ mod tests {
 
     #[test]
     fn a_duration_that_is_not_one_is_named_with_how_to_write_it() {
-        for key in ["authorization_ttl", "connect_wait", "shutdown_grace", "database_timeout"] {
+        for key in ["authorization_ttl", "connect_wait", "mrtr_wait", "shutdown_grace", "database_timeout"] {
             let error = error_of(&format!("{key} = \"ten minutes\"\n"));
             assert!(error.contains(key), "names the setting: {error}");
             assert!(error.contains("\"ten minutes\" is not a duration"), "{error}");

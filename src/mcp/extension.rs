@@ -45,13 +45,31 @@ pub enum TokenUnavailable {
     /// An `isError` result: the link as text for clients without URL elicitation, an unknown
     /// provider, or a provider that is down.
     Result(CallToolResult),
+    /// MCP 2026-07-28: an `InputRequiredResult` with the link; the client's retry of the same
+    /// call waits for the user, then runs the tool again.
+    InputRequired(Box<rmcp::model::InputRequiredResult>),
 }
 
 impl TokenUnavailable {
+    /// The answer for clients of either revision.
+    pub fn into_tool_response(self) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        match self {
+            TokenUnavailable::InputRequired(result) => Ok(rmcp::model::CallToolResponse::InputRequired(*result)),
+            other => other.into_tool_result().map(Into::into),
+        }
+    }
+
+    /// The answer as a tool result, for tools that return one: a 2026-07-28 round trip cannot
+    /// be one, so it becomes an error asking the client to call again (use
+    /// [`TokenUnavailable::into_tool_response`] instead).
     pub fn into_tool_result(self) -> Result<CallToolResult, ErrorData> {
         match self {
             TokenUnavailable::Error(error) => Err(error),
             TokenUnavailable::Result(result) => Ok(result),
+            TokenUnavailable::InputRequired(_) => Err(ErrorData::internal_error(
+                "this tool needs the user to approve in the browser, and cannot ask in this protocol revision",
+                None,
+            )),
         }
     }
 }
@@ -84,7 +102,8 @@ impl ExtensionContext {
             .map_err(|e| TokenUnavailable::Result(crate::mcp::results::error_result(e)))?;
         self.server.token_for_tool(&self.caller, provider, account, &required).await.map_err(|answer| match answer {
             Ok(result) => TokenUnavailable::Result(result),
-            Err(error) => TokenUnavailable::Error(error),
+            Err(crate::mcp::results::Unfinished::Error(error)) => TokenUnavailable::Error(error),
+            Err(crate::mcp::results::Unfinished::InputRequired(result)) => TokenUnavailable::InputRequired(result),
         })
     }
 

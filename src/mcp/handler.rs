@@ -11,10 +11,13 @@
 use std::sync::{Arc, OnceLock};
 
 use rmcp::RoleServer;
-use rmcp::model::{ErrorData, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification};
+use rmcp::model::{
+    ErrorData, ProtocolVersion, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+};
 use rmcp::service::RequestContext;
 
 use super::elicitation;
+use super::input_required::Round;
 use super::logging::LogLevel;
 use super::session::owner::SESSION_HEADER;
 use super::session::scope::SessionScope;
@@ -30,6 +33,13 @@ pub struct Caller {
     pub client_name: Option<String>,
     /// The client declared `elicitation.url` (never send a mode it did not declare).
     pub url_mode: bool,
+    /// The client declared form-mode elicitation (or an empty `elicitation: {}`).
+    pub form_mode: bool,
+    /// The request's revision asks the user by round trips (2026-07-28: `InputRequiredResult`
+    /// and a retry) rather than by requests of the server's own (2025-11-25).
+    pub round_trips: bool,
+    /// For a 2026-07-28 `tools/call`: what its state carried and how to ask the next question.
+    pub(crate) round: Option<Arc<Round>>,
 }
 
 impl Caller {
@@ -84,10 +94,18 @@ impl BrokerServer {
             info.as_ref().map(|i| i.client_info.title.clone().unwrap_or_else(|| i.client_info.name.clone()));
         // Sessions declare capabilities at initialize; stateless (2026-07-28) requests carry
         // them in `_meta`.
+        let declared = ctx.meta.client_capabilities().and_then(|c| c.elicitation);
         let url_mode = ctx.peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Url)
-            || ctx.meta.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.url.is_some());
+            || declared.as_ref().is_some_and(|e| e.url.is_some());
+        let round_trips = ctx.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let form_mode = if round_trips {
+            // An empty `elicitation: {}` means form mode (client/elicitation §Capabilities).
+            declared.as_ref().is_some_and(|e| e.form.is_some() || e.url.is_none())
+        } else {
+            super::forms::form_mode(&ctx.peer)
+        };
         self.bind_scope(session_id.as_deref());
-        let caller = Caller { user, session_id, client_name, url_mode };
+        let caller = Caller { user, session_id, client_name, url_mode, form_mode, round_trips, round: None };
         self.start_completion_listener(&caller);
         Ok(caller)
     }

@@ -23,6 +23,7 @@ pub mod elicitation;
 pub mod extension;
 pub mod forms;
 pub mod handler;
+pub mod input_required;
 pub mod logging;
 pub mod pagination;
 pub mod prompts;

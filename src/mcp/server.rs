@@ -6,18 +6,21 @@
 // this server speaks.
 #![allow(deprecated)]
 
+use std::sync::Arc;
+
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 
 use super::extension::ExtensionContext;
 use super::handler::{BrokerServer, Caller};
-use super::results::error_result;
+use super::input_required::{Round, RoundRequest};
+use super::results::{Unfinished, error_result, tool_response};
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
 
 impl BrokerServer {
@@ -37,34 +40,68 @@ impl BrokerServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.caller(&ctx)?;
+        let mut caller = self.caller(&ctx)?;
         // MCP server/tools: inputs are validated against the schema the client was shown.
         self.state.tools.check(&request.name, request.arguments.as_ref())?;
-        let result = match request.name.as_ref() {
-            LIST_CONNECTIONS => self.list_connections(&caller).await,
+        if caller.round_trips {
+            // A retry's state is checked before the tool runs: one that does not fit changes nothing.
+            let client = caller.user.client.key();
+            let round = Round::open(
+                &self.state,
+                RoundRequest {
+                    user_id: &caller.user.user_id,
+                    client: &client,
+                    method: "tools/call",
+                    name: &request.name,
+                    arguments: request.arguments.as_ref(),
+                    input_responses: request.input_responses.as_ref(),
+                    request_state: request.request_state.as_deref(),
+                },
+            )
+            .await?;
+            caller.round = Some(Arc::new(round));
+        }
+        let outcome = match self.run_tool(&caller, request, &ctx).await {
+            Err(Unfinished::Error(error)) => tools::failure::into_tool_answer(error).map_err(Unfinished::Error),
+            other => other,
+        };
+        tool_response(outcome)
+    }
+
+    async fn run_tool(
+        &self,
+        caller: &Caller,
+        request: CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, Unfinished> {
+        // MCP 2026-07-28: a retry after the browser link waits for the user first.
+        if let Some(ended) = self.after_browser(caller, &request.name, ctx).await? {
+            return Ok(ended);
+        }
+        match request.name.as_ref() {
+            LIST_CONNECTIONS => Ok(self.list_connections(caller).await?),
             CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.connect_account(&caller, args, &ctx).await,
+                Ok(args) => self.connect_account(caller, args, ctx).await,
                 Err(e) => Ok(error_result(e)),
             },
             DISCONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.disconnect_account_in(&caller, args, &ctx).await,
+                Ok(args) => self.disconnect_account_in(caller, args, ctx).await,
                 Err(e) => Ok(error_result(e)),
             },
             PROVIDER_REQUEST => match tools::parse_args(request.arguments) {
-                Ok(args) => self.provider_request(&caller, args, &ctx).await,
+                Ok(args) => self.provider_request(caller, args, ctx).await,
                 Err(e) => Ok(error_result(e)),
             },
             other => {
-                let ext = self.extension_context(&ctx, &caller);
+                let ext = self.extension_context(ctx, caller);
                 for extension in self.state.extensions.iter() {
                     if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
-                        return result.map(Into::into);
+                        return result.map_err(Unfinished::from);
                     }
                 }
-                Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
+                Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None).into())
             }
-        };
-        Ok(result.or_else(super::tools::failure::into_tool_answer)?.into())
+        }
     }
 }
 

@@ -33,6 +33,7 @@ pub mod oauth_codes;
 pub mod own_moves;
 pub mod paging;
 pub mod request_budget;
+pub mod request_state_uses;
 pub mod sealed;
 pub mod services;
 pub mod sessions;

@@ -500,7 +500,18 @@ async fn needs_connecting_or_error(client: &McpClient) -> bool {
 /// One stateless (MCP 2026-07-28) `tools/call` at `mcp_url`: no session, the client's
 /// version and capabilities in `_meta`. The JSON-RPC answer.
 async fn stateless_call(mcp_url: &str, token: &str, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    stateless_retry(mcp_url, token, tool, arguments, None).await
+}
+
+/// [`stateless_call`], as a retry carrying `inputResponses` and `requestState` when given.
+async fn stateless_retry(
+    mcp_url: &str,
+    token: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+    retry: Option<(serde_json::Value, &str)>,
+) -> serde_json::Value {
+    let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": tool,
         "arguments": arguments,
         "_meta": {
@@ -509,6 +520,10 @@ async fn stateless_call(mcp_url: &str, token: &str, tool: &str, arguments: serde
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}},
         },
     }});
+    if let Some((responses, state)) = retry {
+        body["params"]["inputResponses"] = responses;
+        body["params"]["requestState"] = json!(state);
+    }
     let response = reqwest::Client::new()
         .post(mcp_url)
         .bearer_auth(token)
@@ -539,14 +554,24 @@ async fn stateless_clients_alternating_between_instances_need_no_affinity() {
     let Some((a, b)) = two_instances().await else { return };
     let alice = a.token_for(ALICE).await;
     let request = json!({"provider": "demo", "method": "GET", "path": "/me"});
-    // On A: not connected yet, the answer names the link.
+    // On A: not connected yet, the answer is the link and a state to retry with.
     let first = stateless_call(&a.mcp_url(), &alice, "provider_request", request.clone()).await;
-    assert_eq!(first["error"]["code"], -32042, "{first}");
-    let url = first["error"]["data"]["elicitations"][0]["url"].as_str().unwrap().to_owned();
-    // The browser flow, its callback handled by B.
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let url = first["result"]["inputRequests"]["authorize"]["params"]["url"].as_str().unwrap().to_owned();
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    // The retry waits on A while the user finishes: the browser flow, its callback handled by B.
+    let retry = tokio::spawn({
+        let (mcp_url, alice, request) = (a.mcp_url(), alice.clone(), request.clone());
+        async move {
+            let accepted = json!({"authorize": {"action": "accept"}});
+            stateless_retry(&mcp_url, &alice, "provider_request", request, Some((accepted, &state))).await
+        }
+    });
     let browser = a.browser();
     let callback = approve_up_to_the_callback(&a, &browser, &url).await;
     callback_on(&b, &a, &browser, &callback).await;
+    let answered = retry.await.unwrap();
+    assert_eq!(answered["result"]["structuredContent"]["status"], 200, "the retry waiting on A: {answered}");
     // Then B, A, B: each request served by whichever instance gets it.
     for (i, mcp_url) in [b.mcp_url(), a.mcp_url(), b.mcp_url()].iter().enumerate() {
         let answer = stateless_call(mcp_url, &alice, "provider_request", request.clone()).await;

@@ -12,14 +12,15 @@ use oauth_broker::clock::ManualClock;
 use oauth_broker::config::{Config, SettingsArgs};
 use oauth_broker::identity::password;
 use oauth_broker::state::AppState;
+use rmcp::model::ProtocolVersion;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult, ElicitationAction,
     ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, UrlElicitationCapability,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use secrecy::SecretString;
 use tokio::sync::{Mutex, mpsc};
 
@@ -329,6 +330,16 @@ impl TestApp {
         mcp_client_at(&self.mcp_url(), token, kind).await
     }
 
+    /// A real rmcp client speaking MCP 2026-07-28 (`server/discover`, no session, everything in
+    /// each request's `_meta`), authenticated as `name`. Its `call_tool` drives
+    /// `InputRequiredResult` rounds itself through its elicitation handler.
+    #[allow(dead_code, reason = "used by the round-trip tests")]
+    pub async fn mcp_client_2026(&self, name: &str, kind: ClientKind) -> McpClient {
+        let token = self.token_for(name).await;
+        let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+        mcp_client_with_lifecycle(&self.mcp_url(), &token, kind, lifecycle).await.unwrap()
+    }
+
     /// Signs `name` in on this browser (following the login form).
     pub async fn sign_in(&self, browser: &reqwest::Client, name: &str, next: &str) -> reqwest::Response {
         let page = browser.get(self.url(&format!("/login?next={}", urlencode(next)))).send().await.unwrap();
@@ -440,6 +451,17 @@ pub async fn mcp_client_at(
     token: &str,
     kind: ClientKind,
 ) -> Result<McpClient, rmcp::service::ClientInitializeError> {
+    mcp_client_with_lifecycle(url, token, kind, ClientLifecycleMode::Initialize).await
+}
+
+/// [`mcp_client_at`] with the lifecycle of a protocol revision: `Initialize` for a 2025-11-25
+/// session, `Discover` for stateless 2026-07-28.
+pub async fn mcp_client_with_lifecycle(
+    url: &str,
+    token: &str,
+    kind: ClientKind,
+    lifecycle: ClientLifecycleMode,
+) -> Result<McpClient, rmcp::service::ClientInitializeError> {
     let (elicit_tx, elicit_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let (updated_tx, updated_rx) = mpsc::unbounded_channel();
@@ -456,7 +478,7 @@ pub async fn mcp_client_at(
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
     );
-    let service = handler.serve(transport).await?;
+    let service = handler.serve_with_lifecycle(transport, lifecycle).await?;
     Ok(McpClient {
         service,
         elicitations: Mutex::new(elicit_rx),
@@ -620,7 +642,9 @@ impl McpClient {
     ) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
         let mut params = rmcp::model::CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments.as_object().cloned();
-        self.peer().call_tool(params).await
+        // The service's `call_tool` (not the peer's) drives MCP 2026-07-28 `InputRequiredResult`
+        // rounds through this client's handler; a 2025-11-25 session never gets one.
+        self.service.call_tool(params).await
     }
 
     pub async fn close(self) {

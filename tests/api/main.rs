@@ -42,6 +42,7 @@ mod refresh_cluster;
 mod refresh_faults;
 mod resources;
 mod review;
+mod round_trips;
 mod security;
 mod services;
 mod shutdown;

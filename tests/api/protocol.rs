@@ -162,7 +162,8 @@ async fn a_cancelled_tool_call_stops_its_upstream_request() {
 }
 
 #[tokio::test]
-async fn a_stateless_2026_07_28_client_gets_url_elicitation_required() {
+async fn a_stateless_2026_07_28_client_gets_an_input_required_result_never_url_elicitation_required() {
+    use rmcp::model::{CallToolResponse, InputRequest};
     use rmcp::{ClientLifecycleMode, ClientServiceExt};
     let app = spawn_app(Backend::Sqlite).await.unwrap();
     let token = app.token_for(ALICE).await;
@@ -180,13 +181,22 @@ async fn a_stateless_2026_07_28_client_gets_url_elicitation_required() {
     for tool in ["provider_request", "connect_account"] {
         let args = json!({"provider": "demo", "method": "GET", "path": "/me"});
         let args = if tool == "connect_account" { json!({"provider": "demo"}) } else { args };
-        match client.peer().call_tool(params(tool, args)).await {
-            Err(rmcp::ServiceError::McpError(e)) => {
-                assert_eq!(e.code.0, -32042, "{tool}");
-                let url = e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
-                assert!(url.starts_with(&app.url("/connect/")));
+        // One round only (`call_tool_once`): the result as the server sent it.
+        match client.peer().call_tool_once(params(tool, args)).await {
+            Ok(CallToolResponse::InputRequired(result)) => {
+                let requests = result.input_requests.expect("an input request");
+                let Some(InputRequest::Elicitation(request)) = requests.get("authorize") else {
+                    panic!("{tool}: a url elicitation under `authorize`, got {requests:?}");
+                };
+                match &request.params {
+                    rmcp::model::ElicitRequestParams::UrlElicitationParams { url, .. } => {
+                        assert!(url.starts_with(&app.url("/connect/")), "{tool}: {url}");
+                    }
+                    other => panic!("{tool}: expected url mode, got {other:?}"),
+                }
+                assert!(result.request_state.is_some_and(|s| !s.is_empty()), "{tool}: a requestState");
             }
-            other => panic!("{tool}: expected -32042 without sessions, got {other:?}"),
+            other => panic!("{tool}: expected an InputRequiredResult, got {other:?}"),
         }
     }
     client.cancel().await.unwrap();

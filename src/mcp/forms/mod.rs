@@ -62,6 +62,10 @@ pub enum AskError {
     Failed(String),
     #[error("the form is invalid: {0}")]
     Schema(#[from] SchemaError),
+    /// MCP 2026-07-28: the question goes out as an `InputRequiredResult`; the answer comes with
+    /// the client's retry ([`crate::mcp::input_required`]).
+    #[error("the question is asked in an InputRequiredResult")]
+    InputRequired(Box<rmcp::model::InputRequiredResult>),
 }
 
 /// Asks `form` with `message` and waits up to `timeout` (or until `cancel` fires).

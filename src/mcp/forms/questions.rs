@@ -2,14 +2,14 @@
 //! whether to really disconnect. Each is a small form built from [`super::schema`]; none asks
 //! for anything secret (credentials only ever go through URL mode to our own pages).
 
-use rmcp::model::{CallToolResult, ErrorData};
+use rmcp::model::CallToolResult;
 
 use super::field::{Choice, Field};
 use super::{Answers, AskError};
 use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
-use crate::mcp::results::error_result;
+use crate::mcp::results::{Unfinished, error_result};
 use crate::mcp::tools::failure::tool_failed;
 use crate::store::grants::GrantRow;
 
@@ -155,9 +155,10 @@ pub fn most_recent(grants: &[GrantRow]) -> Option<usize> {
 }
 
 /// The tool result when a question got no usable answer; `unchanged` says what did not happen.
-pub fn no_answer(error: AskError, unchanged: &str) -> Result<CallToolResult, ErrorData> {
+pub fn no_answer(error: AskError, unchanged: &str) -> Result<CallToolResult, Unfinished> {
     match error {
-        AskError::Schema(e) => Err(tool_failed(e)),
+        AskError::InputRequired(result) => Err(Unfinished::InputRequired(result)),
+        AskError::Schema(e) => Err(tool_failed(e).into()),
         AskError::Invalid(e) => Ok(error_result(format!("Your answer could not be used: {e}. {unchanged}"))),
         AskError::TimedOut => Ok(error_result(format!("No answer to the question in time. {unchanged}"))),
         AskError::Failed(why) => {

@@ -3,7 +3,9 @@
 //! MCP 2025-11-25 client/elicitation §URL mode: with a client that declared `elicitation.url`,
 //! `connect_account` sends `elicitation/create {mode:"url"}` on the request's own stream and
 //! waits (bounded, with progress notifications) for the browser flow to finish; other tools
-//! answer `-32042` so the client can open the link and retry. Clients without URL mode get an
+//! answer `-32042` so the client can open the link and retry. MCP 2026-07-28 has neither: every
+//! tool answers an `InputRequiredResult` with the link, and the client's retry waits
+//! ([`super::asking`], [`BrokerServer::after_browser`]). Clients without URL mode get an
 //! `isError` result with the link as text. The database row is the truth: a retried call
 //! succeeds from the stored grant whether or not any notification arrived.
 //!
@@ -19,6 +21,7 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ElicitationAction, ErrorData, ProgressNotificationParam};
 use rmcp::service::{ElicitationError, RequestContext};
 use serde_json::json;
+use tokio::time::Instant;
 
 use crate::broker::access::{self, Access, Standing};
 use crate::broker::authorizations::{self, Ask};
@@ -30,7 +33,8 @@ use crate::mcp::elicitation;
 use crate::mcp::forms::questions::{self, AccountQuestion, Picked, SCOPES, account_name, account_shown};
 use crate::mcp::forms::{self, FormSchema, Reply};
 use crate::mcp::handler::{BrokerServer, Caller};
-use crate::mcp::results::{error_result, text_result};
+use crate::mcp::input_required::state::refused;
+use crate::mcp::results::{Unfinished, error_result, text_result};
 use crate::mcp::tools::connections::{find_account, several_accounts};
 use crate::mcp::tools::failure::tool_failed;
 use crate::mcp::tools::{CONNECT_ACCOUNT, ConnectArgs, unknown_provider};
@@ -54,7 +58,7 @@ impl BrokerServer {
         caller: &Caller,
         args: ConnectArgs,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResult, Unfinished> {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
@@ -73,7 +77,8 @@ impl BrokerServer {
             })?;
         }
         let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
-        let (target, requested) = match self.connect_choice(provider, &args, named_scopes, &grants, ctx).await? {
+        let (target, requested) = match self.connect_choice(caller, provider, &args, named_scopes, &grants, ctx).await?
+        {
             Ok(choice) => choice,
             Err(result) => return Ok(result),
         };
@@ -121,12 +126,13 @@ impl BrokerServer {
     /// doc), or an answer to return as is.
     async fn connect_choice(
         &self,
+        caller: &Caller,
         provider: &ProviderConfig,
         args: &ConnectArgs,
         named_scopes: Option<Scopes>,
         grants: &[GrantRow],
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<Result<(Target, Scopes), CallToolResult>, ErrorData> {
+    ) -> Result<Result<(Target, Scopes), CallToolResult>, Unfinished> {
         let named_target = args.account.as_deref().map(|name| match find_account(grants, name) {
             Some(i) => Target::Existing(i),
             None => Target::New(Some(name.to_owned())),
@@ -134,12 +140,12 @@ impl BrokerServer {
         // Which scopes, when the caller named none and the provider offers more than its
         // defaults: asked on a first connection too (the consent page then shows the choice).
         let ask_scopes = named_scopes.is_none() && questions::offers_more_than_defaults(provider);
-        if grants.is_empty() && !(ask_scopes && forms::form_mode(&ctx.peer)) {
+        if grants.is_empty() && !(ask_scopes && caller.form_mode) {
             let scopes = named_scopes.unwrap_or_else(|| provider.default_scopes.clone());
             return Ok(Ok((named_target.unwrap_or(Target::New(None)), scopes)));
         }
         let ask_account = !grants.is_empty() && named_target.is_none() && (grants.len() >= 2 || ask_scopes);
-        if !forms::form_mode(&ctx.peer) || !(ask_scopes || ask_account) {
+        if !caller.form_mode || !(ask_scopes || ask_account) {
             let target = match named_target {
                 Some(target) => target,
                 None if grants.len() == 1 => Target::Existing(0),
@@ -166,7 +172,7 @@ impl BrokerServer {
             (true, false) => format!("Connect {}: which account?", provider.display_name),
             _ => format!("Connect {}: what may tools do there on your behalf?", provider.display_name),
         };
-        let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
+        let reply = self.ask_form(caller, ctx, message, &form).await;
         self.log_reply(ctx, CONNECT_ACCOUNT, provider, &reply).await;
         let answers = match reply {
             Ok(Reply::Accepted(answers)) => answers,
@@ -209,7 +215,8 @@ impl BrokerServer {
     }
 
     /// Opens (or reuses) an authorization and sends the user to the browser: inline URL
-    /// elicitation and a bounded wait, or the link as text.
+    /// elicitation and a bounded wait (2025-11-25), an `InputRequiredResult` whose retry waits
+    /// (2026-07-28), or the link as text.
     #[allow(clippy::too_many_arguments)]
     async fn start_connect(
         &self,
@@ -220,14 +227,14 @@ impl BrokerServer {
         hint: Option<&str>,
         before: &Snapshot,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResult, Unfinished> {
         let with_hint = |text: String| match hint {
             Some(hint) => format!("{text} {hint}"),
             None => text,
         };
         let row = self.authorization(caller, provider, scopes, ask).await?;
-        if !caller.url_mode {
-            return Ok(error_result(with_hint(elicitation::manual_connect_text(&self.state, &row, provider, scopes))));
+        if !caller.url_mode || caller.round.is_some() {
+            return self.send_to_browser(caller, provider, &row, hint);
         }
         // Subscribe before asking, so a fast browser cannot finish unseen.
         let mut events = self.state.events.subscribe();
@@ -243,27 +250,13 @@ impl BrokerServer {
             .await;
         match asked {
             Ok(ElicitationAction::Accept) => {}
-            Ok(ElicitationAction::Decline) => {
-                let now = self.state.now();
-                let _ = self
-                    .state
-                    .store
-                    .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
-                    .await;
-                return Ok(error_result(declined_text(&row, provider)));
-            }
-            Ok(_) => {
-                return Ok(error_result(format!(
-                    "Connecting {} was cancelled. Call connect_account again when you are ready.",
-                    provider.display_name
-                )));
-            }
-            // A client on a revision without server-to-client requests (2026-07-28): the
-            // error form still works.
+            Ok(ElicitationAction::Decline) => return Ok(self.declined_in_client(&row, provider).await),
+            Ok(_) => return Ok(error_result(cancelled_text(provider, CONNECT_ACCOUNT))),
+            // A client that cannot take the request now: the error form still works.
             Err(ElicitationError::CapabilityNotSupported) | Err(ElicitationError::Service(_)) => {
-                return Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes));
+                return Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes).into());
             }
-            Err(other) => return Err(tool_failed(other)),
+            Err(other) => return Err(tool_failed(other).into()),
         }
         self.log(
             ctx,
@@ -271,43 +264,110 @@ impl BrokerServer {
             json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
         )
         .await;
-        self.wait_for_browser(caller, provider, &row, before, &mut events, ctx).await
+        let deadline = Instant::now() + self.state.config.connect_wait;
+        let still = |row: &AuthorizationRow| {
+            format!(
+                "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
+                authorizations::connect_url(&self.state, &row.id)
+            )
+        };
+        match self.wait_for_row(&row.id, provider, deadline, &mut events, ctx).await? {
+            Waited::Finished => Ok(self
+                .final_outcome(caller, provider, &row.id, before)
+                .await?
+                .unwrap_or_else(|| error_result(still(&row)))),
+            Waited::Cancelled => Ok(error_result("Cancelled.")),
+            // The server is stopping, or the wait is over: the link stays valid and the next
+            // call (to any instance) picks it up.
+            Waited::Stopping | Waited::TimedOut => Ok(error_result(still(&row))),
+        }
     }
 
-    /// Waits for the authorization row to reach a final state, bounded by `connect_wait`,
-    /// ending early if the client cancels the call.
-    async fn wait_for_browser(
+    /// The user said no in the client: the row ends declined, and the result says so.
+    async fn declined_in_client(&self, row: &AuthorizationRow, provider: &ProviderConfig) -> CallToolResult {
+        let now = self.state.now();
+        let _ = self
+            .state
+            .store
+            .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
+            .await;
+        error_result(declined_text(row, provider))
+    }
+
+    /// MCP 2026-07-28: a retry whose state sent the user to the browser (see
+    /// [`crate::mcp::input_required`]). A `decline` in `inputResponses` ends it at once;
+    /// otherwise the retry waits, bounded by `mrtr_wait`, for the row to finish. `None` once the
+    /// user completed it: the tool runs, now with the grant or the permission. For
+    /// `connect_account` the connection is the result; declined, failed or expired, the outcome;
+    /// still open, an `InputRequiredResult` with the same state, and the client retries.
+    pub(crate) async fn after_browser(
         &self,
         caller: &Caller,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Option<CallToolResult>, Unfinished> {
+        let Some(round) = &caller.round else { return Ok(None) };
+        let Some(id) = round.authorization() else { return Ok(None) };
+        // Subscribe before the first read, so a browser finishing in between is not missed.
+        let mut events = self.state.events.subscribe();
+        let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+        // The state is bound to this user already; a row of anyone else is never described.
+        let Some(row) = row.filter(|r| r.user_id == caller.user.user_id) else {
+            return Err(refused().into());
+        };
+        let Some(provider) = self.state.providers.find(&row.provider) else {
+            return Ok(Some(error_result(unknown_provider(&self.state.providers.ids(), &row.provider))));
+        };
+        match round.authorize_response() {
+            Some(ElicitationAction::Decline) => return Ok(Some(self.declined_in_client(&row, provider).await)),
+            Some(ElicitationAction::Cancel) => return Ok(Some(error_result(cancelled_text(provider, tool)))),
+            _ => {}
+        }
+        let deadline = Instant::now() + self.state.config.mrtr_wait;
+        match self.wait_for_row(&row.id, provider, deadline, &mut events, ctx).await? {
+            Waited::Finished => {}
+            Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
+            // A stopping server answers at once: the client retries, to another instance.
+            Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
+        }
+        let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+        if tool != CONNECT_ACCOUNT && row.as_ref().is_some_and(|r| r.status == AuthorizationStatus::Completed) {
+            return Ok(None);
+        }
+        let outcome = self.final_outcome(caller, provider, id, &Vec::new()).await?;
+        Ok(Some(outcome.unwrap_or_else(|| {
+            error_result(format!("Connecting {} did not finish; call {tool} again.", provider.display_name))
+        })))
+    }
+
+    /// Waits until authorization `id` has finished (or expired), `deadline` passes, the call is
+    /// cancelled or the server starts stopping; sends progress meanwhile when the client asked
+    /// for it. Every signal (or a lag) is a reason to read the row again: the row decides.
+    async fn wait_for_row(
+        &self,
+        id: &str,
         provider: &ProviderConfig,
-        row: &AuthorizationRow,
-        before: &Snapshot,
+        deadline: Instant,
         events: &mut tokio::sync::broadcast::Receiver<crate::events::AuthorizationFinished>,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let deadline = tokio::time::Instant::now() + self.state.config.connect_wait;
+    ) -> Result<Waited, ErrorData> {
         let progress_token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
         loop {
-            if let Some(done) = self.final_outcome(caller, provider, &row.id, before).await? {
-                return Ok(done);
+            let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+            let open = row.as_ref().is_some_and(|row| {
+                !matches!(
+                    row.status,
+                    AuthorizationStatus::Completed | AuthorizationStatus::Declined | AuthorizationStatus::Failed
+                ) && !row.is_expired(self.state.now())
+            });
+            if !open {
+                return Ok(Waited::Finished);
             }
             tokio::select! {
-                _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
-                // The server is stopping: answer now rather than hold the stop for the wait;
-                // the link stays valid and the next call (to another instance) picks it up.
-                _ = self.state.draining.cancelled() => {
-                    return Ok(error_result(format!(
-                        "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
-                        authorizations::connect_url(&self.state, &row.id)
-                    )));
-                }
-                _ = tokio::time::sleep_until(deadline) => {
-                    return Ok(error_result(format!(
-                        "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
-                        authorizations::connect_url(&self.state, &row.id)
-                    )));
-                }
+                _ = ctx.ct.cancelled() => return Ok(Waited::Cancelled),
+                _ = self.state.draining.cancelled() => return Ok(Waited::Stopping),
+                _ = tokio::time::sleep_until(deadline) => return Ok(Waited::TimedOut),
                 _ = tokio::time::sleep(self.state.config.progress_interval) => {
                     ticks += 1;
                     if let Some(token) = &progress_token {
@@ -317,7 +377,6 @@ impl BrokerServer {
                     }
                 }
                 event = events.recv() => {
-                    // Any signal (or a lag) is a reason to re-read the row; the row decides.
                     let _ = event;
                 }
             }
@@ -409,10 +468,10 @@ impl BrokerServer {
         provider: &ProviderConfig,
         account: Option<&str>,
         required: &Scopes,
-    ) -> Result<AccessToken, Result<CallToolResult, ErrorData>> {
+    ) -> Result<AccessToken, Result<CallToolResult, Unfinished>> {
         let who = caller.requester();
         let answer = access::access(&self.state, &who, provider, account, required).await;
-        let row = match answer.map_err(|e| Err(tool_failed(e)))? {
+        let row = match answer.map_err(|e| Err(tool_failed(e).into()))? {
             Access::Ready(token) => return Ok(*token),
             Access::Unavailable { retry_after } => {
                 return Err(Ok(crate::mcp::tools::failure::provider_unavailable(provider, retry_after)));
@@ -423,7 +482,7 @@ impl BrokerServer {
             | Access::AllowClient { authorization } => authorization,
         };
         self.remember_elicitation(&row.id);
-        Err(self.link_answer(caller, provider, &row))
+        Err(self.send_to_browser(caller, provider, &row, None))
     }
 
     /// An open authorization for this request, remembered for the completion notification.
@@ -439,20 +498,20 @@ impl BrokerServer {
         self.remember_elicitation(&row.id);
         Ok(row)
     }
+}
 
-    /// For tools other than `connect_account`: `-32042` to URL-capable clients, else text.
-    fn link_answer(
-        &self,
-        caller: &Caller,
-        provider: &ProviderConfig,
-        row: &AuthorizationRow,
-    ) -> Result<CallToolResult, ErrorData> {
-        if caller.url_mode {
-            Err(elicitation::url_elicitation_required(&self.state, row, provider, &row.scopes))
-        } else {
-            Ok(error_result(elicitation::manual_connect_text(&self.state, row, provider, &row.scopes)))
-        }
-    }
+/// How [`BrokerServer::wait_for_row`] ended.
+enum Waited {
+    /// The row finished or expired (or is gone): read it for the outcome.
+    Finished,
+    Cancelled,
+    /// The server is stopping: answer now rather than hold the stop.
+    Stopping,
+    TimedOut,
+}
+
+fn cancelled_text(provider: &ProviderConfig, tool: &str) -> String {
+    format!("Connecting {} was cancelled. Call {tool} again when you are ready.", provider.display_name)
 }
 
 fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {

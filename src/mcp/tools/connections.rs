@@ -18,7 +18,7 @@ use crate::mcp::forms::questions::{self, AccountQuestion, CONFIRM, Picked};
 use crate::mcp::forms::{self, FormSchema, Reply};
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::logging::LogLevel;
-use crate::mcp::results::{error_result, text_result};
+use crate::mcp::results::{Unfinished, error_result, text_result};
 use crate::mcp::tools::failure::tool_failed;
 use crate::mcp::tools::{CONNECT_ACCOUNT, DisconnectArgs, unknown_provider};
 use crate::store::grants::GrantRow;
@@ -67,7 +67,7 @@ impl BrokerServer {
         caller: &Caller,
         args: DisconnectArgs,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResult, Unfinished> {
         self.disconnect(caller, args, Some(ctx)).await
     }
 
@@ -76,7 +76,7 @@ impl BrokerServer {
         caller: &Caller,
         args: DisconnectArgs,
         ctx: Option<&RequestContext<RoleServer>>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResult, Unfinished> {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
@@ -98,12 +98,12 @@ impl BrokerServer {
         {
             return Ok(refusal);
         }
-        let form_ctx = ctx.filter(|c| forms::form_mode(&c.peer));
+        let form_ctx = ctx.filter(|_| caller.form_mode);
         let Some(ctx) = form_ctx else {
             // No form mode: the tool is annotated destructive (destructiveHint), so the client
             // asks the user before calling it; asking again would need a form we cannot send.
             return match named {
-                Some(i) => self.revoke(caller, provider, &grants[i]).await,
+                Some(i) => Ok(self.revoke(caller, provider, &grants[i]).await?),
                 None => Ok(several_accounts(provider, &grants, "disconnect_account")),
             };
         };
@@ -124,7 +124,7 @@ impl BrokerServer {
             ),
         };
         let nothing = "Nothing was disconnected.";
-        let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
+        let reply = self.ask_form(caller, ctx, message, &form).await;
         self.log_reply(ctx, "disconnect_account", provider, &reply).await;
         let answers = match reply {
             Ok(Reply::Accepted(answers)) => answers,
@@ -140,7 +140,7 @@ impl BrokerServer {
             (Some(i), _) | (None, Some(Picked::Existing(i))) => i,
             _ => return Ok(error_result(format!("No account was chosen. {nothing}"))),
         };
-        self.revoke(caller, provider, &grants[chosen]).await
+        Ok(self.revoke(caller, provider, &grants[chosen]).await?)
     }
 
     /// MCP security best practices §Confused deputy: disconnecting revokes the tokens at the
@@ -206,7 +206,7 @@ impl BrokerServer {
         named: Option<&str>,
         tool: &str,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<AccountPick, ErrorData> {
+    ) -> Result<AccountPick, Unfinished> {
         let mut grants =
             connections::accounts_seen_by(&self.state, &caller.user.user_id, provider, &caller.user.client)
                 .await
@@ -223,14 +223,14 @@ impl BrokerServer {
         if grants.len() == 1 {
             return Ok(AccountPick::One(grants.swap_remove(0)));
         }
-        if !forms::form_mode(&ctx.peer) {
+        if !caller.form_mode {
             return Ok(AccountPick::Answer(several_accounts(provider, &grants, tool)));
         }
         let question = AccountQuestion::new(&grants, false, questions::most_recent(&grants), provider);
         let form = FormSchema::new([question.field.clone()]).map_err(tool_failed)?;
         let message = format!("You have several {} accounts. Which one should be used?", provider.display_name);
         let nothing = "Nothing was sent to the provider.";
-        let reply = forms::ask(&ctx.peer, &ctx.ct, message, &form, self.state.config.connect_wait).await;
+        let reply = self.ask_form(caller, ctx, message, &form).await;
         self.log_reply(ctx, tool, provider, &reply).await;
         Ok(match reply {
             Ok(Reply::Accepted(answers)) => match question.picked(&answers) {
@@ -257,9 +257,11 @@ impl BrokerServer {
             Ok(Reply::Accepted(_)) => "accepted".to_owned(),
             Ok(Reply::Declined) => "declined".to_owned(),
             Ok(Reply::Cancelled) => "cancelled".to_owned(),
+            Err(forms::AskError::InputRequired(_)) => "asked".to_owned(),
             Err(error) => error.to_string(),
         };
-        let level = if reply.is_ok() { LogLevel::Info } else { LogLevel::Warning };
+        let asked = matches!(reply, Err(forms::AskError::InputRequired(_)));
+        let level = if reply.is_ok() || asked { LogLevel::Info } else { LogLevel::Warning };
         self.log(ctx, level, json!({"tool": tool, "provider": provider.id.as_str(), "form": outcome})).await;
     }
 }

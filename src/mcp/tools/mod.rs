@@ -9,6 +9,7 @@
 //! runs; [`connect`], [`connections`], [`provider_request`] the broker's tools; [`completion`]
 //! `completion/complete`; [`failure`] how a failure reaches the client.
 
+pub mod asking;
 pub mod completion;
 pub mod connect;
 pub mod connections;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use serde::Serialize;
 
@@ -15,7 +15,7 @@ use crate::domain::Scopes;
 use crate::mcp::forms::questions::account_name;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::logging::LogLevel;
-use crate::mcp::results::error_result;
+use crate::mcp::results::{Unfinished, error_result};
 use crate::mcp::tools::connections::AccountPick;
 use crate::mcp::tools::failure::tool_failed;
 use crate::mcp::tools::{PROVIDER_REQUEST, ProviderRequestArgs, unknown_provider};
@@ -48,7 +48,7 @@ impl BrokerServer {
         caller: &Caller,
         args: ProviderRequestArgs,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResult, Unfinished> {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
@@ -82,7 +82,7 @@ impl BrokerServer {
             Ok(answer) => answer,
             Err(CallError::Request(e)) => return Ok(error_result(e.to_string())),
             Err(CallError::Unreachable(e)) => return Ok(error_result(format!("{}: {e}", provider.display_name))),
-            Err(CallError::Store(e)) => return Err(tool_failed(e)),
+            Err(CallError::Store(e)) => return Err(tool_failed(e).into()),
         };
         // MCP utilities/logging: what was called and how it went; never the token.
         let level = if answer.status >= 400 { LogLevel::Warning } else { LogLevel::Info };

@@ -1,0 +1,220 @@
+//! The `requestState` the broker hands a 2026-07-28 client and reads back on its retry.
+//!
+//! The client echoes it verbatim, so what comes back is untrusted input (SEP-2322): it is sealed
+//! with the broker's own sealer ([`crate::crypto::Sealer`], AES-256-GCM under the encryption
+//! key ring: any instance sharing the keys opens it, and a rotation reaches it like every other
+//! sealed value), which keeps it confidential as well as intact. The AEAD's associated data is
+//! the request it belongs to — user, client, method, tool and a digest of the arguments
+//! ([`Binding`]) — so a state lifted into another user's, client's or tool's request, or one
+//! whose arguments changed, does not open. Its expiry is read on the broker's clock.
+//!
+//! Every way of failing to open is one answer to the client ([`refused`]): it never says whose
+//! the state was or why it did not fit.
+//!
+//! rmcp's `RequestStateCodec` (HMAC) would need a key derived per ring entry and rebuilt on every
+//! reload; the sealer already is the ring, and encrypts.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rmcp::model::ErrorData;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::clock::Timestamp;
+use crate::crypto::{SealContext, Sealer};
+
+/// Longer states are refused before anything is decoded: a real one is a few hundred bytes.
+const MAX_STATE_CHARS: usize = 16 * 1024;
+
+/// What a state carries from one round to the next.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub(crate) struct Carried {
+    /// Random; names the state for single use ([`crate::store::Store::spend_request_state`]).
+    pub nonce: String,
+    /// Broker clock, seconds: after this the state is refused.
+    pub expires_at: Timestamp,
+    /// The authorization (connect or consent link) the user was sent to in the browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<String>,
+    /// The question this state asked (its key in `inputRequests`): the answer to it is acted on
+    /// once, so such a state is single use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
+    /// Answers to earlier questions of this call, already checked against their forms, by key:
+    /// a later round (after the browser, say) runs the tool again and must not ask them again.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub answers: Map<String, Value>,
+}
+
+/// The request a state belongs to, as the sealer's associated data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Binding {
+    user_id: String,
+    /// Hex SHA-256 of the JSON array `[user, client, method, name, arguments]` (arguments with
+    /// their keys sorted): unambiguous whatever the parts contain.
+    digest: String,
+}
+
+impl Binding {
+    pub fn new(user_id: &str, client: &str, method: &str, name: &str, arguments: Option<&Map<String, Value>>) -> Self {
+        let arguments = canonical(&Value::Object(arguments.cloned().unwrap_or_default()));
+        let parts = serde_json::json!([user_id, client, method, name, arguments]);
+        let digest = hex::encode(Sha256::digest(parts.to_string().as_bytes()));
+        Self { user_id: user_id.to_owned(), digest }
+    }
+
+    fn context(&self) -> SealContext<'_> {
+        SealContext { table: "mcp", column: "requestState", row_id: &self.digest, owner: &self.user_id }
+    }
+}
+
+/// The same value with every object's keys in order, so the digest does not depend on the order
+/// a client wrote them in.
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(keys.into_iter().map(|k| (k.clone(), canonical(&map[k]))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Seals `carried` for the request `binding` names.
+pub(crate) fn seal(sealer: &Sealer, binding: &Binding, carried: &Carried) -> String {
+    // A struct of strings, numbers and JSON values always serialises.
+    let plaintext = serde_json::to_vec(carried).unwrap_or_default();
+    URL_SAFE_NO_PAD.encode(sealer.seal(&plaintext, binding.context()))
+}
+
+/// Opens a state the client sent back for the request `binding` names, refusing anything forged,
+/// altered, made for another request or expired at `now`.
+pub(crate) fn open(sealer: &Sealer, binding: &Binding, state: &str, now: Timestamp) -> Result<Carried, ErrorData> {
+    if state.len() > MAX_STATE_CHARS {
+        return Err(refused());
+    }
+    let sealed = URL_SAFE_NO_PAD.decode(state).map_err(|_| refused())?;
+    let plaintext = sealer.open(&sealed, binding.context()).map_err(|_| refused())?;
+    let carried: Carried = serde_json::from_slice(&plaintext).map_err(|_| refused())?;
+    if carried.expires_at <= now {
+        return Err(refused());
+    }
+    Ok(carried)
+}
+
+/// The one answer to a state that cannot be used (`-32602`, SEP-2322): the same words whatever
+/// the reason, and nothing about whose it was.
+pub(crate) fn refused() -> ErrorData {
+    ErrorData::invalid_params(
+        "requestState is not valid for this request (it may have expired, or been used already); call again without it",
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sealer() -> Sealer {
+        Sealer::new(&[7u8; 32], &[]).unwrap()
+    }
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap()
+    }
+
+    fn carried() -> Carried {
+        Carried {
+            nonce: "n".into(),
+            expires_at: 1_000,
+            authorization: Some("a1".into()),
+            asked: None,
+            answers: Map::new(),
+        }
+    }
+
+    #[test]
+    fn a_state_opens_for_its_own_request_only() {
+        let sealer = sealer();
+        let arguments = args(json!({"provider": "demo", "method": "GET", "path": "/me"}));
+        let binding = Binding::new("u1", "c1", "tools/call", "provider_request", Some(&arguments));
+        let state = seal(&sealer, &binding, &carried());
+        assert_eq!(open(&sealer, &binding, &state, 999).unwrap(), carried());
+
+        let others = [
+            Binding::new("u2", "c1", "tools/call", "provider_request", Some(&arguments)),
+            Binding::new("u1", "c2", "tools/call", "provider_request", Some(&arguments)),
+            Binding::new("u1", "c1", "tools/call", "connect_account", Some(&arguments)),
+            Binding::new("u1", "c1", "prompts/get", "provider_request", Some(&arguments)),
+            Binding::new(
+                "u1",
+                "c1",
+                "tools/call",
+                "provider_request",
+                Some(&args(json!({"provider": "demo", "method": "DELETE", "path": "/me"}))),
+            ),
+            Binding::new("u1", "c1", "tools/call", "provider_request", None),
+        ];
+        for other in others {
+            let error = open(&sealer, &other, &state, 999).unwrap_err();
+            assert_eq!(error, refused(), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn argument_order_does_not_matter_but_values_do() {
+        let a = args(json!({"provider": "demo", "query": {"a": 1, "b": 2}}));
+        let b = args(json!({"query": {"b": 2, "a": 1}, "provider": "demo"}));
+        let c = args(json!({"query": {"b": 2, "a": 3}, "provider": "demo"}));
+        let bind = |x: &Map<String, Value>| Binding::new("u", "c", "tools/call", "t", Some(x));
+        assert_eq!(bind(&a), bind(&b));
+        assert_ne!(bind(&a), bind(&c));
+    }
+
+    #[test]
+    fn an_expired_tampered_or_foreign_state_is_refused_with_one_answer() {
+        let sealer = sealer();
+        let binding = Binding::new("u1", "c1", "tools/call", "t", None);
+        let state = seal(&sealer, &binding, &carried());
+        assert_eq!(open(&sealer, &binding, &state, 1_000).unwrap_err(), refused(), "expired at its time");
+
+        let mut bytes = URL_SAFE_NO_PAD.decode(&state).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let tampered = URL_SAFE_NO_PAD.encode(bytes);
+        assert_eq!(open(&sealer, &binding, &tampered, 1).unwrap_err(), refused());
+
+        let other_keys = Sealer::new(&[9u8; 32], &[]).unwrap();
+        assert_eq!(open(&other_keys, &binding, &state, 1).unwrap_err(), refused(), "another broker's keys");
+        for junk in ["", "not base64!", "AAAA", &"A".repeat(MAX_STATE_CHARS + 1)] {
+            assert_eq!(open(&sealer, &binding, junk, 1).unwrap_err(), refused(), "{junk:.20}");
+        }
+        let message = refused().message;
+        assert!(!message.contains("u1") && !message.contains("c1"), "says nothing of whose it was");
+    }
+
+    #[test]
+    fn a_state_is_not_readable_by_the_client() {
+        let sealer = sealer();
+        let binding = Binding::new("u1", "c1", "tools/call", "t", None);
+        let mut with_answer = carried();
+        with_answer.answers.insert("form".into(), json!({"account": "work-account"}));
+        let state = seal(&sealer, &binding, &with_answer);
+        let bytes = URL_SAFE_NO_PAD.decode(&state).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("work-account") && !text.contains("a1"), "sealed, not just signed");
+    }
+
+    #[test]
+    fn a_state_sealed_before_a_rotation_still_opens() {
+        let old = Sealer::new(&[7u8; 32], &[]).unwrap();
+        let binding = Binding::new("u1", "c1", "tools/call", "t", None);
+        let state = seal(&old, &binding, &carried());
+        let rotated = Sealer::new(&[8u8; 32], &[&[7u8; 32]]).unwrap();
+        assert_eq!(open(&rotated, &binding, &state, 1).unwrap(), carried());
+    }
+}
