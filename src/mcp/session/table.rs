@@ -482,4 +482,32 @@ mod tests {
         drop(transport);
         assert!(!first.notify(ServerNotification::PromptListChangedNotification(Default::default())));
     }
+
+    #[test]
+    fn a_session_leaves_the_table_with_its_event_log_and_a_thinned_log_gives_its_memory_back() {
+        use crate::mcp::transport::event_log::{ANSWERED_KEPT_SECONDS, SessionLogs};
+        let (table, clock) = table();
+        open(&table, "s1");
+        open(&table, "s2");
+        let answer = ServerSseMessage::from_message(rmcp::model::ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::RequestId::Number(1),
+        ));
+        let capacity = |id: &str| table.with_log(|_, sessions| sessions.log_of(id).unwrap().streams_mut().capacity());
+        for n in 0..1_000 {
+            table.append("s1", &format!("s1/{n}"), &answer);
+        }
+        table.append("s2", "s2:common", &answer);
+        let full = capacity("s1");
+
+        // Act: s1's answers pass their resume window, and a new stream of s2 prunes them.
+        clock.advance(ANSWERED_KEPT_SECONDS + 1);
+        table.append("s2", "s2/0", &answer);
+
+        assert_eq!(table.stream_count(), 2, "s2's two");
+        assert!(capacity("s1") < full / 4, "s1's map gave its memory back: {} of {full}", capacity("s1"));
+        table.remove("s2", |_| false);
+        assert_eq!(table.stream_count(), 0, "s2's streams went with it");
+        assert!(table.resume("s2", "0").is_err(), "and nothing of it can be resumed");
+    }
 }
