@@ -88,7 +88,6 @@ pub fn router(state: McpState) -> Router<AppState> {
         .enforce_origin_validation()
         .with_cancellation_token(state.shutdown.child_token());
     let factory_state = state.clone();
-    let log = Arc::new(transport::event_log::EventLog::new(state.clock.clone()));
     let revive_state = state.clone();
     // A parked session's new service skips the handshake: the client's `initialize` parameters
     // are what rmcp's peer would have kept. Ended with the server, as rmcp's own.
@@ -104,7 +103,7 @@ pub fn router(state: McpState) -> Router<AppState> {
         >(handler, transport, Some(peer_info), ct))
     });
     let sessions = Arc::new(
-        session::manager::BrokerSessions::new(state.sessions.clone(), log, state.draining.clone())
+        session::manager::BrokerSessions::new(state.sessions.clone(), state.draining.clone())
             .with_idle(state.config.mcp_session_idle)
             .with_parking(
                 state.config.mcp_session_park,

@@ -2,8 +2,8 @@
 //! trait (rmcp's own `LocalSessionManager` is not used; issue 11):
 //!
 //! - **One table** ([`SessionTable`]): every live session is one entry, found by its id, that
-//!   holds its owner, era, scope, liveness and transport; it leaves the table in one place
-//!   ([`BrokerSessions::close_session`]), whatever ends it.
+//!   holds its owner, era, scope, liveness, transport and event log; it leaves the table in one
+//!   place ([`BrokerSessions::close_session`]), whatever ends it, and its log goes with it.
 //! - **No task or channels of its own per session** ([`Session`]): what a session's handler
 //!   sends is routed onto its SSE stream as it is sent ([`crate::mcp::transport::session_transport`]),
 //!   which cut an idle session's memory by most of rmcp's worker and channels.
@@ -16,9 +16,9 @@
 //! - **Idle sessions hold no rmcp service** ([`Session::park`]): a session with nothing in
 //!   flight for `mcp_session_park` (default [`crate::config::MCP_SESSION_PARK`]) is parked, and
 //!   comes back with a new service at its next message (issue 11).
-//! - **Each event is delivered once** ([`EventLog`]): unique increasing ids; a resume replays
-//!   strictly after `Last-Event-ID`, only the asking session's own events; a GET without it
-//!   replays nothing old.
+//! - **Each event is delivered once** ([`crate::mcp::transport::event_log`], kept in the
+//!   table): unique increasing ids; a resume replays strictly after `Last-Event-ID`, only the
+//!   asking session's own events; a GET without it replays nothing old.
 //! - **Stopping tells listeners to reconnect**: when the server starts to stop (`draining`),
 //!   every standalone stream gets an SSE `retry:` hint and ends, so clients come back (to
 //!   another instance); request streams run on until their answer.
@@ -29,7 +29,7 @@
 //! event id alone, which cannot check whose events they are.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use super::heap_trim::HeapTrim;
 use super::scope::{Outbox, SessionScope};
 use super::table::{SessionTable, StreamGuard};
-use crate::mcp::transport::event_log::{EventLog, ReplayError};
+use crate::mcp::transport::event_log::{EventSink, ReplayError};
 use crate::mcp::transport::session_transport::{self, Parking, Session, SessionTransport};
 
 /// How often the sweep runs at the longest (without parking, or with a long `mcp_session_park`).
@@ -64,7 +64,6 @@ pub enum SessionsError {
 
 pub struct BrokerSessions {
     table: Arc<SessionTable>,
-    log: Arc<EventLog>,
     draining: CancellationToken,
     /// Seconds without a request after which a session with nothing open ends.
     idle_seconds: i64,
@@ -75,10 +74,9 @@ pub struct BrokerSessions {
 }
 
 impl BrokerSessions {
-    pub fn new(table: Arc<SessionTable>, log: Arc<EventLog>, draining: CancellationToken) -> Self {
+    pub fn new(table: Arc<SessionTable>, draining: CancellationToken) -> Self {
         Self {
             table,
-            log,
             draining,
             idle_seconds: i64::try_from(crate::config::MCP_SESSION_IDLE.as_secs()).unwrap_or(i64::MAX),
             heap: Arc::default(),
@@ -103,7 +101,7 @@ impl BrokerSessions {
     /// Closes every session (the server stops: parked ones have no service for rmcp to end).
     pub async fn close_all(&self) {
         for id in self.table.ids() {
-            let _ = self.close_session(&SessionId::from(id.as_str())).await;
+            let _ = self.close_session(&id).await;
         }
     }
 
@@ -177,7 +175,9 @@ impl SessionManager for BrokerSessions {
         self.sweep(SWEEP_PER_NEW_SESSION, false).await;
         // A random v4 UUID, as rmcp's own (unguessable; never a credential all the same).
         let id = rmcp::transport::common::server_side_http::session_id();
-        let (session, transport) = Session::open(id.clone(), self.log.clone(), self.parking.clone());
+        // Its events are logged into its own entry of the table.
+        let log: Weak<dyn EventSink> = Arc::downgrade(&self.table) as _;
+        let (session, transport) = Session::open(id.clone(), log, self.parking.clone());
         let outbox: Arc<dyn Outbox> = session.clone();
         // Its relay ends when the session closes (at shutdown too: every session is closed then).
         let scope = SessionScope::open(&id, CancellationToken::new(), Arc::downgrade(&outbox));
@@ -203,13 +203,12 @@ impl SessionManager for BrokerSessions {
     // session's first handler stops (shutdown, or after one of these closed its input) — but
     // not when it stopped because the session parked ([`Session::closed_by_rmcp_worker`]).
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        let Some(entry) = self.table.remove(id, |entry| entry.transport.closed_by_rmcp_worker()) else {
+        // Its event log leaves the table with it: nothing it still sends is kept.
+        let Some(entry) = self.table.remove(id, Session::closed_by_rmcp_worker) else {
             return Ok(());
         };
-        // Closed before its log goes, so that nothing it still sends is logged again.
         entry.transport.close();
         entry.scope.cancel.cancel();
-        self.log.end_session(id);
         // Counted once per session, however many times closing is asked for.
         crate::telemetry::session_closed();
         self.heap.session_closed();
@@ -237,7 +236,7 @@ impl SessionManager for BrokerSessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let (session, guard) = self.table.open_stream(id).ok_or(SessionsError::NotFound)?;
-        self.log.mark_fresh_common(id);
+        self.table.mark_fresh_common(id);
         let stream = Self::tracked(guard, session_transport::events(session.standalone()?));
         Ok(self.until_draining(stream))
     }
@@ -248,7 +247,7 @@ impl SessionManager for BrokerSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.session(id)?;
-        let (common, replay) = self.log.resume(id, &last_event_id)?;
+        let (common, replay) = self.table.resume(id, &last_event_id)?;
         let (_, guard) = self.table.open_stream(id).ok_or(SessionsError::NotFound)?;
         let stream = Self::tracked(guard, replay);
         Ok(if common { self.until_draining(stream) } else { stream })

@@ -1,11 +1,12 @@
 //! What one MCP session remembers between requests, whichever handler serves them.
 //!
-//! A parked session has no rmcp service and so no handler ([`crate::mcp::session_transport`]);
-//! when it comes back, a new handler serves it. So what the session asked for — the
-//! elicitations it started (only it gets their `notifications/elicitation/complete`), the
-//! resources it subscribed to, its logging level — lives here, owned by the session and looked
-//! up by its id in the session's entry ([`super::table`]), not in a handler. Every handler instance of a session
-//! shares its one scope.
+//! A parked session has no rmcp service and so no handler
+//! ([`crate::mcp::transport::session_transport`]); when it comes back, a new handler serves it.
+//! So what the session asked for — the elicitations it started (only it gets their
+//! `notifications/elicitation/complete`), the resources it subscribed to, its logging level —
+//! lives here, owned by the session and looked up by its id in the session's entry
+//! ([`super::table`]), not in a handler. Every handler instance of a session shares its one
+//! scope.
 //!
 //! Notifications that belong to no request are sent through the session itself
 //! ([`Outbox`]), not through a handler's rmcp peer, so they reach a parked session's GET stream.

@@ -3,8 +3,8 @@
 //! A `HashMap` or `VecDeque` keeps its capacity when entries are removed: after 10,000 sessions
 //! had closed, the maps that had held them (the session table, the event log's streams and
 //! indexes) still held tables sized for 10,000, several MB between them, which the process
-//! kept. Used where a session leaves the table ([`super::table::SessionTable::remove`]) and
-//! where the event log drops streams. Each is shrunk once it is mostly empty: at most a quarter of
+//! kept. Called from one place, the table's `give_back` ([`super::table`]), after a session
+//! leaves the table or the event log drops streams. Each is shrunk once it is mostly empty: at most a quarter of
 //! its capacity in use, down to twice what it holds, so a map that shrinks has room to grow
 //! again before it must reallocate, and the work of rehashing stays proportional to the
 //! removals that made it worth it.

@@ -9,20 +9,35 @@
 //! - its **liveness** ([`Life`]: open streams, an authorization waiting for the user, the last
 //!   request), which decides when it expires;
 //! - its **transport** ([`Session`]: streams, the rmcp service or none while parked, and the
-//!   phase it is in), whose events are logged in the session's streams of the event log.
+//!   phase it is in);
+//! - its **event log** ([`SessionLog`]: the SSE events its streams sent, kept for a client
+//!   that resumes with `Last-Event-ID`). What the log keeps across sessions (the one sequence of
+//!   ids, the bound on streams and the queues that enforce it: [`LogIndex`]) sits beside the
+//!   entries, under the same lock; the rules are in [`crate::mcp::transport::event_log`].
 //!
-//! Sessions leave the map in one place ([`SessionTable::remove`]), which also gives the map's
-//! memory back once it is mostly empty ([`super::shrink`]). One sweep ([`SessionTable::sweep`])
-//! finds both the sessions to park and the ones to close.
+//! Sessions leave the map in one place ([`SessionTable::remove`]): the entry goes with its
+//! event log, whose followers end and whose streams stop counting against the bound, in the same
+//! step. Memory is given back in one place too ([`State::give_back`], [`super::shrink`]): the
+//! map, the log's queues and the stream maps of sessions the log thinned, once mostly empty. One
+//! sweep ([`SessionTable::sweep`]) finds both the sessions to park and the ones to close.
 //!
-//! Time for expiry comes from the injected clock, so tests move it instead of waiting; parking
-//! looks at the transport's own last message.
+//! Lock order: a session's transport logs its events while it holds its own lock, so this
+//! table's lock is always taken after a transport's, never before (nothing here calls into a
+//! transport under the table's lock).
+//!
+//! Time for expiry and for the log's resume window comes from the injected clock, so tests move
+//! it instead of waiting; parking looks at the transport's own last message.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures::Stream;
+use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
+
 use super::scope::SessionScope;
+use super::shrink;
 use crate::clock::{SharedClock, Timestamp};
+use crate::mcp::transport::event_log::{self, EventSink, LogIndex, Next, Replay, ReplayError, SessionLog};
 use crate::mcp::transport::session_transport::Session;
 
 /// A session with nothing open ends after this long without a request, unless the operator
@@ -40,7 +55,10 @@ pub struct SessionTable {
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<String, Entry>,
+    /// Keyed by the session's id, shared with its event log.
+    entries: HashMap<SessionId, Entry>,
+    /// What the event log keeps across sessions.
+    log: LogIndex,
 }
 
 /// Everything kept about one live session.
@@ -53,6 +71,14 @@ pub struct Entry {
     pub scope: Arc<SessionScope>,
     life: Life,
     pub transport: Arc<Session>,
+    /// The events its streams sent, for a client that resumes.
+    log: SessionLog,
+}
+
+impl AsMut<SessionLog> for Entry {
+    fn as_mut(&mut self) -> &mut SessionLog {
+        &mut self.log
+    }
 }
 
 /// What keeps a session alive.
@@ -116,9 +142,11 @@ impl SessionTable {
 
     /// A new session, active now.
     pub fn open(&self, id: &str, transport: Arc<Session>, scope: Arc<SessionScope>) {
+        let id: SessionId = Arc::from(id);
         let life = Life { last_active: self.now(), open_streams: 0, pending_until: 0 };
-        let entry = Entry { owner: None, protocol_version: None, scope, life, transport };
-        self.state().entries.insert(id.to_owned(), entry);
+        let log = SessionLog::new(id.clone());
+        let entry = Entry { owner: None, protocol_version: None, scope, life, transport, log };
+        self.state().entries.insert(id, entry);
     }
 
     /// Whether the request of `owner_key` may use session `id`.
@@ -204,7 +232,7 @@ impl SessionTable {
         let mut sweep = Sweep::default();
         for (id, entry) in &state.entries {
             if sweep.expired.len() < limit && entry.life.expired(now, idle_seconds) {
-                sweep.expired.push(id.clone());
+                sweep.expired.push(id.to_string());
             } else if parking {
                 sweep.to_park.push(entry.transport.clone());
             }
@@ -212,38 +240,91 @@ impl SessionTable {
         sweep
     }
 
-    /// The one way out of the table: the entry goes, and the map gives its memory back once
-    /// it is mostly empty. `keep` may refuse (rmcp's close of a parked session's first service).
-    pub fn remove(&self, id: &str, keep: impl FnOnce(&Entry) -> bool) -> Option<Entry> {
-        let mut state = self.state();
-        if state.entries.get(id).is_none_or(keep) {
+    /// The one way out of the table: the entry goes with its event log (followers of its
+    /// streams end, and they stop counting against the log's bound), and memory is given back.
+    /// `keep` may refuse (rmcp's close of a parked session's first service); it is asked
+    /// without the table's lock, as it takes the transport's (see the lock order above).
+    pub fn remove(&self, id: &str, keep: impl FnOnce(&Session) -> bool) -> Option<Entry> {
+        let transport = self.transport(id)?;
+        if keep(transport.as_ref()) {
             return None;
         }
-        let entry = state.entries.remove(id);
-        super::shrink::map(&mut state.entries);
-        drop(state);
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let entry = state.entries.remove(id)?;
+        state.log.session_ended(&mut state.entries, &entry.log);
+        state.give_back();
+        drop(guard);
         // Its relay of notifications stops, even while a handler still holds the scope.
-        if let Some(entry) = &entry {
-            entry.scope.cancel.cancel();
-        }
-        entry
+        entry.scope.cancel.cancel();
+        Some(entry)
+    }
+
+    /// A fresh standalone stream opens for session `id`: its priming event `0` stands for now.
+    pub fn mark_fresh_common(&self, id: &str) {
+        let now = self.now();
+        let mut guard = self.state();
+        let state = &mut *guard;
+        state.log.mark_fresh_common(&mut state.entries, now, id);
+        state.give_back();
+    }
+
+    /// The events of session `id`'s stream after `last_event_id`, then its new ones live; and
+    /// whether it is the session's standalone stream. Refused for an id the session's log no
+    /// longer holds or never held ([`event_log::LogIndex::resume`]).
+    pub fn resume(
+        self: &Arc<Self>,
+        id: &str,
+        last_event_id: &str,
+    ) -> Result<(bool, impl Stream<Item = ServerSseMessage> + Send + Sync + 'static), ReplayError> {
+        let from = {
+            let mut guard = self.state();
+            let state = &mut *guard;
+            state.log.resume(&mut state.entries, id, last_event_id)?
+        };
+        Ok((from.is_common(), event_log::follow(self.clone(), from)))
+    }
+
+    /// Event-log streams held across sessions (for tests of memory).
+    pub fn stream_count(&self) -> usize {
+        self.state().log.stream_count()
     }
 
     /// Opens session `id` with a transport and a scope of its own, as tests need it.
     #[cfg(test)]
-    pub(crate) fn open_for_test(&self, id: &str) -> (Arc<Session>, Arc<SessionScope>) {
-        use crate::mcp::transport::event_log::EventLog;
-        let log = Arc::new(EventLog::new(Arc::new(crate::clock::ManualClock::new(1_000))));
-        let (transport, _) = Session::open(id.into(), log, None);
+    pub(crate) fn open_for_test(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> (Arc<Session>, Arc<SessionScope>, crate::mcp::transport::session_transport::SessionTransport) {
+        self.open_parking_for_test(id, None)
+    }
+
+    /// [`Self::open_for_test`], parking as `parking` says.
+    #[cfg(test)]
+    pub(crate) fn open_parking_for_test(
+        self: &Arc<Self>,
+        id: &str,
+        parking: Option<crate::mcp::transport::session_transport::Parking>,
+    ) -> (Arc<Session>, Arc<SessionScope>, crate::mcp::transport::session_transport::SessionTransport) {
+        let sink: std::sync::Weak<dyn EventSink> = Arc::downgrade(self) as _;
+        let (transport, handler_side) = Session::open(id.into(), sink, parking);
         let outbox: Arc<dyn super::scope::Outbox> = transport.clone();
         let scope =
             Arc::new(SessionScope::open(id, tokio_util::sync::CancellationToken::new(), Arc::downgrade(&outbox)));
         self.open(id, transport.clone(), scope.clone());
-        (transport, scope)
+        (transport, scope, handler_side)
+    }
+
+    /// The event log's state across sessions and the entries, as tests inspect them.
+    #[cfg(test)]
+    pub(crate) fn with_log<T>(&self, f: impl FnOnce(&mut LogIndex, &mut HashMap<SessionId, Entry>) -> T) -> T {
+        let mut guard = self.state();
+        let state = &mut *guard;
+        f(&mut state.log, &mut state.entries)
     }
 
     /// Every live session's id (to close them all when the server stops).
-    pub fn ids(&self) -> Vec<String> {
+    pub fn ids(&self) -> Vec<SessionId> {
         self.state().entries.keys().cloned().collect()
     }
 
@@ -257,6 +338,42 @@ impl SessionTable {
     }
 }
 
+impl State {
+    /// The one place memory is given back (issue 11): the map of sessions, the event log's
+    /// queues, and the stream maps of the sessions whose streams the log dropped, each once at
+    /// most a quarter of it is in use ([`super::shrink`]). Each check is a comparison.
+    fn give_back(&mut self) {
+        shrink::map(&mut self.entries);
+        for id in self.log.take_thinned() {
+            if let Some(entry) = self.entries.get_mut(&*id) {
+                shrink::map(entry.log.streams_mut());
+            }
+        }
+        let (answered, created) = self.log.queues_mut();
+        shrink::deque(answered);
+        shrink::deque(created);
+    }
+}
+
+// The session's transport logs here what it sends, into the session's own entry.
+impl EventSink for SessionTable {
+    fn append(&self, session: &str, stream: &str, event: &ServerSseMessage) -> u64 {
+        let now = self.now();
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let id = state.log.append(&mut state.entries, now, session, stream, event);
+        state.give_back();
+        id
+    }
+}
+
+// A resumed stream reads the session's entry, under the table's lock.
+impl Replay for SessionTable {
+    fn next_after(&self, session: &str, stream: &str, after: u64) -> Next {
+        self.state().entries.get(session).map_or(Next::End, |entry| entry.log.next_after(stream, after))
+    }
+}
+
 /// An open stream of a session; dropping it (the client went away, or the stream ended)
 /// starts the idle time over.
 pub struct StreamGuard {
@@ -267,7 +384,7 @@ pub struct StreamGuard {
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         let now = self.table.now();
-        if let Some(entry) = self.table.state().entries.get_mut(&self.id) {
+        if let Some(entry) = self.table.state().entries.get_mut(self.id.as_str()) {
             entry.life.open_streams = entry.life.open_streams.saturating_sub(1);
             entry.life.last_active = now;
         }
@@ -286,7 +403,7 @@ mod tests {
         (Arc::new(SessionTable::new(Arc::new(clock.clone()))), clock)
     }
 
-    fn open(table: &SessionTable, id: &str) {
+    fn open(table: &Arc<SessionTable>, id: &str) {
         table.open_for_test(id);
     }
 
@@ -350,7 +467,7 @@ mod tests {
     #[test]
     fn every_lookup_of_a_session_shares_its_scope_and_its_removal_ends_its_relay() {
         let (table, _) = table();
-        let (transport, _) = table.open_for_test("s1");
+        let (transport, _, _) = table.open_for_test("s1");
         let (first, second) = (table.scope("s1").unwrap(), table.scope("s1").unwrap());
         first.subscribe("broker://connections".into());
         first.remember_elicitation("e1");
@@ -364,5 +481,33 @@ mod tests {
         assert!(table.scope("s1").is_none());
         drop(transport);
         assert!(!first.notify(ServerNotification::PromptListChangedNotification(Default::default())));
+    }
+
+    #[test]
+    fn a_session_leaves_the_table_with_its_event_log_and_a_thinned_log_gives_its_memory_back() {
+        use crate::mcp::transport::event_log::{ANSWERED_KEPT_SECONDS, SessionLogs};
+        let (table, clock) = table();
+        open(&table, "s1");
+        open(&table, "s2");
+        let answer = ServerSseMessage::from_message(rmcp::model::ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::RequestId::Number(1),
+        ));
+        let capacity = |id: &str| table.with_log(|_, sessions| sessions.log_of(id).unwrap().streams_mut().capacity());
+        for n in 0..1_000 {
+            table.append("s1", &format!("s1/{n}"), &answer);
+        }
+        table.append("s2", "s2:common", &answer);
+        let full = capacity("s1");
+
+        // Act: s1's answers pass their resume window, and a new stream of s2 prunes them.
+        clock.advance(ANSWERED_KEPT_SECONDS + 1);
+        table.append("s2", "s2/0", &answer);
+
+        assert_eq!(table.stream_count(), 2, "s2's two");
+        assert!(capacity("s1") < full / 4, "s1's map gave its memory back: {} of {full}", capacity("s1"));
+        table.remove("s2", |_| false);
+        assert_eq!(table.stream_count(), 0, "s2's streams went with it");
+        assert!(table.resume("s2", "0").is_err(), "and nothing of it can be resumed");
     }
 }

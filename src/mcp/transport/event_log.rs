@@ -3,29 +3,37 @@
 //! rmcp's own session manager numbered each stream's events from 0 on its own, and the priming
 //! event of a GET stream is also `0`; resuming replayed from the given id inclusive, and a GET
 //! without `Last-Event-ID` replayed the whole cache — so notifications arrived twice. Every
-//! event our sessions send ([`crate::mcp::transport::session_transport`]) is appended here first: one
+//! event our sessions send ([`super::session_transport`]) is appended here first: one
 //! increasing sequence (`1`, `2`, …) across all streams, and replay strictly after the id a
 //! client names (MCP 2025-11-25 basic/transports §Resumability and Redelivery).
 //!
-//! Each stream is recorded with the session it belongs to, and replay is only ever reached
-//! through [`crate::mcp::session::manager`], which names the session asking: ids are
-//! sequential, so they must not open another session's stream. A resumed stream replays what
-//! was missed, then follows the stream live until its request is answered (or, for the
-//! session's standalone stream, until the session ends).
+//! The log has no map or lock of its own (issue 24). Each session's streams ([`SessionLog`])
+//! are kept in its entry of the session table ([`crate::mcp::session::table`]), so the entry's
+//! removal drops them in the same step and ends their followers; what spans sessions (the
+//! sequence, the count of streams, the queues that bound them: [`LogIndex`]) sits beside the
+//! entries, under the table's one lock. Replay is only ever reached through the table, which
+//! names the session asking: ids are sequential, so they must not open another session's
+//! stream. A resumed stream replays what was missed, then follows the stream live until its
+//! request is answered (or, for the session's standalone stream, until the session ends).
 //!
 //! Memory is bounded: each stream keeps its last [`KEPT_PER_STREAM`] events, an answered
-//! request's stream is kept [`ANSWERED_KEPT_SECONDS`] for a late resume, and a session's
-//! streams go with the session.
+//! request's stream is kept [`ANSWERED_KEPT_SECONDS`] for a late resume, at most
+//! [`MAX_STREAMS`] streams are kept across sessions (the stream answered longest ago makes
+//! room, else the oldest), and a session's streams go with the session. What the queues and
+//! maps no longer use is given back by the table ([`LogIndex::queues_mut`],
+//! [`LogIndex::take_thinned`]).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::hash::Hash;
+use std::sync::Arc;
 
 use futures::Stream;
 use rmcp::model::ServerJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use tokio::sync::watch;
 
-use crate::clock::{SharedClock, Timestamp};
+use crate::clock::Timestamp;
 
 /// Events each stream keeps for replay; a client further behind misses the oldest.
 pub const KEPT_PER_STREAM: usize = 64;
@@ -33,8 +41,9 @@ pub const KEPT_PER_STREAM: usize = 64;
 pub const ANSWERED_KEPT_SECONDS: i64 = 60;
 /// How often answered streams are looked for (on a new stream).
 const PRUNE_EVERY_SECONDS: i64 = 10;
-/// Streams kept at most (answered requests still in their resume window, mostly).
-const MAX_STREAMS: usize = 10_000;
+/// Streams kept at most, across sessions (answered requests still in their resume window,
+/// mostly).
+pub const MAX_STREAMS: usize = 10_000;
 /// A session's standalone (GET) stream is `{session id}:common` (rmcp's name for it).
 const COMMON_SUFFIX: &str = ":common";
 
@@ -45,39 +54,104 @@ pub enum ReplayError {
     Unknown,
 }
 
-pub struct EventLog {
-    clock: SharedClock,
-    inner: Mutex<Log>,
+/// Where a session's transport logs what it sends: the session table, whose entry for the
+/// session keeps its streams.
+pub trait EventSink: Send + Sync {
+    /// Appends an event to `session`'s stream `stream` and returns its id. A session that is
+    /// not (or no longer) live keeps nothing.
+    fn append(&self, session: &str, stream: &str, event: &ServerSseMessage) -> u64;
 }
 
+/// What a resumed stream reads from, under the lock its session's log is kept behind.
+pub trait Replay: Send + Sync + 'static {
+    /// What follows event `after` on `session`'s stream `stream`.
+    fn next_after(&self, session: &str, stream: &str, after: u64) -> Next;
+}
+
+/// The live sessions' logs, found by session id (the session table's entries).
+pub trait SessionLogs {
+    fn log_of(&mut self, session: &str) -> Option<&mut SessionLog>;
+}
+
+impl<K, E> SessionLogs for HashMap<K, E>
+where
+    K: Borrow<str> + Eq + Hash,
+    E: AsMut<SessionLog>,
+{
+    fn log_of(&mut self, session: &str) -> Option<&mut SessionLog> {
+        self.get_mut(session).map(AsMut::as_mut)
+    }
+}
+
+/// One session's streams, kept in its entry of the session table.
+pub struct SessionLog {
+    /// The session's id, shared with the queues that name its streams.
+    session: Arc<str>,
+    streams: HashMap<Arc<str>, StreamLog>,
+    /// The last id when its newest standalone stream opened (what its priming event `0` stands
+    /// for).
+    fresh_common: Option<u64>,
+}
+
+impl SessionLog {
+    pub fn new(session: Arc<str>) -> Self {
+        Self { session, streams: HashMap::new(), fresh_common: None }
+    }
+
+    /// What follows event `after` on stream `stream`.
+    pub fn next_after(&self, stream: &str, after: u64) -> Next {
+        let Some(stream) = self.streams.get(stream) else { return Next::End };
+        match stream.events.iter().find(|(id, _)| *id > after) {
+            Some((id, event)) => Next::Event(*id, event.clone()),
+            None if stream.answered_at.is_some() => Next::End,
+            None => Next::Wait,
+        }
+    }
+
+    /// Its streams, by name: the table gives the map's memory back once mostly empty.
+    pub fn streams_mut(&mut self) -> &mut HashMap<Arc<str>, StreamLog> {
+        &mut self.streams
+    }
+}
+
+impl AsMut<SessionLog> for SessionLog {
+    fn as_mut(&mut self) -> &mut SessionLog {
+        self
+    }
+}
+
+/// What the log keeps across sessions: the sequence of ids, and what bounds the streams.
 #[derive(Default)]
-struct Log {
+pub struct LogIndex {
     /// The last id handed out; ids start at 1, as `0` is rmcp's fixed priming id of a GET.
     last: u64,
-    streams: HashMap<String, StreamLog>,
-    /// Which stream each kept event id belongs to.
-    stream_of: HashMap<u64, String>,
-    /// Per session: the last id when its newest standalone stream opened (what its priming
-    /// event `0` stands for).
-    fresh_common: HashMap<String, u64>,
+    /// Streams kept, across sessions.
+    streams: usize,
     /// When answered streams were last dropped.
     pruned_at: Timestamp,
     /// Request streams in the order they were answered, for pruning and eviction without
     /// scanning every stream under the lock (issue 11: the scans made each new stream cost
     /// O(streams) once the log was full, which capped tool calls at ~1k/s). Entries whose
     /// stream is gone, or was answered again later, are skipped when reached.
-    answered: VecDeque<(Timestamp, String)>,
+    answered: VecDeque<(Timestamp, StreamKey)>,
     /// Every stream in the order it was created (same lazy skipping), for eviction when no
     /// answered stream is left to drop.
-    created: VecDeque<String>,
-    /// Each session's streams, oldest first, so that a session's end removes its own without
-    /// a scan of every stream under the lock (closing 10,000 sessions one by one scanned the
-    /// log 10,000 times).
-    by_session: HashMap<String, VecDeque<String>>,
+    created: VecDeque<StreamKey>,
+    /// Sessions whose streams were dropped by pruning or eviction since the table last gave
+    /// memory back (their maps may now be mostly empty).
+    thinned: Vec<Arc<str>>,
 }
 
-struct StreamLog {
-    session: String,
+/// A stream named across sessions: its session's id and its own name (both shared).
+#[derive(Clone)]
+pub struct StreamKey {
+    session: Arc<str>,
+    stream: Arc<str>,
+}
+
+/// One stream's kept events.
+pub struct StreamLog {
+    key: StreamKey,
     events: VecDeque<(u64, ServerSseMessage)>,
     /// When the request's answer went out (a request stream ends with it).
     answered_at: Option<Timestamp>,
@@ -86,47 +160,68 @@ struct StreamLog {
 }
 
 impl StreamLog {
-    fn new(session: String) -> Self {
-        Self { session, events: VecDeque::new(), answered_at: None, newest: watch::channel(0).0 }
+    fn new(key: StreamKey) -> Self {
+        Self { key, events: VecDeque::new(), answered_at: None, newest: watch::channel(0).0 }
+    }
+
+    fn holds(&self, id: u64) -> bool {
+        self.events.binary_search_by_key(&id, |(kept, _)| *kept).is_ok()
     }
 }
 
 /// What a follower does next.
-enum Next {
+pub enum Next {
     Event(u64, ServerSseMessage),
     Wait,
     End,
 }
 
-impl EventLog {
-    pub fn new(clock: SharedClock) -> Self {
-        Self { clock, inner: Mutex::new(Log::default()) }
-    }
+/// Where a resumed stream starts: after event `after` of `session`'s stream `stream`.
+pub struct Resumption {
+    session: Arc<str>,
+    stream: Arc<str>,
+    after: u64,
+    newest: watch::Receiver<u64>,
+}
 
-    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+impl Resumption {
+    /// Whether it is the session's standalone stream (which ends when the server stops).
+    pub fn is_common(&self) -> bool {
+        self.stream.ends_with(COMMON_SUFFIX)
     }
+}
 
-    /// Appends an event to `session`'s stream `stream_id` and returns its id.
-    pub fn append(&self, session: &str, stream_id: &str, event: &ServerSseMessage) -> u64 {
-        let now = self.clock.now();
-        let mut log = self.log();
-        log.last += 1;
-        let id = log.last;
-        let log = &mut *log;
+impl LogIndex {
+    /// Appends an event to `session`'s stream `stream_id` and returns its id; nothing is kept
+    /// for a session that is not in `sessions`.
+    pub fn append(
+        &mut self,
+        sessions: &mut impl SessionLogs,
+        now: Timestamp,
+        session: &str,
+        stream_id: &str,
+        event: &ServerSseMessage,
+    ) -> u64 {
+        self.last += 1;
+        let id = self.last;
+        let Some(log) = sessions.log_of(session) else { return id };
         if !log.streams.contains_key(stream_id) {
+            let key = StreamKey { session: log.session.clone(), stream: Arc::from(stream_id) };
             // A new stream is when memory grows: answered streams past their window go first.
-            if now - log.pruned_at >= PRUNE_EVERY_SECONDS || log.streams.len() >= MAX_STREAMS {
-                prune(log, now);
+            if now - self.pruned_at >= PRUNE_EVERY_SECONDS || self.streams >= MAX_STREAMS {
+                self.prune(sessions, now);
             }
-            if log.streams.len() >= MAX_STREAMS {
-                evict_oldest(log);
+            if self.streams >= MAX_STREAMS {
+                self.evict_oldest(sessions);
             }
-            insert_stream(log, session, stream_id);
-            log.created.push_back(stream_id.to_owned());
-            forget_gone(log);
+            let Some(log) = sessions.log_of(session) else { return id };
+            self.insert_stream(log, key.stream.clone());
+            self.created.push_back(key);
+            self.forget_gone(sessions);
         }
-        let Some(stream) = log.streams.get_mut(stream_id) else { return id };
+        let Some(stream) = sessions.log_of(session).and_then(|log| log.streams.get_mut(stream_id)) else {
+            return id;
+        };
         let mut stored = event.clone();
         stored.event_id = Some(id.to_string());
         let answered = !stream_id.ends_with(COMMON_SUFFIX) && is_answer(&stored);
@@ -134,84 +229,140 @@ impl EventLog {
             stream.answered_at = Some(now);
         }
         stream.events.push_back((id, stored));
-        if stream.events.len() > KEPT_PER_STREAM
-            && let Some((old, _)) = stream.events.pop_front()
-        {
-            log.stream_of.remove(&old);
+        if stream.events.len() > KEPT_PER_STREAM {
+            stream.events.pop_front();
         }
         stream.newest.send_replace(id);
-        log.stream_of.insert(id, stream_id.to_owned());
         if answered {
-            log.answered.push_back((now, stream_id.to_owned()));
+            self.answered.push_back((now, stream.key.clone()));
         }
         id
     }
 
     /// A fresh standalone stream opens for `session`: its priming event `0` stands for "now".
-    pub fn mark_fresh_common(&self, session: &str) {
-        let mut log = self.log();
-        let last = log.last;
-        log.fresh_common.insert(session.to_owned(), last);
-        prune(&mut log, self.clock.now());
+    pub fn mark_fresh_common(&mut self, sessions: &mut impl SessionLogs, now: Timestamp, session: &str) {
+        let last = self.last;
+        if let Some(log) = sessions.log_of(session) {
+            log.fresh_common = Some(last);
+        }
+        self.prune(sessions, now);
     }
 
-    /// The events of `session`'s stream after `last_event_id`, then its new ones live.
-    /// `0` is the priming event of the session's newest standalone stream. Refused for an id
-    /// we no longer hold or that belongs to another session.
+    /// Where `session`'s stream resumes after event `last_event_id`. `0` is the priming event
+    /// of the session's newest standalone stream. Refused for an id we no longer hold or that
+    /// belongs to another session.
     pub fn resume(
-        self: &std::sync::Arc<Self>,
+        &mut self,
+        sessions: &mut impl SessionLogs,
         session: &str,
         last_event_id: &str,
-    ) -> Result<(bool, impl Stream<Item = ServerSseMessage> + Send + Sync + 'static), ReplayError> {
+    ) -> Result<Resumption, ReplayError> {
         let id = last_event_id.trim().parse::<u64>().map_err(|_| ReplayError::Unknown)?;
-        let (stream_id, after, newest) = {
-            let mut log = self.log();
-            let (stream_id, after) = if id == 0 {
-                let after = log.fresh_common.get(session).copied().unwrap_or(log.last);
-                (format!("{session}{COMMON_SUFFIX}"), after)
-            } else {
-                let stream_id = log.stream_of.get(&id).cloned().ok_or(ReplayError::Unknown)?;
-                (stream_id, id)
-            };
-            if !log.streams.contains_key(&stream_id) {
-                insert_stream(&mut log, session, &stream_id);
+        let log = sessions.log_of(session).ok_or(ReplayError::Unknown)?;
+        let (stream, after) = if id == 0 {
+            let after = log.fresh_common.unwrap_or(self.last);
+            let name = format!("{session}{COMMON_SUFFIX}");
+            if !log.streams.contains_key(name.as_str()) {
+                self.insert_stream(log, Arc::from(name.as_str()));
             }
-            let Some(stream) = log.streams.get(&stream_id) else { return Err(ReplayError::Unknown) };
-            if stream.session != session {
-                return Err(ReplayError::Unknown);
-            }
-            (stream_id, after, stream.newest.subscribe())
+            (log.streams.get(name.as_str()).ok_or(ReplayError::Unknown)?, after)
+        } else {
+            // Only the asking session's own streams are looked in.
+            (log.streams.values().find(|stream| stream.holds(id)).ok_or(ReplayError::Unknown)?, id)
         };
-        let common = stream_id.ends_with(COMMON_SUFFIX);
-        let follower = Follower { log: self.clone(), stream_id, after, newest };
-        Ok((common, futures::stream::unfold(follower, Follower::next)))
+        Ok(Resumption {
+            session: log.session.clone(),
+            stream: stream.key.stream.clone(),
+            after,
+            newest: stream.newest.subscribe(),
+        })
     }
 
-    /// Forgets a session's streams (it ended): followers end, memory is returned.
-    pub fn end_session(&self, session: &str) {
-        let mut log = self.log();
-        let log = &mut *log;
-        log.fresh_common.remove(session);
-        for stream_id in log.by_session.remove(session).unwrap_or_default() {
-            remove_stream(log, &stream_id);
-        }
-        forget_gone(log);
-        give_back(log);
+    /// A session left the table with `log`: its streams are no longer counted.
+    pub fn session_ended(&mut self, sessions: &mut impl SessionLogs, log: &SessionLog) {
+        self.streams = self.streams.saturating_sub(log.streams.len());
+        self.forget_gone(sessions);
     }
 
-    fn next_after(&self, stream_id: &str, after: u64) -> Next {
-        let log = self.log();
-        let Some(stream) = log.streams.get(stream_id) else { return Next::End };
-        match stream.events.iter().find(|(id, _)| *id > after) {
-            Some((id, event)) => Next::Event(*id, event.clone()),
-            None if stream.answered_at.is_some() => Next::End,
-            None => Next::Wait,
-        }
-    }
-
-    /// Streams held (for tests of memory).
+    /// Streams held across sessions.
     pub fn stream_count(&self) -> usize {
-        self.log().streams.len()
+        self.streams
+    }
+
+    /// The queues, for the table to give their memory back once mostly empty.
+    pub fn queues_mut(&mut self) -> (&mut VecDeque<(Timestamp, StreamKey)>, &mut VecDeque<StreamKey>) {
+        (&mut self.answered, &mut self.created)
+    }
+
+    /// The sessions that lost streams since the last call (their maps may give memory back).
+    pub fn take_thinned(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.thinned)
+    }
+
+    fn insert_stream(&mut self, log: &mut SessionLog, name: Arc<str>) {
+        let key = StreamKey { session: log.session.clone(), stream: name.clone() };
+        if log.streams.insert(name, StreamLog::new(key)).is_none() {
+            self.streams += 1;
+        }
+    }
+
+    fn remove_stream(&mut self, log: &mut SessionLog, name: &str) {
+        if log.streams.remove(name).is_some() {
+            self.streams = self.streams.saturating_sub(1);
+            if self.thinned.last().is_none_or(|last| *last != log.session) {
+                self.thinned.push(log.session.clone());
+            }
+        }
+    }
+
+    /// Drops answered streams past their resume window, oldest answer first.
+    fn prune(&mut self, sessions: &mut impl SessionLogs, now: Timestamp) {
+        self.pruned_at = now;
+        while let Some((at, _)) = self.answered.front() {
+            if now - *at <= ANSWERED_KEPT_SECONDS {
+                break;
+            }
+            if let Some((at, key)) = self.answered.pop_front() {
+                self.drop_if_answered_at(sessions, &key, at);
+            }
+        }
+        self.forget_gone(sessions);
+    }
+
+    /// Removes the stream `key` if its answer is the one recorded `at` (not a stream answered
+    /// again).
+    fn drop_if_answered_at(&mut self, sessions: &mut impl SessionLogs, key: &StreamKey, at: Timestamp) -> bool {
+        let Some(log) = sessions.log_of(&key.session) else { return false };
+        if log.streams.get(&key.stream).is_some_and(|s| s.answered_at == Some(at)) {
+            self.remove_stream(log, &key.stream);
+            return true;
+        }
+        false
+    }
+
+    /// Keeps the creation queue from growing past the streams it stands for.
+    fn forget_gone(&mut self, sessions: &mut impl SessionLogs) {
+        if self.created.len() > 2 * self.streams + 64 {
+            self.created
+                .retain(|key| sessions.log_of(&key.session).is_some_and(|log| log.streams.contains_key(&key.stream)));
+        }
+    }
+
+    /// Makes room for one stream: the stream answered longest ago, else the oldest stream.
+    fn evict_oldest(&mut self, sessions: &mut impl SessionLogs) {
+        while let Some((at, key)) = self.answered.pop_front() {
+            if self.drop_if_answered_at(sessions, &key, at) {
+                return;
+            }
+        }
+        while let Some(key) = self.created.pop_front() {
+            if let Some(log) = sessions.log_of(&key.session)
+                && log.streams.contains_key(&key.stream)
+            {
+                self.remove_stream(log, &key.stream);
+                return;
+            }
+        }
     }
 }
 
@@ -220,107 +371,31 @@ fn is_answer(event: &ServerSseMessage) -> bool {
     matches!(event.message.as_deref(), Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_)))
 }
 
-fn insert_stream(log: &mut Log, session: &str, stream_id: &str) {
-    log.streams.insert(stream_id.to_owned(), StreamLog::new(session.to_owned()));
-    match log.by_session.get_mut(session) {
-        Some(streams) => streams.push_back(stream_id.to_owned()),
-        None => {
-            log.by_session.insert(session.to_owned(), VecDeque::from([stream_id.to_owned()]));
-        }
-    }
-}
-
-fn remove_stream(log: &mut Log, stream_id: &str) {
-    if let Some(stream) = log.streams.remove(stream_id) {
-        for (id, _) in stream.events {
-            log.stream_of.remove(&id);
-        }
-        if let Some(streams) = log.by_session.get_mut(&stream.session) {
-            // Streams mostly go oldest first (pruning, eviction): found at the front.
-            if let Some(at) = streams.iter().position(|id| id == stream_id) {
-                streams.remove(at);
-            }
-            if streams.is_empty() {
-                log.by_session.remove(&stream.session);
-            }
-        }
-    }
-}
-
-/// Drops answered streams past their resume window, oldest answer first.
-fn prune(log: &mut Log, now: Timestamp) {
-    log.pruned_at = now;
-    while let Some((at, _)) = log.answered.front() {
-        if now - *at <= ANSWERED_KEPT_SECONDS {
-            break;
-        }
-        if let Some((at, stream_id)) = log.answered.pop_front() {
-            drop_if_answered_at(log, &stream_id, at);
-        }
-    }
-    forget_gone(log);
-    give_back(log);
-}
-
-/// Removes `stream_id` if its answer is the one recorded `at` (not a stream answered again).
-fn drop_if_answered_at(log: &mut Log, stream_id: &str, at: Timestamp) -> bool {
-    if log.streams.get(stream_id).is_some_and(|s| s.answered_at == Some(at)) {
-        remove_stream(log, stream_id);
-        return true;
-    }
-    false
-}
-
-/// Keeps the creation queue from growing past the streams it stands for.
-fn forget_gone(log: &mut Log) {
-    if log.created.len() > 2 * log.streams.len() + 64 {
-        let streams = &log.streams;
-        log.created.retain(|id| streams.contains_key(id));
-        give_back(log);
-    }
-}
-
-/// The log's maps and queues give their memory back once mostly empty (each check is a
-/// comparison; a table is rebuilt only when at most a quarter of it is in use).
-fn give_back(log: &mut Log) {
-    use crate::mcp::session::shrink;
-    shrink::map(&mut log.by_session);
-    shrink::map(&mut log.streams);
-    shrink::map(&mut log.stream_of);
-    shrink::map(&mut log.fresh_common);
-    shrink::deque(&mut log.answered);
-    shrink::deque(&mut log.created);
-}
-
-/// Makes room for one stream: the stream answered longest ago, else the oldest stream.
-fn evict_oldest(log: &mut Log) {
-    while let Some((at, stream_id)) = log.answered.pop_front() {
-        if drop_if_answered_at(log, &stream_id, at) {
-            return;
-        }
-    }
-    while let Some(stream_id) = log.created.pop_front() {
-        if log.streams.contains_key(&stream_id) {
-            remove_stream(log, &stream_id);
-            return;
-        }
-    }
+/// The events of a resumed stream from where `from` names, read from `log`: what was missed,
+/// then the new ones live, until the stream or its session ends.
+pub fn follow<R: Replay>(
+    log: Arc<R>,
+    from: Resumption,
+) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+    let Resumption { session, stream, after, newest } = from;
+    futures::stream::unfold(Follower { log, session, stream, after, newest }, Follower::next)
 }
 
 /// Follows one stream from an id on.
-struct Follower {
-    log: std::sync::Arc<EventLog>,
-    stream_id: String,
+struct Follower<R> {
+    log: Arc<R>,
+    session: Arc<str>,
+    stream: Arc<str>,
     after: u64,
     newest: watch::Receiver<u64>,
 }
 
-impl Follower {
+impl<R: Replay> Follower<R> {
     async fn next(mut self) -> Option<(ServerSseMessage, Self)> {
         loop {
             // Marked seen before reading, so an event appended meanwhile still wakes us.
             self.newest.borrow_and_update();
-            match self.log.next_after(&self.stream_id, self.after) {
+            match self.log.next_after(&self.session, &self.stream, self.after) {
                 Next::Event(id, event) => {
                     self.after = id;
                     return Some((event, self));
@@ -341,6 +416,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
+    use crate::mcp::session::SessionTable;
 
     fn note() -> ServerSseMessage {
         ServerSseMessage::from_message(ServerJsonRpcMessage::notification(
@@ -348,8 +424,40 @@ mod tests {
         ))
     }
 
-    fn log() -> Arc<EventLog> {
-        Arc::new(EventLog::new(Arc::new(ManualClock::new(1_000))))
+    fn answer() -> ServerSseMessage {
+        ServerSseMessage::from_message(ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::empty(()),
+            rmcp::model::RequestId::Number(1),
+        ))
+    }
+
+    /// A session table (where the log is kept) with sessions `s1`, `s2` and `s3` open.
+    fn log_at(clock: &ManualClock) -> Arc<SessionTable> {
+        let table = Arc::new(SessionTable::new(Arc::new(clock.clone())));
+        for id in ["s1", "s2", "s3"] {
+            table.open_for_test(id);
+        }
+        table
+    }
+
+    fn log() -> Arc<SessionTable> {
+        log_at(&ManualClock::new(1_000))
+    }
+
+    fn end_session(table: &SessionTable, id: &str) {
+        table.remove(id, |_| false);
+    }
+
+    /// The names of `session`'s streams, as its entry holds them.
+    fn streams_of(table: &SessionTable, session: &str) -> Vec<String> {
+        table.with_log(|_, sessions| {
+            let mut names: Vec<String> = sessions
+                .log_of(session)
+                .map(|log| log.streams.keys().map(|k| k.to_string()).collect())
+                .unwrap_or_default();
+            names.sort();
+            names
+        })
     }
 
     async fn ids(stream: impl Stream<Item = ServerSseMessage>, n: usize) -> Vec<String> {
@@ -402,7 +510,7 @@ mod tests {
         let live = log.append("s1", "s1:common", &note());
         assert_eq!(follow.next().await.unwrap().event_id, Some(live.to_string()));
 
-        log.end_session("s1");
+        end_session(&log, "s1");
         assert!(follow.next().await.is_none());
         assert_eq!(log.stream_count(), 0, "the session's memory is returned");
     }
@@ -410,16 +518,12 @@ mod tests {
     #[test]
     fn an_answered_request_stream_is_dropped_after_its_resume_window() {
         let clock = ManualClock::new(1_000);
-        let log = EventLog::new(Arc::new(clock.clone()));
-        let answer = ServerSseMessage::from_message(ServerJsonRpcMessage::response(
-            rmcp::model::ServerResult::empty(()),
-            rmcp::model::RequestId::Number(1),
-        ));
-        log.append("s1", "request-a", &answer);
+        let log = log_at(&clock);
+        log.append("s1", "request-a", &answer());
         clock.advance(ANSWERED_KEPT_SECONDS + 1);
         log.append("s1", "request-b", &note());
         assert_eq!(log.stream_count(), 1, "only the unanswered stream is left");
-        assert_eq!(log.log().by_session["s1"], ["request-b"], "and the session's index forgot it");
+        assert_eq!(streams_of(&log, "s1"), ["request-b"], "and the session's entry forgot it");
     }
 
     #[tokio::test]
@@ -436,40 +540,36 @@ mod tests {
         let (_, _follow) = log.resume("s3", "0").unwrap();
         assert_eq!(log.stream_count(), 9);
 
-        log.end_session("s1");
+        end_session(&log, "s1");
 
         assert_eq!(log.stream_count(), 5, "s2's four and s3's one");
         let (_, replay) = log.resume("s2", &seen.to_string()).unwrap();
         assert_eq!(ids(replay, 1).await, [kept.to_string()], "s2's events are all still there");
         assert!(log.resume("s1", &kept.to_string()).is_err(), "and still not s1's to read");
-        log.end_session("s2");
-        log.end_session("s3");
+        end_session(&log, "s2");
+        end_session(&log, "s3");
         assert_eq!(log.stream_count(), 0);
-        let inner = log.log();
-        assert!(inner.by_session.is_empty() && inner.stream_of.is_empty(), "nothing of them is left");
+        assert!(log.is_empty(), "nothing of them is left");
     }
 
     #[test]
     fn a_full_log_makes_room_by_dropping_the_stream_answered_longest_ago() {
         let log = log();
-        let answer = ServerSseMessage::from_message(ServerJsonRpcMessage::response(
-            rmcp::model::ServerResult::empty(()),
-            rmcp::model::RequestId::Number(1),
-        ));
         // A listening session first, then a full log of answered requests still in their window.
         let listening = log.append("s1", "s1:common", &note());
         for i in 0..MAX_STREAMS - 1 {
-            log.append("s2", &format!("request-{i}"), &answer);
+            log.append("s2", &format!("request-{i}"), &answer());
         }
         assert_eq!(log.stream_count(), MAX_STREAMS);
 
-        log.append("s2", "request-new", &answer);
+        log.append("s2", "request-new", &answer());
 
         assert_eq!(log.stream_count(), MAX_STREAMS, "bounded");
-        assert!(!log.log().streams.contains_key("request-0"), "the oldest answer made room");
-        assert!(log.log().streams.contains_key("request-1"));
+        let kept = |name: &str| log.with_log(|_, sessions| sessions.log_of("s2").unwrap().streams.contains_key(name));
+        assert!(!kept("request-0"), "the oldest answer made room");
+        assert!(kept("request-1"));
         assert!(log.resume("s1", &listening.to_string()).is_ok(), "the open session's stream is kept");
-        let queued = log.log().created.len();
+        let queued = log.with_log(|index, _| index.created.len());
         assert!(queued <= 2 * MAX_STREAMS + 64, "the bookkeeping stays bounded too: {queued}");
     }
 
@@ -481,6 +581,20 @@ mod tests {
             log.append("s1", "s1:common", &note());
         }
         assert!(log.resume("s1", &first.to_string()).is_err(), "the oldest are gone");
-        assert_eq!(log.log().stream_of.len(), KEPT_PER_STREAM);
+        let kept = log.with_log(|_, sessions| sessions.log_of("s1").unwrap().streams["s1:common"].events.len());
+        assert_eq!(kept, KEPT_PER_STREAM);
+    }
+
+    #[test]
+    fn a_session_that_is_not_in_the_table_keeps_nothing() {
+        let log = log();
+        end_session(&log, "s1");
+
+        let id = log.append("s1", "s1:common", &note());
+
+        assert!(id >= 1, "an id all the same");
+        assert_eq!(log.stream_count(), 0);
+        assert!(log.resume("s1", "0").is_err(), "nor is anything opened for it");
+        assert!(log.resume("s1", &id.to_string()).is_err());
     }
 }

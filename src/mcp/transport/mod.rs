@@ -4,7 +4,8 @@
 //! - [`jsonrpc_guard`]: JSON-RPC framing errors answered as JSON-RPC, before rmcp.
 //! - [`session_transport`]: one session's transport to its handler, without a task of its own,
 //!   parked without an rmcp service while idle; [`routes`]: which stream a message goes on.
-//! - [`event_log`]: SSE event ids and replay, so each event reaches a client once.
+//! - [`event_log`]: SSE event ids and replay, so each event reaches a client once (the rules;
+//!   each session's events are kept in its entry of the session table).
 //! - [`request_ids`]: the server's request ids, unique per session across its services.
 //!
 //! Which sessions exist, who owns them and when they end is in [`crate::mcp::session`].

@@ -1,8 +1,8 @@
 //! The ids of the server's requests to the client, unique for the whole session.
 //!
 //! MCP basic §Requests: a requestor must not reuse an id within a session. A parked session
-//! ([`crate::mcp::transport::session_transport`]) comes back with a new rmcp service, whose id counter
-//! starts at 0 again, so the ids its requests carry are not the ones the client sees: each
+//! ([`super::session_transport`]) comes back with a new rmcp service, whose id counter starts
+//! at 0 again, so the ids its requests carry are not the ones the client sees: each
 //! request the server sends gets the session's next id, and the client's answer is mapped back
 //! to the id its service gave it. An answer to a request of a service that has stopped since
 //! (or to no request of ours) reaches no service: a new one could otherwise take it for the

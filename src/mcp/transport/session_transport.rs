@@ -4,8 +4,9 @@
 //! handler, talking to both over channels of unboxed messages; a tokio channel allocates its
 //! first block of 32 slots when it opens, and with messages of a few hundred bytes that was
 //! most of the ~75 KB an idle session cost. Here there is no worker: what the handler sends is
-//! routed in the handler's own task as it is sent ([`Routes`]), logged for resumption
-//! ([`EventLog`]) and pushed onto the SSE stream it belongs to. The only channels are one for
+//! routed in the handler's own task as it is sent ([`Routes`]), logged for resumption (in the
+//! session's entry of the session table, [`EventSink`]) and pushed onto the SSE stream it
+//! belongs to. The only channels are one for
 //! the client's messages to the handler and one per open stream, and both carry boxes (8-byte
 //! slots). An answer ends its request's stream and nothing of the stream stays here (the log
 //! keeps its events for a late resume): rmcp kept answered streams for 60 s and scanned them
@@ -27,13 +28,14 @@
 //! across services ([`ServerRequestIds`]).
 //!
 //! Each session's transport belongs to its entry in the session table
-//! ([`crate::mcp::session::table`]). Its phase (running, parked, closed) and that of its first
+//! ([`crate::mcp::session::table`]), and logs into that entry while holding its own lock (so
+//! the table never calls into a transport under the table's lock). Its phase (running, parked, closed) and that of its first
 //! service, which rmcp's own worker runs and closes the session after ([`FirstService`]),
 //! decide whether a service that stops ends the session.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures::Stream;
@@ -45,10 +47,10 @@ use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId};
 use tokio::sync::{mpsc, oneshot};
 
+use super::event_log::{EventSink, KEPT_PER_STREAM};
+use super::request_ids::{Generation, ServerRequestIds};
+use super::routes::{Route, Routes, StreamNo};
 use crate::mcp::session::scope::Outbox;
-use crate::mcp::transport::event_log::{EventLog, KEPT_PER_STREAM};
-use crate::mcp::transport::request_ids::{Generation, ServerRequestIds};
-use crate::mcp::transport::routes::{Route, Routes, StreamNo};
 
 /// Events a stream may hold for a client that does not read before it is ended; the log keeps
 /// as many, so resuming loses nothing.
@@ -115,7 +117,8 @@ type Revival = (SessionTransport, InitializeRequestParams);
 /// A session: shared by the session manager (HTTP side) and its [`SessionTransport`].
 pub struct Session {
     id: SessionId,
-    log: Arc<EventLog>,
+    /// Where its events are logged: the session table (weak, as the table holds the session).
+    log: Weak<dyn EventSink>,
     parking: Option<Parking>,
     inner: Mutex<Inner>,
 }
@@ -210,9 +213,9 @@ impl Drop for Sending<'_> {
 }
 
 impl Session {
-    /// A new session and the transport its first handler runs on. Without `parking` it is
-    /// never parked.
-    pub fn open(id: SessionId, log: Arc<EventLog>, parking: Option<Parking>) -> (Arc<Self>, SessionTransport) {
+    /// A new session and the transport its first handler runs on, logging its events into
+    /// `log`. Without `parking` it is never parked.
+    pub fn open(id: SessionId, log: Weak<dyn EventSink>, parking: Option<Parking>) -> (Arc<Self>, SessionTransport) {
         let (to_handler, from_client) = mpsc::channel(TO_HANDLER);
         let inner = Inner {
             phase: Phase::Running,
@@ -447,9 +450,9 @@ impl Session {
         }
     }
 
-    /// The event with the id the log gave it.
+    /// The event with the id the log gave it (`0` once the table is gone: the server stopped).
     fn logged(&self, log_id: &str, mut event: ServerSseMessage) -> ServerSseMessage {
-        let id = self.log.append(&self.id, log_id, &event);
+        let id = self.log.upgrade().map_or(0, |log| log.append(&self.id, log_id, &event));
         event.event_id = Some(id.to_string());
         event
     }
@@ -658,10 +661,13 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
+    use crate::mcp::session::SessionTable;
 
-    fn open() -> (Arc<Session>, SessionTransport, Arc<EventLog>) {
-        let log = Arc::new(EventLog::new(Arc::new(ManualClock::new(1_000))));
-        let (session, transport) = Session::open("s1".into(), log.clone(), None);
+    /// Session `s1`, open in a session table, which keeps its log: hold it (the session only
+    /// refers to it).
+    fn open() -> (Arc<Session>, SessionTransport, Arc<SessionTable>) {
+        let log = Arc::new(SessionTable::new(Arc::new(ManualClock::new(1_000))));
+        let (session, _, transport) = log.open_for_test("s1");
         (session, transport, log)
     }
 
@@ -708,7 +714,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_stream_is_primed_carries_its_own_messages_and_ends_with_its_answer() {
-        let (session, mut transport, _) = open();
+        let (session, mut transport, _log) = open();
         let standalone = session.standalone().unwrap();
         let events = session.request(call(7)).await.unwrap();
         assert!(transport.receive().await.is_some(), "the request reached the handler");
@@ -737,7 +743,7 @@ mod tests {
     /// the stream is handed over (one write), without waiting the wait out.
     #[tokio::test]
     async fn a_quick_answer_goes_out_with_the_priming_event() {
-        let (session, mut transport, _) = open();
+        let (session, mut transport, _log) = open();
         let events = session.request(call(7)).await.unwrap();
         assert!(transport.receive().await.is_some(), "the request reached the handler");
 
@@ -759,7 +765,7 @@ mod tests {
     /// from), and the answer follows when it comes.
     #[tokio::test]
     async fn a_slow_calls_priming_event_goes_alone_once_the_wait_is_over() {
-        let (session, mut transport, _) = open();
+        let (session, mut transport, _log) = open();
         let events = session.request(call(7)).await.unwrap();
         assert!(transport.receive().await.is_some(), "the request reached the handler");
 
@@ -777,7 +783,7 @@ mod tests {
     /// A session that closes during the wait: the priming event, then the end.
     #[tokio::test]
     async fn a_stream_that_ends_during_the_wait_ends_after_its_priming_event() {
-        let (session, _transport, _) = open();
+        let (session, _transport, _log) = open();
         let events = session.request(call(7)).await.unwrap();
         let (stream, ()) = tokio::join!(request_events(events, FOREVER), async { session.close() });
         let all: Vec<_> = stream.collect().await;
@@ -787,7 +793,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_second_standalone_stream_only_keeps_its_connection_while_the_first_listens() {
-        let (session, mut transport, _) = open();
+        let (session, mut transport, _log) = open();
         let first = session.standalone().unwrap();
         let mut second = session.standalone().unwrap();
         transport.send(changed()).await.unwrap();
@@ -800,7 +806,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_requests_stream_ends_and_the_handler_hears_of_it() {
-        let (session, mut transport, _) = open();
+        let (session, mut transport, _log) = open();
         let events = session.request(call(3)).await.unwrap();
         session
             .accept(client(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}})))
@@ -833,7 +839,7 @@ mod tests {
 
     #[tokio::test]
     async fn closing_ends_every_stream_and_the_handlers_input() {
-        let (session, mut transport, _) = open();
+        let (session, mut transport, _log) = open();
         let standalone = session.standalone().unwrap();
         let request = session.request(call(1)).await.unwrap();
         transport.receive().await.unwrap();
@@ -849,8 +855,9 @@ mod tests {
     }
 
     /// A session that parks, whose revivals hand their transport to the test.
-    fn parking() -> (Arc<Session>, SessionTransport, mpsc::UnboundedReceiver<Revival>, Arc<ParkedCount>) {
-        let log = Arc::new(EventLog::new(Arc::new(ManualClock::new(1_000))));
+    fn parking()
+    -> (Arc<Session>, SessionTransport, mpsc::UnboundedReceiver<Revival>, Arc<ParkedCount>, Arc<SessionTable>) {
+        let log = Arc::new(SessionTable::new(Arc::new(ManualClock::new(1_000))));
         let (revived, revivals) = mpsc::unbounded_channel();
         let reviver: Reviver = Arc::new(move |transport, peer_info| {
             revived.send((transport, peer_info)).unwrap();
@@ -858,8 +865,8 @@ mod tests {
         });
         let parked = Arc::new(ParkedCount::default());
         let parking = Parking { reviver, parked: parked.clone() };
-        let (session, transport) = Session::open("s1".into(), log, Some(parking));
-        (session, transport, revivals, parked)
+        let (session, _, transport) = log.open_parking_for_test("s1", Some(parking));
+        (session, transport, revivals, parked, log)
     }
 
     /// Initializes the session: the client asks for a version the handler answers with another.
@@ -890,7 +897,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_parks_only_with_nothing_in_flight_and_its_stream_still_receives() {
-        let (session, mut transport, _, parked) = parking();
+        let (session, mut transport, _, parked, _log) = parking();
         assert!(!session.park(Duration::ZERO), "not before it is initialized");
         initialized(&session, &mut transport).await;
         let mut standalone = session.standalone().unwrap();
@@ -916,7 +923,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_next_message_revives_a_parked_session_once_and_request_ids_do_not_repeat() {
-        let (session, mut transport, mut revivals, parked) = parking();
+        let (session, mut transport, mut revivals, parked, _log) = parking();
         initialized(&session, &mut transport).await;
         let mut standalone = session.standalone().unwrap();
         transport.send(ask(0)).await.unwrap();
