@@ -91,11 +91,16 @@ async fn tool_server(app: &TestApp, extra: &[&str]) -> ToolServer {
 /// One raw stateless `tools/call` (a 2026-07-28 client that opens URLs), for the tests that must
 /// see or change what goes over the wire: the JSON-RPC answer.
 async fn raw_call(mcp_url: &str, token: &str, params: Value) -> Value {
+    raw_call_declaring(mcp_url, token, params, json!({"elicitation": {"url": {}}})).await
+}
+
+/// [`raw_call`] from a client with these capabilities.
+async fn raw_call_declaring(mcp_url: &str, token: &str, params: Value, capabilities: Value) -> Value {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw-client", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     // A new JSON-RPC id each time, as a retry must have.
     static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -219,6 +224,46 @@ async fn an_open_authorization_gets_the_state_again_without_a_second_link() {
     app.approve_in_browser(&browser, &url, ALICE).await;
     let done = raw_call(&server.mcp_url, &token, retry(&state, None)).await;
     assert_eq!(done["result"]["structuredContent"]["account"], "demo-user", "{done}");
+    server.stop().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_denial_on_the_consent_page_ends_the_waiting_retry_with_a_clear_error() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let server = tool_server(&app, &[]).await;
+    let token = user_token_for(&app, ALICE, &server.mcp_url).await;
+    let (url, state) = input_required(&raw_call(&server.mcp_url, &token, json!({"name": TOOL, "arguments": {}})).await);
+    // The client accepted (it opened the page); alice then denies there.
+    let browser = app.browser();
+    let path = url.strip_prefix(&app.address).unwrap().to_owned();
+    app.sign_in(&browser, ALICE, &path).await;
+    let consent = browser.get(&url).send().await.unwrap().text().await.unwrap();
+    let csrf = hidden_field(&consent, "csrf_token").unwrap();
+    let denied = browser.post(&url).form(&[("csrf_token", csrf.as_str()), ("action", "deny")]).send().await.unwrap();
+    assert_eq!(denied.status(), 200);
+
+    let answer =
+        raw_call(&server.mcp_url, &token, retry(&state, Some(json!({"authorize": {"action": "accept"}})))).await;
+
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("declined"), "{answer}");
+    server.stop().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_2026_07_28_client_that_opens_no_urls_gets_the_link_as_text() {
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let server = tool_server(&app, &[]).await;
+    let token = user_token_for(&app, ALICE, &server.mcp_url).await;
+
+    let answer = raw_call_declaring(&server.mcp_url, &token, json!({"name": TOOL, "arguments": {}}), json!({})).await;
+
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&app.url("/connect/")), "{text}");
+    assert!(answer["result"].get("inputRequests").is_none(), "{answer}");
     server.stop().await;
     app.stop().await;
 }
