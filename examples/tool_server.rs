@@ -4,15 +4,19 @@
 //!
 //! ```text
 //! cargo run --example tool_server -- --broker http://127.0.0.1:8080 \
-//!     --client-id svc_whoami --client-secret obs_… [--mode exchange|proxy] [--listen 127.0.0.1:8090]
+//!     --client-id svc_whoami --client-secret obs_… [--mode exchange|proxy] [--listen 127.0.0.1:8090] \
+//!     [--input-wait 30s]
 //! ```
 //!
 //! ```text
 //! MCP client ─ Bearer <user token, aud = our --resource> ─▶ /mcp   (web.rs: presence only)
 //!   tools/call whoami_at_demo ─▶ tool.rs ─▶ broker.rs ─▶ broker /token or /v1/proxy (verifies it)
 //!     ok                      → structured result
-//!     authorization_required  → -32042 with the broker's link; watch.rs long-polls
-//!                               /v1/authorizations/{id} → notifications/elicitation/complete
+//!     authorization_required  → 2025-11-25: -32042 with the broker's link; watch.rs long-polls
+//!                                 /v1/authorizations/{id} → notifications/elicitation/complete
+//!                               2026-07-28: InputRequiredResult (mrtr.rs) with the link and a
+//!                                 sealed requestState (request_state.rs); the retry waits on
+//!                                 /v1/authorizations/{id} (at most --input-wait), then answers
 //!     otherwise               → isError text / MCP error
 //! ```
 //!
@@ -23,6 +27,10 @@
 // A crate root's modules live beside it (examples/), so the parts are named by path.
 #[path = "tool_server/broker.rs"]
 mod broker;
+#[path = "tool_server/mrtr.rs"]
+mod mrtr;
+#[path = "tool_server/request_state.rs"]
+mod request_state;
 #[path = "tool_server/tool.rs"]
 mod tool;
 #[path = "tool_server/watch.rs"]
@@ -32,6 +40,7 @@ mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
@@ -42,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use broker::{BrokerClient, Mode};
+use request_state::StateSealer;
 use tool::Shared;
 use web::Resource;
 
@@ -68,7 +78,15 @@ struct Args {
     /// exchange: get a provider token and call the provider; proxy: let the broker call it.
     #[arg(long, value_enum, default_value_t = Mode::Exchange)]
     mode: Mode,
+    /// How long a 2026-07-28 client's retry waits here for the user to finish at the broker
+    /// before it is told to retry again (at most 5m; 0s answers at once). Keep it below the
+    /// request timeout of the clients you serve (often 60 s).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+    input_wait: Duration,
 }
+
+/// `--input-wait` above this is refused: a retry is a request a client is holding open.
+const MAX_INPUT_WAIT: Duration = Duration::from_secs(300);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -89,10 +107,13 @@ async fn main() -> anyhow::Result<()> {
     };
     anyhow::ensure!(matches!(resource_url.scheme(), "http" | "https"), "--resource must be an http(s) URL");
     anyhow::ensure!(resource_url.fragment().is_none(), "--resource must not have a fragment");
+    anyhow::ensure!(args.input_wait <= MAX_INPUT_WAIT, "--input-wait must be at most 5m");
     let broker = BrokerClient::new(args.broker, &args.client_id, &args.client_secret).context("--broker")?;
+    let sealer = StateSealer::from_client_secret(&args.client_secret)?;
     let resource = Arc::new(Resource { url: resource_url.clone(), authorization_server: broker.issuer() });
     let shutdown = CancellationToken::new();
-    let shared = Arc::new(Shared { broker, mode: args.mode, shutdown: shutdown.clone() });
+    let shared =
+        Arc::new(Shared { broker, mode: args.mode, shutdown: shutdown.clone(), sealer, input_wait: args.input_wait });
     let router = web::router(shared, resource, allowed_hosts(addr, &resource_url));
 
     println!("listening on http://{addr}");

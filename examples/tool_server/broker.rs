@@ -31,8 +31,10 @@ const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// Prefix of the broker's RFC 9457 problem types; anything else from the proxy is the provider's.
 const PROBLEM_TYPE_PREFIX: &str = "urn:oauth-broker:problem:";
-/// `?wait=` of the long poll (the broker allows at most 60 s).
+/// `?wait=` of the watcher's long polls.
 pub const WAIT_SECONDS: u64 = 30;
+/// The longest `?wait=` the broker allows.
+pub const MAX_WAIT_SECONDS: u64 = 60;
 
 /// How the tool gets at the provider (`--mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -62,8 +64,8 @@ pub enum Refusal {
     Unreachable(String),
 }
 
-/// An authorization the broker opened: its id is the MCP elicitationId, its URL the broker's
-/// own page (never made up here).
+/// An authorization the broker opened: its id is the MCP 2025-11-25 elicitationId (and what a
+/// 2026-07-28 `requestState` holds), its URL the broker's own page (never made up here).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PendingAuthorization {
     pub id: String,
@@ -208,15 +210,17 @@ impl BrokerClient {
         Ok(body.access_token)
     }
 
-    /// One long poll of an authorization's status (`?wait=` returns early on a final status).
-    pub async fn poll_authorization(&self, id: &str) -> Poll {
+    /// One long poll of an authorization's status, waiting at most `wait_seconds` (the broker
+    /// caps it at [`MAX_WAIT_SECONDS`]; `?wait=` returns early on a final status, 0 answers at once).
+    pub async fn poll_authorization(&self, id: &str, wait_seconds: u64) -> Poll {
+        let wait_seconds = wait_seconds.min(MAX_WAIT_SECONDS);
         let mut url = self.url(&["v1", "authorizations", id]);
-        url.query_pairs_mut().append_pair("wait", &WAIT_SECONDS.to_string());
+        url.query_pairs_mut().append_pair("wait", &wait_seconds.to_string());
         let sent = self
             .http
             .get(url)
             .header(AUTHORIZATION, self.client_auth.clone())
-            .timeout(Duration::from_secs(WAIT_SECONDS + 15))
+            .timeout(Duration::from_secs(wait_seconds + 15))
             .send()
             .await;
         let response = match sent {

@@ -1,23 +1,33 @@
 //! The MCP face: one `ServerHandler` per MCP session (rmcp calls the factory per session, and
 //! per request for stateless ones) with one tool, `whoami_at_demo`. It only translates what
-//! [`super::broker`] decides: an answer → structured result, "the user must approve" → `-32042`
-//! plus a watcher that sends `notifications/elicitation/complete`, anything else → `isError`.
+//! [`super::broker`] decides: an answer → structured result, anything but "the user must
+//! approve" → `isError` or an MCP error, and "the user must approve" per protocol era:
+//!
+//! - 2025-11-25 and older: `-32042` with the broker's link, plus a watcher that sends
+//!   `notifications/elicitation/complete` when the user finishes; the client then calls again.
+//! - 2026-07-28: an `InputRequiredResult` ([`super::mrtr`]) with the link and a sealed
+//!   `requestState` ([`super::request_state`]); the client's retry waits here, bounded, for the
+//!   user to finish, then gets the real answer (or the state again, or the outcome).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomNotification, ErrorCode, ErrorData,
-    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    ServerNotification, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomNotification, ElicitationAction,
+    ErrorCode, ErrorData, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, ServerNotification, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
+use secrecy::SecretString;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::broker::{BrokerClient, Mode, PROVIDER, PendingAuthorization, Refusal};
-use super::watch;
+use super::broker::{AuthorizationStatus, BrokerClient, Mode, PROVIDER, PendingAuthorization, Refusal};
+use super::mrtr;
+use super::request_state::{Binding, StateSealer, Waiting};
+use super::watch::{self, Settled};
 use super::web::UserToken;
 
 pub const WHOAMI: &str = "whoami_at_demo";
@@ -25,6 +35,8 @@ pub const WHOAMI: &str = "whoami_at_demo";
 const URL_ELICITATION_REQUIRED: ErrorCode = ErrorCode(-32042);
 const COMPLETE_METHOD: &str = "notifications/elicitation/complete";
 const SESSION_HEADER: &str = "mcp-session-id";
+/// The one answer to any `requestState` we cannot accept: it says nothing about why, or whose.
+const BAD_STATE: &str = "invalid requestState; call the tool again without it";
 
 /// Shared by all sessions.
 pub struct Shared {
@@ -32,6 +44,10 @@ pub struct Shared {
     pub mode: Mode,
     /// Cancelled at shutdown; each session's token is a child of it.
     pub shutdown: CancellationToken,
+    /// Seals and opens 2026-07-28 `requestState`s.
+    pub sealer: StateSealer,
+    /// How long a 2026-07-28 retry waits for the user before answering "still waiting".
+    pub input_wait: Duration,
 }
 
 pub struct ToolServer {
@@ -60,47 +76,90 @@ impl ToolServer {
         Self { shared, session: SessionScope { cancel, watched: Default::default() } }
     }
 
-    // MCP 2025-11-25 server/tools §Calling tools.
-    async fn whoami(&self, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
-        let parts = ctx.extensions.get::<http::request::Parts>();
-        // Put there by `web::require_bearer`, which runs before rmcp sees the request.
-        let token = parts
-            .and_then(|p| p.extensions.get::<UserToken>())
-            .ok_or_else(|| ErrorData::internal_error("request reached the tool without a bearer token", None))?;
+    // MCP 2025-11-25 and 2026-07-28 server/tools §Calling tools.
+    async fn whoami(
+        &self,
+        token: &SecretString,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         // This server does not verify the user token: the broker does, in the exchange or the
         // proxy call, checking its signature, expiry and that its audience is our --resource.
-        match self.shared.broker.whoami(self.shared.mode, &token.0).await {
-            Ok(me) => Ok(CallToolResult::structured(me)),
-            Err(Refusal::AuthorizationRequired(authorization)) => {
-                let session_id = parts.and_then(|p| p.headers.get(SESSION_HEADER)).and_then(|v| v.to_str().ok());
-                self.watch(session_id, &authorization, ctx);
-                Err(url_elicitation_required(&authorization))
-            }
-            Err(Refusal::SubjectToken) => Err(ErrorData::invalid_request(
-                "the broker refused your token (expired, revoked, or not issued for this tool server); sign in again",
-                Some(json!({ "reason": "invalid_subject_token" })),
-            )),
-            Err(Refusal::Client) => {
-                tracing::error!("the broker refused this tool server's credentials; check --client-id/--client-secret");
-                Err(ErrorData::internal_error(
-                    "the tool server is misconfigured (the broker refused its credentials)",
-                    None,
-                ))
-            }
-            Err(Refusal::ProviderUnavailable { retry_after }) => Ok(error_result(match retry_after {
-                Some(seconds) => format!("The {PROVIDER} provider is unavailable right now; try again in {seconds} s."),
-                None => format!("The {PROVIDER} provider is unavailable right now; try again later."),
-            })),
-            Err(Refusal::Broker { code, detail }) => {
-                Ok(error_result(format!("The broker refused the request ({code}): {detail}")))
-            }
-            Err(Refusal::Provider { status, detail }) => {
-                Ok(error_result(format!("The {PROVIDER} provider answered {status}: {detail}")))
-            }
-            Err(Refusal::Unreachable(why)) => {
-                tracing::warn!(%why, "broker call failed");
-                Ok(error_result(format!("The broker could not be asked: {why}")))
-            }
+        match self.shared.broker.whoami(self.shared.mode, token).await {
+            Ok(me) => Ok(CallToolResult::structured(me).into()),
+            Err(Refusal::AuthorizationRequired(authorization)) => self.ask_user(&authorization, token, request, ctx),
+            Err(other) => refused(other).map(Into::into),
+        }
+    }
+
+    /// "The user must approve at the broker first", in the client's era.
+    fn ask_user(
+        &self,
+        authorization: &PendingAuthorization,
+        token: &SecretString,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !mrtr::is_stateless(ctx) {
+            let parts = ctx.extensions.get::<http::request::Parts>();
+            let session_id = parts.and_then(|p| p.headers.get(SESSION_HEADER)).and_then(|v| v.to_str().ok());
+            self.watch(session_id, authorization, ctx);
+            return Err(url_elicitation_required(authorization));
+        }
+        if !mrtr::opens_urls(ctx) {
+            // A client that cannot open URLs gets the link to show its user.
+            let text = format!("{}: {}; then call {WHOAMI} again.", ask_message(authorization), authorization.url);
+            return Ok(error_result(text).into());
+        }
+        let binding = Binding::new(token, &request.name, request.arguments.as_ref());
+        let waiting = Waiting { authorization: authorization.id.clone() };
+        let state = self.shared.sealer.seal(&waiting, &binding, watch::lifetime(authorization.expires_at)).map_err(
+            |error| {
+                tracing::error!(%error, "could not seal a requestState");
+                ErrorData::internal_error("could not prepare the approval request", None)
+            },
+        )?;
+        let message = format!("{} so that {WHOAMI} can read your profile there.", ask_message(authorization));
+        Ok(mrtr::ask(authorization, message, state).into())
+    }
+
+    /// A 2026-07-28 retry: the state must be ours and this caller's, for this very request; a
+    /// decline ends it; otherwise wait (bounded) for the user, then answer.
+    async fn resume(
+        &self,
+        token: &SecretString,
+        sealed: &str,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let binding = Binding::new(token, &request.name, request.arguments.as_ref());
+        let waiting = self.shared.sealer.open(sealed, &binding).map_err(|refused| {
+            tracing::info!(%refused, "refused a requestState");
+            ErrorData::invalid_params(BAD_STATE, None)
+        })?;
+        if let Some(ElicitationAction::Decline | ElicitationAction::Cancel) =
+            mrtr::answer(request.input_responses.as_ref())
+        {
+            return Ok(error_result(format!(
+                "You did not approve access to your {PROVIDER} account, so {WHOAMI} cannot read your profile. \
+                 Call it again to be asked again."
+            ))
+            .into());
+        }
+        let broker = &self.shared.broker;
+        let settled = tokio::select! {
+            // The client gave up on this request: nobody to answer.
+            _ = ctx.ct.cancelled() => Settled::Open,
+            settled = watch::within(broker, &waiting.authorization, self.shared.input_wait, &self.session.cancel) => settled,
+        };
+        match settled {
+            Settled::Completed => self.whoami(token, request, ctx).await,
+            Settled::Open => Ok(mrtr::still_waiting(sealed).into()),
+            Settled::Ended(status) => Ok(error_result(ended(status)).into()),
+            Settled::Unknown => Ok(error_result(format!(
+                "The broker no longer knows this approval request; call {WHOAMI} again to start over."
+            ))
+            .into()),
         }
     }
 
@@ -134,6 +193,52 @@ impl ToolServer {
     }
 }
 
+/// Every refusal but "the user must approve", the same in every era.
+fn refused(refusal: Refusal) -> Result<CallToolResult, ErrorData> {
+    match refusal {
+        Refusal::AuthorizationRequired(_) => {
+            Err(ErrorData::internal_error("an approval request reached the wrong translation", None))
+        }
+        Refusal::SubjectToken => Err(ErrorData::invalid_request(
+            "the broker refused your token (expired, revoked, or not issued for this tool server); sign in again",
+            Some(json!({ "reason": "invalid_subject_token" })),
+        )),
+        Refusal::Client => {
+            tracing::error!("the broker refused this tool server's credentials; check --client-id/--client-secret");
+            Err(ErrorData::internal_error(
+                "the tool server is misconfigured (the broker refused its credentials)",
+                None,
+            ))
+        }
+        Refusal::ProviderUnavailable { retry_after } => Ok(error_result(match retry_after {
+            Some(seconds) => format!("The {PROVIDER} provider is unavailable right now; try again in {seconds} s."),
+            None => format!("The {PROVIDER} provider is unavailable right now; try again later."),
+        })),
+        Refusal::Broker { code, detail } => {
+            Ok(error_result(format!("The broker refused the request ({code}): {detail}")))
+        }
+        Refusal::Provider { status, detail } => {
+            Ok(error_result(format!("The {PROVIDER} provider answered {status}: {detail}")))
+        }
+        Refusal::Unreachable(why) => {
+            tracing::warn!(%why, "broker call failed");
+            Ok(error_result(format!("The broker could not be asked: {why}")))
+        }
+    }
+}
+
+/// An authorization that will never complete, in words.
+fn ended(status: AuthorizationStatus) -> String {
+    let what = match status {
+        AuthorizationStatus::Declined => "was declined",
+        AuthorizationStatus::Expired => "expired before it was finished",
+        _ => "failed",
+    };
+    format!(
+        "The approval for your {PROVIDER} account {what}, so {WHOAMI} cannot read your profile. Call it again to start over."
+    )
+}
+
 // MCP 2025-11-25 client/elicitation §URL Elicitation Required Error: the URL is the broker's
 // own page, as the broker gave it.
 fn url_elicitation_required(authorization: &PendingAuthorization) -> ErrorData {
@@ -145,14 +250,15 @@ fn url_elicitation_required(authorization: &PendingAuthorization) -> ErrorData {
                 "mode": "url",
                 "elicitationId": authorization.id,
                 "url": authorization.url.as_str(),
-                "message": ask_message(authorization),
+                "message": format!("{} so that {WHOAMI} can read your profile there; then call it again.", ask_message(authorization)),
             }],
         })),
     )
 }
 
+/// What the user is asked to do at the broker, and why (from the broker's `reason`).
 fn ask_message(authorization: &PendingAuthorization) -> String {
-    let ask = match authorization.reason.as_deref() {
+    match authorization.reason.as_deref() {
         Some("not_connected") => format!("Connect your {PROVIDER} account at the broker"),
         Some("needs_reconsent") => format!("Reconnect your {PROVIDER} account at the broker"),
         Some("missing_scopes") if !authorization.missing_scopes.is_empty() => {
@@ -160,8 +266,7 @@ fn ask_message(authorization: &PendingAuthorization) -> String {
         }
         Some("consent_required") => format!("Allow this tool server to use your {PROVIDER} connection"),
         _ => format!("Approve this tool server's access to your {PROVIDER} account"),
-    };
-    format!("{ask} so that {WHOAMI} can read your profile there; then call it again.")
+    }
 }
 
 fn complete_notification(elicitation_id: &str) -> ServerNotification {
@@ -232,10 +337,23 @@ impl ServerHandler for ToolServer {
         if request.name != WHOAMI {
             return Err(ErrorData::invalid_params(format!("unknown tool: {}", request.name), None));
         }
+        // Put there by `web::require_bearer`, which runs before rmcp sees the request.
+        let token = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<UserToken>())
+            .map(|token| token.0.clone())
+            .ok_or_else(|| ErrorData::internal_error("request reached the tool without a bearer token", None))?;
+        // A retry is checked first: it must repeat the request its state was sealed for.
+        if mrtr::is_stateless(&ctx)
+            && let Some(sealed) = request.request_state.as_deref()
+        {
+            return self.resume(&token, sealed, &request, &ctx).await;
+        }
         // SEP-1303: argument problems are tool errors, so the model can correct itself.
         if request.arguments.as_ref().is_some_and(|args| !args.is_empty()) {
             return Ok(error_result(format!("{WHOAMI} takes no arguments")).into());
         }
-        self.whoami(&ctx).await.map(Into::into)
+        self.whoami(&token, &request, &ctx).await
     }
 }

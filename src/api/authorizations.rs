@@ -1,7 +1,7 @@
 //! `GET /v1/authorizations/{id}` (optionally long-polling with `?wait=N`) and
 //! `GET /v1/authorizations/{id}/events` (server-sent events): where an authorization a service
 //! caused stands, so the tool server can send `notifications/elicitation/complete` to its own
-//! client the moment the user finishes.
+//! 2025-11-25 client the moment the user finishes, or answer a 2026-07-28 client's waiting retry.
 //!
 //! Only the service that caused an authorization sees it: any other id — unknown, another
 //! service's, an MCP client's — is the same 404. The database row is the truth; the in-process

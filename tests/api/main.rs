@@ -50,3 +50,4 @@ mod streams;
 mod token_api;
 mod token_api_audit;
 mod token_api_limits;
+mod tool_server_mrtr;

@@ -48,7 +48,7 @@ pub async fn register_service(
     }
 }
 
-async fn register_service_with(
+pub async fn register_service_with(
     app: &TestApp,
     name: &str,
     providers: &[&str],
@@ -104,9 +104,15 @@ impl ToolServer {
     /// Starts `examples/tool_server.rs` (built by `cargo test`, like every example) against the
     /// broker, with a service secret, in `mode` (`exchange` or `proxy`).
     pub async fn start(app: &TestApp, client_id: &str, secret: &str, mode: &str) -> Self {
+        Self::start_with(app, client_id, secret, mode, &[]).await
+    }
+
+    /// [`Self::start`] with `extra` command-line arguments.
+    pub async fn start_with(app: &TestApp, client_id: &str, secret: &str, mode: &str, extra: &[&str]) -> Self {
         let binary = example_binary("tool_server");
         let mut child = tokio::process::Command::new(&binary)
             .args(["--listen", "127.0.0.1:0", "--broker", &app.address, "--client-id", client_id, "--mode", mode])
+            .args(extra)
             .env("TOOL_SERVER_CLIENT_SECRET", secret)
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::piped())
@@ -143,7 +149,7 @@ fn example_binary(name: &str) -> std::path::PathBuf {
 }
 
 /// The `-32042` a tool answered: (elicitationId, url).
-fn url_elicitation_required(result: Result<rmcp::model::CallToolResult, rmcp::ServiceError>) -> (String, String) {
+pub fn url_elicitation_required(result: Result<rmcp::model::CallToolResult, rmcp::ServiceError>) -> (String, String) {
     match result {
         Err(rmcp::ServiceError::McpError(error)) => {
             assert_eq!(error.code.0, -32042, "{error:?}");
