@@ -548,6 +548,10 @@ pub enum ClientKind {
     /// Declares `elicitation: {url: {}}` (URL mode only, no forms).
     #[allow(dead_code, reason = "used by the forms tests")]
     UrlOnly,
+    /// Declares URL and form mode, records each elicitation and never answers it (a user who
+    /// has the question open).
+    #[allow(dead_code, reason = "used by the stop tests")]
+    Silent,
 }
 
 /// Answers a client gives to form elicitations, in order (see [`McpClient::answer_forms`]).
@@ -681,7 +685,7 @@ impl ClientHandler for RecordingClient {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
         capabilities.elicitation = match self.kind {
-            ClientKind::Url | ClientKind::UrlDeclining => Some(
+            ClientKind::Url | ClientKind::UrlDeclining | ClientKind::Silent => Some(
                 ElicitationCapability::new()
                     .with_form(FormElicitationCapability::default())
                     .with_url(UrlElicitationCapability::default()),
@@ -705,6 +709,9 @@ impl ClientHandler for RecordingClient {
         let _ = self.elicitations.send(request);
         if let Some(answer) = queued {
             return Ok(answer);
+        }
+        if self.kind == ClientKind::Silent {
+            return std::future::pending().await;
         }
         Ok(ElicitResult::new(if self.kind == ClientKind::UrlDeclining {
             ElicitationAction::Decline

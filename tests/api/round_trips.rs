@@ -328,3 +328,33 @@ async fn clients_without_url_mode_get_the_link_as_text_and_never_a_round_trip(ap
     assert!(text.contains(&app.url("/connect/")), "the link as text: {text}");
 }
 on_both_backends!(no_url_mode, clients_without_url_mode_get_the_link_as_text_and_never_a_round_trip);
+
+async fn a_stop_answers_a_waiting_retry_at_once_with_the_same_state(app: &TestApp) {
+    let alice = app.token_for(ALICE).await;
+    let first = call_2026(app, &alice, "provider_request", ME(), URL_AND_FORMS(), None).await;
+    let (url, state) = link_and_state(&first);
+    let retry = Some((accepted(), state.as_str()));
+    let mut response =
+        request_2026(app, &alice, "provider_request", ME(), URL_AND_FORMS(), retry, Some("wait")).send().await.unwrap();
+    let mut seen = String::new();
+    while !seen.contains("notifications/progress") {
+        let chunk = response.chunk().await.unwrap().expect("the stream goes on while the retry waits");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    // The stop begins: the retry (waiting up to 30 s) answers now, so the client retries, to
+    // another instance; the link stays valid.
+    app.state.draining.cancel();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while answer_in(&seen).is_none() {
+            let chunk = response.chunk().await.unwrap().expect("an answer before the stream ends");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        answer_in(&seen).unwrap()
+    })
+    .await
+    .expect("answered when the stop began");
+    assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
+    assert_eq!(answer["result"]["requestState"], state.as_str(), "the same state, for the next instance");
+    assert_eq!(authorization_status(app, &url).await, "pending");
+}
+on_both_backends!(stop_while_waiting, a_stop_answers_a_waiting_retry_at_once_with_the_same_state);

@@ -211,3 +211,48 @@ async fn sigterm_lets_a_running_tool_call_finish_tells_listeners_to_reconnect_an
     .await;
     assert!(exit.success(), "exit status {exit:?}");
 }
+
+// A stop answers every wait at once (issue 30): a tool call waiting on the user — a link the
+// client still shows, a question the user has open — gets its answer when the stop begins, and
+// nothing changes; the link stays valid for the next call, to any instance. Connect waits in
+// tests last 20 s, so an answer within 5 s is the stop's, not the wait's end.
+
+async fn a_stop_answers_a_call_whose_link_the_client_still_shows(app: &crate::helpers::TestApp) {
+    use crate::helpers::{ALICE, ClientKind};
+    let client = Arc::new(app.mcp_client(ALICE, ClientKind::Silent).await);
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("connect_account", json!({"provider": "demo", "scopes": ["profile"]})).await }
+    });
+    let (url, _) = client.next_url_elicitation().await;
+    app.state.draining.cancel();
+    let answer = tokio::time::timeout(Duration::from_secs(5), call).await.expect("answered when the stop began");
+    let result = answer.unwrap().unwrap();
+    let text = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<String>();
+    assert_eq!(result.is_error, Some(true), "{text}");
+    assert!(text.contains("Still waiting") && text.contains(&url), "the link, to finish and call again: {text}");
+    let id = url.rsplit('/').next().unwrap();
+    let row = app.state.store.authorization(id).await.unwrap().unwrap();
+    assert_eq!(row.status.as_str(), "pending", "the link stays valid");
+}
+crate::on_both_backends!(stop_during_link, a_stop_answers_a_call_whose_link_the_client_still_shows);
+
+async fn a_stop_withdraws_an_open_question_and_changes_nothing(app: &crate::helpers::TestApp) {
+    use crate::helpers::{ALICE, ClientKind};
+    app.connected_client(ALICE).await.close().await;
+    let client = Arc::new(app.mcp_client(ALICE, ClientKind::Silent).await);
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("disconnect_account", json!({"provider": "demo"})).await }
+    });
+    client.next_form_elicitation().await;
+    app.state.draining.cancel();
+    let answer = tokio::time::timeout(Duration::from_secs(5), call).await.expect("answered when the stop began");
+    let result = answer.unwrap().unwrap();
+    let text = result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<String>();
+    assert_eq!(result.is_error, Some(true), "{text}");
+    assert!(text.contains("restarting") && text.contains("Nothing was disconnected"), "{text}");
+    let user = app.user_id(ALICE).await;
+    assert_eq!(app.state.store.grants_at(&user, "demo").await.unwrap().len(), 1, "still connected");
+}
+crate::on_both_backends!(stop_during_question, a_stop_withdraws_an_open_question_and_changes_nothing);

@@ -66,6 +66,9 @@ pub enum AskError {
     /// the client's retry ([`crate::mcp::input_required`]).
     #[error("the question is asked in an InputRequiredResult")]
     InputRequired(Box<rmcp::model::InputRequiredResult>),
+    /// The server began to stop while the question was open.
+    #[error("the broker is stopping")]
+    Stopping,
 }
 
 /// Asks `form` with `message` and waits up to `timeout` (or until `cancel` fires).

@@ -165,6 +165,9 @@ pub fn no_answer(error: AskError, unchanged: &str) -> Result<CallToolResult, Unf
             Ok(error_result(format!("Your client could not show the question ({why}). {unchanged}")))
         }
         AskError::Unsupported => Ok(error_result(format!("Your client cannot answer questions. {unchanged}"))),
+        AskError::Stopping => Ok(error_result(format!(
+            "The broker is restarting, so the question was withdrawn. {unchanged} Call again."
+        ))),
     }
 }
 

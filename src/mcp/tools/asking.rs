@@ -32,7 +32,11 @@ impl BrokerServer {
         form: &FormSchema,
     ) -> Result<Reply, AskError> {
         let Some(round) = &caller.round else {
-            return forms::ask(&ctx.peer, &ctx.ct, message, form, self.state.config.connect_wait).await;
+            return tokio::select! {
+                // A stop does not wait for the user's answer: nothing was done yet.
+                _ = self.state.draining.cancelled() => Err(AskError::Stopping),
+                reply = forms::ask(&ctx.peer, &ctx.ct, message, form, self.state.config.connect_wait) => reply,
+            };
         };
         let ask =
             |message: String| round.ask_form(QUESTION, message, form).map(|r| AskError::InputRequired(Box::new(r)));

@@ -239,15 +239,23 @@ impl BrokerServer {
         // Subscribe before asking, so a fast browser cannot finish unseen.
         let mut events = self.state.events.subscribe();
         let url = authorizations::connect_url(&self.state, &row.id);
-        let asked = ctx
-            .peer
-            .elicit_url_with_timeout(
+        let still = |row: &AuthorizationRow| {
+            format!(
+                "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
+                authorizations::connect_url(&self.state, &row.id)
+            )
+        };
+        let asked = tokio::select! {
+            // The server is stopping while the client still shows the link: answer now (the
+            // link stays valid; the next call, to any instance, picks it up).
+            _ = self.state.draining.cancelled() => return Ok(error_result(still(&row))),
+            asked = ctx.peer.elicit_url_with_timeout(
                 with_hint(elicitation::ask_message(&row, provider, scopes)),
                 url,
                 row.id.clone(),
                 Some(self.state.config.connect_wait),
-            )
-            .await;
+            ) => asked,
+        };
         match asked {
             Ok(ElicitationAction::Accept) => {}
             Ok(ElicitationAction::Decline) => return Ok(self.declined_in_client(&row, provider).await),
@@ -265,12 +273,6 @@ impl BrokerServer {
         )
         .await;
         let deadline = Instant::now() + self.state.config.connect_wait;
-        let still = |row: &AuthorizationRow| {
-            format!(
-                "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
-                authorizations::connect_url(&self.state, &row.id)
-            )
-        };
         match self.wait_for_row(&row.id, provider, deadline, &mut events, ctx).await? {
             Waited::Finished => Ok(self
                 .final_outcome(caller, provider, &row.id, before)
