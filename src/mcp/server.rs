@@ -10,9 +10,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::extension::ExtensionContext;
@@ -28,6 +28,8 @@ impl BrokerServer {
             log_level: self.scope().log_level.clone(),
             server: self.clone(),
             caller: caller.clone(),
+            input_responses: None,
+            request_state: None,
         }
     }
 
@@ -55,10 +57,12 @@ impl BrokerServer {
                 Err(e) => Ok(error_result(e)),
             },
             other => {
-                let ext = self.extension_context(&ctx, &caller);
+                let ext = self
+                    .extension_context(&ctx, &caller)
+                    .with_input(request.input_responses.clone(), request.request_state.clone());
                 for extension in self.state.extensions.iter() {
                     if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
-                        return result.map(Into::into);
+                        return result;
                     }
                 }
                 Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None))
@@ -119,7 +123,8 @@ impl ServerHandler for BrokerServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
         let span = crate::telemetry::tool_call_span(&ctx, super::tools::label(&request.name));
-        Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await
+        let response = Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await?;
+        super::results::tool_answer(response)
     }
 
     async fn list_prompts(
@@ -137,8 +142,10 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
-        let ext = self.extension_context(&ctx, &caller);
-        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext)).await.map(Into::into)
+        let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
+        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext))
+            .await
+            .map(super::results::prompt_complete)
     }
 
     async fn complete(
@@ -179,8 +186,19 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
-        let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(Into::into)
+        let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
+        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(super::results::resource_complete)
+    }
+
+    // MCP 2026-07-28 basic/subscriptions: what a session hears on its GET stream, for a
+    // stateless client ([`super::subscriptions`]). rmcp answers -32601 to 2025-11-25 sessions.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(super::subscriptions::accepted(&self.state, requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let caller = self.caller(subscription.request_context())?;
+        Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription)).await
     }
 
     // MCP server/resources §Subscriptions: updates go to this session only, for this user's

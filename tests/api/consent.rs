@@ -375,18 +375,19 @@ impl oauth_broker::mcp::extension::Extension for DemoTool {
         name: &'a str,
         _arguments: Option<rmcp::model::JsonObject>,
         ctx: oauth_broker::mcp::extension::ExtensionContext,
-    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, CallToolResult> {
+    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, rmcp::model::CallToolResponse> {
         Box::pin(async move {
             if name != "demo_account_name" {
                 return None;
             }
-            Some(match ctx.access_token("demo", None, &["profile"]).await {
+            let answer = match ctx.access_token("demo", None, &["profile"]).await {
                 // Never the token itself: only which grant it came from.
                 Ok(token) => Ok(CallToolResult::success(vec![rmcp::model::ContentBlock::text(
                     token.grant.account_label.unwrap_or_default(),
                 )])),
                 Err(unavailable) => unavailable.into_tool_result(),
-            })
+            };
+            Some(answer.map(Into::into))
         })
     }
 }
