@@ -10,7 +10,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -106,6 +106,12 @@ impl ServerHandler for BrokerServer {
                  connected, you will be asked to open a link to the broker's own page, sign in and approve; then retry. \
                  provider_request calls a provider's API with the user's stored token, which is never revealed.",
             )
+    }
+
+    // SEP-2243 (2026-07-28): rmcp checks a request's `Mcp-Param-*` headers against the schema
+    // of the tool it names (`x-mcp-header` properties).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.state.tools.tools().iter().find(|tool| tool.name == name).cloned()
     }
 
     async fn list_tools(

@@ -81,10 +81,18 @@ fn topic(ctx: &ExtensionContext) -> Option<String> {
 impl Extension for Asker {
     fn tools(&self) -> Vec<Tool> {
         let schema = std::sync::Arc::new(json!({"type": "object"}).as_object().cloned().unwrap());
-        ["ask_name", "needs_sampling", "chatty", "change_prompts"]
+        let mut tools: Vec<Tool> = ["ask_name", "needs_sampling", "chatty", "change_prompts"]
             .into_iter()
             .map(|name| Tool::new(name, "for the 2026-07-28 tests", schema.clone()))
-            .collect()
+            .collect();
+        let regional = json!({"type": "object", "required": ["region"],
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}});
+        tools.push(Tool::new(
+            "regional",
+            "its region travels as a header too",
+            std::sync::Arc::new(regional.as_object().cloned().unwrap()),
+        ));
+        tools
     }
 
     fn call_tool<'a>(
@@ -111,6 +119,7 @@ impl Extension for Asker {
                     ctx.notify_log(warning).await.unwrap();
                     done("chatted")
                 }
+                "regional" => done("served"),
                 "change_prompts" => {
                     self.extra_prompt.fetch_xor(true, Ordering::SeqCst);
                     ctx.prompts_changed();
@@ -397,6 +406,32 @@ async fn a_request_that_needs_an_undeclared_capability_gets_32021_naming_it(app:
     assert_eq!(served.reply()["result"]["content"][0]["text"], "sampling was declared", "{:?}", served.messages);
 }
 on_both_backends_with_asker!(missing_capability, a_request_that_needs_an_undeclared_capability_gets_32021_naming_it);
+
+// ---- SEP-2243 headers ----
+
+async fn a_parameter_header_that_contradicts_the_body_is_refused(app: &TestApp) {
+    let alice = app.token_for(ALICE).await;
+    let params = json!({"name": "regional", "arguments": {"region": "eu"}});
+    let send = |header: Option<&'static str>| {
+        let mut request = stateless_request(app, &alice, "tools/call", params.clone(), everything(), json!({}));
+        if let Some(value) = header {
+            request = request.header("mcp-param-region", value);
+        }
+        request.send()
+    };
+    // A load balancer routes on the header: one that says otherwise than the body, or is
+    // missing, must not reach the tool.
+    for (header, case) in [(Some("us"), "contradicting"), (None, "missing")] {
+        let refused = send(header).await.unwrap();
+        assert_eq!(refused.status(), 400, "{case}");
+        let body: Value = refused.json().await.unwrap();
+        assert!(body.get("error").is_some(), "{case}: {body}");
+    }
+    let served = send(Some("eu")).await.unwrap();
+    assert_eq!(served.status(), 200);
+    assert!(served.text().await.unwrap().contains("served"));
+}
+on_both_backends_with_asker!(param_headers, a_parameter_header_that_contradicts_the_body_is_refused);
 
 // ---- logging ----
 
