@@ -4,8 +4,9 @@
 //! `cargo run --release --example conformance_server -- --listen 127.0.0.1:PORT`
 //!
 //! It builds the real server through the public extension API — the fixtures (tools
-//! `test_simple_text`, …, prompts `test_simple_prompt`, …, resources `test://static-text`, …)
-//! live in [`conformance`] and never in the product's catalogue. The suite sends no bearer token,
+//! `test_simple_text`, …, the 2026-07-28 diagnostic tools `test_input_required_result_…`,
+//! `test_missing_capability`, …, prompts `test_simple_prompt`, …, resources
+//! `test://static-text`, …) live in [`conformance`] and never in the product's catalogue. The suite sends no bearer token,
 //! so /mcp requests without one act as the fixed local user `conformance`; requests that carry a
 //! token are still verified. Data (SQLite, generated keys) goes to a temporary directory that is
 //! removed on exit. Port 0 picks a free port; the first line on stdout names the endpoint.
@@ -55,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let config = Config::from_toml(&settings, "")?;
     let app = App::builder(config, Arc::new(SystemClock))
-        .extension(conformance::Fixtures)
+        .extension(conformance::Fixtures::new()?)
         .fixed_identity_for_tests("conformance")
         .build()
         .await?;

@@ -71,6 +71,12 @@ pub fn get_prompt(name: &str, arguments: &BTreeMap<String, String>) -> Option<Re
     Some(messages.and_then(|messages| wire(json!({"messages": messages}))))
 }
 
+/// The prompt `test_trigger_prompt_change` adds and removes.
+pub fn dynamic_prompt() -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+    let messages = json!([user(json!({"type": "text", "text": "This prompt comes and goes."}))]);
+    wire::<GetPromptResult>(json!({"messages": messages})).map(Into::into)
+}
+
 fn user(content: serde_json::Value) -> serde_json::Value {
     json!({"role": "user", "content": content})
 }

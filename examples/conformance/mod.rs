@@ -4,28 +4,44 @@
 //!
 //! - [`tools`]: content types, logging, progress, errors, sampling, JSON Schema 2020-12;
 //! - [`elicit`]: form elicitation (SEP-1034 defaults, SEP-1330 enums) and URL mode (SEP-1036);
-//! - [`catalog`]: prompts, resources, a resource template and completions.
+//! - [`catalog`]: prompts, resources, a resource template and completions;
+//! - [`mrtr`]: multi round-trip requests (2026-07-28, SEP-2322): tools and a prompt that answer
+//!   with an `InputRequiredResult`, with a sealed `requestState` where they keep progress;
+//! - [`stateless`]: the stateless scenario's diagnostic tools (2026-07-28, SEP-2575).
 
 mod catalog;
 mod elicit;
+mod mrtr;
+mod stateless;
 mod tools;
 
 use std::collections::BTreeMap;
 
 use oauth_broker::mcp::extension::{Extension, ExtensionContext, ExtensionFuture};
 use rmcp::model::{
-    CallToolResult, CompleteRequestParams, CompletionInfo, ErrorData, GetPromptResult, JsonObject, Prompt,
-    ReadResourceResult, Resource, ResourceTemplate, Tool,
+    CallToolResponse, CompleteRequestParams, CompletionInfo, ErrorData, GetPromptResponse, JsonObject, Prompt,
+    ReadResourceResponse, Resource, ResourceTemplate, Tool,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// The suite's fixtures; stateless, so one value serves every session.
-pub struct Fixtures;
+/// The suite's fixtures. One value serves every request: what it keeps (the key that seals
+/// `requestState`, whether the dynamic prompt is listed) is the same for all of them.
+pub struct Fixtures {
+    mrtr: mrtr::Mrtr,
+    stateless: stateless::Stateless,
+}
+
+impl Fixtures {
+    pub fn new() -> Result<Self, rmcp::model::RequestStateError> {
+        Ok(Self { mrtr: mrtr::Mrtr::new()?, stateless: stateless::Stateless::default() })
+    }
+}
 
 impl Extension for Fixtures {
     fn tools(&self) -> Vec<Tool> {
-        tools::list().into_iter().chain(elicit::list()).collect()
+        let tools = tools::list().into_iter().chain(elicit::list());
+        tools.chain(mrtr::Mrtr::tools()).chain(stateless::Stateless::tools()).collect()
     }
 
     fn call_tool<'a>(
@@ -33,27 +49,40 @@ impl Extension for Fixtures {
         name: &'a str,
         arguments: Option<JsonObject>,
         ctx: ExtensionContext,
-    ) -> ExtensionFuture<'a, CallToolResult> {
+    ) -> ExtensionFuture<'a, CallToolResponse> {
         Box::pin(async move {
             let arguments = arguments.unwrap_or_default();
-            match tools::call(name, &arguments, &ctx).await {
-                Some(result) => Some(result),
-                None => elicit::call(name, &arguments, &ctx).await,
+            if let Some(result) = tools::call(name, &arguments, &ctx).await {
+                return Some(result.map(Into::into));
             }
+            if let Some(result) = elicit::call(name, &arguments, &ctx).await {
+                return Some(result.map(Into::into));
+            }
+            if let Some(result) = self.mrtr.call(name, &ctx).await {
+                return Some(result);
+            }
+            self.stateless.call(name, &ctx).await
         })
     }
 
     fn prompts(&self) -> Vec<Prompt> {
-        catalog::prompts()
+        let prompts = catalog::prompts().into_iter().chain(mrtr::Mrtr::prompts());
+        prompts.chain(self.stateless.prompts()).collect()
     }
 
     fn get_prompt<'a>(
         &'a self,
         name: &'a str,
         arguments: BTreeMap<String, String>,
-        _ctx: ExtensionContext,
-    ) -> ExtensionFuture<'a, GetPromptResult> {
-        Box::pin(async move { catalog::get_prompt(name, &arguments) })
+        ctx: ExtensionContext,
+    ) -> ExtensionFuture<'a, GetPromptResponse> {
+        Box::pin(async move {
+            match name {
+                mrtr::PROMPT => Some(self.mrtr.get_prompt(&ctx)),
+                stateless::DYNAMIC_PROMPT => Some(catalog::dynamic_prompt()),
+                _ => catalog::get_prompt(name, &arguments).map(|result| result.map(Into::into)),
+            }
+        })
     }
 
     fn resources(&self) -> Vec<Resource> {
@@ -64,8 +93,8 @@ impl Extension for Fixtures {
         catalog::templates()
     }
 
-    fn read_resource<'a>(&'a self, uri: &'a str, _ctx: ExtensionContext) -> ExtensionFuture<'a, ReadResourceResult> {
-        Box::pin(async move { catalog::read(uri) })
+    fn read_resource<'a>(&'a self, uri: &'a str, _ctx: ExtensionContext) -> ExtensionFuture<'a, ReadResourceResponse> {
+        Box::pin(async move { catalog::read(uri).map(|result| result.map(Into::into)) })
     }
 
     fn complete<'a>(

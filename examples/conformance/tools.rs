@@ -1,5 +1,6 @@
 //! Tools that return each content type, log, report progress, fail, sample, and carry a JSON
-//! Schema 2020-12 input schema (scenarios `tools-*`, `json-schema-2020-12`, `server-sse-polling`).
+//! Schema 2020-12 input schema, and a parameter sent as a header too (scenarios `tools-*`,
+//! `json-schema-2020-12`, `server-sse-polling`, `http-custom-header-server-validation`).
 
 // Logging and sampling are deprecated by SEP-2577 (2026-07-28) but are part of 2025-11-25.
 #![allow(deprecated)]
@@ -41,6 +42,17 @@ pub fn list() -> Vec<Tool> {
                 "required": ["prompt"]
             }
         }),
+        // SEP-2243: a parameter the client also sends as the `Mcp-Param-Region` header.
+        json!({
+            "name": "test_custom_header",
+            "description": "Echoes its region, which travels in the Mcp-Param-Region header too.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                "required": ["region"]
+            }
+        }),
+        // SEP-1613 and SEP-2106: `$anchor` in `$defs`, `allOf`/`anyOf`, `if`/`then`/`else`.
         json!({
             "name": "json_schema_2020_12_tool",
             "description": "Tool with JSON Schema 2020-12 features",
@@ -49,11 +61,22 @@ pub fn list() -> Vec<Tool> {
                 "type": "object",
                 "$defs": {
                     "address": {
+                        "$anchor": "addressDef",
                         "type": "object",
                         "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
                     }
                 },
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false
             }
         }),
@@ -97,6 +120,9 @@ pub async fn call(
             Ok(text("Reconnection test completed."))
         }
         "test_sampling" => sampling(arguments, ctx).await,
+        "test_custom_header" => {
+            Ok(text(format!("Region: {}", arguments.get("region").and_then(Value::as_str).unwrap_or_default())))
+        }
         "json_schema_2020_12_tool" => Ok(text(format!("Received: {}", Value::Object(arguments.clone())))),
         _ => return None,
     };

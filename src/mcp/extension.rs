@@ -6,6 +6,18 @@
 //! [`ExtensionContext`]: the verified user and rmcp's request context (the peer, for
 //! elicitation, sampling, progress and logging; the cancellation token; `_meta`).
 //!
+//! Asking the client for something (a form, a sampling, its roots) differs by revision:
+//! - 2025-11-25 sessions: a nested request through `ctx.request.peer` while the call waits;
+//! - 2026-07-28 (stateless, [`ExtensionContext::input_required_supported`]): answer the call with
+//!   an `InputRequiredResult` (rmcp `CallToolResponse::InputRequired`, or the
+//!   `GetPromptResponse` / `ReadResourceResponse` variant), whose `inputRequests` the client
+//!   fulfils before it retries the same request with [`ExtensionContext::input_responses`] and
+//!   the echoed [`ExtensionContext::request_state`] (MCP 2026-07-28 basic/utilities/mrtr). The
+//!   state comes back from the client: seal it (rmcp `RequestStateCodec`) if it matters.
+//!   When [`ExtensionContext::access_token`] answers with the broker's own link, the broker's
+//!   state (it starts `ob1.`) comes back instead: the broker reads it, waits for the browser and
+//!   then calls the tool again, with no state or responses of the extension's on that call.
+//!
 //! Names are the extension's responsibility: a tool, prompt or resource with the same name as a
 //! built-in one is shadowed by the built-in.
 
@@ -14,8 +26,8 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResult, CompleteRequestParams, CompletionInfo, ErrorData, GetPromptResult, JsonObject, Prompt,
-    ReadResourceResult, Resource, ResourceTemplate, Tool,
+    CallToolResponse, CallToolResult, ClientCapabilities, CompleteRequestParams, CompletionInfo, ErrorData,
+    GetPromptResponse, InputResponses, JsonObject, Prompt, ReadResourceResponse, Resource, ResourceTemplate, Tool,
 };
 use rmcp::service::RequestContext;
 
@@ -33,10 +45,13 @@ pub struct ExtensionContext {
     /// The session's handler and caller, for [`ExtensionContext::access_token`].
     pub(crate) server: crate::mcp::handler::BrokerServer,
     pub(crate) caller: crate::mcp::handler::Caller,
+    /// What a retried 2026-07-28 request carries (MCP 2026-07-28 basic/utilities/mrtr).
+    pub(crate) input_responses: Option<InputResponses>,
+    pub(crate) request_state: Option<String>,
 }
 
 /// Why a tool cannot have a token yet, as the tool should answer: return
-/// [`TokenUnavailable::into_tool_result`] as is.
+/// [`TokenUnavailable::into_tool_response`] as is.
 #[derive(Debug)]
 pub enum TokenUnavailable {
     /// A protocol error, typically `-32042` with the link the user must open (connect, or let
@@ -75,6 +90,57 @@ impl TokenUnavailable {
 }
 
 impl ExtensionContext {
+    /// The retry's `inputResponses` and `requestState`, for the tool, prompt or resource
+    /// methods (the broker's own code builds the context).
+    pub(crate) fn with_input(mut self, input_responses: Option<InputResponses>, request_state: Option<String>) -> Self {
+        self.input_responses = input_responses;
+        self.request_state = request_state;
+        self
+    }
+
+    /// Whether this request may be answered with an `InputRequiredResult`: it was made in
+    /// revision 2026-07-28 or later. Older sessions ask through `self.request.peer` instead;
+    /// rmcp refuses an `InputRequiredResult` to them.
+    pub fn input_required_supported(&self) -> bool {
+        crate::mcp::revision::is_stateless(&self.request)
+    }
+
+    /// The client's answers to the `inputRequests` of an earlier `InputRequiredResult`, by the
+    /// keys the extension chose; `None` on a first call. Each value is the client's JSON as
+    /// sent (an `ElicitResult`, `CreateMessageResult` or `ListRootsResult`): check its shape.
+    pub fn input_responses(&self) -> Option<&InputResponses> {
+        self.input_responses.as_ref()
+    }
+
+    /// The `requestState` the client echoed back, untouched by the broker. It is whatever the
+    /// client sent: open it with the codec that sealed it and refuse it (`-32602`) if it fails.
+    pub fn request_state(&self) -> Option<&str> {
+        self.request_state.as_deref()
+    }
+
+    /// What the client declared it can do: per request in 2026-07-28 (`_meta`), at
+    /// `initialize` for a session.
+    pub fn client_capabilities(&self) -> ClientCapabilities {
+        self.request.client_capabilities().unwrap_or_default()
+    }
+
+    /// `Err(-32021)` (MissingRequiredClientCapability, `data.requiredCapabilities` = `required`)
+    /// unless the client declared every capability named in `required`, down to sub-keys such
+    /// as `elicitation.url` (MCP 2026-07-28 basic/lifecycle: a server must not rely on what the
+    /// client did not declare).
+    pub fn require_client_capabilities(&self, required: ClientCapabilities) -> Result<(), ErrorData> {
+        let declared = serde_json::to_value(self.client_capabilities()).unwrap_or_default();
+        let wanted = serde_json::to_value(&required).unwrap_or_default();
+        if declares(&declared, &wanted) { Ok(()) } else { Err(ErrorData::missing_required_client_capability(required)) }
+    }
+
+    /// Tells listening clients that this extension's prompts changed
+    /// (`notifications/prompts/list_changed` to sessions and to `subscriptions/listen` streams
+    /// that asked for it). [`Extension::prompts`] is asked again on the next listing.
+    pub fn prompts_changed(&self) {
+        self.server.state.events.signal(crate::events::Signal::PromptsChanged);
+    }
+
     /// A token for the user's account at `provider` (`account` as `list_connections` names it,
     /// `None` for the most recent), carrying `required` scopes, that **this client** may use.
     ///
@@ -109,19 +175,34 @@ impl ExtensionContext {
 
     /// Sends `notifications/message` if the session asked for `level` or more severe
     /// (MCP utilities/logging). Never put a secret in `data`.
+    /// In 2026-07-28 the request's own `_meta` logLevel decides, and without one nothing is sent.
     pub async fn log(&self, level: crate::mcp::logging::LogLevel, data: serde_json::Value) {
         crate::mcp::logging::send_log(&self.request, &self.log_level, level, data).await;
     }
 
     /// Sends `notifications/message` about this request whatever the session's logging level
     /// (on this request's stream while it runs, see [`crate::mcp::logging::logging_notification`]).
+    /// A 2026-07-28 request gets it only if its `_meta` asked for this level or a lower one
+    /// (MCP 2026-07-28: no log messages for a request that did not ask).
     // Logging is deprecated by SEP-2577 (2026-07-28) but part of 2025-11-25, which this serves.
     #[allow(deprecated)]
     pub async fn notify_log(
         &self,
         param: rmcp::model::LoggingMessageNotificationParam,
     ) -> Result<(), rmcp::service::ServiceError> {
+        if !crate::mcp::logging::request_allows(&self.request, param.level) {
+            return Ok(());
+        }
         self.request.peer.send_notification(crate::mcp::logging::logging_notification(param, &self.request.id)).await
+    }
+}
+
+/// Whether `declared` has every key of `wanted`, recursively through objects (a capability
+/// declared as `{}` names no sub-capability).
+fn declares(declared: &serde_json::Value, wanted: &serde_json::Value) -> bool {
+    match wanted.as_object() {
+        Some(keys) => keys.iter().all(|(key, inner)| declared.get(key).is_some_and(|d| declares(d, inner))),
+        None => true,
     }
 }
 
@@ -134,29 +215,34 @@ pub trait Extension: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Runs `name` if it is one of this extension's tools; `None` otherwise.
+    /// Runs `name` if it is one of this extension's tools; `None` otherwise. A finished call
+    /// answers `CallToolResult.into()`; a 2026-07-28 call that needs the client first answers
+    /// `CallToolResponse::InputRequired` (see the module notes). The broker offers no tasks, so
+    /// `CallToolResponse::Task` is refused.
     fn call_tool<'a>(
         &'a self,
         name: &'a str,
         arguments: Option<JsonObject>,
         ctx: ExtensionContext,
-    ) -> ExtensionFuture<'a, CallToolResult> {
+    ) -> ExtensionFuture<'a, CallToolResponse> {
         let _ = (name, arguments, ctx);
         Box::pin(async { None })
     }
 
-    /// Prompts this extension adds. Required arguments are checked by the catalogue before
-    /// [`Extension::get_prompt`] is called.
+    /// Prompts this extension adds, asked at each listing (call
+    /// [`ExtensionContext::prompts_changed`] when they change). Required arguments are checked
+    /// by the catalogue before [`Extension::get_prompt`] is called.
     fn prompts(&self) -> Vec<Prompt> {
         Vec::new()
     }
 
+    /// Renders `name`: `GetPromptResult.into()`, or in 2026-07-28 an `InputRequiredResult`.
     fn get_prompt<'a>(
         &'a self,
         name: &'a str,
         arguments: BTreeMap<String, String>,
         ctx: ExtensionContext,
-    ) -> ExtensionFuture<'a, GetPromptResult> {
+    ) -> ExtensionFuture<'a, GetPromptResponse> {
         let _ = (name, arguments, ctx);
         Box::pin(async { None })
     }
@@ -170,8 +256,9 @@ pub trait Extension: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Reads `uri` if this extension serves it; `None` otherwise.
-    fn read_resource<'a>(&'a self, uri: &'a str, ctx: ExtensionContext) -> ExtensionFuture<'a, ReadResourceResult> {
+    /// Reads `uri` if this extension serves it; `None` otherwise. `ReadResourceResult.into()`,
+    /// or in 2026-07-28 an `InputRequiredResult`.
+    fn read_resource<'a>(&'a self, uri: &'a str, ctx: ExtensionContext) -> ExtensionFuture<'a, ReadResourceResponse> {
         let _ = (uri, ctx);
         Box::pin(async { None })
     }

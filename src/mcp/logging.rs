@@ -1,5 +1,9 @@
 //! MCP logging (utilities/logging): the session's `logging/setLevel` choice and the
 //! `notifications/message` the broker sends about a request.
+//!
+//! Who chooses the level depends on the revision ([`super::revision`]): a 2025-11-25 session
+//! with `logging/setLevel`; a 2026-07-28 request with its own `_meta` logLevel, and a request
+//! that names none gets no log message at all (MCP 2026-07-28 utilities/logging).
 
 // `logging/setLevel` and `notifications/message` are deprecated by SEP-2577 (2026-07-28) but
 // are part of 2025-11-25, which this server speaks.
@@ -35,8 +39,8 @@ impl LogLevel {
 
 pub use super::session::scope::SessionLogLevel;
 
-/// Sends `notifications/message` about the request of `ctx` if the session asked for this
-/// level or a less severe one.
+/// Sends `notifications/message` about the request of `ctx` if the session (2026-07-28: the
+/// request) asked for this level or a less severe one.
 pub(crate) async fn send_log(
     ctx: &RequestContext<RoleServer>,
     wanted: &SessionLogLevel,
@@ -44,7 +48,11 @@ pub(crate) async fn send_log(
     data: serde_json::Value,
 ) {
     let level = level.into_rmcp();
-    let wanted = *wanted.lock().unwrap_or_else(|p| p.into_inner());
+    let wanted = if super::revision::is_stateless(ctx) {
+        ctx.meta.log_level()
+    } else {
+        *wanted.lock().unwrap_or_else(|p| p.into_inner())
+    };
     if wanted.is_some_and(|min| severity(level) >= severity(min)) {
         let mut param = LoggingMessageNotificationParam::new(level, data);
         param.logger = Some("oauth-broker".into());
@@ -61,6 +69,13 @@ pub fn logging_notification(param: LoggingMessageNotificationParam, origin: &Req
     let mut note = LoggingMessageNotification::new(param);
     note.extensions.insert(OriginatingRequestId(origin.clone()));
     ServerNotification::LoggingMessageNotification(note)
+}
+
+/// Whether a message at `level` about the request of `ctx` may be sent when the caller does not
+/// consult the session's level: always in a session, and in 2026-07-28 only if the request's
+/// `_meta` asked for this level or a less severe one.
+pub(crate) fn request_allows(ctx: &RequestContext<RoleServer>, level: LoggingLevel) -> bool {
+    !super::revision::is_stateless(ctx) || ctx.meta.log_level().is_some_and(|min| severity(level) >= severity(min))
 }
 
 fn severity(level: LoggingLevel) -> u8 {

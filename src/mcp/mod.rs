@@ -13,7 +13,8 @@
 //!
 //! At the root: [`handler`] (the handler one session's service runs, and who calls),
 //! [`server`] (the protocol methods and the dispatch of `tools/call`), [`logging`],
-//! [`results`], [`pagination`], and [`extension`] (tools, prompts and resources added by an
+//! [`results`], [`pagination`], [`revision`] (which revision a request speaks),
+//! [`subscriptions`] (2026-07-28 `subscriptions/listen`), and [`extension`] (tools, prompts and resources added by an
 //! embedding program).
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
@@ -29,8 +30,10 @@ pub mod pagination;
 pub mod prompts;
 pub mod resources;
 pub mod results;
+pub mod revision;
 pub mod server;
 pub mod session;
+pub mod subscriptions;
 pub mod tools;
 pub mod transport;
 

@@ -1,7 +1,11 @@
-//! Tool results the broker's tools share: a text answer, an `isError` one the model reads, and
-//! [`Unfinished`], a tool's way out when there is no result (yet).
+//! Tool results the broker's tools share: a text answer, an `isError` one the model reads,
+//! [`Unfinished`] (a tool's way out when there is no result yet), and the `resultType` every
+//! finished result carries.
 
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData, InputRequiredResult};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, ErrorData, GetPromptResponse, InputRequiredResult,
+    ReadResourceResponse, ResultType,
+};
 
 pub fn text_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(text)])
@@ -32,11 +36,55 @@ impl From<InputRequiredResult> for Unfinished {
     }
 }
 
-/// A tool's outcome as the protocol carries it.
-pub fn tool_response(outcome: Result<CallToolResult, Unfinished>) -> Result<CallToolResponse, ErrorData> {
+/// A tool's outcome as the protocol carries it: an input request is an answer, not an error.
+pub fn finished(outcome: Result<CallToolResponse, Unfinished>) -> Result<CallToolResponse, ErrorData> {
     match outcome {
-        Ok(result) => Ok(CallToolResponse::Complete(result)),
+        Ok(response) => Ok(response),
         Err(Unfinished::InputRequired(result)) => Ok(CallToolResponse::InputRequired(*result)),
         Err(Unfinished::Error(error)) => Err(error),
+    }
+}
+
+// MCP 2026-07-28 basic (SEP-2322): every result says what it is, `"complete"` for a finished
+// one. rmcp's constructors set it, but a result built from JSON (the extension fixtures, the
+// prompt files) has none; rmcp drops `"complete"` again for older revisions, so setting it
+// here changes nothing for 2025-11-25 sessions.
+
+/// What `tools/call` answers: `response` with `resultType: "complete"` when it is finished and
+/// names no type. A task (which an extension might build) is refused: the broker offers no
+/// tasks (`tasks/get` would not find it).
+pub fn tool_answer(response: CallToolResponse) -> Result<CallToolResponse, ErrorData> {
+    match response {
+        CallToolResponse::Complete(mut result) => {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            Ok(CallToolResponse::Complete(result))
+        }
+        CallToolResponse::InputRequired(result) => Ok(CallToolResponse::InputRequired(result)),
+        _ => {
+            tracing::error!("a tool answered with a task, which this server does not offer");
+            Err(ErrorData::internal_error("the tool answered with a task, which this server does not offer", None))
+        }
+    }
+}
+
+/// [`tool_answer`]'s `resultType` for `prompts/get`.
+pub fn prompt_complete(response: GetPromptResponse) -> GetPromptResponse {
+    match response {
+        GetPromptResponse::Complete(mut result) => {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            GetPromptResponse::Complete(result)
+        }
+        other => other,
+    }
+}
+
+/// [`tool_answer`]'s `resultType` for `resources/read`.
+pub fn resource_complete(response: ReadResourceResponse) -> ReadResourceResponse {
+    match response {
+        ReadResourceResponse::Complete(mut result) => {
+            result.result_type.get_or_insert(ResultType::COMPLETE);
+            ReadResourceResponse::Complete(result)
+        }
+        other => other,
     }
 }

@@ -9,18 +9,19 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use super::extension::ExtensionContext;
 use super::handler::{BrokerServer, Caller};
 use super::input_required::{Round, RoundRequest};
-use super::results::{Unfinished, error_result, tool_response};
+use super::input_required::state;
+use super::results::{Unfinished, error_result, finished};
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
 
 impl BrokerServer {
@@ -31,6 +32,8 @@ impl BrokerServer {
             log_level: self.scope().log_level.clone(),
             server: self.clone(),
             caller: caller.clone(),
+            input_responses: None,
+            request_state: None,
         }
     }
 
@@ -43,7 +46,13 @@ impl BrokerServer {
         let mut caller = self.caller(&ctx)?;
         // MCP server/tools: inputs are validated against the schema the client was shown.
         self.state.tools.check(&request.name, request.arguments.as_ref())?;
-        if caller.round_trips {
+        // A `requestState` the broker did not make is an extension's own (the extension reads it);
+        // the broker's tools never hand one out.
+        let foreign_state = request.request_state.as_deref().is_some_and(|s| !state::is_ours(s));
+        if foreign_state && tools::label(&request.name) != "other" {
+            return Err(state::refused());
+        }
+        if caller.round_trips && !foreign_state {
             // A retry's state is checked before the tool runs: one that does not fit changes nothing.
             let client = caller.user.client.key();
             let round = Round::open(
@@ -61,24 +70,27 @@ impl BrokerServer {
             .await?;
             caller.round = Some(Arc::new(round));
         }
-        let outcome = match self.run_tool(&caller, request, &ctx).await {
-            Err(Unfinished::Error(error)) => tools::failure::into_tool_answer(error).map_err(Unfinished::Error),
+        let outcome = match self.run_tool(&caller, request, foreign_state, &ctx).await {
+            Err(Unfinished::Error(error)) => {
+                tools::failure::into_tool_answer(error).map(CallToolResponse::Complete).map_err(Unfinished::Error)
+            }
             other => other,
         };
-        tool_response(outcome)
+        finished(outcome)
     }
 
     async fn run_tool(
         &self,
         caller: &Caller,
         request: CallToolRequestParams,
+        foreign_state: bool,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Unfinished> {
-        // MCP 2026-07-28: a retry after the browser link waits for the user first.
+    ) -> Result<CallToolResponse, Unfinished> {
+        // MCP 2026-07-28: a retry after the broker's browser link waits for the user first.
         if let Some(ended) = self.after_browser(caller, &request.name, ctx).await? {
-            return Ok(ended);
+            return Ok(ended.into());
         }
-        match request.name.as_ref() {
+        let result = match request.name.as_ref() {
             LIST_CONNECTIONS => Ok(self.list_connections(caller).await?),
             CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
                 Ok(args) => self.connect_account(caller, args, ctx).await,
@@ -93,7 +105,12 @@ impl BrokerServer {
                 Err(e) => Ok(error_result(e)),
             },
             other => {
-                let ext = self.extension_context(ctx, caller);
+                // The extension reads its own state and the answers to its own requests; after
+                // the broker's link it gets neither (the broker read them).
+                let ext = match foreign_state {
+                    true => self.extension_context(ctx, caller).with_input(request.input_responses, request.request_state),
+                    false => self.extension_context(ctx, caller),
+                };
                 for extension in self.state.extensions.iter() {
                     if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
                         return result.map_err(Unfinished::from);
@@ -101,7 +118,8 @@ impl BrokerServer {
                 }
                 Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None).into())
             }
-        }
+        };
+        result.map(Into::into)
     }
 }
 
@@ -141,6 +159,12 @@ impl ServerHandler for BrokerServer {
             )
     }
 
+    // SEP-2243 (2026-07-28): rmcp checks a request's `Mcp-Param-*` headers against the schema
+    // of the tool it names (`x-mcp-header` properties).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.state.tools.tools().iter().find(|tool| tool.name == name).cloned()
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -156,7 +180,8 @@ impl ServerHandler for BrokerServer {
     ) -> Result<CallToolResponse, ErrorData> {
         // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
         let span = crate::telemetry::tool_call_span(&ctx, super::tools::label(&request.name));
-        Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await
+        let response = Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await?;
+        super::results::tool_answer(response)
     }
 
     async fn list_prompts(
@@ -174,8 +199,10 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
-        let ext = self.extension_context(&ctx, &caller);
-        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext)).await.map(Into::into)
+        let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
+        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext))
+            .await
+            .map(super::results::prompt_complete)
     }
 
     async fn complete(
@@ -216,8 +243,19 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
-        let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(Into::into)
+        let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
+        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(super::results::resource_complete)
+    }
+
+    // MCP 2026-07-28 basic/subscriptions: what a session hears on its GET stream, for a
+    // stateless client ([`super::subscriptions`]). rmcp answers -32601 to 2025-11-25 sessions.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(super::subscriptions::accepted(&self.state, requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let caller = self.caller(subscription.request_context())?;
+        Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription)).await
     }
 
     // MCP server/resources §Subscriptions: updates go to this session only, for this user's

@@ -362,7 +362,7 @@ async fn an_allow_page_for_a_connection_that_gained_scopes_allows_nothing(app: &
 on_both_backends!(stale_allow_page, an_allow_page_for_a_connection_that_gained_scopes_allows_nothing);
 
 /// An extension tool that acts at the demo provider through `ExtensionContext::access_token`.
-struct DemoTool;
+pub(crate) struct DemoTool;
 
 impl oauth_broker::mcp::extension::Extension for DemoTool {
     fn tools(&self) -> Vec<rmcp::model::Tool> {
@@ -375,7 +375,7 @@ impl oauth_broker::mcp::extension::Extension for DemoTool {
         name: &'a str,
         _arguments: Option<rmcp::model::JsonObject>,
         ctx: oauth_broker::mcp::extension::ExtensionContext,
-    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, CallToolResult> {
+    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, rmcp::model::CallToolResponse> {
         Box::pin(async move {
             if name != "demo_account_name" {
                 return None;
@@ -384,8 +384,10 @@ impl oauth_broker::mcp::extension::Extension for DemoTool {
                 // Never the token itself: only which grant it came from.
                 Ok(token) => Ok(CallToolResult::success(vec![rmcp::model::ContentBlock::text(
                     token.grant.account_label.unwrap_or_default(),
-                )])),
-                Err(unavailable) => unavailable.into_tool_result(),
+                )])
+                .into()),
+                // -32042 or text in 2025-11-25, an InputRequiredResult in 2026-07-28.
+                Err(unavailable) => unavailable.into_tool_response(),
             })
         })
     }

@@ -136,11 +136,11 @@ impl oauth_broker::mcp::extension::Extension for Counter {
         name: &'a str,
         arguments: Option<rmcp::model::JsonObject>,
         _ctx: oauth_broker::mcp::extension::ExtensionContext,
-    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, CallToolResult> {
+    ) -> oauth_broker::mcp::extension::ExtensionFuture<'a, rmcp::model::CallToolResponse> {
         Box::pin(async move {
             (name == "count_to").then(|| {
                 let count = arguments.unwrap_or_default()["count"].as_i64().unwrap_or(-1);
-                Ok(CallToolResult::success(vec![rmcp::model::ContentBlock::text(format!("counted to {count}"))]))
+                Ok(CallToolResult::success(vec![rmcp::model::ContentBlock::text(format!("counted to {count}"))]).into())
             })
         })
     }

@@ -42,6 +42,7 @@ mod refresh_cluster;
 mod refresh_faults;
 mod resources;
 mod review;
+mod revision_2026;
 mod round_trips;
 mod security;
 mod services;

@@ -358,3 +358,19 @@ async fn a_stop_answers_a_waiting_retry_at_once_with_the_same_state(app: &TestAp
     assert_eq!(authorization_status(app, &url).await, "pending");
 }
 on_both_backends!(stop_while_waiting, a_stop_answers_a_waiting_retry_at_once_with_the_same_state);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_tool_needing_a_connection_gets_the_round_trip_too() {
+    let app = spawn_app_with(Backend::Sqlite, |builder| builder.extension(crate::consent::DemoTool)).await.unwrap();
+    let client = std::sync::Arc::new(app.mcp_client_2026(ALICE, ClientKind::Url).await);
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.call("demo_account_name", json!({})).await }
+    });
+    let (url, _) = client.next_url_elicitation().await;
+    assert_eq!(app.approve_in_browser(&app.browser(), &url, ALICE).await.status(), 200);
+    // The retry waited for the browser, then ran the extension's tool again, now with a token.
+    let named = call.await.unwrap().expect("the extension's answer");
+    assert_eq!(named.content[0].as_text().unwrap().text, "demo-user");
+    app.stop().await;
+}

@@ -27,6 +27,15 @@ use crate::crypto::{SealContext, Sealer};
 /// Longer states are refused before anything is decoded: a real one is a few hundred bytes.
 const MAX_STATE_CHARS: usize = 16 * 1024;
 
+/// What every state the broker makes starts with, so an extension's own states (which the
+/// broker passes to the extension unread) are told apart without opening anything.
+const PREFIX: &str = "ob1.";
+
+/// Whether `state` is one of the broker's (by its form; whether it opens is another matter).
+pub(crate) fn is_ours(state: &str) -> bool {
+    state.starts_with(PREFIX)
+}
+
 /// What a state carries from one round to the next.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Carried {
@@ -87,7 +96,7 @@ fn canonical(value: &Value) -> Value {
 pub(crate) fn seal(sealer: &Sealer, binding: &Binding, carried: &Carried) -> String {
     // A struct of strings, numbers and JSON values always serialises.
     let plaintext = serde_json::to_vec(carried).unwrap_or_default();
-    URL_SAFE_NO_PAD.encode(sealer.seal(&plaintext, binding.context()))
+    format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(sealer.seal(&plaintext, binding.context())))
 }
 
 /// Opens a state the client sent back for the request `binding` names, refusing anything forged,
@@ -96,7 +105,8 @@ pub(crate) fn open(sealer: &Sealer, binding: &Binding, state: &str, now: Timesta
     if state.len() > MAX_STATE_CHARS {
         return Err(refused());
     }
-    let sealed = URL_SAFE_NO_PAD.decode(state).map_err(|_| refused())?;
+    let encoded = state.strip_prefix(PREFIX).ok_or_else(refused)?;
+    let sealed = URL_SAFE_NO_PAD.decode(encoded).map_err(|_| refused())?;
     let plaintext = sealer.open(&sealed, binding.context()).map_err(|_| refused())?;
     let carried: Carried = serde_json::from_slice(&plaintext).map_err(|_| refused())?;
     if carried.expires_at <= now {
@@ -182,15 +192,15 @@ mod tests {
         let state = seal(&sealer, &binding, &carried());
         assert_eq!(open(&sealer, &binding, &state, 1_000).unwrap_err(), refused(), "expired at its time");
 
-        let mut bytes = URL_SAFE_NO_PAD.decode(&state).unwrap();
+        let mut bytes = URL_SAFE_NO_PAD.decode(state.strip_prefix(PREFIX).unwrap()).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        let tampered = URL_SAFE_NO_PAD.encode(bytes);
+        let tampered = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes));
         assert_eq!(open(&sealer, &binding, &tampered, 1).unwrap_err(), refused());
 
         let other_keys = Sealer::new(&[9u8; 32], &[]).unwrap();
         assert_eq!(open(&other_keys, &binding, &state, 1).unwrap_err(), refused(), "another broker's keys");
-        for junk in ["", "not base64!", "AAAA", &"A".repeat(MAX_STATE_CHARS + 1)] {
+        for junk in ["", "ob1.", "ob1.not base64!", "ob1.AAAA", "AAAA", &format!("ob1.{}", "A".repeat(MAX_STATE_CHARS))] {
             assert_eq!(open(&sealer, &binding, junk, 1).unwrap_err(), refused(), "{junk:.20}");
         }
         let message = refused().message;
@@ -204,7 +214,7 @@ mod tests {
         let mut with_answer = carried();
         with_answer.answers.insert("form".into(), json!({"account": "work-account"}));
         let state = seal(&sealer, &binding, &with_answer);
-        let bytes = URL_SAFE_NO_PAD.decode(&state).unwrap();
+        let bytes = URL_SAFE_NO_PAD.decode(state.strip_prefix(PREFIX).unwrap()).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains("work-account") && !text.contains("a1"), "sealed, not just signed");
     }

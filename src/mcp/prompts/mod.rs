@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use rmcp::model::{ErrorData, GetPromptResult, JsonObject, ListPromptsResult, Prompt, PromptArgument};
+use rmcp::model::{ErrorData, GetPromptResponse, JsonObject, ListPromptsResult, Prompt, PromptArgument};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -144,18 +144,19 @@ impl PromptCatalogue {
     }
 
     // MCP server/prompts §Getting a Prompt: unknown name, missing or unknown argument → -32602.
+    // An extension's prompt may answer a 2026-07-28 request with an `InputRequiredResult`.
     pub async fn get(
         &self,
         state: &AppState,
         name: &str,
         arguments: Option<JsonObject>,
         ctx: ExtensionContext,
-    ) -> Result<GetPromptResult, ErrorData> {
+    ) -> Result<GetPromptResponse, ErrorData> {
         let found = self.find(name).ok_or_else(|| unknown_prompt(name))?;
         let values = args::check(name, &found.arguments, arguments)?;
         match found.origin {
-            Origin::Builtin => builtin::render(state, name, &values, &ctx.user).await,
-            Origin::Operator(prompt) => Ok(prompt.render(&values)),
+            Origin::Builtin => builtin::render(state, name, &values, &ctx.user).await.map(Into::into),
+            Origin::Operator(prompt) => Ok(prompt.render(&values).into()),
             Origin::Extension(extension) => {
                 extension.get_prompt(name, values, ctx).await.unwrap_or_else(|| Err(unknown_prompt(name)))
             }

@@ -11,7 +11,7 @@
 pub mod broker;
 pub mod uri;
 
-use rmcp::model::{ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult};
+use rmcp::model::{ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResponse};
 
 use self::uri::Route;
 use crate::mcp::McpState;
@@ -59,10 +59,11 @@ pub async fn templates(
     Ok(result)
 }
 
-// MCP 2025-11-25 server/resources §Reading Resources, §Error Handling (-32002).
-pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+// MCP 2025-11-25 server/resources §Reading Resources, §Error Handling (-32002). An extension's
+// resource may answer a 2026-07-28 request with an `InputRequiredResult`.
+pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<ReadResourceResponse, ErrorData> {
     match uri::route(uri) {
-        Route::Broker(target) => broker::read(state, &ctx.user.user_id, &target, uri).await,
+        Route::Broker(target) => broker::read(state, &ctx.user.user_id, &target, uri).await.map(Into::into),
         Route::BrokerMalformed => Err(uri::not_found(uri)),
         Route::Other => {
             for extension in state.extensions.iter() {
@@ -78,6 +79,13 @@ pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<
 /// Whether `uri` names a resource this user may subscribe to.
 // MCP 2025-11-25 server/resources §Subscriptions.
 pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> bool {
+    known(state, uri)
+}
+
+/// Whether `uri` names a resource anyone may subscribe to: the broker's (each user reads only
+/// their own) or one an extension lists or templates. For `subscriptions/listen` too, whose
+/// filter is accepted before the request's user is looked at.
+pub fn known(state: &McpState, uri: &str) -> bool {
     match uri::route(uri) {
         Route::Broker(target) => broker::exists(state, &target),
         Route::BrokerMalformed => false,
