@@ -19,8 +19,8 @@ use rmcp::{RoleServer, ServerHandler};
 
 use super::extension::ExtensionContext;
 use super::handler::{BrokerServer, Caller};
-use super::input_required::{Round, RoundRequest};
 use super::input_required::state;
+use super::input_required::{Round, RoundRequest};
 use super::results::{Unfinished, error_result, finished};
 use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
 
@@ -108,7 +108,9 @@ impl BrokerServer {
                 // The extension reads its own state and the answers to its own requests; after
                 // the broker's link it gets neither (the broker read them).
                 let ext = match foreign_state {
-                    true => self.extension_context(ctx, caller).with_input(request.input_responses, request.request_state),
+                    true => {
+                        self.extension_context(ctx, caller).with_input(request.input_responses, request.request_state)
+                    }
                     false => self.extension_context(ctx, caller),
                 };
                 for extension in self.state.extensions.iter() {

@@ -200,7 +200,8 @@ mod tests {
 
         let other_keys = Sealer::new(&[9u8; 32], &[]).unwrap();
         assert_eq!(open(&other_keys, &binding, &state, 1).unwrap_err(), refused(), "another broker's keys");
-        for junk in ["", "ob1.", "ob1.not base64!", "ob1.AAAA", "AAAA", &format!("ob1.{}", "A".repeat(MAX_STATE_CHARS))] {
+        for junk in ["", "ob1.", "ob1.not base64!", "ob1.AAAA", "AAAA", &format!("ob1.{}", "A".repeat(MAX_STATE_CHARS))]
+        {
             assert_eq!(open(&sealer, &binding, junk, 1).unwrap_err(), refused(), "{junk:.20}");
         }
         let message = refused().message;
