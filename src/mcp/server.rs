@@ -46,13 +46,15 @@ impl BrokerServer {
         let mut caller = self.caller(&ctx)?;
         // MCP server/tools: inputs are validated against the schema the client was shown.
         self.state.tools.check(&request.name, request.arguments.as_ref())?;
-        // A `requestState` the broker did not make is an extension's own (the extension reads it);
-        // the broker's tools never hand one out.
-        let foreign_state = request.request_state.as_deref().is_some_and(|s| !state::is_ours(s));
-        if foreign_state && tools::label(&request.name) != "other" {
+        // A `requestState` the broker did not make is an extension's own, for the extension to
+        // read with the answers to its own requests; the broker's tools never hand one out.
+        // After the broker's own link (a state of the broker's) the broker reads both.
+        let ours = request.request_state.as_deref().is_some_and(state::is_ours);
+        let foreign = request.request_state.is_some() && !ours;
+        if foreign && tools::label(&request.name) != "other" {
             return Err(state::refused());
         }
-        if caller.round_trips && !foreign_state {
+        if caller.round_trips {
             // A retry's state is checked before the tool runs: one that does not fit changes nothing.
             let client = caller.user.client.key();
             let round = Round::open(
@@ -63,14 +65,15 @@ impl BrokerServer {
                     method: "tools/call",
                     name: &request.name,
                     arguments: request.arguments.as_ref(),
-                    input_responses: request.input_responses.as_ref(),
-                    request_state: request.request_state.as_deref(),
+                    input_responses: request.input_responses.as_ref().filter(|_| ours),
+                    request_state: request.request_state.as_deref().filter(|_| ours),
                 },
             )
             .await?;
             caller.round = Some(Arc::new(round));
         }
-        let outcome = match self.run_tool(&caller, request, foreign_state, &ctx).await {
+        let for_extension = !ours;
+        let outcome = match self.run_tool(&caller, request, for_extension, &ctx).await {
             Err(Unfinished::Error(error)) => {
                 tools::failure::into_tool_answer(error).map(CallToolResponse::Complete).map_err(Unfinished::Error)
             }
@@ -83,7 +86,7 @@ impl BrokerServer {
         &self,
         caller: &Caller,
         request: CallToolRequestParams,
-        foreign_state: bool,
+        input_for_extension: bool,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Unfinished> {
         // MCP 2026-07-28: a retry after the broker's browser link waits for the user first.
@@ -105,9 +108,7 @@ impl BrokerServer {
                 Err(e) => Ok(error_result(e)),
             },
             other => {
-                // The extension reads its own state and the answers to its own requests; after
-                // the broker's link it gets neither (the broker read them).
-                let ext = match foreign_state {
+                let ext = match input_for_extension {
                     true => {
                         self.extension_context(ctx, caller).with_input(request.input_responses, request.request_state)
                     }
