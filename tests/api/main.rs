@@ -36,6 +36,7 @@ mod prompts;
 mod protocol;
 mod provider_request;
 mod providers;
+mod python_client;
 mod refresh;
 mod refresh_backoff;
 mod refresh_cluster;
