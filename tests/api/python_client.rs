@@ -77,22 +77,38 @@ impl PythonClient {
         Self { child, lines, stderr }
     }
 
-    /// The next line, which must be `event`; fails with the script's stderr on anything else,
-    /// on the end of its output, or after [`LINE_WITHIN`].
+    /// The next line, which must be `event` (skipping `--trace-requests` lines unless `event`
+    /// is "request"); fails with the script's stderr on anything else, on the end of its
+    /// output, or after [`LINE_WITHIN`].
     async fn next(&mut self, event: &str) -> Value {
-        let line = match tokio::time::timeout(LINE_WITHIN, self.lines.next_line()).await {
-            Ok(Ok(Some(line))) => line,
-            Ok(Ok(None)) => self.fail(&format!("the script ended before its {event:?} line")).await,
-            Ok(Err(error)) => self.fail(&format!("reading the script's output: {error}")).await,
-            Err(_) => self.fail(&format!("no {event:?} line within {LINE_WITHIN:?}")).await,
-        };
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            self.fail(&format!("not a JSON line: {line}")).await
-        };
-        if message["event"] != event {
-            self.fail(&format!("expected {event:?}, got {message}")).await
+        loop {
+            let line = match tokio::time::timeout(LINE_WITHIN, self.lines.next_line()).await {
+                Ok(Ok(Some(line))) => line,
+                Ok(Ok(None)) => self.fail(&format!("the script ended before its {event:?} line")).await,
+                Ok(Err(error)) => self.fail(&format!("reading the script's output: {error}")).await,
+                Err(_) => self.fail(&format!("no {event:?} line within {LINE_WITHIN:?}")).await,
+            };
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                self.fail(&format!("not a JSON line: {line}")).await
+            };
+            if message["event"] == "request" && event != "request" {
+                continue;
+            }
+            if message["event"] != event {
+                self.fail(&format!("expected {event:?}, got {message}")).await
+            }
+            return message;
         }
-        message
+    }
+
+    /// Skips the requests the SDK sends until one that `fits`.
+    async fn next_request_where(&mut self, fits: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let request = self.next("request").await;
+            if fits(&request) {
+                return request;
+            }
+        }
     }
 
     /// Waits for the script to exit (it must succeed, with nothing more to say).
@@ -202,3 +218,36 @@ async fn a_decline_from_the_python_sdk_ends_the_call_and_spends_the_link(app: &T
     client.finish().await;
 }
 on_both_backends!(decline, a_decline_from_the_python_sdk_ends_the_call_and_spends_the_link);
+
+async fn the_python_sdk_retries_on_the_state_alone_while_the_user_is_slower_than_the_wait(backend: Backend) {
+    let Some(python) = python() else { return };
+    let options = SpawnOptions { toml: "mrtr_wait = \"300ms\"\n".into(), ..Default::default() };
+    let Some(app) = spawn_app_opts(backend, options, |builder| builder).await else { return };
+    let mut client = PythonClient::start(&python, &app, ALICE, "provider_request", ME(), &["--trace-requests"]).await;
+    connected_at_2026(&mut client).await;
+    let link = client.next("url").await;
+    let url = link["url"].as_str().unwrap();
+
+    // Nobody opened the link within `mrtr_wait`: the retry that accepted it got the state back
+    // with no new link, and the SDK's driver retries with the state alone.
+    let waiting = |r: &Value| r["method"] == "tools/call" && r["requestState"] == true && r["inputResponses"] == false;
+    client.next_request_where(waiting).await;
+    let browser = app.browser();
+    assert_eq!(app.approve_in_browser(&browser, url, ALICE).await.status(), 200);
+
+    // One of those retries gets the provider's answer; the link was asked once.
+    let answer = client.next("result").await;
+    assert_eq!(answer["result"]["structuredContent"]["status"], 200, "{answer}");
+    client.finish().await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slower_than_the_wait_on_sqlite() {
+    the_python_sdk_retries_on_the_state_alone_while_the_user_is_slower_than_the_wait(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slower_than_the_wait_on_postgres() {
+    the_python_sdk_retries_on_the_state_alone_while_the_user_is_slower_than_the_wait(Backend::Postgres).await;
+}

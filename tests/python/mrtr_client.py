@@ -13,6 +13,8 @@ Speaks one JSON object per line on stdout, flushed at once, so the test can foll
   {"event": "form", "message": "...", "requestedSchema": {...}} a form-mode elicitation
   {"event": "result", "result": {...}}                          the call's final result
   {"event": "error", "error": "..."}                            the call failed (exit status 1)
+and with --trace-requests, before each JSON-RPC request the SDK posts (it only watches):
+  {"event": "request", "method": "...", "requestState": bool, "inputResponses": bool}
 
 The bearer token comes from the environment (MCP_BEARER_TOKEN), never from the command line,
 where any user of the machine could read it.
@@ -56,11 +58,27 @@ def elicitation_callback(form_answer: dict[str, Any] | None, decline_url: bool):
     return answer
 
 
+async def trace_request(request: httpx2.Request) -> None:
+    """Says which request the SDK sends, so a test can tell a retry that carries only the state
+    (the SDK's answer to "still waiting") from one that carries answers."""
+    if request.method != "POST":
+        return
+    message = json.loads(await request.aread())
+    params = message.get("params") or {}
+    emit(
+        "request",
+        method=message.get("method"),
+        requestState="requestState" in params,
+        inputResponses=bool(params.get("inputResponses")),
+    )
+
+
 async def run(args: argparse.Namespace, token: str) -> int:
     headers = {"Authorization": f"Bearer {token}"}
     # The SDK's own timeouts for Streamable HTTP: a retry may wait on the browser for a while.
     timeout = httpx2.Timeout(30.0, read=300.0)
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+    hooks = {"request": [trace_request]} if args.trace_requests else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http:
         client = Client(
             streamable_http_client(args.url, http_client=http),
             mode="auto",
@@ -84,6 +102,7 @@ def main() -> int:
     parser.add_argument("--arguments", type=json.loads, default={}, help="the tool's arguments, as JSON")
     parser.add_argument("--form-answer", type=json.loads, help="the content to accept any form with, as JSON")
     parser.add_argument("--decline-url", action="store_true", help="decline url-mode elicitations")
+    parser.add_argument("--trace-requests", action="store_true", help="a line for each request the SDK sends")
     args = parser.parse_args()
     token = os.environ.get("MCP_BEARER_TOKEN")
     if not token:
