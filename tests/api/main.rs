@@ -43,6 +43,7 @@ mod refresh_cluster;
 mod refresh_faults;
 mod resources;
 mod review;
+mod round_trip_consent_race;
 mod round_trip_timings;
 mod round_trips;
 mod security;

@@ -34,7 +34,7 @@ fn millis_between(from: Instant, to: Instant) -> f64 {
 
 /// The browser leg up to the provider's redirect back to the broker: sign in, approve at the
 /// broker, approve at the demo provider. Returns the callback URL, not yet opened.
-async fn browser_until_callback(app: &TestApp, browser: &reqwest::Client, connect_url: &str) -> String {
+pub(crate) async fn browser_until_callback(app: &TestApp, browser: &reqwest::Client, connect_url: &str) -> String {
     let path = connect_url.strip_prefix(&app.address).unwrap();
     if browser.get(connect_url).send().await.unwrap().status() == 303 {
         assert_eq!(app.sign_in(browser, ALICE, path).await.status(), 303);
