@@ -121,6 +121,11 @@ impl PythonClient {
             Ok(status) => self.fail(&format!("the script exited with {status:?}")).await,
             Err(_) => self.fail("the script did not exit").await,
         }
+        // The SDK's warnings, if any, for whoever reads the test's output.
+        let stderr = (&mut self.stderr).await.unwrap_or_default();
+        if !stderr.trim().is_empty() {
+            eprintln!("Python client's stderr:\n{stderr}");
+        }
     }
 
     async fn fail(&mut self, what: &str) -> ! {
