@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 use crate::on_both_backends;
 
-const ME: fn() -> Value = || json!({"provider": "demo", "method": "GET", "path": "/me"});
-const URL_AND_FORMS: fn() -> Value = || json!({"elicitation": {"url": {}, "form": {}}});
+pub(crate) const ME: fn() -> Value = || json!({"provider": "demo", "method": "GET", "path": "/me"});
+pub(crate) const URL_AND_FORMS: fn() -> Value = || json!({"elicitation": {"url": {}, "form": {}}});
 
 fn text_of(result: &rmcp::model::CallToolResult) -> String {
     result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
@@ -33,7 +33,7 @@ async fn call_2026(
     answer_in(&response.text().await.unwrap()).unwrap_or_else(|| panic!("an answer"))
 }
 
-fn request_2026(
+pub(crate) fn request_2026(
     app: &TestApp,
     token: &str,
     tool: &str,
@@ -70,7 +70,7 @@ fn request_2026(
 }
 
 /// The JSON-RPC answer in a response body: JSON, or SSE whose data lines hold it.
-fn answer_in(text: &str) -> Option<Value> {
+pub(crate) fn answer_in(text: &str) -> Option<Value> {
     std::iter::once(text)
         .chain(text.lines().filter_map(|line| line.strip_prefix("data:")))
         .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
@@ -79,7 +79,7 @@ fn answer_in(text: &str) -> Option<Value> {
 
 /// The connect link of a first answer that must be an `InputRequiredResult` with one url-mode
 /// request, and its state. Checks nothing of 2025-11-25 leaks in.
-fn link_and_state(answer: &Value) -> (String, String) {
+pub(crate) fn link_and_state(answer: &Value) -> (String, String) {
     let result = &answer["result"];
     assert_eq!(result["resultType"], "input_required", "{answer}");
     let text = answer.to_string();
