@@ -13,6 +13,7 @@ use crate::display::ClientName;
 use crate::identity::ClientIdentity;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
+use crate::store::consents::{ConnectCompleted, NewConsent};
 use crate::store::grants::GrantRow;
 
 /// Whether `client` may use `grant` as it stands (its current scopes).
@@ -46,22 +47,40 @@ pub fn registered_client_name(registered: Option<&str>, client_id: &str) -> Clie
     }
 }
 
-/// After the provider flow of `row` stored `grant_id`: the client that asked may use it with
-/// exactly the scopes the consent page listed. If the provider granted more (some return every
-/// scope ever granted), the client asks again before the extra ones are used for it. Rows from
-/// before consents were per client (no client key) record nothing.
-pub async fn allow_after_connect(state: &Core, row: &AuthorizationRow, grant_id: &str) -> Result<(), StoreError> {
-    if row.client_key.is_empty() {
-        return Ok(());
-    }
-    let client = ClientIdentity::from_key(&row.client_key);
-    let name = client_name(state, &client).await.to_string();
+/// After the provider flow of `row` stored `grant_id`: the row completes and, in the same
+/// transaction, the client that asked may use the grant with exactly the scopes the consent page
+/// listed — so whoever sees the row completed (a waiting tool call) finds the client allowed. If
+/// the provider granted more (some return every scope ever granted), the client asks again
+/// before the extra ones are used for it. Rows from before consents were per client (no client
+/// key) record no consent.
+pub async fn complete_connect(
+    state: &Core,
+    row: &AuthorizationRow,
+    grant_id: &str,
+) -> Result<ConnectCompleted, StoreError> {
     let now = state.now();
-    if !state.store.record_consent(grant_id, &row.user_id, &row.client_key, Some(&name), &row.scopes, now).await? {
-        tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");
-        return Ok(());
+    let name = match row.client_key.is_empty() {
+        true => None,
+        false => Some(client_name(state, &ClientIdentity::from_key(&row.client_key)).await.to_string()),
+    };
+    let consent = name.as_deref().map(|name| NewConsent {
+        authorization_id: &row.id,
+        grant_id,
+        user_id: &row.user_id,
+        client_key: &row.client_key,
+        client_name: Some(name),
+        scopes: &row.scopes,
+    });
+    let outcome = state.store.complete_connect(&row.id, &row.user_id, consent.as_ref(), now).await?;
+    match outcome {
+        ConnectCompleted::Completed { consent_recorded: true } => {
+            let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
+            state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+        }
+        ConnectCompleted::Completed { consent_recorded: false } if consent.is_some() => {
+            tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");
+        }
+        _ => {}
     }
-    let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
-    state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
-    Ok(())
+    Ok(outcome)
 }

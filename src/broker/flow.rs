@@ -24,7 +24,7 @@ use crate::identity::browser::BrowserSession;
 use crate::providers::client::{self, ProviderError};
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
-use crate::store::consents::{AllowOutcome, NewConsent};
+use crate::store::consents::{AllowOutcome, ConnectCompleted, NewConsent};
 use crate::store::grants::GrantRow;
 
 #[derive(Debug, thiserror::Error)]
@@ -402,12 +402,9 @@ async fn finish(
         }
     };
     let now = state.now();
-    if state.store.finish_authorization(&row.id, AuthorizationStatus::Completed, None, now).await? {
-        // The client that asked may use what the user just approved; other clients still ask.
-        if let Err(error) = consent::allow_after_connect(state, row, &stored.grant_id).await {
-            tracing::error!(authorization_id = %row.id, %error, "could not record the client's consent");
-        }
-    } else {
+    // The client that asked may use what the user just approved (other clients still ask),
+    // recorded with the completion itself.
+    if consent::complete_connect(state, row, &stored.grant_id).await? == ConnectCompleted::FinishedMeanwhile {
         // Declined in the client meanwhile: the grant is stored, but no client was allowed.
         tracing::warn!(authorization_id = %row.id, "authorization was finished by someone else during the exchange");
     }

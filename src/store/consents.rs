@@ -61,6 +61,16 @@ impl TryFrom<RawConsentRow> for ConsentRow {
     }
 }
 
+/// How [`Store::complete_connect`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectCompleted {
+    /// The row is completed; the client's consent recorded with it when one was asked for and
+    /// the grant was still there.
+    Completed { consent_recorded: bool },
+    /// The row had finished meanwhile (declined in the client): nothing changed.
+    FinishedMeanwhile,
+}
+
 /// How approving a consent-only authorization went ([`Store::allow_client`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllowOutcome {
@@ -156,6 +166,62 @@ impl Store {
         }
         tx.commit().await?;
         Ok(AllowOutcome::Allowed)
+    }
+
+    /// Completes a connect authorization whose tokens are stored and, with `consent`, records that
+    /// the client that asked may use the grant — in one transaction, so nobody reads the row
+    /// completed while the client may not use the connection yet (a waiting 2026-07-28 retry
+    /// would run its tool then and be asked for a consent the user already gave). `false`, and
+    /// nothing recorded, when the row had finished meanwhile (declined in the client). A grant
+    /// gone before its consent is recorded still completes the row (`Ok(true)`), as nothing of
+    /// the client's can use it.
+    pub async fn complete_connect(
+        &self,
+        authorization_id: &str,
+        user_id: &str,
+        consent: Option<&NewConsent<'_>>,
+        now: Timestamp,
+    ) -> StoreResult<ConnectCompleted> {
+        self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, now)).await
+    }
+
+    async fn complete_connect_unbounded(
+        &self,
+        authorization_id: &str,
+        user_id: &str,
+        consent: Option<&NewConsent<'_>>,
+        now: Timestamp,
+    ) -> StoreResult<ConnectCompleted> {
+        let mut tx = self.begin(CacheEffect::User(user_id)).await?;
+        let completed = sqlx::query(
+            "UPDATE authorizations SET status = 'completed', failure = NULL, pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
+             WHERE id = $2 AND status NOT IN ('completed', 'declined', 'failed')",
+        )
+        .bind(now)
+        .bind(authorization_id)
+        .execute(&mut *tx)
+        .await?;
+        if completed.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(ConnectCompleted::FinishedMeanwhile);
+        }
+        let outcome = match consent {
+            None => ConnectCompleted::Completed { consent_recorded: false },
+            Some(new) => {
+                let recorded = sqlx::query(UPSERT_CONSENT)
+                    .bind(new.client_key)
+                    .bind(new.client_name)
+                    .bind(new.scopes.to_space_separated())
+                    .bind(now)
+                    .bind(new.grant_id)
+                    .bind(new.user_id)
+                    .execute(&mut *tx)
+                    .await?;
+                ConnectCompleted::Completed { consent_recorded: recorded.rows_affected() == 1 }
+            }
+        };
+        tx.commit().await?;
+        Ok(outcome)
     }
 
     pub async fn consent(&self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {

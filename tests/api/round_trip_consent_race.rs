@@ -1,10 +1,10 @@
-//! A 2026-07-28 retry that wakes between the two writes of the provider callback: the
-//! authorization row is `completed` (src/broker/flow.rs `finish`) before the asking client's
-//! consent is recorded (`consent::allow_after_connect`). A retry that reads the row in between
-//! finds a connection its client may not use yet and answers a second, consent-only link
-//! instead of the provider's answer. Seen first with the Python SDK's client on PostgreSQL
-//! (tests/api/python_client.rs, now and then); here the window is held open on purpose, by
-//! locking the consents table against writes while the callback runs.
+//! A 2026-07-28 retry that wakes while the provider callback records the asking client's consent.
+//! The callback used to mark the authorization `completed` before it recorded the consent, so a
+//! retry that read the row in between found a connection its client could not use yet and
+//! answered a second, consent-only link instead of the provider's answer (seen first with the
+//! Python SDK's client on PostgreSQL). Both now commit together (`Store::complete_connect`).
+//! Here the window is held open on purpose, by locking the consents table against writes while
+//! the callback runs: the retry must still get the provider's answer.
 
 use std::time::Duration;
 
@@ -29,7 +29,6 @@ fn progress_in(chunk: &str) -> Option<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "broker bug: the callback marks the authorization completed before it records the client's consent, so a retry waking in between gets a consent-only link"]
 async fn a_retry_that_wakes_while_the_callback_records_the_consent_gets_the_providers_answer() {
     let Some(app) = spawn_app(Backend::Postgres).await else { return };
     let alice = app.token_for(ALICE).await;
