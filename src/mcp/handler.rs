@@ -11,9 +11,7 @@
 use std::sync::{Arc, OnceLock};
 
 use rmcp::RoleServer;
-use rmcp::model::{
-    ErrorData, ProtocolVersion, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
-};
+use rmcp::model::{ErrorData, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification};
 use rmcp::service::RequestContext;
 
 use super::elicitation;
@@ -97,7 +95,7 @@ impl BrokerServer {
         let declared = ctx.meta.client_capabilities().and_then(|c| c.elicitation);
         let url_mode = ctx.peer.supported_elicitation_modes().contains(&rmcp::service::ElicitationMode::Url)
             || declared.as_ref().is_some_and(|e| e.url.is_some());
-        let round_trips = ctx.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let round_trips = super::revision::is_stateless(ctx);
         let form_mode = if round_trips {
             // An empty `elicitation: {}` means form mode (client/elicitation §Capabilities).
             declared.as_ref().is_some_and(|e| e.form.is_some() || e.url.is_none())
