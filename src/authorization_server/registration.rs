@@ -126,9 +126,7 @@ mod tests {
     use super::*;
 
     async fn store() -> (Store, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
-        store.migrate().await.unwrap();
+        let (dir, store) = crate::store::migrated_for_tests().await;
         (store, dir)
     }
 

@@ -355,6 +355,16 @@ fn create_sqlite_parent_dir(url: &str) {
     }
 }
 
+/// A migrated SQLite store in a temporary directory, for unit tests (the directory goes when the
+/// returned guard is dropped).
+#[cfg(test)]
+pub(crate) async fn migrated_for_tests() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+    store.migrate().await.unwrap();
+    (dir, store)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

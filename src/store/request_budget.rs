@@ -157,13 +157,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
-        store.migrate().await.unwrap();
-        (dir, store)
-    }
+    use crate::store::migrated_for_tests as store;
 
     #[test]
     fn a_share_is_a_tenth_of_a_second_at_the_full_rate_within_bounds() {

@@ -28,14 +28,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use crate::store::Store;
-
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
-        store.migrate().await.unwrap();
-        (dir, store)
-    }
+    use crate::store::migrated_for_tests as store;
 
     #[tokio::test]
     async fn a_nonce_is_spent_once() {

@@ -287,13 +287,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
-        store.migrate().await.unwrap();
-        (dir, store)
-    }
+    use crate::store::migrated_for_tests as store;
 
     fn providers(ids: &[&str]) -> BTreeSet<ProviderId> {
         ids.iter().map(|id| ProviderId::parse(id).unwrap()).collect()
