@@ -22,6 +22,8 @@
 //!
 //! [`Store::record`]: crate::store::Store::record
 
+#[cfg(test)]
+pub(crate) mod captured;
 mod handles;
 
 use std::future::Future;

@@ -379,24 +379,9 @@ mod tests {
     /// the page gets none of it.
     #[tokio::test]
     async fn an_internal_error_is_logged_with_its_causes_and_shown_without_them() {
-        #[derive(Clone, Default)]
-        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Buffer {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let buffer = Buffer::default();
-        let writer = buffer.clone();
-        let subscriber = tracing_subscriber::fmt().json().with_writer(move || writer.clone()).finish();
         let cause = url::Url::parse("not a url").unwrap_err();
         let error = FlowError::Internal(crate::error_chain::because("the stored redirect_uri is not a URL", cause));
-        let response = tracing::subscriber::with_default(subscriber, || PageError::from(error).into_response());
-        let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let (response, logs) = crate::telemetry::captured::json_logs(|| PageError::from(error).into_response());
         assert!(logs.contains("the stored redirect_uri is not a URL: relative URL without a base"), "{logs}");
         let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
         let html = String::from_utf8_lossy(&body);

@@ -59,7 +59,6 @@ fn prompt_files(dir: &Path) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
 
     use super::*;
 
@@ -67,27 +66,6 @@ mod tests {
         format!(
             "name = \"{name}\"\n[[messages]]\nrole = \"user\"\ncontent = {{ type = \"text\", text = \"{body}\" }}\n"
         )
-    }
-
-    /// Runs `f` with this thread's log lines captured.
-    fn capture_logs<T>(f: impl FnOnce() -> T) -> (T, String) {
-        #[derive(Clone, Default)]
-        struct Buffer(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buffer {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let buffer = Buffer::default();
-        let writer = buffer.clone();
-        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-        let value = tracing::subscriber::with_default(subscriber, f);
-        let logs = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
-        (value, logs)
     }
 
     #[test]
@@ -102,7 +80,7 @@ mod tests {
         std::fs::write(d.path().join("a_good.toml"), text("good", "fine")).unwrap();
         std::fs::write(d.path().join("b_broken.toml"), text("broken", "{{undeclared}}")).unwrap();
         std::fs::write(d.path().join("c.md"), "+++\n+++\nmarkdown body").unwrap();
-        let (prompts, logs) = capture_logs(|| load_dir(d.path(), &[]));
+        let (prompts, logs) = crate::telemetry::captured::logs(|| load_dir(d.path(), &[]));
         let names: Vec<&str> = prompts.iter().map(|p| p.name()).collect();
         assert_eq!(names, ["c", "good"]);
         assert!(logs.contains("b_broken.toml"), "{logs}");
@@ -116,7 +94,7 @@ mod tests {
         std::fs::write(d.path().join("1.toml"), text("dup", "first")).unwrap();
         std::fs::write(d.path().join("2.toml"), text("dup", "second")).unwrap();
         std::fs::write(d.path().join("3.toml"), text("connect_provider", "mine")).unwrap();
-        let (prompts, logs) = capture_logs(|| load_dir(d.path(), &["connect_provider"]));
+        let (prompts, logs) = crate::telemetry::captured::logs(|| load_dir(d.path(), &["connect_provider"]));
         assert_eq!(prompts.len(), 1);
         assert_eq!(prompts[0].render(&Default::default()).messages[0].content.as_text().unwrap().text, "first");
         assert!(logs.contains("2.toml") && logs.contains("3.toml"), "{logs}");
