@@ -106,6 +106,12 @@ pub struct SpawnOptions {
     /// Keep the encryption key where an operator without `OAUTH_BROKER_ENCRYPTION_KEY` has it:
     /// `data_dir/encryption.key`, made on first start (the key rotation tests).
     pub key_in_data_dir: bool,
+    /// The clock's start (Unix seconds) instead of now: a database made earlier, whose
+    /// sessions and links must still be live (the upgrade test).
+    pub clock_at: Option<i64>,
+    /// Listen here instead of on a random port (a database whose public URL names this
+    /// address, where the demo provider must answer: the upgrade test).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// What a second instance shares with the first (see [`TestApp::instance`]).
@@ -135,7 +141,7 @@ pub async fn spawn_app_opts(
         Some(rewrite) => rewrite(&database_url),
         None => database_url.clone(),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind(options.listen.unwrap_or(([127, 0, 0, 1], 0).into())).await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let own_address = format!("http://127.0.0.1:{port}");
     let public_url = match &options.instance_of {
@@ -161,7 +167,7 @@ pub async fn spawn_app_opts(
     if options.key_in_data_dir {
         config.encryption_key = None;
     }
-    let clock = ManualClock::starting_now();
+    let clock = options.clock_at.map_or_else(ManualClock::starting_now, ManualClock::new);
     let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
     let state = app.state().clone();
     let parked = app.parked_mcp_sessions();
