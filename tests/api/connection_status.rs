@@ -458,3 +458,41 @@ async fn the_proxys_caller_mistakes_are_400s_naming_them_never_an_outage() {
     assert_eq!(provider.refresh_requests(), 0);
     app.stop().await;
 }
+
+async fn a_2026_call_in_flight_when_the_provider_revokes_everything_gets_an_input_required_link(backend: Backend) {
+    let provider = StrictProvider::start(Duration::from_secs(3600)).await;
+    let Some(app) = spawn(backend, &provider, "").await else { return };
+    connect_strict(&app).await;
+    let token = app.token_for(ALICE).await;
+    let me = json!({"provider": "strict", "method": "GET", "path": "/me"});
+
+    provider.revoke_everything();
+    provider.hold_next_refresh();
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let request = crate::round_trips::request_2026(
+                &app,
+                &token,
+                "provider_request",
+                me.clone(),
+                crate::round_trips::URL_AND_FORMS(),
+                None,
+                None,
+            );
+            tokio::spawn(async move { request.send().await.unwrap().text().await.unwrap() })
+        })
+        .collect();
+    provider.wait_until_held().await;
+    provider.release();
+    for call in calls {
+        let text = call.await.unwrap();
+        let answer = crate::round_trips::answer_in(&text).expect("an answer");
+        let (url, _state) = crate::round_trips::link_and_state(&answer);
+        assert!(url.starts_with(&app.url("/connect/")), "the reconnect link, not the provider's 401: {url}");
+    }
+    app.stop().await;
+}
+on_both!(
+    revoked_in_flight_2026,
+    a_2026_call_in_flight_when_the_provider_revokes_everything_gets_an_input_required_link
+);
