@@ -5,6 +5,8 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::display::{BATCH, StreamJson, StreamTable, UserNames, emit, iso_time, printable, table};
+use crate::broker::connection_status::Status;
+use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::consents::ConsentRow;
@@ -106,10 +108,15 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                     }
                 };
                 let names = UserNames::of_ids(&state.store, grants.iter().map(|g| g.user_id.as_str())).await?;
+                let now = state.now();
                 if json {
                     let rows: Vec<_> = grants
                         .iter()
-                        .map(|g| json!({"id": g.id, "user_id": g.user_id, "user": names.of(&g.user_id), "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at}))
+                        .map(|g| {
+                            // The core's status (issue 27), beside the stored one.
+                            let state = Status::of(Some(g), now, &Scopes::default(), None);
+                            json!({"id": g.id, "user_id": g.user_id, "user": names.of(&g.user_id), "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "state": state.code(), "last_refresh_error": state.last_error().map(|e| e.as_str()), "next_refresh_at": state.retry_at(), "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at})
+                        })
                         .collect();
                     emit(&array.batch(&rows))?;
                 } else {
@@ -120,7 +127,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                                 names.of(&g.user_id).to_owned(),
                                 g.provider.clone(),
                                 account_of(Some(g)),
-                                g.status.to_string(),
+                                Status::of(Some(g), now, &Scopes::default(), None).code().to_owned(),
                                 g.expires_at.map_or("-".to_owned(), iso_time),
                                 g.scopes.to_space_separated(),
                             ]

@@ -14,6 +14,7 @@ use crate::store::services::ServiceRow;
 use super::problem::Problem;
 
 /// How the request names the user.
+#[derive(Clone, Copy)]
 pub enum Subject<'a> {
     /// The user's access token (never logged, never echoed).
     Token(&'a str),

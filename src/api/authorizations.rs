@@ -32,6 +32,8 @@ pub const MAX_WAIT_SECONDS: u64 = 60;
 const RECHECK: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+// A query parameter (the handler takes it through a `Result`, which utoipa cannot see into).
+#[into_params(parameter_in = Query)]
 pub struct WaitQuery {
     /// Seconds to wait for a final status (at most 60); 0 or absent answers at once.
     #[serde(default)]

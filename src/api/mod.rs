@@ -6,6 +6,7 @@
 //! ```text
 //! POST /token              RFC 8693 token exchange → provider token            (exchange)
 //! POST /v1/tokens          JSON → provider token | authorization_required | …  (tokens)
+//! GET  /v1/connections                    the user's connections and their status (connections)
 //! GET  /v1/authorizations/{id}[?wait=N]   status, long-poll                    (authorizations)
 //! GET  /v1/authorizations/{id}/events     status as server-sent events
 //! ANY  /v1/proxy/{provider}/{path}        the provider's API, token added     (proxy)
@@ -20,9 +21,12 @@
 
 pub mod acting;
 pub mod authorizations;
+pub mod connections;
 pub mod exchange;
+pub mod headers;
 pub mod limits;
 pub mod openapi;
+mod openapi_extra;
 pub mod problem;
 pub mod proxy;
 pub mod service_auth;
@@ -42,6 +46,7 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/tokens", post(tokens::create))
+        .route("/v1/connections", get(connections::list))
         .route("/v1/authorizations/{id}", get(authorizations::show))
         .route("/v1/authorizations/{id}/events", get(authorizations::events))
         .route("/v1/proxy/{provider}/{*path}", any(proxy::forward))

@@ -311,6 +311,32 @@ mod tests {
         assert!(!headers.contains_key(WWW_AUTHENTICATE));
     }
 
+    #[test]
+    fn every_code_a_constructor_makes_is_listed_in_the_openapi_document() {
+        let link = AuthorizationLink {
+            id: "a".into(),
+            url: Url::parse("https://b.example/connect/a").unwrap(),
+            expires_at: 1,
+        };
+        for problem in [
+            Problem::authorization_required(RequiredReason::NotConnected, None, &link),
+            Problem::provider_unavailable(1),
+            Problem::database_unavailable(),
+            Problem::forbidden("x"),
+            Problem::invalid_client(),
+            Problem::invalid_subject_token(),
+            Problem::unknown_provider(),
+            Problem::unknown_authorization(),
+            Problem::unknown_path(),
+            Problem::invalid_request("x"),
+            Problem::invalid_scope("x"),
+            Problem::rate_limited(1, "requests"),
+            Problem::server_error(),
+        ] {
+            assert!(crate::api::openapi::PROBLEM_CODES.contains(&problem.code), "{} is documented", problem.code);
+        }
+    }
+
     #[tokio::test]
     async fn every_code_has_its_status_and_extra_members_cannot_replace_the_standard_ones() {
         for (problem, status, code) in [

@@ -6,7 +6,8 @@
 //!
 //! The service authenticates with HTTP Basic; the user comes from `X-Subject-Token` (the user's
 //! access token for this service) or, for trusted services, `X-User-Id`; `X-Account` picks one of
-//! several accounts. The query string and body are forwarded as they are.
+//! several accounts (percent-encoded UTF-8: [`super::headers`]). The query string and body are
+//! forwarded as they are.
 //!
 //! The call itself is [`crate::broker::provider_call`]'s (the same as `provider_request`'s): the
 //! path stays under the grant's API base, a 401 gets one forced refresh and one retry with the
@@ -14,6 +15,7 @@
 //! gets the token through the token API's checks, and writes the answer back as HTTP.
 
 use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -40,14 +42,18 @@ pub const TRUNCATED_HEADER: &str = "x-broker-truncated";
         ("path" = String, Path, description = "The API path under the provider's API base (GET, POST, PUT, PATCH, DELETE, HEAD all work)"),
         ("X-Subject-Token" = Option<String>, Header, description = "The user's access token for this service"),
         ("X-User-Id" = Option<String>, Header, description = "A user id instead (trusted services only)"),
-        ("X-Account" = Option<String>, Header, description = "Which of the user's accounts at the provider"),
+        ("X-Account" = Option<String>, Header, description = "Which of the user's accounts at the provider, percent-encoded as UTF-8 (`zürich` is `z%C3%BCrich`); an undecodable value is a 400, never the default account"),
     ),
     request_body(content = String, description = "Forwarded as is, with its Content-Type", content_type = "*/*"),
     security(("service" = [])),
     responses(
         (status = 200, description = "The provider's answer, status and body as it sent them (token redacted)"),
-        (status = 409, description = "authorization_required", content_type = "application/problem+json"),
-        (status = 400, description = "invalid_request: the path leaves the API base, a bad method, or a body with GET or HEAD", content_type = "application/problem+json"),
+        (status = 409, description = "authorization_required (also when the provider refuses the token and its refresh: `reason` needs_reconsent)", content_type = "application/problem+json"),
+        (status = 400, description = "invalid_request: the path leaves the API base, a bad method, a body with GET or HEAD, or a header that cannot be read (X-Account not percent-encoded UTF-8, non-ASCII, sent twice)", content_type = "application/problem+json"),
+        (status = 401, description = "invalid_client or invalid_subject_token", content_type = "application/problem+json"),
+        (status = 403, description = "forbidden", content_type = "application/problem+json"),
+        (status = 404, description = "unknown_provider", content_type = "application/problem+json"),
+        (status = 429, description = "rate_limited: retry after `retry_after` seconds", content_type = "application/problem+json"),
         (status = 502, description = "provider_unavailable: the provider could not be reached", content_type = "application/problem+json"),
         (status = 503, description = "provider_unavailable: the token's refresh failed or is held back (backoff, attempt cap); retry after `retry_after` seconds (also `Retry-After`)", content_type = "application/problem+json"),
     )
@@ -56,11 +62,15 @@ pub async fn forward(
     State(state): State<AppState>,
     AuthenticatedService(service): AuthenticatedService,
     method: Method,
-    Path((provider, path)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // A path that does not decode (`%FF`) is the caller's mistake, said as a problem like the rest.
+    let Ok(Path((provider, path))) = path else {
+        return Problem::invalid_request("the path is not valid percent-encoded UTF-8").into_response();
+    };
     match call(&state, &service, method, &provider, &path, query, &headers, body).await {
         Ok(response) => response,
         Err(problem) => problem.into_response(),
@@ -81,24 +91,36 @@ async fn call(
     let invalid = |e: provider_call::RequestError| Problem::invalid_request(e.to_string());
     let method = ApiMethod::parse(method.as_str()).map_err(invalid)?;
     let provider = super::acting::provider_for(state, service, provider_id)?;
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // A header that is there but unreadable is the caller's mistake (400 naming it), never
+    // "absent" (issue 27: an unreadable X-Account used to select the default account).
+    let header = |name: &str| super::headers::text(headers, name);
+    let account = super::headers::account(headers, ACCOUNT_HEADER)?;
     // The body is buffered (`Bytes`): it can be sent again after a 401 and a refresh.
-    let body =
-        (!body.is_empty()).then(|| Body::Raw { content_type: header(header::CONTENT_TYPE.as_str()), bytes: body });
+    let content_type = header(header::CONTENT_TYPE.as_str())?;
+    let body = (!body.is_empty()).then(|| Body::Raw { content_type, bytes: body });
     let query = query.as_deref().map_or(Query::None, Query::Raw);
     // Checked before the token is asked for: a path leaving the API base never costs a refresh.
     let request = ProviderRequest::new(provider, method, path, query, body)
         .map_err(invalid)?
-        .accepting(header(header::ACCEPT.as_str()));
-    let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER), header(USER_ID_HEADER))?;
-    let asked = TokenAsk { provider: provider_id, scopes: &[], account: header(ACCOUNT_HEADER) };
-    let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
-    match provider_call::call(state, provider, &request, token).await {
-        Ok(answer) => Ok(response(answer)),
-        Err(CallError::Request(e)) => Err(invalid(e)),
-        Err(CallError::Unreachable(e)) => Err(unreachable(provider, &e)),
-        Err(CallError::Store(e)) => Err(Problem::from(e)),
+        .accepting(header(header::ACCEPT.as_str())?);
+    let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, header(USER_ID_HEADER)?)?;
+    let asked = TokenAsk { provider: provider_id, scopes: &[], account: account.as_deref() };
+    // The provider may refuse the token and then its refresh (issue 27): the grant is marked for
+    // a new consent, and the core's decision, asked again, is the reconnect link (409
+    // `needs_reconsent`), not the provider's 401. Should the user have reconnected in between,
+    // the call is made once more.
+    for _ in 0..2 {
+        let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
+        match provider_call::call(state, provider, &request, token).await {
+            Ok(answer) => return Ok(response(answer)),
+            Err(CallError::Request(e)) => return Err(invalid(e)),
+            Err(CallError::Unreachable(e)) => return Err(unreachable(provider, &e)),
+            Err(CallError::Store(e)) => return Err(Problem::from(e)),
+            Err(CallError::NeedsReconsent) => {}
+        }
     }
+    // Reconnected and refused again while this one call ran: the user's next try decides.
+    Err(Problem::provider_unavailable(crate::broker::access::RETRY_AFTER_UNAVAILABLE.as_secs()))
 }
 
 /// 502: the provider could not be reached (or broke off); retry later.

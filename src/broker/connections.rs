@@ -1,46 +1,21 @@
 //! A user's connections as every face shows them: each configured provider with each account
-//! the user holds there (or one "not connected" entry), its status, and whether a given client
-//! may use it. `list_connections`, the `broker://` resources, the prompts, the forms and the
+//! the user holds there (or one "not connected" entry), its status
+//! ([`super::connection_status::Status`], decided there once for every face), and whether a
+//! given client may use it. `list_connections`, the `broker://` resources, the prompts, the forms and the
 //! connections page all render this one listing; a tool that acts on one of the accounts at a
 //! provider picks it from [`accounts`] or [`accounts_seen_by`].
 
 use std::collections::HashSet;
 
 use super::Core;
+use super::connection_status::Status;
 use crate::config::ProviderConfig;
+use crate::domain::Scopes;
 use crate::identity::ClientIdentity;
 use crate::store::StoreError;
-use crate::store::grants::{GrantRow, GrantStatus};
+use crate::store::grants::GrantRow;
 
-/// Where the user stands with one account (or provider).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectionStatus {
-    /// A grant that works (refreshed as needed).
-    Connected,
-    /// The provider no longer accepts the grant: only connecting again helps.
-    NeedsReconsent,
-    /// No grant.
-    NotConnected,
-}
-
-impl ConnectionStatus {
-    pub fn of(grant: Option<&GrantRow>) -> Self {
-        match grant {
-            Some(g) if g.status == GrantStatus::Active => ConnectionStatus::Connected,
-            Some(_) => ConnectionStatus::NeedsReconsent,
-            None => ConnectionStatus::NotConnected,
-        }
-    }
-
-    /// The name faces show (`list_connections`' `status`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConnectionStatus::Connected => "connected",
-            ConnectionStatus::NeedsReconsent => "needs_reconsent",
-            ConnectionStatus::NotConnected => "not_connected",
-        }
-    }
-}
+pub use super::connection_status::ConnectionStatus;
 
 /// One entry of the listing.
 #[derive(Debug)]
@@ -50,7 +25,10 @@ pub struct Connection<'a> {
     /// `None` for a grant whose provider was removed from the configuration.
     pub provider: Option<&'a ProviderConfig>,
     pub grant: Option<GrantRow>,
+    /// The coarse status (`connected`, `needs_reconsent`, `not_connected`): `state.coarse()`.
     pub status: ConnectionStatus,
+    /// Where the connection stands for the asking caller ([`Status::of`]).
+    pub state: Status,
     /// The asking client may use this grant as it stands (its consent covers every scope).
     pub allowed_for_client: bool,
 }
@@ -69,6 +47,17 @@ pub async fn connections<'a>(
     user_id: &str,
     client: Option<&ClientIdentity>,
 ) -> Result<Vec<Connection<'a>>, StoreError> {
+    connections_requiring(core, user_id, client, &Scopes::default()).await
+}
+
+/// [`connections`], each with its status for a caller that requires `required` scopes.
+pub async fn connections_requiring<'a>(
+    core: &'a Core,
+    user_id: &str,
+    client: Option<&ClientIdentity>,
+    required: &Scopes,
+) -> Result<Vec<Connection<'a>>, StoreError> {
+    let now = core.now();
     // With a client: each grant and that client's consent in one read.
     let (grants, allowed): (Vec<GrantRow>, HashSet<String>) = match client {
         Some(client) => {
@@ -85,12 +74,17 @@ pub async fn connections<'a>(
             None => by_provider.push((grant.provider.clone(), vec![grant])),
         }
     }
-    let entry = |provider_id: &str, provider: Option<&'a ProviderConfig>, grant: Option<GrantRow>| Connection {
-        provider_id: provider_id.to_owned(),
-        provider,
-        status: ConnectionStatus::of(grant.as_ref()),
-        allowed_for_client: grant.as_ref().is_some_and(|g| allowed.contains(&g.id)),
-        grant,
+    let entry = |provider_id: &str, provider: Option<&'a ProviderConfig>, grant: Option<GrantRow>| {
+        let allowed_for_client = grant.as_ref().is_some_and(|g| allowed.contains(&g.id));
+        let state = Status::of(grant.as_ref(), now, required, client.map(|_| allowed_for_client));
+        Connection {
+            provider_id: provider_id.to_owned(),
+            provider,
+            status: state.coarse(),
+            state,
+            allowed_for_client,
+            grant,
+        }
     };
     let mut listing = Vec::new();
     for provider in core.providers.iter() {
@@ -108,6 +102,30 @@ pub async fn connections<'a>(
         listing.extend(grants.into_iter().map(|g| entry(&id, None, Some(g))));
     }
     Ok(listing)
+}
+
+/// The authorization that reconnects `grant` from the user's own connections page, opened for
+/// the client the user most recently allowed to use it (the consent the new grant keeps; no
+/// client gains anything it did not have). `None` when no client may use it: the user connects
+/// again from the app that uses the connection, which asks for its own consent.
+pub async fn reconnect(
+    core: &Core,
+    provider: &ProviderConfig,
+    grant: &GrantRow,
+) -> Result<Option<crate::store::authorizations::AuthorizationRow>, StoreError> {
+    let consents = core.store.consents_for_user(&grant.user_id).await?;
+    let Some(latest) = consents.iter().filter(|c| c.grant_id == grant.id).max_by_key(|c| c.updated_at) else {
+        return Ok(None);
+    };
+    let client = ClientIdentity::from_key(&latest.client_key);
+    let who = super::authorizations::Requester {
+        user_id: &grant.user_id,
+        client: &client,
+        client_name: latest.client_name.as_deref(),
+        mcp_session: None,
+    };
+    let ask = super::authorizations::Ask::Connect;
+    super::authorizations::open(core, &who, provider, &grant.scopes, ask).await.map(Some)
 }
 
 /// Every account the user holds at `provider`, by account name.

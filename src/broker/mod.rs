@@ -17,7 +17,8 @@
 //! - [`provider_call`]: a call to a provider's API as the user, for every face: the path kept
 //!   under the API base (the grant's own `instance_url`, or the provider's), the token
 //!   injected, one forced refresh and one retry after a 401, tokens redacted from the answer.
-//! - [`connections`]: the one listing of a user's connections that every face renders.
+//! - [`connections`]: the one listing of a user's connections that every face renders;
+//!   [`connection_status`] decides where each stands (ready, revoked, refresh failing, …).
 //!
 //! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the admin CLI
 //! (`admin`) — call in here and translate the answers. Nothing here imports a face or the MCP
@@ -26,6 +27,7 @@
 pub mod access;
 pub mod authorizations;
 pub mod backoff;
+pub mod connection_status;
 pub mod connections;
 pub mod consent;
 mod core;

@@ -42,8 +42,8 @@ use super::sealed_grant::{
 };
 use super::{backoff, refresh_margin};
 use crate::config::ProviderConfig;
-use crate::providers::client::{self, ProviderError, TokenSet};
-use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
+use crate::providers::client::{self, ProviderError, TokenSet, TransientKind};
+use crate::store::grants::{GrantRow, GrantStatus, RefreshFailure, SealedTokens};
 
 /// How often a caller waiting for another holder's refresh re-reads the row.
 const POLL: Duration = Duration::from_millis(100);
@@ -192,7 +192,7 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
     let holder = state.refresh_locks.holder();
     let Some(redeemed) = grant.refresh_token_sealed.clone() else {
         // Expired and nothing to refresh with.
-        mark_needs_reconsent(state, &grant, "expired without a refresh token").await?;
+        mark_needs_reconsent(state, &grant, RefreshFailure::NoRefreshToken, "expired without a refresh token").await?;
         return Err(TokenError::NeedsReconsent);
     };
     let opened = state
@@ -219,7 +219,8 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
         Err(ProviderError::InvalidGrant) => {
             // Version-checked: if someone stored newer tokens meanwhile, the grant stays active
             // and the caller reads them.
-            if mark_needs_reconsent(state, &grant, "provider answered invalid_grant to refresh").await? {
+            let why = "provider answered invalid_grant to refresh";
+            if mark_needs_reconsent(state, &grant, RefreshFailure::InvalidGrant, why).await? {
                 Err(TokenError::NeedsReconsent)
             } else {
                 Ok(None)
@@ -231,7 +232,8 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
             let wait = backoff::delay_seconds(failures, transient.retry_after, backoff::jitter());
             let now = state.now();
             tracing::warn!(grant = %grant.id, provider = %grant.provider, reason = %transient, failures, wait, "refresh failed transiently; backing off");
-            state.store.record_refresh_failure(&grant.id, grant.version, holder, now + wait).await?;
+            let kind = failure_kind(transient.kind);
+            state.store.record_refresh_failure(&grant.id, grant.version, holder, now + wait, kind).await?;
             if serve_valid && refresh_margin::still_valid(&grant, now) {
                 return open_access(state, grant).await.map(Some);
             }
@@ -239,9 +241,19 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
         }
         Err(other) => {
             tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
-            state.store.release_refresh_lease(&grant.id, grant.version, holder).await?;
+            state.store.record_refresh_refusal(&grant.id, grant.version, holder).await?;
             Err(TokenError::ProviderRefused(other.to_string()))
         }
+    }
+}
+
+/// The stored kind of a transient failure (migration 0026).
+fn failure_kind(kind: TransientKind) -> RefreshFailure {
+    match kind {
+        TransientKind::RateLimited => RefreshFailure::RateLimited,
+        TransientKind::ServerError => RefreshFailure::ServerError,
+        TransientKind::Timeout => RefreshFailure::Timeout,
+        TransientKind::Unreachable => RefreshFailure::Unreachable,
     }
 }
 

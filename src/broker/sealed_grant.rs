@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use super::Core;
 use crate::crypto::SealContext;
 use crate::domain::Scopes;
-use crate::store::grants::{GrantRow, GrantStatus};
+use crate::store::grants::{GrantRow, GrantStatus, RefreshFailure};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
@@ -80,18 +80,26 @@ pub(super) async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessT
 /// for a revoked grant, and the connection shows as needing consent.
 pub(super) async fn broken(state: &Core, grant: &GrantRow, what: &str, why: &str) -> TokenError {
     tracing::error!(grant = %grant.id, provider = %grant.provider, %why, "a stored {what} could not be opened; the grant needs a new consent");
-    match mark_needs_reconsent(state, grant, &format!("stored {what} could not be opened")).await {
+    match mark_needs_reconsent(state, grant, RefreshFailure::Unreadable, &format!("stored {what} could not be opened"))
+        .await
+    {
         Ok(_) => TokenError::NeedsReconsent,
         Err(error) => error,
     }
 }
 
-/// Marks the grant (as read at `grant.version`) for a new consent. False when the row changed
-/// meanwhile (a new consent, or newer tokens stored): then it stays as it is.
-pub(super) async fn mark_needs_reconsent(state: &Core, grant: &GrantRow, why: &str) -> Result<bool, TokenError> {
+/// Marks the grant (as read at `grant.version`) for a new consent, noting `kind` for the
+/// connection status. False when the row changed meanwhile (a new consent, or newer tokens
+/// stored): then it stays as it is.
+pub(super) async fn mark_needs_reconsent(
+    state: &Core,
+    grant: &GrantRow,
+    kind: RefreshFailure,
+    why: &str,
+) -> Result<bool, TokenError> {
     let now = state.now();
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
-    if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, now).await? {
+    if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, Some(kind), now).await? {
         state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
         state.events.connections_changed(&grant.user_id, &grant.provider);
         return Ok(true);

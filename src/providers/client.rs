@@ -13,7 +13,7 @@ use oauth2::{PkceCodeChallenge, PkceCodeVerifier};
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-pub use super::error::{ProviderError, Transient, retry_after};
+pub use super::error::{ProviderError, Transient, TransientKind, retry_after};
 use super::provider::{ProviderConfig, TokenAuthMethod};
 pub use super::token_response::{AccountRef, TokenSet};
 use crate::domain::Scopes;
@@ -101,12 +101,14 @@ async fn token_request(
         request = request.header(reqwest::header::USER_AGENT, agent);
     }
     request = authenticate(request, &mut form, provider);
-    let response = request.form(&form).send().await.map_err(|e| ProviderError::unavailable(describe(&e)))?;
+    let response = request.form(&form).send().await.map_err(|e| unreached(&e))?;
     let status = response.status();
     // 5xx and 429 are transient whatever the body says: the token is kept, not given up, and
     // the provider's Retry-After says when to ask again.
     if status.is_server_error() || status.as_u16() == 429 {
+        let kind = if status.as_u16() == 429 { TransientKind::RateLimited } else { TransientKind::ServerError };
         return Err(ProviderError::Unavailable(Transient {
+            kind,
             reason: format!("the token endpoint answered {status}"),
             retry_after: retry_after(response.headers()),
         }));
@@ -116,7 +118,7 @@ async fn token_request(
     if response.content_length().is_some_and(|n| n > MAX_TOKEN_RESPONSE_BYTES as u64) {
         return Err(ProviderError::BadResponse);
     }
-    let body = response.bytes().await.map_err(|e| ProviderError::unavailable(describe(&e)))?;
+    let body = response.bytes().await.map_err(|e| unreached(&e))?;
     if body.len() > MAX_TOKEN_RESPONSE_BYTES {
         return Err(ProviderError::BadResponse);
     }
@@ -161,12 +163,12 @@ pub async fn revoke(
         request = request.header(reqwest::header::USER_AGENT, agent);
     }
     let request = authenticate(request, &mut form, provider);
-    let response = request.form(&form).send().await.map_err(|e| ProviderError::unavailable(describe(&e)))?;
+    let response = request.form(&form).send().await.map_err(|e| unreached(&e))?;
     let status = response.status();
     if status.is_success() {
         Ok(())
     } else if status.is_server_error() || status.as_u16() == 429 {
-        Err(ProviderError::unavailable(format!("revocation endpoint answered {status}")))
+        Err(ProviderError::unavailable(TransientKind::ServerError, format!("revocation endpoint answered {status}")))
     } else {
         Err(ProviderError::Refused { error: format!("revocation endpoint answered {status}") })
     }
@@ -179,6 +181,12 @@ fn form_encode(value: &str) -> String {
 
 /// A reqwest error without the URL (which could carry a secret in a misbehaving provider's
 /// redirect) — only its kind.
+/// A transient failure for a request that got no (whole) answer.
+fn unreached(error: &reqwest::Error) -> ProviderError {
+    let kind = if error.is_timeout() { TransientKind::Timeout } else { TransientKind::Unreachable };
+    ProviderError::unavailable(kind, describe(error))
+}
+
 fn describe(error: &reqwest::Error) -> String {
     if error.is_timeout() {
         "timed out".into()

@@ -39,8 +39,22 @@ impl crate::telemetry::Label for ProviderError {
 /// `Retry-After`, RFC 9110 §10.2.3), if it did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transient {
+    pub kind: TransientKind,
     pub reason: String,
     pub retry_after: Option<Duration>,
+}
+
+/// Which kind of transient failure, so the faces can say why a refresh is failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransientKind {
+    /// 429, or OAuth `slow_down`.
+    RateLimited,
+    /// 5xx, or OAuth `server_error` / `temporarily_unavailable`.
+    ServerError,
+    /// No answer in time.
+    Timeout,
+    /// No connection, or the exchange broke off.
+    Unreachable,
 }
 
 impl std::fmt::Display for Transient {
@@ -51,8 +65,8 @@ impl std::fmt::Display for Transient {
 
 impl ProviderError {
     /// A transient failure without a `Retry-After`.
-    pub fn unavailable(reason: impl Into<String>) -> Self {
-        ProviderError::Unavailable(Transient { reason: reason.into(), retry_after: None })
+    pub fn unavailable(kind: TransientKind, reason: impl Into<String>) -> Self {
+        ProviderError::Unavailable(Transient { kind, reason: reason.into(), retry_after: None })
     }
 }
 
@@ -77,7 +91,8 @@ pub(super) fn classify_oauth_error(error: &str) -> ProviderError {
         | "invalid_code"
         | "code_already_used"
         | "invalid_refresh_token" => ProviderError::InvalidGrant,
-        "temporarily_unavailable" | "server_error" | "slow_down" => ProviderError::unavailable(error),
+        "slow_down" => ProviderError::unavailable(TransientKind::RateLimited, error),
+        "temporarily_unavailable" | "server_error" => ProviderError::unavailable(TransientKind::ServerError, error),
         other => ProviderError::Refused { error: other.chars().filter(|c| c.is_ascii_graphic()).take(64).collect() },
     }
 }

@@ -16,6 +16,8 @@ use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
+pub use super::refresh_failure::RefreshFailure;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantStatus {
     Active,
@@ -92,6 +94,8 @@ pub struct RefreshGate {
     pub window_start: Option<Timestamp>,
     /// Attempts at the provider since `window_start`.
     pub window_count: i64,
+    /// Why the last refresh failed (migration 0026); `None` since the last success.
+    pub last_error: Option<RefreshFailure>,
 }
 
 /// The window the per-minute attempt cap counts in.
@@ -132,6 +136,7 @@ pub(super) struct RawGrantRow {
     refresh_failures: i64,
     refresh_window_start: Option<i64>,
     refresh_window_count: i64,
+    refresh_error: Option<String>,
     created_at: i64,
     updated_at: i64,
 }
@@ -151,6 +156,12 @@ impl TryFrom<RawGrantRow> for GrantRow {
             .ok_or_else(|| StoreError::Corrupt(format!("grant {:?} has unknown status {:?}", raw.id, raw.status)))?;
         let scopes = Scopes::from_space_separated(&raw.scopes)
             .map_err(|e| StoreError::Corrupt(format!("grant {:?}: {e}", raw.id)))?;
+        let last_error = match raw.refresh_error.as_deref() {
+            None => None,
+            Some(stored) => Some(RefreshFailure::parse(stored).ok_or_else(|| {
+                StoreError::Corrupt(format!("grant {:?} has unknown refresh error {stored:?}", raw.id))
+            })?),
+        };
         Ok(GrantRow {
             id: raw.id,
             user_id: raw.user_id,
@@ -170,6 +181,7 @@ impl TryFrom<RawGrantRow> for GrantRow {
                 failures: raw.refresh_failures,
                 window_start: raw.refresh_window_start,
                 window_count: raw.refresh_window_count,
+                last_error,
             },
             created_at: raw.created_at,
             updated_at: raw.updated_at,
@@ -194,7 +206,7 @@ impl std::fmt::Debug for GrantRow {
 }
 
 /// '' in the column (no name) reads as NULL, so callers see `None`.
-pub(super) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_not_before, refresh_failures, refresh_window_start, refresh_window_count, created_at, updated_at";
+pub(super) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_not_before, refresh_failures, refresh_window_start, refresh_window_count, refresh_error, created_at, updated_at";
 
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]
@@ -321,7 +333,7 @@ impl Store {
              access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
              expires_at = excluded.expires_at, issued_at = excluded.issued_at, status = 'active', version = grants.version + 1, \
              refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = NULL, refresh_failures = 0, \
-             refresh_window_start = NULL, refresh_window_count = 0, updated_at = excluded.updated_at \
+             refresh_window_start = NULL, refresh_window_count = 0, refresh_error = NULL, updated_at = excluded.updated_at \
              WHERE grants.id = excluded.id",
         )
         .bind(id)
@@ -391,24 +403,26 @@ impl Store {
     }
 
     /// Releases the lease after a transient failure and holds the next refresh back until
-    /// `not_before`, counting the failure (the backoff's exponent). Only while this holder still
-    /// holds the lease (at the version its claim produced).
+    /// `not_before`, counting the failure (the backoff's exponent) and noting its kind. Only
+    /// while this holder still holds the lease (at the version its claim produced).
     pub async fn record_refresh_failure(
         &self,
         grant_id: &str,
         version: i64,
         holder: &str,
         not_before: Timestamp,
+        kind: RefreshFailure,
     ) -> StoreResult<()> {
         let failure = sqlx::query_as::<_, ReturnedUser>(
             "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = $1, \
-             refresh_failures = refresh_failures + 1 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4 \
+             refresh_failures = refresh_failures + 1, refresh_error = $5 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4 \
              RETURNING user_id",
         )
         .bind(not_before)
         .bind(grant_id)
         .bind(version)
-        .bind(holder);
+        .bind(holder)
+        .bind(kind.as_str());
         self.write_returning_user().fetch_optional(failure).await?;
         Ok(())
     }
@@ -452,7 +466,7 @@ impl Store {
         let sql = format!(
             "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
              issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
-             refresh_not_before = NULL, refresh_failures = 0, updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
+             refresh_not_before = NULL, refresh_failures = 0, refresh_error = NULL, updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
         );
         let stored = sqlx::query_as::<_, RawGrantRow>(&sql)
             .bind(&tokens.access_token_sealed)
@@ -480,6 +494,21 @@ impl Store {
         Ok(())
     }
 
+    /// Releases the lease after the provider refused the refresh (not transiently, not
+    /// `invalid_grant`), noting it: the grant stays active, and the faces say its refresh fails.
+    pub async fn record_refresh_refusal(&self, grant_id: &str, version: i64, holder: &str) -> StoreResult<()> {
+        let release = sqlx::query_as::<_, ReturnedUser>(
+            "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_error = $4 \
+             WHERE id = $1 AND version = $2 AND refresh_lease_holder = $3 RETURNING user_id",
+        )
+        .bind(grant_id)
+        .bind(version)
+        .bind(holder)
+        .bind(RefreshFailure::Refused.as_str());
+        self.write_returning_user().fetch_optional(release).await?;
+        Ok(())
+    }
+
     /// Releases every lease `holder` still holds; for a process that stops with refreshes
     /// unfinished (their answers are lost with it), so others need not wait for the leases to
     /// lapse. How many there were.
@@ -495,22 +524,25 @@ impl Store {
     }
 
     /// Changes the status if the row is still at `version` (a refresh that failed must not
-    /// mark a grant that a new consent replaced meanwhile). True if it changed.
+    /// mark a grant that a new consent replaced meanwhile), noting why (`None` clears it).
+    /// True if it changed.
     pub async fn set_grant_status(
         &self,
         grant_id: &str,
         version: i64,
         status: GrantStatus,
+        why: Option<RefreshFailure>,
         now: Timestamp,
     ) -> StoreResult<bool> {
         let change = sqlx::query_as::<_, ReturnedUser>(
-            "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2 \
-             WHERE id = $3 AND version = $4 RETURNING user_id",
+            "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2, \
+             refresh_error = $5 WHERE id = $3 AND version = $4 RETURNING user_id",
         )
         .bind(status.as_str())
         .bind(now)
         .bind(grant_id)
-        .bind(version);
+        .bind(version)
+        .bind(why.map(RefreshFailure::as_str));
         Ok(self.write_returning_user().fetch_optional(change).await?.is_some())
     }
 
@@ -573,6 +605,7 @@ mod tests {
             refresh_failures: 0,
             refresh_window_start: None,
             refresh_window_count: 0,
+            refresh_error: None,
             created_at: 1,
             updated_at: 1,
         }
@@ -631,7 +664,18 @@ mod tests {
             .unwrap();
         assert_eq!(stored, ("read:user repo".to_owned(), "active".to_owned()), "the column text is unchanged");
 
-        assert!(store.set_grant_status(&id, grant.version, GrantStatus::NeedsReconsent, 11).await.unwrap());
+        assert!(
+            store
+                .set_grant_status(
+                    &id,
+                    grant.version,
+                    GrantStatus::NeedsReconsent,
+                    Some(RefreshFailure::InvalidGrant),
+                    11
+                )
+                .await
+                .unwrap()
+        );
         assert_eq!(store.grant_by_id(&id).await.unwrap().unwrap().status, GrantStatus::NeedsReconsent);
     }
 
@@ -691,7 +735,7 @@ mod tests {
         // A transient failure holds the next claim back until not_before, on any holder.
         let version = store.grant_by_id(&id).await.unwrap().unwrap().version;
         assert!(store.claim_refresh_lease(&id, version, "h", 230, 240, 2).await.unwrap());
-        store.record_refresh_failure(&id, version + 1, "h", 260).await.unwrap();
+        store.record_refresh_failure(&id, version + 1, "h", 260, RefreshFailure::Timeout).await.unwrap();
         let gate = store.grant_by_id(&id).await.unwrap().unwrap().refresh_gate;
         assert_eq!((gate.not_before, gate.failures, gate.wait(250, 2)), (Some(260), 1, Some(10)));
         assert!(!claim(259).await, "backing off");

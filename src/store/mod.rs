@@ -32,6 +32,7 @@ pub mod oauth_clients;
 pub mod oauth_codes;
 pub mod own_moves;
 pub mod paging;
+pub mod refresh_failure;
 pub mod request_budget;
 pub mod request_state_uses;
 pub mod sealed;

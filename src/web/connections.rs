@@ -16,7 +16,7 @@ use axum::response::Response;
 
 use super::error::PageError;
 use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, SignedIn};
-use crate::broker::connections::{self, ConnectionStatus};
+use crate::broker::connections;
 use crate::broker::consent;
 use crate::broker::tokens::Revocation;
 use crate::display::{ClientName, safe_text};
@@ -58,10 +58,11 @@ pub async fn show(
                 provider: c.provider_name().to_owned(),
                 account: g.account_label.as_deref().map_or_else(|| "—".into(), safe_text),
                 scopes: g.scopes.to_space_separated(),
-                status: match c.status {
-                    ConnectionStatus::Connected => "connected".into(),
-                    _ => "needs a new consent".into(),
-                },
+                status: c.state.describe(),
+                status_code: c.state.code(),
+                // A connection the provider no longer honours, or whose refresh keeps failing,
+                // is offered a reconnect (issue 27).
+                reconnect: c.state.needs_reconnect() || c.state.last_error().is_some(),
             })
         })
         .collect();
@@ -190,15 +191,15 @@ pub async fn revoke(
 }
 
 /// Where a refused form on this page points.
-const BACK: &str = "Go back to My connections and reload it to see what is there now.";
+pub(super) const BACK: &str = "Go back to My connections and reload it to see what is there now.";
 
 /// A form posted from the connections page, carrying the session's CSRF token.
-trait PostedForm {
+pub(super) trait PostedForm {
     fn csrf_token(&self) -> &str;
 }
 
 /// The signed-in user and their CSRF-checked form; signed out → sign in, then back here.
-fn checked<T: PostedForm>(
+pub(super) fn checked<T: PostedForm>(
     session: Option<BrowserSession>,
     form: Result<Form<T>, FormRejection>,
 ) -> Result<(BrowserSession, T), PageError> {

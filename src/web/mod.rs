@@ -12,6 +12,7 @@
 //! | `GET /oauth/callback`  | [`callback`]  | the older shared callback, for attempts sent with it |
 //! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
 //! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
+//! | `POST /connections/reconnect` | [`reconnect`] | renew a dead or failing connection → `/connect/{id}` |
 //! | `GET /admin…`, `POST /admin/…` | [`admin`] | operators' dashboard, tables and actions (admins only) |
 //!
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
@@ -34,6 +35,7 @@ pub mod home;
 pub mod login;
 pub mod oidc_login;
 pub mod pages;
+pub mod reconnect;
 pub mod result;
 pub mod security_headers;
 pub mod throttle;
@@ -53,6 +55,7 @@ pub fn router() -> Router<AppState> {
         .route("/logout/everywhere", post(connections::logout_everywhere))
         .route("/connections", get(connections::show))
         .route("/connections/revoke", post(connections::revoke))
+        .route("/connections/reconnect", post(reconnect::reconnect))
         .route("/connections/clients/revoke", post(connections::revoke_client))
         .route("/connections/apps/revoke", post(connections::revoke_app))
         .route("/connect/{id}", get(connect::show).post(connect::act))

@@ -210,7 +210,12 @@ pub struct ConnectionRow {
     /// Display text.
     pub account: String,
     pub scopes: String,
+    /// The core's status, in words ([`crate::broker::connection_status::Status::describe`]).
     pub status: String,
+    /// Its stable code (`ready`, `refresh_failing`, `revoked`, …), for the page's markup.
+    pub status_code: &'static str,
+    /// Offer a Reconnect button.
+    pub reconnect: bool,
     /// The clients allowed to use this connection.
     pub clients: Vec<ClientConsentRow>,
 }

@@ -130,6 +130,15 @@ impl StrictProvider {
         self.inner.lock().unwrap().access_tokens.clear();
     }
 
+    /// Revokes every token issued so far, access and refresh (the user removed the app at the
+    /// provider): the API answers them 401 and a refresh `invalid_grant`.
+    #[allow(dead_code, reason = "used by the connection status tests")]
+    pub fn revoke_everything(&self) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.access_tokens.clear();
+        inner.refresh_token = None;
+    }
+
     /// From now on the API refuses every access token, new ones too.
     #[allow(dead_code, reason = "used by the 401 tests")]
     pub fn refuse_all_access_tokens(&self) {

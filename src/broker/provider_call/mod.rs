@@ -17,8 +17,12 @@
 //!    in full, [`Body`]). The refresh goes through the one-at-a-time machinery
 //!    ([`super::refresh`]): when several callers meet the 401 together, the first refreshes and
 //!    the others find a stored token that differs from the one refused. A grant without a
-//!    refresh token, or a refresh held back (backoff, the attempt cap) or failing: the 401 is
-//!    returned as it is. A second 401 too — no loop.
+//!    refresh token, or a refresh held back (backoff, the attempt cap) or failing transiently:
+//!    the 401 is returned as it is. A second 401 too — no loop. But when the refresh ends in
+//!    `invalid_grant` (the grant is then marked for a new consent), every call that met the
+//!    401 — the one that refreshed and those waiting on it — ends in
+//!    [`CallError::NeedsReconsent`], so its face hands out the reconnect link, not the
+//!    provider's raw 401 (issue 27).
 //! 5. **The answer** ([`ProviderAnswer`]): status, the headers worth showing, at most
 //!    [`MAX_BODY_BYTES`] of body, with every token the call used replaced by `[redacted]`. A
 //!    provider's 4xx or 5xx is an answer; [`CallError`] is for a call that got none.
@@ -35,7 +39,7 @@ pub use send::{MAX_BODY_BYTES, ProviderAnswer, Unreachable};
 
 use super::Core;
 use super::refresh::{Want, refresh_grant};
-use super::tokens::AccessToken;
+use super::tokens::{AccessToken, TokenError};
 use crate::config::ProviderConfig;
 use crate::store::StoreError;
 
@@ -52,6 +56,11 @@ pub enum CallError {
     /// Reading the grant's API base failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The provider refused the token and then its refresh (`invalid_grant`): the grant is
+    /// marked for a new consent and only connecting again helps. Faces answer it as they answer
+    /// a grant that needs a new consent (they ask [`super::access`] again, which opens the link).
+    #[error("the provider no longer accepts this connection; the user must connect again")]
+    NeedsReconsent,
 }
 
 /// Sends `request` as the user whose `token` the face obtained, retrying once after a 401.
@@ -65,9 +74,22 @@ pub async fn call(
     if answer.status != 401 {
         return Ok(answer);
     }
-    let Some(fresh) = token_after_rejection(core, provider, &token).await else { return Ok(answer) };
-    // Built again for the new token: a refresh may have named another API base.
-    send_with(core, provider, request, &fresh, Some(&token.token)).await
+    match token_after_rejection(core, provider, &token).await {
+        // Built again for the new token: a refresh may have named another API base.
+        AfterRejection::Retry(fresh) => send_with(core, provider, request, &fresh, Some(&token.token)).await,
+        AfterRejection::PassThrough => Ok(answer),
+        AfterRejection::NeedsReconsent => Err(CallError::NeedsReconsent),
+    }
+}
+
+/// What follows a 401.
+enum AfterRejection {
+    /// Send again with this token.
+    Retry(Box<AccessToken>),
+    /// The 401 is the answer.
+    PassThrough,
+    /// The grant is dead: the user must connect again.
+    NeedsReconsent,
 }
 
 async fn send_with(
@@ -99,22 +121,27 @@ async fn grant_api_base(
     Ok(stored.and_then(|(_, base)| base).and_then(|base| url::Url::parse(&base).ok()))
 }
 
-/// A new token to retry with after the provider refused `rejected` with 401, or `None`: the
-/// 401 is the answer.
-async fn token_after_rejection(core: &Core, provider: &ProviderConfig, rejected: &AccessToken) -> Option<AccessToken> {
+/// What to do after the provider refused `rejected` with 401: retry with a new token, pass
+/// the 401 on, or — the refresh ended in `invalid_grant`, here or in the refresh this call
+/// waited for — say the grant needs a new consent.
+async fn token_after_rejection(core: &Core, provider: &ProviderConfig, rejected: &AccessToken) -> AfterRejection {
     let grant = &rejected.grant;
     if grant.refresh_token_sealed.is_none() {
         tracing::info!(grant = %grant.id, provider = %grant.provider, "the provider refused a token that cannot be refreshed; 401 passed through");
-        return None;
+        return AfterRejection::PassThrough;
     }
     match refresh_grant(core, provider, &grant.id, Want::Rejected(&rejected.token)).await {
         Ok(token) => {
             tracing::info!(grant = %grant.id, provider = %grant.provider, "the provider refused a token; retrying once with a refreshed one");
-            Some(token)
+            AfterRejection::Retry(Box::new(token))
+        }
+        Err(TokenError::NeedsReconsent) => {
+            tracing::info!(grant = %grant.id, provider = %grant.provider, "the provider refused a token and its refresh; the user must connect again");
+            AfterRejection::NeedsReconsent
         }
         Err(error) => {
             tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %crate::error_chain::Chain(&error), "no new token after the provider's 401; passed through");
-            None
+            AfterRejection::PassThrough
         }
     }
 }

@@ -9,8 +9,10 @@ use rmcp::model::{ErrorData, ReadResourceResult, Resource, ResourceContents, Res
 use serde_json::{Value, json};
 
 use super::uri::{self, BrokerUri};
-use crate::broker::connections::{self, ConnectionStatus};
+use crate::broker::connection_status::Status;
+use crate::broker::connections;
 use crate::config::{ProviderConfig, TokenAuthMethod};
+use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::grants::GrantRow;
 
@@ -70,7 +72,7 @@ pub async fn read(
         BrokerUri::Connections => {
             let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
             let connections: Vec<Value> =
-                state.providers.iter().map(|p| connection_entry(p, find(&grants, p))).collect();
+                state.providers.iter().map(|p| connection_entry(p, find(&grants, p), state.now())).collect();
             json!({ "connections": connections })
         }
         BrokerUri::Providers => {
@@ -81,7 +83,7 @@ pub async fn read(
         BrokerUri::Connection(id) => {
             let provider = state.providers.get(id).ok_or_else(|| uri::not_found(raw))?;
             let grant = connections::latest_account(state, user_id, provider).await.map_err(super::internal)?;
-            connection_entry(provider, grant.as_ref())
+            connection_entry(provider, grant.as_ref(), state.now())
         }
     };
     let text = serde_json::to_string_pretty(&body).map_err(super::internal)?;
@@ -92,14 +94,24 @@ fn find<'a>(grants: &'a [GrantRow], provider: &ProviderConfig) -> Option<&'a Gra
     grants.iter().find(|g| g.provider == provider.id.as_str())
 }
 
+/// The core's status of `grant` for the user themself (no client, no required scopes).
+fn state_of(grant: Option<&GrantRow>, now: i64) -> Status {
+    Status::of(grant, now, &Scopes::default(), None)
+}
+
 fn status(grant: Option<&GrantRow>) -> &'static str {
-    ConnectionStatus::of(grant).as_str()
+    // The coarse status does not depend on the time.
+    state_of(grant, 0).coarse().as_str()
 }
 
 /// One connection, in `list_connections`' shape plus `uri`, `updated_at` and `refreshable`.
-fn connection_entry(provider: &ProviderConfig, grant: Option<&GrantRow>) -> Value {
-    let status = status(grant);
+fn connection_entry(provider: &ProviderConfig, grant: Option<&GrantRow>, now: i64) -> Value {
+    let state = state_of(grant, now);
+    let status = state.coarse().as_str();
     json!({
+        "state": state.code(),
+        "last_refresh_error": state.last_error().map(|e| e.as_str()),
+        "next_refresh_at": state.retry_at(),
         "provider": provider.id.as_str(),
         "display_name": provider.display_name,
         "uri": uri::connection_uri(&provider.id),

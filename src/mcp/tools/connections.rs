@@ -26,7 +26,7 @@ use crate::store::grants::GrantRow;
 /// Which of the user's accounts at a provider a tool acts on.
 pub(crate) enum AccountPick {
     /// This one.
-    One(GrantRow),
+    One(Box<GrantRow>),
     /// The user has no account there.
     NoAccount,
     /// A result to return as is: an unknown name, no choice made, several without form mode.
@@ -53,6 +53,9 @@ impl BrokerServer {
                     "scopes": grant.map(|g| g.scopes.iter().collect::<Vec<_>>()).unwrap_or_default(),
                     "expires_at": grant.and_then(|g| g.expires_at),
                     "allowed_for_this_client": c.allowed_for_client,
+                    "state": c.state.code(),
+                    "last_refresh_error": c.state.last_error().map(|e| e.as_str()),
+                    "next_refresh_at": c.state.retry_at(),
                 }))
             })
             .collect();
@@ -216,12 +219,12 @@ impl BrokerServer {
         }
         if let Some(name) = named {
             return Ok(match find_account(&grants, name) {
-                Some(i) => AccountPick::One(grants.swap_remove(i)),
+                Some(i) => AccountPick::One(Box::new(grants.swap_remove(i))),
                 None => AccountPick::Answer(unknown_account(provider, name, &grants, tool)),
             });
         }
         if grants.len() == 1 {
-            return Ok(AccountPick::One(grants.swap_remove(0)));
+            return Ok(AccountPick::One(Box::new(grants.swap_remove(0))));
         }
         if !caller.form_mode {
             return Ok(AccountPick::Answer(several_accounts(provider, &grants, tool)));
@@ -234,7 +237,7 @@ impl BrokerServer {
         self.log_reply(ctx, tool, provider, &reply).await;
         Ok(match reply {
             Ok(Reply::Accepted(answers)) => match question.picked(&answers) {
-                Some(Picked::Existing(i)) => AccountPick::One(grants.swap_remove(i)),
+                Some(Picked::Existing(i)) => AccountPick::One(Box::new(grants.swap_remove(i))),
                 _ => AccountPick::Answer(error_result(format!("No account was chosen. {nothing}"))),
             },
             Ok(Reply::Declined) => {

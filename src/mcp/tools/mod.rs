@@ -78,7 +78,10 @@ pub fn catalogue(provider_ids: &[String]) -> Vec<Tool> {
                     "account": {"type": ["string", "null"]},
                     "scopes": {"type": "array", "items": {"type": "string"}},
                     "expires_at": {"type": ["integer", "null"]},
-                    "allowed_for_this_client": {"type": "boolean", "description": "Whether you allowed this client to use this connection with all its scopes; if not, using it asks you first."}
+                    "allowed_for_this_client": {"type": "boolean", "description": "Whether you allowed this client to use this connection with all its scopes; if not, using it asks you first."},
+                    "state": {"type": "string", "enum": crate::broker::connection_status::Status::CODES, "description": "Where the connection stands for this client: ready, needs_reconsent or revoked (connect again), refresh_failing (kept; retried at next_refresh_at), consent_required (using it asks you first), not_connected. The token API's GET /v1/connections says the same."},
+                    "last_refresh_error": {"type": ["string", "null"], "description": "Why the last refresh failed: rate_limited, server_error, timeout, unreachable, refused, invalid_grant, no_refresh_token or unreadable."},
+                    "next_refresh_at": {"type": ["integer", "null"], "description": "While a failing refresh is held back: when it is tried again (Unix seconds)."}
                 },
                 "required": ["provider", "display_name", "connected", "status", "scopes"]
             }}},

@@ -69,20 +69,33 @@ impl BrokerServer {
         // Any grant will do: which scopes an API path needs is the provider's business, and
         // its 403 is returned as is. The client must be allowed to use the connection (consent
         // per client) before its token is used, or even refreshed, on its behalf.
-        let token = match self.token_for_tool(caller, provider, account.as_deref(), &Scopes::default()).await {
-            Ok(token) => token,
-            Err(answer) => return answer,
-        };
-        let answer = tokio::select! {
-            // MCP cancellation: a cancelled call stops its upstream request.
-            _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
-            answer = provider_call::call(&self.state, provider, &request, token) => answer,
-        };
-        let answer = match answer {
-            Ok(answer) => answer,
-            Err(CallError::Request(e)) => return Ok(error_result(e.to_string())),
-            Err(CallError::Unreachable(e)) => return Ok(error_result(format!("{}: {e}", provider.display_name))),
-            Err(CallError::Store(e)) => return Err(tool_failed(e).into()),
+        // The provider may refuse the token and then its refresh (issue 27): the grant is then
+        // marked for a new consent, and the core's decision, asked again, is the reconnect link
+        // (`-32042`, URL elicitation or `input_required` by era) instead of the provider's 401.
+        let mut attempts = 0;
+        let answer = loop {
+            let token = match self.token_for_tool(caller, provider, account.as_deref(), &Scopes::default()).await {
+                Ok(token) => token,
+                Err(answer) => return answer,
+            };
+            let answer = tokio::select! {
+                // MCP cancellation: a cancelled call stops its upstream request.
+                _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
+                answer = provider_call::call(&self.state, provider, &request, token) => answer,
+            };
+            match answer {
+                Ok(answer) => break answer,
+                Err(CallError::Request(e)) => return Ok(error_result(e.to_string())),
+                Err(CallError::Unreachable(e)) => return Ok(error_result(format!("{}: {e}", provider.display_name))),
+                Err(CallError::Store(e)) => return Err(tool_failed(e).into()),
+                Err(CallError::NeedsReconsent) if attempts == 0 => attempts += 1,
+                Err(CallError::NeedsReconsent) => {
+                    return Ok(error_result(format!(
+                        "{} refused the connection again; call provider_request again to reconnect.",
+                        provider.display_name
+                    )));
+                }
+            }
         };
         // MCP utilities/logging: what was called and how it went; never the token.
         let level = if answer.status >= 400 { LogLevel::Warning } else { LogLevel::Info };

@@ -12,8 +12,10 @@ use axum::response::Response;
 
 use super::Admin;
 use super::listing::{Card, CardAction, ListQuery, RawListQuery, TablePage};
+use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
+use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
 use crate::store::paging::Cursor;
@@ -105,11 +107,17 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
     for g in &found.rows {
         let audit = state.store.audit_refreshes_and_failures(&g.user_id, &g.provider, 20).await?;
         let last = last_refresh(&audit, &g.user_id, &g.provider);
+        // The core's status (issue 27): the same words as the user's connections page.
+        let status = Status::of(Some(g), now, &Scopes::default(), None);
         cards.push(Card {
             title: format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)),
             fields: vec![
                 field("user", name_of(&names, &g.user_id)),
-                field("status", g.status.as_str()),
+                field("status", status.describe()),
+                field(
+                    "next refresh",
+                    status.retry_at().map_or_else(|| "when due".into(), |at| format!("not before {}", iso_time(at))),
+                ),
                 field("scopes", g.scopes.to_space_separated()),
                 field(
                     "expires",
