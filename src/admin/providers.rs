@@ -109,7 +109,11 @@ fn row(config: &Config, id: &str, entry: &ProviderFields, enabled_as: Option<Str
         "enabled": enabled_as.is_some(),
         "enabled_as": enabled_as,
         "redirect_uri": redirect,
-        "token_auth_method": entry.token_auth_method.clone().unwrap_or_else(|| "client_secret_basic".into()),
+        // An API-key entry has no client: the user's key is how it authenticates.
+        "token_auth_method": match entry.kind.as_deref() {
+            Some("api_key") => "api_key".to_owned(),
+            _ => entry.token_auth_method.clone().unwrap_or_else(|| "client_secret_basic".into()),
+        },
         "pkce": if entry.pkce.as_deref() == Some("required") { "required" } else { "sent (S256)" },
         "scope_separator": entry.scope_separator.clone().unwrap_or_else(|| " ".into()),
         "default_scopes": entry.scopes.clone().unwrap_or_default(),
