@@ -98,8 +98,10 @@ fn method(method: TokenAuthMethod) -> &'static str {
 }
 
 fn row(config: &Config, id: &str, entry: &ProviderFields, enabled_as: Option<String>) -> Value {
+    // An API-key provider has no OAuth redirect to register.
     let redirect = enabled_as
         .as_deref()
+        .filter(|_| entry.kind.as_deref() != Some("api_key"))
         .and_then(|p| crate::domain::ProviderId::parse(p).ok())
         .map(|p| config.provider_redirect_uri(&p).to_string());
     let extra: BTreeMap<String, String> = entry.extra_authorize_params.clone().unwrap_or_default();
