@@ -268,6 +268,10 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
     if let Some(secret) = &demo_client_secret {
         let demo = crate::demo_provider::entry::provider_entry(&config, secret.clone());
         providers = providers.with_required(demo, crate::demo_provider::entry::required_scopes());
+        if config.demo_api_keys {
+            let keyed = crate::demo_provider::entry::api_key_entry(&config).context("the demo API-key provider")?;
+            providers = providers.with(keyed);
+        }
     }
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
     // PostgreSQL: several instances may share the database, so signals travel (issue 9).

@@ -98,8 +98,10 @@ fn method(method: TokenAuthMethod) -> &'static str {
 }
 
 fn row(config: &Config, id: &str, entry: &ProviderFields, enabled_as: Option<String>) -> Value {
+    // An API-key provider has no OAuth redirect to register.
     let redirect = enabled_as
         .as_deref()
+        .filter(|_| entry.kind.as_deref() != Some("api_key"))
         .and_then(|p| crate::domain::ProviderId::parse(p).ok())
         .map(|p| config.provider_redirect_uri(&p).to_string());
     let extra: BTreeMap<String, String> = entry.extra_authorize_params.clone().unwrap_or_default();
@@ -109,7 +111,11 @@ fn row(config: &Config, id: &str, entry: &ProviderFields, enabled_as: Option<Str
         "enabled": enabled_as.is_some(),
         "enabled_as": enabled_as,
         "redirect_uri": redirect,
-        "token_auth_method": entry.token_auth_method.clone().unwrap_or_else(|| "client_secret_basic".into()),
+        // An API-key entry has no client: the user's key is how it authenticates.
+        "token_auth_method": match entry.kind.as_deref() {
+            Some("api_key") => "api_key".to_owned(),
+            _ => entry.token_auth_method.clone().unwrap_or_else(|| "client_secret_basic".into()),
+        },
         "pkce": if entry.pkce.as_deref() == Some("required") { "required" } else { "sent (S256)" },
         "scope_separator": entry.scope_separator.clone().unwrap_or_else(|| " ".into()),
         "default_scopes": entry.scopes.clone().unwrap_or_default(),

@@ -48,7 +48,8 @@ pub struct TokenRequest {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct TokenResponse {
     pub access_token: String,
-    /// Always `Bearer`.
+    /// `Bearer`; `api_key` when the provider takes an API key the user entered (then
+    /// `access_token` is that key, to be sent as `send_as` says).
     pub token_type: &'static str,
     /// Unix seconds; absent when the provider gave no lifetime.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +59,18 @@ pub struct TokenResponse {
     /// The provider's name for the account, when it gave one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
+    /// For `token_type = api_key`: how the provider wants the key sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_as: Option<SendAs>,
+}
+
+/// How an API key is sent: in `header`, after `scheme` when there is one (`Basic …` means HTTP
+/// Basic with the key where it says).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SendAs {
+    pub header: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
 }
 
 /// Get a user's provider access token.
@@ -92,7 +105,8 @@ pub async fn create(
     let asked = TokenAsk { provider: &request.provider, scopes: &request.scopes, account: request.account.as_deref() };
     match token_for_service(&state, &service, subject, asked, Purpose::RawToken).await {
         Ok(token) => {
-            let mut response = Json(token_response(&token)).into_response();
+            let provider = state.providers.find(&token.grant.provider);
+            let mut response = Json(token_response(&token, provider)).into_response();
             response
                 .headers_mut()
                 .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
@@ -221,10 +235,15 @@ fn authorization_required(
     Problem::authorization_required(reason, missing, &link).with("provider", provider.id.as_str())
 }
 
-pub fn token_response(token: &AccessToken) -> TokenResponse {
+pub fn token_response(token: &AccessToken, provider: Option<&ProviderConfig>) -> TokenResponse {
+    let key = provider.and_then(|p| p.api_key.as_ref());
     TokenResponse {
         access_token: token.token.expose_secret().to_owned(),
-        token_type: "Bearer",
+        token_type: if key.is_some() { "api_key" } else { "Bearer" },
+        send_as: key.map(|spec| {
+            let (header, scheme) = spec.describe();
+            SendAs { header, scheme }
+        }),
         expires_at: token.grant.expires_at,
         scopes: token.grant.scopes.iter().map(str::to_owned).collect(),
         provider: token.grant.provider.clone(),

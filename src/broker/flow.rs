@@ -119,7 +119,7 @@ pub(super) fn verifier_ctx_of<'a>(id: &'a str, user_id: &'a str) -> SealContext<
 }
 
 /// Checks shared by approve and decline: the owner, unexpired, still awaiting consent.
-fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+pub(super) fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     // MCP 2025-11-25 client/elicitation §Phishing: the user who finishes the flow MUST be the
     // user who started it (the URL may have been forwarded or edited).
     if session.user.id != row.user_id {
@@ -142,6 +142,10 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     }
     let provider =
         state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
+    // An API-key provider has no OAuth to start: its key is entered on the page (`api_key`).
+    if provider.is_api_key() {
+        return Err(FlowError::NotActionable);
+    }
     // MCP 2025-11-25 security best practices §Confused deputy, RFC 9700 §2.1: a random state,
     // stored server-side only now (after consent, right before the redirect), bound to this row
     // and to the approving browser session. RFC 7636 §4.1: a fresh verifier per attempt, sealed
@@ -489,7 +493,7 @@ async fn fail(state: &Core, row: &AuthorizationRow, reason: &str) {
     publish(state, row, "failed");
 }
 
-fn publish(state: &Core, row: &AuthorizationRow, status: &str) {
+pub(super) fn publish(state: &Core, row: &AuthorizationRow, status: &str) {
     state.events.publish(AuthorizationFinished {
         authorization_id: row.id.clone(),
         user_id: row.user_id.clone(),

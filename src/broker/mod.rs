@@ -6,6 +6,8 @@
 //!   one stands.
 //! - [`flow`]: the browser leg of an authorization: approve → provider (state + PKCE) →
 //!   callback → sealed grant; consent-only approvals; declines.
+//! - [`api_key`]: the same authorization finished with an API key the user enters instead of
+//!   an OAuth flow: checked at the provider, sealed into a grant like a token.
 //! - [`consent`]: consent per client (which client may use which connection).
 //! - [`tokens`]: sealing tokens into grants, handing out a fresh access token, disconnecting;
 //!   [`sealed_grant`] opens a grant's tokens and marks one that no longer works for re-consent.
@@ -25,6 +27,7 @@
 //! SDK's types; it works on [`Core`], which holds no MCP session, page or identity key.
 
 pub mod access;
+pub mod api_key;
 pub mod authorizations;
 pub mod backoff;
 pub mod connection_status;

@@ -120,6 +120,8 @@ struct FileConfig {
     database_url: Option<String>,
     data_dir: Option<PathBuf>,
     demo: Option<bool>,
+    /// With `demo`: also the demo provider's API-key mode, as provider `demo-key`.
+    demo_api_keys: Option<bool>,
     /// Base64 or hex, 32 bytes. Prefer `OAUTH_BROKER_ENCRYPTION_KEY`.
     encryption_key: Option<String>,
     /// Keys from before a rotation: they still open old values.
@@ -280,6 +282,9 @@ pub struct Config {
     pub database_url: String,
     pub data_dir: PathBuf,
     pub demo: bool,
+    /// With `demo`: the provider `demo-key`, whose users paste a key the demo provider issued
+    /// (`demo_api_keys = true` in the file; [`crate::demo_provider::keys`]).
+    pub demo_api_keys: bool,
     /// From `OAUTH_BROKER_ENCRYPTION_KEY` or the file; when absent a key is generated into
     /// `data_dir/encryption.key` on first start.
     pub encryption_key: Option<SecretString>,
@@ -426,6 +431,7 @@ impl Config {
             database_url,
             data_dir,
             demo: args.demo || file.demo.unwrap_or(false),
+            demo_api_keys: file.demo_api_keys.unwrap_or(false),
             encryption_key: env_key.or(file.encryption_key).map(SecretString::from),
             retired_encryption_keys: file.retired_encryption_keys.into_iter().map(SecretString::from).collect(),
             authorization_ttl: file.authorization_ttl.unwrap_or(Duration::from_secs(600)),

@@ -1,5 +1,5 @@
 //! The demo provider's protected API (RFC 6750): a profile, notes, and an echo endpoint that
-//! shows what the broker forwarded. The access token is accepted only in the `Authorization`
+//! shows what the broker forwarded. An API key in `X-Demo-Key` ([`super::keys`]) works too. The access token is accepted only in the `Authorization`
 //! header; one in the query string is refused (§2.3 would leak it into logs and histories).
 
 use std::collections::BTreeMap;
@@ -43,6 +43,14 @@ async fn authenticate(
 ) -> Result<Caller, ApiError> {
     if uri.query().is_some_and(|q| url::form_urlencoded::parse(q.as_bytes()).any(|(k, _)| k == "access_token")) {
         return Err(ApiError::InvalidRequest("access tokens are accepted only in the Authorization header"));
+    }
+    // An API key (the provider's key mode, `keys.rs`): every scope of its account.
+    if let Some(keyed) = super::keys::account_for_key(state, headers).await? {
+        if headers.contains_key(AUTHORIZATION) {
+            return Err(ApiError::InvalidRequest("send either an access token or an API key, not both"));
+        }
+        let account = keyed.map_err(|refusal| ApiError::InvalidKey(refusal.describe()))?;
+        return Ok(Caller { account, scopes: ScopeSet::all() });
     }
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let (Some(value), None) = (values.next(), values.next()) else {

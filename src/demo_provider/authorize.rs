@@ -153,7 +153,7 @@ fn validate(state: &AppState, params: &Params) -> Result<AuthorizeRequest, Refus
 }
 
 /// 1–64 characters of `[A-Za-z0-9._-]`.
-fn is_valid_account(account: &str) -> bool {
+pub(super) fn is_valid_account(account: &str) -> bool {
     (1..=64).contains(&account.len())
         && account.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }

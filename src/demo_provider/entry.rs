@@ -63,5 +63,35 @@ pub fn provider_entry(config: &Config, secret: SecretString) -> ProviderConfig {
         api_headers: Vec::new(),
         refresh_margin: None,
         catalogue: None,
+        api_key: None,
     }
 }
+
+/// The demo provider's API-key mode as the broker sees it: provider `demo-key`, whose users
+/// paste a key from the demo provider's keys page (`/demo-provider/keys`). The key goes in
+/// `X-Demo-Key`, is checked with `GET me` (which also names the account), and opens the same
+/// API as an access token.
+pub fn api_key_entry(config: &Config) -> Result<ProviderConfig, crate::providers::catalogue::ProviderConfigError> {
+    let id = ProviderId::parse(API_KEY_PROVIDER_ID).unwrap_or_else(|_| ProviderId::demo());
+    let fields = crate::providers::catalogue::ProviderFields {
+        kind: Some("api_key".into()),
+        display_name: Some("Demo Provider (API key)".into()),
+        api_base_url: Some(config.url("/demo-provider/api/").to_string()),
+        key_header: Some(KEY_HEADER.into()),
+        validate: Some("GET me".into()),
+        account_id_field: Some("account".into()),
+        account_label_field: Some("account".into()),
+        key_url: Some(config.url("/demo-provider/keys").to_string()),
+        key_prefixes: Some(vec![KEY_PREFIX.into()]),
+        ..Default::default()
+    };
+    crate::providers::catalogue::resolve(&id, fields)
+}
+
+/// The header the demo API reads a key from ([`super::keys`]).
+pub const KEY_HEADER: &str = "x-demo-key";
+/// How every demo key begins.
+pub const KEY_PREFIX: &str = "demo_sk_";
+
+/// The id of the demo provider's API-key mode.
+pub const API_KEY_PROVIDER_ID: &str = "demo-key";

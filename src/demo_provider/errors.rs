@@ -17,6 +17,8 @@ pub enum ApiError {
     InvalidRequest(&'static str),
     /// 401: missing, unknown, expired or revoked access token.
     InvalidToken,
+    /// 401: an API key this provider refuses, with why (a fixed text, never the key).
+    InvalidKey(&'static str),
     /// 403: the token lacks the scope this endpoint needs.
     InsufficientScope(DemoScope),
     /// 500: the database failed; logged, never shown.
@@ -42,6 +44,11 @@ impl IntoResponse for ApiError {
                 StatusCode::UNAUTHORIZED,
                 serde_json::json!({ "error": "invalid_token" }),
                 Some("Bearer error=\"invalid_token\"".to_owned()),
+            ),
+            Self::InvalidKey(description) => (
+                StatusCode::UNAUTHORIZED,
+                serde_json::json!({ "error": "invalid_key", "error_description": description }),
+                None,
             ),
             Self::InsufficientScope(scope) => (
                 StatusCode::FORBIDDEN,

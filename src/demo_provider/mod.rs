@@ -9,6 +9,7 @@
 //! POST /token       client auth; authorization_code (PKCE) | refresh_token (rotation, reuse → revoke family)
 //! POST /revoke      RFC 7009; a refresh token takes its family with it
 //! /api/me, /api/notes, /api/echo   bearer-header-only API, one scope per endpoint
+//! GET/POST /keys, POST /keys/revoke  API keys (X-Demo-Key on /api/*) for the broker's key mode
 //! GET  /.well-known/oauth-authorization-server   RFC 8414 metadata
 //! ```
 //!
@@ -24,6 +25,7 @@ mod authorize;
 mod client_auth;
 pub mod entry;
 mod errors;
+pub mod keys;
 mod revoke;
 mod token;
 mod token_cache;
@@ -53,6 +55,8 @@ pub fn router() -> Router<AppState> {
         .route("/authorize", get(authorize::show).post(authorize::decide))
         .route("/token", post(token::token))
         .route("/revoke", post(revoke::revoke))
+        .route("/keys", get(keys::show).post(keys::create))
+        .route("/keys/revoke", post(keys::revoke))
         .route("/api/me", get(api::me))
         .route("/api/notes", get(api::list_notes).post(api::create_note))
         .route("/api/slow", get(api::slow))

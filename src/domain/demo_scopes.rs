@@ -67,6 +67,11 @@ impl ScopeSet {
         Ok(Self(scopes.collect::<Result<_, _>>()?))
     }
 
+    /// Every scope: what an API key opens (`src/demo_provider/keys.rs`).
+    pub fn all() -> Self {
+        Self(DemoScope::ALL.into_iter().collect())
+    }
+
     pub fn contains(&self, scope: DemoScope) -> bool {
         self.0.contains(&scope)
     }

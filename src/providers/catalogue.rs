@@ -84,6 +84,25 @@ pub struct ProviderFields {
     pub subdomain: Option<String>,
     pub shop: Option<String>,
     pub base_url: Option<String>,
+    /// `oauth2` (the default) or `api_key`: the user enters a key on the broker's page
+    /// ([`super::api_key`]); the fields below are for `api_key` only.
+    pub kind: Option<String>,
+    /// The header carrying the key [default: Authorization].
+    pub key_header: Option<String>,
+    /// A word before the key in that header (`Bearer`, `token`).
+    pub key_scheme: Option<String>,
+    /// HTTP Basic instead of a header: the key as the `username` or the `password`.
+    pub key_basic: Option<String>,
+    /// With `key_basic = "password"`: the user name sent with it.
+    pub key_basic_user: Option<String>,
+    /// Where the user creates a key.
+    pub key_url: Option<String>,
+    /// How the provider's keys begin, a hint only.
+    pub key_prefixes: Option<Vec<String>>,
+    /// A test request under the API base, `"GET user"`.
+    pub validate: Option<String>,
+    /// The statuses of the test request that mean the key is good [default: any 2xx].
+    pub validate_statuses: Option<Vec<u16>>,
 }
 
 macro_rules! overlay {
@@ -135,7 +154,16 @@ impl ProviderFields {
             domain,
             subdomain,
             shop,
-            base_url
+            base_url,
+            kind,
+            key_header,
+            key_scheme,
+            key_basic,
+            key_basic_user,
+            key_url,
+            key_prefixes,
+            validate,
+            validate_statuses
         )
     }
 
@@ -252,15 +280,34 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
     let url = |field: &str, value: &Option<String>| -> Result<Option<Url>, FieldError> {
         value.as_deref().map(|v| endpoint(field, v, &vars)).transpose()
     };
+    let key_fields = super::api_key::KeyFields {
+        kind: f.kind.as_deref(),
+        key_header: f.key_header.as_deref(),
+        key_scheme: f.key_scheme.as_deref(),
+        key_basic: f.key_basic.as_deref(),
+        key_basic_user: f.key_basic_user.as_deref(),
+        key_url: f.key_url.as_deref(),
+        key_prefixes: f.key_prefixes.as_deref(),
+        validate: f.validate.as_deref(),
+        validate_statuses: f.validate_statuses.as_deref(),
+    };
+    let api_key = super::api_key::ApiKeySpec::from_fields(&key_fields, |field, raw| endpoint(field, raw, &vars))?;
+    let api_base = || -> Result<Url, FieldError> {
+        let mut api_base_url = url("api_base_url", &f.api_base_url)?.ok_or_else(|| missing("api_base_url"))?;
+        if !api_base_url.path().ends_with('/') {
+            // A trailing slash makes the base a directory, so relative joins stay under it.
+            let path = format!("{}/", api_base_url.path());
+            api_base_url.set_path(&path);
+        }
+        Ok(api_base_url)
+    };
+    if let Some(api_key) = api_key {
+        return api_key_provider(id, &f, api_key, api_base()?, catalogue);
+    }
     let authorization_url =
         url("authorization_url", &f.authorization_url)?.ok_or_else(|| missing("authorization_url"))?;
     let token_url = url("token_url", &f.token_url)?.ok_or_else(|| missing("token_url"))?;
-    let mut api_base_url = url("api_base_url", &f.api_base_url)?.ok_or_else(|| missing("api_base_url"))?;
-    if !api_base_url.path().ends_with('/') {
-        // A trailing slash makes the base a directory, so relative joins stay under it.
-        let path = format!("{}/", api_base_url.path());
-        api_base_url.set_path(&path);
-    }
+    let api_base_url = api_base()?;
     let client_id = f.client_id.clone().filter(|c| !c.trim().is_empty()).ok_or_else(|| missing("client_id"))?;
     let client_secret = match (&f.client_secret, &f.client_secret_env) {
         (Some(_), Some(_)) => {
@@ -387,6 +434,88 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
         api_headers,
         refresh_margin,
         catalogue,
+        api_key: None,
+    })
+}
+
+/// An `api_key` entry: the API base, its headers and the key's spec. It has no OAuth endpoints
+/// or client; `authorization_url` and `token_url` hold the API base only so the type stays one
+/// (the flow refuses to start OAuth for it: [`crate::broker::api_key`]).
+fn api_key_provider(
+    id: &ProviderId,
+    f: &ProviderFields,
+    api_key: super::api_key::ApiKeySpec,
+    api_base_url: Url,
+    catalogue: Option<String>,
+) -> Result<ProviderConfig, FieldError> {
+    for (field, given) in [
+        ("authorization_url", f.authorization_url.is_some()),
+        ("token_url", f.token_url.is_some()),
+        ("refresh_url", f.refresh_url.is_some()),
+        ("revocation_url", f.revocation_url.is_some()),
+        ("userinfo_url", f.userinfo_url.is_some()),
+        ("client_id", f.client_id.is_some()),
+        ("client_secret", f.client_secret.is_some() || f.client_secret_env.is_some()),
+        ("scopes", f.scopes.is_some()),
+        ("api_base_from_token", f.api_base_from_token.is_some()),
+    ] {
+        if given {
+            return Err((field.into(), "an api_key provider has no OAuth settings: the user enters the key".into()));
+        }
+    }
+    if let Some(agent) = &f.user_agent
+        && (agent.is_empty() || agent.len() > 200 || !agent.bytes().all(|b| (0x20..0x7f).contains(&b)))
+    {
+        return Err(("user_agent".into(), "must be 1-200 printable ASCII characters".into()));
+    }
+    let api_headers = api_headers(f.api_headers.as_ref(), "")?;
+    if let super::api_key::KeySend::Header { name, .. } = &api_key.send
+        && api_headers.iter().any(|(h, _)| h == name)
+    {
+        return Err(("api_headers".into(), format!("{name} carries the key")));
+    }
+    for (field, path) in [("account_id_field", &f.account_id_field), ("account_label_field", &f.account_label_field)] {
+        if let Some(path) = path
+            && (path.is_empty() || path.split('.').any(str::is_empty))
+        {
+            return Err((field.into(), "must be a dot path such as user.id".into()));
+        }
+    }
+    if (f.account_id_field.is_some() || f.account_label_field.is_some()) && api_key.validation.is_none() {
+        return Err(("account_id_field".into(), "read from the validate answer: give validate too".into()));
+    }
+    Ok(ProviderConfig {
+        display_name: f.display_name.clone().unwrap_or_else(|| id.to_string()),
+        id: id.clone(),
+        authorization_url: api_base_url.clone(),
+        token_url: api_base_url.clone(),
+        client_id: String::new(),
+        client_secret: None,
+        default_scopes: Scopes::default(),
+        api_base_url,
+        revocation_url: None,
+        userinfo_url: None,
+        token_auth_method: TokenAuthMethod::None,
+        extra_authorize_params: BTreeMap::new(),
+        issuer: None,
+        scope_descriptions: BTreeMap::new(),
+        refresh_url: None,
+        scope_separator: " ".into(),
+        scope_param: "scope".into(),
+        pkce_required: false,
+        open_scopes: false,
+        scope_aliases: BTreeMap::new(),
+        scopes_not_returned: Scopes::default(),
+        account_id_field: f.account_id_field.clone(),
+        account_label_field: f.account_label_field.clone(),
+        token_path: None,
+        api_base_from_token: None,
+        api_base_domains: Vec::new(),
+        user_agent: f.user_agent.clone(),
+        api_headers,
+        refresh_margin: None,
+        catalogue,
+        api_key: Some(api_key),
     })
 }
 

@@ -29,7 +29,9 @@ fn the_catalogue_has_at_least_30_providers_and_every_entry_resolves_over_https()
         assert!(entry.client_id.is_none() && entry.client_secret.is_none(), "{name}: credentials in the catalogue");
         assert!(entry.catalogue.is_none(), "{name}");
         assert!(entry.display_name.is_some(), "{name}: no display name");
-        let provider = resolve(&id(name), filled(creds())).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // An API-key provider has no client: the user brings the key.
+        let table = if entry.kind.as_deref() == Some("api_key") { ProviderFields::default() } else { creds() };
+        let provider = resolve(&id(name), filled(table)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let urls = [
             Some(&provider.authorization_url),
             Some(&provider.token_url),
@@ -315,4 +317,43 @@ fn required_scopes_are_among_the_defaults_and_only_the_catalogue_sets_them() {
     assert!(required_scopes("google").contains("openid") && required_scopes("github").is_empty());
     let table = ProviderFields { required_scopes: Some(vec!["repo".into()]), ..creds() };
     assert_eq!(error("github", table).field, "required_scopes");
+}
+
+#[test]
+fn at_least_five_api_key_providers_say_how_their_key_is_sent_and_where_to_make_one() {
+    use crate::providers::api_key::KeySend;
+    let catalogue = builtin().unwrap();
+    let api_key: Vec<_> = catalogue.iter().filter(|(_, e)| e.kind.as_deref() == Some("api_key")).collect();
+    assert!(api_key.len() >= 5, "{} api_key entries", api_key.len());
+    for (name, _) in api_key {
+        let provider = resolve(&id(name), ProviderFields::default()).unwrap();
+        let spec = provider.api_key.as_ref().unwrap();
+        assert!(spec.key_url.as_ref().is_some_and(|u| u.scheme() == "https"), "{name}: no key_url");
+        assert!(provider.refresh_url.is_none() && provider.revocation_url.is_none(), "{name}");
+    }
+    let send = |name: &str| resolve(&id(name), ProviderFields::default()).unwrap().api_key.unwrap().send;
+    let header = |name: &'static str, scheme: Option<&str>| KeySend::Header {
+        name: reqwest::header::HeaderName::from_static(name),
+        scheme: scheme.map(str::to_owned),
+    };
+    assert_eq!(send("openai"), header("authorization", Some("Bearer")));
+    assert_eq!(send("anthropic"), header("x-api-key", None));
+    assert_eq!(send("gitlab-pat"), header("private-token", None));
+    assert_eq!(send("linear-key"), header("authorization", None));
+    assert_eq!(send("stripe"), KeySend::BasicUser);
+    assert_eq!(send("mailgun"), KeySend::BasicPassword { user: "api".into() });
+}
+
+#[test]
+fn an_api_key_entry_takes_no_oauth_settings_and_an_oauth_one_no_key_settings() {
+    let with_client = ProviderFields { client_id: Some("c".into()), ..Default::default() };
+    assert_eq!(error("openai", with_client).field, "client_id");
+    let keyed = ProviderFields { key_header: Some("X-Key".into()), ..creds() };
+    assert_eq!(error("github", keyed).field, "key_header");
+    let cookie = ProviderFields { key_header: Some("Cookie".into()), ..Default::default() };
+    assert_eq!(error("openai", cookie).field, "key_header");
+    let both = ProviderFields { key_basic: Some("username".into()), ..Default::default() };
+    assert_eq!(error("openai", both).field, "key_basic");
+    let unknown = ProviderFields { kind: Some("saml".into()), ..Default::default() };
+    assert_eq!(error("openai", unknown).field, "kind");
 }

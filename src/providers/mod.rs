@@ -2,11 +2,13 @@
 //!
 //! - [`catalogue`]: the compiled-in catalogue of real providers and the operator's tables over it.
 //! - [`provider`]: one provider's resolved settings; [`registry`]: the enabled providers.
+//! - [`api_key`]: providers whose users enter an API key or personal access token instead.
 //! - [`scopes`]: which scopes a provider offers; the rest are refused before it sees them.
 //! - [`client`]: token-endpoint calls (code exchange, refresh, revocation) over our own HTTP
 //!   client (no redirects, timeouts); [`token_response`] reads the answers; [`error`] says how
 //!   a call failed.
 
+pub mod api_key;
 pub mod catalogue;
 pub mod client;
 pub mod error;

@@ -83,9 +83,26 @@ pub struct ProviderConfig {
     pub refresh_margin: Option<Duration>,
     /// The catalogue entry this provider was built from, if any.
     pub catalogue: Option<String>,
+    /// Set for a provider whose users enter an API key instead of going through OAuth
+    /// (`kind = "api_key"`): how the key is sent and checked.
+    pub api_key: Option<super::api_key::ApiKeySpec>,
 }
 
 impl ProviderConfig {
+    /// `builder` with this provider's credential: the key as its entry says for an API-key
+    /// provider, else the access token as a bearer (RFC 6750 §2.1).
+    pub fn with_credential(&self, builder: reqwest::RequestBuilder, token: &SecretString) -> reqwest::RequestBuilder {
+        match &self.api_key {
+            Some(spec) => spec.apply(builder, token),
+            None => builder.bearer_auth(secrecy::ExposeSecret::expose_secret(token)),
+        }
+    }
+
+    /// Whether users connect by entering a key (no OAuth flow, no refresh).
+    pub fn is_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
     /// What `scope` allows, if this provider's configuration says.
     pub fn scope_description(&self, scope: &str) -> Option<&str> {
         self.scope_descriptions.get(scope).map(String::as_str).map(str::trim).filter(|d| !d.is_empty())

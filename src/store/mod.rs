@@ -20,6 +20,7 @@ pub mod consents;
 pub mod deadlines;
 mod declared;
 pub mod demo;
+pub mod demo_keys;
 pub mod external_users;
 pub mod generation_cache;
 pub mod generations;

@@ -2,7 +2,9 @@
 //!
 //! GET shows the consent page to the signed-in owner of the authorization; POST (Approve or
 //! Deny, CSRF-checked) acts on it. Approving is what redirects to the provider: a GET never does,
-//! so a prefetched or forwarded link cannot start an OAuth flow on its own.
+//! so a prefetched or forwarded link cannot start an OAuth flow on its own. An API-key
+//! provider's page asks for the key instead, and its POST (`action=connect_key`) finishes the
+//! connect there ([`super::api_keys`]).
 
 use axum::Form;
 use axum::extract::rejection::{FormRejection, PathRejection};
@@ -24,12 +26,21 @@ use crate::identity::next::login_path;
 use crate::state::AppState;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
 
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Default, serde::Deserialize)]
 pub struct ConsentForm {
     #[serde(default)]
     csrf_token: String,
     #[serde(default)]
     action: String,
+    /// `action=connect_key` on an API-key provider's page ([`super::api_keys`]). A secret.
+    #[serde(default)]
+    api_key: String,
+}
+
+impl std::fmt::Debug for ConsentForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsentForm").field("action", &self.action).finish_non_exhaustive()
+    }
 }
 
 /// The id from the path, or 404 for anything that is not a well-formed elicitation id.
@@ -113,14 +124,12 @@ pub async fn show(
     let session = require_session(session, &id)?;
     let row = actionable_row(&state, &id, &session).await?;
     let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
-    let client = if row.client_key.is_empty() {
-        // Created before consents were per client: the token's client was not recorded.
-        ClientName::new("An MCP client", "asked before this broker recorded which client asks")
-    } else {
-        consent::client_name(&state, &ClientIdentity::from_key(&row.client_key)).await
-    };
+    let client = client_of(&state, &row).await;
     if row.kind == AuthorizationKind::Consent {
         return allow_page(&state, &row, provider, client, &session).await;
+    }
+    if provider.is_api_key() {
+        return Ok(super::api_keys::page(&row, provider, client, self_reported_name(&row), &session, None));
     }
     let page = ConsentPage {
         id: row.id.clone(),
@@ -160,6 +169,11 @@ pub async fn act(
         ("approve", AuthorizationKind::Connect) => {
             let url = flow::begin(&state, &row, &session).await?;
             Ok(pages::see_other(url.as_str()))
+        }
+        ("connect_key", AuthorizationKind::Connect) => {
+            let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
+            let client = (client_of(&state, &row).await, self_reported_name(&row));
+            super::api_keys::submit(&state, &row, provider, &session, &form.api_key, client).await
         }
         ("approve", AuthorizationKind::Consent) => {
             flow::allow(&state, &row, &session).await?;
@@ -208,6 +222,16 @@ async fn allow_page(
         nav: SignedIn::of(session),
     };
     Ok(pages::render(StatusCode::OK, &page))
+}
+
+/// The client that asked, as its token identifies it.
+async fn client_of(state: &AppState, row: &AuthorizationRow) -> ClientName {
+    if row.client_key.is_empty() {
+        // Created before consents were per client: the token's client was not recorded.
+        ClientName::new("An MCP client", "asked before this broker recorded which client asks")
+    } else {
+        consent::client_name(state, &ClientIdentity::from_key(&row.client_key)).await
+    }
 }
 
 /// The name the MCP client gave itself in `initialize` (`clientInfo`), as display text.

@@ -48,11 +48,20 @@ pub async fn show(
     for consent in &consents {
         names.push(consent::client_name(&state, &ClientIdentity::from_key(&consent.client_key)).await);
     }
+    let mut key_hints = Vec::new();
+    for connection in &listing {
+        key_hints.push(match &connection.grant {
+            Some(grant) => crate::broker::api_key::hint(&state, grant).await,
+            None => None,
+        });
+    }
     let rows = listing
         .iter()
-        .filter_map(|c| {
+        .zip(key_hints)
+        .filter_map(|(c, key_hint)| {
             let g = c.grant.as_ref()?;
             Some(ConnectionRow {
+                key_hint,
                 clients: client_rows(g, &consents, &names),
                 grant_id: g.id.clone(),
                 provider: c.provider_name().to_owned(),

@@ -13,6 +13,7 @@
 //! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
 //! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
 //! | `POST /connections/reconnect` | [`reconnect`] | renew a dead or failing connection → `/connect/{id}` |
+//! | `POST /connections/key` | [`api_keys`] | replace an API-key connection's key (the connect page's key form too) |
 //! | `GET /admin…`, `POST /admin/…` | [`admin`] | operators' dashboard, tables and actions (admins only) |
 //!
 //! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
@@ -22,6 +23,7 @@
 //! [`drain_body`] keeps keep-alive connections usable after early refusals.
 
 pub mod admin;
+pub mod api_keys;
 pub mod callback;
 pub mod connect;
 pub mod connections;
@@ -56,6 +58,7 @@ pub fn router() -> Router<AppState> {
         .route("/connections", get(connections::show))
         .route("/connections/revoke", post(connections::revoke))
         .route("/connections/reconnect", post(reconnect::reconnect))
+        .route("/connections/key", post(api_keys::replace))
         .route("/connections/clients/revoke", post(connections::revoke_client))
         .route("/connections/apps/revoke", post(connections::revoke_app))
         .route("/connect/{id}", get(connect::show).post(connect::act))

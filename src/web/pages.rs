@@ -218,6 +218,8 @@ pub struct ConnectionRow {
     pub reconnect: bool,
     /// The clients allowed to use this connection.
     pub clients: Vec<ClientConsentRow>,
+    /// An API-key connection: the key's last characters (its Replace form is shown).
+    pub key_hint: Option<String>,
 }
 
 /// One client's consent to use a connection, with its Revoke form's values.

@@ -9,6 +9,7 @@ mod strict_provider;
 
 mod admin;
 mod admin_paging;
+mod api_keys;
 mod audit;
 mod authorization_server;
 mod bearer;

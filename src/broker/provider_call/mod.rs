@@ -126,6 +126,12 @@ async fn grant_api_base(
 /// waited for — say the grant needs a new consent.
 async fn token_after_rejection(core: &Core, provider: &ProviderConfig, rejected: &AccessToken) -> AfterRejection {
     let grant = &rejected.grant;
+    if provider.is_api_key() {
+        // An API key has no refresh: the provider refusing it means the user must enter a new
+        // one, so the connection says so from now on (every face then sends the link).
+        super::api_key::rejected(core, grant).await;
+        return None;
+    }
     if grant.refresh_token_sealed.is_none() {
         tracing::info!(grant = %grant.id, provider = %grant.provider, "the provider refused a token that cannot be refreshed; 401 passed through");
         return AfterRejection::PassThrough;

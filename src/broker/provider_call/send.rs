@@ -1,4 +1,5 @@
-//! One HTTP exchange with a provider's API: the user's token as the bearer credential, the
+//! One HTTP exchange with a provider's API: the user's token as the bearer credential (or an
+//! API key, sent the way the provider's entry says), the
 //! provider's own API headers (`user_agent`, `api_headers`), no redirects followed (the client
 //! in [`crate::broker::Core::http`] follows none), and an answer that may be handed to anyone:
 //! only the headers worth showing (never an authentication or cookie header), at most
@@ -55,7 +56,9 @@ pub(super) async fn send(
     token: &SecretString,
     earlier: Option<&SecretString>,
 ) -> Result<ProviderAnswer, Unreachable> {
-    let mut builder = http.request(request.method().clone(), url).bearer_auth(token.expose_secret());
+    // The token, or an API key where the provider's entry says how it is sent.
+    let builder = http.request(request.method().clone(), url);
+    let mut builder = provider.with_credential(builder, token);
     if let Some(agent) = &provider.user_agent {
         builder = builder.header(reqwest::header::USER_AGENT, agent);
     }

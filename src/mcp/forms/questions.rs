@@ -222,6 +222,7 @@ mod tests {
             api_headers: Vec::new(),
             refresh_margin: None,
             catalogue: None,
+            api_key: None,
         }
     }
 
