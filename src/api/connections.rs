@@ -64,7 +64,8 @@ pub struct ConnectionEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
     /// Why the last refresh failed: `rate_limited`, `server_error`, `timeout`, `unreachable`,
-    /// `refused`, `invalid_grant`, `no_refresh_token` or `unreadable`.
+    /// `refused`, `invalid_grant`, `no_refresh_token`, `unreadable`, or `key_refused` (the
+    /// provider refused an API key).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_refresh_error: Option<&'static str>,
     /// While a failing refresh is held back: when it is tried again (Unix seconds).

@@ -27,7 +27,7 @@ use crate::providers::client::TokenSet;
 use crate::providers::token_response::{self, AccountRef};
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow};
 use crate::store::consents::ConnectCompleted;
-use crate::store::grants::GrantRow;
+use crate::store::grants::{GrantRow, RefreshFailure};
 
 /// The most of a validation answer read (for the account's id and label).
 const MAX_VALIDATION_BODY: usize = 64 * 1024;
@@ -117,7 +117,14 @@ pub async fn replace(state: &Core, user_id: &str, grant: &GrantRow, raw_key: &st
 /// The provider answered 401 to a call with this grant's key: the key no longer works and there
 /// is nothing to refresh, so the connection needs a new key. Logged, never failing the call.
 pub async fn rejected(state: &Core, grant: &GrantRow) {
-    match super::sealed_grant::mark_needs_reconsent(state, grant, "the provider refused the API key").await {
+    match super::sealed_grant::mark_needs_reconsent(
+        state,
+        grant,
+        RefreshFailure::KeyRefused,
+        "the provider refused the API key",
+    )
+    .await
+    {
         Ok(true) => {
             tracing::info!(grant = %grant.id, provider = %grant.provider, "the provider refused an API key; the connection needs a new key")
         }

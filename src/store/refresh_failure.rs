@@ -23,10 +23,12 @@ pub enum RefreshFailure {
     NoRefreshToken,
     /// A stored token no longer opens (see `broker::sealed_grant::broken`).
     Unreadable,
+    /// The provider refused an API key (401): it has no refresh, the user must enter a new one.
+    KeyRefused,
 }
 
 impl RefreshFailure {
-    pub const ALL: [RefreshFailure; 8] = [
+    pub const ALL: [RefreshFailure; 9] = [
         RefreshFailure::RateLimited,
         RefreshFailure::ServerError,
         RefreshFailure::Timeout,
@@ -35,6 +37,7 @@ impl RefreshFailure {
         RefreshFailure::InvalidGrant,
         RefreshFailure::NoRefreshToken,
         RefreshFailure::Unreadable,
+        RefreshFailure::KeyRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +50,7 @@ impl RefreshFailure {
             RefreshFailure::InvalidGrant => "invalid_grant",
             RefreshFailure::NoRefreshToken => "no_refresh_token",
             RefreshFailure::Unreadable => "unreadable",
+            RefreshFailure::KeyRefused => "key_refused",
         }
     }
 

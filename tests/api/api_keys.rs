@@ -338,10 +338,12 @@ async fn rejected_key_needs_new_one(app: &TestApp) {
     let key = demo_key(app, "alice-keys").await;
     let client = connect_with_key(app, ALICE, &key).await;
     revoke_demo_key(app, &key).await;
-    // The call that meets the 401 marks the connection; the next asks the user for a new key.
-    let _ = client.call("provider_request", me()).await;
+    // The call that meets the 401 marks the connection and gets the link itself (not the
+    // provider's raw 401); the next one gets it too.
+    let first = connect_link(&client).await;
     let grants = app.state.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap();
     assert_eq!(grants[0].status, oauth_broker::store::grants::GrantStatus::NeedsReconsent);
+    assert!(first.contains("/connect/"), "{first}");
     let url = connect_link(&client).await;
     // The same page takes the new key, and the connection works again.
     let browser = app.browser();

@@ -128,9 +128,9 @@ async fn token_after_rejection(core: &Core, provider: &ProviderConfig, rejected:
     let grant = &rejected.grant;
     if provider.is_api_key() {
         // An API key has no refresh: the provider refusing it means the user must enter a new
-        // one, so the connection says so from now on (every face then sends the link).
+        // one, so the connection says so from now on and this call, too, gets the link.
         super::api_key::rejected(core, grant).await;
-        return None;
+        return AfterRejection::NeedsReconsent;
     }
     if grant.refresh_token_sealed.is_none() {
         tracing::info!(grant = %grant.id, provider = %grant.provider, "the provider refused a token that cannot be refreshed; 401 passed through");
