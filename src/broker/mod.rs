@@ -26,6 +26,7 @@
 pub mod access;
 pub mod authorizations;
 pub mod backoff;
+pub mod connection_events;
 pub mod connections;
 pub mod consent;
 mod core;

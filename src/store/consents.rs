@@ -181,8 +181,15 @@ impl Store {
         user_id: &str,
         consent: Option<&NewConsent<'_>>,
         now: Timestamp,
+        event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
-        self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, now)).await
+        let event = self.event_worth_writing(event).await?;
+        let outcome =
+            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, now, event)).await?;
+        if event.is_some() && outcome != ConnectCompleted::FinishedMeanwhile {
+            self.wake_webhooks();
+        }
+        Ok(outcome)
     }
 
     async fn complete_connect_unbounded(
@@ -191,6 +198,7 @@ impl Store {
         user_id: &str,
         consent: Option<&NewConsent<'_>>,
         now: Timestamp,
+        event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
         let mut tx = self.begin(CacheEffect::User(user_id)).await?;
         let completed = sqlx::query(
@@ -220,6 +228,9 @@ impl Store {
                 ConnectCompleted::Completed { consent_recorded: recorded.rows_affected() == 1 }
             }
         };
+        if let Some(event) = event {
+            super::grant_events::insert_event_in(&mut tx, event, now).await?;
+        }
         tx.commit().await?;
         Ok(outcome)
     }

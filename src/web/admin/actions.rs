@@ -129,7 +129,10 @@ pub async fn revoke_grant(
             "Use `oauth-broker admin grants revoke` after configuring the provider again.",
         ));
     };
-    let done = tokens::disconnect_grant(&state, provider, &grant).await.map_err(PageError::internal)?;
+    let done =
+        tokens::disconnect_grant_by(&state, provider, &grant, crate::broker::connection_events::RevokedBy::Admin)
+            .await
+            .map_err(PageError::internal)?;
     let notice = match done.revocation {
         Revocation::Revoked => "revoked",
         Revocation::NotOffered => "revocation_not_offered",
