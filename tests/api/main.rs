@@ -55,3 +55,6 @@ mod token_api;
 mod token_api_audit;
 mod token_api_limits;
 mod tool_server_mrtr;
+mod webhooks;
+mod webhooks_receiver;
+mod webhooks_refresh;
