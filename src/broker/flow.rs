@@ -209,7 +209,8 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
         scopes: &row.scopes,
     };
     let now = state.now();
-    match state.store.allow_client(&new, now).await? {
+    let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
+    match state.store.allow_client(&new, now, event.as_ref()).await? {
         AllowOutcome::Allowed => {}
         AllowOutcome::NotPending => return Err(FlowError::NotActionable),
         AllowOutcome::GrantGone => {

@@ -559,3 +559,48 @@ async fn webhook_latency(backend: Backend) {
         app.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_lists_dead_letters_and_sends_one_again_with_its_csrf_token() {
+    let app = spawn(Backend::Sqlite).await.unwrap();
+    let receiver = Receiver::start().await;
+    service_with_webhook(&app, "notes", &["demo"], &receiver).await;
+    receiver.answer(503);
+    let client = app.connected_client(ALICE).await;
+    eventually("the event was tried", Duration::from_secs(30), || async {
+        deliveries(&app).await.first().is_some_and(|row| row.attempts >= 1)
+    })
+    .await;
+    app.clock.advance(2 * 3600 + 1);
+    let dead = eventually("the event is dead-lettered", Duration::from_secs(30), || async {
+        deliveries(&app).await.into_iter().find(|row| row.status == DeliveryStatus::Dead)
+    })
+    .await;
+
+    let admin = crate::admin::admin_browser(&app).await;
+    let html = admin.get(app.url("/admin/webhooks")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains(&dead.event_id) && html.contains("dead") && html.contains("Send again"), "{html}");
+    let csrf = hidden_field(&html, "csrf_token").unwrap();
+    receiver.answer(200);
+    // A forged post (no token) changes nothing.
+    let forged = admin
+        .post(app.url("/admin/webhooks/resend"))
+        .form(&[("event_id", dead.event_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let resend = admin
+        .post(app.url("/admin/webhooks/resend"))
+        .form(&[("csrf_token", csrf.as_str()), ("event_id", dead.event_id.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(&resend), "/admin/webhooks?notice=resent");
+    assert_eq!(receiver.wait_for(1).await[0].id, dead.event_id);
+    let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+    assert!(audit.iter().any(|e| e.action == "admin.webhook_resent"));
+    client.close().await;
+    receiver.stop();
+    app.stop().await;
+}
