@@ -604,3 +604,27 @@ async fn the_admin_page_lists_dead_letters_and_sends_one_again_with_its_csrf_tok
     receiver.stop();
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consent_only_authorization_the_service_caused_reports_its_completion() {
+    let app = spawn(Backend::Sqlite).await.unwrap();
+    let receiver = Receiver::start().await;
+    // Alice is connected through an MCP client before the service has a webhook.
+    let client = app.connected_client(ALICE).await;
+    let (service, _) = service_with_webhook(&app, "notes", &["demo"], &receiver).await;
+    let alice = app.user_id(ALICE).await;
+
+    let (status, problem) = ask(&app, &service, &alice, &["profile"]).await;
+    assert_eq!((status, problem["reason"].as_str()), (StatusCode::CONFLICT, Some("consent_required")), "{problem}");
+    let id = problem["authorization"]["id"].as_str().unwrap().to_owned();
+    app.allow_in_browser(&app.browser(), problem["authorization"]["url"].as_str().unwrap(), ALICE).await;
+
+    let got = receiver.wait_for(1).await;
+    assert_eq!(got[0].event_type(), "authorization.completed");
+    assert_eq!(got[0].body["data"]["authorization_id"], id.as_str());
+    all_settled(&app).await;
+    assert_eq!(receiver.received().len(), 1, "allowing a client changes no connection");
+    client.close().await;
+    receiver.stop();
+    app.stop().await;
+}
