@@ -74,6 +74,16 @@ impl AppBuilder {
             state.set_fixed_identity(name);
         }
         settle_abandoned_exchanges(&state);
+        // Issue 27: events for services' webhooks, delivered from the outbox.
+        crate::events::webhooks::start(
+            crate::events::webhooks::Deliveries::new(
+                state.store.clone(),
+                state.sealer.clone(),
+                state.clock.clone(),
+                state.config.webhooks.clone(),
+            ),
+            state.shutdown.clone(),
+        );
         crate::keyring::reload_periodically(&state);
         let extensions = Extensions(Arc::new(self.extensions));
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));

@@ -17,6 +17,7 @@
 //! is skipped, so a rolling deploy may add variants.
 
 mod relay;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -165,9 +165,14 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                 anyhow::bail!("no grant matched; nothing was revoked. {hint}");
             }
             for grant in &grants {
-                let outcome = crate::broker::tokens::disconnect_grant(state, provider_config, grant)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let outcome = crate::broker::tokens::disconnect_grant_by(
+                    state,
+                    provider_config,
+                    grant,
+                    crate::broker::connection_events::RevokedBy::Admin,
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
                 let detail = format!("grant={} revocation={}", grant.id, revocation_code(outcome.revocation));
                 let failed = outcome.revocation == crate::broker::tokens::Revocation::Failed;
                 let event = AuditEvent::new(Actor::Cli, "admin.grant_revoked", Some(&grant.user_id))

@@ -10,6 +10,7 @@ mod migrate;
 mod providers;
 mod services;
 mod users;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -138,6 +139,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: services::ServicesCommand,
     },
+    /// Events delivered to services' webhooks: recent deliveries, dead letters, re-sending.
+    Webhooks {
+        #[command(subcommand)]
+        command: webhooks::WebhooksCommand,
+    },
     /// Connect attempts (elicitations) and their state.
     Authorizations {
         #[command(subcommand)]
@@ -190,6 +196,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Grants { command } => grants::run_grants(&state, command).await,
                 AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
                 AdminCommand::Services { command } => services::run_services(&state, command).await,
+                AdminCommand::Webhooks { command } => webhooks::run_webhooks(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json, follow } => {
                     audit::run_audit(&state, user, limit, json, follow).await

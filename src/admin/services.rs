@@ -63,6 +63,9 @@ pub enum ServicesCommand {
         /// The service's name, as `services list` shows it without `svc_`.
         name: String,
     },
+    /// Its webhook (issue 27).
+    #[command(flatten)]
+    Webhook(super::webhooks::ServiceWebhookCommand),
 }
 
 /// The provider id rule, with a message about services.
@@ -219,6 +222,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
             state.store.audit(now, None, "service.secret_rotated", None, Some(&detail)).await?;
             print_credentials(&row, &secret, json)
         }
+        ServicesCommand::Webhook(command) => super::webhooks::run_service_webhook(state, command).await,
         ServicesCommand::Remove { name } => {
             let now = state.now();
             let Some(consents) = state.store.remove_service(&name, now).await? else {

@@ -15,6 +15,7 @@ use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::consents::{ConnectCompleted, NewConsent};
 use crate::store::grants::GrantRow;
+use crate::store::webhook_events::EventType;
 
 /// Whether `client` may use `grant` as it stands (its current scopes).
 pub async fn client_may_use(state: &Core, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
@@ -71,7 +72,8 @@ pub async fn complete_connect(
         client_name: Some(name),
         scopes: &row.scopes,
     });
-    let outcome = state.store.complete_connect(&row.id, &row.user_id, consent.as_ref(), now).await?;
+    let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
+    let outcome = state.store.complete_connect(&row.id, &row.user_id, consent.as_ref(), now, event.as_ref()).await?;
     match outcome {
         ConnectCompleted::Completed { consent_recorded: true } => {
             let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());

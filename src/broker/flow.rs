@@ -11,6 +11,7 @@
 //! The web handlers only translate HTTP to these calls and [`FlowError`]s to pages. Nothing
 //! here logs or returns a state, code, verifier or token.
 
+use crate::store::webhook_events::EventType;
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
@@ -212,7 +213,8 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
         scopes: &row.scopes,
     };
     let now = state.now();
-    match state.store.allow_client(&new, now).await? {
+    let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
+    match state.store.allow_client(&new, now, event.as_ref()).await? {
         AllowOutcome::Allowed => {}
         AllowOutcome::NotPending => return Err(FlowError::NotActionable),
         AllowOutcome::GrantGone => {
@@ -231,7 +233,8 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
 pub async fn decline(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     check_consent(state, row, session)?;
     let now = state.now();
-    if !state.store.decline_authorization(&row.id, now).await? {
+    let event = super::connection_events::authorization(row, EventType::AuthorizationDeclined);
+    if !state.store.decline_authorization_noting(&row.id, now, event.as_ref()).await? {
         return Err(FlowError::NotActionable);
     }
     let detail = format!("id={}", row.id);

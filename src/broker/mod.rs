@@ -30,6 +30,7 @@ pub mod access;
 pub mod api_key;
 pub mod authorizations;
 pub mod backoff;
+pub mod connection_events;
 pub mod connection_status;
 pub mod connections;
 pub mod consent;

@@ -40,7 +40,7 @@ use super::refresh_locks::PendingRotation;
 use super::sealed_grant::{
     AccessToken, TokenError, access_ctx, broken, expiry, mark_needs_reconsent, open_access, owner, refresh_ctx,
 };
-use super::{backoff, refresh_margin};
+use super::{backoff, connection_events, refresh_margin};
 use crate::config::ProviderConfig;
 use crate::providers::client::{self, ProviderError, TokenSet, TransientKind};
 use crate::store::grants::{GrantRow, GrantStatus, RefreshFailure, SealedTokens};
@@ -233,7 +233,20 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
             let now = state.now();
             tracing::warn!(grant = %grant.id, provider = %grant.provider, reason = %transient, failures, wait, "refresh failed transiently; backing off");
             let kind = failure_kind(transient.kind);
-            state.store.record_refresh_failure(&grant.id, grant.version, holder, now + wait, kind).await?;
+            let event = connection_events::refresh_failed(&grant, kind.as_str(), now + wait);
+            state
+                .store
+                .record_refresh_failure_noting(
+                    &grant.id,
+                    &grant.user_id,
+                    grant.version,
+                    holder,
+                    now + wait,
+                    now,
+                    kind,
+                    event.as_ref(),
+                )
+                .await?;
             if serve_valid && refresh_margin::still_valid(&grant, now) {
                 return open_access(state, grant).await.map(Some);
             }
@@ -315,8 +328,20 @@ async fn commit(
     let started = Instant::now();
     let budget = commit_budget(state);
     let mut pause = Duration::from_millis(100);
+    let event = connection_events::refreshed(grant, &pending.tokens.scopes);
     let stored = loop {
-        match state.store.store_refreshed_tokens(&grant.id, &pending.redeemed, &pending.tokens, issued_at).await {
+        match state
+            .store
+            .store_refreshed_tokens_noting(
+                &grant.id,
+                &grant.user_id,
+                &pending.redeemed,
+                &pending.tokens,
+                issued_at,
+                event.as_ref(),
+            )
+            .await
+        {
             Ok(stored) => break stored,
             Err(error) if error.is_unavailable() && started.elapsed() + pause < budget => {
                 tracing::warn!(grant = %grant.id, %error, "storing refreshed tokens failed; retrying");

@@ -99,7 +99,8 @@ pub(super) async fn mark_needs_reconsent(
 ) -> Result<bool, TokenError> {
     let now = state.now();
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
-    if state.store.set_grant_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, Some(kind), now).await? {
+    let event = super::connection_events::needs_reauthorization(grant, why);
+    if state.store.set_grant_status_noting(grant, GrantStatus::NeedsReconsent, Some(kind), now, Some(&event)).await? {
         state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
         state.events.connections_changed(&grant.user_id, &grant.provider);
         return Ok(true);

@@ -12,6 +12,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::Core;
+use super::connection_events::{self, RevokedBy};
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::providers::client::{self, AccountRef, TokenSet};
@@ -62,21 +63,23 @@ pub async fn store_grant(
             "" => None,
             id => state.store.grant_for_account_id(user_id, provider_id, id).await?,
         };
-        let grant_id = match same_account {
+        // The row as it was, for the event services with a webhook hear of.
+        let before = match same_account {
             Some(existing) => {
                 if existing.account_label.as_deref() != account_label.as_deref() {
                     state.store.relabel_grant(&existing.id, account_label.as_deref()).await?;
                 }
-                existing.id
+                Some(existing)
             }
-            None => match state.store.grant_for_account(user_id, provider_id, account).await? {
-                Some(existing) => existing.id,
-                None => crate::store::Store::grant_id_for(
-                    user_id,
-                    provider_id,
-                    if account_id.is_empty() { account } else { account_id },
-                ),
-            },
+            None => state.store.grant_for_account(user_id, provider_id, account).await?,
+        };
+        let grant_id = match &before {
+            Some(existing) => existing.id.clone(),
+            None => crate::store::Store::grant_id_for(
+                user_id,
+                provider_id,
+                if account_id.is_empty() { account } else { account_id },
+            ),
         };
         let sealed = SealedTokens {
             access_token_sealed: state
@@ -90,7 +93,27 @@ pub async fn store_grant(
             expires_at: expiry(now, tokens.expires_in),
             scopes: scopes.clone(),
         };
-        if !state.store.upsert_grant(&grant_id, user_id, provider_id, account_label.as_deref(), &sealed, now).await? {
+        let event = connection_events::stored(
+            before.as_ref(),
+            &grant_id,
+            user_id,
+            provider_id,
+            account_label.as_deref(),
+            &scopes,
+        );
+        if !state
+            .store
+            .upsert_grant_noting(
+                &grant_id,
+                user_id,
+                provider_id,
+                account_label.as_deref(),
+                &sealed,
+                now,
+                event.as_ref(),
+            )
+            .await?
+        {
             continue;
         }
         let api_base = tokens.api_base_url.as_ref().map(url::Url::as_str);
@@ -203,11 +226,21 @@ pub struct Disconnected {
     pub revocation: Revocation,
 }
 
-/// Revokes one grant at the provider (best effort) and deletes it.
+/// Revokes one grant at the provider (best effort) and deletes it, at the user's request.
 pub async fn disconnect_grant(
     state: &Core,
     provider: &ProviderConfig,
     grant: &GrantRow,
+) -> Result<Disconnected, TokenError> {
+    disconnect_grant_by(state, provider, grant, RevokedBy::User).await
+}
+
+/// [`disconnect_grant`], saying who asked (services with a webhook hear it).
+pub async fn disconnect_grant_by(
+    state: &Core,
+    provider: &ProviderConfig,
+    grant: &GrantRow,
+    by: RevokedBy,
 ) -> Result<Disconnected, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(&grant.user_id, provider_id);
@@ -239,7 +272,8 @@ pub async fn disconnect_grant(
             (Revocation::TokenUnreadable, "token_unreadable".to_owned())
         }
     };
-    let deleted = state.store.delete_grant_by_id(&grant.id).await?;
+    let revoked = connection_events::revoked(grant, by);
+    let deleted = state.store.delete_grant_noting(grant, state.now(), Some(&revoked)).await?;
     // Issue 10: the audit entry says what the provider answered, with its outcome.
     let detail = match &grant.account_label {
         Some(label) => format!("account={label} revocation={outcome}"),

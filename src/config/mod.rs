@@ -3,6 +3,7 @@
 //! and `admin` read the same settings, so they find the same database and keys.
 
 pub mod token_api;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -171,6 +172,9 @@ struct FileConfig {
     /// `[token_api]`: limits per service, shared by every instance (issue 9).
     #[serde(default)]
     token_api: token_api::TokenApiFile,
+    /// `[webhooks]`: delivery of events to services' webhooks (issue 27).
+    #[serde(default)]
+    webhooks: webhooks::WebhooksFile,
     /// PostgreSQL: where the signal listener connects, when not `database_url`.
     signal_listener_url: Option<String>,
 }
@@ -342,6 +346,8 @@ pub struct Config {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The token API's limits per service (`[token_api]`, [`token_api`]; counted by `crate::api::limits`).
     pub token_api: token_api::TokenApiLimits,
+    /// Webhook delivery (`[webhooks]`, [`webhooks`]; used by `crate::events::webhooks`).
+    pub webhooks: webhooks::WebhookSettings,
     /// PostgreSQL: the URL the cross-instance signal listener (`LISTEN`) connects to
     /// [default: `database_url`]. Set it when `database_url` goes through a pooler in
     /// transaction mode (PgBouncer), which cannot hold a `LISTEN`: point it at PostgreSQL itself.
@@ -414,6 +420,7 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
         let token_api = token_api::TokenApiLimits::resolve(file.token_api)?;
+        let webhooks = webhooks::WebhookSettings::resolve(file.webhooks)?;
         if let Some(url) = &file.signal_listener_url
             && !(url.starts_with("postgres:") || url.starts_with("postgresql:"))
         {
@@ -424,6 +431,7 @@ impl Config {
             ops,
             trusted_proxies,
             token_api,
+            webhooks,
             identity,
             listen,
             public_url,

@@ -3,6 +3,7 @@
 //! ([`client_address`], [`ClientIp`]).
 
 pub mod client_address;
+pub mod public;
 
 pub use client_address::{ClientIp, TrustedProxies, parse_trusted_proxy};
 

@@ -11,6 +11,10 @@ use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 
+/// Shared with [`super::grant_events`], which runs it beside a webhook event.
+pub(super) const DECLINE_AUTHORIZATION: &str = "UPDATE authorizations SET status = 'declined', pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
+     WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthorizationStatus {
     Pending,
@@ -371,14 +375,8 @@ impl Store {
     /// The owner said no on the consent page: only from `pending` or `redirected` and while
     /// unexpired, so a decline racing a callback that already consumed the state loses.
     pub async fn decline_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE authorizations SET status = 'declined', pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
-             WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(id)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
+        let done =
+            sqlx::query(DECLINE_AUTHORIZATION).bind(now).bind(id).execute(self.write(CacheEffect::Nothing)).await?;
         Ok(done.rows_affected() == 1)
     }
 

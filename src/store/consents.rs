@@ -131,12 +131,29 @@ impl Store {
 
     /// Completes a pending consent-only authorization and records its consent in one
     /// transaction: both happen, or neither (the row stays pending if the grant is gone).
-    pub async fn allow_client(&self, new: &NewConsent<'_>, now: Timestamp) -> StoreResult<AllowOutcome> {
-        self.bounded(self.allow_client_unbounded(new, now)).await
+    /// With `event` (`authorization.completed` for a service's authorization), written in the
+    /// same transaction.
+    pub async fn allow_client(
+        &self,
+        new: &NewConsent<'_>,
+        now: Timestamp,
+        event: Option<&super::webhook_events::NewEvent>,
+    ) -> StoreResult<AllowOutcome> {
+        let event = self.event_worth_writing(event).await?;
+        let outcome = self.bounded(self.allow_client_unbounded(new, now, event)).await?;
+        if event.is_some() && outcome == AllowOutcome::Allowed {
+            self.wake_webhooks();
+        }
+        Ok(outcome)
     }
 
     /// [`Store::allow_client`] without the bound.
-    async fn allow_client_unbounded(&self, new: &NewConsent<'_>, now: Timestamp) -> StoreResult<AllowOutcome> {
+    async fn allow_client_unbounded(
+        &self,
+        new: &NewConsent<'_>,
+        now: Timestamp,
+        event: Option<&super::webhook_events::NewEvent>,
+    ) -> StoreResult<AllowOutcome> {
         let mut tx = self.begin(CacheEffect::User(new.user_id)).await?;
         let completed = sqlx::query(
             "UPDATE authorizations SET status = 'completed', updated_at = $1 \
@@ -164,6 +181,9 @@ impl Store {
             tx.rollback().await?;
             return Ok(AllowOutcome::GrantGone);
         }
+        if let Some(event) = event {
+            super::grant_events::insert_event_in(&mut tx, event, now).await?;
+        }
         tx.commit().await?;
         Ok(AllowOutcome::Allowed)
     }
@@ -181,8 +201,15 @@ impl Store {
         user_id: &str,
         consent: Option<&NewConsent<'_>>,
         now: Timestamp,
+        event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
-        self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, now)).await
+        let event = self.event_worth_writing(event).await?;
+        let outcome =
+            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, now, event)).await?;
+        if event.is_some() && outcome != ConnectCompleted::FinishedMeanwhile {
+            self.wake_webhooks();
+        }
+        Ok(outcome)
     }
 
     async fn complete_connect_unbounded(
@@ -191,6 +218,7 @@ impl Store {
         user_id: &str,
         consent: Option<&NewConsent<'_>>,
         now: Timestamp,
+        event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
         let mut tx = self.begin(CacheEffect::User(user_id)).await?;
         let completed = sqlx::query(
@@ -220,6 +248,9 @@ impl Store {
                 ConnectCompleted::Completed { consent_recorded: recorded.rows_affected() == 1 }
             }
         };
+        if let Some(event) = event {
+            super::grant_events::insert_event_in(&mut tx, event, now).await?;
+        }
         tx.commit().await?;
         Ok(outcome)
     }

@@ -208,6 +208,30 @@ impl std::fmt::Debug for GrantRow {
 /// '' in the column (no name) reads as NULL, so callers see `None`.
 pub(super) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_not_before, refresh_failures, refresh_window_start, refresh_window_count, refresh_error, created_at, updated_at";
 
+/// Shared with [`super::grant_events`], which runs the same statements beside an event.
+pub(super) const UPSERT_GRANT: &str = "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_lease_holder, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', 1, NULL, NULL, $10, $10) \
+             ON CONFLICT (user_id, provider, account_label) DO UPDATE SET scopes = excluded.scopes, \
+             access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
+             expires_at = excluded.expires_at, issued_at = excluded.issued_at, status = 'active', version = grants.version + 1, \
+             refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = NULL, refresh_failures = 0, \
+             refresh_window_start = NULL, refresh_window_count = 0, refresh_error = NULL, updated_at = excluded.updated_at \
+             WHERE grants.id = excluded.id";
+pub(super) const RECORD_REFRESH_FAILURE: &str = "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = $1, \
+             refresh_failures = refresh_failures + 1, refresh_error = $5 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4 \
+             RETURNING user_id";
+pub(super) const SET_GRANT_STATUS: &str = "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2, \
+             refresh_error = $5 WHERE id = $3 AND version = $4 RETURNING user_id";
+pub(super) const DELETE_GRANT_BY_ID: &str = "DELETE FROM grants WHERE id = $1 RETURNING user_id";
+/// `format!` with [`GRANT_COLUMNS`].
+pub(super) fn store_refreshed_tokens_sql() -> String {
+    format!(
+        "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
+         issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
+         refresh_not_before = NULL, refresh_failures = 0, refresh_error = NULL, updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
+    )
+}
+
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]
 pub struct SealedTokens {
@@ -326,29 +350,20 @@ impl Store {
         tokens: &SealedTokens,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_lease_holder, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', 1, NULL, NULL, $10, $10) \
-             ON CONFLICT (user_id, provider, account_label) DO UPDATE SET scopes = excluded.scopes, \
-             access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
-             expires_at = excluded.expires_at, issued_at = excluded.issued_at, status = 'active', version = grants.version + 1, \
-             refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = NULL, refresh_failures = 0, \
-             refresh_window_start = NULL, refresh_window_count = 0, refresh_error = NULL, updated_at = excluded.updated_at \
-             WHERE grants.id = excluded.id",
-        )
-        .bind(id)
-        .bind(user_id)
-        .bind(provider)
-        .bind(account_label.unwrap_or(""))
-        .bind(tokens.scopes.to_space_separated())
-        .bind(&tokens.access_token_sealed)
-        .bind(&tokens.refresh_token_sealed)
-        .bind(&tokens.key_id)
-        .bind(tokens.expires_at)
-        .bind(now)
-        .execute(self.write(CacheEffect::User(user_id)))
-        .await
-        .map_err(StoreError::from_write)?;
+        let done = sqlx::query(UPSERT_GRANT)
+            .bind(id)
+            .bind(user_id)
+            .bind(provider)
+            .bind(account_label.unwrap_or(""))
+            .bind(tokens.scopes.to_space_separated())
+            .bind(&tokens.access_token_sealed)
+            .bind(&tokens.refresh_token_sealed)
+            .bind(&tokens.key_id)
+            .bind(tokens.expires_at)
+            .bind(now)
+            .execute(self.write(CacheEffect::User(user_id)))
+            .await
+            .map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -413,16 +428,12 @@ impl Store {
         not_before: Timestamp,
         kind: RefreshFailure,
     ) -> StoreResult<()> {
-        let failure = sqlx::query_as::<_, ReturnedUser>(
-            "UPDATE grants SET refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = $1, \
-             refresh_failures = refresh_failures + 1, refresh_error = $5 WHERE id = $2 AND version = $3 AND refresh_lease_holder = $4 \
-             RETURNING user_id",
-        )
-        .bind(not_before)
-        .bind(grant_id)
-        .bind(version)
-        .bind(holder)
-        .bind(kind.as_str());
+        let failure = sqlx::query_as::<_, ReturnedUser>(RECORD_REFRESH_FAILURE)
+            .bind(not_before)
+            .bind(grant_id)
+            .bind(version)
+            .bind(holder)
+            .bind(kind.as_str());
         self.write_returning_user().fetch_optional(failure).await?;
         Ok(())
     }
@@ -463,11 +474,7 @@ impl Store {
         tokens: &SealedTokens,
         now: Timestamp,
     ) -> StoreResult<Option<GrantRow>> {
-        let sql = format!(
-            "UPDATE grants SET access_token_sealed = $1, refresh_token_sealed = $2, key_id = $3, expires_at = $4, scopes = $5, \
-             issued_at = $6, status = 'active', version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, \
-             refresh_not_before = NULL, refresh_failures = 0, refresh_error = NULL, updated_at = $6 WHERE id = $7 AND refresh_token_sealed = $8 RETURNING {GRANT_COLUMNS}"
-        );
+        let sql = store_refreshed_tokens_sql();
         let stored = sqlx::query_as::<_, RawGrantRow>(&sql)
             .bind(&tokens.access_token_sealed)
             .bind(&tokens.refresh_token_sealed)
@@ -534,15 +541,12 @@ impl Store {
         why: Option<RefreshFailure>,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let change = sqlx::query_as::<_, ReturnedUser>(
-            "UPDATE grants SET status = $1, version = version + 1, refresh_lease_until = NULL, refresh_lease_holder = NULL, updated_at = $2, \
-             refresh_error = $5 WHERE id = $3 AND version = $4 RETURNING user_id",
-        )
-        .bind(status.as_str())
-        .bind(now)
-        .bind(grant_id)
-        .bind(version)
-        .bind(why.map(RefreshFailure::as_str));
+        let change = sqlx::query_as::<_, ReturnedUser>(SET_GRANT_STATUS)
+            .bind(status.as_str())
+            .bind(now)
+            .bind(grant_id)
+            .bind(version)
+            .bind(why.map(RefreshFailure::as_str));
         Ok(self.write_returning_user().fetch_optional(change).await?.is_some())
     }
 
@@ -558,7 +562,7 @@ impl Store {
 
     /// Deletes one grant. True if it was there.
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
-        let delete = sqlx::query_as::<_, ReturnedUser>("DELETE FROM grants WHERE id = $1 RETURNING user_id").bind(id);
+        let delete = sqlx::query_as::<_, ReturnedUser>(DELETE_GRANT_BY_ID).bind(id);
         Ok(self.write_returning_user().fetch_optional(delete).await?.is_some())
     }
 }

@@ -27,6 +27,7 @@ pub mod generations;
 pub mod grant_accounts;
 pub mod grant_cache;
 pub mod grant_consents;
+pub mod grant_events;
 pub mod grants;
 pub mod keys;
 pub mod oauth_clients;
@@ -43,6 +44,8 @@ pub mod signals;
 pub mod throttle;
 pub mod unavailable;
 pub mod users;
+pub mod webhook_events;
+pub mod webhooks;
 
 use std::str::FromStr;
 
@@ -133,6 +136,10 @@ pub struct Store {
     unlocked_addresses: std::sync::Arc<api_limits::UnlockedAddresses>,
     /// This store's id among the writers that move `auth_epoch` ([`own_moves`]).
     writer: std::sync::Arc<str>,
+    /// Which providers and services have a webhook ([`webhooks`]).
+    webhook_targets: std::sync::Arc<webhooks::TargetsCache>,
+    /// Wakes this process's webhook delivery after an event was written ([`webhooks`]).
+    webhook_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Store {
@@ -221,6 +228,8 @@ impl Store {
             service_cache: std::sync::Arc::new(generation_cache::GenerationCache::new(services::CACHED)),
             unlocked_addresses: Default::default(),
             writer,
+            webhook_targets: std::sync::Arc::new(generation_cache::GenerationCache::new(1)),
+            webhook_wake: Default::default(),
         })
     }
 

@@ -16,9 +16,15 @@ pub const ADMIN_GETS: &[&str] = &[
     "/admin/clients",
     "/admin/services",
     "/admin/audit",
+    "/admin/webhooks",
 ];
-pub const ADMIN_POSTS: &[&str] =
-    &["/admin/grants/revoke", "/admin/consents/withdraw", "/admin/authorizations/expire", "/admin/users/disable"];
+pub const ADMIN_POSTS: &[&str] = &[
+    "/admin/grants/revoke",
+    "/admin/consents/withdraw",
+    "/admin/authorizations/expire",
+    "/admin/users/disable",
+    "/admin/webhooks/resend",
+];
 
 /// Bob made admin and signed in; returns his browser.
 pub async fn admin_browser(app: &TestApp) -> reqwest::Client {

@@ -59,3 +59,6 @@ mod token_api_audit;
 mod token_api_limits;
 mod tool_server_mrtr;
 mod upgrade;
+mod webhooks;
+mod webhooks_receiver;
+mod webhooks_refresh;

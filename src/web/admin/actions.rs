@@ -99,6 +99,7 @@ macro_rules! form {
 form!(RevokeGrantForm { grant_id });
 form!(WithdrawConsentForm { grant_id, client_key });
 form!(ExpireForm { id });
+form!(ResendForm { event_id });
 form!(DisableForm { user_id, disabled });
 
 fn not_found(what: &str, list: &str) -> PageError {
@@ -129,7 +130,10 @@ pub async fn revoke_grant(
             "Use `oauth-broker admin grants revoke` after configuring the provider again.",
         ));
     };
-    let done = tokens::disconnect_grant(&state, provider, &grant).await.map_err(PageError::internal)?;
+    let done =
+        tokens::disconnect_grant_by(&state, provider, &grant, crate::broker::connection_events::RevokedBy::Admin)
+            .await
+            .map_err(PageError::internal)?;
     let notice = match done.revocation {
         Revocation::Revoked => "revoked",
         Revocation::NotOffered => "revocation_not_offered",
@@ -237,4 +241,28 @@ pub async fn disable_user(
     }
     crate::identity::accounts::set_disabled(&state.identity, &user.id, disable, admin.actor()).await?;
     Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
+}
+
+/// `POST /admin/webhooks/resend`: a delivered or dead event is queued again, with its id.
+pub async fn resend_webhook(
+    State(state): State<AppState>,
+    admin: Admin,
+    headers: HeaderMap,
+    form: Result<Form<ResendForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let form = checked(&state, &admin, &headers, form)?;
+    let now = state.now();
+    let resent = state.store.resend_event(form.event_id.trim(), None, now).await?;
+    if resent == 0 {
+        return Err(PageError::page(
+            StatusCode::CONFLICT,
+            "Nothing to send again",
+            "This event is not delivered or dead (it may be pending, being tried now), so nothing changed.",
+            "Go back to Webhooks and reload it.",
+        ));
+    }
+    let detail = format!("event_id={} deliveries={resent}", form.event_id.trim());
+    let event = AuditEvent::new(admin.actor(), "admin.webhook_resent", None).detail(Some(&detail));
+    state.store.record(now, event).await?;
+    Ok(pages::see_other("/admin/webhooks?notice=resent"))
 }

@@ -103,6 +103,7 @@ pub fn notice_text(code: &str) -> Option<&'static str> {
         "expired" => "The authorization was expired; its link no longer works.",
         "disabled" => "The user was disabled and signed out everywhere; their tokens stop working.",
         "enabled" => "The user was enabled.",
+        "resent" => "The event was queued again; it is delivered with the same id.",
         _ => return None,
     })
 }

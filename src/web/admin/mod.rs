@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `GET /admin` | [`dashboard`] | counts and recent failures |
 //! | `GET /admin/{users,grants,authorizations,consents,clients,services,audit}` | [`tables`] | searchable (`q`), paginated (`page`) lists; never a token |
+//! | `GET /admin/webhooks`, `POST /admin/webhooks/resend` | [`webhooks`], [`actions`] | recent deliveries and dead letters per service, re-send |
 //! | `POST /admin/grants/revoke`, `/admin/consents/withdraw`, `/admin/authorizations/expire`, `/admin/users/disable` | [`actions`] | CSRF-checked, audited with the admin as actor |
 //!
 //! Every handler takes an [`Admin`]: a signed-out browser is sent to sign in, a signed-in
@@ -15,6 +16,7 @@ pub mod actions;
 pub mod dashboard;
 pub mod listing;
 pub mod tables;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
@@ -37,6 +39,8 @@ pub fn router() -> Router<AppState> {
         .route("/admin/clients", get(tables::clients))
         .route("/admin/services", get(tables::services))
         .route("/admin/audit", get(tables::audit))
+        .route("/admin/webhooks", get(webhooks::list))
+        .route("/admin/webhooks/resend", post(actions::resend_webhook))
         .route("/admin/grants/revoke", post(actions::revoke_grant))
         .route("/admin/consents/withdraw", post(actions::withdraw_consent))
         .route("/admin/authorizations/expire", post(actions::expire_authorization))

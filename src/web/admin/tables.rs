@@ -27,7 +27,7 @@ type Q = Result<Query<RawListQuery>, QueryRejection>;
 
 /// The list page for rows the store already searched and paged (`next`: where the next page
 /// starts, when more match).
-fn page(
+pub(super) fn page(
     admin: &Admin,
     title: &str,
     path: &str,
@@ -40,11 +40,11 @@ fn page(
     Ok(pages::render(StatusCode::OK, &page))
 }
 
-fn field(label: &str, value: impl Into<String>) -> (String, String) {
+pub(super) fn field(label: &str, value: impl Into<String>) -> (String, String) {
     (label.to_owned(), value.into())
 }
 
-fn hidden(name: &str, value: &str) -> (String, String) {
+pub(super) fn hidden(name: &str, value: &str) -> (String, String) {
     (name.to_owned(), value.to_owned())
 }
 

@@ -1,0 +1,146 @@
+//! A real webhook receiver for the tests: an axum server on port 0 that verifies every
+//! delivery's Standard Webhooks signature with the secrets it was given (its own HMAC code, not
+//! the broker's), answers what the test tells it to, and keeps what it accepted in arrival order.
+
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, Mac};
+use serde_json::Value;
+use sha2::Sha256;
+
+use crate::helpers::eventually;
+
+/// One delivery the receiver accepted.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub id: String,
+    pub timestamp: i64,
+    pub body: Value,
+    pub raw: String,
+    /// Every `v1,…` signature in the header.
+    pub signatures: Vec<String>,
+    pub at: Instant,
+}
+
+impl Received {
+    pub fn event_type(&self) -> &str {
+        self.body["type"].as_str().unwrap_or_default()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    secrets: Mutex<Vec<String>>,
+    /// The status answered to a verified delivery (200 unless the test says otherwise).
+    answer: AtomicU16,
+    received: Mutex<Vec<Received>>,
+    attempts: AtomicU64,
+    unverified: AtomicU64,
+}
+
+pub struct Receiver {
+    /// `http://127.0.0.1:PORT/hook`
+    pub url: String,
+    inner: Arc<Inner>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Whether `signature` (`v1,<base64>`) is the HMAC-SHA256 of `{id}.{timestamp}.{body}` under
+/// `secret` (`whsec_<base64 key>`), as a receiver following Standard Webhooks checks it.
+pub fn verify(secret: &str, id: &str, timestamp: i64, body: &str, signature: &str) -> bool {
+    let Some(key) = secret.strip_prefix("whsec_").and_then(|k| STANDARD.decode(k).ok()) else { return false };
+    let Some(given) = signature.strip_prefix("v1,").and_then(|s| STANDARD.decode(s).ok()) else { return false };
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+    mac.update(format!("{id}.{timestamp}.{body}").as_bytes());
+    mac.verify_slice(&given).is_ok()
+}
+
+/// Whether any of the header's signatures verifies under any of `secrets`.
+pub fn verify_any(secrets: &[String], id: &str, timestamp: i64, body: &str, signatures: &[String]) -> bool {
+    secrets.iter().any(|secret| signatures.iter().any(|s| verify(secret, id, timestamp, body, s)))
+}
+
+async fn hook(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    inner.attempts.fetch_add(1, Ordering::SeqCst);
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let (id, timestamp) = (header("webhook-id"), header("webhook-timestamp").parse::<i64>().unwrap_or_default());
+    let signatures: Vec<String> = header("webhook-signature").split(' ').map(str::to_owned).collect();
+    let raw = String::from_utf8_lossy(&body).into_owned();
+    let secrets = inner.secrets.lock().unwrap().clone();
+    if !verify_any(&secrets, &id, timestamp, &raw, &signatures) {
+        inner.unverified.fetch_add(1, Ordering::SeqCst);
+        return StatusCode::UNAUTHORIZED;
+    }
+    let answer = StatusCode::from_u16(inner.answer.load(Ordering::SeqCst)).unwrap();
+    if answer.is_success() {
+        let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
+        inner.received.lock().unwrap().push(Received { id, timestamp, body, raw, signatures, at: Instant::now() });
+    }
+    answer
+}
+
+impl Receiver {
+    /// Listening, answering 200 to deliveries signed with `secret`.
+    pub async fn start() -> Self {
+        let inner = Arc::new(Inner { answer: AtomicU16::new(200), ..Inner::default() });
+        let router = axum::Router::new().route("/hook", axum::routing::post(hook)).with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        Self { url, inner, task }
+    }
+
+    /// The secrets it verifies with (replacing earlier ones).
+    pub fn trust(&self, secrets: &[&str]) {
+        *self.inner.secrets.lock().unwrap() = secrets.iter().map(|s| (*s).to_owned()).collect();
+    }
+
+    /// What it answers a verified delivery from now on (503: "down").
+    pub fn answer(&self, status: u16) {
+        self.inner.answer.store(status, Ordering::SeqCst);
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.inner.received.lock().unwrap().clone()
+    }
+
+    pub fn attempts(&self) -> u64 {
+        self.inner.attempts.load(Ordering::SeqCst)
+    }
+
+    pub fn unverified(&self) -> u64 {
+        self.inner.unverified.load(Ordering::SeqCst)
+    }
+
+    /// Waits until it accepted `count` deliveries; returns them.
+    pub async fn wait_for(&self, count: usize) -> Vec<Received> {
+        eventually(&format!("the receiver accepted {count} deliveries"), Duration::from_secs(30), || async {
+            let got = self.received();
+            if got.len() >= count {
+                Ok(got)
+            } else {
+                Err(format!(
+                    "{} so far: {:?}; {} attempts, {} with no valid signature",
+                    got.len(),
+                    got.iter().map(Received::event_type).collect::<Vec<_>>(),
+                    self.attempts(),
+                    self.unverified()
+                ))
+            }
+        })
+        .await
+    }
+
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
