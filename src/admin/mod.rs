@@ -8,6 +8,7 @@ mod grants;
 mod keys;
 mod migrate;
 mod providers;
+mod servers;
 mod services;
 mod users;
 
@@ -138,6 +139,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: services::ServicesCommand,
     },
+    /// MCP servers behind the broker (gateway mode): their tools on /mcp, each user's credential per call.
+    Servers {
+        #[command(subcommand)]
+        command: servers::ServersCommand,
+    },
     /// Connect attempts (elicitations) and their state.
     Authorizations {
         #[command(subcommand)]
@@ -190,6 +196,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Grants { command } => grants::run_grants(&state, command).await,
                 AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
                 AdminCommand::Services { command } => services::run_services(&state, command).await,
+                AdminCommand::Servers { command } => servers::run_servers(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json, follow } => {
                     audit::run_audit(&state, user, limit, json, follow).await

@@ -21,6 +21,7 @@ pub mod deadlines;
 mod declared;
 pub mod demo;
 pub mod external_users;
+pub mod gateway_servers;
 pub mod generation_cache;
 pub mod generations;
 pub mod grant_accounts;

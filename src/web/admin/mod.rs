@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `GET /admin` | [`dashboard`] | counts and recent failures |
 //! | `GET /admin/{users,grants,authorizations,consents,clients,services,audit}` | [`tables`] | searchable (`q`), paginated (`page`) lists; never a token |
+//! | `GET /admin/servers` | [`servers`] | the MCP servers behind the broker (gateway mode), read only |
 //! | `POST /admin/grants/revoke`, `/admin/consents/withdraw`, `/admin/authorizations/expire`, `/admin/users/disable` | [`actions`] | CSRF-checked, audited with the admin as actor |
 //!
 //! Every handler takes an [`Admin`]: a signed-out browser is sent to sign in, a signed-in
@@ -14,6 +15,7 @@
 pub mod actions;
 pub mod dashboard;
 pub mod listing;
+pub mod servers;
 pub mod tables;
 
 use axum::Router;
@@ -36,6 +38,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/consents", get(tables::consents))
         .route("/admin/clients", get(tables::clients))
         .route("/admin/services", get(tables::services))
+        .route("/admin/servers", get(servers::servers))
         .route("/admin/audit", get(tables::audit))
         .route("/admin/grants/revoke", post(actions::revoke_grant))
         .route("/admin/consents/withdraw", post(actions::withdraw_consent))

@@ -21,11 +21,11 @@ use crate::store::users::User;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
-type Q = Result<Query<RawListQuery>, QueryRejection>;
+pub(super) type Q = Result<Query<RawListQuery>, QueryRejection>;
 
 /// The list page for rows the store already searched and paged (`next`: where the next page
 /// starts, when more match).
-fn page(
+pub(super) fn page(
     admin: &Admin,
     title: &str,
     path: &str,
@@ -38,7 +38,7 @@ fn page(
     Ok(pages::render(StatusCode::OK, &page))
 }
 
-fn field(label: &str, value: impl Into<String>) -> (String, String) {
+pub(super) fn field(label: &str, value: impl Into<String>) -> (String, String) {
     (label.to_owned(), value.into())
 }
 
