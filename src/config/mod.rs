@@ -2,6 +2,7 @@
 //! environment variables, the TOML file named by `--config`, then defaults. `serve`, `migrate`
 //! and `admin` read the same settings, so they find the same database and keys.
 
+pub mod gateway;
 pub mod token_api;
 
 use std::collections::BTreeMap;
@@ -169,6 +170,9 @@ struct FileConfig {
     /// `[token_api]`: limits per service, shared by every instance (issue 9).
     #[serde(default)]
     token_api: token_api::TokenApiFile,
+    /// `[gateway]`: connections to the MCP servers behind the broker (issue 26).
+    #[serde(default)]
+    gateway: gateway::GatewayFile,
     /// PostgreSQL: where the signal listener connects, when not `database_url`.
     signal_listener_url: Option<String>,
 }
@@ -337,6 +341,8 @@ pub struct Config {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The token API's limits per service (`[token_api]`, [`token_api`]; counted by `crate::api::limits`).
     pub token_api: token_api::TokenApiLimits,
+    /// Connections to the MCP servers behind the broker (`[gateway]`, [`gateway`]).
+    pub gateway: gateway::GatewaySettings,
     /// PostgreSQL: the URL the cross-instance signal listener (`LISTEN`) connects to
     /// [default: `database_url`]. Set it when `database_url` goes through a pooler in
     /// transaction mode (PgBouncer), which cannot hold a `LISTEN`: point it at PostgreSQL itself.
@@ -409,6 +415,7 @@ impl Config {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
         let token_api = token_api::TokenApiLimits::resolve(file.token_api)?;
+        let gateway = gateway::GatewaySettings::resolve(file.gateway)?;
         if let Some(url) = &file.signal_listener_url
             && !(url.starts_with("postgres:") || url.starts_with("postgresql:"))
         {
@@ -419,6 +426,7 @@ impl Config {
             ops,
             trusted_proxies,
             token_api,
+            gateway,
             identity,
             listen,
             public_url,

@@ -24,6 +24,10 @@ pub fn accepted(state: &McpState, requested: &SubscriptionFilter) -> Subscriptio
     if requested.prompts_list_changed == Some(true) {
         accepted = accepted.prompts_list_changed();
     }
+    // The servers behind the broker (gateway mode) change the tool list.
+    if requested.tools_list_changed == Some(true) {
+        accepted = accepted.tools_list_changed();
+    }
     for uri in requested.resource_subscriptions.iter().flatten() {
         if super::resources::known(state, uri) {
             accepted = accepted.resource_subscription(uri.clone());
@@ -46,6 +50,7 @@ pub async fn listen(state: &McpState, user_id: &str, subscription: SubscriptionC
         };
         let delivered = match signal {
             Ok(Signal::PromptsChanged) => deliver(sink.notify_prompt_list_changed().await),
+            Ok(Signal::ToolsChanged) => deliver(sink.notify_tool_list_changed().await),
             Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) if changed_for == user_id => {
                 resources_updated(&sink, subscription.accepted(), uris).await
             }
