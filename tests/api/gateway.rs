@@ -108,7 +108,7 @@ pub async fn add_provider_server(app: &TestApp, name: &str, upstream: &Upstream)
 }
 
 /// Whether this app lists a tool starting with `prefix` (asked as a fresh client would).
-async fn served(app: &TestApp, prefix: &str) -> bool {
+pub async fn served(app: &TestApp, prefix: &str) -> bool {
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
     let names = tool_names(&client).await;
     client.close().await;

@@ -191,3 +191,42 @@ async fn a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnec
     back.stop().await;
 }
 on_both_backends!(down_mid_call, a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnected_later);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_connected_user() {
+    // Arrange: two instances on one PostgreSQL database; a server registered by the CLI.
+    let Some(a) = spawn_app(Backend::Postgres).await else { return };
+    let options = SpawnOptions { instance_of: Some(a.instance()), ..Default::default() };
+    let b = spawn_app_opts(Backend::Postgres, options, |builder| builder).await.unwrap();
+    let upstream = Upstream::bearer(&a).await;
+    add_provider_server(&a, "notes", &upstream).await;
+    eventually("the other instance serves the server too", Duration::from_secs(10), || {
+        crate::gateway::served(&b, "notes_")
+    })
+    .await;
+
+    // Act: alice connects through instance a, then calls through instance b.
+    let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
+    crate::gateway::connect_through_link(&a, &on_a, "notes_connect", ALICE, "alice-demo").await;
+    assert_ne!(on_a.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
+    let on_b = b.mcp_client(ALICE, ClientKind::Url).await;
+
+    // Assert: b needs no new link (the grant is shared); it reads the tools over alice's own
+    // connection of its own and the call answers as her.
+    let connected = on_b.call("notes_connect", json!({})).await.unwrap();
+    assert_ne!(connected.is_error, Some(true), "{connected:?}");
+    let result = on_b.call("notes_whoami", json!({})).await.unwrap();
+    assert_eq!(crate::gateway::account_of(&result), "alice-demo");
+
+    // A removal reaches both instances.
+    servers_ok(&a, &["remove", "notes"]).await;
+    eventually("b no longer serves the server", Duration::from_secs(10), || async {
+        !crate::gateway::served(&b, "notes_").await
+    })
+    .await;
+    on_a.close().await;
+    on_b.close().await;
+    upstream.stop().await;
+    b.stop().await;
+    a.stop().await;
+}
