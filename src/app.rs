@@ -89,6 +89,7 @@ impl AppBuilder {
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());
         let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
+        let gateway = crate::mcp::gateway::Gateway::start(state.clone()).await?;
         let mcp = McpState {
             app: state.clone(),
             sessions: Arc::new(crate::mcp::session::SessionTable::new(state.clock.clone())),
@@ -96,6 +97,7 @@ impl AppBuilder {
             extensions,
             prompts,
             tools,
+            gateway,
         };
         let parked = mcp.parked.clone();
         let router = router(state.clone(), mcp);

@@ -5,6 +5,7 @@
 
 mod client;
 pub mod demo_scopes;
+pub mod gateway;
 
 use std::collections::BTreeSet;
 use std::fmt;

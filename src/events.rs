@@ -45,6 +45,10 @@ pub enum Signal {
     /// sends this for its own catalogue, so it stays in the process (see
     /// [`Signal::crosses_instances`]).
     PromptsChanged,
+    /// The tools of the servers behind the broker changed (`notifications/tools/list_changed`
+    /// to every session). Each process keeps its own lists and sends this for its own, so it
+    /// stays in the process, as [`Signal::PromptsChanged`] does.
+    ToolsChanged,
     /// Resources of one user changed (`notifications/resources/updated` to that user's
     /// sessions subscribed to one of these URIs).
     ResourcesChanged { user_id: String, uris: Vec<String> },
@@ -54,7 +58,7 @@ impl Signal {
     /// Whether other instances on the same database must hear of it. Every signal does unless
     /// it concerns this process alone.
     pub fn crosses_instances(&self) -> bool {
-        !matches!(self, Signal::PromptsChanged)
+        !matches!(self, Signal::PromptsChanged | Signal::ToolsChanged)
     }
 }
 

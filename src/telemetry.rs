@@ -110,6 +110,15 @@ fn describe() {
         Unit::Seconds,
         "Time providers took to answer, by provider and call."
     );
+    describe_counter!(
+        "oauth_broker_gateway_calls_total",
+        "Tool calls forwarded to servers behind the broker, by server and outcome."
+    );
+    describe_histogram!(
+        "oauth_broker_gateway_call_duration_seconds",
+        Unit::Seconds,
+        "Time from a forwarded tool call's start to its answer, by server."
+    );
     describe_counter!("oauth_broker_token_api_answers_total", "Token-API answers to tool-server services, by answer.");
     describe_counter!("oauth_broker_audit_events_total", "Audit log entries written, by action and outcome.");
     describe_gauge!("oauth_broker_build_info", "Always 1; the `version` label says which release this process runs.");
@@ -258,6 +267,14 @@ fn upstream(provider: &str, call: &'static str, result: &'static str, took: Dura
 }
 
 /// Counts one token-API answer (`issued`, `not_connected`, `provider_unavailable`, …).
+/// A tool call forwarded to a server behind the broker ended (`server` is the operator's name
+/// for it; `outcome` one of a closed set).
+pub fn gateway_call(server: &str, outcome: &'static str, seconds: f64) {
+    metrics::counter!("oauth_broker_gateway_calls_total", "server" => server.to_owned(), "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!("oauth_broker_gateway_call_duration_seconds", "server" => server.to_owned()).record(seconds);
+}
+
 pub fn token_api_answer(answer: &'static str) {
     metrics::counter!("oauth_broker_token_api_answers_total", "answer" => answer).increment(1);
 }

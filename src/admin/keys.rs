@@ -111,14 +111,15 @@ async fn forget_in(store: &crate::store::Store, key_id: &str, yes: bool) -> anyh
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let gone = store.forget_sealed_by(key_id, crate::broker::flow::INTERRUPTED, now).await?;
     let detail = format!(
-        "key_id={key_id} grants={} authorizations={} signing_keys={}",
-        gone.grants, gone.authorizations, gone.signing_keys
+        "key_id={key_id} grants={} authorizations={} signing_keys={} gateway_servers={}",
+        gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers
     );
     let event = crate::store::audit::AuditEvent::new(crate::store::audit::Actor::Cli, "key.forgotten", None);
     store.record(now, event.detail(Some(&detail))).await?;
     println!(
-        "forgot key {key_id}: {} grant(s) need a new consent, {} authorization(s) ended, {} signing key(s) deleted",
-        gone.grants, gone.authorizations, gone.signing_keys
+        "forgot key {key_id}: {} grant(s) need a new consent, {} authorization(s) ended, {} signing key(s) deleted, \
+         {} server(s) behind the broker removed (add them again with their secret)",
+        gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers
     );
     Ok(())
 }

@@ -8,6 +8,7 @@ mod grants;
 mod keys;
 mod migrate;
 mod providers;
+mod servers;
 mod services;
 mod users;
 mod webhooks;
@@ -144,6 +145,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: webhooks::WebhooksCommand,
     },
+    /// MCP servers behind the broker (gateway mode): their tools on /mcp, each user's credential per call.
+    Servers {
+        #[command(subcommand)]
+        command: servers::ServersCommand,
+    },
     /// Connect attempts (elicitations) and their state.
     Authorizations {
         #[command(subcommand)]
@@ -197,6 +203,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
                 AdminCommand::Services { command } => services::run_services(&state, command).await,
                 AdminCommand::Webhooks { command } => webhooks::run_webhooks(&state, command).await,
+                AdminCommand::Servers { command } => servers::run_servers(&state, command).await,
                 AdminCommand::Authorizations { command } => grants::run_authorizations(&state, command).await,
                 AdminCommand::Audit { user, limit, json, follow } => {
                     audit::run_audit(&state, user, limit, json, follow).await

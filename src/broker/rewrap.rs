@@ -27,6 +27,8 @@ pub struct RewrapReport {
     pub grants: u64,
     pub verifiers: u64,
     pub signing_keys: u64,
+    /// Secret headers of servers behind the broker.
+    pub gateway_secrets: u64,
     /// Rows that changed while we worked (or are being refreshed): left for the next run.
     pub skipped: u64,
     /// Values that could not be opened: what and why (ids only, never a value).
@@ -35,7 +37,7 @@ pub struct RewrapReport {
 
 impl RewrapReport {
     pub fn moved(&self) -> u64 {
-        self.grants + self.verifiers + self.signing_keys
+        self.grants + self.verifiers + self.signing_keys + self.gateway_secrets
     }
 }
 
@@ -101,6 +103,20 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
                 }
             }
             Err(why) => report.unreadable.push(format!("signing key {}: {why}", row.kid)),
+        }
+    }
+
+    for (id, sealed) in state.store.gateway_secrets_to_rewrap(&active).await? {
+        let ctx = crate::store::gateway_servers::secret_seal_context(&id);
+        match reseal(sealer, &sealed, ctx) {
+            Ok(new) => {
+                if state.store.rewrap_gateway_secret(&id, &sealed, &new).await? {
+                    report.gateway_secrets += 1;
+                } else {
+                    report.skipped += 1;
+                }
+            }
+            Err(why) => report.unreadable.push(format!("gateway server {id}: {why}")),
         }
     }
     Ok(report)

@@ -2,6 +2,7 @@
 //! environment variables, the TOML file named by `--config`, then defaults. `serve`, `migrate`
 //! and `admin` read the same settings, so they find the same database and keys.
 
+pub mod gateway;
 pub mod token_api;
 pub mod webhooks;
 
@@ -175,6 +176,9 @@ struct FileConfig {
     /// `[webhooks]`: delivery of events to services' webhooks (issue 27).
     #[serde(default)]
     webhooks: webhooks::WebhooksFile,
+    /// `[gateway]`: connections to the MCP servers behind the broker (issue 26).
+    #[serde(default)]
+    gateway: gateway::GatewayFile,
     /// PostgreSQL: where the signal listener connects, when not `database_url`.
     signal_listener_url: Option<String>,
 }
@@ -348,6 +352,8 @@ pub struct Config {
     pub token_api: token_api::TokenApiLimits,
     /// Webhook delivery (`[webhooks]`, [`webhooks`]; used by `crate::events::webhooks`).
     pub webhooks: webhooks::WebhookSettings,
+    /// Connections to the MCP servers behind the broker (`[gateway]`, [`gateway`]).
+    pub gateway: gateway::GatewaySettings,
     /// PostgreSQL: the URL the cross-instance signal listener (`LISTEN`) connects to
     /// [default: `database_url`]. Set it when `database_url` goes through a pooler in
     /// transaction mode (PgBouncer), which cannot hold a `LISTEN`: point it at PostgreSQL itself.
@@ -421,6 +427,7 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("trusted_proxies: {e}"))?;
         let token_api = token_api::TokenApiLimits::resolve(file.token_api)?;
         let webhooks = webhooks::WebhookSettings::resolve(file.webhooks)?;
+        let gateway = gateway::GatewaySettings::resolve(file.gateway)?;
         if let Some(url) = &file.signal_listener_url
             && !(url.starts_with("postgres:") || url.starts_with("postgresql:"))
         {
@@ -432,6 +439,7 @@ impl Config {
             trusted_proxies,
             token_api,
             webhooks,
+            gateway,
             identity,
             listen,
             public_url,

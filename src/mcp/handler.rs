@@ -152,6 +152,9 @@ impl BrokerServer {
                         Ok(Signal::PromptsChanged) => {
                             scope.notify(ServerNotification::PromptListChangedNotification(Default::default()))
                         }
+                        Ok(Signal::ToolsChanged) => {
+                            scope.notify(ServerNotification::ToolListChangedNotification(Default::default()))
+                        }
                         Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) => {
                             if changed_for != user_id { continue; }
                             scope.subscribed(uris).into_iter().all(|uri| {

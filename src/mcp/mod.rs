@@ -23,6 +23,7 @@
 pub mod elicitation;
 pub mod extension;
 pub mod forms;
+pub mod gateway;
 pub mod handler;
 pub mod input_required;
 pub mod logging;
@@ -62,6 +63,8 @@ pub struct McpState {
     pub prompts: Arc<prompts::PromptCatalogue>,
     /// The tools served (built-in, then extensions'), with their schemas compiled once.
     pub tools: Arc<tools::schema::ToolCatalogue>,
+    /// The MCP servers behind the broker, their tools, and this instance's connections to them.
+    pub gateway: Arc<gateway::Gateway>,
 }
 
 impl McpState {

@@ -44,7 +44,8 @@ impl BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let mut caller = self.caller(&ctx)?;
-        // MCP server/tools: inputs are validated against the schema the client was shown.
+        // MCP server/tools: inputs are validated against the schema the client was shown (a
+        // server behind the broker's tools: in `gateway_call`).
         self.state.tools.check(&request.name, request.arguments.as_ref())?;
         // A `requestState` the broker did not make is an extension's own, for the extension to
         // read with the answers to its own requests; the broker's tools never hand one out.
@@ -108,6 +109,10 @@ impl BrokerServer {
                 Err(e) => Ok(error_result(e)),
             },
             other => {
+                // A server behind the broker (gateway mode) serves this name.
+                if let Some(answer) = Box::pin(self.gateway_call(caller, &request, ctx)).await {
+                    return answer;
+                }
                 let ext = match input_for_extension {
                     true => {
                         self.extension_context(ctx, caller).with_input(request.input_responses, request.request_state)
@@ -149,9 +154,9 @@ impl ServerHandler for BrokerServer {
             .enable_logging()
             .enable_completions()
             .build();
-        // The tool list never changes at run time.
+        // The servers behind the broker (gateway mode) change the tool list at run time.
         if let Some(tools) = capabilities.tools.as_mut() {
-            tools.list_changed = Some(false);
+            tools.list_changed = Some(true);
         }
         ServerConfig::new(capabilities)
             .with_server_info(implementation)
@@ -165,15 +170,24 @@ impl ServerHandler for BrokerServer {
     // SEP-2243 (2026-07-28): rmcp checks a request's `Mcp-Param-*` headers against the schema
     // of the tool it names (`x-mcp-header` properties).
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.state.tools.tools().iter().find(|tool| tool.name == name).cloned()
+        if let Some(tool) = self.state.tools.tools().iter().find(|tool| tool.name == name) {
+            return Some(tool.clone());
+        }
+        let (entry, _) = self.state.gateway.resolve(name)?;
+        entry.listed().into_iter().find(|tool| tool.name == name)
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.state.tools.tools().to_vec()))
+        // Binds the session (its listener relays `tools/list_changed` from then on).
+        self.caller(&ctx)?;
+        let builtin = self.state.tools.tools();
+        let mut tools = builtin.to_vec();
+        tools.extend(self.state.gateway.tools(builtin));
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(

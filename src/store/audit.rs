@@ -152,6 +152,7 @@ pub fn implied_actor<'a>(action: &str, user_id: Option<&'a str>, detail: Option<
         "browser.sign_in_failed" => Actor::Visitor,
         "oauth_client.registered" | "oauth_grant.revoked_by_client" => Actor::Broker,
         "service.added" | "service.removed" | "service.secret_rotated" => Actor::Cli,
+        "gateway_server.added" | "gateway_server.removed" => Actor::Cli,
         "user.admin_from_claim" => Actor::Issuer,
         "grant.refreshed" | "grant.needs_reconsent" | "oauth_grant.revoked_on_reuse" | "authorization.failed" => {
             Actor::Broker

@@ -22,6 +22,7 @@ mod declared;
 pub mod demo;
 pub mod demo_keys;
 pub mod external_users;
+pub mod gateway_servers;
 pub mod generation_cache;
 pub mod generations;
 pub mod grant_accounts;

@@ -17,14 +17,17 @@ pub enum SealedColumn {
     GrantRefreshToken,
     AuthorizationPkceVerifier,
     SigningKey,
+    /// A gateway server's secret header (`admin servers add --auth secret-header`).
+    GatewaySecret,
 }
 
 impl SealedColumn {
-    pub const ALL: [SealedColumn; 4] = [
+    pub const ALL: [SealedColumn; 5] = [
         SealedColumn::GrantAccessToken,
         SealedColumn::GrantRefreshToken,
         SealedColumn::AuthorizationPkceVerifier,
         SealedColumn::SigningKey,
+        SealedColumn::GatewaySecret,
     ];
 
     fn table_column(self) -> (&'static str, &'static str) {
@@ -33,6 +36,7 @@ impl SealedColumn {
             SealedColumn::GrantRefreshToken => ("grants", "refresh_token_sealed"),
             SealedColumn::AuthorizationPkceVerifier => ("authorizations", "pkce_verifier_sealed"),
             SealedColumn::SigningKey => ("signing_keys", "private_key_sealed"),
+            SealedColumn::GatewaySecret => ("gateway_servers", "secret_sealed"),
         }
     }
 
@@ -43,6 +47,7 @@ impl SealedColumn {
             SealedColumn::GrantRefreshToken => "grant refresh tokens",
             SealedColumn::AuthorizationPkceVerifier => "PKCE verifiers of open authorizations",
             SealedColumn::SigningKey => "JWT signing keys",
+            SealedColumn::GatewaySecret => "secret headers of servers behind the broker",
         }
     }
 }
@@ -234,6 +239,30 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Gateway servers whose secret is not sealed by `active` (there are few: no paging).
+    pub async fn gateway_secrets_to_rewrap(&self, active: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
+        let key_id = self.key_id_sql("secret_sealed");
+        Ok(sqlx::query_as::<_, (String, Vec<u8>)>(&format!(
+            "SELECT id, secret_sealed FROM gateway_servers WHERE secret_sealed IS NOT NULL AND {key_id} <> $1 ORDER BY id"
+        ))
+        .bind(active)
+        .fetch_all_in(self.read())
+        .await?)
+    }
+
+    /// Replaces a gateway server's sealed secret if it is still `old`.
+    pub async fn rewrap_gateway_secret(&self, id: &str, old: &[u8], new: &[u8]) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE gateway_servers SET secret_sealed = $1 WHERE id = $2 AND secret_sealed = $3")
+            .bind(new)
+            .bind(id)
+            .bind(old)
+            // Every instance reloads its servers (and opens the secret again) on the move.
+            .execute(self.write(CacheEffect::Everyone))
+            .await
+            .map_err(StoreError::from_write)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// `admin keys forget`: gives up every value sealed with `key_id`, a key lost for good, in
     /// one transaction. Grants holding one need a new consent (their token values are emptied,
     /// which no key opens, so nothing tries); open authorizations holding a verifier end as
@@ -244,6 +273,7 @@ impl Store {
         let refresh = self.key_id_sql("refresh_token_sealed");
         let verifier = self.key_id_sql("pkce_verifier_sealed");
         let private = self.key_id_sql("private_key_sealed");
+        let gateway_secret = self.key_id_sql("secret_sealed");
         let mut tx = self.begin(CacheEffect::Everyone).await?;
         let grants = sqlx::query(&format!(
             "UPDATE grants SET status = 'needs_reconsent', access_token_sealed = $1, refresh_token_sealed = NULL, \
@@ -274,8 +304,18 @@ impl Store {
             .await
             .map_err(StoreError::from_write)?
             .rows_affected();
+        // A server behind the broker whose secret is lost is removed: the operator adds it
+        // again with the secret.
+        let gateway_servers = sqlx::query(&format!(
+            "DELETE FROM gateway_servers WHERE secret_sealed IS NOT NULL AND {gateway_secret} = $1"
+        ))
+        .bind(key_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_write)?
+        .rows_affected();
         tx.commit().await?;
-        Ok(ForgottenValues { grants, authorizations, signing_keys })
+        Ok(ForgottenValues { grants, authorizations, signing_keys, gateway_servers })
     }
 }
 
@@ -288,4 +328,6 @@ pub struct ForgottenValues {
     pub authorizations: u64,
     /// JWT signing keys deleted.
     pub signing_keys: u64,
+    /// Servers behind the broker removed (their secret header was sealed with it).
+    pub gateway_servers: u64,
 }

@@ -15,6 +15,7 @@ pub const ADMIN_GETS: &[&str] = &[
     "/admin/consents",
     "/admin/clients",
     "/admin/services",
+    "/admin/servers",
     "/admin/audit",
     "/admin/webhooks",
 ];

@@ -23,6 +23,8 @@ mod database_timeouts;
 mod faults;
 mod flow;
 mod forms;
+mod gateway;
+mod gateway_faults;
 mod hardening;
 mod health;
 mod keys;

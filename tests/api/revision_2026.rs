@@ -495,12 +495,12 @@ async fn listen_acknowledges_first_then_relays_prompt_changes_and_this_users_res
     let mut resources_only = listen(app, &alice, json!({"resourceSubscriptions": ["broker://connections"]})).await;
 
     // MCP 2026-07-28 basic/subscriptions: the acknowledgement comes first and says what was
-    // accepted: no tool list changes (that list never changes), no unknown resource.
+    // accepted: tool list changes (servers behind the broker change it), no unknown resource.
     let ack = next_message(&mut everything_stream).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
     assert_eq!(
         ack["params"]["notifications"],
-        json!({"promptsListChanged": true, "resourceSubscriptions": ["broker://connections"]}),
+        json!({"promptsListChanged": true, "resourceSubscriptions": ["broker://connections"], "toolsListChanged": true}),
         "{ack}"
     );
     assert_eq!(subscription_id(&ack), 41, "{ack}");

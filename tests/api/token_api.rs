@@ -136,7 +136,7 @@ impl ToolServer {
 }
 
 /// An example binary next to the test binary (`target/<profile>/examples/NAME`).
-fn example_binary(name: &str) -> std::path::PathBuf {
+pub(crate) fn example_binary(name: &str) -> std::path::PathBuf {
     let test_binary = std::env::current_exe().unwrap();
     let profile_dir = test_binary.parent().and_then(|deps| deps.parent()).unwrap();
     let path = profile_dir.join("examples").join(name);

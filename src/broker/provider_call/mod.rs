@@ -151,3 +151,31 @@ async fn token_after_rejection(core: &Core, provider: &ProviderConfig, rejected:
         }
     }
 }
+
+/// A server other than the provider's own API — an MCP server behind the broker (gateway
+/// mode) — refused `rejected` with 401: the token to retry with once (rule 4 above, the same
+/// one-at-a-time refresh), or `None` when there is none to be had.
+pub async fn retry_token_after_401(
+    core: &Core,
+    provider: &ProviderConfig,
+    rejected: &AccessToken,
+) -> Option<AccessToken> {
+    match token_after_rejection(core, provider, rejected).await {
+        AfterRejection::Retry(token) => Some(*token),
+        // The grant is already marked when the refresh ended in `invalid_grant`.
+        AfterRejection::PassThrough | AfterRejection::NeedsReconsent => None,
+    }
+}
+
+/// The same server refused the token the broker just renewed (or could not renew): the grant
+/// needs a new consent, which the user's next call is sent to. False if the grant changed
+/// meanwhile (someone connected again), which is left alone.
+pub async fn refused_again(
+    core: &Core,
+    rejected: &AccessToken,
+    server: &str,
+) -> Result<bool, super::tokens::TokenError> {
+    let why = format!("refused by server {server} behind the broker after a refresh");
+    let kind = crate::store::grants::RefreshFailure::Refused;
+    super::sealed_grant::mark_needs_reconsent(core, &rejected.grant, kind, &why).await
+}

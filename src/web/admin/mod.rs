@@ -6,6 +6,7 @@
 //! | `GET /admin` | [`dashboard`] | counts and recent failures |
 //! | `GET /admin/{users,grants,authorizations,consents,clients,services,audit}` | [`tables`] | searchable (`q`), paginated (`page`) lists; never a token |
 //! | `GET /admin/webhooks`, `POST /admin/webhooks/resend` | [`webhooks`], [`actions`] | recent deliveries and dead letters per service, re-send |
+//! | `GET /admin/servers` | [`servers`] | the MCP servers behind the broker (gateway mode), read only |
 //! | `POST /admin/grants/revoke`, `/admin/consents/withdraw`, `/admin/authorizations/expire`, `/admin/users/disable` | [`actions`] | CSRF-checked, audited with the admin as actor |
 //!
 //! Every handler takes an [`Admin`]: a signed-out browser is sent to sign in, a signed-in
@@ -15,6 +16,7 @@
 pub mod actions;
 pub mod dashboard;
 pub mod listing;
+pub mod servers;
 pub mod tables;
 pub mod webhooks;
 
@@ -38,6 +40,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/consents", get(tables::consents))
         .route("/admin/clients", get(tables::clients))
         .route("/admin/services", get(tables::services))
+        .route("/admin/servers", get(servers::servers))
         .route("/admin/audit", get(tables::audit))
         .route("/admin/webhooks", get(webhooks::list))
         .route("/admin/webhooks/resend", post(actions::resend_webhook))

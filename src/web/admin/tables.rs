@@ -23,7 +23,7 @@ use crate::store::users::User;
 use crate::web::error::PageError;
 use crate::web::pages::{self, SignedIn};
 
-type Q = Result<Query<RawListQuery>, QueryRejection>;
+pub(super) type Q = Result<Query<RawListQuery>, QueryRejection>;
 
 /// The list page for rows the store already searched and paged (`next`: where the next page
 /// starts, when more match).

@@ -1,0 +1,230 @@
+//! An MCP server to put behind the broker (gateway mode, issue 26): rmcp over Streamable HTTP,
+//! its own process, written as if the broker did not exist.
+//!
+//! - `--require-bearer <demo-provider-base-url>`: every request needs `Authorization: Bearer
+//!   <token>`, checked by calling the demo provider's `/api/me` with it; without one, or with
+//!   one the provider refuses, the answer is 401 with `WWW-Authenticate: Bearer`.
+//! - `--secret-header NAME` (with the value in `UPSTREAM_SECRET`): every request needs that
+//!   header with that value (an operator's API key), else 401.
+//!
+//! Tools: `whoami` (which demo-provider account the request's token belongs to, and a short
+//! SHA-256 prefix of the credential it received — never the credential), `echo`, `count`
+//! (sends a progress notification per step), `slow` (waits until cancelled, or ten minutes).
+//!
+//! `cargo run --example upstream_server -- --listen 127.0.0.1:9400 --require-bearer
+//! http://127.0.0.1:8080/demo-provider` prints `listening on http://ADDR` first.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use clap::Parser;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+#[derive(Parser)]
+#[command(about = "An MCP server that checks a demo-provider bearer token or a secret header on every request")]
+struct Args {
+    /// Address to listen on; port 0 picks a free one (printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The demo provider's base URL (e.g. http://127.0.0.1:8080/demo-provider): every request's
+    /// bearer token is checked at its /api/me.
+    #[arg(long)]
+    require_bearer: Option<String>,
+    /// Require this header, with the value of the environment variable UPSTREAM_SECRET.
+    #[arg(long)]
+    secret_header: Option<String>,
+}
+
+/// How each request is checked.
+#[derive(Clone)]
+enum Check {
+    Open,
+    Bearer { me_url: String, http: reqwest::Client },
+    Secret { header: String, value: String },
+}
+
+/// Who the request's credential says the caller is (put in the request's extensions; rmcp
+/// hands the HTTP parts to the tool through its context).
+#[derive(Clone)]
+struct Caller {
+    account: Option<String>,
+    credential_sha256: String,
+}
+
+fn short_hash(value: &str) -> String {
+    hex::encode(Sha256::digest(value.as_bytes()))[..12].to_owned()
+}
+
+fn unauthorized() -> Response {
+    (http::StatusCode::UNAUTHORIZED, [(http::header::WWW_AUTHENTICATE, "Bearer")], "unauthorized").into_response()
+}
+
+async fn authenticate(State(check): State<Check>, mut request: Request, next: Next) -> Response {
+    // Read before any await: a request body is not `Sync`, so no borrow of it may cross one.
+    let header = {
+        let headers = request.headers().clone();
+        move |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    };
+    let caller = match &check {
+        Check::Open => Caller { account: None, credential_sha256: String::new() },
+        Check::Secret { header: name, value } => match header(name) {
+            Some(given) if given == *value => Caller { account: None, credential_sha256: short_hash(&given) },
+            _ => return unauthorized(),
+        },
+        Check::Bearer { me_url, http } => {
+            let Some(token) = header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned)) else {
+                return unauthorized();
+            };
+            let Ok(answer) = http.get(me_url).bearer_auth(&token).send().await else { return unauthorized() };
+            if !answer.status().is_success() {
+                return unauthorized();
+            }
+            let me: Value = answer.json().await.unwrap_or_default();
+            let account = me["account"].as_str().map(str::to_owned);
+            Caller { account, credential_sha256: short_hash(&token) }
+        }
+    };
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+#[derive(Clone)]
+struct Upstream {
+    tools: Arc<Vec<Tool>>,
+}
+
+fn schema(value: Value) -> Arc<rmcp::model::JsonObject> {
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "whoami",
+            "Which demo-provider account the credential this server received belongs to",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "echo",
+            "Echoes its text",
+            schema(
+                json!({"type": "object", "properties": {"text": {"type": "string", "maxLength": 1000}}, "required": ["text"]}),
+            ),
+        ),
+        Tool::new(
+            "count",
+            "Counts to n, with a progress notification per step",
+            schema(
+                json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 100}}, "required": ["n"]}),
+            ),
+        ),
+        Tool::new(
+            "slow",
+            "Waits until cancelled (or ten minutes)",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+    ]
+}
+
+fn structured(value: Value) -> CallToolResponse {
+    let mut result = CallToolResult::structured(value.clone());
+    result.content = vec![ContentBlock::text(value.to_string())];
+    result.into()
+}
+
+impl ServerHandler for Upstream {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult { tools: self.tools.as_ref().clone(), ..Default::default() })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        match request.name.as_ref() {
+            "whoami" => {
+                let caller = ctx
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<Caller>())
+                    .cloned()
+                    .ok_or_else(|| ErrorData::internal_error("no caller", None))?;
+                Ok(structured(json!({"account": caller.account, "credential_sha256": caller.credential_sha256})))
+            }
+            "echo" => Ok(structured(json!({"text": arguments.get("text").cloned().unwrap_or_default()}))),
+            "count" => {
+                let n = arguments.get("n").and_then(Value::as_u64).unwrap_or(1);
+                if let Some(token) = ctx.meta.get_progress_token() {
+                    for step in 1..=n {
+                        let note = ProgressNotificationParam::new(token.clone(), step as f64).with_total(n as f64);
+                        let _ = ctx.peer.notify_progress(note).await;
+                    }
+                }
+                Ok(structured(json!({"counted": n})))
+            }
+            "slow" => {
+                // Tests wait for this line before they stop the server mid-call.
+                println!("slow started");
+                tokio::select! {
+                    _ = ctx.ct.cancelled() => Err(ErrorData::internal_error("cancelled", None)),
+                    _ = tokio::time::sleep(Duration::from_secs(600)) => Ok(structured(json!({"slept": 600}))),
+                }
+            }
+            other => Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None)),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let check = match (&args.require_bearer, &args.secret_header) {
+        (Some(base), None) => Check::Bearer {
+            me_url: format!("{}/api/me", base.trim_end_matches('/')),
+            http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?,
+        },
+        (None, Some(header)) => Check::Secret {
+            header: header.to_ascii_lowercase(),
+            value: std::env::var("UPSTREAM_SECRET")
+                .map_err(|_| anyhow::anyhow!("--secret-header needs UPSTREAM_SECRET"))?,
+        },
+        (None, None) => Check::Open,
+        (Some(_), Some(_)) => anyhow::bail!("--require-bearer and --secret-header: choose one"),
+    };
+    let tools = Arc::new(tools());
+    let service = StreamableHttpService::new(
+        move || Ok(Upstream { tools: tools.clone() }),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(check, authenticate));
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+    axum::serve(listener, router).await?;
+    Ok(())
+}

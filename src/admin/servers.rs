@@ -1,0 +1,266 @@
+//! `admin servers …`: MCP servers behind the broker (gateway mode, issue 26). Everything is
+//! validated before anything is written, in the operator's words. A secret header's value is
+//! read from standard input or from a named environment variable — never from the command
+//! line, where `ps` and shell history would keep it — sealed at once, and never shown again.
+//! Every change is audited without the secret. Running servers pick a change up through the
+//! generation watcher (migration 0022's triggers), close a removed server's connections and
+//! tell their clients that the tool list changed.
+
+use std::io::Read;
+
+use anyhow::{Context, bail};
+use clap::{Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use url::Url;
+
+use crate::domain::Scopes;
+use crate::domain::gateway::{CredentialHeader, CredentialScheme, ServerName, ToolPrefix};
+use crate::state::AppState;
+use crate::store::StoreError;
+use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
+
+/// The longest secret accepted (a header value, not a file).
+const SECRET_MAX: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthKind {
+    /// Each user's token for a catalogue provider (--provider, --scopes).
+    Provider,
+    /// No credential.
+    None,
+    /// One secret for every user, in a header (--header; the value from stdin or --secret-env).
+    SecretHeader,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ServersCommand {
+    /// Put an MCP server behind the broker: its tools appear on /mcp under a prefix.
+    Add {
+        /// The server's name: 1-32 characters of a-z, 0-9 or '-'.
+        name: String,
+        /// Its MCP endpoint (Streamable HTTP): https, or http on 127.0.0.1, localhost or [::1].
+        #[arg(long)]
+        url: String,
+        /// Put before each of its tool names (default: the name with '-' as '_', then '_').
+        #[arg(long)]
+        prefix: Option<String>,
+        /// How each call is authorized.
+        #[arg(long, value_enum)]
+        auth: AuthKind,
+        /// --auth provider: the configured provider whose token each user's calls carry.
+        #[arg(long)]
+        provider: Option<String>,
+        /// --auth provider: scopes the token must carry, comma separated.
+        #[arg(long, value_delimiter = ',')]
+        scopes: Vec<String>,
+        /// The header the credential goes in (provider: default Authorization; secret-header: required).
+        #[arg(long)]
+        header: Option<String>,
+        /// --auth provider: the word before the token (default Bearer; "" for the bare token).
+        #[arg(long)]
+        scheme: Option<String>,
+        /// --auth secret-header: read the secret from this environment variable instead of stdin.
+        #[arg(long)]
+        secret_env: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the servers behind the broker (never a secret).
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a server out: its tools disappear and its live connections end.
+    Remove {
+        /// The server's name, as `servers list` shows it.
+        name: String,
+    },
+}
+
+/// What `list` and `add` show of a server: never its secret.
+fn describe(row: &GatewayServerRow) -> Value {
+    let mut out = json!({
+        "name": row.name.as_str(),
+        "url": row.url.as_str(),
+        "prefix": row.prefix.as_str(),
+        "auth": row.auth.kind(),
+        "created_at": row.created_at,
+    });
+    match &row.auth {
+        GatewayAuth::Provider { provider, scopes, header, scheme } => {
+            out["provider"] = provider.as_str().into();
+            out["scopes"] = json!(scopes);
+            out["header"] = header.as_str().into();
+            out["scheme"] = scheme.as_str().into();
+        }
+        GatewayAuth::SecretHeader { header, .. } => out["header"] = header.as_str().into(),
+        GatewayAuth::None => {}
+    }
+    out
+}
+
+/// Everything `add` was given, before it is checked.
+pub struct AddArgs<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    pub prefix: Option<&'a str>,
+    pub auth: AuthKind,
+    pub provider: Option<&'a str>,
+    pub scopes: &'a [String],
+    pub header: Option<&'a str>,
+    pub scheme: Option<&'a str>,
+    pub secret_env: Option<&'a str>,
+}
+
+/// Checks every value of `add` and builds the row (the secret sealed), or says what is wrong.
+/// `secret` is read only for `--auth secret-header`, and only after every other check passed.
+pub async fn build_row(
+    state: &AppState,
+    args: AddArgs<'_>,
+    secret: impl FnOnce(Option<&str>) -> anyhow::Result<String>,
+) -> anyhow::Result<GatewayServerRow> {
+    let name = ServerName::parse(args.name)?;
+    let url = Url::parse(args.url).with_context(|| format!("--url {:?} is not an absolute URL", args.url))?;
+    crate::net::check_upstream_url(&url).map_err(|why| anyhow::anyhow!("--url {why}"))?;
+    let prefix = match args.prefix {
+        Some(prefix) => ToolPrefix::parse(prefix)?,
+        None => name.default_prefix(),
+    };
+    let only = |flag: &str, given: bool, kinds: &str| -> anyhow::Result<()> {
+        if given { bail!("{flag} goes only with {kinds}") } else { Ok(()) }
+    };
+    if args.auth != AuthKind::Provider {
+        only("--provider", args.provider.is_some(), "--auth provider")?;
+        only("--scopes", !args.scopes.is_empty(), "--auth provider")?;
+        only("--scheme", args.scheme.is_some(), "--auth provider")?;
+    }
+    if args.auth != AuthKind::SecretHeader {
+        only("--secret-env", args.secret_env.is_some(), "--auth secret-header")?;
+    }
+    if args.auth == AuthKind::None {
+        only("--header", args.header.is_some(), "--auth provider or --auth secret-header")?;
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let auth = match args.auth {
+        AuthKind::None => GatewayAuth::None,
+        AuthKind::Provider => {
+            let Some(asked) = args.provider else { bail!("--auth provider needs --provider ID") };
+            // Unknown ids are refused naming the configured ones, as for services.
+            let ids = super::services::parse_providers(&[asked.to_owned()], &state.providers)?;
+            let Some(provider) = ids.iter().next().and_then(|id| state.providers.find(id.as_str())) else {
+                bail!("--provider must name a configured provider");
+            };
+            let scopes = Scopes::parse(args.scopes.iter().map(|s| s.trim()))?;
+            crate::providers::scopes::check(provider, &scopes)?;
+            let header =
+                args.header.map(CredentialHeader::parse).transpose()?.unwrap_or_else(CredentialHeader::authorization);
+            let scheme = args.scheme.map(CredentialScheme::parse).transpose()?.unwrap_or_else(CredentialScheme::bearer);
+            GatewayAuth::Provider { provider: provider.id.clone(), scopes, header, scheme }
+        }
+        AuthKind::SecretHeader => {
+            let Some(header) = args.header else { bail!("--auth secret-header needs --header NAME (e.g. X-Api-Key)") };
+            let header = CredentialHeader::parse(header)?;
+            let plaintext = secrecy::SecretString::from(secret(args.secret_env)?);
+            let value = secrecy::ExposeSecret::expose_secret(&plaintext);
+            if value.is_empty() {
+                bail!("the secret is empty (give it on standard input or in the variable named by --secret-env)");
+            }
+            if value.len() > SECRET_MAX || http::HeaderValue::from_str(value).is_err() {
+                bail!("the secret cannot be sent as a header value (at most {SECRET_MAX} visible ASCII characters)");
+            }
+            let secret_sealed = state.sealer.seal(value.as_bytes(), secret_seal_context(&id));
+            GatewayAuth::SecretHeader { header, secret_sealed }
+        }
+    };
+    for other in state.store.list_gateway_servers().await? {
+        if other.name == name {
+            bail!("a server named {name} already exists (remove it first to change it)");
+        }
+        if other.prefix.overlaps(&prefix) {
+            bail!(
+                "--prefix {prefix} overlaps server {}'s prefix {}: one begins the other, so their tool names \
+                 could collide; choose another with --prefix",
+                other.name,
+                other.prefix
+            );
+        }
+    }
+    let now = state.now();
+    Ok(GatewayServerRow { id, name, url, prefix, auth, created_at: now, updated_at: now })
+}
+
+/// The secret, from the named variable or standard input (one trailing newline dropped).
+fn read_secret(env: Option<&str>) -> anyhow::Result<String> {
+    if let Some(var) = env {
+        return std::env::var(var).with_context(|| format!("--secret-env {var}: no such environment variable"));
+    }
+    let mut text = String::new();
+    std::io::stdin().take(SECRET_MAX as u64 + 2).read_to_string(&mut text).context("reading the secret from stdin")?;
+    let trimmed = text.strip_suffix('\n').unwrap_or(&text);
+    Ok(trimmed.strip_suffix('\r').unwrap_or(trimmed).to_owned())
+}
+
+pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::Result<()> {
+    match command {
+        ServersCommand::Add { name, url, prefix, auth, provider, scopes, header, scheme, secret_env, json } => {
+            let args = AddArgs {
+                name: &name,
+                url: &url,
+                prefix: prefix.as_deref(),
+                auth,
+                provider: provider.as_deref(),
+                scopes: &scopes,
+                header: header.as_deref(),
+                scheme: scheme.as_deref(),
+                secret_env: secret_env.as_deref(),
+            };
+            let row = build_row(state, args, read_secret).await?;
+            match state.store.create_gateway_server(&row).await {
+                Ok(()) => {}
+                Err(StoreError::Conflict) => {
+                    bail!("a server named {name} or with prefix {} already exists", row.prefix)
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let detail = format!("server={} url={} prefix={} auth={}", row.name, row.url, row.prefix, row.auth.kind());
+            let provider = match &row.auth {
+                GatewayAuth::Provider { provider, .. } => Some(provider.as_str()),
+                _ => None,
+            };
+            state.store.audit(row.created_at, None, "gateway_server.added", provider, Some(&detail)).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&describe(&row))?);
+            } else {
+                println!("added server {} ({}): its tools are listed as {}<tool>", row.name, row.url, row.prefix);
+            }
+            Ok(())
+        }
+        ServersCommand::List { json } => {
+            let servers = state.store.list_gateway_servers().await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&servers.iter().map(describe).collect::<Vec<_>>())?);
+            } else {
+                println!("{:<20} {:<16} {:<14} {:<10} URL", "NAME", "PREFIX", "AUTH", "PROVIDER");
+                for s in servers {
+                    let provider = match &s.auth {
+                        GatewayAuth::Provider { provider, .. } => provider.as_str(),
+                        _ => "-",
+                    };
+                    println!("{:<20} {:<16} {:<14} {:<10} {}", s.name, s.prefix, s.auth.kind(), provider, s.url);
+                }
+            }
+            Ok(())
+        }
+        ServersCommand::Remove { name } => {
+            if !state.store.remove_gateway_server(&name).await? {
+                bail!("no server named {name}");
+            }
+            let detail = format!("server={name}");
+            state.store.audit(state.now(), None, "gateway_server.removed", None, Some(&detail)).await?;
+            println!("removed server {name}; running brokers close its connections within a second");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `[gateway]`: the connections to the MCP servers behind the broker (gateway mode, issue 26;
+//! `crate::mcp::gateway`).
+
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Deserialize;
+
+/// `[gateway]` in the config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayFile {
+    #[serde(default, with = "super::humantime_serde_opt")]
+    idle: Option<Duration>,
+    max_connections: Option<usize>,
+    #[serde(default, with = "super::humantime_serde_opt")]
+    call_timeout: Option<Duration>,
+}
+
+/// The gateway's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// A user's connection to a server closes after this long without a call
+    /// [default: 5 min, at least 1 s].
+    pub idle: Duration,
+    /// At most this many upstream connections per instance; at the bound, the one idle longest
+    /// closes [default: 1000].
+    pub max_connections: usize,
+    /// How long a forwarded call (and opening a connection) may take before the client is
+    /// told the server is not answering [default: 60 s, at least 1 s].
+    pub call_timeout: Duration,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self { idle: Duration::from_secs(300), max_connections: 1000, call_timeout: Duration::from_secs(60) }
+    }
+}
+
+impl GatewaySettings {
+    pub fn resolve(file: GatewayFile) -> anyhow::Result<Self> {
+        let base = Self::default();
+        let at_least_a_second = |name: &str, value: Option<Duration>, default: Duration| match value {
+            Some(d) if d < Duration::from_secs(1) => bail!("gateway.{name} must be at least 1s"),
+            Some(d) => Ok(d),
+            None => Ok(default),
+        };
+        let max_connections = match file.max_connections {
+            Some(0) => bail!("gateway.max_connections must be at least 1"),
+            Some(n) => n,
+            None => base.max_connections,
+        };
+        Ok(Self {
+            idle: at_least_a_second("idle", file.idle, base.idle)?,
+            max_connections,
+            call_timeout: at_least_a_second("call_timeout", file.call_timeout, base.call_timeout)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> anyhow::Result<GatewaySettings> {
+        #[derive(Deserialize)]
+        struct File {
+            #[serde(default)]
+            gateway: GatewayFile,
+        }
+        GatewaySettings::resolve(toml::from_str::<File>(text)?.gateway)
+    }
+
+    #[test]
+    fn gateway_settings_have_defaults_and_refuse_nonsense() {
+        assert_eq!(parse("").unwrap(), GatewaySettings::default());
+        let set = parse("[gateway]\nidle = \"30s\"\nmax_connections = 5\ncall_timeout = \"2s\"\n").unwrap();
+        assert_eq!(
+            set,
+            GatewaySettings { idle: Duration::from_secs(30), max_connections: 5, call_timeout: Duration::from_secs(2) }
+        );
+        assert!(parse("[gateway]\nmax_connections = 0\n").unwrap_err().to_string().contains("at least 1"));
+        assert!(parse("[gateway]\ncall_timeout = \"10ms\"\n").unwrap_err().to_string().contains("at least 1s"));
+        assert!(parse("[gateway]\nidel = \"1m\"\n").is_err(), "a misspelt setting is refused");
+    }
+}

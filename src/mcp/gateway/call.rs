@@ -1,0 +1,412 @@
+//! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"):
+//!
+//! 1. **The credential** of the calling user: for a `provider` server, the user's token through
+//!    the same path as every broker tool ([`BrokerServer::token_for_tool`]: connected? scopes?
+//!    refreshed? this client allowed?), so a user who has not connected — or not allowed this
+//!    client — gets the broker's own link in the client's era (`-32042` / url elicitation,
+//!    `InputRequiredResult`, `isError` text) and the call proceeds after the browser flow.
+//! 2. **The user's connection** to the server ([`super::pool`]), opened on first use; the
+//!    credential is set in its cell before each call, so a refreshed token is used at once.
+//! 3. **The call**, the result passed back as it came (content, structuredContent, isError),
+//!    within `gateway.call_timeout`; the client's progress token routed; the upstream call
+//!    cancelled when the client cancels.
+//! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
+//!    refused again, the grant needs a new consent and the client gets the reconnect link.
+//! 5. **A server that is down**, breaks off or times out: a retryable `isError` naming it; the
+//!    connection is dropped and the next call opens another.
+//!
+//! Every call is audited (server, tool, outcome, latency; never arguments, results or tokens)
+//! on the batched queue the token API uses, and counted per server in `/metrics`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::RoleServer;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData};
+use rmcp::service::ClientServiceExt;
+use rmcp::service::{ClientInitializeError, RequestContext, ServiceError};
+use rmcp::transport::streamable_http_client::AuthRequiredError;
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use super::Gateway;
+use super::client::UpstreamHandler;
+use super::pool::{Connection, ConnectionKey};
+use super::registry::{ServerEntry, Target};
+use super::transport::{Credential, CredentialCell, CredentialedClient};
+use crate::broker::tokens::AccessToken;
+use crate::mcp::handler::{BrokerServer, Caller};
+use crate::mcp::results::{Unfinished, error_result};
+use crate::store::audit::{Actor, AuditEvent, Outcome};
+use crate::store::gateway_servers::GatewayAuth;
+
+/// How long a client is told to wait before calling a server that did not answer again.
+const RETRY_AFTER_SECONDS: u64 = 5;
+
+/// Why an attempt got no answer from the server.
+enum Failure {
+    /// 401 with a challenge: the credential was refused.
+    Unauthorized,
+    /// Down, broke off, or did not answer within the call timeout.
+    Unreachable,
+    /// The client cancelled.
+    Cancelled,
+}
+
+/// The credential of a server that needs no user's: its secret header, or nothing.
+pub fn shared_credential(entry: &ServerEntry) -> Option<Credential> {
+    match (&entry.row.auth, &entry.secret) {
+        (GatewayAuth::SecretHeader { header, .. }, Some(secret)) => {
+            Credential::new(header.as_str(), secret.expose_secret())
+        }
+        _ => None,
+    }
+}
+
+fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
+    match auth {
+        GatewayAuth::Provider { header, scheme, .. } => {
+            Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
+fn unauthorized(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(current) = source {
+        if current.downcast_ref::<AuthRequiredError>().is_some() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// The retryable answer for a server that did not answer: `isError`, naming it, with
+/// `structuredContent` `{"error": "server_unavailable", "server", "retryAfter"}` in the shape
+/// of the broker's other retryable answers (`crate::mcp::tools::failure`).
+pub fn server_unavailable(server: &str) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+        "The server {server} behind the broker is not answering right now; try again in {RETRY_AFTER_SECONDS} seconds."
+    ))]);
+    result.structured_content =
+        Some(json!({"error": "server_unavailable", "server": server, "retryAfter": RETRY_AFTER_SECONDS}));
+    result
+}
+
+impl Gateway {
+    /// Opens a connection to `entry` whose requests carry what `cell` holds (MCP 2025-11-25
+    /// session: `initialize`, then the server's notifications on its GET stream).
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        entry: &Arc<ServerEntry>,
+        cell: Arc<CredentialCell>,
+    ) -> Result<Connection, ClientInitializeError> {
+        let client = CredentialedClient::new(self.http.clone(), cell.clone());
+        let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            entry.row.url.as_str().to_owned(),
+        );
+        config.retry_config = Arc::new(super::transport::FewRetries);
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+        let handler = UpstreamHandler::new(self, entry);
+        let service = handler.serve_with_lifecycle(transport, rmcp::service::ClientLifecycleMode::Initialize).await?;
+        Ok(Connection::new(service, cell))
+    }
+}
+
+impl BrokerServer {
+    /// `tools/call` of a name a server behind the broker serves; `None` if none does.
+    pub(crate) async fn gateway_call(
+        &self,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<Result<CallToolResponse, Unfinished>> {
+        let gateway = self.state.gateway.clone();
+        let (entry, target) = gateway.resolve(&request.name)?;
+        if let Err(error) = gateway.check(&entry, &request.name, request.arguments.as_ref()) {
+            return Some(Err(error.into()));
+        }
+        let started = Instant::now();
+        let (answer, outcome) = self.forward(&gateway, &entry, &target, caller, request, ctx).await;
+        let tool = match &target {
+            Target::Tool(name) => name.as_str(),
+            Target::Connect => super::registry::CONNECT_TOOL,
+        };
+        self.audit_call(&entry, tool, caller, outcome, started.elapsed()).await;
+        Some(answer)
+    }
+
+    async fn forward(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        target: &Target,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+        // 1. The credential.
+        let token = match self.user_token(entry, caller).await {
+            Ok(token) => token,
+            Err(answer) => return (answer, "needs_user"),
+        };
+        let credential = match &token {
+            Some(token) => provider_credential(&entry.row.auth, token),
+            None => shared_credential(entry),
+        };
+        let key = ConnectionKey::new(&caller.user, entry);
+        let first = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;
+        let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
+            return settle(entry, first);
+        };
+        // 4. A 401: one forced refresh and one retry, then a new consent.
+        let provider = match &entry.row.auth {
+            GatewayAuth::Provider { provider, .. } => self.state.providers.find(provider.as_str()),
+            _ => None,
+        };
+        if let Some(provider) = provider
+            && let Some(fresh) = crate::broker::provider_call::retry_token_after_401(&self.state, provider, token).await
+        {
+            let credential = provider_credential(&entry.row.auth, &fresh);
+            let second = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;
+            if !matches!(second, Err(Failure::Unauthorized)) {
+                return settle(entry, second);
+            }
+            return (self.refused_again(entry, caller, &fresh).await, "unauthorized");
+        }
+        (self.refused_again(entry, caller, token).await, "unauthorized")
+    }
+
+    /// A `provider` server's token for this user and client, `Ok(None)` for other kinds, or
+    /// the answer that sends the user to the broker's page first.
+    async fn user_token(
+        &self,
+        entry: &ServerEntry,
+        caller: &Caller,
+    ) -> Result<Option<AccessToken>, Result<CallToolResponse, Unfinished>> {
+        let GatewayAuth::Provider { provider, scopes, .. } = &entry.row.auth else { return Ok(None) };
+        let Some(provider) = self.state.providers.find(provider.as_str()) else {
+            let text = format!("The server {} needs provider {provider}, which is not configured.", entry.row.name);
+            return Err(Ok(error_result(text).into()));
+        };
+        match self.token_for_tool(caller, provider, None, scopes).await {
+            Ok(token) => Ok(Some(token)),
+            Err(Ok(result)) => Err(Ok(result.into())),
+            Err(Err(unfinished)) => Err(Err(unfinished)),
+        }
+    }
+
+    /// The server refused a token after a refresh (or one that cannot be refreshed): the grant
+    /// needs a new consent; the answer is the broker's link to give it.
+    async fn refused_again(
+        &self,
+        entry: &ServerEntry,
+        caller: &Caller,
+        token: &AccessToken,
+    ) -> Result<CallToolResponse, Unfinished> {
+        tracing::info!(server = %entry.row.name, grant = %token.grant.id, "a server behind the broker refused the user's token after a refresh; a new consent is needed");
+        if let Err(error) =
+            crate::broker::provider_call::refused_again(&self.state, token, entry.row.name.as_str()).await
+        {
+            return Err(crate::mcp::tools::failure::tool_failed(error).into());
+        }
+        match self.user_token(entry, caller).await {
+            Err(answer) => answer,
+            // Connected again meanwhile: the client may simply call again.
+            Ok(_) => {
+                Ok(error_result(format!("The server {} refused your credential; call the tool again.", entry.row.name))
+                    .into())
+            }
+        }
+    }
+
+    /// One try: the user's connection with `credential`, then the call.
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        credential: Option<Credential>,
+        target: &Target,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Failure> {
+        let limit = self.state.config.gateway.call_timeout;
+        let open = {
+            let credential = credential.clone();
+            move || {
+                let cell = Arc::new(CredentialCell::default());
+                cell.set(credential);
+                gateway.open(entry, cell)
+            }
+        };
+        let opened = tokio::select! {
+            _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
+            opened = tokio::time::timeout(limit, gateway.pool.get_or_open(key, open)) => opened,
+        };
+        let connection = match opened {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) if unauthorized(&error) => return Err(Failure::Unauthorized),
+            Ok(Err(error)) => {
+                tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "could not connect to a server behind the broker");
+                return Err(Failure::Unreachable);
+            }
+            Err(_) => {
+                tracing::warn!(server = %entry.row.name, "a server behind the broker did not answer in time to connect");
+                return Err(Failure::Unreachable);
+            }
+        };
+        connection.credential.set(credential);
+        let peer = connection.service.peer();
+        let tool = match target {
+            Target::Connect => {
+                if !gateway.fill_tools(entry, peer).await {
+                    gateway.pool.forget(key, &connection);
+                    return Err(Failure::Unreachable);
+                }
+                let names = entry.tools().map(|t| t.names()).unwrap_or_default();
+                let text = format!("Connected to {}. Its tools: {}.", entry.row.name, names.join(", "));
+                let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                result.structured_content = Some(json!({"server": entry.row.name.as_str(), "tools": names}));
+                return Ok(result.into());
+            }
+            Target::Tool(tool) => tool.clone(),
+        };
+        let mut params = CallToolRequestParams::new(tool);
+        params.arguments = request.arguments.clone();
+        let call = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let handle = match peer.send_request_with_option(call, rmcp::service::PeerRequestOptions::no_options()).await {
+            Ok(handle) => handle,
+            Err(error) => {
+                tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker could not be sent");
+                gateway.pool.forget(key, &connection);
+                return Err(Failure::Unreachable);
+            }
+        };
+        // rmcp gives every request a progress token of the connection's own; what the server
+        // reports under it goes to the client under the client's token, if it gave one.
+        let _route = ctx.meta.get_progress_token().map(|token| {
+            connection.service.service().route_progress(handle.progress_token.clone(), ctx.peer.clone(), token)
+        });
+        // A call the client cancelled, or that timed out, is cancelled upstream too.
+        let mut cancel = CancelUpstream { peer: peer.clone(), id: Some(handle.id.clone()) };
+        let answer = tokio::select! {
+            _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
+            answer = tokio::time::timeout(limit, handle.await_response()) => answer,
+        };
+        if answer.is_ok() {
+            cancel.id = None;
+        }
+        let answer = answer.map(|done| {
+            done.map(|result| match result {
+                rmcp::model::ServerResult::CallToolResult(result) => CallToolResponse::Complete(result),
+                _ => CallToolResponse::Complete(error_result(format!(
+                    "The server {} asked for input or started a task, which the broker does not relay yet.",
+                    entry.row.name
+                ))),
+            })
+        });
+        match answer {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(ServiceError::McpError(error))) => Ok(passed_on(entry, error)),
+            Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
+            Ok(Err(error)) => {
+                tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker failed");
+                gateway.pool.forget(key, &connection);
+                Err(Failure::Unreachable)
+            }
+            Err(_) => {
+                tracing::warn!(server = %entry.row.name, "a call to a server behind the broker did not answer in time");
+                Err(Failure::Unreachable)
+            }
+        }
+    }
+
+    /// Audited on the batched queue (never a write per call on the request's path), counted.
+    async fn audit_call(
+        &self,
+        entry: &ServerEntry,
+        tool: &str,
+        caller: &Caller,
+        outcome: &'static str,
+        took: Duration,
+    ) {
+        crate::telemetry::gateway_call(entry.row.name.as_str(), outcome, took.as_secs_f64());
+        let detail = format!("server={} tool={tool} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
+        let provider = match &entry.row.auth {
+            GatewayAuth::Provider { provider, .. } => Some(provider.as_str()),
+            _ => None,
+        };
+        let result = match outcome {
+            "ok" | "tool_error" | "needs_user" => Outcome::Success,
+            _ => Outcome::Failure,
+        };
+        let event = AuditEvent::new(Actor::User(&caller.user.user_id), "gateway.call", Some(&caller.user.user_id))
+            .provider(provider)
+            .detail(Some(&detail))
+            .outcome(result);
+        if let Err(error) = self.state.store.record_queued(self.state.now(), event).await {
+            tracing::warn!(error = %crate::error_chain::Chain(&error), "a forwarded call could not be audited");
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a forwarded call still open when dropped (the client
+/// cancelled, or the call timed out).
+struct CancelUpstream {
+    peer: rmcp::Peer<rmcp::RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelUpstream {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let param = rmcp::model::CancelledNotificationParam::new(Some(id), Some("cancelled by the client".into()));
+        let notification = rmcp::model::CancelledNotification::new(param);
+        tokio::spawn(async move {
+            let _ = peer.send_notification(notification.into()).await;
+        });
+    }
+}
+
+/// The answer for the client and the outcome label of one attempt.
+fn settle(
+    entry: &ServerEntry,
+    attempt: Result<CallToolResponse, Failure>,
+) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+    match attempt {
+        Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
+            (Ok(CallToolResponse::Complete(result)), "tool_error")
+        }
+        Ok(answer) => (Ok(answer), "ok"),
+        Err(Failure::Unreachable) => (Ok(server_unavailable(entry.row.name.as_str()).into()), "unreachable"),
+        Err(Failure::Cancelled) => (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled"),
+        // Only reached for servers without a user's token: nothing to refresh.
+        Err(Failure::Unauthorized) => (
+            Ok(error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into()),
+            "unauthorized",
+        ),
+    }
+}
+
+/// A JSON-RPC error from the server, passed on — except a URL elicitation (`-32042`): a link
+/// from a server behind the broker must never look like the broker's own (not relayed in this
+/// slice).
+fn passed_on(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
+    if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
+        return error_result(format!(
+            "The server {} asked you to open a page, which the broker does not relay yet.",
+            entry.row.name
+        ))
+        .into();
+    }
+    let mut result = error_result(format!("The server {} answered with an error: {}", entry.row.name, error.message));
+    result.structured_content =
+        Some(json!({"error": "server_error", "server": entry.row.name.as_str(), "code": error.code.0}));
+    result.into()
+}

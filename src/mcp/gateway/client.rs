@@ -1,0 +1,96 @@
+//! What one upstream connection hears from its server, and what the broker tells it about
+//! itself.
+//!
+//! - `notifications/tools/list_changed`: the server's cached list is read again (over this
+//!   connection) and listening clients are told if it changed.
+//! - `notifications/progress` for a call in flight: passed to the client that made the call,
+//!   under the client's own progress token. rmcp gives each forwarded call a token of the
+//!   connection's own, so a server never learns, nor can name, a client's token.
+//!
+//! The connection declares no client capabilities: a server's own elicitations and sampling
+//! are not relayed in this slice (rmcp declines them for us).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use rmcp::model::{ClientConfig, Implementation, ProgressNotificationParam, ProgressToken};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
+
+use super::Gateway;
+use super::registry::ServerEntry;
+
+/// Where a forwarded call's progress goes: the client's peer and its token.
+type Route = (Peer<RoleServer>, ProgressToken);
+
+/// The handler of one upstream connection.
+#[derive(Clone)]
+pub struct UpstreamHandler {
+    gateway: Weak<Gateway>,
+    server_id: String,
+    routes: Arc<Mutex<HashMap<ProgressToken, Route>>>,
+}
+
+impl UpstreamHandler {
+    pub fn new(gateway: &Arc<Gateway>, entry: &ServerEntry) -> Self {
+        Self { gateway: Arc::downgrade(gateway), server_id: entry.row.id.clone(), routes: Arc::default() }
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Route>> {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends what the server reports under `ours` (the token rmcp gave the forwarded call) to
+    /// `client` under its own `token`, until the returned guard is dropped.
+    pub fn route_progress(&self, ours: ProgressToken, client: Peer<RoleServer>, token: ProgressToken) -> ProgressRoute {
+        self.routes().insert(ours.clone(), (client, token));
+        ProgressRoute { routes: self.routes.clone(), token: ours }
+    }
+}
+
+/// How long a route outlives its call: rmcp hands each notification to the handler on a task
+/// of its own while it delivers the answer at once, so progress the server sent just before
+/// its answer may be handled just after it.
+const ROUTE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A forwarded call's progress route; removed shortly after it is dropped.
+pub struct ProgressRoute {
+    routes: Arc<Mutex<HashMap<ProgressToken, Route>>>,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        let (routes, token) = (self.routes.clone(), self.token.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(ROUTE_GRACE).await;
+            routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+        });
+    }
+}
+
+impl ClientHandler for UpstreamHandler {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.client_info = Implementation::new("oauth-broker-gateway", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let Some(entry) = gateway.servers().by_id(&self.server_id).cloned() else { return };
+        // Not on the connection's own task: the list is read over this very connection.
+        tokio::spawn(async move {
+            gateway.fill_tools(&entry, &context.peer).await;
+        });
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let route = self.routes().get(&params.progress_token).cloned();
+        let Some((client, token)) = route else { return };
+        let mut forwarded = ProgressNotificationParam::new(token, params.progress);
+        forwarded.total = params.total;
+        forwarded.message = params.message;
+        let _ = client.notify_progress(forwarded).await;
+    }
+}

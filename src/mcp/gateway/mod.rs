@@ -1,0 +1,225 @@
+//! Gateway mode (issue 26, first slice): MCP servers run by others sit behind `/mcp`. The
+//! client connects to the broker only; it sees each server's tools under the server's prefix,
+//! and each call goes to that server over a connection of the calling user's own, carrying that
+//! user's credential (`docs/mcp.md`, "Servers behind the broker", has the table per auth kind).
+//!
+//! The rooms:
+//! - [`registry`]: the registered servers as this instance serves them, each with its cached
+//!   tool list; reloaded when the database says they changed.
+//! - [`pool`]: the per-(user, server) connections, keyed so they cannot be shared between users.
+//! - [`transport`]: the HTTP client that puts the connection's *current* credential on each
+//!   request.
+//! - [`client`]: what a connection hears from its server (list changes, progress).
+//! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
+//!   refresh and retry, timeouts, audit and metrics.
+//!
+//! Not in this slice: `mcp-oauth` and `token-exchange` servers, relaying a server's own
+//! elicitations and round trips, servers' prompts and resources.
+
+pub mod call;
+pub mod client;
+pub mod pool;
+pub mod registry;
+pub mod transport;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{ErrorData, JsonObject, Tool};
+
+use crate::events::Signal;
+use crate::state::AppState;
+use registry::{READ_ANYWAY_EVERY, ServerEntry, Servers, Target, WATCH_EVERY};
+
+/// The servers behind the broker, their tools and this instance's connections to them.
+pub struct Gateway {
+    app: AppState,
+    servers: RwLock<Arc<Servers>>,
+    pub(crate) pool: Arc<pool::Pool>,
+    /// rmcp's reqwest client for every upstream connection: no redirects (an MCP endpoint that
+    /// redirects is misconfigured or hostile, as for provider endpoints), bounded connect time.
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gateway({} servers)", self.servers().iter().count())
+    }
+}
+
+impl Gateway {
+    /// Reads the registered servers and starts watching for changes and sweeping idle
+    /// connections, until the app shuts down.
+    pub async fn start(app: AppState) -> anyhow::Result<Arc<Self>> {
+        let settings = app.config.gateway;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(5))
+            .build()?;
+        let gateway = Arc::new(Self {
+            pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle)),
+            servers: RwLock::default(),
+            http,
+            app: app.clone(),
+        });
+        gateway.reload().await?;
+        gateway.pool.start_sweeping(app.shutdown.clone());
+        Self::watch(&gateway);
+        Ok(gateway)
+    }
+
+    pub(crate) fn servers(&self) -> Arc<Servers> {
+        self.servers.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// What `tools/list` adds after the broker's own tools: each server's (or its connect
+    /// tool), leaving out any name the broker's own tools already use.
+    pub fn tools(&self, builtin: &[Tool]) -> Vec<Tool> {
+        let servers = self.servers();
+        let mut listed = Vec::new();
+        for entry in servers.iter() {
+            for tool in entry.listed() {
+                if builtin.iter().any(|b| b.name == tool.name) {
+                    tracing::warn!(server = %entry.row.name, "a server's tool has the name of one of the broker's; left out");
+                    continue;
+                }
+                listed.push(tool);
+            }
+        }
+        listed
+    }
+
+    /// The server and tool behind a listed name.
+    pub fn resolve(&self, name: &str) -> Option<(Arc<ServerEntry>, Target)> {
+        self.servers().resolve(name)
+    }
+
+    /// MCP server/tools: a server's tool is called only with arguments that fit the schema the
+    /// client was shown (`-32602` naming the field otherwise), as the broker's own tools are.
+    pub fn check(&self, entry: &ServerEntry, name: &str, arguments: Option<&JsonObject>) -> Result<(), ErrorData> {
+        match entry.tools() {
+            Some(tools) => tools.catalogue.check(name, arguments),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the registered servers and applies the difference: new ones get an entry (and
+    /// their tools, if no user's credential is needed to read them), removed ones lose their
+    /// connections; listening clients hear of a changed tool list.
+    pub async fn reload(self: &Arc<Self>) -> anyhow::Result<()> {
+        let rows = self.app.store.list_gateway_servers().await?;
+        let current = self.servers();
+        let mut entries = Vec::new();
+        let mut added = Vec::new();
+        for row in rows {
+            match current.by_id(&row.id) {
+                Some(entry) => entries.push(entry.clone()),
+                None => {
+                    if let Some(entry) = ServerEntry::load(row, &self.app.sealer) {
+                        let entry = Arc::new(entry);
+                        added.push(entry.clone());
+                        entries.push(entry);
+                    }
+                }
+            }
+        }
+        let removed: Vec<Arc<ServerEntry>> =
+            current.iter().filter(|old| !entries.iter().any(|e| e.row.id == old.row.id)).cloned().collect();
+        if added.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        *self.servers.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Servers::new(entries));
+        for entry in &removed {
+            let closed = self.pool.close_server(&entry.row.id);
+            tracing::info!(server = %entry.row.name, connections = closed, "a server behind the broker was removed");
+        }
+        for entry in added {
+            tracing::info!(server = %entry.row.name, auth = entry.row.auth.kind(), "a server behind the broker was added");
+            if !entry.row.auth.per_user() {
+                let gateway = self.clone();
+                tokio::spawn(async move { gateway.fetch_shared_tools(&entry).await });
+            }
+        }
+        self.tools_changed();
+        Ok(())
+    }
+
+    /// A server that needs no user's credential: its tools are read once over a connection of
+    /// no user's, closed after. A failure leaves its connect tool listed.
+    async fn fetch_shared_tools(self: &Arc<Self>, entry: &Arc<ServerEntry>) {
+        let cell = Arc::new(transport::CredentialCell::default());
+        cell.set(call::shared_credential(entry));
+        let opened = tokio::time::timeout(self.app.config.gateway.call_timeout, self.open(entry, cell)).await;
+        match opened {
+            Ok(Ok(connection)) => {
+                self.fill_tools(entry, connection.service.peer()).await;
+                connection.close();
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "could not read a server's tools")
+            }
+            Err(_) => tracing::warn!(server = %entry.row.name, "a server did not answer in time to list its tools"),
+        }
+    }
+
+    /// Reads the server's tools over `peer` into its entry; tells listening clients if they
+    /// changed.
+    pub(crate) async fn fill_tools(&self, entry: &ServerEntry, peer: &rmcp::Peer<rmcp::RoleClient>) -> bool {
+        match tokio::time::timeout(self.app.config.gateway.call_timeout, peer.list_all_tools()).await {
+            Ok(Ok(tools)) => {
+                if entry.set_tools(tools) {
+                    self.tools_changed();
+                }
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(server = %entry.row.name, %error, "a server's tools/list failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(server = %entry.row.name, "a server's tools/list did not answer in time");
+                false
+            }
+        }
+    }
+
+    /// `notifications/tools/list_changed` to every session and listening stream of this
+    /// instance (each instance keeps its own lists).
+    fn tools_changed(&self) {
+        self.app.events.signal(Signal::ToolsChanged);
+    }
+
+    /// Reloads when everyone's generation moves (or, while it is not trusted, now and then).
+    fn watch(gateway: &Arc<Self>) {
+        let weak = Arc::downgrade(gateway);
+        let stop = gateway.app.shutdown.clone();
+        let mut seen = gateway.app.store.cache_shared_generation();
+        tokio::spawn(async move {
+            let mut last_read = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(WATCH_EVERY) => {}
+                }
+                let Some(gateway) = weak.upgrade() else { break };
+                let now_seen = gateway.app.store.cache_shared_generation();
+                let due = match now_seen {
+                    Some(_) => now_seen != seen,
+                    None => last_read.elapsed() >= READ_ANYWAY_EVERY,
+                };
+                if !due {
+                    continue;
+                }
+                match gateway.reload().await {
+                    Ok(()) => {
+                        seen = now_seen;
+                        last_read = tokio::time::Instant::now();
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %crate::error_chain::Chain(error.as_ref()), "could not read the servers behind the broker")
+                    }
+                }
+            }
+        });
+    }
+}

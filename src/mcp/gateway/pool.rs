@@ -1,0 +1,223 @@
+//! The per-user upstream connections of one instance: one rmcp client connection per
+//! (user, server), never shared between users.
+//!
+//! The key is [`ConnectionKey`], which can only be made from a verified user *and* a
+//! registered server ([`ConnectionKey::new`]): there is no way to ask for "the connection to
+//! server S" without saying whose. A connection carries its user's credential
+//! (`super::transport`), so sharing one between users would send one user's calls with another
+//! user's token — the bug issue 26 names in another gateway's tracker.
+//!
+//! A connection is opened on its user's first call, kept while used, and closed after
+//! `gateway_idle` without a call, when its server is removed, or when the instance holds
+//! `gateway_max_connections` and needs room (the one idle longest goes first). A connection
+//! that broke is forgotten and opened again by the next call. Two calls of the same user that
+//! find no connection wait for one opening, not two.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::service::RunningService;
+use tokio::time::Instant;
+
+use super::client::UpstreamHandler;
+use super::registry::ServerEntry;
+use super::transport::CredentialCell;
+use crate::identity::AuthenticatedUser;
+
+/// Whose connection to which server. Built only by [`ConnectionKey::new`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConnectionKey {
+    user_id: String,
+    server_id: String,
+}
+
+impl ConnectionKey {
+    /// The connection of `user` to `server`.
+    pub fn new(user: &AuthenticatedUser, server: &ServerEntry) -> Self {
+        Self { user_id: user.user_id.clone(), server_id: server.row.id.clone() }
+    }
+
+    pub fn server_id(&self) -> &str {
+        &self.server_id
+    }
+}
+
+/// One open connection and the credential cell its transport reads.
+pub struct Connection {
+    pub service: RunningService<rmcp::RoleClient, UpstreamHandler>,
+    pub credential: Arc<CredentialCell>,
+    last_used: Mutex<Instant>,
+}
+
+impl Connection {
+    pub fn new(service: RunningService<rmcp::RoleClient, UpstreamHandler>, credential: Arc<CredentialCell>) -> Self {
+        Self { service, credential, last_used: Mutex::new(Instant::now()) }
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn last_used(&self) -> Instant {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_usable(&self) -> bool {
+        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
+
+    /// Ends the connection (rmcp closes its session in the background).
+    pub fn close(&self) {
+        self.service.cancellation_token().cancel();
+    }
+}
+
+#[derive(Default)]
+struct Slot {
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+/// The connections of this instance.
+pub struct Pool {
+    slots: Mutex<HashMap<ConnectionKey, Arc<Slot>>>,
+    max: usize,
+    idle: Duration,
+}
+
+impl Pool {
+    pub fn new(max: usize, idle: Duration) -> Self {
+        Self { slots: Mutex::default(), max: max.max(1), idle }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectionKey, Arc<Slot>>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The user's open connection to the server, or a new one from `open`.
+    pub async fn get_or_open<E, F, Fut>(&self, key: &ConnectionKey, open: F) -> Result<Arc<Connection>, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<Connection, E>>,
+    {
+        let slot = self.slots().entry(key.clone()).or_default().clone();
+        let mut held = slot.connection.lock().await;
+        if let Some(connection) = held.as_ref().filter(|c| c.is_usable()) {
+            connection.touch();
+            return Ok(connection.clone());
+        }
+        if let Some(broken) = held.take() {
+            broken.close();
+        }
+        self.make_room(key);
+        let connection = Arc::new(open().await?);
+        *held = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Forgets `connection` (it broke) if it is still the key's, so the next call opens another.
+    pub fn forget(&self, key: &ConnectionKey, connection: &Arc<Connection>) {
+        connection.close();
+        let slot = self.slots().get(key).cloned();
+        if let Some(slot) = slot
+            && let Ok(mut held) = slot.connection.try_lock()
+            && held.as_ref().is_some_and(|c| Arc::ptr_eq(c, connection))
+        {
+            *held = None;
+        }
+    }
+
+    /// Closes every connection to `server_id` (the server was removed).
+    pub fn close_server(&self, server_id: &str) -> usize {
+        let removed: Vec<Arc<Slot>> = {
+            let mut slots = self.slots();
+            let keys: Vec<ConnectionKey> = slots.keys().filter(|k| k.server_id == server_id).cloned().collect();
+            keys.iter().filter_map(|k| slots.remove(k)).collect()
+        };
+        let count = removed.len();
+        for slot in removed {
+            // A call opening or using it holds the slot; it finishes with the connection it has.
+            tokio::spawn(async move {
+                if let Some(connection) = slot.connection.lock().await.take() {
+                    connection.close();
+                }
+            });
+        }
+        count
+    }
+
+    /// How many connections are open (slots being opened or used are counted as open).
+    pub fn len(&self) -> usize {
+        self.slots().values().filter(|slot| slot.connection.try_lock().map_or(true, |held| held.is_some())).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes connections unused for longer than the idle setting.
+    pub fn sweep(&self, now: Instant) {
+        let mut slots = self.slots();
+        slots.retain(|_, slot| {
+            let Ok(mut held) = slot.connection.try_lock() else { return true };
+            match held.as_ref() {
+                Some(c) if c.is_usable() && now.saturating_duration_since(c.last_used()) < self.idle => true,
+                Some(_) => {
+                    if let Some(connection) = held.take() {
+                        connection.close();
+                    }
+                    false
+                }
+                None => false,
+            }
+        });
+    }
+
+    /// At the bound, closes the connection idle longest (never `except`'s, being opened).
+    fn make_room(&self, except: &ConnectionKey) {
+        let slots = self.slots();
+        let mut open = 0usize;
+        let mut oldest: Option<(Instant, ConnectionKey)> = None;
+        for (key, slot) in slots.iter() {
+            let Ok(held) = slot.connection.try_lock() else {
+                open += 1;
+                continue;
+            };
+            let Some(connection) = held.as_ref() else { continue };
+            open += 1;
+            let used = connection.last_used();
+            if key != except && oldest.as_ref().is_none_or(|(at, _)| used < *at) {
+                oldest = Some((used, key.clone()));
+            }
+        }
+        drop(slots);
+        if open < self.max {
+            return;
+        }
+        if let Some((_, key)) = oldest {
+            let slot = self.slots().remove(&key);
+            if let Some(slot) = slot
+                && let Ok(mut held) = slot.connection.try_lock()
+                && let Some(connection) = held.take()
+            {
+                connection.close();
+            }
+        }
+    }
+
+    /// Runs [`Pool::sweep`] every half idle period (at least every second) until `stop`.
+    pub fn start_sweeping(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let pool = Arc::downgrade(self);
+        let every = (self.idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                let Some(pool) = pool.upgrade() else { break };
+                pool.sweep(Instant::now());
+            }
+        });
+    }
+}

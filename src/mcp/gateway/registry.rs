@@ -1,0 +1,173 @@
+//! This instance's view of the servers behind the broker and of each one's tools.
+//!
+//! The registered servers are read from the database at start and again whenever everyone's
+//! cache generation moves (`store::generations`: migration 0022's triggers move it on every
+//! change to `gateway_servers`, made here, by the admin CLI or by another instance), checked
+//! every [`WATCH_EVERY`]. A server that appears gets an entry (its tools fetched at once if no
+//! user's credential is needed); one that disappears has its connections closed.
+//!
+//! A server's tool list is cached in its entry and never fetched per request: filled from the
+//! first connection any user opens to it (tool lists are assumed the same for every user),
+//! refreshed when a connection hears `notifications/tools/list_changed`. Each fill compiles the
+//! input schemas once, so `tools/call` is checked against them as for the broker's own tools.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use secrecy::SecretString;
+
+use crate::mcp::tools::schema::ToolCatalogue;
+use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
+
+/// How often the generation is compared (an atomic read; the database is read only on a move).
+pub const WATCH_EVERY: Duration = Duration::from_millis(100);
+/// Without a trusted generation (its watcher is late), the list is read this often anyway.
+pub const READ_ANYWAY_EVERY: Duration = Duration::from_secs(5);
+
+/// The suffix of the tool listed while a server's tools are unknown.
+pub const CONNECT_TOOL: &str = "connect";
+
+/// One registered server, as this instance serves it.
+pub struct ServerEntry {
+    pub row: GatewayServerRow,
+    /// `secret_header`: the opened secret (opened once, at load; never logged).
+    pub secret: Option<SecretString>,
+    tools: RwLock<Option<Arc<ServerTools>>>,
+}
+
+impl std::fmt::Debug for ServerEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServerEntry({})", self.row.name)
+    }
+}
+
+/// A server's tools as listed (prefixed), with the upstream name of each.
+pub struct ServerTools {
+    pub catalogue: ToolCatalogue,
+    upstream: HashMap<String, String>,
+}
+
+impl ServerTools {
+    /// The upstream tool a listed name stands for.
+    pub fn upstream_name(&self, listed: &str) -> Option<&str> {
+        self.upstream.get(listed).map(String::as_str)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.catalogue.tools().iter().map(|t| t.name.to_string()).collect()
+    }
+}
+
+impl ServerEntry {
+    /// The entry for `row`; `None` (logged) if its secret does not open with the loaded keys.
+    pub fn load(row: GatewayServerRow, sealer: &crate::crypto::Sealer) -> Option<Self> {
+        let secret = match &row.auth {
+            GatewayAuth::SecretHeader { secret_sealed, .. } => {
+                match sealer.open(secret_sealed, secret_seal_context(&row.id)) {
+                    Ok(bytes) => Some(SecretString::from(String::from_utf8(bytes).ok()?)),
+                    Err(error) => {
+                        tracing::error!(server = %row.name, %error, "a gateway server's secret does not open; the server is left out");
+                        return None;
+                    }
+                }
+            }
+            _ => None,
+        };
+        Some(Self { row, secret, tools: RwLock::default() })
+    }
+
+    pub fn tools(&self) -> Option<Arc<ServerTools>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The name of the tool listed while the server's tools are unknown.
+    pub fn connect_tool_name(&self) -> String {
+        format!("{}{CONNECT_TOOL}", self.row.prefix)
+    }
+
+    /// Replaces the cached tools with `upstream`'s list; true if what clients see changed.
+    pub fn set_tools(&self, upstream: Vec<Tool>) -> bool {
+        let mut listed = Vec::new();
+        let mut names = HashMap::new();
+        for mut tool in upstream {
+            let Some(name) = self.row.prefix.apply(&tool.name) else {
+                tracing::warn!(server = %self.row.name, "a tool whose name does not fit the prefix and MCP's name rules is left out");
+                continue;
+            };
+            if names.contains_key(&name) {
+                continue;
+            }
+            names.insert(name.clone(), tool.name.to_string());
+            tool.name = name.into();
+            listed.push(tool);
+        }
+        let before = self.tools().map(|t| t.catalogue.tools().to_vec());
+        let changed = before.as_deref() != Some(listed.as_slice());
+        let fresh = Arc::new(ServerTools { catalogue: ToolCatalogue::new(listed), upstream: names });
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Some(fresh);
+        changed
+    }
+
+    /// What `tools/list` shows of this server: its tools, or while they are unknown the one
+    /// tool that connects the user and fills them.
+    pub fn listed(&self) -> Vec<Tool> {
+        if let Some(tools) = self.tools() {
+            return tools.catalogue.tools().to_vec();
+        }
+        let schema = serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false});
+        let mut annotations = ToolAnnotations::with_title(format!("Connect {}", self.row.name));
+        annotations.read_only_hint = Some(true);
+        annotations.open_world_hint = Some(true);
+        vec![
+            Tool::new(
+                self.connect_tool_name(),
+                format!(
+                    "Connect {} to use its tools. You may be asked to approve in your browser; then its tools are listed.",
+                    self.row.name
+                ),
+                Arc::new(schema.as_object().cloned().unwrap_or_default()),
+            )
+            .with_title(format!("Connect {}", self.row.name))
+            .with_annotations(annotations),
+        ]
+    }
+}
+
+/// What a listed tool name stands for.
+pub enum Target {
+    /// One of the server's own tools, by its upstream name.
+    Tool(String),
+    /// The connect tool of a server whose tools are not known yet.
+    Connect,
+}
+
+/// The servers, in name order.
+#[derive(Default)]
+pub struct Servers(Vec<Arc<ServerEntry>>);
+
+impl Servers {
+    pub fn new(entries: Vec<Arc<ServerEntry>>) -> Self {
+        Self(entries)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServerEntry>> {
+        self.0.iter()
+    }
+
+    pub fn by_id(&self, id: &str) -> Option<&Arc<ServerEntry>> {
+        self.0.iter().find(|e| e.row.id == id)
+    }
+
+    /// The server and tool a listed name stands for. Prefixes never overlap (checked at
+    /// registration), so at most one server's prefix begins the name.
+    pub fn resolve(&self, name: &str) -> Option<(Arc<ServerEntry>, Target)> {
+        let entry = self.0.iter().find(|e| name.starts_with(e.row.prefix.as_str()))?;
+        match entry.tools() {
+            Some(tools) => tools.upstream_name(name).map(|t| (entry.clone(), Target::Tool(t.to_owned()))),
+            None if name == entry.connect_tool_name() => Some((entry.clone(), Target::Connect)),
+            None => None,
+        }
+    }
+}
