@@ -50,7 +50,7 @@ impl ServerName {
 
 impl fmt::Display for ServerName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -85,7 +85,7 @@ impl ToolPrefix {
 
 impl fmt::Display for ToolPrefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -165,6 +165,14 @@ mod tests {
             assert!(ServerName::parse(bad).is_err(), "{bad:?}");
         }
         assert!(ServerName::parse(&"x".repeat(32)).is_ok());
+    }
+
+    /// `admin servers list` pads its columns with `{:<20}`: a name that ignored the width
+    /// shifted every column after it.
+    #[test]
+    fn names_and_prefixes_fill_the_width_a_table_gives_them() {
+        let name = ServerName::parse("notes").unwrap();
+        assert_eq!(format!("{name:<8}|{:<8}|", name.default_prefix()), "notes   |notes_  |");
     }
 
     #[test]
