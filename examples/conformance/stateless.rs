@@ -35,6 +35,7 @@ impl Stateless {
             ),
             plain("test_logging_tool", "Logs three info messages, only if the request asked for a logLevel."),
             plain("test_trigger_prompt_change", "Adds or removes the prompt test_dynamic_prompt."),
+            plain("test_trigger_tool_change", "Announces a change of the tool list to listening clients."),
         ])
     }
 
@@ -58,6 +59,11 @@ impl Stateless {
                 let listed = !self.dynamic_prompt.fetch_xor(true, Ordering::SeqCst);
                 ctx.prompts_changed();
                 Ok(text(format!("{DYNAMIC_PROMPT} is {}", if listed { "listed" } else { "gone" })))
+            }
+            // SEP-2575: a server that declares tools.listChanged tells listen streams.
+            "test_trigger_tool_change" => {
+                ctx.tools_changed();
+                Ok(text("the tool list change was announced".to_owned()))
             }
             _ => return None,
         };

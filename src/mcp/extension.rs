@@ -141,6 +141,14 @@ impl ExtensionContext {
         self.server.state.events.signal(crate::events::Signal::PromptsChanged);
     }
 
+    /// Tells listening clients that the tool list changed (`notifications/tools/list_changed`
+    /// to sessions and to `subscriptions/listen` streams that asked for it): for an extension
+    /// whose tools' behaviour or availability changed at run time. The broker's own list
+    /// changes (servers behind it) are announced by the broker.
+    pub fn tools_changed(&self) {
+        self.server.state.events.signal(crate::events::Signal::ToolsChanged);
+    }
+
     /// A token for the user's account at `provider` (`account` as `list_connections` names it,
     /// `None` for the most recent), carrying `required` scopes, that **this client** may use.
     ///
