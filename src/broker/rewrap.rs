@@ -29,6 +29,8 @@ pub struct RewrapReport {
     pub signing_keys: u64,
     /// Secret headers of servers behind the broker.
     pub gateway_secrets: u64,
+    /// Services' webhook signing secrets (current and previous).
+    pub webhook_secrets: u64,
     /// Rows that changed while we worked (or are being refreshed): left for the next run.
     pub skipped: u64,
     /// Values that could not be opened: what and why (ids only, never a value).
@@ -37,7 +39,7 @@ pub struct RewrapReport {
 
 impl RewrapReport {
     pub fn moved(&self) -> u64 {
-        self.grants + self.verifiers + self.signing_keys + self.gateway_secrets
+        self.grants + self.verifiers + self.signing_keys + self.gateway_secrets + self.webhook_secrets
     }
 }
 
@@ -117,6 +119,22 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
                 }
             }
             Err(why) => report.unreadable.push(format!("gateway server {id}: {why}")),
+        }
+    }
+    for row in state.store.webhook_secrets_to_rewrap(&active).await? {
+        let ctx = crate::events::webhooks::signing::seal_context(&row.service_id);
+        let moved = |sealed: &Option<Vec<u8>>| sealed.as_deref().map(|sealed| reseal(sealer, sealed, ctx)).transpose();
+        match (moved(&row.current), moved(&row.previous)) {
+            (Ok(current), Ok(previous)) => {
+                if state.store.rewrap_webhook_secrets(&row, current.as_deref(), previous.as_deref()).await? {
+                    report.webhook_secrets += u64::from(current.is_some()) + u64::from(previous.is_some());
+                } else {
+                    report.skipped += 1;
+                }
+            }
+            (Err(why), _) | (_, Err(why)) => {
+                report.unreadable.push(format!("webhook of service {}: {why}", row.service_id))
+            }
         }
     }
     Ok(report)

@@ -19,15 +19,21 @@ pub enum SealedColumn {
     SigningKey,
     /// A gateway server's secret header (`admin servers add --auth secret-header`).
     GatewaySecret,
+    /// A service's webhook signing secret (`admin services set-webhook`).
+    WebhookSecret,
+    /// The secret a rotation replaced, still signing until its overlap ends.
+    WebhookPreviousSecret,
 }
 
 impl SealedColumn {
-    pub const ALL: [SealedColumn; 5] = [
+    pub const ALL: [SealedColumn; 7] = [
         SealedColumn::GrantAccessToken,
         SealedColumn::GrantRefreshToken,
         SealedColumn::AuthorizationPkceVerifier,
         SealedColumn::SigningKey,
         SealedColumn::GatewaySecret,
+        SealedColumn::WebhookSecret,
+        SealedColumn::WebhookPreviousSecret,
     ];
 
     fn table_column(self) -> (&'static str, &'static str) {
@@ -37,6 +43,8 @@ impl SealedColumn {
             SealedColumn::AuthorizationPkceVerifier => ("authorizations", "pkce_verifier_sealed"),
             SealedColumn::SigningKey => ("signing_keys", "private_key_sealed"),
             SealedColumn::GatewaySecret => ("gateway_servers", "secret_sealed"),
+            SealedColumn::WebhookSecret => ("services", "webhook_secret_sealed"),
+            SealedColumn::WebhookPreviousSecret => ("services", "webhook_previous_secret_sealed"),
         }
     }
 
@@ -48,6 +56,8 @@ impl SealedColumn {
             SealedColumn::AuthorizationPkceVerifier => "PKCE verifiers of open authorizations",
             SealedColumn::SigningKey => "JWT signing keys",
             SealedColumn::GatewaySecret => "secret headers of servers behind the broker",
+            SealedColumn::WebhookSecret => "webhook signing secrets of services",
+            SealedColumn::WebhookPreviousSecret => "webhook signing secrets replaced by a rotation, still in overlap",
         }
     }
 }
@@ -263,6 +273,45 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Services whose webhook secret (current or previous) is not sealed by `active` (there
+    /// are few: no paging).
+    pub async fn webhook_secrets_to_rewrap(&self, active: &str) -> StoreResult<Vec<SealedWebhookSecrets>> {
+        let current = self.key_id_sql("webhook_secret_sealed");
+        let previous = self.key_id_sql("webhook_previous_secret_sealed");
+        Ok(sqlx::query_as::<_, SealedWebhookSecrets>(&format!(
+            "SELECT id AS service_id, webhook_secret_sealed AS current, webhook_previous_secret_sealed AS previous \
+             FROM services WHERE (webhook_secret_sealed IS NOT NULL AND {current} <> $1) \
+             OR (webhook_previous_secret_sealed IS NOT NULL AND {previous} <> $1) ORDER BY id"
+        ))
+        .bind(active)
+        .fetch_all_in(self.read())
+        .await?)
+    }
+
+    /// Replaces a service's sealed webhook secrets if both are still as read (a rotation or a
+    /// new webhook meanwhile leaves the row for the next run).
+    pub async fn rewrap_webhook_secrets(
+        &self,
+        old: &SealedWebhookSecrets,
+        current: Option<&[u8]>,
+        previous: Option<&[u8]>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE services SET webhook_secret_sealed = $1, webhook_previous_secret_sealed = $2 \
+             WHERE id = $3 AND webhook_secret_sealed IS NOT DISTINCT FROM $4 \
+             AND webhook_previous_secret_sealed IS NOT DISTINCT FROM $5",
+        )
+        .bind(current)
+        .bind(previous)
+        .bind(&old.service_id)
+        .bind(old.current.as_deref())
+        .bind(old.previous.as_deref())
+        .execute(self.write(CacheEffect::Everyone))
+        .await
+        .map_err(StoreError::from_write)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// `admin keys forget`: gives up every value sealed with `key_id`, a key lost for good, in
     /// one transaction. Grants holding one need a new consent (their token values are emptied,
     /// which no key opens, so nothing tries); open authorizations holding a verifier end as
@@ -274,6 +323,8 @@ impl Store {
         let verifier = self.key_id_sql("pkce_verifier_sealed");
         let private = self.key_id_sql("private_key_sealed");
         let gateway_secret = self.key_id_sql("secret_sealed");
+        let webhook_secret = self.key_id_sql("webhook_secret_sealed");
+        let webhook_previous = self.key_id_sql("webhook_previous_secret_sealed");
         let mut tx = self.begin(CacheEffect::Everyone).await?;
         let grants = sqlx::query(&format!(
             "UPDATE grants SET status = 'needs_reconsent', access_token_sealed = $1, refresh_token_sealed = NULL, \
@@ -314,8 +365,30 @@ impl Store {
         .await
         .map_err(StoreError::from_write)?
         .rows_affected();
+        // A replaced secret sealed with it stops signing at once; a current one takes the
+        // webhook away (its events are dead-lettered): the operator sets it again, with a new
+        // secret for the receiver.
+        sqlx::query(&format!(
+            "UPDATE services SET webhook_previous_secret_sealed = NULL, webhook_previous_until = NULL \
+             WHERE webhook_previous_secret_sealed IS NOT NULL AND {webhook_previous} = $1"
+        ))
+        .bind(key_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_write)?;
+        let webhooks = sqlx::query(&format!(
+            "UPDATE services SET webhook_url = NULL, webhook_secret_sealed = NULL, webhook_previous_secret_sealed = NULL, \
+             webhook_previous_until = NULL, webhook_disabled_at = NULL, updated_at = $1 \
+             WHERE webhook_secret_sealed IS NOT NULL AND {webhook_secret} = $2"
+        ))
+        .bind(now)
+        .bind(key_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(StoreError::from_write)?
+        .rows_affected();
         tx.commit().await?;
-        Ok(ForgottenValues { grants, authorizations, signing_keys, gateway_servers })
+        Ok(ForgottenValues { grants, authorizations, signing_keys, gateway_servers, webhooks })
     }
 }
 
@@ -330,4 +403,14 @@ pub struct ForgottenValues {
     pub signing_keys: u64,
     /// Servers behind the broker removed (their secret header was sealed with it).
     pub gateway_servers: u64,
+    /// Services' webhooks removed (their signing secret was sealed with it).
+    pub webhooks: u64,
+}
+
+/// A service's sealed webhook secrets, for rewrapping.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SealedWebhookSecrets {
+    pub service_id: String,
+    pub current: Option<Vec<u8>>,
+    pub previous: Option<Vec<u8>>,
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use oauth_broker::events::webhooks::signing::WebhookSecret;
 use serde_json::{Value, json};
 
 use crate::helpers::{ALICE, Backend, SpawnOptions, TestApp, spawn_app_opts};
@@ -62,8 +63,11 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
     let Err(rmcp::ServiceError::McpError(error)) = pending else { panic!("bob is asked to connect: {pending:?}") };
     let connect_url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
     approve_consent_only(app, &connect_url, crate::helpers::BOB).await;
+    // A service's webhook in a rotation's overlap: two sealed signing secrets.
+    let (service, first_secret, second_secret) = webhook_in_rotation(app).await;
     let before = status(app);
     let old = key_in(&before, "active")["id"].as_str().unwrap().to_owned();
+    assert_eq!(key_in(&before, "active")["values"]["webhook signing secrets of services"], 1, "{before}");
     let before_total = key_in(&before, "active")["total"].as_i64().unwrap();
     assert!(before_total >= 4, "tokens, verifier and signing key are sealed: {before}");
     assert_eq!(key_in(&before, "active")["values"]["PKCE verifiers of open authorizations"], 1, "{before}");
@@ -115,6 +119,13 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
         .await
         .unwrap();
     assert!(raw.iter().all(|(blob,)| oauth_broker::crypto::Sealer::key_id_of(blob).as_deref() == Some(&new)));
+    // The webhook signs with the same two secrets, now sealed with the new key.
+    let webhook = app.state.store.webhook(&service).await.unwrap().unwrap();
+    let previous = webhook.previous_secret_sealed.as_deref().unwrap();
+    for (sealed, secret) in [(webhook.secret_sealed.as_slice(), &second_secret), (previous, &first_secret)] {
+        assert_eq!(oauth_broker::crypto::Sealer::key_id_of(sealed).as_deref(), Some(new.as_str()));
+        assert_eq!(WebhookSecret::open(&app.state.sealer, sealed, &service).unwrap().expose(), secret);
+    }
 
     let dropped = run(app, &["admin", "keys", "drop", &old]);
     assert!(dropped.status.success(), "drop: {}", text(&dropped.stderr));
@@ -125,6 +136,19 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
     assert!(me(&client).await, "the server still serves the connection");
     let server = Serve::start(app).await;
     assert!(server.ready, "serve starts without the old key: {}", server.stderr);
+}
+
+/// A service with a webhook whose secret was rotated (the first still in its overlap): the
+/// service id, the first secret and the second.
+async fn webhook_in_rotation(app: &TestApp) -> (String, String, String) {
+    let options = crate::token_api::ServiceOptions { trusted: true, ..Default::default() };
+    let service = crate::token_api::register_service(app, "notes", &["demo"], options).await.client_id;
+    let first = crate::webhooks::set_webhook(app, &service, "https://hooks.example/notes").await;
+    let second = WebhookSecret::generate();
+    let sealed = second.seal(&app.state.sealer, &service);
+    let store = &app.state.store;
+    assert!(store.rotate_webhook_secret(&service, &sealed, app.now() + 86_400, app.now()).await.unwrap());
+    (service, first, second.expose().to_owned())
 }
 
 /// Approves at the broker's consent page and stops before the provider: the authorization
@@ -312,6 +336,7 @@ on_both_backends_with_key_files!(lost_key_forgotten, a_key_lost_for_good_is_forg
 /// broker starts again.
 async fn a_key_lost_for_good_is_forgotten_and_the_broker_starts(app: &TestApp) {
     let _client = app.connected_client(ALICE).await;
+    let (service, _, _) = webhook_in_rotation(app).await;
     let old = key_in(&status(app), "active")["id"].as_str().unwrap().to_owned();
     assert!(run(app, &["admin", "keys", "rotate"]).status.success());
     std::fs::remove_file(app.data_dir().join("retired-keys").join(format!("{old}.key"))).unwrap();
@@ -337,7 +362,9 @@ async fn a_key_lost_for_good_is_forgotten_and_the_broker_starts(app: &TestApp) {
     assert!(!declined.status.success(), "not confirmed");
     let listed = text(&declined.stdout);
     assert!(
-        listed.contains("grant access tokens") && listed.contains("JWT signing keys"),
+        listed.contains("grant access tokens")
+            && listed.contains("JWT signing keys")
+            && listed.contains("webhook signing secrets of services"),
         "lists what it sealed: {listed}"
     );
     assert!(!Serve::start(app).await.ready, "nothing was changed");
@@ -345,6 +372,8 @@ async fn a_key_lost_for_good_is_forgotten_and_the_broker_starts(app: &TestApp) {
     let forgotten = forget("", &["--yes"]);
     assert!(forgotten.status.success(), "{}", text(&forgotten.stderr));
     assert!(text(&forgotten.stdout).contains("1 grant(s) need a new consent"), "{}", text(&forgotten.stdout));
+    assert!(text(&forgotten.stdout).contains("1 webhook(s) removed"), "{}", text(&forgotten.stdout));
+    assert!(app.state.store.webhook(&service).await.unwrap().is_none(), "the webhook it could not sign for is gone");
     let grants = run(app, &["admin", "grants", "list", "--json"]);
     assert!(grants.status.success(), "{}", text(&grants.stderr));
     let grants: Value = serde_json::from_slice(&grants.stdout).unwrap();

@@ -62,5 +62,6 @@ mod token_api_limits;
 mod tool_server_mrtr;
 mod upgrade;
 mod webhooks;
+mod webhooks_crash;
 mod webhooks_receiver;
 mod webhooks_refresh;

@@ -1,6 +1,9 @@
 //! A real webhook receiver for the tests: an axum server on port 0 that verifies every
 //! delivery's Standard Webhooks signature with the secrets it was given (its own HMAC code, not
 //! the broker's), answers what the test tells it to, and keeps what it accepted in arrival order.
+//! Held ([`Receiver::hold`]), it keeps what it accepted but does not answer until released: an
+//! instance killed then is "mid-delivery", with the event received but its outcome never
+//! recorded.
 
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,7 +38,6 @@ impl Received {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     secrets: Mutex<Vec<String>>,
     /// The status answered to a verified delivery (200 unless the test says otherwise).
@@ -43,6 +45,10 @@ struct Inner {
     received: Mutex<Vec<Received>>,
     attempts: AtomicU64,
     unverified: AtomicU64,
+    /// While true, accepted deliveries wait for it to turn false before answering.
+    hold: tokio::sync::watch::Sender<bool>,
+    /// Deliveries accepted while held (answered or not).
+    held: AtomicU64,
 }
 
 pub struct Receiver {
@@ -82,6 +88,12 @@ async fn hook(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) 
     if answer.is_success() {
         let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
         inner.received.lock().unwrap().push(Received { id, timestamp, body, raw, signatures, at: Instant::now() });
+        let mut hold = inner.hold.subscribe();
+        if *hold.borrow_and_update() {
+            inner.held.fetch_add(1, Ordering::SeqCst);
+            // Dropped, not answered, if the sender is killed meanwhile.
+            let _ = hold.wait_for(|held| !held).await;
+        }
     }
     answer
 }
@@ -89,7 +101,15 @@ async fn hook(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) 
 impl Receiver {
     /// Listening, answering 200 to deliveries signed with `secret`.
     pub async fn start() -> Self {
-        let inner = Arc::new(Inner { answer: AtomicU16::new(200), ..Inner::default() });
+        let inner = Arc::new(Inner {
+            secrets: Mutex::default(),
+            answer: AtomicU16::new(200),
+            received: Mutex::default(),
+            attempts: AtomicU64::default(),
+            unverified: AtomicU64::default(),
+            hold: tokio::sync::watch::Sender::new(false),
+            held: AtomicU64::default(),
+        });
         let router = axum::Router::new().route("/hook", axum::routing::post(hook)).with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
@@ -107,6 +127,21 @@ impl Receiver {
     /// What it answers a verified delivery from now on (503: "down").
     pub fn answer(&self, status: u16) {
         self.inner.answer.store(status, Ordering::SeqCst);
+    }
+
+    /// From now on, accepts deliveries but answers none until [`Receiver::release`].
+    pub fn hold(&self) {
+        self.inner.hold.send_replace(true);
+    }
+
+    /// Answers the held deliveries (whose senders are still there) and every later one.
+    pub fn release(&self) {
+        self.inner.hold.send_replace(false);
+    }
+
+    /// Deliveries accepted while held.
+    pub fn held(&self) -> u64 {
+        self.inner.held.load(Ordering::SeqCst)
     }
 
     pub fn received(&self) -> Vec<Received> {

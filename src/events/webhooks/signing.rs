@@ -28,7 +28,7 @@ impl std::fmt::Debug for WebhookSecret {
 
 /// Sealed secrets are bound to their service, in the same column context for the current and
 /// the previous one (rotation moves the blob between the two columns).
-fn context(service_id: &str) -> SealContext<'_> {
+pub fn seal_context(service_id: &str) -> SealContext<'_> {
     SealContext { table: "services", column: "webhook_secret", row_id: service_id, owner: service_id }
 }
 
@@ -45,11 +45,11 @@ impl WebhookSecret {
     }
 
     pub fn seal(&self, sealer: &Sealer, service_id: &str) -> Vec<u8> {
-        sealer.seal(self.expose().as_bytes(), context(service_id))
+        sealer.seal(self.expose().as_bytes(), seal_context(service_id))
     }
 
     pub fn open(sealer: &Sealer, sealed: &[u8], service_id: &str) -> Result<Self, CryptoError> {
-        let plain = sealer.open(sealed, context(service_id))?;
+        let plain = sealer.open(sealed, seal_context(service_id))?;
         let text = String::from_utf8(plain).map_err(|_| CryptoError::Tampered)?;
         Ok(Self(SecretString::from(text)))
     }
