@@ -7,12 +7,27 @@
 #                [--only list_connections|provider_request]   (that load alone, e.g. to profile it)
 #                [--rates 1000,4000,8000] [--fixed-seconds 8]   (the fixed-rate latency table)
 #                [--fixed-rate-only]  (that table alone; no wrk needed)
+#   bench/run.sh --token-api [sqlite|postgres|both]   (issue 28: /v1/tokens, /token exchange and
+#                /v1/proxy beside a bare axum handler, 16 and 64 connections, then fixed rates;
+#                TOKEN_BENCH_RATES=1000,3000 and TOKEN_BENCH_SUSTAIN=300 pass through; postgres
+#                needs TEST_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test)
 # Needs wrk (apt-get install -y wrk). Release builds go to $CARGO_TARGET_DIR (default target/).
 # The TypeScript server (bench/ts-echo/server.mjs) runs on Node 22 from npm (node-linux-<arch>,
 # under bench/.node/) with @modelcontextprotocol/sdk pinned below (under
 # bench/ts-echo/node_modules/); both are installed on the first run and reused (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--token-api" ]]; then
+  backends="${2:-both}"
+  [[ "$backends" == "both" ]] && backends="sqlite postgres"
+  export TEST_POSTGRES_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+  for backend in $backends; do
+    case "$backend" in sqlite | postgres) ;; *) echo "bench: --token-api takes sqlite, postgres or both, not $backend" >&2; exit 2 ;; esac
+    TOKEN_BENCH_BACKEND="$backend" cargo bench --quiet --bench token_api
+  done
+  exit 0
+fi
 
 SDK=1.32.2
 ZOD=4.6.7

@@ -15,7 +15,11 @@
 //! Medians of the rounds are reported, as ratios of (a); and the audit queue's high-water mark
 //! (what a kill -9 at the worst moment would have lost). `TOKEN_BENCH_SUSTAIN=N` then runs
 //! (b) alone for N seconds in 10-second rounds, to show whether it declines over time.
-//! `cargo bench --bench token_api`
+//! Last, the latency at fixed rates (`TOKEN_BENCH_RATES`, default `1000,3000` requests a
+//! second, over 16 connections): requests are sent on a schedule, not when the previous one
+//! answered, and each latency counts from when its request was due, so a stall is paid by
+//! every request it delayed (no coordinated omission).
+//! `cargo bench --bench token_api`, or `bench/run.sh --token-api` (both backends).
 
 // helpers.rs is the test harness; a bench uses only part of it.
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -127,6 +131,40 @@ async fn run(request: &Request, tasks: usize, budget: Duration) -> Run {
     latencies.sort_unstable();
     let at = |p: usize| latencies[(latencies.len() - 1) * p / 100];
     Run { per_second: latencies.len() as f64 / total.as_secs_f64(), p50: at(50), p99: at(99) }
+}
+
+/// Requests a second, sent on a fixed schedule over `connections` connections for `budget`;
+/// each latency counts from the moment its request was due. `None` when the requests waiting
+/// passed what the schedule could ever catch up with (the rate is beyond this machine).
+async fn at_fixed_rate(request: &Request, rate: u32, connections: usize, budget: Duration) -> Option<Run> {
+    const MAX_OUTSTANDING: usize = 4096;
+    let clients: Vec<Request> =
+        (0..connections).map(|_| Request { http: reqwest::Client::new(), ..request.clone() }).collect();
+    let interval = Duration::from_secs(1) / rate;
+    let total = u32::try_from((budget.as_secs_f64() * f64::from(rate)) as u64).unwrap_or(u32::MAX);
+    let start = tokio::time::Instant::now();
+    let mut sent = tokio::task::JoinSet::new();
+    for i in 0..total {
+        let due = start + interval * i;
+        tokio::time::sleep_until(due).await;
+        if sent.len() >= MAX_OUTSTANDING {
+            sent.abort_all();
+            return None;
+        }
+        let client = clients[i as usize % connections].clone();
+        sent.spawn(async move {
+            client.send().await;
+            due.elapsed()
+        });
+    }
+    let mut latencies = Vec::with_capacity(total as usize);
+    while let Some(latency) = sent.join_next().await {
+        latencies.push(latency.unwrap());
+    }
+    let elapsed = start.elapsed();
+    latencies.sort_unstable();
+    let at = |p: usize| latencies[(latencies.len() - 1) * p / 100];
+    Some(Run { per_second: latencies.len() as f64 / elapsed.as_secs_f64(), p50: at(50), p99: at(99) })
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -267,6 +305,26 @@ async fn main() {
                 micros(p99),
                 per_second / baseline
             );
+        }
+    }
+    let rates: Vec<u32> = std::env::var("TOKEN_BENCH_RATES")
+        .unwrap_or_else(|_| "1000,3000".into())
+        .split(',')
+        .map(|r| r.trim().parse().expect("TOKEN_BENCH_RATES: numbers of requests a second, e.g. 1000,3000"))
+        .collect();
+    println!("\nfixed rates over 16 connections, 5 s each, latency from when each request was due");
+    println!("{:<32} {:>7} {:>10} {:>10}", "case", "rate/s", "p50", "p99");
+    for rate in rates {
+        // The provider alone (e) is left out: (d) less the provider is what the proxy adds.
+        for (name, request) in &cases[..4] {
+            match at_fixed_rate(request, rate, 16, BUDGET).await {
+                Some(run) => println!(
+                    "{name:<32} {rate:>7} {:>10} {:>10}",
+                    micros(run.p50.as_secs_f64()),
+                    micros(run.p99.as_secs_f64())
+                ),
+                None => println!("{name:<32} {rate:>7} {:>10} {:>10}", "overload", "-"),
+            }
         }
     }
     println!("\naudit queue high-water mark: {} events", app.state.store.audit_queue_peak());
