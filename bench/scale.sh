@@ -31,6 +31,7 @@ work="$(mktemp -d)"
 port=$((20000 + RANDOM % 20000))
 export OAUTH_BROKER_DATA_DIR="$work/data"
 export OAUTH_BROKER_LISTEN="127.0.0.1:$port"
+export OAUTH_BROKER_PUBLIC_URL="http://127.0.0.1:$port"
 export OAUTH_BROKER_LOG_FORMAT=text
 export RUST_LOG=warn
 pg_base="${SCALE_PG:-postgres://postgres@127.0.0.1:5432}"
@@ -172,6 +173,11 @@ page "GET /admin/audit?q=seq=$((n / 2)) (one row)" "/admin/audit?q=seq%3D$((n / 
 page "GET /admin/users?q=user$((n / 2)) (by name)" "/admin/users?q=user$((n / 2))"
 page "GET /admin/grants?q=user$((n / 2)) (by user)" "/admin/grants?q=user$((n / 2))"
 page "GET /admin/authorizations?q=failed" "/admin/authorizations?q=failed"
+page "GET /admin/authorizations?q=a$((n / 2)) (by id)" "/admin/authorizations?q=a$((n / 2))"
+page "GET /admin/consents?q=user$((n / 2)) (by user)" "/admin/consents?q=user$((n / 2))"
+page "GET /admin/audit?q=user$((n / 2)) (by user)" "/admin/audit?q=user$((n / 2))"
+page "GET /admin/grants?q=needs_reconsent" "/admin/grants?q=needs_reconsent"
+page "GET /admin/users?q=zzz (no match)" "/admin/users?q=zzz"
 if [[ -n "${DEEP_AUDIT:-}" ]]; then
   page "GET /admin/audit deep page" "$DEEP_AUDIT"
 elif grep -q 'page=' <<<"$(next_link)"; then

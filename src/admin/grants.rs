@@ -319,10 +319,13 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
             let now = state.now();
             let rows = state.store.all_authorizations(limit).await?;
             let names = UserNames::of_ids(&state.store, rows.iter().map(|r| r.user_id.as_str())).await?;
+            // Named by what the broker knows (the client key: client id, token label,
+            // service); the name a client reports for itself only beside it, marked.
+            let known = crate::broker::consent::client_names(state, rows.iter().map(|r| r.client_key.as_str())).await;
             if json {
                 let rows: Vec<_> = rows
                     .iter()
-                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "user": names.of(&r.user_id), "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_name": r.client_name, "status": r.shown_status(now), "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
+                    .map(|r| json!({"id": r.id, "user_id": r.user_id, "user": names.of(&r.user_id), "provider": r.provider, "scopes": r.scopes.to_space_separated(), "kind": r.kind, "client": r.client_key, "client_known_as": known[&r.client_key].to_string(), "client_name": r.client_name, "status": r.shown_status(now), "failure": r.failure, "created_at": r.created_at, "expires_at": r.expires_at}))
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
@@ -334,6 +337,10 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
                             names.of(&r.user_id).to_owned(),
                             r.provider.clone(),
                             r.kind.to_string(),
+                            if r.client_key.is_empty() { "-".to_owned() } else { printable(&r.client_key) },
+                            r.client_name
+                                .as_deref()
+                                .map_or("-".to_owned(), |n| format!("\"{}\" (unchecked)", printable(n))),
                             r.shown_status(now).to_owned(),
                             iso_time(r.created_at),
                             iso_time(r.expires_at),
@@ -343,7 +350,21 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
                     .collect();
                 print!(
                     "{}",
-                    table(&["ID", "USER", "PROVIDER", "KIND", "STATUS", "CREATED", "EXPIRES", "FAILURE"], &rows)
+                    table(
+                        &[
+                            "ID",
+                            "USER",
+                            "PROVIDER",
+                            "KIND",
+                            "CLIENT",
+                            "CALLS ITSELF",
+                            "STATUS",
+                            "CREATED",
+                            "EXPIRES",
+                            "FAILURE"
+                        ],
+                        &rows
+                    )
                 );
             }
             Ok(())

@@ -6,10 +6,12 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use secrecy::{ExposeSecret, SecretString};
 
+use crate::identity::accounts::Disabled;
 use crate::identity::password;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::audit::{Actor, AuditEvent};
+use crate::store::users::{AdminChange, AdminGuard, Guarded};
 
 #[derive(Subcommand, Debug)]
 pub enum UsersCommand {
@@ -143,10 +145,16 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
         }
         UsersCommand::SetAdmin { name, admin, force } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
-            if !admin && !force {
-                refuse_last_admin(state, &user, &name, "unmake").await?;
+            if admin {
+                state.store.set_admin(&user.id, true).await?;
+            } else {
+                let guard = if force { AdminGuard::Force } else { AdminGuard::KeepOne };
+                match state.store.disable_or_demote(&user.id, AdminChange::Demote, guard).await? {
+                    Guarded::Done => {}
+                    Guarded::LastAdmin => bail!(last_admin(&name, "unmake")),
+                    Guarded::NoSuchUser => bail!("no user named {name}"),
+                }
             }
-            state.store.set_admin(&user.id, admin).await?;
             let detail = format!("admin={admin}");
             let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id)).detail(Some(&detail));
             state.store.record(state.now(), event).await?;
@@ -158,14 +166,18 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             Ok(())
         }
         UsersCommand::Disable { name, force } => {
-            if !force {
-                let user =
-                    state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
-                refuse_last_admin(state, &user, &name, "disable").await?;
+            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let guard = if force { AdminGuard::Force } else { AdminGuard::KeepOne };
+            match crate::identity::accounts::disable(&state.identity, &user.id, guard, Actor::Cli).await? {
+                Disabled::Done(ended) => {
+                    println!("{name} is disabled: sign-in and tokens refused; {ended} browser session(s) ended");
+                    Ok(())
+                }
+                Disabled::LastAdmin => bail!(last_admin(&name, "disable")),
+                Disabled::NoSuchUser => bail!("no user named {name}"),
             }
-            set_disabled(state, &name, true).await
         }
-        UsersCommand::Enable { name } => set_disabled(state, &name, false).await,
+        UsersCommand::Enable { name } => enable(state, &name).await,
         UsersCommand::Passwd { name } => {
             let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let hash = password::hash_password(&read_password_stdin()?)?;
@@ -308,30 +320,17 @@ pub async fn issue_token_for_audience(
     )?)
 }
 
-/// Refuses to leave the broker with no enabled admin (nobody could open /admin): `NAME` is
-/// an enabled admin and no other is.
-async fn refuse_last_admin(
-    state: &AppState,
-    user: &crate::store::users::User,
-    name: &str,
-    verb: &str,
-) -> anyhow::Result<()> {
-    if user.is_admin() && !user.is_disabled() && !state.store.another_enabled_admin(&user.id).await? {
-        bail!(
-            "{name} is the last enabled admin: with nobody left, no one could open /admin, so nothing changed. \
-             Make another admin first (`oauth-broker admin users set-admin OTHER true`), or {verb} {name} anyway with --force."
-        );
-    }
-    Ok(())
+/// Why nothing changed when NAME is the last enabled admin (nobody could open /admin).
+fn last_admin(name: &str, verb: &str) -> String {
+    format!(
+        "{name} is the last enabled admin: with nobody left, no one could open /admin, so nothing changed. \
+         Make another admin first (`oauth-broker admin users set-admin OTHER true`), or {verb} {name} anyway with --force."
+    )
 }
 
-async fn set_disabled(state: &AppState, name: &str, disable: bool) -> anyhow::Result<()> {
+async fn enable(state: &AppState, name: &str) -> anyhow::Result<()> {
     let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
-    let ended = crate::identity::accounts::set_disabled(&state.identity, &user.id, disable, Actor::Cli).await?;
-    if disable {
-        println!("{name} is disabled: sign-in and tokens refused; {ended} browser session(s) ended");
-    } else {
-        println!("{name} is enabled again");
-    }
+    crate::identity::accounts::set_disabled(&state.identity, &user.id, false, Actor::Cli).await?;
+    println!("{name} is enabled again");
     Ok(())
 }

@@ -39,6 +39,40 @@ pub async fn client_name(state: &Core, client: &ClientIdentity) -> ClientName {
     client.name()
 }
 
+/// [`client_name`] for each of `keys` (client keys; an empty one is a row from before the
+/// broker recorded which client asks), with one query for the registered names.
+pub async fn client_names<'a>(
+    state: &Core,
+    keys: impl Iterator<Item = &'a str>,
+) -> std::collections::HashMap<String, ClientName> {
+    let mut keys: Vec<&str> = keys.collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let local = state.config.identity.mode == crate::config::IdentityMode::Local;
+    let ids: Vec<&str> = keys.iter().filter_map(|k| k.strip_prefix("client:")).filter(|_| local).collect();
+    let registered: std::collections::HashMap<String, Option<String>> = match state.store.oauth_client_names(&ids).await
+    {
+        Ok(rows) => rows.into_iter().collect(),
+        Err(error) => {
+            tracing::warn!(%error, "could not look up clients' registered names");
+            Default::default()
+        }
+    };
+    keys.into_iter()
+        .map(|key| {
+            let client = ClientIdentity::from_key(key);
+            let name = match (&client, key) {
+                (_, "") => ClientName::new("Unknown client", "asked before the broker recorded which client asks"),
+                (ClientIdentity::OAuthClient(id), _) if registered.contains_key(id) => {
+                    registered_client_name(registered[id].as_deref(), id)
+                }
+                _ => client.name(),
+            };
+            (key.to_owned(), name)
+        })
+        .collect()
+}
+
 /// An OAuth client by the name it registered (or its metadata document gave) and its id.
 /// Anyone can register any name, so the kind says who chose it.
 pub fn registered_client_name(registered: Option<&str>, client_id: &str) -> ClientName {

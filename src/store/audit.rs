@@ -7,7 +7,8 @@
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
-use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -315,16 +316,26 @@ fn is_invisible(c: char) -> bool {
     matches!(c, '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
 }
 
-/// What the admin audit list searches: action, actor, outcome, provider, detail and the user's
-/// name (see `paging`).
-const SEARCH_AUDIT: &str = "(LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, '')) LIKE {q} ESCAPE '\\' OR {USER_MATCHES})";
+/// What the admin audit list searches: action, actor, outcome, provider, detail, and the
+/// user's name (see `search`).
+const AUDIT_TEXT: TextIndex = TextIndex {
+    table: "audit_log",
+    text: "LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, ''))",
+    fts: "audit_log_search",
+    column: "text",
+};
 
 impl Store {
     /// One page of audit entries matching `search`, newest first (issue 10).
     pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
-        let filter = SEARCH_AUDIT.replace("{USER_MATCHES}", USER_MATCHES);
-        let sql =
-            ListSql { columns: AUDIT_COLUMNS, from: "audit_log", filter: &filter, order: "id DESC", after: "id < {k}" };
+        let sql = ListSql {
+            columns: AUDIT_COLUMNS,
+            from: "audit_log",
+            filter: "",
+            indexed: Some(Indexed { own: AUDIT_TEXT, via: &[Via::User], extra: Vec::new() }),
+            order: "id DESC",
+            after: "id < {k}",
+        };
         self.paged(sql, search, None, window, |e: &AuditEntry| Cursor::new(e.id, "")).await
     }
 

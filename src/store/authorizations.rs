@@ -6,7 +6,8 @@
 //! hash, bound to this row and to the browser session that approved, and consumed with a
 //! compare-and-swap so it works once.
 
-use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -444,9 +445,30 @@ impl Store {
     }
 }
 
-/// What the admin authorizations list searches besides the user's name; `$2` is now, so an
-/// open attempt past its expiry is found as `expired`, as the list shows it (see `paging`).
-const SEARCH_AUTHORIZATIONS: &str = "(LOWER(provider || ' ' || CASE WHEN status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now} THEN 'expired' ELSE status END || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id) LIKE {q} ESCAPE '\\' OR {USER_MATCHES})";
+/// What the admin authorizations list searches besides the shown status and the user's name
+/// (see `search`).
+const AUTHORIZATION_TEXT: TextIndex = TextIndex {
+    table: "authorizations",
+    text: "LOWER(provider || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id)",
+    fts: "authorizations_search",
+    column: "text",
+};
+
+/// The rows whose status, as the list shows it at `{now}` ([`AuthorizationRow::shown_status`]),
+/// contains `term`: an open attempt past its expiry reads `expired`. Fixed SQL, each served by
+/// the `authorizations_status` index.
+fn shown_status_matches(term: &str) -> Vec<&'static str> {
+    const SHOWN: [(&str, &str); 7] = [
+        ("pending", "(status = 'pending' AND expires_at > {now})"),
+        ("redirected", "(status = 'redirected' AND expires_at > {now})"),
+        ("exchanging", "(status = 'exchanging' AND expires_at > {now})"),
+        ("completed", "status = 'completed'"),
+        ("declined", "status = 'declined'"),
+        ("failed", "status = 'failed'"),
+        ("expired", "(status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now})"),
+    ];
+    SHOWN.iter().filter(|(word, _)| word.contains(term)).map(|(_, sql)| *sql).collect()
+}
 
 impl Store {
     /// One page of authorizations matching `search` at `now`, newest first (issue 10).
@@ -456,11 +478,12 @@ impl Store {
         now: Timestamp,
         window: Window,
     ) -> StoreResult<Paged<AuthorizationRow>> {
-        let filter = SEARCH_AUTHORIZATIONS.replace("{USER_MATCHES}", USER_MATCHES);
+        let extra = shown_status_matches(search.term().unwrap_or_default());
         let sql = ListSql {
             columns: AUTHZ_COLUMNS,
             from: "authorizations",
-            filter: &filter,
+            filter: "",
+            indexed: Some(Indexed { own: AUTHORIZATION_TEXT, via: &[Via::User], extra }),
             order: "created_at DESC, id DESC",
             after: "(created_at, id) < ({k}, {i})",
         };

@@ -4,7 +4,8 @@
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
-use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -315,18 +316,23 @@ impl Store {
     }
 }
 
-/// What the admin consents list searches: the client, scopes, the connection (its provider and
-/// account) and the user's name (see `paging`).
-const SEARCH_CONSENTS: &str = "(LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id) LIKE {q} ESCAPE '\\' OR grant_id IN (SELECT id FROM grants WHERE LOWER(provider || ' ' || COALESCE(account_label, '')) LIKE {q} ESCAPE '\\') OR {USER_MATCHES})";
+/// What the admin consents list searches: the client, scopes, the connection (its provider,
+/// account, status, scopes) and the user's name (see `search`).
+const CONSENT_TEXT: TextIndex = TextIndex {
+    table: "client_consents",
+    text: "LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id)",
+    fts: "client_consents_search",
+    column: "text",
+};
 
 impl Store {
     /// One page of consents matching `search`, most recently changed first (issue 10).
     pub async fn page_consents(&self, search: &Search, window: Window) -> StoreResult<Paged<ConsentRow>> {
-        let filter = SEARCH_CONSENTS.replace("{USER_MATCHES}", USER_MATCHES);
         let sql = ListSql {
             columns: CONSENT_COLUMNS,
             from: "client_consents",
-            filter: &filter,
+            filter: "",
+            indexed: Some(Indexed { own: CONSENT_TEXT, via: &[Via::Grant, Via::User], extra: Vec::new() }),
             order: "updated_at DESC, grant_id DESC, client_key DESC",
             after: "(updated_at, grant_id, client_key) < ({k}, {i}, {j})",
         };

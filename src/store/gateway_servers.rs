@@ -204,6 +204,7 @@ impl Store {
             from: "gateway_servers",
             filter: "LOWER(name || ' ' || url || ' ' || prefix || ' ' || auth_kind || ' ' || COALESCE(provider, '')) \
                      LIKE {q} ESCAPE '\\'",
+            indexed: None,
             order: "name",
             after: "name > {i}",
         };

@@ -11,7 +11,8 @@
 //! matched no row, moves nothing.
 
 use super::cache_effect::{NamesUser, ReturnedUser};
-use super::paging::{Cursor, ListSql, Paged, Search, USER_MATCHES, Window};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::search::{GRANT_TEXT, Indexed, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -567,17 +568,15 @@ impl Store {
     }
 }
 
-/// What the admin grants list searches besides the user's name (see `paging`).
-const SEARCH_GRANTS: &str = "(LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id) LIKE {q} ESCAPE '\\' OR {USER_MATCHES})";
-
 impl Store {
     /// One page of grants matching `search`, newest first (issue 10).
     pub async fn page_grants(&self, search: &Search, window: Window) -> StoreResult<Paged<GrantRow>> {
-        let filter = SEARCH_GRANTS.replace("{USER_MATCHES}", USER_MATCHES);
+        // Provider, account, status, scopes, id, and the user's name (see `search`).
         let sql = ListSql {
             columns: GRANT_COLUMNS,
             from: "grants",
-            filter: &filter,
+            filter: "",
+            indexed: Some(Indexed { own: GRANT_TEXT, via: &[Via::User], extra: Vec::new() }),
             order: "created_at DESC, id DESC",
             after: "(created_at, id) < ({k}, {i})",
         };

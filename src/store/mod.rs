@@ -39,6 +39,7 @@ pub mod refresh_failure;
 pub mod request_budget;
 pub mod request_state_uses;
 pub mod sealed;
+pub mod search;
 pub mod services;
 pub mod sessions;
 pub mod signals;

@@ -123,6 +123,24 @@ impl Store {
         .transpose()
     }
 
+    /// The registered names of those of `ids` that are registered, in one query (a page names
+    /// its rows' clients).
+    pub async fn oauth_client_names(&self, ids: &[&str]) -> StoreResult<Vec<(String, Option<String>)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT client_id, client_name FROM oauth_clients WHERE client_id IN ({})",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as::<_, (String, Option<String>)>(&sql);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        Ok(query.fetch_all_in(self.read()).await?)
+    }
+
     /// Every registered client (admin listing), newest first.
     pub async fn list_oauth_clients(&self, limit: i64) -> StoreResult<Vec<OAuthClientRow>> {
         sqlx::query_as::<_, RawOAuthClientRow>(&format!(
@@ -147,6 +165,7 @@ impl Store {
             columns: CLIENT_COLUMNS,
             from: "oauth_clients",
             filter: SEARCH_CLIENTS,
+            indexed: None,
             order: "created_at DESC, client_id DESC",
             after: "(created_at, client_id) < ({k}, {i})",
         };

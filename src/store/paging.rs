@@ -17,20 +17,23 @@
 //! match themselves) compared with `LOWER(<the row's searchable text>)`. Letters A–Z match in
 //! either case on both databases; other letters are lowered by PostgreSQL but not by SQLite's
 //! built-in `LOWER`, so there an uppercase `Ż` in the data matches only `Ż` typed.
-//! Each list's searchable text is built in its own store module (`search_*` constants) from the
-//! columns its page shows, and rows also match by their user's name ([`USER_MATCHES`]). A
-//! search still reads rows until it has a page of matches, so a rare term costs a scan.
+//! The big lists (users, grants, authorizations, consents, audit) describe their search as an
+//! [`Indexed`] one, which `store::search` answers through text indexes; the small ones
+//! (services, clients, servers) keep a `filter` read row by row.
 //!
-//! SQL here names its parameters `{q}` (the pattern), `{now}`, `{k}`/`{i}`/`{j}` (the cursor)
-//! and `{limit}`; [`numbered`] turns them into `$n` in the order they appear.
+//! SQL here names its parameters `{q}` (the pattern), `{m}` (the FTS5 phrase), `{now}`,
+//! `{k}`/`{i}`/`{j}` (the cursor), `{limit}`, `{probe}`, `{cap}` and `{u0}`…/`{g0}`… (ids);
+//! [`numbered`] turns them into `$n` in the order they appear.
 
 use sqlx::any::AnyRow;
 
+use super::search::{Indexed, MAX_VIA_IDS, MIN_INDEXED_CHARS, PROBE_ROWS, Via, fts_phrase};
 use super::{Backend, FetchIn, Store, StoreResult};
 
-/// A search, as the `LIKE` pattern a list binds as `{q}`; none for an empty search.
+/// A search: the term (trimmed, lowercased) and the `LIKE` pattern a list binds as `{q}`;
+/// none for an empty search.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Search(Option<String>);
+pub struct Search(Option<(String, String)>);
 
 impl Search {
     /// Rows whose searchable text contains `q` (trimmed; empty matches every row).
@@ -39,20 +42,26 @@ impl Search {
         if q.is_empty() {
             return Search(None);
         }
+        let term = q.to_lowercase();
         let mut pattern = String::from("%");
-        for c in q.to_lowercase().chars() {
+        for c in term.chars() {
             if matches!(c, '\\' | '%' | '_') {
                 pattern.push('\\');
             }
             pattern.push(c);
         }
         pattern.push('%');
-        Search(Some(pattern))
+        Search(Some((term, pattern)))
     }
 
     /// The `LIKE` pattern, or `None` when every row matches.
     pub fn pattern(&self) -> Option<&str> {
-        self.0.as_deref()
+        self.0.as_ref().map(|(_, pattern)| pattern.as_str())
+    }
+
+    /// The term itself (lowercased), or `None` when every row matches.
+    pub fn term(&self) -> Option<&str> {
+        self.0.as_ref().map(|(term, _)| term.as_str())
     }
 }
 
@@ -125,23 +134,81 @@ impl<T> Paged<T> {
     }
 }
 
-/// Rows whose `user_id` names a user whose username, display name or subject matches `{q}`.
-pub const USER_MATCHES: &str = "user_id IN (SELECT id FROM users WHERE LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject) LIKE {q} ESCAPE '\\')";
-
-/// The parts of one list's statement. `filter` (used only for a search) may use `{q}` and
-/// `{now}`; `after` (used only past the first page) is the keyset condition on `{k}`, `{i}`,
-/// `{j}`, in the same order and direction as `order`, which an index of the table serves.
+/// The parts of one list's statement. `filter` (used only for a search, when the list has no
+/// [`Indexed`] search) may use `{q}` and `{now}`; `after` (used only past the first page) is
+/// the keyset condition on `{k}`, `{i}`, `{j}`, in the same order and direction as `order`,
+/// which an index of the table serves.
 pub(crate) struct ListSql<'a> {
     pub columns: &'a str,
     pub from: &'a str,
     pub filter: &'a str,
+    pub indexed: Option<Indexed>,
     pub order: &'a str,
     pub after: &'a str,
 }
 
+/// Which of `store::search`'s steps a statement is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Reads the list in order, filtered, until a page (no search, or step 3).
+    Scan,
+    /// Reads the first [`PROBE_ROWS`] rows in order and filters them (step 1).
+    Probe,
+    /// Finds the matches through the text indexes, then sorts them (step 2).
+    Index,
+}
+
+/// The values a list statement may name.
+struct Binds<'a> {
+    search: &'a Search,
+    phrase: String,
+    now: i64,
+    cursor: Cursor,
+    limit: i64,
+    via: Vec<(Via, Vec<String>)>,
+}
+
+impl Binds<'_> {
+    fn bind<'q, O>(
+        &self,
+        mut query: sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>,
+        names: &[String],
+    ) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>> {
+        for name in names {
+            let value = match name.as_str() {
+                "q" => Bound::Text(self.search.pattern().unwrap_or_default().to_owned()),
+                "m" => Bound::Text(self.phrase.clone()),
+                "now" => Bound::Int(self.now),
+                "k" => Bound::Int(self.cursor.key),
+                "i" => Bound::Text(self.cursor.id.clone()),
+                "j" => Bound::Text(self.cursor.id2.clone()),
+                "limit" => Bound::Int(self.limit.saturating_add(1)),
+                "probe" => Bound::Int(PROBE_ROWS),
+                "cap" => Bound::Int(MAX_VIA_IDS + 1),
+                other => {
+                    let id = other.split_at_checked(1).and_then(|(prefix, n)| {
+                        let n: usize = n.parse().ok()?;
+                        let (_, ids) = self.via.iter().find(|(via, _)| prefix.starts_with(via.prefix()))?;
+                        ids.get(n).cloned()
+                    });
+                    match id {
+                        Some(id) => Bound::Text(id),
+                        None => unreachable!("list SQL names an unknown parameter {other}"),
+                    }
+                }
+            };
+            query = match value {
+                Bound::Text(text) => query.bind(text),
+                Bound::Int(n) => query.bind(n),
+            };
+        }
+        query
+    }
+}
+
 /// A value bound to a named parameter.
-enum Bound<'a> {
-    Text(&'a str),
+enum Bound {
+    Text(String),
     Int(i64),
 }
 
@@ -156,7 +223,10 @@ pub(crate) fn numbered(sql: &str) -> (String, Vec<String>) {
         let close = after_open.find('}');
         let name = close.map(|c| &after_open[..c]);
         match name {
-            Some(name) if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') => {
+            Some(name)
+                if !name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
+            {
                 out.push_str(&rest[..open]);
                 let n = match names.iter().position(|known| known == name) {
                     Some(i) => i + 1,
@@ -176,6 +246,22 @@ pub(crate) fn numbered(sql: &str) -> (String, Vec<String>) {
     }
     out.push_str(rest);
     (out, names)
+}
+
+/// ` WHERE a AND b`, or nothing.
+fn where_all(conditions: &[&str]) -> String {
+    if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) }
+}
+
+/// The first `shown` rows, and the cursor of the last when more were read.
+fn page_of<R>(mut rows: Vec<R>, shown: usize, key: impl Fn(&R) -> Cursor) -> Paged<R> {
+    let next = if rows.len() > shown {
+        rows.truncate(shown);
+        rows.last().map(key)
+    } else {
+        None
+    };
+    Paged { rows, next }
 }
 
 /// Dashboard counts are exact up to this many; past it they are estimates or lower bounds.
@@ -224,7 +310,8 @@ fn grouped(n: i64) -> String {
 
 impl Store {
     /// One page of `SELECT columns FROM from [WHERE filter AND after] ORDER BY order`, and the
-    /// cursor of its last row (`key` gives a row's) when more rows follow.
+    /// cursor of its last row (`key` gives a row's) when more rows follow. A search of a list
+    /// with an [`Indexed`] search takes `store::search`'s steps.
     pub(crate) async fn paged<R>(
         &self,
         sql: ListSql<'_>,
@@ -236,42 +323,94 @@ impl Store {
     where
         R: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
     {
-        let ListSql { columns, from, filter, order, after } = sql;
-        let mut conditions = Vec::new();
-        if search.pattern().is_some() {
-            conditions.push(filter);
-        }
-        if window.after.is_some() {
-            conditions.push(after);
-        }
-        let filter = if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
-        let (text, names) = numbered(&format!("SELECT {columns} FROM {from}{filter} ORDER BY {order} LIMIT {{limit}}"));
-        let cursor = window.after.clone().unwrap_or_default();
-        let mut query = sqlx::query_as::<_, R>(&text);
-        for name in &names {
-            let value = match name.as_str() {
-                "q" => Bound::Text(search.pattern().unwrap_or_default()),
-                "now" => Bound::Int(now.unwrap_or_default()),
-                "k" => Bound::Int(cursor.key),
-                "i" => Bound::Text(&cursor.id),
-                "j" => Bound::Text(&cursor.id2),
-                "limit" => Bound::Int(window.limit.saturating_add(1)),
-                other => unreachable!("list SQL names an unknown parameter {other}"),
-            };
-            query = match value {
-                Bound::Text(text) => query.bind(text.to_owned()),
-                Bound::Int(n) => query.bind(n),
-            };
-        }
-        let mut rows = query.fetch_all_in(self.read()).await?;
-        let shown = usize::try_from(window.limit).unwrap_or(usize::MAX);
-        let next = if rows.len() > shown {
-            rows.truncate(shown);
-            rows.last().map(key)
-        } else {
-            None
+        let mut binds = Binds {
+            search,
+            phrase: fts_phrase(search.term().unwrap_or_default()),
+            now: now.unwrap_or_default(),
+            cursor: window.after.clone().unwrap_or_default(),
+            limit: window.limit,
+            via: Vec::new(),
         };
-        Ok(Paged { rows, next })
+        let shown = usize::try_from(window.limit).unwrap_or(usize::MAX);
+        let (Some(indexed), Some(term)) = (&sql.indexed, search.term()) else {
+            let filter = search.pattern().map(|_| sql.filter.to_owned());
+            let rows = self.list_rows::<R>(&sql, filter.as_deref(), &window, Step::Scan, &binds).await?;
+            return Ok(page_of(rows, shown, key));
+        };
+        let scanned = indexed.scanned(sql.from);
+        // Step 1: a common term fills the page from the first rows in order.
+        let rows = self.list_rows::<R>(&sql, Some(&scanned), &window, Step::Probe, &binds).await?;
+        if rows.len() > shown {
+            return Ok(page_of(rows, shown, key));
+        }
+        // Step 2: a rarer term, through the indexes, unless too short for trigrams or its
+        // users (connections) are too many to name.
+        if term.chars().count() >= MIN_INDEXED_CHARS {
+            let mut common = false;
+            for via in indexed.via {
+                let (text, names) = numbered(&via.index().ids(self.backend()));
+                let ids: Vec<(String,)> = binds.bind(sqlx::query_as(&text), &names).fetch_all_in(self.read()).await?;
+                common |= i64::try_from(ids.len()).unwrap_or(i64::MAX) > MAX_VIA_IDS;
+                binds.via.push((*via, ids.into_iter().map(|(id,)| id).collect()));
+            }
+            if !common {
+                let found: Vec<(Via, usize)> = binds.via.iter().map(|(via, ids)| (*via, ids.len())).collect();
+                let filter = indexed.indexed(self.backend(), &found);
+                let rows = self.list_rows::<R>(&sql, Some(&filter), &window, Step::Index, &binds).await?;
+                return Ok(page_of(rows, shown, key));
+            }
+        }
+        // Step 3: read on in order.
+        let rows = self.list_rows::<R>(&sql, Some(&scanned), &window, Step::Scan, &binds).await?;
+        Ok(page_of(rows, shown, key))
+    }
+
+    /// Up to `limit + 1` rows of one step's statement.
+    async fn list_rows<R>(
+        &self,
+        sql: &ListSql<'_>,
+        filter: Option<&str>,
+        window: &Window,
+        step: Step,
+        binds: &Binds<'_>,
+    ) -> StoreResult<Vec<R>>
+    where
+        R: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
+    {
+        let ListSql { columns, from, order, after, .. } = *sql;
+        let after = window.after.as_ref().map(|_| after);
+        let text = match step {
+            Step::Scan => {
+                let conditions: Vec<&str> = filter.into_iter().chain(after).collect();
+                format!("SELECT {columns} FROM {from}{} ORDER BY {order} LIMIT {{limit}}", where_all(&conditions))
+            }
+            Step::Probe => format!(
+                "SELECT {columns} FROM (SELECT * FROM {from}{} ORDER BY {order} LIMIT {{probe}}) {from}{} \
+                 ORDER BY {order} LIMIT {{limit}}",
+                where_all(&after.into_iter().collect::<Vec<_>>()),
+                where_all(&filter.into_iter().collect::<Vec<_>>()),
+            ),
+            Step::Index => {
+                let conditions: Vec<&str> = filter.into_iter().chain(after).collect();
+                match self.backend() {
+                    // `OFFSET 0` keeps the planner from walking the list's order index to
+                    // stop early (right for a common term, which the probe already took):
+                    // it combines the indexes' matches (BitmapOr), then sorts them.
+                    Backend::Postgres => format!(
+                        "SELECT {columns} FROM (SELECT * FROM {from}{} OFFSET 0) {from} ORDER BY {order} LIMIT {{limit}}",
+                        where_all(&conditions)
+                    ),
+                    // SQLite takes the rowids FTS5 names and the ids' index entries
+                    // (MULTI-INDEX OR), then sorts them.
+                    Backend::Sqlite => format!(
+                        "SELECT {columns} FROM {from}{} ORDER BY {order} LIMIT {{limit}}",
+                        where_all(&conditions)
+                    ),
+                }
+            }
+        };
+        let (text, names) = numbered(&text);
+        Ok(binds.bind(sqlx::query_as::<_, R>(&text), &names).fetch_all_in(self.read()).await?)
     }
 
     /// `SELECT COUNT(*) FROM table [WHERE filter]`, reading at most [`COUNT_CAP`] + 1 rows;

@@ -276,6 +276,7 @@ impl Store {
             columns: SERVICE_COLUMNS,
             from: "services",
             filter: SEARCH_SERVICES,
+            indexed: None,
             order: "name",
             after: "name > {i}",
         };

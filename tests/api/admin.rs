@@ -301,6 +301,49 @@ async fn a_disabled_user_cannot_sign_in_or_use_a_token_until_enabled(app: &TestA
 }
 on_both_backends!(admin_disables_a_user, a_disabled_user_cannot_sign_in_or_use_a_token_until_enabled);
 
+// Issue 29: two admins disabling each other at the same instant. The check that another
+// enabled admin is left and the change are one statement (with the admins' rows locked on
+// PostgreSQL), so in every round exactly one of them is disabled and one admin remains.
+async fn two_admins_disabling_each_other_at_once_leave_exactly_one_enabled(app: &TestApp) {
+    let alice = app.user_id(ALICE).await;
+    let bob = app.user_id(BOB).await;
+    assert!(app.state.store.set_admin(&alice, true).await.unwrap());
+    for round in 0..8 {
+        let bobs = admin_browser(app).await;
+        let alices = app.browser();
+        assert_eq!(app.sign_in(&alices, ALICE, "/admin").await.status(), 303);
+        let (_, bob_csrf) = page(app, &bobs, "/admin/users").await;
+        let (_, alice_csrf) = page(app, &alices, "/admin/users").await;
+        let disable = |browser: reqwest::Client, csrf: String, target: String| {
+            let url = app.url("/admin/users/disable");
+            async move {
+                let form = [("csrf_token", csrf.as_str()), ("user_id", target.as_str()), ("disabled", "true")];
+                let response = browser.post(url).form(&form).send().await.unwrap();
+                let to = response.headers().get("location").map(|l| l.to_str().unwrap().to_owned());
+                format!("{} {}", response.status().as_u16(), to.unwrap_or_default())
+            }
+        };
+        let (by_bob, by_alice) = tokio::join!(
+            disable(bobs.clone(), bob_csrf, alice.clone()),
+            disable(alices.clone(), alice_csrf, bob.clone())
+        );
+        let alice_row = app.state.store.user_by_id(&alice).await.unwrap().unwrap();
+        let bob_row = app.state.store.user_by_id(&bob).await.unwrap().unwrap();
+        assert!(
+            alice_row.is_disabled() != bob_row.is_disabled(),
+            "round {round}: exactly one is disabled (bob's request {by_bob}, alice's {by_alice})"
+        );
+        // The loser is refused as the last admin (409), or, when the winner's change ended
+        // its session first, sent to sign in.
+        let done = [&by_bob, &by_alice].iter().filter(|s| s.ends_with("notice=disabled")).count();
+        assert_eq!(done, 1, "round {round}: bob's request {by_bob}, alice's {by_alice}");
+        app.state.store.set_disabled(&alice, None).await.unwrap();
+        app.state.store.set_disabled(&bob, None).await.unwrap();
+    }
+}
+
+on_both_backends!(admins_disabling_each_other, two_admins_disabling_each_other_at_once_leave_exactly_one_enabled);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_page_positions_over_long_searches_and_unknown_ids_get_a_clear_message_and_change_nothing() {
     let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await.unwrap();

@@ -149,3 +149,115 @@ async fn searches_find_rows_by_their_users_name_and_their_shown_status(app: &Tes
     client.close().await;
 }
 on_both_backends!(admin_searches_by_user_and_status, searches_find_rows_by_their_users_name_and_their_shown_status);
+
+// Issue 29: at a million rows a rare term is found through a text index (pg_trgm on
+// PostgreSQL, FTS5 trigram on SQLite), a common one from the first rows in order, and a short
+// one by reading on. Whatever the term holds — LIKE wildcards, quotes, FTS5 syntax, SQL — each
+// way finds exactly the rows holding it, as text. The odd rows are the oldest, behind more
+// rows than the first step reads, so the index (or the scan) must find them.
+async fn any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_indexes(app: &TestApp) {
+    let store = &app.state.store;
+    let odd = [
+        "100%_off",
+        "100x_off",
+        "say \"hi\" or not",
+        "star* near(this) col : val",
+        "back\\slash",
+        "o'brien'); drop table audit_log; --",
+        "żółw swims",
+        "zq",
+        "^start -minus +plus",
+    ];
+    for (i, detail) in odd.iter().enumerate() {
+        sqlx::query(&format!(
+            "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) \
+             VALUES ({i}, 'odd-user', 'test.odd', NULL, $1, 'broker', 'success')"
+        ))
+        .bind(*detail)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    let issuer = app.state.config.issuer();
+    store.create_local_user(&issuer, "Quentin Quux", "x", app.now()).await.unwrap();
+    let quentin = store.user_by_username("Quentin Quux").await.unwrap().unwrap();
+    sqlx::query("INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) VALUES (20, $1, 'test.byuser', NULL, 'nothing here', 'broker', 'success')")
+        .bind(&quentin.id)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let bulk = oauth_broker::store::search::PROBE_ROWS + 500;
+    sqlx::query(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {bulk}) \
+         INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) \
+         SELECT 100 + i, NULL, 'test.bulk', NULL, 'row-' || i, 'broker', 'success' FROM n"
+    ))
+    .execute(store.pool())
+    .await
+    .unwrap();
+
+    let details = |q: &str| {
+        let search = Search::new(q);
+        async move {
+            let page = store.page_audit(&search, Window::first(20)).await.unwrap();
+            let mut found: Vec<String> = page.rows.into_iter().filter_map(|e| e.detail).collect();
+            found.sort();
+            found
+        }
+    };
+    for term in [
+        "%",
+        "_",
+        "0%_",
+        "x_o",
+        "\"hi\"",
+        "\" or \"",
+        "star*",
+        "near(this)",
+        "col : val",
+        "col:",
+        "\\",
+        "back\\s",
+        "'); drop table",
+        "--",
+        "ŻÓŁW",
+        "zq",
+        "^start",
+        "-minus",
+        "+plus",
+        "*",
+        "\"",
+    ] {
+        let needle = term.to_lowercase();
+        let mut expected: Vec<String> =
+            odd.iter().filter(|d| d.to_lowercase().contains(&needle)).map(|d| (*d).to_owned()).collect();
+        expected.sort();
+        assert_eq!(details(term).await, expected, "{term:?}");
+    }
+    // A row found by its user's name, through the users' index.
+    assert_eq!(details("quentin q").await, vec!["nothing here"]);
+    // A common term fills a page from the newest rows; the next page goes on from there.
+    let page = store.page_audit(&Search::new("row-"), Window::first(20)).await.unwrap();
+    assert_eq!(page.rows.first().and_then(|e| e.detail.as_deref()), Some(format!("row-{bulk}").as_str()));
+    let next = store.page_audit(&Search::new("row-"), Window::after(20, page.next.unwrap())).await.unwrap();
+    assert_eq!(next.rows.first().and_then(|e| e.detail.as_deref()), Some(format!("row-{}", bulk - 20).as_str()));
+    // A term only older rows hold (row-4, row-40…, row-400…: behind the first step's rows)
+    // pages by keyset through the index.
+    let rare = store.page_audit(&Search::new("row-4"), Window::first(5)).await.unwrap();
+    let shown: Vec<_> = rare.rows.iter().filter_map(|e| e.detail.clone()).collect();
+    assert_eq!(shown, ["row-499", "row-498", "row-497", "row-496", "row-495"]);
+    let after = store.page_audit(&Search::new("row-4"), Window::after(5, rare.next.unwrap())).await.unwrap();
+    assert_eq!(after.rows.first().and_then(|e| e.detail.as_deref()), Some("row-494"));
+    assert!(after.rows.iter().all(|e| !shown.contains(e.detail.as_ref().unwrap())));
+    assert!(after.rows.iter().all(|e| e.id < rare.rows.last().unwrap().id), "older than the cursor");
+    // The page refuses a NUL outright (it ended SQLite's pattern early, matching every row).
+    let admin = admin_browser(app).await;
+    let refused = admin.get(app.url("/admin/audit?q=odd%00")).send().await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let html = found(app, &admin, "/admin/audit?q=%22hi%22").await;
+    assert!(html.contains("1 shown"), "{html}");
+}
+on_both_backends!(
+    admin_search_terms_are_text,
+    any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_indexes
+);

@@ -951,3 +951,72 @@ fn version_names_the_release() {
     assert!(output.status.success());
     assert_eq!(String::from_utf8(output.stdout).unwrap().trim(), format!("oauth-broker {}", env!("CARGO_PKG_VERSION")));
 }
+
+// Issue 29: clients are named by what the broker knows — the registered client and its id,
+// the token's label — and the name a client reports for itself is shown apart, marked. Two
+// different clients both calling themselves "Claude Desktop" read as two clients, on the
+// admin page and in `authorizations list`.
+async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they_call_themselves(app: &TestApp) {
+    use oauth_broker::domain::Scopes;
+    use oauth_broker::store::authorizations::{AuthorizationKind, NewAuthorization};
+    use oauth_broker::store::oauth_clients::OAuthClientRow;
+    let store = &app.state.store;
+    let alice = app.user_id(crate::helpers::ALICE).await;
+    for id in ["app-one", "app-two"] {
+        let row = OAuthClientRow {
+            client_id: id.into(),
+            client_secret_hash: None,
+            token_endpoint_auth_method: oauth_broker::domain::AuthMethod::None,
+            client_name: Some(format!("Registered {id}")),
+            redirect_uris: vec!["http://127.0.0.1/cb".into()],
+            refresh_allowed: false,
+            scope: None,
+            created_at: app.now(),
+        };
+        store.insert_oauth_client(&row).await.unwrap();
+    }
+    let scopes = Scopes::parse(["profile"]).unwrap();
+    for (id, key) in [("az-one", "client:app-one"), ("az-two", "client:app-two"), ("az-token", "token:nightly-job")] {
+        let new = NewAuthorization {
+            id,
+            user_id: &alice,
+            provider: "demo",
+            scopes: &scopes,
+            client_name: Some("Claude Desktop"),
+            mcp_session: None,
+            client_key: key,
+            kind: AuthorizationKind::Connect,
+            grant_id: None,
+            expires_at: app.now() + 600,
+        };
+        store.create_authorization(&new, app.now()).await.unwrap();
+    }
+
+    let admin = crate::admin::admin_browser(app).await;
+    let html = admin.get(app.url("/admin/authorizations")).send().await.unwrap().text().await.unwrap();
+    for known in [
+        "Registered app-one (name chosen by the app itself; client id app-one)",
+        "Registered app-two (name chosen by the app itself; client id app-two)",
+        "nightly-job (a program an operator issued you a token for)",
+    ] {
+        assert!(html.contains(known), "{known}: {html}");
+    }
+    assert_eq!(html.matches("\u{201c}Claude Desktop\u{201d} (its own word, unchecked)").count(), 3, "{html}");
+
+    let listed = admin_ok(app, &["authorizations", "list"]).await;
+    assert!(listed.lines().next().unwrap().contains("CLIENT") && listed.contains("CALLS ITSELF"), "{listed}");
+    for key in ["client:app-one", "client:app-two", "token:nightly-job"] {
+        let line = listed.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key}: {listed}"));
+        assert!(line.contains("\"Claude Desktop\" (unchecked)"), "{line}");
+    }
+    let json: Vec<serde_json::Value> =
+        serde_json::from_str(&admin_ok(app, &["authorizations", "list", "--json"]).await).unwrap();
+    let one = json.iter().find(|r| r["id"] == "az-one").unwrap();
+    assert_eq!(one["client"], "client:app-one");
+    assert_eq!(one["client_known_as"], "Registered app-one (name chosen by the app itself; client id app-one)");
+    assert_eq!(one["client_name"], "Claude Desktop");
+}
+on_both_backends!(
+    cli_and_pages_name_clients,
+    authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they_call_themselves
+);

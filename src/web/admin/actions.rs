@@ -13,6 +13,7 @@ use super::Admin;
 use crate::broker::tokens::{self, Revocation};
 use crate::state::AppState;
 use crate::store::audit::{AuditEvent, Outcome};
+use crate::store::users::AdminGuard;
 use crate::web::error::PageError;
 use crate::web::pages;
 
@@ -231,15 +232,25 @@ pub async fn disable_user(
             "Ask another admin, or use the CLI.",
         ));
     }
-    if disable && user.is_admin() && !user.is_disabled() && !state.store.another_enabled_admin(&user.id).await? {
-        return Err(PageError::page(
-            StatusCode::CONFLICT,
-            "The last admin",
-            "This is the last enabled admin; with nobody left no one could open these pages, so nothing changed.",
-            "Make another admin first (`oauth-broker admin users set-admin NAME true`).",
-        ));
+    if disable {
+        // The check and the change are one statement: two admins disabling each other at the
+        // same instant cannot both succeed.
+        use crate::identity::accounts::{self, Disabled};
+        match accounts::disable(&state.identity, &user.id, AdminGuard::KeepOne, admin.actor()).await? {
+            Disabled::Done(_) => {}
+            Disabled::NoSuchUser => return Err(not_found("user", "Users")),
+            Disabled::LastAdmin => {
+                return Err(PageError::page(
+                    StatusCode::CONFLICT,
+                    "The last admin",
+                    "This is the last enabled admin; with nobody left no one could open these pages, so nothing changed.",
+                    "Make another admin first (`oauth-broker admin users set-admin NAME true`).",
+                ));
+            }
+        }
+    } else {
+        crate::identity::accounts::set_disabled(&state.identity, &user.id, false, admin.actor()).await?;
     }
-    crate::identity::accounts::set_disabled(&state.identity, &user.id, disable, admin.actor()).await?;
     Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
 }
 

@@ -191,18 +191,23 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
     let now = state.now();
     let found = state.store.page_authorizations(&query.search(), now, query.window()).await?;
     let names = user_labels(&state, found.rows.iter().map(|a| a.user_id.as_str())).await?;
+    // Named by what the broker knows (registered name and client id, token label, service),
+    // never by the name a client reports for itself, which any program can claim.
+    let clients = crate::broker::consent::client_names(&state, found.rows.iter().map(|a| a.client_key.as_str())).await;
     let cards = found
         .rows
         .iter()
         .map(|a| {
             let status = shown_status(a, now);
+            let client = &clients[&a.client_key];
             let open = status == "pending" || status == "redirected";
             Card {
                 title: format!("{} · {}", safe_text(&a.provider), status),
                 fields: vec![
                     field("user", name_of(&names, &a.user_id)),
                     field("kind", a.kind.as_str()),
-                    field("client", safe_text(a.client_name.as_deref().unwrap_or(&a.client_key))),
+                    field("client", format!("{} ({})", client.name, client.kind)),
+                    field("calls itself", calls_itself(a.client_name.as_deref())),
                     field("scopes", a.scopes.to_space_separated()),
                     field("failure", a.failure.as_deref().map_or("none".into(), safe_text)),
                     field("created", iso_time(a.created_at)),
@@ -225,6 +230,14 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
     page(&admin, "Authorizations", "/admin/authorizations", intro, &query, cards, found.next)
 }
 
+/// The name a client reported for itself (MCP `clientInfo`), marked as such.
+pub fn calls_itself(reported: Option<&str>) -> String {
+    match reported.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(name) => format!("\u{201c}{}\u{201d} (its own word, unchecked)", safe_text(name)),
+        None => "nothing".into(),
+    }
+}
+
 /// The status, with an open attempt past its expiry shown as `expired`.
 pub fn shown_status(a: &crate::store::authorizations::AuthorizationRow, now: i64) -> &'static str {
     a.shown_status(now)
@@ -242,11 +255,10 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
             grants.insert(g.id, label);
         }
     }
+    let clients = crate::broker::consent::client_names(&state, found.rows.iter().map(|c| c.client_key.as_str())).await;
     let mut cards = Vec::new();
     for c in found.rows {
-        let client =
-            crate::broker::consent::client_name(&state, &crate::identity::ClientIdentity::from_key(&c.client_key))
-                .await;
+        let client = &clients[&c.client_key];
         cards.push(Card {
             title: format!("{} ({})", client.name, client.kind),
             fields: vec![
