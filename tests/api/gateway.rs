@@ -36,11 +36,16 @@ impl Upstream {
         if let Some(secret) = secret {
             command.env("UPSTREAM_SECRET", secret);
         }
+        Self::spawn(command).await
+    }
+
+    /// Runs `command`, a server that prints `listening on http://ADDR` first and serves `/mcp`.
+    pub async fn spawn(mut command: tokio::process::Command) -> Self {
         let mut child = command
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", command.as_std().get_program()));
         let stdout = child.stdout.take().unwrap();
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
