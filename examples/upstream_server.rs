@@ -225,6 +225,11 @@ async fn main() -> anyhow::Result<()> {
         .layer(axum::middleware::from_fn_with_state(check, authenticate));
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     println!("listening on http://{}", listener.local_addr()?);
+    // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms), as
+    // for the broker's own listener (`src/app.rs`).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router).await?;
     Ok(())
 }

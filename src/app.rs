@@ -36,6 +36,7 @@ pub struct AppBuilder {
     clock: SharedClock,
     extensions: Vec<Arc<dyn Extension>>,
     fixed_identity: Option<String>,
+    gateway_sharing: crate::mcp::gateway::pool::Sharing,
 }
 
 impl AppBuilder {
@@ -51,6 +52,13 @@ impl AppBuilder {
     /// from configuration: only code that builds the app can ask for it.
     pub fn fixed_identity_for_tests(mut self, username: &str) -> Self {
         self.fixed_identity = Some(username.to_owned());
+        self
+    }
+
+    /// For the one test that shows the gateway's cross-user test failing when every user's
+    /// calls to a server share one connection (issue 26). Never reachable from configuration.
+    pub fn shared_gateway_connections_for_tests(mut self) -> Self {
+        self.gateway_sharing = crate::mcp::gateway::pool::Sharing::EveryoneForTests;
         self
     }
 
@@ -89,7 +97,7 @@ impl AppBuilder {
         let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
         prompts.start_watching(state.shutdown.clone());
         let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
-        let gateway = crate::mcp::gateway::Gateway::start(state.clone()).await?;
+        let gateway = crate::mcp::gateway::Gateway::start(state.clone(), self.gateway_sharing).await?;
         let mcp = McpState {
             app: state.clone(),
             sessions: Arc::new(crate::mcp::session::SessionTable::new(state.clock.clone())),
@@ -136,7 +144,7 @@ async fn ensure_local_user(state: &AppState, name: &str) -> anyhow::Result<()> {
 
 impl App {
     pub fn builder(config: Config, clock: SharedClock) -> AppBuilder {
-        AppBuilder { config, clock, extensions: Vec::new(), fixed_identity: None }
+        AppBuilder { config, clock, extensions: Vec::new(), fixed_identity: None, gateway_sharing: Default::default() }
     }
 
     /// The broker with no extensions.

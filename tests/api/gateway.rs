@@ -36,11 +36,16 @@ impl Upstream {
         if let Some(secret) = secret {
             command.env("UPSTREAM_SECRET", secret);
         }
+        Self::spawn(command).await
+    }
+
+    /// Runs `command`, a server that prints `listening on http://ADDR` first and serves `/mcp`.
+    pub async fn spawn(mut command: tokio::process::Command) -> Self {
         let mut child = command
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", command.as_std().get_program()));
         let stdout = child.stdout.take().unwrap();
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
@@ -224,43 +229,89 @@ on_both_backends!(first_call_2026, a_2026_client_gets_the_link_by_round_trip_and
 /// Calls per user in the cross-user test.
 const CALLS_EACH: usize = 40;
 
+/// What the cross-user test's calls got: (expected account, the account the server saw, the
+/// hash of the credential it received), one per call.
+type Answers = Vec<(&'static str, String, String)>;
+
 async fn two_users_calling_the_same_server_at_once_each_get_only_their_own_identity(app: &TestApp) {
-    // Arrange: alice and bob each connected the same server with their own demo account.
     let upstream = Upstream::bearer(app).await;
-    add_provider_server(app, "notes", &upstream).await;
+    let answers = alice_and_bob_call_at_once(app, &upstream, 1).await;
+    each_got_only_their_own(&answers[0]);
+    upstream.stop().await;
+}
+
+/// Alice and bob each connect the same server (as `notes`) with their own demo account, then
+/// call it `rounds` times, each round many calls of both, interleaved, at once.
+async fn alice_and_bob_call_at_once(app: &TestApp, upstream: &Upstream, rounds: usize) -> Vec<Answers> {
+    add_provider_server(app, "notes", upstream).await;
     let alice = app.mcp_client(ALICE, ClientKind::Url).await;
     let bob = app.mcp_client(BOB, ClientKind::Url).await;
     connect_through_link(app, &alice, "notes_connect", ALICE, "alice-demo").await;
     assert_ne!(alice.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
     connect_through_link(app, &bob, "notes_whoami", BOB, "bob-demo").await;
 
-    // Act: many calls of both, interleaved, at once.
-    let calls = (0..CALLS_EACH).flat_map(|_| [(&alice, "alice-demo"), (&bob, "bob-demo")]).map(
-        |(client, expected)| async move {
-            let result = client.call("notes_whoami", json!({})).await.unwrap();
-            (
-                expected,
-                account_of(&result),
-                result.structured_content.unwrap()["credential_sha256"].as_str().unwrap().to_owned(),
-            )
-        },
-    );
-    let answers = futures::future::join_all(calls).await;
+    let mut all = Vec::new();
+    for _ in 0..rounds {
+        let calls = (0..CALLS_EACH).flat_map(|_| [(&alice, "alice-demo"), (&bob, "bob-demo")]).map(
+            |(client, expected)| async move {
+                let result = client.call("notes_whoami", json!({})).await.unwrap();
+                (
+                    expected,
+                    account_of(&result),
+                    result.structured_content.unwrap()["credential_sha256"].as_str().unwrap().to_owned(),
+                )
+            },
+        );
+        all.push(futures::future::join_all(calls).await);
+    }
+    alice.close().await;
+    bob.close().await;
+    all
+}
 
-    // Assert: every answer names the caller's own account, and each user's calls carried one
-    // credential only, never the other's.
+/// Every answer names the caller's own account, and each user's calls carried one credential
+/// only, never the other's.
+fn each_got_only_their_own(answers: &Answers) {
     let mut hashes: std::collections::HashMap<&str, std::collections::HashSet<String>> = Default::default();
-    for (expected, seen, hash) in &answers {
+    for (expected, seen, hash) in answers {
         assert_eq!(seen, expected, "a call answered with another user's identity");
         hashes.entry(expected).or_default().insert(hash.clone());
     }
     assert!(hashes["alice-demo"].is_disjoint(&hashes["bob-demo"]), "{hashes:?}");
     assert_eq!(answers.len(), 2 * CALLS_EACH);
-    alice.close().await;
-    bob.close().await;
-    upstream.stop().await;
 }
 on_both_backends!(cross_user, two_users_calling_the_same_server_at_once_each_get_only_their_own_identity);
+
+/// Issue 26: the cross-user test cannot pass with a shared connection. The same calls, with the
+/// pool keyed by server alone (`AppBuilder::shared_gateway_connections_for_tests`: one
+/// connection for every user, carrying whichever user's credential was set last), fail its
+/// assertion. A round of concurrent calls mixes them unless the scheduler happens to keep them
+/// apart, so up to `ROUNDS` rounds are made; one failing is enough.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cross_user_test_fails_when_every_user_shares_one_connection() {
+    const ROUNDS: usize = 10;
+    let app = spawn_app_opts(Backend::Sqlite, SpawnOptions::default(), |builder| {
+        builder.shared_gateway_connections_for_tests()
+    })
+    .await
+    .unwrap();
+    let upstream = Upstream::bearer(&app).await;
+
+    let rounds = alice_and_bob_call_at_once(&app, &upstream, ROUNDS).await;
+
+    let failed = rounds.iter().find_map(|answers| {
+        std::panic::catch_unwind(|| each_got_only_their_own(answers))
+            .err()
+            .map(|payload| payload.downcast_ref::<String>().cloned().unwrap_or_default())
+    });
+    let failure = failed.expect("with a shared connection some call carried the other user's credential");
+    assert!(
+        failure.contains("another user's identity") || failure.contains("alice-demo"),
+        "the cross-user assertion is what failed: {failure}"
+    );
+    upstream.stop().await;
+    app.stop().await;
+}
 
 async fn a_token_the_server_refuses_is_refreshed_once_and_the_call_retried(app: &TestApp) {
     use sqlx::Connection;

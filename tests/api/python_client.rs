@@ -26,7 +26,7 @@ const ME: fn() -> Value = || json!({"provider": "demo", "method": "GET", "path":
 const LINE_WITHIN: Duration = Duration::from_secs(60);
 
 /// The interpreter that has the SDK, or `None` after printing why the test skips.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let path = std::env::var_os("MCP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/python/bin/python"));

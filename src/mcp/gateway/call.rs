@@ -157,7 +157,7 @@ impl BrokerServer {
             Some(token) => provider_credential(&entry.row.auth, token),
             None => shared_credential(entry),
         };
-        let key = ConnectionKey::new(&caller.user, entry);
+        let key = gateway.pool.key(&caller.user, entry);
         let first = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
             return settle(entry, first);

@@ -50,14 +50,14 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// Reads the registered servers and starts watching for changes and sweeping idle
     /// connections, until the app shuts down.
-    pub async fn start(app: AppState) -> anyhow::Result<Arc<Self>> {
+    pub async fn start(app: AppState, sharing: pool::Sharing) -> anyhow::Result<Arc<Self>> {
         let settings = app.config.gateway;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(5))
             .build()?;
         let gateway = Arc::new(Self {
-            pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle)),
+            pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle, sharing)),
             servers: RwLock::default(),
             http,
             app: app.clone(),

@@ -38,9 +38,28 @@ impl ConnectionKey {
         Self { user_id: user.user_id.clone(), server_id: server.row.id.clone() }
     }
 
+    /// One key for every user of `server`: the shared connection the cross-user test must catch
+    /// (issue 26, "cannot pass with a shared connection"). Only [`Sharing::EveryoneForTests`]
+    /// makes it.
+    fn everyones(server: &ServerEntry) -> Self {
+        Self { user_id: String::new(), server_id: server.row.id.clone() }
+    }
+
     pub fn server_id(&self) -> &str {
         &self.server_id
     }
+}
+
+/// Whose calls a connection carries. The product only ever builds [`Sharing::PerUser`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    #[default]
+    PerUser,
+    /// Every user's calls to a server over one connection, with whichever credential was set
+    /// last: the bug the cross-user test exists to catch. Reachable only from code that builds
+    /// the app (`crate::app::AppBuilder::shared_gateway_connections_for_tests`), never from
+    /// configuration, so the test can show its assertion failing.
+    EveryoneForTests,
 }
 
 /// One open connection and the credential cell its transport reads.
@@ -83,11 +102,20 @@ pub struct Pool {
     slots: Mutex<HashMap<ConnectionKey, Arc<Slot>>>,
     max: usize,
     idle: Duration,
+    sharing: Sharing,
 }
 
 impl Pool {
-    pub fn new(max: usize, idle: Duration) -> Self {
-        Self { slots: Mutex::default(), max: max.max(1), idle }
+    pub fn new(max: usize, idle: Duration, sharing: Sharing) -> Self {
+        Self { slots: Mutex::default(), max: max.max(1), idle, sharing }
+    }
+
+    /// The key of `user`'s connection to `server`.
+    pub fn key(&self, user: &AuthenticatedUser, server: &ServerEntry) -> ConnectionKey {
+        match self.sharing {
+            Sharing::PerUser => ConnectionKey::new(user, server),
+            Sharing::EveryoneForTests => ConnectionKey::everyones(server),
+        }
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<ConnectionKey, Arc<Slot>>> {

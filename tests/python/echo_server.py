@@ -1,0 +1,101 @@
+"""An MCP server written with the official MCP Python SDK, to put behind the broker in the
+gateway tests (tests/api/gateway_python.rs): one server behind the broker that is not ours.
+
+Streamable HTTP on 127.0.0.1 (a free port, printed first as `listening on http://ADDR`), written
+as if the broker did not exist. With --require-bearer BASE every request needs
+`Authorization: Bearer <token>`, checked at the demo provider's BASE/api/me; otherwise 401 with
+`WWW-Authenticate: Bearer`, as RFC 6750 §3 asks.
+
+One tool, `whoami`: the demo-provider account the request's token belongs to and the first 12
+hex digits of the token's SHA-256 (never the token), so a test can tell whose credential arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import socket
+
+import anyio
+import httpx2
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+def bearer(headers: dict[bytes, bytes] | None, value: str | None = None) -> str | None:
+    """The token of an `Authorization: Bearer` header, if there is one."""
+    if value is None and headers is not None:
+        raw = headers.get(b"authorization")
+        value = raw.decode("latin-1") if raw is not None else None
+    if value is None or not value.startswith("Bearer "):
+        return None
+    return value[len("Bearer ") :]
+
+
+async def account_of(me_url: str, token: str) -> str | None:
+    """The demo provider's account for `token`, or None if it refuses it."""
+    async with httpx2.AsyncClient(timeout=10) as http:
+        answer = await http.get(me_url, headers={"authorization": f"Bearer {token}"})
+    if answer.status_code != 200:
+        return None
+    return answer.json().get("account")
+
+
+class RequireBearer:
+    """ASGI middleware: a request without a token the demo provider accepts gets 401."""
+
+    def __init__(self, app: ASGIApp, me_url: str) -> None:
+        self.app = app
+        self.me_url = me_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            token = bearer(dict(scope["headers"]))
+            if token is None or await account_of(self.me_url, token) is None:
+                refusal = PlainTextResponse("unauthorized", 401, headers={"WWW-Authenticate": "Bearer"})
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def server(me_url: str | None) -> MCPServer:
+    mcp = MCPServer("python-echo")
+
+    @mcp.tool(description="Which demo-provider account the credential this server received belongs to")
+    async def whoami(ctx: Context) -> dict[str, str | None]:
+        headers = ctx.headers or {}
+        token = bearer(None, headers.get("authorization"))
+        if token is None:
+            return {"account": None, "credential_sha256": ""}
+        account = await account_of(me_url, token) if me_url else None
+        return {"account": account, "credential_sha256": hashlib.sha256(token.encode()).hexdigest()[:12]}
+
+    return mcp
+
+
+async def main() -> None:
+    # The SDK and its HTTP client log every request at INFO; the test reads stdout only.
+    logging.disable(logging.INFO)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--require-bearer", metavar="BASE", help="the demo provider's base URL")
+    args = parser.parse_args()
+    me_url = f"{args.require_bearer.rstrip('/')}/api/me" if args.require_bearer else None
+
+    app: ASGIApp = server(me_url).streamable_http_app(host="127.0.0.1")
+    if me_url:
+        app = RequireBearer(app, me_url)
+    # Bound here, so the port is known before the server starts and no other process takes it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    host, port = sock.getsockname()
+    print(f"listening on http://{host}:{port}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    anyio.run(main)
