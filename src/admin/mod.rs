@@ -9,6 +9,7 @@ mod keys;
 mod migrate;
 mod providers;
 mod servers;
+mod servers_oauth;
 mod services;
 mod users;
 mod webhooks;

@@ -82,7 +82,7 @@ pub fn provider_for<'s>(
     state: &'s AppState,
     service: &ServiceRow,
     provider: &str,
-) -> Result<&'s ProviderConfig, Problem> {
+) -> Result<std::sync::Arc<ProviderConfig>, Problem> {
     let provider = state.providers.find(provider).ok_or_else(Problem::unknown_provider)?;
     if !service.allows(&provider.id) {
         return Err(Problem::forbidden(format!(

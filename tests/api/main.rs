@@ -25,6 +25,7 @@ mod flow;
 mod forms;
 mod gateway;
 mod gateway_faults;
+mod gateway_mcp_oauth;
 mod hardening;
 mod health;
 mod keys;
