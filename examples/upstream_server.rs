@@ -275,7 +275,9 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let base = format!("http://{}", listener.local_addr()?);
     let check = match (&args.require_bearer, &args.secret_header) {
-        _ if args.require_bearer.is_some() as u8 + args.secret_header.is_some() as u8 + args.require_oauth.is_some() as u8
+        _ if args.require_bearer.is_some() as u8
+            + args.secret_header.is_some() as u8
+            + args.require_oauth.is_some() as u8
             > 1 =>
         {
             anyhow::bail!("--require-bearer, --secret-header and --require-oauth: choose one")

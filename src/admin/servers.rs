@@ -210,7 +210,15 @@ pub async fn build_row(
             let secret_sealed = state.sealer.seal(value.as_bytes(), secret_seal_context(&id));
             GatewayAuth::SecretHeader { header, secret_sealed }
         }
-        AuthKind::McpOauth => super::servers_oauth::discover_and_register(state, &name, &url, &id, &args, secret).await?,
+        AuthKind::McpOauth => {
+            let oauth = super::servers_oauth::OauthArgs {
+                scopes: args.scopes,
+                client_id: args.client_id,
+                client_secret_env: args.client_secret_env,
+                client_secret_stdin: args.client_secret_stdin,
+            };
+            super::servers_oauth::discover_and_register(state, &name, &url, &id, oauth, secret).await?
+        }
     };
     // Checked again: discovery took a while, and another operator may have added one meanwhile.
     check_free(state, &name, &prefix).await?;

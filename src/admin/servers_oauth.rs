@@ -8,7 +8,6 @@ use anyhow::{Context, bail};
 use secrecy::SecretString;
 use url::Url;
 
-use super::servers::AddArgs;
 use crate::domain::Scopes;
 use crate::domain::gateway::ServerName;
 use crate::providers::mcp_oauth::registration::{self, BrokerClient};
@@ -16,18 +15,28 @@ use crate::providers::mcp_oauth::{McpOauthSettings, client_name, discovery, meta
 use crate::state::AppState;
 use crate::store::gateway_servers::{GatewayAuth, secret_seal_context};
 
+/// What `add` was given for an `mcp-oauth` server.
+pub struct OauthArgs<'a> {
+    pub scopes: &'a [String],
+    pub client_id: Option<&'a str>,
+    pub client_secret_env: Option<&'a str>,
+    pub client_secret_stdin: bool,
+}
+
 pub async fn discover_and_register(
     state: &AppState,
     name: &ServerName,
     url: &Url,
     id: &str,
-    args: &AddArgs<'_>,
+    args: OauthArgs<'_>,
     secret: impl FnOnce(Option<&str>) -> anyhow::Result<String>,
 ) -> anyhow::Result<GatewayAuth> {
     let provider = provider_id(name);
     // The admin CLI holds only the configured providers (no server's), so any match is one.
     if state.providers.get(&provider).is_some() {
-        bail!("a configured provider is named {provider}, which this server's tokens would be kept under; choose another name");
+        bail!(
+            "a configured provider is named {provider}, which this server's tokens would be kept under; choose another name"
+        );
     }
     let scopes = Scopes::parse(args.scopes.iter().map(|s| s.trim()))?;
     let client_secret = match (args.client_id, args.client_secret_env, args.client_secret_stdin) {

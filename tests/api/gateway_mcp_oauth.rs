@@ -163,19 +163,12 @@ async fn a_server_that_is_not_protected_or_names_another_resource_is_refused_at_
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not protected by MCP authorization"), "{stderr}");
     // Flags of other kinds are refused before anything is fetched.
-    let output = servers_cli(
-        &front,
-        &["add", "open", "--url", &open.mcp_url, "--auth", "mcp-oauth", "--header", "X-Key"],
-        None,
-    )
-    .await;
+    let output =
+        servers_cli(&front, &["add", "open", "--url", &open.mcp_url, "--auth", "mcp-oauth", "--header", "X-Key"], None)
+            .await;
     assert!(String::from_utf8_lossy(&output.stderr).contains("--header goes only with"));
-    let output = servers_cli(
-        &front,
-        &["add", "open", "--url", &open.mcp_url, "--auth", "none", "--client-id", "x"],
-        None,
-    )
-    .await;
+    let output =
+        servers_cli(&front, &["add", "open", "--url", &open.mcp_url, "--auth", "none", "--client-id", "x"], None).await;
     assert!(String::from_utf8_lossy(&output.stderr).contains("--client-id goes only with --auth mcp-oauth"));
     assert!(front.state.store.list_gateway_servers().await.unwrap().is_empty(), "nothing written");
     open.stop().await;

@@ -161,7 +161,8 @@ impl BrokerServer {
         // 4. A 401: one forced refresh and one retry, then a new consent.
         let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
         if let Some(provider) = provider
-            && let Some(fresh) = crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
+            && let Some(fresh) =
+                crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
             let second = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;

@@ -70,15 +70,13 @@ impl ServerEntry {
             _ => None,
         };
         let secret = match sealed {
-            Some(secret_sealed) => {
-                match sealer.open(secret_sealed, secret_seal_context(&row.id)) {
-                    Ok(bytes) => Some(SecretString::from(String::from_utf8(bytes).ok()?)),
-                    Err(error) => {
-                        tracing::error!(server = %row.name, %error, "a gateway server's secret does not open; the server is left out");
-                        return None;
-                    }
+            Some(secret_sealed) => match sealer.open(secret_sealed, secret_seal_context(&row.id)) {
+                Ok(bytes) => Some(SecretString::from(String::from_utf8(bytes).ok()?)),
+                Err(error) => {
+                    tracing::error!(server = %row.name, %error, "a gateway server's secret does not open; the server is left out");
+                    return None;
                 }
-            }
+            },
             None => None,
         };
         Some(Self { row, secret, tools: RwLock::default() })

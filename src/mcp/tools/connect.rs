@@ -77,11 +77,11 @@ impl BrokerServer {
             })?;
         }
         let grants = connections::accounts(&self.state, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
-        let (target, requested) = match self.connect_choice(caller, &provider, &args, named_scopes, &grants, ctx).await?
-        {
-            Ok(choice) => choice,
-            Err(result) => return Ok(result),
-        };
+        let (target, requested) =
+            match self.connect_choice(caller, &provider, &args, named_scopes, &grants, ctx).await? {
+                Ok(choice) => choice,
+                Err(result) => return Ok(result),
+            };
         let (scopes, hint) = match target {
             Target::Existing(i) => {
                 let grant = &grants[i];

@@ -61,7 +61,8 @@ impl BrokerServer {
             Ok(request) => request.accepting(Some("application/json")),
             Err(e) => return Ok(error_result(e.to_string())),
         };
-        let account = match self.pick_account(caller, &provider, args.account.as_deref(), PROVIDER_REQUEST, ctx).await? {
+        let account = match self.pick_account(caller, &provider, args.account.as_deref(), PROVIDER_REQUEST, ctx).await?
+        {
             AccountPick::One(grant) => Some(account_name(&grant).to_owned()),
             AccountPick::NoAccount => None,
             AccountPick::Answer(result) => return Ok(result),

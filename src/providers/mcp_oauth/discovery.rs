@@ -114,9 +114,11 @@ async fn challenge(http: &reqwest::Client, server: &Url) -> Result<Option<Url>, 
             answer.status()
         ));
     }
-    let header = answer.headers().get_all(reqwest::header::WWW_AUTHENTICATE).iter().find_map(|v| {
-        v.to_str().ok().and_then(resource_metadata_param)
-    });
+    let header = answer
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .find_map(|v| v.to_str().ok().and_then(resource_metadata_param));
     header.map(|url| outbound(&url, "its resource_metadata")).transpose()
 }
 
@@ -301,7 +303,10 @@ mod tests {
             resource_metadata_param(quoted).as_deref(),
             Some("https://mcp.example/.well-known/oauth-protected-resource/mcp")
         );
-        assert_eq!(resource_metadata_param("Bearer resource_metadata=https://a.example/x, scope=y").as_deref(), Some("https://a.example/x"));
+        assert_eq!(
+            resource_metadata_param("Bearer resource_metadata=https://a.example/x, scope=y").as_deref(),
+            Some("https://a.example/x")
+        );
         assert_eq!(resource_metadata_param("Bearer"), None);
         assert_eq!(resource_metadata_param(r#"Bearer x_resource_metadata="https://evil.example""#), None);
     }
@@ -337,7 +342,12 @@ mod tests {
         for good in ["https://mcp.example/mcp", "https://mcp.example/", "https://mcp.example"] {
             assert!(check_resource(&server, &json!({"resource": good})).is_ok(), "{good}");
         }
-        for bad in ["https://evil.example/mcp", "https://mcp.example/other", "https://mcp.example/mc", "http://mcp.example/mcp"] {
+        for bad in [
+            "https://evil.example/mcp",
+            "https://mcp.example/other",
+            "https://mcp.example/mc",
+            "http://mcp.example/mcp",
+        ] {
             assert!(check_resource(&server, &json!({"resource": bad})).is_err(), "{bad}");
         }
     }

@@ -133,7 +133,8 @@ pub async fn automatic(
 /// server settled on.
 fn read_registration(answer: &Value, asked: &str) -> Option<Registered> {
     let client_id = answer["client_id"].as_str().filter(|id| !id.is_empty())?.to_owned();
-    let client_secret = answer["client_secret"].as_str().filter(|s| !s.is_empty()).map(|s| SecretString::from(s.to_owned()));
+    let client_secret =
+        answer["client_secret"].as_str().filter(|s| !s.is_empty()).map(|s| SecretString::from(s.to_owned()));
     let settled = answer["token_endpoint_auth_method"].as_str().unwrap_or(asked);
     let auth_method = match (settled, &client_secret) {
         ("client_secret_basic", Some(_)) => StoredAuthMethod::ClientSecretBasic,
@@ -200,11 +201,14 @@ mod tests {
     fn a_registration_answer_must_be_usable() {
         let ok = read_registration(&json!({"client_id": "c", "client_secret": "s"}), "client_secret_basic").unwrap();
         assert_eq!(ok.auth_method, StoredAuthMethod::ClientSecretBasic);
-        let public = read_registration(&json!({"client_id": "c", "token_endpoint_auth_method": "none"}), "client_secret_basic").unwrap();
+        let public =
+            read_registration(&json!({"client_id": "c", "token_endpoint_auth_method": "none"}), "client_secret_basic")
+                .unwrap();
         assert_eq!(public.auth_method, StoredAuthMethod::None);
         assert!(read_registration(&json!({"client_id": "c"}), "client_secret_post").is_none(), "no secret");
         assert!(read_registration(&json!({"client_secret": "s"}), "none").is_none());
-        let operator = operator(&discovered(&["client_secret_post"], false), "id".into(), Some(SecretString::from("s")));
+        let operator =
+            operator(&discovered(&["client_secret_post"], false), "id".into(), Some(SecretString::from("s")));
         assert_eq!(operator.auth_method, StoredAuthMethod::ClientSecretPost);
     }
 }
