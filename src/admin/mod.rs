@@ -93,6 +93,7 @@ fn hide_globals(sub: clap::Command, globals: &[clap::Arg], note: &str) -> clap::
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per command line")]
 pub enum Command {
     /// Run the broker (MCP endpoint, hosted pages, demo provider with --demo).
     Serve,

@@ -36,6 +36,7 @@ pub enum AuthKind {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per command line")]
 pub enum ServersCommand {
     /// Put an MCP server behind the broker: its tools appear on /mcp under a prefix.
     Add {
@@ -232,7 +233,7 @@ async fn check_free(state: &AppState, name: &ServerName, prefix: &ToolPrefix) ->
         if other.name == *name {
             bail!("a server named {name} already exists (remove it first to change it)");
         }
-        if other.prefix.overlaps(&prefix) {
+        if other.prefix.overlaps(prefix) {
             bail!(
                 "--prefix {prefix} overlaps server {}'s prefix {}: one begins the other, so their tool names \
                  could collide; choose another with --prefix",

@@ -78,8 +78,8 @@ pub async fn user_for(state: &AppState, service: &ServiceRow, subject: Subject<'
 }
 
 /// The provider, if configured and given to this service.
-pub fn provider_for<'s>(
-    state: &'s AppState,
+pub fn provider_for(
+    state: &AppState,
     service: &ServiceRow,
     provider: &str,
 ) -> Result<std::sync::Arc<ProviderConfig>, Problem> {
