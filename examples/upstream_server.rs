@@ -6,13 +6,22 @@
 //!   one the provider refuses, the answer is 401 with `WWW-Authenticate: Bearer`.
 //! - `--secret-header NAME` (with the value in `UPSTREAM_SECRET`): every request needs that
 //!   header with that value (an operator's API key), else 401.
+//! - `--require-oauth <issuer>`: protected by MCP authorization (2025-11-25
+//!   basic/authorization), with `<issuer>` (e.g. an oauth-broker's public URL) as its
+//!   authorization server. It serves its protected-resource metadata (RFC 9728) at
+//!   `/.well-known/oauth-protected-resource/mcp`, answers a request without a valid token with
+//!   401 and `WWW-Authenticate: Bearer resource_metadata="…"`, and accepts only JWT access
+//!   tokens signed by a key in the issuer's JWKS, from that issuer, for its own URL as audience
+//!   (RFC 8707 `resource`). The issuer must know this server as a resource (an oauth-broker:
+//!   `admin services add … --resource http://ADDR/mcp`).
 //!
 //! Tools: `whoami` (which demo-provider account the request's token belongs to, and a short
 //! SHA-256 prefix of the credential it received — never the credential), `echo`, `count`
 //! (sends a progress notification per step), `slow` (waits until cancelled, or ten minutes).
 //!
 //! `cargo run --example upstream_server -- --listen 127.0.0.1:9400 --require-bearer
-//! http://127.0.0.1:8080/demo-provider` prints `listening on http://ADDR` first.
+//! http://127.0.0.1:8080/demo-provider` prints `listening on http://ADDR` first. `whoami`
+//! names the token's `sub` as the account under `--require-oauth`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,6 +55,10 @@ struct Args {
     /// Require this header, with the value of the environment variable UPSTREAM_SECRET.
     #[arg(long)]
     secret_header: Option<String>,
+    /// Require MCP authorization with this issuer as the authorization server (its RFC 8414
+    /// metadata names the JWKS the access tokens are checked with).
+    #[arg(long)]
+    require_oauth: Option<String>,
 }
 
 /// How each request is checked.
@@ -54,6 +67,56 @@ enum Check {
     Open,
     Bearer { me_url: String, http: reqwest::Client },
     Secret { header: String, value: String },
+    Oauth(Arc<OauthCheck>),
+}
+
+/// `--require-oauth`: who may sign, for whom, and where the metadata is.
+struct OauthCheck {
+    issuer: String,
+    /// This server's URL: the only audience accepted, and the metadata's `resource`.
+    resource: String,
+    metadata_url: String,
+    keys: jsonwebtoken::jwk::JwkSet,
+}
+
+impl OauthCheck {
+    async fn load(issuer: &str, base: &str) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?;
+        let metadata_url = format!("{}/.well-known/oauth-authorization-server", issuer.trim_end_matches('/'));
+        let metadata: Value = http.get(&metadata_url).send().await?.error_for_status()?.json().await?;
+        let jwks_uri =
+            metadata["jwks_uri"].as_str().ok_or_else(|| anyhow::anyhow!("{metadata_url} names no jwks_uri"))?;
+        let keys = http.get(jwks_uri).send().await?.error_for_status()?.json().await?;
+        let issuer = metadata["issuer"].as_str().unwrap_or(issuer).to_owned();
+        Ok(Self {
+            issuer,
+            resource: format!("{base}/mcp"),
+            metadata_url: format!("{base}/.well-known/oauth-protected-resource/mcp"),
+            keys,
+        })
+    }
+
+    /// The token's `sub`, if the token is signed by the issuer's key, from the issuer, for
+    /// this server and unexpired.
+    fn subject(&self, token: &str) -> Option<String> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        let jwk = self.keys.find(header.kid.as_deref()?)?;
+        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).ok()?;
+        let mut validation = jsonwebtoken::Validation::new(header.alg);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.resource]);
+        let claims = jsonwebtoken::decode::<Value>(token, &key, &validation).ok()?.claims;
+        claims["sub"].as_str().map(str::to_owned)
+    }
+
+    /// RFC 9728 §5.1: where a client finds how to get a token.
+    fn challenge(&self, error: Option<&str>) -> Response {
+        let mut value = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
+        if let Some(error) = error {
+            value.push_str(&format!(", error=\"{error}\""));
+        }
+        (http::StatusCode::UNAUTHORIZED, [(http::header::WWW_AUTHENTICATE, value)], "unauthorized").into_response()
+    }
 }
 
 /// Who the request's credential says the caller is (put in the request's extensions; rmcp
@@ -95,6 +158,14 @@ async fn authenticate(State(check): State<Check>, mut request: Request, next: Ne
             let me: Value = answer.json().await.unwrap_or_default();
             let account = me["account"].as_str().map(str::to_owned);
             Caller { account, credential_sha256: short_hash(&token) }
+        }
+        Check::Oauth(oauth) => {
+            let Some(token) = header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(str::to_owned)) else {
+                return oauth.challenge(None);
+            };
+            // Not for this server (another audience), expired, or not the issuer's: refused.
+            let Some(subject) = oauth.subject(&token) else { return oauth.challenge(Some("invalid_token")) };
+            Caller { account: Some(subject), credential_sha256: short_hash(&token) }
         }
     };
     request.extensions_mut().insert(caller);
@@ -201,7 +272,20 @@ impl ServerHandler for Upstream {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let base = format!("http://{}", listener.local_addr()?);
     let check = match (&args.require_bearer, &args.secret_header) {
+        _ if args.require_bearer.is_some() as u8
+            + args.secret_header.is_some() as u8
+            + args.require_oauth.is_some() as u8
+            > 1 =>
+        {
+            anyhow::bail!("--require-bearer, --secret-header and --require-oauth: choose one")
+        }
+        _ if args.require_oauth.is_some() => {
+            let issuer = args.require_oauth.as_deref().unwrap_or_default();
+            Check::Oauth(Arc::new(OauthCheck::load(issuer, &base).await?))
+        }
         (Some(base), None) => Check::Bearer {
             me_url: format!("{}/api/me", base.trim_end_matches('/')),
             http: reqwest::Client::builder().timeout(Duration::from_secs(10)).build()?,
@@ -220,11 +304,22 @@ async fn main() -> anyhow::Result<()> {
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new()
+    let mut router = axum::Router::new()
         .route_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(check, authenticate));
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    println!("listening on http://{}", listener.local_addr()?);
+        .layer(axum::middleware::from_fn_with_state(check.clone(), authenticate));
+    if let Check::Oauth(oauth) = &check {
+        // RFC 9728 §3: open to anyone, outside the check above.
+        let metadata = json!({
+            "resource": oauth.resource,
+            "authorization_servers": [oauth.issuer],
+            "bearer_methods_supported": ["header"],
+        });
+        router = router.route(
+            "/.well-known/oauth-protected-resource/mcp",
+            axum::routing::get(move || async move { axum::Json(metadata) }),
+        );
+    }
+    println!("listening on {base}");
     // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms), as
     // for the broker's own listener (`src/app.rs`).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

@@ -167,7 +167,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             for grant in &grants {
                 let outcome = crate::broker::tokens::disconnect_grant_by(
                     state,
-                    provider_config,
+                    &provider_config,
                     grant,
                     crate::broker::connection_events::RevokedBy::Admin,
                 )

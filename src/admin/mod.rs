@@ -9,6 +9,7 @@ mod keys;
 mod migrate;
 mod providers;
 mod servers;
+mod servers_oauth;
 mod services;
 mod users;
 mod webhooks;
@@ -92,6 +93,7 @@ fn hide_globals(sub: clap::Command, globals: &[clap::Arg], note: &str) -> clap::
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per command line")]
 pub enum Command {
     /// Run the broker (MCP endpoint, hosted pages, demo provider with --demo).
     Serve,

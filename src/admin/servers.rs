@@ -30,9 +30,13 @@ pub enum AuthKind {
     None,
     /// One secret for every user, in a header (--header; the value from stdin or --secret-env).
     SecretHeader,
+    /// The server's own MCP authorization: discovered from its 401, the broker registered as a
+    /// client there (or --client-id), each user's token from its authorization server.
+    McpOauth,
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per command line")]
 pub enum ServersCommand {
     /// Put an MCP server behind the broker: its tools appear on /mcp under a prefix.
     Add {
@@ -50,7 +54,7 @@ pub enum ServersCommand {
         /// --auth provider: the configured provider whose token each user's calls carry.
         #[arg(long)]
         provider: Option<String>,
-        /// --auth provider: scopes the token must carry, comma separated.
+        /// --auth provider or mcp-oauth: scopes the token must carry, comma separated.
         #[arg(long, value_delimiter = ',')]
         scopes: Vec<String>,
         /// The header the credential goes in (provider: default Authorization; secret-header: required).
@@ -62,6 +66,16 @@ pub enum ServersCommand {
         /// --auth secret-header: read the secret from this environment variable instead of stdin.
         #[arg(long)]
         secret_env: Option<String>,
+        /// --auth mcp-oauth: a client id the operator registered at the server's authorization
+        /// server (default: a client ID metadata document or dynamic registration).
+        #[arg(long)]
+        client_id: Option<String>,
+        /// --auth mcp-oauth with --client-id: read its client secret from this environment variable.
+        #[arg(long)]
+        client_secret_env: Option<String>,
+        /// --auth mcp-oauth with --client-id: read its client secret from standard input.
+        #[arg(long)]
+        client_secret_stdin: bool,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -96,6 +110,14 @@ fn describe(row: &GatewayServerRow) -> Value {
             out["scheme"] = scheme.as_str().into();
         }
         GatewayAuth::SecretHeader { header, .. } => out["header"] = header.as_str().into(),
+        GatewayAuth::McpOauth { provider, scopes, settings, .. } => {
+            out["provider"] = provider.as_str().into();
+            out["scopes"] = json!(scopes);
+            out["issuer"] = settings.issuer.as_str().into();
+            out["resource"] = settings.resource.as_str().into();
+            out["registration"] = settings.registration.as_str().into();
+            out["client_id"] = settings.client_id.as_str().into();
+        }
         GatewayAuth::None => {}
     }
     out
@@ -112,6 +134,9 @@ pub struct AddArgs<'a> {
     pub header: Option<&'a str>,
     pub scheme: Option<&'a str>,
     pub secret_env: Option<&'a str>,
+    pub client_id: Option<&'a str>,
+    pub client_secret_env: Option<&'a str>,
+    pub client_secret_stdin: bool,
 }
 
 /// Checks every value of `add` and builds the row (the secret sealed), or says what is wrong.
@@ -133,15 +158,28 @@ pub async fn build_row(
     };
     if args.auth != AuthKind::Provider {
         only("--provider", args.provider.is_some(), "--auth provider")?;
-        only("--scopes", !args.scopes.is_empty(), "--auth provider")?;
         only("--scheme", args.scheme.is_some(), "--auth provider")?;
+    }
+    if !matches!(args.auth, AuthKind::Provider | AuthKind::McpOauth) {
+        only("--scopes", !args.scopes.is_empty(), "--auth provider or --auth mcp-oauth")?;
+    }
+    if args.auth != AuthKind::McpOauth {
+        only("--client-id", args.client_id.is_some(), "--auth mcp-oauth")?;
+    }
+    if args.client_id.is_none() {
+        only("--client-secret-env", args.client_secret_env.is_some(), "--client-id")?;
+        only("--client-secret-stdin", args.client_secret_stdin, "--client-id")?;
+    }
+    if args.client_secret_env.is_some() && args.client_secret_stdin {
+        bail!("--client-secret-env and --client-secret-stdin: choose one");
     }
     if args.auth != AuthKind::SecretHeader {
         only("--secret-env", args.secret_env.is_some(), "--auth secret-header")?;
     }
-    if args.auth == AuthKind::None {
+    if matches!(args.auth, AuthKind::None | AuthKind::McpOauth) {
         only("--header", args.header.is_some(), "--auth provider or --auth secret-header")?;
     }
+    check_free(state, &name, &prefix).await?;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let auth = match args.auth {
         AuthKind::None => GatewayAuth::None,
@@ -153,7 +191,7 @@ pub async fn build_row(
                 bail!("--provider must name a configured provider");
             };
             let scopes = Scopes::parse(args.scopes.iter().map(|s| s.trim()))?;
-            crate::providers::scopes::check(provider, &scopes)?;
+            crate::providers::scopes::check(&provider, &scopes)?;
             let header =
                 args.header.map(CredentialHeader::parse).transpose()?.unwrap_or_else(CredentialHeader::authorization);
             let scheme = args.scheme.map(CredentialScheme::parse).transpose()?.unwrap_or_else(CredentialScheme::bearer);
@@ -173,12 +211,29 @@ pub async fn build_row(
             let secret_sealed = state.sealer.seal(value.as_bytes(), secret_seal_context(&id));
             GatewayAuth::SecretHeader { header, secret_sealed }
         }
+        AuthKind::McpOauth => {
+            let oauth = super::servers_oauth::OauthArgs {
+                scopes: args.scopes,
+                client_id: args.client_id,
+                client_secret_env: args.client_secret_env,
+                client_secret_stdin: args.client_secret_stdin,
+            };
+            super::servers_oauth::discover_and_register(state, &name, &url, &id, oauth, secret).await?
+        }
     };
+    // Checked again: discovery took a while, and another operator may have added one meanwhile.
+    check_free(state, &name, &prefix).await?;
+    let now = state.now();
+    Ok(GatewayServerRow { id, name, url, prefix, auth, created_at: now, updated_at: now })
+}
+
+/// Refuses a name that is taken or a prefix that overlaps another server's.
+async fn check_free(state: &AppState, name: &ServerName, prefix: &ToolPrefix) -> anyhow::Result<()> {
     for other in state.store.list_gateway_servers().await? {
-        if other.name == name {
+        if other.name == *name {
             bail!("a server named {name} already exists (remove it first to change it)");
         }
-        if other.prefix.overlaps(&prefix) {
+        if other.prefix.overlaps(prefix) {
             bail!(
                 "--prefix {prefix} overlaps server {}'s prefix {}: one begins the other, so their tool names \
                  could collide; choose another with --prefix",
@@ -187,12 +242,11 @@ pub async fn build_row(
             );
         }
     }
-    let now = state.now();
-    Ok(GatewayServerRow { id, name, url, prefix, auth, created_at: now, updated_at: now })
+    Ok(())
 }
 
 /// The secret, from the named variable or standard input (one trailing newline dropped).
-fn read_secret(env: Option<&str>) -> anyhow::Result<String> {
+pub fn read_secret(env: Option<&str>) -> anyhow::Result<String> {
     if let Some(var) = env {
         return std::env::var(var).with_context(|| format!("--secret-env {var}: no such environment variable"));
     }
@@ -204,7 +258,21 @@ fn read_secret(env: Option<&str>) -> anyhow::Result<String> {
 
 pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::Result<()> {
     match command {
-        ServersCommand::Add { name, url, prefix, auth, provider, scopes, header, scheme, secret_env, json } => {
+        ServersCommand::Add {
+            name,
+            url,
+            prefix,
+            auth,
+            provider,
+            scopes,
+            header,
+            scheme,
+            secret_env,
+            client_id,
+            client_secret_env,
+            client_secret_stdin,
+            json,
+        } => {
             let args = AddArgs {
                 name: &name,
                 url: &url,
@@ -215,6 +283,9 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 header: header.as_deref(),
                 scheme: scheme.as_deref(),
                 secret_env: secret_env.as_deref(),
+                client_id: client_id.as_deref(),
+                client_secret_env: client_secret_env.as_deref(),
+                client_secret_stdin,
             };
             let row = build_row(state, args, read_secret).await?;
             match state.store.create_gateway_server(&row).await {
@@ -225,10 +296,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 Err(e) => return Err(e.into()),
             }
             let detail = format!("server={} url={} prefix={} auth={}", row.name, row.url, row.prefix, row.auth.kind());
-            let provider = match &row.auth {
-                GatewayAuth::Provider { provider, .. } => Some(provider.as_str()),
-                _ => None,
-            };
+            let provider = row.auth.user_credential().map(|(provider, ..)| provider.as_str());
             state.store.audit(row.created_at, None, "gateway_server.added", provider, Some(&detail)).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&describe(&row))?);
@@ -244,10 +312,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             } else {
                 println!("{:<20} {:<16} {:<14} {:<10} URL", "NAME", "PREFIX", "AUTH", "PROVIDER");
                 for s in servers {
-                    let provider = match &s.auth {
-                        GatewayAuth::Provider { provider, .. } => provider.as_str(),
-                        _ => "-",
-                    };
+                    let provider = s.auth.user_credential().map_or("-", |(provider, ..)| provider.as_str());
                     println!("{:<20} {:<16} {:<14} {:<10} {}", s.name, s.prefix, s.auth.kind(), provider, s.url);
                 }
             }

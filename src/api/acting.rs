@@ -78,11 +78,11 @@ pub async fn user_for(state: &AppState, service: &ServiceRow, subject: Subject<'
 }
 
 /// The provider, if configured and given to this service.
-pub fn provider_for<'s>(
-    state: &'s AppState,
+pub fn provider_for(
+    state: &AppState,
     service: &ServiceRow,
     provider: &str,
-) -> Result<&'s ProviderConfig, Problem> {
+) -> Result<std::sync::Arc<ProviderConfig>, Problem> {
     let provider = state.providers.find(provider).ok_or_else(Problem::unknown_provider)?;
     if !service.allows(&provider.id) {
         return Err(Problem::forbidden(format!(

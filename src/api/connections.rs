@@ -139,6 +139,7 @@ async fn listing(
         Some(id) => Some(super::acting::provider_for(state, service, id)?),
         None => None,
     };
+    let provider = provider.as_deref();
     let required = match query.scopes.as_deref() {
         Some(scopes) => Scopes::from_space_separated(scopes).map_err(|e| Problem::invalid_scope(e.to_string()))?,
         None => Scopes::default(),
@@ -150,7 +151,7 @@ async fn listing(
         .iter()
         .filter_map(|c| {
             // Only the providers this service may use, and only configured ones.
-            let configured = c.provider?;
+            let configured = c.provider.as_deref()?;
             if !service.allows(&configured.id) || provider.is_some_and(|p| p.id != configured.id) {
                 return None;
             }

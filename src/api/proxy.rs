@@ -91,6 +91,7 @@ async fn call(
     let invalid = |e: provider_call::RequestError| Problem::invalid_request(e.to_string());
     let method = ApiMethod::parse(method.as_str()).map_err(invalid)?;
     let provider = super::acting::provider_for(state, service, provider_id)?;
+    let provider = &*provider;
     // A header that is there but unreadable is the caller's mistake (400 naming it), never
     // "absent" (issue 27: an unreadable X-Account used to select the default account).
     let header = |name: &str| super::headers::text(headers, name);

@@ -106,7 +106,7 @@ pub async fn create(
     match token_for_service(&state, &service, subject, asked, Purpose::RawToken).await {
         Ok(token) => {
             let provider = state.providers.find(&token.grant.provider);
-            let mut response = Json(token_response(&token, provider)).into_response();
+            let mut response = Json(token_response(&token, provider.as_deref())).into_response();
             response
                 .headers_mut()
                 .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
@@ -168,6 +168,7 @@ pub async fn token_for_service(
     purpose: Purpose,
 ) -> Result<AccessToken, Problem> {
     let provider = provider_for(state, service, asked.provider)?;
+    let provider = &*provider;
     if purpose == Purpose::RawToken && service.proxy_only {
         return Err(Problem::forbidden(
             "this service is proxy-only: it calls providers through /v1/proxy and never holds a token",

@@ -67,6 +67,7 @@ pub async fn connect(
         return Err(FlowError::NotActionable.into());
     }
     let provider = api_key_provider(state, &row.provider)?;
+    let provider = &*provider;
     let key = api_key::check_key(raw_key)?;
     let account = validate(state, provider, &key).await?;
     let stored = tokens::store_grant(state, &row.user_id, provider, key_tokens(key, account), &row.scopes).await?;
@@ -99,6 +100,7 @@ pub async fn replace(state: &Core, user_id: &str, grant: &GrantRow, raw_key: &st
         return Err(FlowError::WrongUser.into());
     }
     let provider = api_key_provider(state, &grant.provider)?;
+    let provider = &*provider;
     let key = api_key::check_key(raw_key)?;
     let account = validate(state, provider, &key).await?;
     let stored = tokens::store_grant(state, user_id, provider, key_tokens(key, account), &grant.scopes).await?;
@@ -141,7 +143,7 @@ pub async fn hint(state: &Core, grant: &GrantRow) -> Option<String> {
     Some(api_key::hint(&opened.token))
 }
 
-fn api_key_provider<'a>(state: &'a Core, id: &str) -> Result<&'a ProviderConfig, FlowError> {
+fn api_key_provider(state: &Core, id: &str) -> Result<std::sync::Arc<ProviderConfig>, FlowError> {
     let provider = state.providers.find(id).ok_or_else(|| FlowError::UnknownProvider(id.to_owned()))?;
     if !provider.is_api_key() {
         return Err(FlowError::NotActionable);

@@ -19,11 +19,11 @@ pub use super::connection_status::ConnectionStatus;
 
 /// One entry of the listing.
 #[derive(Debug)]
-pub struct Connection<'a> {
+pub struct Connection {
     /// The provider's id (also for grants of a provider no longer configured).
     pub provider_id: String,
     /// `None` for a grant whose provider was removed from the configuration.
-    pub provider: Option<&'a ProviderConfig>,
+    pub provider: Option<std::sync::Arc<ProviderConfig>>,
     pub grant: Option<GrantRow>,
     /// The coarse status (`connected`, `needs_reconsent`, `not_connected`): `state.coarse()`.
     pub status: ConnectionStatus,
@@ -33,30 +33,30 @@ pub struct Connection<'a> {
     pub allowed_for_client: bool,
 }
 
-impl Connection<'_> {
+impl Connection {
     /// The provider's display name, or its id when it is no longer configured.
     pub fn provider_name(&self) -> &str {
-        self.provider.map(|p| p.display_name.as_str()).unwrap_or(&self.provider_id)
+        self.provider.as_deref().map(|p| p.display_name.as_str()).unwrap_or(&self.provider_id)
     }
 }
 
 /// Every configured provider with the user's accounts there (one "not connected" entry for a
 /// provider without any), then grants at providers no longer configured. One query.
-pub async fn connections<'a>(
-    core: &'a Core,
+pub async fn connections(
+    core: &Core,
     user_id: &str,
     client: Option<&ClientIdentity>,
-) -> Result<Vec<Connection<'a>>, StoreError> {
+) -> Result<Vec<Connection>, StoreError> {
     connections_requiring(core, user_id, client, &Scopes::default()).await
 }
 
 /// [`connections`], each with its status for a caller that requires `required` scopes.
-pub async fn connections_requiring<'a>(
-    core: &'a Core,
+pub async fn connections_requiring(
+    core: &Core,
     user_id: &str,
     client: Option<&ClientIdentity>,
     required: &Scopes,
-) -> Result<Vec<Connection<'a>>, StoreError> {
+) -> Result<Vec<Connection>, StoreError> {
     let now = core.now();
     // With a client: each grant and that client's consent in one read.
     let (grants, allowed): (Vec<GrantRow>, HashSet<String>) = match client {
@@ -74,7 +74,7 @@ pub async fn connections_requiring<'a>(
             None => by_provider.push((grant.provider.clone(), vec![grant])),
         }
     }
-    let entry = |provider_id: &str, provider: Option<&'a ProviderConfig>, grant: Option<GrantRow>| {
+    let entry = |provider_id: &str, provider: Option<std::sync::Arc<ProviderConfig>>, grant: Option<GrantRow>| {
         let allowed_for_client = grant.as_ref().is_some_and(|g| allowed.contains(&g.id));
         let state = Status::of(grant.as_ref(), now, required, client.map(|_| allowed_for_client));
         Connection {
@@ -92,9 +92,9 @@ pub async fn connections_requiring<'a>(
         match by_provider.iter().position(|(p, _)| p == id) {
             Some(i) => {
                 let (_, grants) = by_provider.swap_remove(i);
-                listing.extend(grants.into_iter().map(|g| entry(id, Some(provider), Some(g))));
+                listing.extend(grants.into_iter().map(|g| entry(id, Some(provider.clone()), Some(g))));
             }
-            None => listing.push(entry(id, Some(provider), None)),
+            None => listing.push(entry(id, Some(provider.clone()), None)),
         }
     }
     by_provider.sort_by(|a, b| a.0.cmp(&b.0));

@@ -156,7 +156,7 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     // RFC 9700 §4.4.2: a redirect URI of this provider's own, kept with the row, so the
     // response is taken only there and exchanged with exactly it.
     let redirect_uri = state.config.provider_redirect_uri(&provider.id);
-    let url = client::authorization_url(provider, &redirect_uri, &row.scopes, &oauth_state, &verifier)
+    let url = client::authorization_url(&provider, &redirect_uri, &row.scopes, &oauth_state, &verifier)
         .map_err(|e| FlowError::Internal(because("the provider's authorization URL could not be built", e)))?;
     let sealed = state.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
     let now = state.now();
@@ -386,7 +386,7 @@ async fn finish(
     };
     // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.
     let redirect_uri = sent_with(state, row)?;
-    let exchange = client::exchange_code(&state.http, provider, &redirect_uri, code, &verifier);
+    let exchange = client::exchange_code(&state.http, &provider, &redirect_uri, code, &verifier);
     let tokens = match crate::telemetry::provider_call(provider.id.as_str(), "token", exchange).await {
         Ok(tokens) => tokens,
         Err(error) => {
@@ -395,7 +395,7 @@ async fn finish(
             return Err(FlowError::ExchangeFailed(reason));
         }
     };
-    let stored = match tokens::store_grant(state, &row.user_id, provider, tokens, &row.scopes).await {
+    let stored = match tokens::store_grant(state, &row.user_id, &provider, tokens, &row.scopes).await {
         Ok(stored) => stored,
         // The provider would not say whose tokens these are: reported, not stored as nobody's.
         Err(tokens::TokenError::IdentityFailed(why)) => {

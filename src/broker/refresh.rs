@@ -320,7 +320,7 @@ async fn commit(
         expires_at: expiry(issued_at, tokens.expires_in),
         // Scopes the provider never echoes (providers::scopes::granted) stay with the grant.
         scopes: match state.providers.find(&grant.provider) {
-            Some(provider) => crate::providers::scopes::granted(provider, tokens.scopes.clone(), &grant.scopes),
+            Some(provider) => crate::providers::scopes::granted(&provider, tokens.scopes.clone(), &grant.scopes),
             None => tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone()),
         },
     };

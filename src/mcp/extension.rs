@@ -171,10 +171,10 @@ impl ExtensionContext {
         let required = crate::domain::Scopes::parse(required.iter().copied())
             .map_err(|e| e.to_string())
             .and_then(|scopes| {
-                crate::providers::scopes::check(provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
+                crate::providers::scopes::check(&provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
             })
             .map_err(|e| TokenUnavailable::Result(crate::mcp::results::error_result(e)))?;
-        self.server.token_for_tool(&self.caller, provider, account, &required).await.map_err(|answer| match answer {
+        self.server.token_for_tool(&self.caller, &provider, account, &required).await.map_err(|answer| match answer {
             Ok(result) => TokenUnavailable::Result(result),
             Err(crate::mcp::results::Unfinished::Error(error)) => TokenUnavailable::Error(error),
             Err(crate::mcp::results::Unfinished::InputRequired(result)) => TokenUnavailable::InputRequired(result),

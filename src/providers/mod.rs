@@ -3,6 +3,8 @@
 //! - [`catalogue`]: the compiled-in catalogue of real providers and the operator's tables over it.
 //! - [`provider`]: one provider's resolved settings; [`registry`]: the enabled providers.
 //! - [`api_key`]: providers whose users enter an API key or personal access token instead.
+//! - [`mcp_oauth`]: MCP servers behind the broker protected by MCP authorization: discovery,
+//!   registration, and the provider entry their authorization server becomes.
 //! - [`scopes`]: which scopes a provider offers; the rest are refused before it sees them.
 //! - [`client`]: token-endpoint calls (code exchange, refresh, revocation) over our own HTTP
 //!   client (no redirects, timeouts); [`token_response`] reads the answers; [`error`] says how
@@ -12,6 +14,7 @@ pub mod api_key;
 pub mod catalogue;
 pub mod client;
 pub mod error;
+pub mod mcp_oauth;
 pub mod provider;
 pub mod registry;
 pub mod scopes;

@@ -12,6 +12,7 @@ use crate::clock::Timestamp;
 use crate::crypto::SealContext;
 use crate::domain::gateway::{CredentialHeader, CredentialScheme, ServerName, ToolPrefix};
 use crate::domain::{ProviderId, Scopes};
+use crate::providers::mcp_oauth::McpOauthSettings;
 
 /// How a server's calls are authorized.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,11 @@ pub enum GatewayAuth {
     None,
     /// The operator's secret, the same for every user, in `header`; sealed.
     SecretHeader { header: CredentialHeader, secret_sealed: Vec<u8> },
+    /// The server's own MCP authorization: each user's token from its authorization server,
+    /// kept as provider `provider` (`mcp-<name>`), asked with `scopes`, sent as
+    /// `Authorization: Bearer`. The client secret (if the registration has one) is sealed in
+    /// `secret_sealed`, so key rewrap and `keys forget` cover it as the secret header's.
+    McpOauth { provider: ProviderId, scopes: Scopes, settings: Box<McpOauthSettings>, secret_sealed: Option<Vec<u8>> },
 }
 
 impl GatewayAuth {
@@ -32,13 +38,28 @@ impl GatewayAuth {
             GatewayAuth::Provider { .. } => "provider",
             GatewayAuth::None => "none",
             GatewayAuth::SecretHeader { .. } => "secret_header",
+            GatewayAuth::McpOauth { .. } => "mcp_oauth",
         }
     }
 
     /// Whether each user brings their own credential (so a user's first call may need them to
     /// connect, and a tool list can only be read with some user's credential).
     pub fn per_user(&self) -> bool {
-        matches!(self, GatewayAuth::Provider { .. })
+        matches!(self, GatewayAuth::Provider { .. } | GatewayAuth::McpOauth { .. })
+    }
+
+    /// The provider whose token each user's calls carry, with the scopes it must have, the
+    /// header and the scheme: `provider` servers as registered, `mcp-oauth` ones as a bearer.
+    pub fn user_credential(&self) -> Option<(&ProviderId, &Scopes, CredentialHeader, CredentialScheme)> {
+        match self {
+            GatewayAuth::Provider { provider, scopes, header, scheme } => {
+                Some((provider, scopes, header.clone(), scheme.clone()))
+            }
+            GatewayAuth::McpOauth { provider, scopes, .. } => {
+                Some((provider, scopes, CredentialHeader::authorization(), CredentialScheme::bearer()))
+            }
+            GatewayAuth::None | GatewayAuth::SecretHeader { .. } => None,
+        }
     }
 }
 
@@ -73,12 +94,13 @@ struct RawGatewayServer {
     header_name: Option<String>,
     header_scheme: Option<String>,
     secret_sealed: Option<Vec<u8>>,
+    oauth: Option<String>,
     created_at: Timestamp,
     updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "id, name, url, prefix, auth_kind, provider, scopes, header_name, header_scheme, \
-                       secret_sealed, created_at, updated_at";
+                       secret_sealed, oauth, created_at, updated_at";
 
 impl TryFrom<RawGatewayServer> for GatewayServerRow {
     type Error = StoreError;
@@ -116,6 +138,20 @@ impl TryFrom<RawGatewayServer> for GatewayServerRow {
                 header: header()?.ok_or_else(|| corrupt("no header"))?,
                 secret_sealed: raw.secret_sealed.clone().ok_or_else(|| corrupt("no secret"))?,
             },
+            "mcp_oauth" => {
+                let settings: McpOauthSettings = raw
+                    .oauth
+                    .as_deref()
+                    .and_then(|json| serde_json::from_str(json).ok())
+                    .ok_or_else(|| corrupt("no readable authorization settings"))?;
+                settings.check().map_err(|_| corrupt("an authorization server URL the broker may not call"))?;
+                GatewayAuth::McpOauth {
+                    provider: crate::providers::mcp_oauth::provider_id(&name),
+                    scopes: Scopes::from_space_separated(&raw.scopes).map_err(|_| corrupt("malformed scopes"))?,
+                    settings: Box::new(settings),
+                    secret_sealed: raw.secret_sealed.clone(),
+                }
+            }
             _ => return Err(corrupt("an unknown auth kind")),
         };
         Ok(GatewayServerRow {
@@ -134,6 +170,7 @@ impl Store {
     /// Registers a server. [`StoreError::Conflict`] if its name or prefix is taken (the
     /// caller checks overlapping prefixes first, with the names of both servers).
     pub async fn create_gateway_server(&self, row: &GatewayServerRow) -> StoreResult<()> {
+        let mut oauth = None;
         let (provider, scopes, header, scheme, secret) = match &row.auth {
             GatewayAuth::Provider { provider, scopes, header, scheme } => (
                 Some(provider.as_str()),
@@ -146,9 +183,13 @@ impl Store {
             GatewayAuth::SecretHeader { header, secret_sealed } => {
                 (None, String::new(), Some(header.as_str()), None, Some(secret_sealed.clone()))
             }
+            GatewayAuth::McpOauth { provider, scopes, settings, secret_sealed } => {
+                oauth = Some(serde_json::to_string(settings).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+                (Some(provider.as_str()), scopes.to_space_separated(), None, None, secret_sealed.clone())
+            }
         };
         sqlx::query(&format!(
-            "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         ))
         .bind(&row.id)
         .bind(row.name.as_str())
@@ -160,6 +201,7 @@ impl Store {
         .bind(header)
         .bind(scheme)
         .bind(secret)
+        .bind(oauth)
         .bind(row.created_at)
         .bind(row.updated_at)
         // Every instance's gateway reloads its list when everyone's generation moves.
@@ -244,7 +286,26 @@ mod tests {
             header: CredentialHeader::parse("X-Api-Key").unwrap(),
             secret_sealed: vec![1, 2, 3],
         };
-        let rows = [row("a", provider), row("b", GatewayAuth::None), row("c", secret)];
+        let settings = McpOauthSettings {
+            resource: Url::parse("https://mcp.example/mcp").unwrap(),
+            issuer: "https://as.example".into(),
+            authorization_endpoint: Url::parse("https://as.example/authorize").unwrap(),
+            token_endpoint: Url::parse("https://as.example/token").unwrap(),
+            revocation_endpoint: None,
+            scopes_supported: vec!["read".into()],
+            registration: crate::providers::mcp_oauth::RegistrationKind::Dynamic,
+            client_id: "client".into(),
+            token_auth_method: crate::providers::mcp_oauth::StoredAuthMethod::ClientSecretBasic,
+        };
+        let oauth = GatewayAuth::McpOauth {
+            provider: ProviderId::parse("mcp-e").unwrap(),
+            scopes: Scopes::parse(["read"]).unwrap(),
+            settings: Box::new(settings),
+            secret_sealed: Some(vec![4, 5]),
+        };
+        let mut oauth_row = row("e", oauth);
+        oauth_row.url = Url::parse("https://mcp.example/mcp").unwrap();
+        let rows = [row("a", provider), row("b", GatewayAuth::None), row("c", secret), oauth_row];
         for r in &rows {
             store.create_gateway_server(r).await.unwrap();
         }
@@ -266,10 +327,11 @@ mod tests {
             ("Bad", "https://x.example/", "none"),
             ("b", "http://x.example/", "none"),
             ("c", "https://x.example/", "mcp-oauth"),
+            ("e", "https://x.example/", "mcp_oauth"),
             ("d", "https://x.example/", "provider"),
         ] {
             sqlx::query(&format!(
-                "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $1, $2, $1, $3, NULL, '', NULL, NULL, NULL, 1, 1)"
+                "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $1, $2, $1, $3, NULL, '', NULL, NULL, NULL, NULL, 1, 1)"
             ))
             .bind(name)
             .bind(url)

@@ -168,7 +168,7 @@ pub async fn replace(
             Ok(pages::see_other("/connections"))
         }
         Err(error) => {
-            let (status, message) = refusal(provider, error)?;
+            let (status, message) = refusal(&provider, error)?;
             Err(PageError::page(status, "Key not replaced", message, BACK))
         }
     }

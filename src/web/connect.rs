@@ -126,10 +126,10 @@ pub async fn show(
     let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
     let client = client_of(&state, &row).await;
     if row.kind == AuthorizationKind::Consent {
-        return allow_page(&state, &row, provider, client, &session).await;
+        return allow_page(&state, &row, &provider, client, &session).await;
     }
     if provider.is_api_key() {
-        return Ok(super::api_keys::page(&row, provider, client, self_reported_name(&row), &session, None));
+        return Ok(super::api_keys::page(&row, &provider, client, self_reported_name(&row), &session, None));
     }
     let page = ConsentPage {
         id: row.id.clone(),
@@ -137,7 +137,7 @@ pub async fn show(
         client_name: self_reported_name(&row),
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
-        scopes: ScopeLine::list(provider, &row.scopes),
+        scopes: ScopeLine::list(&provider, &row.scopes),
         authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
         redirect_uri: state.config.provider_redirect_uri(&provider.id).to_string(),
         nav: SignedIn::of(&session),
@@ -173,7 +173,7 @@ pub async fn act(
         ("connect_key", AuthorizationKind::Connect) => {
             let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
             let client = (client_of(&state, &row).await, self_reported_name(&row));
-            super::api_keys::submit(&state, &row, provider, &session, &form.api_key, client).await
+            super::api_keys::submit(&state, &row, &provider, &session, &form.api_key, client).await
         }
         ("approve", AuthorizationKind::Consent) => {
             flow::allow(&state, &row, &session).await?;

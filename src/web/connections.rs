@@ -190,7 +190,7 @@ pub async fn revoke(
             "Ask the broker's operator to remove the connection.",
         ));
     };
-    let done = crate::broker::tokens::disconnect_grant(&state, provider, grant).await.map_err(PageError::internal)?;
+    let done = crate::broker::tokens::disconnect_grant(&state, &provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
     Ok(pages::see_other(&format!(
         "/connections?revocation={}&provider={}",

@@ -11,6 +11,7 @@
 //! | `GET /oauth/callback/{provider}` | [`callback`] | provider redirect back → [`crate::broker::flow`]; always 303 to a clean page |
 //! | `GET /oauth/callback`  | [`callback`]  | the older shared callback, for attempts sent with it |
 //! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
+//! | `GET /oauth/client-metadata/{provider}` | [`client_metadata`] | the broker's client ID metadata document at an `mcp-oauth` server's authorization server |
 //! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
 //! | `POST /connections/reconnect` | [`reconnect`] | renew a dead or failing connection → `/connect/{id}` |
 //! | `POST /connections/key` | [`api_keys`] | replace an API-key connection's key (the connect page's key form too) |
@@ -25,6 +26,7 @@
 pub mod admin;
 pub mod api_keys;
 pub mod callback;
+pub mod client_metadata;
 pub mod connect;
 pub mod connections;
 pub mod csrf;
@@ -66,6 +68,7 @@ pub fn router() -> Router<AppState> {
         .route("/oauth/callback", get(callback::receive))
         .route("/oauth/callback/{provider}", get(callback::receive_for_provider))
         .route("/oauth/callback/problem/{problem}", get(callback::problem))
+        .route("/oauth/client-metadata/{provider}", get(client_metadata::show))
         .merge(admin::router())
         // Pages carry CSRF tokens and per-user details; redirects carry provider URLs.
         .layer(SetResponseHeaderLayer::overriding(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))

@@ -54,7 +54,7 @@ pub async fn reconnect(
             "Ask the broker's operator about it.",
         ));
     };
-    match connections::reconnect(&state, provider, grant).await? {
+    match connections::reconnect(&state, &provider, grant).await? {
         Some(authorization) => Ok(pages::see_other(&format!("/connect/{}", authorization.id))),
         None => Err(PageError::page(
             StatusCode::CONFLICT,

@@ -26,6 +26,7 @@ mod forms;
 mod gateway;
 mod gateway_faults;
 mod gateway_python;
+mod gateway_mcp_oauth;
 mod hardening;
 mod health;
 mod keys;

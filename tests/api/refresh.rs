@@ -101,7 +101,7 @@ async fn a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again(app
         .unwrap();
     let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
     let provider = app.state.providers.find("demo").unwrap();
-    let outcome = oauth_broker::broker::tokens::disconnect_grant(&app.state, provider, &grant).await.unwrap();
+    let outcome = oauth_broker::broker::tokens::disconnect_grant(&app.state, &provider, &grant).await.unwrap();
     assert!(outcome.deleted);
     assert_eq!(outcome.revocation, oauth_broker::broker::tokens::Revocation::TokenUnreadable);
 }

@@ -118,24 +118,24 @@ async fn setup() -> Setup {
         api_base_url: None,
         account: None,
     };
-    crate::broker::tokens::store_grant(&state, &user.id, provider(&state), tokens, &Scopes::default()).await.unwrap();
+    crate::broker::tokens::store_grant(&state, &user.id, &provider(&state), tokens, &Scopes::default()).await.unwrap();
     Setup { state, api, user_id: user.id, _dir: dir }
 }
 
-fn provider(state: &AppState) -> &ProviderConfig {
+fn provider(state: &AppState) -> std::sync::Arc<ProviderConfig> {
     state.providers.find("echo").unwrap()
 }
 
 impl Setup {
     async fn token(&self) -> AccessToken {
-        let provider = provider(&self.state);
+        let provider = &*provider(&self.state);
         crate::broker::tokens::access_token_for(&self.state, &self.user_id, provider, None, &Scopes::default())
             .await
             .unwrap()
     }
 
     async fn get(&self, path: &str) -> ProviderAnswer {
-        let provider = provider(&self.state);
+        let provider = &*provider(&self.state);
         let request =
             ProviderRequest::new(provider, ApiMethod::parse("GET").unwrap(), path, Query::None, None).unwrap();
         call(&self.state, provider, &request, self.token().await).await.unwrap()
@@ -155,7 +155,7 @@ fn assert_no_token_in(answer: &ProviderAnswer, tokens: &[&str]) {
 #[tokio::test]
 async fn a_path_leaving_the_api_base_is_refused_before_anything_is_sent() {
     let setup = setup().await;
-    let provider = provider(&setup.state);
+    let provider = &*provider(&setup.state);
     let get = || ApiMethod::parse("GET").unwrap();
     for evil in ["../token", "%2e%2e/token", "//evil.example/x", "https://evil.example/x", "/..;/token"] {
         let refused = ProviderRequest::new(provider, get(), evil, Query::None, None).err();

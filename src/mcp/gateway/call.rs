@@ -64,12 +64,8 @@ pub fn shared_credential(entry: &ServerEntry) -> Option<Credential> {
 }
 
 fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
-    match auth {
-        GatewayAuth::Provider { header, scheme, .. } => {
-            Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
-        }
-        _ => None,
-    }
+    let (_, _, header, scheme) = auth.user_credential()?;
+    Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
 }
 
 /// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
@@ -163,12 +159,10 @@ impl BrokerServer {
             return settle(entry, first);
         };
         // 4. A 401: one forced refresh and one retry, then a new consent.
-        let provider = match &entry.row.auth {
-            GatewayAuth::Provider { provider, .. } => self.state.providers.find(provider.as_str()),
-            _ => None,
-        };
+        let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
         if let Some(provider) = provider
-            && let Some(fresh) = crate::broker::provider_call::retry_token_after_401(&self.state, provider, token).await
+            && let Some(fresh) =
+                crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
             let second = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;
@@ -187,12 +181,12 @@ impl BrokerServer {
         entry: &ServerEntry,
         caller: &Caller,
     ) -> Result<Option<AccessToken>, Result<CallToolResponse, Unfinished>> {
-        let GatewayAuth::Provider { provider, scopes, .. } = &entry.row.auth else { return Ok(None) };
-        let Some(provider) = self.state.providers.find(provider.as_str()) else {
+        let Some((provider, scopes, ..)) = entry.row.auth.user_credential() else { return Ok(None) };
+        let Some(provider) = self.state.providers.get(provider) else {
             let text = format!("The server {} needs provider {provider}, which is not configured.", entry.row.name);
             return Err(Ok(error_result(text).into()));
         };
-        match self.token_for_tool(caller, provider, None, scopes).await {
+        match self.token_for_tool(caller, &provider, None, scopes).await {
             Ok(token) => Ok(Some(token)),
             Err(Ok(result)) => Err(Ok(result.into())),
             Err(Err(unfinished)) => Err(Err(unfinished)),
@@ -337,10 +331,7 @@ impl BrokerServer {
     ) {
         crate::telemetry::gateway_call(entry.row.name.as_str(), outcome, took.as_secs_f64());
         let detail = format!("server={} tool={tool} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
-        let provider = match &entry.row.auth {
-            GatewayAuth::Provider { provider, .. } => Some(provider.as_str()),
-            _ => None,
-        };
+        let provider = entry.row.auth.user_credential().map(|(provider, ..)| provider.as_str());
         let result = match outcome {
             "ok" | "tool_error" | "needs_user" => Outcome::Success,
             _ => Outcome::Failure,

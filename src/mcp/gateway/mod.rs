@@ -13,7 +13,11 @@
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
 //!   refresh and retry, timeouts, audit and metrics.
 //!
-//! Not in this slice: `mcp-oauth` and `token-exchange` servers, relaying a server's own
+//! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
+//! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
+//! through the same connect, consent, refresh and revocation as any provider's.
+//!
+//! Not in this slice: `token-exchange` servers, relaying a server's own
 //! elicitations and round trips, servers' prompts and resources.
 
 pub mod call;
@@ -128,6 +132,9 @@ impl Gateway {
         if added.is_empty() && removed.is_empty() {
             return Ok(());
         }
+        // `mcp-oauth` servers' authorization servers, as providers (before the servers are
+        // served, so a user's first call finds its provider).
+        self.app.providers.set_server_providers(entries.iter().filter_map(|e| e.provider()).collect());
         *self.servers.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Servers::new(entries));
         for entry in &removed {
             let closed = self.pool.close_server(&entry.row.id);

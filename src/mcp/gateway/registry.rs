@@ -32,7 +32,8 @@ pub const CONNECT_TOOL: &str = "connect";
 /// One registered server, as this instance serves it.
 pub struct ServerEntry {
     pub row: GatewayServerRow,
-    /// `secret_header`: the opened secret (opened once, at load; never logged).
+    /// `secret_header`: the opened secret; `mcp_oauth`: the client secret, if registered with
+    /// one (opened once, at load; never logged).
     pub secret: Option<SecretString>,
     tools: RwLock<Option<Arc<ServerTools>>>,
 }
@@ -63,19 +64,30 @@ impl ServerTools {
 impl ServerEntry {
     /// The entry for `row`; `None` (logged) if its secret does not open with the loaded keys.
     pub fn load(row: GatewayServerRow, sealer: &crate::crypto::Sealer) -> Option<Self> {
-        let secret = match &row.auth {
-            GatewayAuth::SecretHeader { secret_sealed, .. } => {
-                match sealer.open(secret_sealed, secret_seal_context(&row.id)) {
-                    Ok(bytes) => Some(SecretString::from(String::from_utf8(bytes).ok()?)),
-                    Err(error) => {
-                        tracing::error!(server = %row.name, %error, "a gateway server's secret does not open; the server is left out");
-                        return None;
-                    }
-                }
-            }
+        let sealed = match &row.auth {
+            GatewayAuth::SecretHeader { secret_sealed, .. } => Some(secret_sealed),
+            GatewayAuth::McpOauth { secret_sealed, .. } => secret_sealed.as_ref(),
             _ => None,
         };
+        let secret = match sealed {
+            Some(secret_sealed) => match sealer.open(secret_sealed, secret_seal_context(&row.id)) {
+                Ok(bytes) => Some(SecretString::from(String::from_utf8(bytes).ok()?)),
+                Err(error) => {
+                    tracing::error!(server = %row.name, %error, "a gateway server's secret does not open; the server is left out");
+                    return None;
+                }
+            },
+            None => None,
+        };
         Some(Self { row, secret, tools: RwLock::default() })
+    }
+
+    /// An `mcp-oauth` server's authorization server as a provider.
+    pub fn provider(&self) -> Option<crate::providers::provider::ProviderConfig> {
+        match &self.row.auth {
+            GatewayAuth::McpOauth { settings, .. } => Some(settings.provider(&self.row.name, self.secret.clone())),
+            _ => None,
+        }
     }
 
     pub fn tools(&self) -> Option<Arc<ServerTools>> {

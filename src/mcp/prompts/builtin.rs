@@ -82,7 +82,7 @@ pub async fn render(
     })
 }
 
-fn provider<'a>(state: &'a AppState, values: &BTreeMap<String, String>) -> Result<&'a ProviderConfig, ErrorData> {
+fn provider(state: &AppState, values: &BTreeMap<String, String>) -> Result<std::sync::Arc<ProviderConfig>, ErrorData> {
     let asked = values.get("provider").map(String::as_str).unwrap_or_default();
     state.providers.find(asked.trim()).ok_or_else(|| {
         ErrorData::invalid_params(
@@ -135,6 +135,7 @@ fn requested_scopes(values: &BTreeMap<String, String>) -> Result<Option<Scopes>,
 
 fn connect_provider(state: &AppState, values: &BTreeMap<String, String>) -> Result<String, ErrorData> {
     let provider = provider(state, values)?;
+    let provider = &*provider;
     let requested = requested_scopes(values)?;
     if let Some(scopes) = &requested {
         crate::providers::scopes::check(provider, scopes)
@@ -262,6 +263,7 @@ async fn use_provider_api(
     user: &AuthenticatedUser,
 ) -> Result<String, ErrorData> {
     let provider = provider(state, values)?;
+    let provider = &*provider;
     let task = values.get("task").map(String::as_str).unwrap_or_default().trim();
     let (name, id, base) = (&provider.display_name, provider.id.as_str(), provider.api_base_url.as_str());
     let grants: Vec<GrantRow> = grants(state, user).await?.into_iter().filter(|g| g.provider == id).collect();

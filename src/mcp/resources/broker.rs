@@ -72,18 +72,18 @@ pub async fn read(
         BrokerUri::Connections => {
             let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
             let connections: Vec<Value> =
-                state.providers.iter().map(|p| connection_entry(p, find(&grants, p), state.now())).collect();
+                state.providers.iter().map(|p| connection_entry(&p, find(&grants, &p), state.now())).collect();
             json!({ "connections": connections })
         }
         BrokerUri::Providers => {
             let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
-            let providers: Vec<Value> = state.providers.iter().map(|p| provider_entry(p, find(&grants, p))).collect();
+            let providers: Vec<Value> = state.providers.iter().map(|p| provider_entry(&p, find(&grants, &p))).collect();
             json!({ "providers": providers })
         }
         BrokerUri::Connection(id) => {
             let provider = state.providers.get(id).ok_or_else(|| uri::not_found(raw))?;
-            let grant = connections::latest_account(state, user_id, provider).await.map_err(super::internal)?;
-            connection_entry(provider, grant.as_ref(), state.now())
+            let grant = connections::latest_account(state, user_id, &provider).await.map_err(super::internal)?;
+            connection_entry(&provider, grant.as_ref(), state.now())
         }
     };
     let text = serde_json::to_string_pretty(&body).map_err(super::internal)?;

@@ -128,7 +128,8 @@ async fn known_values(
         "provider" => state.providers.ids(),
         "account" => accounts(state, ctx, context_provider).await?,
         "scopes" if prompt == Some(CONNECT_PROVIDER) => {
-            let scopes = context_provider.and_then(|p| state.providers.find(p)).map(known_scopes).unwrap_or_default();
+            let scopes =
+                context_provider.and_then(|p| state.providers.find(p)).map(|p| known_scopes(&p)).unwrap_or_default();
             return Ok(scope_values(&scopes, typed));
         }
         _ => Vec::new(),

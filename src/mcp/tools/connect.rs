@@ -72,23 +72,23 @@ impl BrokerServer {
         // A scope the provider does not offer is invalid input, refused before any row or
         // provider sees it (see `providers::scopes`).
         if let Some(scopes) = &named_scopes {
-            crate::providers::scopes::check(provider, scopes).map_err(|e| {
+            crate::providers::scopes::check(&provider, scopes).map_err(|e| {
                 ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({"argument": "scopes"})))
             })?;
         }
-        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
-        let (target, requested) = match self.connect_choice(caller, provider, &args, named_scopes, &grants, ctx).await?
-        {
-            Ok(choice) => choice,
-            Err(result) => return Ok(result),
-        };
+        let grants = connections::accounts(&self.state, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
+        let (target, requested) =
+            match self.connect_choice(caller, &provider, &args, named_scopes, &grants, ctx).await? {
+                Ok(choice) => choice,
+                Err(result) => return Ok(result),
+            };
         let (scopes, hint) = match target {
             Target::Existing(i) => {
                 let grant = &grants[i];
-                match self.standing(caller, provider, Some(account_name(grant)), &requested).await? {
-                    Standing::Ready(_) => return Ok(connected_result(provider, grant)),
+                match self.standing(caller, &provider, Some(account_name(grant)), &requested).await? {
+                    Standing::Ready(_) => return Ok(connected_result(&provider, grant)),
                     Standing::Unavailable { retry_after } => {
-                        return Ok(crate::mcp::tools::failure::provider_unavailable(provider, retry_after));
+                        return Ok(crate::mcp::tools::failure::provider_unavailable(&provider, retry_after));
                     }
                     Standing::Refused(why) => {
                         return Ok(error_result(format!("{} refused: {why}", provider.display_name)));
@@ -96,7 +96,7 @@ impl BrokerServer {
                     Standing::AllowClient(grant) => {
                         let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
                         return self
-                            .start_connect(caller, provider, &grant.scopes, Ask::UseGrant(&grant), None, &before, ctx)
+                            .start_connect(caller, &provider, &grant.scopes, Ask::UseGrant(&grant), None, &before, ctx)
                             .await;
                     }
                     standing @ (Standing::NotConnected(_) | Standing::MoreScopes { .. }) => {
@@ -119,7 +119,7 @@ impl BrokerServer {
             Target::New(None) => (requested, None),
         };
         let before: Snapshot = grants.iter().map(|g| (g.id.clone(), g.version)).collect();
-        self.start_connect(caller, provider, &scopes, Ask::Connect, hint.as_deref(), &before, ctx).await
+        self.start_connect(caller, &provider, &scopes, Ask::Connect, hint.as_deref(), &before, ctx).await
     }
 
     /// The account and scopes to connect: from the arguments, from a form (see the module
@@ -321,12 +321,12 @@ impl BrokerServer {
             return Ok(Some(error_result(unknown_provider(&self.state.providers.ids(), &row.provider))));
         };
         match round.authorize_response() {
-            Some(ElicitationAction::Decline) => return Ok(Some(self.declined_in_client(&row, provider).await)),
-            Some(ElicitationAction::Cancel) => return Ok(Some(error_result(cancelled_text(provider, tool)))),
+            Some(ElicitationAction::Decline) => return Ok(Some(self.declined_in_client(&row, &provider).await)),
+            Some(ElicitationAction::Cancel) => return Ok(Some(error_result(cancelled_text(&provider, tool)))),
             _ => {}
         }
         let deadline = Instant::now() + self.state.config.mrtr_wait;
-        match self.wait_for_row(&row.id, provider, deadline, &mut events, ctx).await? {
+        match self.wait_for_row(&row.id, &provider, deadline, &mut events, ctx).await? {
             Waited::Finished => {}
             Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
             // A stopping server answers at once: the client retries, to another instance.
@@ -336,7 +336,7 @@ impl BrokerServer {
         if tool != CONNECT_ACCOUNT && row.as_ref().is_some_and(|r| r.status == AuthorizationStatus::Completed) {
             return Ok(None);
         }
-        let outcome = self.final_outcome(caller, provider, id, &Vec::new()).await?;
+        let outcome = self.final_outcome(caller, &provider, id, &Vec::new()).await?;
         Ok(Some(outcome.unwrap_or_else(|| {
             error_result(format!("Connecting {} did not finish; call {tool} again.", provider.display_name))
         })))

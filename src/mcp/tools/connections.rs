@@ -42,7 +42,7 @@ impl BrokerServer {
         let entries: Vec<_> = listing
             .iter()
             .filter_map(|c| {
-                let provider = c.provider?;
+                let provider = c.provider.as_deref()?;
                 let grant = c.grant.as_ref();
                 Some(json!({
                     "provider": provider.id.as_str(),
@@ -83,21 +83,21 @@ impl BrokerServer {
         let Some(provider) = self.state.providers.find(&args.provider) else {
             return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
         };
-        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
+        let grants = connections::accounts(&self.state, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
         if grants.is_empty() {
             return Ok(text_result(format!("You were not connected to {}.", provider.display_name)));
         }
         let named = match args.account.as_deref() {
             Some(name) => match find_account(&grants, name) {
                 Some(i) => Some(i),
-                None => return Ok(unknown_account(provider, name, &grants, "disconnect_account")),
+                None => return Ok(unknown_account(&provider, name, &grants, "disconnect_account")),
             },
             None if grants.len() == 1 => Some(0),
             None => None,
         };
         // Checked before any question: a client that may not use the connection may not end it.
         if let Some(i) = named
-            && let Some(refusal) = self.not_allowed_to_disconnect(caller, provider, &grants[i]).await?
+            && let Some(refusal) = self.not_allowed_to_disconnect(caller, &provider, &grants[i]).await?
         {
             return Ok(refusal);
         }
@@ -106,12 +106,12 @@ impl BrokerServer {
             // No form mode: the tool is annotated destructive (destructiveHint), so the client
             // asks the user before calling it; asking again would need a form we cannot send.
             return match named {
-                Some(i) => Ok(self.revoke(caller, provider, &grants[i]).await?),
-                None => Ok(several_accounts(provider, &grants, "disconnect_account")),
+                Some(i) => Ok(self.revoke(caller, &provider, &grants[i]).await?),
+                None => Ok(several_accounts(&provider, &grants, "disconnect_account")),
             };
         };
         // One form: which account (when several and none named) and a ticked confirmation.
-        let question = named.is_none().then(|| AccountQuestion::new(&grants, false, None, provider));
+        let question = named.is_none().then(|| AccountQuestion::new(&grants, false, None, &provider));
         let mut fields: Vec<forms::Field> = question.iter().map(|q| q.field.clone()).collect();
         fields.push(questions::confirm_field());
         let form = FormSchema::new(fields).map_err(tool_failed)?;
@@ -128,7 +128,7 @@ impl BrokerServer {
         };
         let nothing = "Nothing was disconnected.";
         let reply = self.ask_form(caller, ctx, message, &form).await;
-        self.log_reply(ctx, "disconnect_account", provider, &reply).await;
+        self.log_reply(ctx, "disconnect_account", &provider, &reply).await;
         let answers = match reply {
             Ok(Reply::Accepted(answers)) => answers,
             Ok(Reply::Declined) => return Ok(error_result(format!("You declined. {nothing}"))),
@@ -143,7 +143,7 @@ impl BrokerServer {
             (Some(i), _) | (None, Some(Picked::Existing(i))) => i,
             _ => return Ok(error_result(format!("No account was chosen. {nothing}"))),
         };
-        Ok(self.revoke(caller, provider, &grants[chosen]).await?)
+        Ok(self.revoke(caller, &provider, &grants[chosen]).await?)
     }
 
     /// MCP security best practices §Confused deputy: disconnecting revokes the tokens at the

@@ -55,13 +55,14 @@ impl BrokerServer {
         // Checked before an account is picked or a token read: a refused request costs nothing.
         let query = args.query.as_ref().map_or(Query::None, Query::Values);
         let checked = ApiMethod::parse(&args.method).and_then(|method| {
-            ProviderRequest::new(provider, method, &args.path, query, args.body.as_ref().map(Body::Json))
+            ProviderRequest::new(&provider, method, &args.path, query, args.body.as_ref().map(Body::Json))
         });
         let request = match checked {
             Ok(request) => request.accepting(Some("application/json")),
             Err(e) => return Ok(error_result(e.to_string())),
         };
-        let account = match self.pick_account(caller, provider, args.account.as_deref(), PROVIDER_REQUEST, ctx).await? {
+        let account = match self.pick_account(caller, &provider, args.account.as_deref(), PROVIDER_REQUEST, ctx).await?
+        {
             AccountPick::One(grant) => Some(account_name(&grant).to_owned()),
             AccountPick::NoAccount => None,
             AccountPick::Answer(result) => return Ok(result),
@@ -74,14 +75,14 @@ impl BrokerServer {
         // (`-32042`, URL elicitation or `input_required` by era) instead of the provider's 401.
         let mut attempts = 0;
         let answer = loop {
-            let token = match self.token_for_tool(caller, provider, account.as_deref(), &Scopes::default()).await {
+            let token = match self.token_for_tool(caller, &provider, account.as_deref(), &Scopes::default()).await {
                 Ok(token) => token,
                 Err(answer) => return answer,
             };
             let answer = tokio::select! {
                 // MCP cancellation: a cancelled call stops its upstream request.
                 _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
-                answer = provider_call::call(&self.state, provider, &request, token) => answer,
+                answer = provider_call::call(&self.state, &provider, &request, token) => answer,
             };
             match answer {
                 Ok(answer) => break answer,

@@ -132,7 +132,7 @@ pub async fn revoke_grant(
         ));
     };
     let done =
-        tokens::disconnect_grant_by(&state, provider, &grant, crate::broker::connection_events::RevokedBy::Admin)
+        tokens::disconnect_grant_by(&state, &provider, &grant, crate::broker::connection_events::RevokedBy::Admin)
             .await
             .map_err(PageError::internal)?;
     let notice = match done.revocation {

@@ -29,6 +29,12 @@ pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> R
                     scheme.as_str()
                 ),
                 GatewayAuth::SecretHeader { header, .. } => format!("an operator's secret in {}", header.as_str()),
+                GatewayAuth::McpOauth { settings, .. } => format!(
+                    "the user's token from {} (client {}, {}) as Bearer",
+                    settings.issuer,
+                    settings.client_id,
+                    settings.registration.as_str()
+                ),
                 GatewayAuth::None => "none".to_owned(),
             };
             Card {

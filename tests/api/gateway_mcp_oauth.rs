@@ -1,0 +1,176 @@
+//! Gateway mode's `mcp-oauth` servers (issue 26): a server protected by the MCP authorization
+//! spec, behind the broker. Three parties, each real:
+//! - the authorization server: a second broker (its own database, users and signing keys),
+//!   which knows the server as a resource (`admin services add --resource`);
+//! - the server: `examples/upstream_server.rs --require-oauth <issuer>` in its own process,
+//!   which serves RFC 9728 metadata, challenges with it, and accepts only that issuer's JWTs
+//!   for its own URL;
+//! - the broker in front, registered by the admin CLI (another process), which discovers the
+//!   authorization server from the server's 401 and registers itself there (RFC 7591: its
+//!   public URL is plain http, so it cannot offer a client ID metadata document).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::gateway::{Upstream, served, servers_cli, servers_ok};
+use crate::helpers::*;
+use crate::token_api::{ServiceOptions, register_service, url_elicitation_required};
+
+/// The server, with `authorization`'s broker as its authorization server (which learns it
+/// as a resource), registered in front of `front` as `name`.
+async fn protected_server(front: &TestApp, authorization: &TestApp, name: &str) -> Upstream {
+    let upstream = Upstream::start(&["--require-oauth", &authorization.address], None).await;
+    let options = ServiceOptions { resource: Some(&upstream.mcp_url), ..Default::default() };
+    register_service(authorization, name, &["demo"], options).await;
+    let added = servers_ok(front, &["add", name, "--url", &upstream.mcp_url, "--auth", "mcp-oauth", "--json"]).await;
+    let added: Value = serde_json::from_str(&added).unwrap();
+    assert_eq!(added["auth"], "mcp_oauth");
+    assert_eq!(added["issuer"].as_str().unwrap().trim_end_matches('/'), authorization.address);
+    assert_eq!(added["resource"], upstream.mcp_url.as_str());
+    assert_eq!(added["registration"], "dynamic", "{added}");
+    let prefix = format!("{}_", name.replace('-', "_"));
+    eventually("the broker serves the new server", Duration::from_secs(10), || async { served(front, &prefix).await })
+        .await;
+    upstream
+}
+
+/// The user's whole browser leg for `connect_url`: the front broker's consent page, then the
+/// authorization server's sign-in and consent, back to the front broker's callback. Two
+/// browsers: both brokers are on 127.0.0.1, where cookies do not tell ports apart.
+async fn connect_in_browser(front: &TestApp, authorization: &TestApp, connect_url: &str, resource: &str) {
+    let browser = front.browser();
+    let path = connect_url.strip_prefix(&front.address).expect("the front broker's own page");
+    if browser.get(connect_url).send().await.unwrap().status() == 303 {
+        assert_eq!(front.sign_in(&browser, ALICE, path).await.status(), 303);
+    }
+    let consent = browser.get(connect_url).send().await.unwrap();
+    assert_eq!(consent.status(), 200, "the front broker's consent page");
+    let csrf = hidden_field(&consent.text().await.unwrap(), "csrf_token").unwrap();
+    let approved =
+        browser.post(connect_url).form(&[("csrf_token", csrf.as_str()), ("action", "approve")]).send().await.unwrap();
+    assert_eq!(approved.status(), 303, "on to the server's authorization server");
+    let authorize = location(&approved);
+    assert!(authorize.starts_with(&authorization.url("/authorize?")), "{authorize}");
+    let query: Vec<(String, String)> = url::Url::parse(&authorize).unwrap().query_pairs().into_owned().collect();
+    let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(param("resource").as_deref(), Some(resource), "RFC 8707: the token is for the server");
+    assert_eq!(param("code_challenge_method").as_deref(), Some("S256"));
+
+    let at_server = authorization.browser();
+    let first = at_server.get(&authorize).send().await.unwrap();
+    assert_eq!(first.status(), 303, "sign in at the authorization server first");
+    let login = url::Url::parse(&authorization.url(&location(&first))).unwrap();
+    let next = login.query_pairs().find(|(k, _)| k == "next").unwrap().1.into_owned();
+    assert_eq!(authorization.sign_in(&at_server, ALICE, &next).await.status(), 303);
+    let page = at_server.get(authorization.url(&next)).send().await.unwrap();
+    assert_eq!(page.status(), 200, "the authorization server's consent page");
+    let mut form = hidden_fields(&page.text().await.unwrap());
+    form.push(("action".into(), "approve".into()));
+    let back = at_server.post(authorization.url("/authorize")).form(&form).send().await.unwrap();
+    assert_eq!(back.status(), 302, "back to the front broker");
+    let callback = location(&back);
+    assert!(callback.starts_with(&front.url("/oauth/callback/")), "{callback}");
+    assert_eq!(front.land(&browser, &callback).await.status(), 200);
+}
+
+fn whoami(result: &rmcp::model::CallToolResult) -> (String, String) {
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let out = result.structured_content.as_ref().unwrap();
+    (out["account"].as_str().unwrap().to_owned(), out["credential_sha256"].as_str().unwrap().to_owned())
+}
+
+async fn a_server_behind_its_own_authorization_server_is_discovered_connected_called_and_refreshed(
+    front: &TestApp,
+    authorization: &TestApp,
+) {
+    // Arrange: the server behind the front broker; alice's MCP client talks to the front only.
+    let upstream = protected_server(front, authorization, "secure").await;
+    let client = front.mcp_client(ALICE, ClientKind::Url).await;
+
+    // Act: the first call gets the front broker's own link; alice approves at both brokers.
+    let (_, url) = url_elicitation_required(client.call("secure_connect", json!({})).await);
+    assert!(url.starts_with(&front.url("/connect/")), "the broker's own page: {url}");
+    connect_in_browser(front, authorization, &url, &upstream.mcp_url).await;
+    let connected = client.call("secure_connect", json!({})).await.unwrap();
+    assert_ne!(connected.is_error, Some(true), "{connected:?}");
+
+    // Assert: the server accepted a token for its own audience, naming alice as the
+    // authorization server knows her.
+    let (account, credential) = whoami(&client.call("secure_whoami", json!({})).await.unwrap());
+    assert_eq!(account, authorization.user_id(ALICE).await);
+    let alice = front.user_id(ALICE).await;
+    let grants = front.state.store.grants_for_user(&alice).await.unwrap();
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0].provider, "mcp-secure", "kept like any provider's grant");
+
+    // A token of the same authorization server for another audience (its own MCP endpoint) is
+    // refused by the server.
+    let elsewhere = authorization.token_for(ALICE).await;
+    let refused = reqwest::Client::new()
+        .post(&upstream.mcp_url)
+        .bearer_auth(&elsewhere)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let challenge = refused.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(challenge.contains("resource_metadata=") && challenge.contains("invalid_token"), "{challenge}");
+
+    // Act: time passes on the front broker beyond the access token's life.
+    front.clock.advance(2 * 3600);
+
+    // Assert: the next call carries a refreshed token, still alice's, still accepted.
+    let (again, refreshed) = whoami(&client.call("secure_whoami", json!({})).await.unwrap());
+    assert_eq!(again, account);
+    assert_ne!(refreshed, credential, "a new access token from the authorization server");
+    let grant = front.state.store.grants_for_user(&alice).await.unwrap().remove(0);
+    assert!(grant.version > grants[0].version, "the grant was refreshed");
+
+    client.close().await;
+    upstream.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_oauth_sqlite() {
+    let authorization = spawn_app(Backend::Sqlite).await.unwrap();
+    let front = spawn_app(Backend::Sqlite).await.unwrap();
+    a_server_behind_its_own_authorization_server_is_discovered_connected_called_and_refreshed(&front, &authorization)
+        .await;
+    front.stop().await;
+    authorization.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_oauth_postgres() {
+    let Some(authorization) = spawn_app(Backend::Postgres).await else { return };
+    let Some(front) = spawn_app(Backend::Postgres).await else { return };
+    a_server_behind_its_own_authorization_server_is_discovered_connected_called_and_refreshed(&front, &authorization)
+        .await;
+    front.stop().await;
+    authorization.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_not_protected_or_names_another_resource_is_refused_at_add() {
+    let front = spawn_app(Backend::Sqlite).await.unwrap();
+    // An open server answers without a credential: mcp-oauth is the wrong kind.
+    let open = Upstream::start(&[], None).await;
+    let output = servers_cli(&front, &["add", "open", "--url", &open.mcp_url, "--auth", "mcp-oauth"], None).await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not protected by MCP authorization"), "{stderr}");
+    // Flags of other kinds are refused before anything is fetched.
+    let output =
+        servers_cli(&front, &["add", "open", "--url", &open.mcp_url, "--auth", "mcp-oauth", "--header", "X-Key"], None)
+            .await;
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--header goes only with"));
+    let output =
+        servers_cli(&front, &["add", "open", "--url", &open.mcp_url, "--auth", "none", "--client-id", "x"], None).await;
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--client-id goes only with --auth mcp-oauth"));
+    assert!(front.state.store.list_gateway_servers().await.unwrap().is_empty(), "nothing written");
+    open.stop().await;
+    front.stop().await;
+}
