@@ -284,6 +284,18 @@ impl Store {
         .fetch_all_in(self.read())
         .await?)
     }
+
+    /// The newest entries by one actor (`service:<id>`, …), newest first: the `audit_log_actor`
+    /// index (migration 0028) serves it at any size.
+    pub async fn audit_by_actor(&self, actor: &str, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+        Ok(sqlx::query_as::<_, AuditEntry>(&format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE actor = $1 ORDER BY id DESC LIMIT $2"
+        ))
+        .bind(actor)
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?)
+    }
 }
 
 /// `value` cut to `max_chars` and quoted for a `key="value"` detail: quotes, backslashes,

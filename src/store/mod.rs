@@ -17,6 +17,7 @@ pub mod audit_queue;
 pub mod authorizations;
 pub mod cache_effect;
 pub mod consents;
+pub mod console;
 pub mod deadlines;
 mod declared;
 pub mod demo;

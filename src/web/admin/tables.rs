@@ -1,5 +1,5 @@
-//! `GET /admin/{users,grants,authorizations,consents,clients,services,audit}`: each list as
-//! cards, searchable and paginated ([`super::listing`]). Never a token: grants show what the
+//! `GET /admin/{users,grants,authorizations,consents,clients,services,audit}`: each list as a
+//! table (cards on a phone), searchable and paginated ([`super::listing`]). Never a token: grants show what the
 //! store says about them (status, scopes, expiry, the last refresh's outcome from the audit
 //! log), not their sealed values. Text others chose passes through [`safe_text`].
 
@@ -33,10 +33,11 @@ pub(super) fn page(
     path: &str,
     intro: &str,
     query: &ListQuery,
+    title_label: &str,
     cards: Vec<Card>,
     next: Option<Cursor>,
 ) -> Result<Response, PageError> {
-    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, cards, next);
+    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, title_label, cards, next);
     Ok(pages::render(StatusCode::OK, &page))
 }
 
@@ -64,6 +65,16 @@ pub async fn user_labels<'a>(
     Ok(state.store.users_by_ids(&ids).await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
 }
 
+/// A user's own page ([`super::views::user`]).
+pub fn user_page(id: &str) -> String {
+    format!("/admin/users/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
+}
+
+/// A service's own page ([`super::views::service`]).
+pub fn service_page(id: &str) -> String {
+    format!("/admin/services/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
+}
+
 fn name_of(names: &HashMap<String, String>, id: &str) -> String {
     names.get(id).cloned().unwrap_or_else(|| format!("(gone) {id}"))
 }
@@ -77,6 +88,7 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         .map(|u| {
             let disabled = u.is_disabled();
             Card {
+                link: Some(user_page(&u.id)),
                 title: user_label(u),
                 fields: vec![
                     field("id", u.id.clone()),
@@ -95,7 +107,7 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         })
         .collect();
     let intro = "Every account. Disabling one signs it out everywhere and stops its bearer tokens; it cannot sign in until enabled.";
-    page(&admin, "Users", "/admin/users", intro, &query, cards, found.next)
+    page(&admin, "Users", "/admin/users", intro, &query, "user", cards, found.next)
 }
 
 pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -110,6 +122,7 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         // The core's status (issue 27): the same words as the user's connections page.
         let status = Status::of(Some(g), now, &Scopes::default(), None);
         cards.push(Card {
+            link: Some(user_page(&g.user_id)),
             title: format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)),
             fields: vec![
                 field("user", name_of(&names, &g.user_id)),
@@ -144,7 +157,7 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         });
     }
     let intro = "Stored third-party grants (never their tokens). Revoking one tells the provider and deletes it; this page then says what the provider answered.";
-    page(&admin, "Grants", "/admin/grants", intro, &query, cards, found.next)
+    page(&admin, "Grants", "/admin/grants", intro, &query, "provider · account", cards, found.next)
 }
 
 /// The latest refresh of (user, provider) in the audit log: when, and how it ended.
@@ -198,6 +211,7 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
             let status = shown_status(a, now);
             let open = status == "pending" || status == "redirected";
             Card {
+                link: Some(user_page(&a.user_id)),
                 title: format!("{} · {}", safe_text(&a.provider), status),
                 fields: vec![
                     field("user", name_of(&names, &a.user_id)),
@@ -222,7 +236,7 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
         })
         .collect();
     let intro = "Connect attempts: pending, completed, declined, failed and expired. Expiring an open one makes its link stop working.";
-    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, cards, found.next)
+    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, "provider · status", cards, found.next)
 }
 
 /// The status, with an open attempt past its expiry shown as `expired`.
@@ -248,6 +262,7 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
             crate::broker::consent::client_name(&state, &crate::identity::ClientIdentity::from_key(&c.client_key))
                 .await;
         cards.push(Card {
+            link: Some(c.client_key.strip_prefix("service:").map_or_else(|| user_page(&c.user_id), service_page)),
             title: format!("{} ({})", client.name, client.kind),
             fields: vec![
                 field("user", name_of(&names, &c.user_id)),
@@ -264,7 +279,7 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
         });
     }
     let intro = "Which clients each user allowed to use which connection. Withdrawing one makes that client ask again.";
-    page(&admin, "Consents", "/admin/consents", intro, &query, cards, found.next)
+    page(&admin, "Consents", "/admin/consents", intro, &query, "client", cards, found.next)
 }
 
 pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -274,6 +289,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .rows
         .iter()
         .map(|c| Card {
+            link: None,
             title: c.client_name.as_deref().map_or_else(|| "(no name)".into(), safe_text),
             fields: vec![
                 field("client id", safe_text(&c.client_id)),
@@ -288,7 +304,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro =
         "MCP clients registered with the broker's own authorization server (names are the clients' own, unchecked).";
-    page(&admin, "MCP clients", "/admin/clients", intro, &query, cards, found.next)
+    page(&admin, "MCP clients", "/admin/clients", intro, &query, "name", cards, found.next)
 }
 
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -298,6 +314,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         .rows
         .iter()
         .map(|s| Card {
+            link: Some(service_page(&s.id)),
             title: s.name.clone(),
             fields: vec![
                 field("client id", s.id.clone()),
@@ -311,7 +328,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         })
         .collect();
     let intro = "Tool servers registered for the token API (`oauth-broker admin services …` changes them).";
-    page(&admin, "Tool-server services", "/admin/services", intro, &query, cards, found.next)
+    page(&admin, "Tool-server services", "/admin/services", intro, &query, "service", cards, found.next)
 }
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -320,7 +337,7 @@ pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Res
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";
-    page(&admin, "Audit log", "/admin/audit", intro, &query, cards, found.next)
+    page(&admin, "Audit log", "/admin/audit", intro, &query, "action", cards, found.next)
 }
 
 /// The users audit entries name: as the target, or as the acting user or admin.
@@ -342,6 +359,7 @@ pub fn actor_label(actor: Option<&str>, names: &HashMap<String, String>) -> Stri
 
 pub fn audit_card(e: &AuditEntry, names: &HashMap<String, String>) -> Card {
     Card {
+        link: None,
         title: e.action.clone(),
         fields: vec![
             field("time", iso_time(e.at)),
