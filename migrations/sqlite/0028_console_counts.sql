@@ -125,3 +125,5 @@ CREATE INDEX grants_backoff ON grants (provider, refresh_not_before) WHERE refre
 -- A service's page: the consents users gave it, and its recent token-API answers.
 CREATE INDEX client_consents_client ON client_consents (client_key, updated_at);
 CREATE INDEX audit_log_actor ON audit_log (actor, id);
+-- The authorizations list filtered by status, newest first (`store::console_lists`).
+CREATE INDEX authorizations_status_created ON authorizations (status, created_at, id);

@@ -178,7 +178,7 @@ pub(super) fn counted(action: &str, outcome: Outcome) {
     metrics::counter!("oauth_broker_authorizations_total", "outcome" => authorization).increment(1);
 }
 
-const AUDIT_COLUMNS: &str = "id, at, user_id, action, provider, detail, actor, outcome";
+pub(super) const AUDIT_COLUMNS: &str = "id, at, user_id, action, provider, detail, actor, outcome";
 
 impl Store {
     /// Appends one event (see [`AuditEvent`]).

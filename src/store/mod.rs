@@ -18,6 +18,7 @@ pub mod authorizations;
 pub mod cache_effect;
 pub mod consents;
 pub mod console;
+pub mod console_lists;
 pub mod deadlines;
 mod declared;
 pub mod demo;

@@ -183,5 +183,16 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     let html = admin.get(app.url("/admin/providers")).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("grants in backoff now"), "{html}");
     assert_eq!(admin.get(app.url("/admin/users/no-such-user")).send().await.unwrap().status(), 404);
+
+    // Filters read their own index: the one refused answer; the completed authorization; a
+    // list searched and filtered at once, or an unknown choice, is refused.
+    let html =
+        admin.get(app.url("/admin/audit?outcome=refused&order=oldest")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("1 shown") && html.contains("token_api.token"), "{html}");
+    let html = admin.get(app.url("/admin/authorizations?status=completed")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("1 shown") && html.contains("<option value=\"completed\" selected>"), "{html}");
+    for bad in ["/admin/audit?outcome=refused&q=x", "/admin/audit?outcome=maybe", "/admin/authorizations?status=done"] {
+        assert_eq!(admin.get(app.url(bad)).send().await.unwrap().status(), 400, "{bad}");
+    }
 }
 on_both_backends!(the_dashboard_counts_what_happened_on, the_dashboard_counts_what_happened);

@@ -8,6 +8,7 @@ use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 
+use super::filters::{Control, Filters};
 use crate::store::paging::{Cursor, Search, Window};
 use crate::web::error::PageError;
 use crate::web::pages::SignedIn;
@@ -29,6 +30,13 @@ pub struct RawListQuery {
     /// A short code an action left (see [`notice_text`]); never free text from the URL.
     #[serde(default)]
     notice: Option<String>,
+    /// Filters and order ([`super::filters`]), on the lists that offer them.
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    order: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
 }
 
 /// A checked search and page start.
@@ -39,6 +47,8 @@ pub struct ListQuery {
     /// `None` for the first page.
     pub after: Option<Cursor>,
     pub notice: Option<&'static str>,
+    /// Filters chosen (only without a search).
+    pub filters: Filters,
 }
 
 impl ListQuery {
@@ -60,7 +70,12 @@ impl ListQuery {
                 _ => return Err(bad("This list position is not one the list's Next link gives.")),
             },
         };
-        Ok(ListQuery { q, after, notice: raw.notice.as_deref().and_then(notice_text) })
+        let filters = Filters::parse(raw.outcome.as_deref(), raw.order.as_deref(), raw.status.as_deref())
+            .map_err(|name| bad(format!("This list offers no such {name}; pick one from the list's own choices.")))?;
+        if filters.is_set() && !q.is_empty() {
+            return Err(bad("A list is either searched or filtered, not both: clear the search or the filters."));
+        }
+        Ok(ListQuery { q, after, notice: raw.notice.as_deref().and_then(notice_text), filters })
     }
 
     /// The search as the store runs it.
@@ -172,6 +187,9 @@ pub struct TablePage {
     /// Where the next page starts, when more rows match.
     pub next: Option<String>,
     pub table: Rows,
+    /// The filter and order controls this list offers (none on most).
+    pub controls: Vec<Control>,
+    filters: Filters,
     pub notice: Option<&'static str>,
 }
 
@@ -199,6 +217,8 @@ impl TablePage {
             later_page: query.after.is_some(),
             next: next.map(|c| c.to_text()),
             table: Rows::new("rows", title_label, cards),
+            controls: super::filters::controls(path, &query.filters),
+            filters: query.filters.clone(),
             notice: query.notice,
         }
     }
@@ -208,6 +228,9 @@ impl TablePage {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         if !self.q.is_empty() {
             query.append_pair("q", &self.q);
+        }
+        for (name, value) in self.filters.pairs() {
+            query.append_pair(name, value);
         }
         if let Some(after) = after {
             query.append_pair("after", after);
@@ -230,7 +253,7 @@ mod tests {
         ListQuery::parse(Ok(Query(RawListQuery {
             q: q.map(str::to_owned),
             after: after.map(str::to_owned),
-            notice: None,
+            ..RawListQuery::default()
         })))
     }
 

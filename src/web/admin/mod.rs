@@ -17,6 +17,7 @@
 pub mod actions;
 pub mod charts;
 pub mod dashboard;
+pub mod filters;
 pub mod listing;
 pub mod servers;
 pub mod tables;

@@ -202,7 +202,10 @@ pub fn is_failure(e: &AuditEntry) -> bool {
 pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let now = state.now();
-    let found = state.store.page_authorizations(&query.search(), now, query.window()).await?;
+    let found = match query.filters.status {
+        Some(status) => state.store.page_authorizations_with_status(status, query.window()).await?,
+        None => state.store.page_authorizations(&query.search(), now, query.window()).await?,
+    };
     let names = user_labels(&state, found.rows.iter().map(|a| a.user_id.as_str())).await?;
     let cards = found
         .rows
@@ -333,7 +336,11 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.store.page_audit(&query.search(), query.window()).await?;
+    let found = if query.filters.is_set() {
+        state.store.page_audit_filtered(query.filters.outcome, query.filters.oldest_first, query.window()).await?
+    } else {
+        state.store.page_audit(&query.search(), query.window()).await?
+    };
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";
