@@ -111,10 +111,10 @@ impl Browser {
         });
         let Value::Object(mut capabilities) = capabilities else { unreachable!() };
         // A desktop is a plain window (which the test may resize); only a phone is emulated.
-        if width >= DESKTOP.0 {
-            if let Some(Value::Object(options)) = capabilities.get_mut("goog:chromeOptions") {
-                options.remove("mobileEmulation");
-            }
+        if width >= DESKTOP.0
+            && let Some(Value::Object(options)) = capabilities.get_mut("goog:chromeOptions")
+        {
+            options.remove("mobileEmulation");
         }
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let client = ClientBuilder::new(connector)

@@ -27,6 +27,7 @@ pub(super) type Q = Result<Query<RawListQuery>, QueryRejection>;
 
 /// The list page for rows the store already searched and paged (`next`: where the next page
 /// starts, when more match).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn page(
     admin: &Admin,
     title: &str,
