@@ -179,7 +179,7 @@ pub(super) fn counted(action: &str, outcome: Outcome) {
     metrics::counter!("oauth_broker_authorizations_total", "outcome" => authorization).increment(1);
 }
 
-const AUDIT_COLUMNS: &str = "id, at, user_id, action, provider, detail, actor, outcome";
+pub(super) const AUDIT_COLUMNS: &str = "id, at, user_id, action, provider, detail, actor, outcome";
 
 impl Store {
     /// Appends one event (see [`AuditEvent`]).
@@ -281,6 +281,18 @@ impl Store {
         Ok(sqlx::query_as::<_, AuditEntry>(&format!(
             "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE outcome <> 'success' ORDER BY id DESC LIMIT $1"
         ))
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?)
+    }
+
+    /// The newest entries by one actor (`service:<id>`, …), newest first: the `audit_log_actor`
+    /// index (migration 0028) serves it at any size.
+    pub async fn audit_by_actor(&self, actor: &str, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+        Ok(sqlx::query_as::<_, AuditEntry>(&format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE actor = $1 ORDER BY id DESC LIMIT $2"
+        ))
+        .bind(actor)
         .bind(limit)
         .fetch_all_in(self.read())
         .await?)

@@ -129,7 +129,7 @@ impl AuthorizationRow {
 
 /// The row as stored; read only through [`AuthorizationRow::try_from`].
 #[derive(sqlx::FromRow)]
-struct RawAuthorizationRow {
+pub(super) struct RawAuthorizationRow {
     id: String,
     user_id: String,
     provider: String,
@@ -224,7 +224,7 @@ impl serde::Serialize for AuthorizationKind {
     }
 }
 
-const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at";
+pub(super) const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at";
 
 /// What a tool call knows when it asks for a connection.
 #[derive(Debug, Clone)]

@@ -281,6 +281,21 @@ impl Store {
         .collect()
     }
 
+    /// The newest consents given to one client (`service:<id>`, …): the
+    /// `client_consents_client` index (migration 0028) serves it at any size.
+    pub async fn consents_for_client(&self, client_key: &str, limit: i64) -> StoreResult<Vec<ConsentRow>> {
+        sqlx::query_as::<_, RawConsentRow>(&format!(
+            "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE client_key = $1 ORDER BY updated_at DESC LIMIT $2"
+        ))
+        .bind(client_key)
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?
+        .into_iter()
+        .map(ConsentRow::try_from)
+        .collect()
+    }
+
     /// Every consent (admin listing), newest first.
     pub async fn all_consents(&self, limit: i64) -> StoreResult<Vec<ConsentRow>> {
         sqlx::query_as::<_, RawConsentRow>(&format!(

@@ -17,6 +17,8 @@ pub mod audit_queue;
 pub mod authorizations;
 pub mod cache_effect;
 pub mod consents;
+pub mod console;
+pub mod console_lists;
 pub mod deadlines;
 mod declared;
 pub mod demo;

@@ -16,6 +16,7 @@ pub const ADMIN_GETS: &[&str] = &[
     "/admin/clients",
     "/admin/services",
     "/admin/servers",
+    "/admin/providers",
     "/admin/audit",
     "/admin/webhooks",
 ];

@@ -19,6 +19,8 @@ use crate::helpers::{ALICE, Backend, ClientKind, PASSWORD, TestApp, spawn_app};
 
 /// A phone held upright (an iPhone 12–15's CSS pixels).
 pub const PHONE: (u32, u32) = (390, 844);
+/// A laptop's browser window.
+pub const DESKTOP: (u32, u32) = (1280, 800);
 
 /// Headless Chromium under WebDriver, with its chromedriver; ended by [`Browser::close`] (or
 /// killed on drop).
@@ -107,7 +109,13 @@ impl Browser {
                 },
             },
         });
-        let Value::Object(capabilities) = capabilities else { unreachable!() };
+        let Value::Object(mut capabilities) = capabilities else { unreachable!() };
+        // A desktop is a plain window (which the test may resize); only a phone is emulated.
+        if width >= DESKTOP.0
+            && let Some(Value::Object(options)) = capabilities.get_mut("goog:chromeOptions")
+        {
+            options.remove("mobileEmulation");
+        }
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         let client = ClientBuilder::new(connector)
             .capabilities(capabilities)
@@ -297,14 +305,14 @@ async fn an_admin_revokes_a_grant_found_by_search_and_a_forged_form_changes_noth
     browser.client.find(Locator::Id("q")).await.unwrap().send_keys("alice").await.unwrap();
     browser.click("form.search button[type=submit]").await;
     browser.wait_for_url(&app.url("/admin/grants?q=alice")).await;
-    assert_eq!(browser.js("return document.querySelectorAll('#rows li.row').length").await, json!(1));
+    assert_eq!(browser.js("return document.querySelectorAll('#rows tr.row').length").await, json!(1));
     assert!(browser.text().await.contains(&grant.id));
     browser.artifact("admin-grants-search-phone").await;
-    browser.click("#rows li.row form[action='/admin/grants/revoke'] button").await;
+    browser.click("#rows tr.row form[action='/admin/grants/revoke'] button").await;
     browser.wait_for_url(&app.url("/admin/grants?notice=revoked")).await;
     let text = browser.text().await;
     assert!(text.contains("revoked at the provider and deleted") && !text.contains(&grant.id), "{text}");
-    assert_eq!(browser.js("return document.querySelectorAll('#rows li.row').length").await, json!(0), "gone");
+    assert_eq!(browser.js("return document.querySelectorAll('#rows tr.row').length").await, json!(0), "gone");
     browser.artifact("admin-grant-revoked-phone").await;
 
     browser.open(&app.url("/admin/audit?q=admin.grant_revoked")).await;

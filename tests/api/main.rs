@@ -19,6 +19,7 @@ mod cli;
 mod cluster;
 mod connection_status;
 mod consent;
+mod console;
 mod database_timeouts;
 mod faults;
 mod flow;

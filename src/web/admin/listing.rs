@@ -1,13 +1,14 @@
 //! What every admin table shares: the `q` (search) and `after` (where the page starts)
 //! parameters, checked once and handed to the store (which searches and pages in SQL by keyset:
-//! `store::paging`), and the page that shows rows as cards (a phone is 390 px wide; a wide
-//! table is not).
+//! `store::paging`), and the page that shows them: one `<table>` with a header row, which the
+//! admin CSS lays out as cards below 900 px (a phone is 390 px wide; a wide table is not).
 
 use askama::Template;
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 
+use super::filters::{Control, Filters};
 use crate::store::paging::{Cursor, Search, Window};
 use crate::web::error::PageError;
 use crate::web::pages::SignedIn;
@@ -29,6 +30,13 @@ pub struct RawListQuery {
     /// A short code an action left (see [`notice_text`]); never free text from the URL.
     #[serde(default)]
     notice: Option<String>,
+    /// Filters and order ([`super::filters`]), on the lists that offer them.
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    order: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
 }
 
 /// A checked search and page start.
@@ -39,6 +47,8 @@ pub struct ListQuery {
     /// `None` for the first page.
     pub after: Option<Cursor>,
     pub notice: Option<&'static str>,
+    /// Filters chosen (only without a search).
+    pub filters: Filters,
 }
 
 impl ListQuery {
@@ -60,7 +70,12 @@ impl ListQuery {
                 _ => return Err(bad("This list position is not one the list's Next link gives.")),
             },
         };
-        Ok(ListQuery { q, after, notice: raw.notice.as_deref().and_then(notice_text) })
+        let filters = Filters::parse(raw.outcome.as_deref(), raw.order.as_deref(), raw.status.as_deref())
+            .map_err(|name| bad(format!("This list offers no such {name}; pick one from the list's own choices.")))?;
+        if filters.is_set() && !q.is_empty() {
+            return Err(bad("A list is either searched or filtered, not both: clear the search or the filters."));
+        }
+        Ok(ListQuery { q, after, notice: raw.notice.as_deref().and_then(notice_text), filters })
     }
 
     /// The search as the store runs it.
@@ -108,10 +123,12 @@ pub fn notice_text(code: &str) -> Option<&'static str> {
     })
 }
 
-/// One row, shown as a card: a title, labelled values, and buttons.
+/// One row: a title, labelled values, and buttons (a table row on a desktop, a card on a phone).
 #[derive(Debug, Clone)]
 pub struct Card {
     pub title: String,
+    /// Where the title leads (the row's own page), when it has one.
+    pub link: Option<String>,
     pub fields: Vec<(String, String)>,
     pub actions: Vec<CardAction>,
 }
@@ -123,6 +140,33 @@ pub struct CardAction {
     pub label: String,
     /// Hidden fields besides `csrf_token`.
     pub fields: Vec<(String, String)>,
+}
+
+/// Rows as the page draws them: the header row comes from the rows' labels (every row of a
+/// list has the same ones).
+#[derive(Debug, Clone)]
+pub struct Rows {
+    /// The element id (`rows` on the list pages).
+    pub id: &'static str,
+    /// The first column's header: what a row's title names.
+    pub title_label: String,
+    pub columns: Vec<String>,
+    pub cards: Vec<Card>,
+    pub has_actions: bool,
+}
+
+impl Rows {
+    pub fn new(id: &'static str, title_label: &str, cards: Vec<Card>) -> Self {
+        let columns =
+            cards.first().map(|c| c.fields.iter().map(|(label, _)| label.clone()).collect()).unwrap_or_default();
+        let has_actions = cards.iter().any(|c| !c.actions.is_empty());
+        Rows { id, title_label: title_label.into(), columns, cards, has_actions }
+    }
+}
+
+/// Whether a column holds identifiers (set in a monospace font, allowed to break anywhere).
+pub fn is_id_column(label: &str) -> bool {
+    label == "id" || label.ends_with(" id") || label == "client key"
 }
 
 /// An admin list page.
@@ -142,19 +186,24 @@ pub struct TablePage {
     pub later_page: bool,
     /// Where the next page starts, when more rows match.
     pub next: Option<String>,
-    pub cards: Vec<Card>,
+    pub table: Rows,
+    /// The filter and order controls this list offers (none on most).
+    pub controls: Vec<Control>,
+    filters: Filters,
     pub notice: Option<&'static str>,
 }
 
 impl TablePage {
     /// A page of a list whose rows the store read (`cards`, already this page's) and, when
     /// more match, where the next page starts.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         nav: SignedIn,
         title: &str,
         path: &str,
         intro: &str,
         query: &ListQuery,
+        title_label: &str,
         cards: Vec<Card>,
         next: Option<Cursor>,
     ) -> Self {
@@ -167,7 +216,9 @@ impl TablePage {
             q_shown: crate::display::safe_text(&query.q),
             later_page: query.after.is_some(),
             next: next.map(|c| c.to_text()),
-            cards,
+            table: Rows::new("rows", title_label, cards),
+            controls: super::filters::controls(path, &query.filters),
+            filters: query.filters.clone(),
             notice: query.notice,
         }
     }
@@ -177,6 +228,9 @@ impl TablePage {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         if !self.q.is_empty() {
             query.append_pair("q", &self.q);
+        }
+        for (name, value) in self.filters.pairs() {
+            query.append_pair(name, value);
         }
         if let Some(after) = after {
             query.append_pair("after", after);
@@ -199,7 +253,7 @@ mod tests {
         ListQuery::parse(Ok(Query(RawListQuery {
             q: q.map(str::to_owned),
             after: after.map(str::to_owned),
-            notice: None,
+            ..RawListQuery::default()
         })))
     }
 

@@ -3,8 +3,9 @@
 //!
 //! | route | file | what |
 //! |---|---|---|
-//! | `GET /admin` | [`dashboard`] | counts and recent failures |
+//! | `GET /admin[?range=24h\|7d]` | [`dashboard`] | counts, charts ([`charts`]) and recent failures |
 //! | `GET /admin/{users,grants,authorizations,consents,clients,services,audit}` | [`tables`] | searchable (`q`), paginated (`page`) lists; never a token |
+//! | `GET /admin/providers`, `/admin/users/{id}`, `/admin/services/{id}` | [`views`] | provider health; one user's or service's own page |
 //! | `GET /admin/webhooks`, `POST /admin/webhooks/resend` | [`webhooks`], [`actions`] | recent deliveries and dead letters per service, re-send |
 //! | `GET /admin/servers` | [`servers`] | the MCP servers behind the broker (gateway mode), read only |
 //! | `POST /admin/grants/revoke`, `/admin/consents/withdraw`, `/admin/authorizations/expire`, `/admin/users/disable` | [`actions`] | CSRF-checked, audited with the admin as actor |
@@ -14,10 +15,13 @@
 //! Data comes from the store and the broker core; these modules only translate it to pages.
 
 pub mod actions;
+pub mod charts;
 pub mod dashboard;
+pub mod filters;
 pub mod listing;
 pub mod servers;
 pub mod tables;
+pub mod views;
 pub mod webhooks;
 
 use axum::Router;
@@ -35,6 +39,9 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/admin", get(dashboard::show))
         .route("/admin/users", get(tables::users))
+        .route("/admin/users/{id}", get(views::user))
+        .route("/admin/providers", get(views::providers))
+        .route("/admin/services/{id}", get(views::service))
         .route("/admin/grants", get(tables::grants))
         .route("/admin/authorizations", get(tables::authorizations))
         .route("/admin/consents", get(tables::consents))

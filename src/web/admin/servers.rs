@@ -38,6 +38,7 @@ pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> R
                 GatewayAuth::None => "none".to_owned(),
             };
             Card {
+                link: None,
                 title: s.name.to_string(),
                 fields: vec![
                     field("MCP URL", safe_text(s.url.as_str())),
@@ -52,5 +53,5 @@ pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro = "MCP servers behind the broker: their tools are served on /mcp under the prefix, each call with the \
                  calling user's credential (`oauth-broker admin servers …` changes them).";
-    page(&admin, "Servers behind the broker", "/admin/servers", intro, &query, cards, found.next)
+    page(&admin, "Servers behind the broker", "/admin/servers", intro, &query, "server", cards, found.next)
 }

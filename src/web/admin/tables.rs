@@ -1,5 +1,5 @@
-//! `GET /admin/{users,grants,authorizations,consents,clients,services,audit}`: each list as
-//! cards, searchable and paginated ([`super::listing`]). Never a token: grants show what the
+//! `GET /admin/{users,grants,authorizations,consents,clients,services,audit}`: each list as a
+//! table (cards on a phone), searchable and paginated ([`super::listing`]). Never a token: grants show what the
 //! store says about them (status, scopes, expiry, the last refresh's outcome from the audit
 //! log), not their sealed values. Text others chose passes through [`safe_text`].
 
@@ -27,16 +27,18 @@ pub(super) type Q = Result<Query<RawListQuery>, QueryRejection>;
 
 /// The list page for rows the store already searched and paged (`next`: where the next page
 /// starts, when more match).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn page(
     admin: &Admin,
     title: &str,
     path: &str,
     intro: &str,
     query: &ListQuery,
+    title_label: &str,
     cards: Vec<Card>,
     next: Option<Cursor>,
 ) -> Result<Response, PageError> {
-    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, cards, next);
+    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, title_label, cards, next);
     Ok(pages::render(StatusCode::OK, &page))
 }
 
@@ -64,6 +66,16 @@ pub async fn user_labels<'a>(
     Ok(state.store.users_by_ids(&ids).await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
 }
 
+/// A user's own page ([`super::views::user`]).
+pub fn user_page(id: &str) -> String {
+    format!("/admin/users/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
+}
+
+/// A service's own page ([`super::views::service`]).
+pub fn service_page(id: &str) -> String {
+    format!("/admin/services/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
+}
+
 fn name_of(names: &HashMap<String, String>, id: &str) -> String {
     names.get(id).cloned().unwrap_or_else(|| format!("(gone) {id}"))
 }
@@ -77,6 +89,7 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         .map(|u| {
             let disabled = u.is_disabled();
             Card {
+                link: Some(user_page(&u.id)),
                 title: user_label(u),
                 fields: vec![
                     field("id", u.id.clone()),
@@ -95,7 +108,7 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         })
         .collect();
     let intro = "Every account. Disabling one signs it out everywhere and stops its bearer tokens; it cannot sign in until enabled.";
-    page(&admin, "Users", "/admin/users", intro, &query, cards, found.next)
+    page(&admin, "Users", "/admin/users", intro, &query, "user", cards, found.next)
 }
 
 pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -110,6 +123,7 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         // The core's status (issue 27): the same words as the user's connections page.
         let status = Status::of(Some(g), now, &Scopes::default(), None);
         cards.push(Card {
+            link: Some(user_page(&g.user_id)),
             title: format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)),
             fields: vec![
                 field("user", name_of(&names, &g.user_id)),
@@ -144,7 +158,7 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         });
     }
     let intro = "Stored third-party grants (never their tokens). Revoking one tells the provider and deletes it; this page then says what the provider answered.";
-    page(&admin, "Grants", "/admin/grants", intro, &query, cards, found.next)
+    page(&admin, "Grants", "/admin/grants", intro, &query, "provider · account", cards, found.next)
 }
 
 /// The latest refresh of (user, provider) in the audit log: when, and how it ended.
@@ -189,7 +203,10 @@ pub fn is_failure(e: &AuditEntry) -> bool {
 pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let now = state.now();
-    let found = state.store.page_authorizations(&query.search(), now, query.window()).await?;
+    let found = match query.filters.status {
+        Some(status) => state.store.page_authorizations_with_status(status, query.window()).await?,
+        None => state.store.page_authorizations(&query.search(), now, query.window()).await?,
+    };
     let names = user_labels(&state, found.rows.iter().map(|a| a.user_id.as_str())).await?;
     // Named by what the broker knows (registered name and client id, token label, service),
     // never by the name a client reports for itself, which any program can claim.
@@ -202,6 +219,7 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
             let client = &clients[&a.client_key];
             let open = status == "pending" || status == "redirected";
             Card {
+                link: Some(user_page(&a.user_id)),
                 title: format!("{} · {}", safe_text(&a.provider), status),
                 fields: vec![
                     field("user", name_of(&names, &a.user_id)),
@@ -227,7 +245,7 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
         })
         .collect();
     let intro = "Connect attempts: pending, completed, declined, failed and expired. Expiring an open one makes its link stop working.";
-    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, cards, found.next)
+    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, "provider · status", cards, found.next)
 }
 
 /// The name a client reported for itself (MCP `clientInfo`), marked as such.
@@ -260,6 +278,7 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
     for c in found.rows {
         let client = &clients[&c.client_key];
         cards.push(Card {
+            link: Some(c.client_key.strip_prefix("service:").map_or_else(|| user_page(&c.user_id), service_page)),
             title: format!("{} ({})", client.name, client.kind),
             fields: vec![
                 field("user", name_of(&names, &c.user_id)),
@@ -276,7 +295,7 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
         });
     }
     let intro = "Which clients each user allowed to use which connection. Withdrawing one makes that client ask again.";
-    page(&admin, "Consents", "/admin/consents", intro, &query, cards, found.next)
+    page(&admin, "Consents", "/admin/consents", intro, &query, "client", cards, found.next)
 }
 
 pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -286,6 +305,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .rows
         .iter()
         .map(|c| Card {
+            link: None,
             title: c.client_name.as_deref().map_or_else(|| "(no name)".into(), safe_text),
             fields: vec![
                 field("client id", safe_text(&c.client_id)),
@@ -300,7 +320,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro =
         "MCP clients registered with the broker's own authorization server (names are the clients' own, unchecked).";
-    page(&admin, "MCP clients", "/admin/clients", intro, &query, cards, found.next)
+    page(&admin, "MCP clients", "/admin/clients", intro, &query, "name", cards, found.next)
 }
 
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -310,6 +330,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         .rows
         .iter()
         .map(|s| Card {
+            link: Some(service_page(&s.id)),
             title: s.name.clone(),
             fields: vec![
                 field("client id", s.id.clone()),
@@ -323,16 +344,20 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         })
         .collect();
     let intro = "Tool servers registered for the token API (`oauth-broker admin services …` changes them).";
-    page(&admin, "Tool-server services", "/admin/services", intro, &query, cards, found.next)
+    page(&admin, "Tool-server services", "/admin/services", intro, &query, "service", cards, found.next)
 }
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.store.page_audit(&query.search(), query.window()).await?;
+    let found = if query.filters.is_set() {
+        state.store.page_audit_filtered(query.filters.outcome, query.filters.oldest_first, query.window()).await?
+    } else {
+        state.store.page_audit(&query.search(), query.window()).await?
+    };
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";
-    page(&admin, "Audit log", "/admin/audit", intro, &query, cards, found.next)
+    page(&admin, "Audit log", "/admin/audit", intro, &query, "action", cards, found.next)
 }
 
 /// The users audit entries name: as the target, or as the acting user or admin.
@@ -354,6 +379,7 @@ pub fn actor_label(actor: Option<&str>, names: &HashMap<String, String>) -> Stri
 
 pub fn audit_card(e: &AuditEntry, names: &HashMap<String, String>) -> Card {
     Card {
+        link: None,
         title: e.action.clone(),
         fields: vec![
             field("time", iso_time(e.at)),

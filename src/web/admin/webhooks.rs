@@ -31,6 +31,7 @@ pub async fn list(
     let cards = rows
         .iter()
         .map(|row| Card {
+            link: None,
             title: format!("{} · {} · {}", safe_text(&row.service_id), row.event_type, row.status.as_str()),
             fields: vec![
                 field("event id", row.event_id.clone()),
@@ -55,5 +56,5 @@ pub async fn list(
         .collect();
     let intro = "Events sent to tool servers' webhooks, dead letters first, then the newest. \
                  `oauth-broker admin services set-webhook …` sets a webhook.";
-    super::tables::page(&admin, "Webhooks", "/admin/webhooks", intro, &query, cards, None)
+    super::tables::page(&admin, "Webhooks", "/admin/webhooks", intro, &query, "service · event · status", cards, None)
 }

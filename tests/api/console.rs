@@ -1,0 +1,198 @@
+//! Issue 29, the operator's console: every admin page is a table with a header row on a
+//! desktop (1280 px) and cards that fit a phone (390 px); the dashboard draws its charts as
+//! inline SVG from the hourly counts the database keeps (migration 0028) on both backends; the
+//! provider, service and user pages show their rows. Screenshots go to
+//! `target/screenshots/<page>-<width>.png`.
+
+use std::path::PathBuf;
+
+use oauth_broker::store::audit::{Actor, AuditEvent, Outcome};
+use serde_json::json;
+
+use crate::admin::{ADMIN_GETS, admin_browser};
+use crate::browser::{Browser, DESKTOP, PHONE};
+use crate::helpers::{ALICE, BOB, Backend, TestApp, spawn_app};
+use crate::on_both_backends;
+use crate::token_api::{ServiceOptions, register_service};
+
+/// Alice connected through an MCP client (a grant, a consent, a completed authorization, audit
+/// rows), a service with a consent-free history of token-API answers, and Bob an admin.
+async fn a_broker_in_use(app: &TestApp) -> (String, String) {
+    let client = app.connected_client(ALICE).await;
+    client.close().await;
+    let service = register_service(app, "notes", &["demo"], ServiceOptions::default()).await;
+    let alice = app.user_id(ALICE).await;
+    for (outcome, n) in [(Outcome::Success, 3), (Outcome::Refused, 1)] {
+        for _ in 0..n {
+            let event = AuditEvent::new(Actor::Service(&service.client_id), "token_api.token", Some(&alice))
+                .provider(Some("demo"))
+                .detail(Some("answer=token"))
+                .outcome(outcome);
+            app.state.store.record(app.now(), event).await.unwrap();
+        }
+    }
+    (alice, service.client_id)
+}
+
+/// Every admin page, with the one-thing pages of Alice and the service.
+fn pages(alice: &str, service: &str) -> Vec<String> {
+    let mut pages: Vec<String> = ADMIN_GETS.iter().map(|p| p.to_string()).collect();
+    pages.extend([format!("/admin/users/{alice}"), format!("/admin/services/{service}")]);
+    pages
+}
+
+/// `/admin/users/u-1` → `admin-users-detail`; `/admin` → `admin`.
+fn slug(path: &str, alice: &str, service: &str) -> String {
+    path.replace(alice, "detail").replace(service, "detail").trim_matches('/').replace('/', "-")
+}
+
+fn screenshot_path(name: &str, width: u32) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{name}-{width}.png"))
+}
+
+/// Saves what the window shows; on a desktop the window first grows to the page's height (up
+/// to 4,000 px), so the whole page is in the picture, and shrinks back after.
+async fn save_screenshot(browser: &Browser, name: &str, (width, height): (u32, u32)) {
+    let whole = browser.js("return document.documentElement.scrollHeight").await.as_u64().unwrap_or(800) as u32;
+    let grow = width >= DESKTOP.0 && whole > height;
+    if grow {
+        browser.client.set_window_size(width, whole.min(4000) + 140).await.unwrap();
+    }
+    let png = browser.client.screenshot().await.unwrap();
+    std::fs::write(screenshot_path(name, width), png).unwrap();
+    if grow {
+        browser.client.set_window_size(width, height).await.unwrap();
+    }
+}
+
+/// How every table of the page lays out: (display of the header, or `hidden` when it takes no
+/// room; display of a row).
+async fn table_layout(browser: &Browser) -> Vec<(String, String)> {
+    let report = browser
+        .js(r#"
+            return [...document.querySelectorAll('table.list')].map(t => {
+                const head = t.tHead;
+                const row = t.querySelector('tbody tr') || head.rows[0];
+                const box = head.getBoundingClientRect();
+                const shown = e => box.height > 1 && box.width > 1 ? getComputedStyle(e).display : 'hidden';
+                return [shown(head), getComputedStyle(row).display];
+            });
+        "#)
+        .await;
+    serde_json::from_value(report).unwrap()
+}
+
+// At 1280 px every admin page is a table with a visible header row (and the dashboard has its
+// four charts, each with its numbers); the pages' screenshots are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_desktop_every_admin_page_is_a_table_and_the_dashboard_draws_charts() {
+    let Some(browser) = Browser::start(DESKTOP).await else { return };
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let (alice, service) = a_broker_in_use(&app).await;
+    app.state.store.set_admin(&app.user_id(BOB).await, true).await.unwrap();
+    browser.sign_in(&app, BOB, "/admin").await;
+
+    for path in pages(&alice, &service) {
+        browser.open(&app.url(&path)).await;
+        let layout = table_layout(&browser).await;
+        assert!(!layout.is_empty(), "{path} has a table");
+        for (head, row) in &layout {
+            assert_eq!(
+                (head.as_str(), row.as_str()),
+                ("table-header-group", "table-row"),
+                "{path} lays out as a table"
+            );
+        }
+        let page_width = browser.js("return document.documentElement.scrollWidth <= window.innerWidth").await;
+        assert_eq!(page_width, json!(true), "{path} fits 1280 px");
+        save_screenshot(&browser, &slug(&path, &alice, &service), DESKTOP).await;
+    }
+
+    for range in ["24h", "7d"] {
+        browser.open(&app.url(&format!("/admin?range={range}"))).await;
+        let charts = browser
+            .js(r#"return [...document.querySelectorAll('#charts figure.chart')].map(f =>
+                   [f.id, !!f.querySelector('svg'), f.querySelectorAll('svg rect').length, f.querySelectorAll('table.numbers tr').length])"#)
+            .await;
+        let charts: Vec<(String, bool, u64, u64)> = serde_json::from_value(charts).unwrap();
+        let ids: Vec<&str> = charts.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(ids, ["chart-authorizations", "chart-refresh-failures", "chart-token-api", "chart-sign-ins"]);
+        assert!(charts.iter().all(|c| c.1), "each chart is an SVG: {charts:?}");
+        let by_id = |id: &str| charts.iter().find(|c| c.0 == id).cloned().unwrap();
+        assert!(by_id("chart-authorizations").2 >= 1 && by_id("chart-authorizations").3 >= 1, "{charts:?}");
+        assert_eq!(by_id("chart-token-api").3, 2, "svc_notes and svc_notes · refused: {charts:?}");
+        let text = browser.text().await;
+        assert!(text.contains("completed"), "the numbers behind the chart: {text}");
+    }
+    save_screenshot(&browser, "admin-7d", DESKTOP).await;
+
+    browser.close().await;
+    app.stop().await;
+}
+
+// At 390 px the same pages show cards (no header row on screen) and nothing is wider than the
+// phone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_phone_every_admin_page_shows_cards_and_nothing_overflows() {
+    let Some(browser) = Browser::start(PHONE).await else { return };
+    let app = spawn_app(Backend::Sqlite).await.unwrap();
+    let (alice, service) = a_broker_in_use(&app).await;
+    app.state.store.set_admin(&app.user_id(BOB).await, true).await.unwrap();
+    browser.sign_in(&app, BOB, "/admin").await;
+
+    for path in pages(&alice, &service) {
+        browser.open(&app.url(&path)).await;
+        for (head, row) in table_layout(&browser).await {
+            assert_eq!((head.as_str(), row.as_str()), ("hidden", "block"), "{path} shows cards");
+        }
+        assert_eq!(browser.sideways_overflow().await, Vec::<String>::new(), "{path} on a phone");
+        let fits = browser.js("return document.documentElement.scrollWidth <= window.innerWidth").await;
+        assert_eq!(fits, json!(true), "{path} fits 390 px");
+        save_screenshot(&browser, &slug(&path, &alice, &service), PHONE).await;
+    }
+
+    browser.close().await;
+    app.stop().await;
+}
+
+// The dashboard's hourly counts follow what happens, kept by the database on both backends:
+// an authorization's end, a token-API answer, a sign-in; refresh failures by provider and kind.
+async fn the_dashboard_counts_what_happened(app: &TestApp) {
+    let (_, service) = a_broker_in_use(app).await;
+    let admin = admin_browser(app).await;
+    let counts = app.state.store.console_counts(app.now() - 3600).await.unwrap();
+    let at = |series: &str, label: &str, sub: &str| {
+        counts.iter().filter(|c| c.series == series && c.label == label && c.sub == sub).map(|c| c.n).sum::<i64>()
+    };
+    assert_eq!(at("authorizations", "completed", ""), 1, "{counts:?}");
+    assert_eq!(at("token_api", &service, "success"), 3, "{counts:?}");
+    assert_eq!(at("token_api", &service, "refused"), 1, "{counts:?}");
+    assert!(at("sign_ins", "", "") >= 1, "Bob signed in: {counts:?}");
+
+    let html = admin.get(app.url("/admin")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("id=\"chart-authorizations\"") && html.contains("<svg"), "{html}");
+    assert!(html.contains("completed: 1 from "), "a bar says what it counts: {html}");
+    let refused = admin.get(app.url("/admin?range=1y")).send().await.unwrap();
+    assert_eq!(refused.status(), 400);
+
+    // The service's own page lists its answers; the providers page its health.
+    let html = admin.get(app.url(&format!("/admin/services/{service}"))).send().await.unwrap().text().await.unwrap();
+    assert_eq!(html.matches("token_api.token").count(), 4, "{html}");
+    let html = admin.get(app.url("/admin/providers")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("grants in backoff now"), "{html}");
+    assert_eq!(admin.get(app.url("/admin/users/no-such-user")).send().await.unwrap().status(), 404);
+
+    // Filters read their own index: the one refused answer; the completed authorization; a
+    // list searched and filtered at once, or an unknown choice, is refused.
+    let html =
+        admin.get(app.url("/admin/audit?outcome=refused&order=oldest")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("1 shown") && html.contains("token_api.token"), "{html}");
+    let html = admin.get(app.url("/admin/authorizations?status=completed")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("1 shown") && html.contains("<option value=\"completed\" selected>"), "{html}");
+    for bad in ["/admin/audit?outcome=refused&q=x", "/admin/audit?outcome=maybe", "/admin/authorizations?status=done"] {
+        assert_eq!(admin.get(app.url(bad)).send().await.unwrap().status(), 400, "{bad}");
+    }
+}
+on_both_backends!(the_dashboard_counts_what_happened_on, the_dashboard_counts_what_happened);
