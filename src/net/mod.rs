@@ -43,6 +43,18 @@ pub fn check_upstream_url(url: &Url) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// What went wrong with an outbound request, in words that never carry its URL (whose query
+/// could hold a secret).
+pub fn request_failure(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else {
+        "request failed"
+    }
+}
+
 #[cfg(test)]
 mod upstream_url_tests {
     use super::*;

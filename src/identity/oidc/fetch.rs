@@ -29,7 +29,7 @@ pub async fn get_json<T: DeserializeOwned>(http: &reqwest::Client, url: &Url, ca
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|e| OidcError::Unavailable(format!("GET {url}: {}", describe(&e))))?;
+        .map_err(|e| OidcError::Unavailable(format!("GET {url}: {}", crate::net::request_failure(&e))))?;
     let status = response.status();
     if !status.is_success() {
         let error = format!("GET {url} answered {status}");
@@ -49,8 +49,10 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<
         return Err(OidcError::BadIssuerResponse(format!("response larger than {cap} bytes")));
     }
     let mut body = Vec::new();
-    while let Some(chunk) =
-        response.chunk().await.map_err(|e| OidcError::Unavailable(format!("reading a response: {}", describe(&e))))?
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| OidcError::Unavailable(format!("reading a response: {}", crate::net::request_failure(&e))))?
     {
         if body.len() + chunk.len() > cap {
             return Err(OidcError::BadIssuerResponse(format!("response larger than {cap} bytes")));
@@ -58,17 +60,6 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-/// A reqwest error's kind, without its URL's query (which could carry a secret).
-fn describe(error: &reqwest::Error) -> &'static str {
-    if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else {
-        "request failed"
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +83,7 @@ pub fn sender(
                 .body(body)
                 .send()
                 .await
-                .map_err(|e| SendError(describe(&e).into()))?;
+                .map_err(|e| SendError(crate::net::request_failure(&e).into()))?;
             let status = response.status();
             if status.is_server_error() || status.as_u16() == 429 {
                 return Err(SendError(format!("the token endpoint answered {status}")));

@@ -106,7 +106,9 @@ async fn challenge(http: &reqwest::Client, server: &Url) -> Result<Option<Url>, 
         .json(&initialize)
         .send()
         .await
-        .map_err(|e| DiscoveryError(format!("could not reach the server at {server}: {}", reason(&e))))?;
+        .map_err(|e| {
+            DiscoveryError(format!("could not reach the server at {server}: {}", crate::net::request_failure(&e)))
+        })?;
     if answer.status() != reqwest::StatusCode::UNAUTHORIZED {
         return fail(format!(
             "the server answered {} without a credential, not 401: it is not protected by MCP authorization \
@@ -263,14 +265,17 @@ pub async fn fetch_json(http: &reqwest::Client, url: &Url) -> Result<Value, Disc
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|e| DiscoveryError(format!("could not fetch {url}: {}", reason(&e))))?;
+        .map_err(|e| DiscoveryError(format!("could not fetch {url}: {}", crate::net::request_failure(&e))))?;
     if !answer.status().is_success() {
         return fail(format!("{url} answered {}", answer.status()));
     }
     if answer.content_length().is_some_and(|n| n > MAX_DOCUMENT_BYTES as u64) {
         return fail(format!("{url} answered more than {MAX_DOCUMENT_BYTES} bytes"));
     }
-    let body = answer.bytes().await.map_err(|e| DiscoveryError(format!("reading {url}: {}", reason(&e))))?;
+    let body = answer
+        .bytes()
+        .await
+        .map_err(|e| DiscoveryError(format!("reading {url}: {}", crate::net::request_failure(&e))))?;
     if body.len() > MAX_DOCUMENT_BYTES {
         return fail(format!("{url} answered more than {MAX_DOCUMENT_BYTES} bytes"));
     }
@@ -279,16 +284,6 @@ pub async fn fetch_json(http: &reqwest::Client, url: &Url) -> Result<Value, Disc
         return fail(format!("{url} is not a JSON object"));
     }
     Ok(value)
-}
-
-fn reason(error: &reqwest::Error) -> &'static str {
-    if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "could not connect"
-    } else {
-        "request failed"
-    }
 }
 
 #[cfg(test)]
