@@ -13,9 +13,16 @@
 //! - **kill -9** loses what is on the queue and the batch being written: at most
 //!   [`CAPACITY`] + [`BATCH`] events, in practice the requests of the last write's duration
 //!   (`docs/performance.md` gives the measured high-water mark, [`Store::audit_queue_peak`]).
+//! - **Nothing per row beyond the row itself:** a batch is one multi-row `INSERT`. Its rows'
+//!   searchable text is shared, one `audit_texts` row per distinct text (a token-API answer
+//!   differs from the next only in service, provider, answer and outcome), instead of a
+//!   trigram index entry per row; its token-API answers are counted for the dashboard per
+//!   (hour, service, outcome) group, one upsert each, instead of one per row (migration 0032:
+//!   those per-row triggers cut the writer to a sixth of its speed).
 //! - A batch that cannot be written is retried ([`RETRIES`], then logged as lost with its count:
 //!   the database is down, and no request could be answered anyway).
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -119,37 +126,160 @@ impl Store {
         self.audit_queue.peak.load(Ordering::Relaxed)
     }
 
-    async fn write_audit_batch(&self, batch: &[QueuedEvent]) -> StoreResult<()> {
+    /// Writes one batch in one transaction: the shared texts it needs, its rows in one
+    /// statement, and its token-API answers' hourly counts (see [`Batch`]). Returns the texts
+    /// it resolved, for the writer to remember once they are committed.
+    async fn write_audit_batch(&self, batch: &[QueuedEvent], known: &TextIds) -> StoreResult<TextIds> {
         let mut tx = self.begin(CacheEffect::Nothing).await?;
-        for event in batch {
-            sqlx::query(
-                "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        // Sorted, so two instances' writers take the rows they share in the same order.
+        let wanted: BTreeSet<TextKey<'_>> = batch.iter().map(QueuedEvent::text_key).collect();
+        let mut resolved = TextIds::new();
+        for key in wanted {
+            if known.contains_key(&key.owned()) {
+                continue;
+            }
+            let (id,): (String,) = sqlx::query_as(
+                "INSERT INTO audit_texts (id, text) VALUES ($1, LOWER($2 || ' ' || COALESCE($3, '') || ' ' || \
+                 COALESCE($4, '') || ' ' || COALESCE($5, '') || ' ' || COALESCE($6, ''))) \
+                 ON CONFLICT (text) DO UPDATE SET text = excluded.text RETURNING id",
             )
-            .bind(event.at)
-            .bind(event.user_id.as_deref())
-            .bind(&event.action)
-            .bind(event.provider.as_deref())
-            .bind(event.detail.as_deref())
-            .bind(&event.actor)
-            .bind(event.outcome.as_str())
+            .bind(uuid::Uuid::new_v4().simple().to_string())
+            .bind(key.action)
+            .bind(key.actor)
+            .bind(key.outcome)
+            .bind(key.provider)
+            .bind(key.detail)
+            .fetch_one(&mut *tx)
+            .await?;
+            resolved.insert(key.owned(), id);
+        }
+        for rows in batch.chunks(ROWS_PER_STATEMENT) {
+            let mut sql = String::from(
+                "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome, text_id) VALUES ",
+            );
+            for i in 0..rows.len() {
+                let n = i * 8;
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!(
+                    "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                    n + 1,
+                    n + 2,
+                    n + 3,
+                    n + 4,
+                    n + 5,
+                    n + 6,
+                    n + 7,
+                    n + 8
+                ));
+            }
+            let mut query = sqlx::query(&sql);
+            for event in rows {
+                let key = event.text_key().owned();
+                let text_id = resolved.get(&key).or_else(|| known.get(&key)).cloned();
+                query = query
+                    .bind(event.at)
+                    .bind(event.user_id.clone())
+                    .bind(event.action.clone())
+                    .bind(event.provider.clone())
+                    .bind(event.detail.clone())
+                    .bind(event.actor.clone())
+                    .bind(event.outcome.as_str())
+                    .bind(text_id);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        for ((hour, service, outcome), n) in token_api_counts(batch) {
+            sqlx::query(
+                "INSERT INTO console_counts (hour, series, label, sub, n) VALUES ($1, 'token_api', $2, $3, $4) \
+                 ON CONFLICT (hour, series, label, sub) DO UPDATE SET n = console_counts.n + excluded.n",
+            )
+            .bind(hour)
+            .bind(service)
+            .bind(outcome)
+            .bind(n)
             .execute(&mut *tx)
             .await?;
         }
         tx.commit().await?;
-        Ok(())
+        Ok(resolved)
     }
+}
+
+/// Rows per `INSERT` statement: 8 values each, well under SQLite's 32,766 and PostgreSQL's
+/// 65,535 parameters.
+const ROWS_PER_STATEMENT: usize = 256;
+/// Shared texts the writer remembers; past this many (a deployment with very many services ×
+/// providers × answers) it forgets them all and asks the database again.
+const KNOWN_TEXTS: usize = 10_000;
+
+/// What makes an audit row's searchable text (migration 0032: such rows share one
+/// `audit_texts` row per distinct text instead of each being indexed).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct TextKey<'a> {
+    action: &'a str,
+    actor: &'a str,
+    outcome: &'a str,
+    provider: Option<&'a str>,
+    detail: Option<&'a str>,
+}
+
+type OwnedTextKey = (String, String, String, Option<String>, Option<String>);
+type TextIds = HashMap<OwnedTextKey, String>;
+
+impl TextKey<'_> {
+    fn owned(&self) -> OwnedTextKey {
+        (
+            self.action.to_owned(),
+            self.actor.to_owned(),
+            self.outcome.to_owned(),
+            self.provider.map(str::to_owned),
+            self.detail.map(str::to_owned),
+        )
+    }
+}
+
+impl QueuedEvent {
+    fn text_key(&self) -> TextKey<'_> {
+        TextKey {
+            action: &self.action,
+            actor: &self.actor,
+            outcome: self.outcome.as_str(),
+            provider: self.provider.as_deref(),
+            detail: self.detail.as_deref(),
+        }
+    }
+}
+
+/// The batch's token-API answers per (hour, service, outcome): what the per-row trigger
+/// `console_counts_token_api` counts for rows written one by one (migrations 0028, 0032).
+fn token_api_counts(batch: &[QueuedEvent]) -> BTreeMap<(i64, &str, &str), i64> {
+    let mut counts = BTreeMap::new();
+    for event in batch {
+        if let (true, Some(service)) = (event.action.starts_with("token_api."), event.actor.strip_prefix("service:")) {
+            *counts.entry((event.at - event.at.rem_euclid(3600), service, event.outcome.as_str())).or_insert(0) += 1;
+        }
+    }
+    counts
 }
 
 /// The writer: whatever is waiting, up to [`BATCH`], in one transaction, until the queue is
 /// closed and empty.
 async fn write_batches(store: Store, mut queue: mpsc::Receiver<QueuedEvent>) {
     let mut batch = Vec::with_capacity(BATCH);
+    let mut known = TextIds::new();
     while queue.recv_many(&mut batch, BATCH).await > 0 {
         let mut attempt = 1;
         loop {
-            match store.bounded(store.write_audit_batch(&batch)).await {
-                Ok(()) => break,
+            match store.bounded(store.write_audit_batch(&batch, &known)).await {
+                Ok(resolved) => {
+                    if known.len() + resolved.len() > KNOWN_TEXTS {
+                        known.clear();
+                    }
+                    known.extend(resolved);
+                    break;
+                }
                 Err(error) if attempt < RETRIES => {
                     tracing::warn!(%error, events = batch.len(), attempt, "could not write audit events; retrying");
                     attempt += 1;

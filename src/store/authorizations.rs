@@ -452,6 +452,7 @@ const AUTHORIZATION_TEXT: TextIndex = TextIndex {
     text: "LOWER(provider || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id)",
     fts: "authorizations_search",
     column: "text",
+    partial: None,
 };
 
 /// The rows whose status, as the list shows it at `{now}` ([`AuthorizationRow::shown_status`]),

@@ -338,6 +338,7 @@ const CONSENT_TEXT: TextIndex = TextIndex {
     text: "LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id)",
     fts: "client_consents_search",
     column: "text",
+    partial: None,
 };
 
 impl Store {

@@ -40,6 +40,9 @@ pub struct TextIndex {
     /// SQLite: the FTS5 table holding the text under the row's rowid, and its column.
     pub fts: &'static str,
     pub column: &'static str,
+    /// The rows the index holds, when it holds only some (a partial index: PostgreSQL uses it
+    /// only for a question that names its condition); the others are found another way.
+    pub partial: Option<&'static str>,
 }
 
 /// A user's name: username, display name, subject (other lists match rows by it).
@@ -48,6 +51,7 @@ pub const USER_NAMES: TextIndex = TextIndex {
     text: "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject)",
     fts: "users_search",
     column: "name",
+    partial: None,
 };
 
 /// What the grants list searches (consents also match by their grant's).
@@ -56,7 +60,13 @@ pub const GRANT_TEXT: TextIndex = TextIndex {
     text: "LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id)",
     fts: "grants_search",
     column: "text",
+    partial: None,
 };
+
+/// The distinct texts of audit rows written in batches (token-API answers, migration 0032):
+/// such a row names its text by `text_id` and is not in the audit log's own text index.
+pub const AUDIT_TEXTS: TextIndex =
+    TextIndex { table: "audit_texts", text: "text", fts: "audit_texts_search", column: "text", partial: None };
 
 /// Another table whose matching rows make a row match, through a column of the row.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +75,8 @@ pub enum Via {
     User,
     /// `grant_id` names a grant whose text holds the term.
     Grant,
+    /// `text_id` names a shared audit text that holds the term ([`AUDIT_TEXTS`]).
+    Text,
 }
 
 impl Via {
@@ -72,6 +84,7 @@ impl Via {
         match self {
             Via::User => USER_NAMES,
             Via::Grant => GRANT_TEXT,
+            Via::Text => AUDIT_TEXTS,
         }
     }
 
@@ -79,6 +92,7 @@ impl Via {
         match self {
             Via::User => "user_id",
             Via::Grant => "grant_id",
+            Via::Text => "text_id",
         }
     }
 
@@ -87,6 +101,7 @@ impl Via {
         match self {
             Via::User => 'u',
             Via::Grant => 'g',
+            Via::Text => 't',
         }
     }
 }
@@ -107,14 +122,15 @@ impl TextIndex {
         format!("{} LIKE {{q}} ESCAPE '\\'", self.text)
     }
 
-    /// The same rows, found through the text index.
+    /// The same rows, found through the text index (only those it holds, see `partial`).
     pub fn indexed(&self, backend: Backend) -> String {
-        match backend {
+        match (backend, self.partial) {
             // The index is on this very expression (migration 0023); the planner uses it.
-            Backend::Postgres => self.scanned(),
+            (Backend::Postgres, None) => self.scanned(),
+            (Backend::Postgres, Some(only)) => format!("({only} AND {})", self.scanned()),
             // FTS5 names candidate rowids (it folds more case than `LOWER`), and the `LIKE`
             // keeps exactly what the scan would.
-            Backend::Sqlite => format!(
+            (Backend::Sqlite, _) => format!(
                 "(rowid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH '{column} : ' || {{m}}) AND {scanned})",
                 fts = self.fts,
                 column = self.column,

@@ -215,6 +215,7 @@ const USER_TEXT: TextIndex = TextIndex {
     text: "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject || ' ' || id || ' ' || issuer || ' ' || CASE WHEN is_admin <> 0 THEN 'admin' ELSE 'user' END || ' ' || CASE WHEN disabled_at IS NULL THEN 'enabled' ELSE 'disabled' END || ' ' || CASE WHEN username IS NULL THEN 'external (oidc)' ELSE 'local account' END)",
     fts: "users_search",
     column: "text",
+    partial: None,
 };
 
 impl Store {

@@ -87,3 +87,88 @@ async fn graceful_stop_audit_sqlite() {
 async fn graceful_stop_audit_postgres() {
     a_burst_of_token_requests_then_a_graceful_stop_loses_no_audit_row(Backend::Postgres).await;
 }
+
+/// Token-API answers arrive thousands a second, so the batch writer does not index each row's
+/// text or count each row on its own (migration 0032): rows share one `audit_texts` row per
+/// distinct text, and each batch counts its answers per hour, service and outcome. The search
+/// and the dashboard must still see exactly what they saw when every row was indexed and
+/// counted by itself — here for rows far older than the search's first look (the newest 3,000
+/// rows), so only the index can find them, next to a row of the same service written directly.
+async fn batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(backend: Backend) {
+    use oauth_broker::store::audit::{Actor, AuditEvent, Outcome};
+    use oauth_broker::store::paging::{Search, Window};
+
+    let Some(app) = spawn_app(backend).await else { return };
+    let store = &app.state.store;
+    let now = app.now();
+    for _ in 0..5 {
+        let event = AuditEvent::new(Actor::Service("svc_rarely"), "token_api.token", None)
+            .provider(Some("demo"))
+            .detail(Some("answer=token"));
+        store.record_queued(now, event).await.unwrap();
+    }
+    let event = AuditEvent::new(Actor::Service("svc_rarely"), "token_api.limited", None)
+        .detail(Some("limit=requests"))
+        .outcome(Outcome::Refused);
+    store.record(now, event).await.unwrap();
+    let rarely = "SELECT COUNT(*) FROM audit_log WHERE actor = 'service:svc_rarely' AND text_id IS NOT NULL";
+    eventually("the batch writer wrote the five answers", std::time::Duration::from_secs(10), || async {
+        let (n,): (i64,) = sqlx::query_as(rarely).fetch_one(store.pool()).await.unwrap();
+        n == 5
+    })
+    .await;
+    let (texts,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM audit_texts WHERE text LIKE '%svc\\_rarely%' ESCAPE '\\'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(texts, 1, "five answers with the same text share one");
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000) \
+         INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) \
+         SELECT $1, NULL, 'test.bulk', NULL, 'row-' || i, 'broker', 'success' FROM n",
+    )
+    .bind(now)
+    .execute(store.pool())
+    .await
+    .unwrap();
+
+    // Found through the shared text (the five) and the row's own index (the refusal), by any
+    // part of the text, exactly as a read of the whole table would find them.
+    for (term, expected) in [("svc_rarely", 6), ("RARELY", 6), ("rarely token_api.token", 0), ("answer=token", 5)] {
+        let found = store.page_audit(&Search::new(term), Window::first(20)).await.unwrap();
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM audit_log WHERE LOWER(action || ' ' || COALESCE(actor, '') || ' ' || \
+             COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, '')) LIKE $1",
+        )
+        .bind(format!("%{}%", term.to_lowercase()))
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!((found.rows.len() as i64, n), (expected, expected), "{term}");
+    }
+    let found = store.page_audit(&Search::new("svc_rarely"), Window::first(20)).await.unwrap();
+    assert!(found.rows.iter().all(|row| row.actor.as_deref() == Some("service:svc_rarely")), "{:?}", found.rows);
+
+    // Counted once each: the batch's five per group, the direct refusal by its trigger.
+    let counts = store.console_counts(now - 3600).await.unwrap();
+    let at = |sub: &str| {
+        counts
+            .iter()
+            .filter(|c| c.series == "token_api" && c.label == "svc_rarely" && c.sub == sub)
+            .map(|c| c.n)
+            .sum::<i64>()
+    };
+    assert_eq!((at("success"), at("refused")), (5, 1), "{counts:?}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_token_rows_found_and_counted_sqlite() {
+    batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_token_rows_found_and_counted_postgres() {
+    batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(Backend::Postgres).await;
+}
