@@ -13,9 +13,9 @@
 //! - **kill -9** loses what is on the queue and the batch being written: at most
 //!   [`CAPACITY`] + [`BATCH`] events, in practice the requests of the last write's duration
 //!   (`docs/performance.md` gives the measured high-water mark, [`Store::audit_queue_peak`]).
-//! - **Nothing per row beyond the row itself:** a batch is one multi-row `INSERT`. Its rows'
-//!   searchable text is shared, one `audit_texts` row per distinct text (a token-API answer
-//!   differs from the next only in service, provider, answer and outcome), instead of a
+//! - **Nothing per row beyond the row itself:** a batch is one multi-row `INSERT`. Its
+//!   token-API answers' searchable text is shared, one `audit_texts` row per distinct text (an
+//!   answer differs from the next only in service, provider, answer and outcome), instead of a
 //!   trigram index entry per row; its token-API answers are counted for the dashboard per
 //!   (hour, service, outcome) group, one upsert each, instead of one per row (migration 0032:
 //!   those per-row triggers cut the writer to a sixth of its speed).
@@ -132,7 +132,7 @@ impl Store {
     async fn write_audit_batch(&self, batch: &[QueuedEvent], known: &TextIds) -> StoreResult<TextIds> {
         let mut tx = self.begin(CacheEffect::Nothing).await?;
         // Sorted, so two instances' writers take the rows they share in the same order.
-        let wanted: BTreeSet<TextKey<'_>> = batch.iter().map(QueuedEvent::text_key).collect();
+        let wanted: BTreeSet<TextKey<'_>> = batch.iter().filter_map(QueuedEvent::shared_text).collect();
         let mut resolved = TextIds::new();
         for key in wanted {
             if known.contains_key(&key.owned()) {
@@ -176,8 +176,10 @@ impl Store {
             }
             let mut query = sqlx::query(&sql);
             for event in rows {
-                let key = event.text_key().owned();
-                let text_id = resolved.get(&key).or_else(|| known.get(&key)).cloned();
+                let text_id = event
+                    .shared_text()
+                    .map(|key| key.owned())
+                    .and_then(|key| resolved.get(&key).or_else(|| known.get(&key)).cloned());
                 query = query
                     .bind(event.at)
                     .bind(event.user_id.clone())
@@ -241,14 +243,18 @@ impl TextKey<'_> {
 }
 
 impl QueuedEvent {
-    fn text_key(&self) -> TextKey<'_> {
-        TextKey {
+    /// The text this row shares with others like it, for a token-API answer: its text names
+    /// only the service, provider, answer and outcome (the user is a column, not text), so a
+    /// deployment has a few such texts per service. Other queued rows (a forwarded gateway
+    /// call names its user and its latency) are indexed one by one, as rows written directly.
+    fn shared_text(&self) -> Option<TextKey<'_>> {
+        self.action.starts_with("token_api.").then(|| TextKey {
             action: &self.action,
             actor: &self.actor,
             outcome: self.outcome.as_str(),
             provider: self.provider.as_deref(),
             detail: self.detail.as_deref(),
-        }
+        })
     }
 }
 
