@@ -301,7 +301,7 @@ async fn a_service_removed_with_the_admin_cli_is_refused_by_both_instances() {
 async fn a_consent_withdrawn_on_the_connections_page_of_instance_a_is_refused_by_both_instances() {
     let Some(setup) = Setup::start().await else { return };
     let Setup { a, b, service, subject, alice_on_a: alice, .. } = &setup;
-    let csrf = csrf_on(&alice, &a.url("/connections")).await;
+    let csrf = csrf_on(alice, &a.url("/connections")).await;
     let grant_id = demo_grant_id(a).await;
     setup.served_by_both(service).await;
 
@@ -322,7 +322,7 @@ async fn a_consent_withdrawn_on_the_connections_page_of_instance_a_is_refused_by
 async fn a_provider_disconnected_on_the_connections_page_of_instance_a_is_refused_by_both_instances() {
     let Some(setup) = Setup::start().await else { return };
     let Setup { a, b, service, subject, alice_on_a: alice, .. } = &setup;
-    let csrf = csrf_on(&alice, &a.url("/connections")).await;
+    let csrf = csrf_on(alice, &a.url("/connections")).await;
     let grant_id = demo_grant_id(a).await;
     setup.served_by_both(service).await;
 
