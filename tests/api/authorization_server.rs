@@ -30,7 +30,7 @@ async fn register(app: &TestApp, metadata: Value) -> reqwest::Response {
 }
 
 /// A public client (PKCE only) that may refresh; returns its client_id.
-async fn register_public_client(app: &TestApp, name: &str) -> String {
+pub(crate) async fn register_public_client(app: &TestApp, name: &str) -> String {
     let response = register(
         app,
         json!({"client_name": name, "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none",
@@ -746,11 +746,11 @@ async fn a_client_revokes_its_own_tokens_and_nobody_elses(app: &TestApp) {
 }
 on_both_backends!(revocation_endpoint, a_client_revokes_its_own_tokens_and_nobody_elses);
 
-const TOOL_SERVER: &str = "https://tools.example/mcp";
+pub(crate) const TOOL_SERVER: &str = "https://tools.example/mcp";
 
 /// Alice approves `client_id` for the tool server's resource: (access, refresh) tokens whose
 /// `aud` is the tool server.
-async fn tool_server_tokens(app: &TestApp, client_id: &str) -> (String, String) {
+pub(crate) async fn tool_server_tokens(app: &TestApp, client_id: &str) -> (String, String) {
     let (verifier, challenge) = new_pkce();
     let browser = app.browser();
     let url = authorize_url(app, &with(authorize_params(app, client_id, &challenge), "resource", Some(TOOL_SERVER)));

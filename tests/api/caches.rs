@@ -323,7 +323,7 @@ async fn demo_status(client: &McpClient) -> Value {
 }
 
 /// Runs `admin …` in a process of its own against the app's database; must succeed.
-async fn admin_elsewhere(app: &TestApp, args: &[&str]) -> String {
+pub(crate) async fn admin_elsewhere(app: &TestApp, args: &[&str]) -> String {
     let output = crate::cli::broker_for(app).arg("admin").args(args).output().await.unwrap();
     assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()

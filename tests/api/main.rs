@@ -61,6 +61,7 @@ mod shutdown;
 mod streams;
 mod token_api;
 mod token_api_audit;
+mod token_api_instances;
 mod token_api_limits;
 mod tool_server_mrtr;
 mod upgrade;
