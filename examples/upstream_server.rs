@@ -17,7 +17,12 @@
 //!
 //! Tools: `whoami` (which demo-provider account the request's token belongs to, and a short
 //! SHA-256 prefix of the credential it received — never the credential), `echo`, `count`
-//! (sends a progress notification per step), `slow` (waits until cancelled, or ten minutes).
+//! (sends a progress notification per step), `slow` (waits until cancelled, or ten minutes),
+//! `ask_name` (asks the client a form question, `elicitation/create` in form mode, and answers
+//! with what the user did), `open_page` (asks the client to open `url` by URL elicitation and,
+//! once the user accepted, sends `notifications/elicitation/complete`). When a question gets an
+//! error instead of an answer, the server prints `elicitation refused: <message>` and answers
+//! with the error in its result.
 //!
 //! `cargo run --example upstream_server -- --listen 127.0.0.1:9400 --require-bearer
 //! http://127.0.0.1:8080/demo-provider` prints `listening on http://ADDR` first. `whoami`
@@ -32,8 +37,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use clap::Parser;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomNotification, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ErrorData, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, ServerNotification, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -207,6 +213,18 @@ fn tools() -> Vec<Tool> {
             "Waits until cancelled (or ten minutes)",
             schema(json!({"type": "object", "properties": {}})),
         ),
+        Tool::new(
+            "ask_name",
+            "Asks the user's name in a form and answers with what the user did",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "open_page",
+            "Asks the user to open a page (URL elicitation), then says the page is done",
+            schema(
+                json!({"type": "object", "properties": {"url": {"type": "string", "maxLength": 2000}}, "required": ["url"]}),
+            ),
+        ),
     ]
 }
 
@@ -264,7 +282,62 @@ impl ServerHandler for Upstream {
                     _ = tokio::time::sleep(Duration::from_secs(600)) => Ok(structured(json!({"slept": 600}))),
                 }
             }
+            "ask_name" => {
+                let form = serde_json::from_value(json!({
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "title": "Your name"}},
+                    "required": ["name"],
+                }))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                let question = ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "What should I call you?".into(),
+                    requested_schema: form,
+                };
+                Ok(answered(ctx.peer.create_elicitation(question).await, None))
+            }
+            "open_page" => {
+                let url = arguments.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let id = format!("upstream-{}", uuid::Uuid::new_v4());
+                let question = ElicitRequestParams::UrlElicitationParams {
+                    meta: None,
+                    message: "Sign in to the vendor to continue.".into(),
+                    url,
+                    elicitation_id: id.clone(),
+                };
+                let asked = ctx.peer.create_elicitation(question).await;
+                if asked.as_ref().is_ok_and(|r| r.action == ElicitationAction::Accept) {
+                    // The page is "done" at once: MCP 2025-11-25 client/elicitation §URL mode,
+                    // completion notification.
+                    let complete = CustomNotification::new(
+                        "notifications/elicitation/complete",
+                        Some(json!({"elicitationId": id})),
+                    );
+                    let _ = ctx.peer.send_notification(ServerNotification::CustomNotification(complete)).await;
+                }
+                Ok(answered(asked, Some(&id)))
+            }
             other => Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None)),
+        }
+    }
+}
+
+/// What the user did with a question, or the error the server got instead.
+fn answered(asked: Result<ElicitResult, rmcp::ServiceError>, elicitation_id: Option<&str>) -> CallToolResponse {
+    match asked {
+        Ok(result) => structured(json!({
+            "action": result.action,
+            "content": result.content,
+            "elicitationId": elicitation_id,
+        })),
+        Err(error) => {
+            let (code, message) = match &error {
+                rmcp::ServiceError::McpError(e) => (e.code.0, e.message.to_string()),
+                other => (0, other.to_string()),
+            };
+            // Tests wait for this line to see what the server was told.
+            println!("elicitation refused: {message}");
+            structured(json!({"error": {"code": code, "message": message}}))
         }
     }
 }

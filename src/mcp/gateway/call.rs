@@ -8,8 +8,9 @@
 //! 2. **The user's connection** to the server ([`super::pool`]), opened on first use; the
 //!    credential is set in its cell before each call, so a refreshed token is used at once.
 //! 3. **The call**, the result passed back as it came (content, structuredContent, isError),
-//!    within `gateway.call_timeout`; the client's progress token routed; the upstream call
-//!    cancelled when the client cancels.
+//!    within `gateway.call_timeout` (not counting the time the user takes to answer the
+//!    server's questions, [`super::relay`]); the client's progress token routed; the upstream
+//!    call cancelled when the client cancels.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
 //!    refused again, the grant needs a new consent and the client gets the reconnect link.
 //! 5. **A server that is down**, breaks off or times out: a retryable `isError` naming it; the
@@ -154,7 +155,7 @@ impl BrokerServer {
             None => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
-        let first = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;
+        let first = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
             return settle(entry, first);
         };
@@ -165,7 +166,7 @@ impl BrokerServer {
                 crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
-            let second = self.attempt(gateway, entry, &key, credential, target, request, ctx).await;
+            let second = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
                 return settle(entry, second);
             }
@@ -226,6 +227,7 @@ impl BrokerServer {
         key: &ConnectionKey,
         credential: Option<Credential>,
         target: &Target,
+        caller: &Caller,
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Failure> {
@@ -286,11 +288,35 @@ impl BrokerServer {
         let _route = ctx.meta.get_progress_token().map(|token| {
             connection.service.service().route_progress(handle.progress_token.clone(), ctx.peer.clone(), token)
         });
+        // The server's own questions within this call go to this client call.
+        let questions = connection.service.service().questions.clone();
+        let (_question_route, mut asked) = questions.route_call(handle.id.clone());
         // A call the client cancelled, or that timed out, is cancelled upstream too.
         let mut cancel = CancelUpstream { peer: peer.clone(), id: Some(handle.id.clone()) };
-        let answer = tokio::select! {
-            _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
-            answer = tokio::time::timeout(limit, handle.await_response()) => answer,
+        let response = handle.await_response();
+        tokio::pin!(response);
+        // The time the user takes to answer a question does not count against the call.
+        let mut deadline = tokio::time::Instant::now() + limit;
+        let answer = loop {
+            tokio::select! {
+                _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
+                answer = &mut response => break Ok(answer),
+                _ = tokio::time::sleep_until(deadline) => break Err(()),
+                Some(question) = asked.recv() => {
+                    if caller.round_trips {
+                        // MCP 2026-07-28: no request of the server's mid-call; the call stops here.
+                        let _ = question.answer.send(Err(super::relay::unaskable_error(entry.row.name.as_str())));
+                        return Ok(super::relay::unaskable_result(entry.row.name.as_str(), &question.params).into());
+                    }
+                    let opened = tokio::time::Instant::now();
+                    let reply = tokio::select! {
+                        _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
+                        reply = self.relay_question(entry, caller, ctx, &questions, question.params) => reply,
+                    };
+                    let _ = question.answer.send(reply);
+                    deadline += opened.elapsed();
+                }
+            }
         };
         if answer.is_ok() {
             cancel.id = None;

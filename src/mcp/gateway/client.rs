@@ -7,18 +7,28 @@
 //!   under the client's own progress token. rmcp gives each forwarded call a token of the
 //!   connection's own, so a server never learns, nor can name, a client's token.
 //!
-//! The connection declares no client capabilities: a server's own elicitations and sampling
-//! are not relayed in this slice (rmcp declines them for us).
+//! - `elicitation/create`: handed to the forwarded call it belongs to, which asks the user's
+//!   client ([`super::relay`]); the connection declares both elicitation modes, since the
+//!   broker answers for a client that declared neither.
+//! - `notifications/elicitation/complete`: passed on to the session that was shown the link.
+//!
+//! Sampling and roots are not relayed (rmcp declines them for us).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use rmcp::model::{ClientConfig, Implementation, ProgressNotificationParam, ProgressToken};
-use rmcp::service::NotificationContext;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    ErrorData, FormElicitationCapability, Implementation, ProgressNotificationParam, ProgressToken,
+    UrlElicitationCapability,
+};
+use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
 use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
 
 use super::Gateway;
 use super::registry::ServerEntry;
+use super::relay::Questions;
+use crate::mcp::elicitation;
 
 /// Where a forwarded call's progress goes: the client's peer and its token.
 type Route = (Peer<RoleServer>, ProgressToken);
@@ -29,11 +39,18 @@ pub struct UpstreamHandler {
     gateway: Weak<Gateway>,
     server_id: String,
     routes: Arc<Mutex<HashMap<ProgressToken, Route>>>,
+    /// The server's questions, to the calls they belong to.
+    pub questions: Arc<Questions>,
 }
 
 impl UpstreamHandler {
     pub fn new(gateway: &Arc<Gateway>, entry: &ServerEntry) -> Self {
-        Self { gateway: Arc::downgrade(gateway), server_id: entry.row.id.clone(), routes: Arc::default() }
+        Self {
+            gateway: Arc::downgrade(gateway),
+            server_id: entry.row.id.clone(),
+            routes: Arc::default(),
+            questions: Arc::default(),
+        }
     }
 
     fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Route>> {
@@ -73,7 +90,44 @@ impl ClientHandler for UpstreamHandler {
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
         info.client_info = Implementation::new("oauth-broker-gateway", env!("CARGO_PKG_VERSION"));
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::default())
+                .with_url(UrlElicitationCapability::default()),
+        );
+        info.capabilities = capabilities;
         info
+    }
+
+    // MCP 2025-11-25 client/elicitation: the server's question, asked of the user through the
+    // client call it belongs to.
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let origin = context.extensions.get::<InboundStreamOrigin>();
+        tokio::select! {
+            answer = self.questions.ask(origin, request) => answer,
+            _ = context.ct.cancelled() => Err(ErrorData::internal_error("cancelled by the server", None)),
+        }
+    }
+
+    // MCP 2025-11-25 client/elicitation §Completion notifications: only to the session that was
+    // shown the link, under the id it was given.
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method != elicitation::COMPLETE_METHOD {
+            return;
+        }
+        let theirs = notification.params.as_ref().and_then(|p| p.get("elicitationId")).and_then(|v| v.as_str());
+        if let Some((session, ours)) = theirs.and_then(|id| self.questions.take_link(id)) {
+            session.notify(elicitation::complete_notification(&ours));
+        }
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {

@@ -9,7 +9,9 @@
 //! - [`pool`]: the per-(user, server) connections, keyed so they cannot be shared between users.
 //! - [`transport`]: the HTTP client that puts the connection's *current* credential on each
 //!   request.
-//! - [`client`]: what a connection hears from its server (list changes, progress).
+//! - [`client`]: what a connection hears from its server (list changes, progress, questions,
+//!   completions).
+//! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
 //!   refresh and retry, timeouts, audit and metrics.
 //!
@@ -17,13 +19,14 @@
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
 //! through the same connect, consent, refresh and revocation as any provider's.
 //!
-//! Not in this slice: `token-exchange` servers, relaying a server's own
-//! elicitations and round trips, servers' prompts and resources.
+//! Not in this slice: `token-exchange` servers, a server's 2026-07-28 round trips
+//! (`InputRequiredResult`) and its `-32042`, servers' prompts and resources.
 
 pub mod call;
 pub mod client;
 pub mod pool;
 pub mod registry;
+pub mod relay;
 pub mod transport;
 
 use std::sync::{Arc, RwLock};
