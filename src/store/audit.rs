@@ -7,7 +7,6 @@
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
-use super::paging::{Paged, Search, Window};
 use super::search::TextIndex;
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
@@ -338,11 +337,6 @@ pub(super) const AUDIT_TEXT: TextIndex = TextIndex {
 };
 
 impl Store {
-    /// One page of audit entries matching `search`, newest first (issue 10).
-    pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
-        self.page_audit_filtered(search, crate::store::console_lists::AuditFilter::default(), window).await
-    }
-
     /// The newest refreshes and failures about (user, provider): what the grants list shows
     /// as a grant's last refresh and last error.
     pub async fn audit_refreshes_and_failures(

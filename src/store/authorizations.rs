@@ -472,18 +472,8 @@ fn shown_status_matches(term: &str) -> Vec<&'static str> {
 }
 
 impl Store {
-    /// One page of authorizations matching `search` at `now`, newest first (issue 10).
-    pub async fn page_authorizations(
-        &self,
-        search: &Search,
-        now: Timestamp,
-        window: Window,
-    ) -> StoreResult<Paged<AuthorizationRow>> {
-        self.page_authorizations_filtered(search, None, now, window).await
-    }
-
-    /// [`Store::page_authorizations`], of those with this shown status when one is chosen
-    /// (`status_filter`, `store::console_lists`).
+    /// One page of authorizations matching `search` at `now`, newest first (issue 10), of those
+    /// `chosen` admits (a shown status: `store::console_lists`).
     pub(super) async fn page_authorizations_with(
         &self,
         search: &Search,

@@ -55,6 +55,21 @@ fn shown_status_is(status: &str) -> Option<&'static str> {
 }
 
 impl Store {
+    /// One page of audit entries matching `search`, newest first (issue 10).
+    pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
+        self.page_audit_filtered(search, AuditFilter::default(), window).await
+    }
+
+    /// One page of authorizations matching `search` at `now`, newest first (issue 10).
+    pub async fn page_authorizations(
+        &self,
+        search: &Search,
+        now: Timestamp,
+        window: Window,
+    ) -> StoreResult<Paged<AuthorizationRow>> {
+        self.page_authorizations_filtered(search, None, now, window).await
+    }
+
     /// Audit entries matching `search` (every one when empty), narrowed and ordered by `filter`.
     pub async fn page_audit_filtered(
         &self,
