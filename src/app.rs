@@ -327,6 +327,9 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
 }
 
 fn router(state: AppState, mcp: McpState) -> Router {
+    // The dashboard counts the MCP sessions this instance holds without knowing the MCP face.
+    let sessions = mcp.sessions.clone();
+    let open_mcp_sessions = crate::web::admin::dashboard::OpenMcpSessions::new(move || sessions.len());
     let mut router = Router::new()
         .merge(crate::mcp::router(mcp))
         .merge(crate::identity::bearer::metadata_router())
@@ -342,6 +345,7 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .route("/readyz", axum::routing::get(crate::health::readyz))
         .route("/metrics", axum::routing::get(metrics_on_main_listener))
         .fallback(unknown_path)
+        .layer(axum::Extension(open_mcp_sessions))
         // Error pages keep the signed-in top bar (only responses carrying a message page).
         .layer(axum::middleware::from_fn_with_state(state.clone(), crate::web::error::top_bar_on_error_pages))
         // Issue 10: every route counted and timed under its template (`MatchedPath`).

@@ -7,8 +7,7 @@
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
-use super::paging::{Cursor, ListSql, Paged, Search, Window};
-use super::search::{Indexed, TextIndex, Via};
+use super::search::TextIndex;
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -330,8 +329,8 @@ fn is_invisible(c: char) -> bool {
 
 /// What the admin audit list searches: action, actor, outcome, provider, detail, and the
 /// user's name (see `search`). Rows written in batches (token-API answers) share their text
-/// through `audit_texts` ([`Via::Text`]); the index on this expression holds only the others.
-const AUDIT_TEXT: TextIndex = TextIndex {
+/// through `audit_texts` ([`Via::Text`](super::search::Via::Text)); the index on this expression holds only the others.
+pub(super) const AUDIT_TEXT: TextIndex = TextIndex {
     table: "audit_log",
     text: "LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, ''))",
     fts: "audit_log_search",
@@ -340,19 +339,6 @@ const AUDIT_TEXT: TextIndex = TextIndex {
 };
 
 impl Store {
-    /// One page of audit entries matching `search`, newest first (issue 10).
-    pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
-        let sql = ListSql {
-            columns: AUDIT_COLUMNS,
-            from: "audit_log",
-            filter: "",
-            indexed: Some(Indexed { own: AUDIT_TEXT, via: &[Via::User, Via::Text], extra: Vec::new() }),
-            order: "id DESC",
-            after: "id < {k}",
-        };
-        self.paged(sql, search, None, window, |e: &AuditEntry| Cursor::new(e.id, "")).await
-    }
-
     /// The newest refreshes and failures about (user, provider): what the grants list shows
     /// as a grant's last refresh and last error.
     pub async fn audit_refreshes_and_failures(

@@ -455,27 +455,30 @@ const AUTHORIZATION_TEXT: TextIndex = TextIndex {
     partial: None,
 };
 
-/// The rows whose status, as the list shows it at `{now}` ([`AuthorizationRow::shown_status`]),
-/// contains `term`: an open attempt past its expiry reads `expired`. Fixed SQL, each served by
-/// the `authorizations_status` index.
+/// Each status as the list shows it at `{now}` ([`AuthorizationRow::shown_status`]: an open
+/// attempt past its expiry reads `expired`), as fixed SQL served by the status indexes.
+pub(super) const SHOWN_STATUSES: [(&str, &str); 7] = [
+    ("pending", "(status = 'pending' AND expires_at > {now})"),
+    ("redirected", "(status = 'redirected' AND expires_at > {now})"),
+    ("exchanging", "(status = 'exchanging' AND expires_at > {now})"),
+    ("completed", "status = 'completed'"),
+    ("declined", "status = 'declined'"),
+    ("failed", "status = 'failed'"),
+    ("expired", "(status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now})"),
+];
+
+/// The rows whose shown status contains `term`.
 fn shown_status_matches(term: &str) -> Vec<&'static str> {
-    const SHOWN: [(&str, &str); 7] = [
-        ("pending", "(status = 'pending' AND expires_at > {now})"),
-        ("redirected", "(status = 'redirected' AND expires_at > {now})"),
-        ("exchanging", "(status = 'exchanging' AND expires_at > {now})"),
-        ("completed", "status = 'completed'"),
-        ("declined", "status = 'declined'"),
-        ("failed", "status = 'failed'"),
-        ("expired", "(status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now})"),
-    ];
-    SHOWN.iter().filter(|(word, _)| word.contains(term)).map(|(_, sql)| *sql).collect()
+    SHOWN_STATUSES.iter().filter(|(word, _)| word.contains(term)).map(|(_, sql)| *sql).collect()
 }
 
 impl Store {
-    /// One page of authorizations matching `search` at `now`, newest first (issue 10).
-    pub async fn page_authorizations(
+    /// One page of authorizations matching `search` at `now`, newest first (issue 10), of those
+    /// `chosen` admits (a shown status: `store::console_lists`).
+    pub(super) async fn page_authorizations_with(
         &self,
         search: &Search,
+        chosen: Option<&'static str>,
         now: Timestamp,
         window: Window,
     ) -> StoreResult<Paged<AuthorizationRow>> {
@@ -485,6 +488,7 @@ impl Store {
             from: "authorizations",
             filter: "",
             indexed: Some(Indexed { own: AUTHORIZATION_TEXT, via: &[Via::User], extra }),
+            chosen,
             order: "created_at DESC, id DESC",
             after: "(created_at, id) < ({k}, {i})",
         };

@@ -349,6 +349,7 @@ impl Store {
             from: "client_consents",
             filter: "",
             indexed: Some(Indexed { own: CONSENT_TEXT, via: &[Via::Grant, Via::User], extra: Vec::new() }),
+            chosen: None,
             order: "updated_at DESC, grant_id DESC, client_key DESC",
             after: "(updated_at, grant_id, client_key) < ({k}, {i}, {j})",
         };

@@ -1,100 +1,128 @@
-//! The admin lists' filters and sort orders (issue 29): each one an equality on an indexed
-//! column, paged by keyset in the index's order, so a filtered page deep in a million rows
-//! costs what the first page does. Separate from the text search (`store::paging`): a list is
-//! either searched or filtered.
+//! The admin lists' filters and sort orders (issue 29): each one fixed SQL on an indexed
+//! column, chosen from a closed set (never typed text), and combined with the text search
+//! (`store::paging`, `store::search`):
 //!
+//! - without a search, a filtered page is the first rows of the index that leads with the
+//!   filter, by keyset, so a page deep in a million rows costs what the first does;
+//! - with one, the search narrows by its text indexes and the filter keeps, of the rows they
+//!   yield, those it admits (the probe reads the filtered rows in the index's order first).
+//!
+//! The filters:
 //! - audit log: by outcome (`audit_log_outcome (outcome, id)`), newest or oldest first (`id`);
-//! - authorizations: by stored status (`authorizations_status_created (status, created_at, id)`,
-//!   migration 0028), newest first.
+//! - authorizations: by status as the list shows it (an open attempt past its expiry reads
+//!   `expired`), served by `authorizations_status_created (status, created_at, id)` (migration
+//!   0028) and `authorizations_status (status, expires_at)`, newest first.
 
-use super::audit::{AUDIT_COLUMNS, AuditEntry, Outcome};
-use super::authorizations::{AUTHZ_COLUMNS, AuthorizationRow, RawAuthorizationRow};
-use super::paging::{Cursor, Paged, Window};
-use super::{FetchIn, Store, StoreResult};
+use super::audit::{AUDIT_COLUMNS, AUDIT_TEXT, AuditEntry, Outcome};
+use super::authorizations::{AuthorizationRow, SHOWN_STATUSES};
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::search::{Indexed, Via};
+use super::{Store, StoreResult};
+use crate::clock::Timestamp;
 
-/// The authorization statuses a filter may name (as stored).
-pub const AUTHORIZATION_STATUSES: &[&str] =
-    &["pending", "redirected", "exchanging", "completed", "declined", "failed", "expired"];
+/// The authorization statuses a filter may name, as the list shows them.
+pub const AUTHORIZATION_STATUSES: [&str; 7] = {
+    let mut words = [""; 7];
+    let mut i = 0;
+    while i < SHOWN_STATUSES.len() {
+        words[i] = SHOWN_STATUSES[i].0;
+        i += 1;
+    }
+    words
+};
 
-/// The rows past `limit` say there is a next page; it starts after the last row shown.
-fn paged<T>(mut rows: Vec<T>, window: &Window, key: impl Fn(&T) -> Cursor) -> Paged<T> {
-    let shown = usize::try_from(window.limit).unwrap_or(usize::MAX);
-    let next = if rows.len() > shown {
-        rows.truncate(shown);
-        rows.last().map(key)
-    } else {
-        None
-    };
-    Paged { rows, next }
+/// How the audit log is narrowed and ordered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only entries with this outcome.
+    pub outcome: Option<Outcome>,
+    /// Oldest first instead of newest first.
+    pub oldest_first: bool,
+}
+
+/// The condition for one outcome (fixed SQL; the outcome index leads with it).
+fn outcome_is(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Success => "outcome = 'success'",
+        Outcome::Failure => "outcome = 'failure'",
+        Outcome::Refused => "outcome = 'refused'",
+    }
+}
+
+/// The condition for one shown status, or `None` for a word that is not one.
+fn shown_status_is(status: &str) -> Option<&'static str> {
+    SHOWN_STATUSES.iter().find(|(word, _)| *word == status).map(|(_, sql)| *sql)
 }
 
 impl Store {
-    /// Audit entries with this outcome (any when `None`), newest first or oldest first.
-    pub async fn page_audit_filtered(
-        &self,
-        outcome: Option<Outcome>,
-        oldest_first: bool,
-        window: Window,
-    ) -> StoreResult<Paged<AuditEntry>> {
-        let (after, order) = if oldest_first { ("id > ", "ASC") } else { ("id < ", "DESC") };
-        let mut conditions = Vec::new();
-        let mut n = 0;
-        let mut next = || {
-            n += 1;
-            format!("${n}")
-        };
-        if outcome.is_some() {
-            conditions.push(format!("outcome = {}", next()));
-        }
-        if window.after.is_some() {
-            conditions.push(format!("{after}{}", next()));
-        }
-        let filter = if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
-        let sql = format!("SELECT {AUDIT_COLUMNS} FROM audit_log{filter} ORDER BY id {order} LIMIT {}", next());
-        let mut query = sqlx::query_as::<_, AuditEntry>(&sql);
-        if let Some(outcome) = outcome {
-            query = query.bind(outcome.as_str());
-        }
-        if let Some(cursor) = &window.after {
-            query = query.bind(cursor.key);
-        }
-        let rows = query.bind(window.limit.saturating_add(1)).fetch_all_in(self.read()).await?;
-        Ok(paged(rows, &window, |e| Cursor::new(e.id, "")))
+    /// One page of audit entries matching `search`, newest first (issue 10).
+    pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
+        self.page_audit_filtered(search, AuditFilter::default(), window).await
     }
 
-    /// Authorizations with this stored status, newest first. An open attempt past its expiry
-    /// keeps its stored status (`pending`, …) until the sweep or an admin expires it.
-    pub async fn page_authorizations_with_status(
+    /// One page of authorizations matching `search` at `now`, newest first (issue 10).
+    pub async fn page_authorizations(
         &self,
-        status: &str,
+        search: &Search,
+        now: Timestamp,
         window: Window,
     ) -> StoreResult<Paged<AuthorizationRow>> {
-        let rows = match &window.after {
-            None => {
-                let sql = format!(
-                    "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE status = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
-                );
-                sqlx::query_as::<_, RawAuthorizationRow>(&sql)
-                    .bind(status)
-                    .bind(window.limit.saturating_add(1))
-                    .fetch_all_in(self.read())
-                    .await?
-            }
-            Some(cursor) => {
-                let sql = format!(
-                    "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE status = $1 AND (created_at, id) < ($2, $3) \
-                     ORDER BY created_at DESC, id DESC LIMIT $4"
-                );
-                sqlx::query_as::<_, RawAuthorizationRow>(&sql)
-                    .bind(status)
-                    .bind(cursor.key)
-                    .bind(cursor.id.clone())
-                    .bind(window.limit.saturating_add(1))
-                    .fetch_all_in(self.read())
-                    .await?
-            }
+        self.page_authorizations_filtered(search, None, now, window).await
+    }
+
+    /// Audit entries matching `search` (every one when empty), narrowed and ordered by `filter`.
+    pub async fn page_audit_filtered(
+        &self,
+        search: &Search,
+        filter: AuditFilter,
+        window: Window,
+    ) -> StoreResult<Paged<AuditEntry>> {
+        let (order, after) = if filter.oldest_first { ("id ASC", "id > {k}") } else { ("id DESC", "id < {k}") };
+        let sql = ListSql {
+            columns: AUDIT_COLUMNS,
+            from: "audit_log",
+            filter: "",
+            indexed: Some(Indexed { own: AUDIT_TEXT, via: &[Via::User, Via::Text], extra: Vec::new() }),
+            chosen: filter.outcome.map(outcome_is),
+            order,
+            after,
         };
-        let rows = rows.into_iter().map(AuthorizationRow::try_from).collect::<StoreResult<Vec<_>>>()?;
-        Ok(paged(rows, &window, |a| Cursor::new(a.created_at, a.id.clone())))
+        self.paged(sql, search, None, window, |e: &AuditEntry| Cursor::new(e.id, "")).await
+    }
+
+    /// Authorizations matching `search` at `now` (every one when empty) whose status, as the
+    /// list shows it, is `status` (any when `None`; a word not in [`AUTHORIZATION_STATUSES`]
+    /// matches nothing), newest first.
+    pub async fn page_authorizations_filtered(
+        &self,
+        search: &Search,
+        status: Option<&str>,
+        now: Timestamp,
+        window: Window,
+    ) -> StoreResult<Paged<AuthorizationRow>> {
+        let chosen = match status {
+            None => None,
+            Some(status) => match shown_status_is(status) {
+                Some(sql) => Some(sql),
+                None => return Ok(Paged { rows: Vec::new(), next: None }),
+            },
+        };
+        self.page_authorizations_with(search, chosen, now, window).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_filter_is_fixed_sql_on_one_indexed_column() {
+        assert_eq!(
+            AUTHORIZATION_STATUSES,
+            ["pending", "redirected", "exchanging", "completed", "declined", "failed", "expired"]
+        );
+        assert_eq!(shown_status_is("completed"), Some("status = 'completed'"));
+        assert_eq!(shown_status_is("completed'--"), None);
+        assert_eq!(outcome_is(Outcome::Refused), "outcome = 'refused'");
     }
 }

@@ -247,6 +247,7 @@ impl Store {
             filter: "LOWER(name || ' ' || url || ' ' || prefix || ' ' || auth_kind || ' ' || COALESCE(provider, '')) \
                      LIKE {q} ESCAPE '\\'",
             indexed: None,
+            chosen: None,
             order: "name",
             after: "name > {i}",
         };

@@ -577,6 +577,7 @@ impl Store {
             from: "grants",
             filter: "",
             indexed: Some(Indexed { own: GRANT_TEXT, via: &[Via::User], extra: Vec::new() }),
+            chosen: None,
             order: "created_at DESC, id DESC",
             after: "(created_at, id) < ({k}, {i})",
         };

@@ -166,6 +166,7 @@ impl Store {
             from: "oauth_clients",
             filter: SEARCH_CLIENTS,
             indexed: None,
+            chosen: None,
             order: "created_at DESC, client_id DESC",
             after: "(created_at, client_id) < ({k}, {i})",
         };

@@ -138,11 +138,18 @@ impl<T> Paged<T> {
 /// [`Indexed`] search) may use `{q}` and `{now}`; `after` (used only past the first page) is
 /// the keyset condition on `{k}`, `{i}`, `{j}`, in the same order and direction as `order`,
 /// which an index of the table serves.
+///
+/// `chosen` is a filter the admin picked from the list's own choices (fixed SQL from a closed
+/// set, never typed text; `store::console_lists`), applied at every step: without a search the
+/// page is the first rows of an index that leads with it (`(outcome, id)`, `(status,
+/// created_at, id)`) or of the list's order; with one, the probe reads the filtered rows in
+/// order, and the index step keeps, of the rows the text indexes yield, those it admits.
 pub(crate) struct ListSql<'a> {
     pub columns: &'a str,
     pub from: &'a str,
     pub filter: &'a str,
     pub indexed: Option<Indexed>,
+    pub chosen: Option<&'static str>,
     pub order: &'a str,
     pub after: &'a str,
 }
@@ -377,36 +384,40 @@ impl Store {
     where
         R: for<'r> sqlx::FromRow<'r, AnyRow> + Send + Unpin,
     {
-        let ListSql { columns, from, order, after, .. } = *sql;
+        let ListSql { columns, from, chosen, order, after, .. } = *sql;
         let after = window.after.as_ref().map(|_| after);
         let text = match step {
             Step::Scan => {
-                let conditions: Vec<&str> = filter.into_iter().chain(after).collect();
+                let conditions: Vec<&str> = filter.into_iter().chain(chosen).chain(after).collect();
                 format!("SELECT {columns} FROM {from}{} ORDER BY {order} LIMIT {{limit}}", where_all(&conditions))
             }
             Step::Probe => format!(
                 "SELECT {columns} FROM (SELECT * FROM {from}{} ORDER BY {order} LIMIT {{probe}}) {from}{} \
                  ORDER BY {order} LIMIT {{limit}}",
-                where_all(&after.into_iter().collect::<Vec<_>>()),
+                where_all(&chosen.into_iter().chain(after).collect::<Vec<_>>()),
                 where_all(&filter.into_iter().collect::<Vec<_>>()),
             ),
             Step::Index => {
-                let conditions: Vec<&str> = filter.into_iter().chain(after).collect();
-                match self.backend() {
-                    // `OFFSET 0` keeps the planner from walking the list's order index to
-                    // stop early (right for a common term, which the probe already took):
-                    // it combines the indexes' matches (BitmapOr), then sorts them.
-                    Backend::Postgres => format!(
-                        "SELECT {columns} FROM (SELECT * FROM {from}{} OFFSET 0) {from} ORDER BY {order} LIMIT {{limit}}",
-                        where_all(&conditions)
-                    ),
+                // The search and the page start inside a fence the planner does not see
+                // through; a chosen filter applies outside it, to the rows the search yields.
+                // Inside, it would lead the planner to the filter's index, which SQLite then
+                // walks whole (every `completed` authorization) looking for FTS5's rowids.
+                let inner: Vec<&str> = filter.into_iter().chain(after).collect();
+                let fence = match self.backend() {
+                    // `OFFSET 0` also keeps PostgreSQL from walking the list's order index to
+                    // stop early (right for a common term, which the probe already took): it
+                    // combines the indexes' matches (BitmapOr), then sorts them.
+                    Backend::Postgres => "OFFSET 0",
                     // SQLite takes the rowids FTS5 names and the ids' index entries
-                    // (MULTI-INDEX OR), then sorts them.
-                    Backend::Sqlite => format!(
-                        "SELECT {columns} FROM {from}{} ORDER BY {order} LIMIT {{limit}}",
-                        where_all(&conditions)
-                    ),
-                }
+                    // (MULTI-INDEX OR), then sorts them; a subquery with a `LIMIT` is never
+                    // merged into the outer query.
+                    Backend::Sqlite => "LIMIT -1",
+                };
+                format!(
+                    "SELECT {columns} FROM (SELECT * FROM {from}{} {fence}) {from}{} ORDER BY {order} LIMIT {{limit}}",
+                    where_all(&inner),
+                    where_all(&chosen.into_iter().collect::<Vec<_>>()),
+                )
             }
         };
         let (text, names) = numbered(&text);

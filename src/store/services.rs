@@ -277,6 +277,7 @@ impl Store {
             from: "services",
             filter: SEARCH_SERVICES,
             indexed: None,
+            chosen: None,
             order: "name",
             after: "name > {i}",
         };

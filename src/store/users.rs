@@ -226,6 +226,7 @@ impl Store {
             from: "users",
             filter: "",
             indexed: Some(Indexed { own: USER_TEXT, via: &[], extra: Vec::new() }),
+            chosen: None,
             order: "created_at, id",
             after: "(created_at, id) > ({k}, {i})",
         };

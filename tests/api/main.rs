@@ -20,6 +20,7 @@ mod cluster;
 mod connection_status;
 mod consent;
 mod console;
+mod console_filters;
 mod database_timeouts;
 mod faults;
 mod flow;

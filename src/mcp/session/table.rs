@@ -328,7 +328,7 @@ impl SessionTable {
         self.state().entries.keys().cloned().collect()
     }
 
-    /// Sessions held (for tests of memory).
+    /// Sessions held (the admin dashboard counts them; tests of memory).
     pub fn len(&self) -> usize {
         self.state().entries.len()
     }

@@ -1,11 +1,15 @@
 //! `GET /admin[?range=24h|7d]`: how many of each thing there are (exact up to 10,000, then
-//! estimated: see `store::paging`), charts of the last 24 hours or 7 days (authorizations by
+//! estimated: see `store::paging`; MCP sessions open on this instance, from its own session
+//! table, [`OpenMcpSessions`]), charts of the last 24 hours or 7 days (authorizations by
 //! outcome, refresh failures by provider and kind, token-API answers by service, sign-ins; from
 //! the hourly counts of migration 0028, drawn by [`super::charts`]), and what went wrong lately
 //! (refresh errors, declined, failed and expired authorizations, provider errors, refused
 //! sign-ins).
 
+use std::sync::Arc;
+
 use askama::Template;
+use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -27,6 +31,7 @@ const RECENT: i64 = 10;
 #[template(path = "admin/dashboard.html")]
 pub struct DashboardPage {
     pub nav: SignedIn,
+    pub admin_nav: Vec<super::sections::NavLink>,
     /// (what, how many as shown, where to see them)
     pub counts: Vec<(String, String, String)>,
     /// (code, words) of each range offered, and the one shown.
@@ -43,6 +48,24 @@ pub struct DashboardPage {
     pub table: Rows,
 }
 
+/// How many MCP sessions this process holds open (parked ones too: the client still holds
+/// them). The MCP face keeps its sessions in memory, out of the pages' reach; `app.rs` hands
+/// this count to the pages as a request extension. Reading it is one lock of the session map,
+/// never a query. No instance records its sessions in the database, so on PostgreSQL with
+/// several instances each dashboard counts its own (and says so).
+#[derive(Clone)]
+pub struct OpenMcpSessions(Arc<dyn Fn() -> usize + Send + Sync>);
+
+impl OpenMcpSessions {
+    pub fn new(count: impl Fn() -> usize + Send + Sync + 'static) -> Self {
+        OpenMcpSessions(Arc::new(count))
+    }
+
+    pub fn now(&self) -> usize {
+        (self.0)()
+    }
+}
+
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct RangeQuery {
     #[serde(default)]
@@ -51,6 +74,7 @@ pub struct RangeQuery {
 
 pub async fn show(
     State(state): State<AppState>,
+    Extension(mcp_sessions): Extension<OpenMcpSessions>,
     admin: Admin,
     query: Result<Query<RangeQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
@@ -65,12 +89,14 @@ pub async fn show(
     let now = state.now();
     let c = state.store.admin_counts(now).await?;
     let sessions = state.store.active_browser_sessions(now).await?;
+    let mcp_sessions = i64::try_from(mcp_sessions.now()).unwrap_or(i64::MAX);
     let n = |count: Count| count.shown();
     let counts = vec![
         ("users".into(), n(c.users), "/admin/users".into()),
         ("admins".into(), n(c.admins), "/admin/users?q=admin".into()),
         ("disabled users".into(), n(c.disabled_users), "/admin/users?q=disabled".into()),
         ("active browser sessions".into(), n(sessions), "/admin/users".into()),
+        ("MCP sessions open on this instance".into(), n(Count::Exact(mcp_sessions)), "/admin/clients".into()),
         ("grants".into(), n(c.grants), "/admin/grants".into()),
         ("grants needing a new consent".into(), n(c.grants_needing_consent), "/admin/grants?q=needs_reconsent".into()),
         ("open authorizations".into(), n(c.open_authorizations), "/admin/authorizations".into()),
@@ -135,6 +161,7 @@ pub async fn show(
     let failures = recent.iter().map(|e| audit_card(e, &names)).collect();
     let page = DashboardPage {
         nav: SignedIn::of(&admin.0),
+        admin_nav: super::sections::links("/admin"),
         counts,
         ranges: [Range::Day, Range::Week].iter().map(|r| (r.code(), r.words())).collect(),
         range_code: range.code(),

@@ -1,17 +1,17 @@
 //! The form controls above a list that filter it or change its order (issue 29), each mapped
 //! to an indexed predicate in the store (`store::console_lists`): the audit log by outcome,
-//! newest or oldest first; authorizations by status. A list is either searched (`q`) or
-//! filtered, not both: each reads its own index.
+//! newest or oldest first; authorizations by status as shown. A filter combines with the
+//! search (`q`): the search narrows by its index, the filter keeps the rows it admits.
 
 use crate::store::audit::Outcome;
-use crate::store::console_lists::AUTHORIZATION_STATUSES;
+use crate::store::console_lists::{AUTHORIZATION_STATUSES, AuditFilter};
 
 /// A checked filter choice, from the list's query parameters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filters {
     pub outcome: Option<Outcome>,
     pub oldest_first: bool,
-    /// An authorization status, as stored.
+    /// An authorization status, as the list shows it.
     pub status: Option<&'static str>,
 }
 
@@ -39,6 +39,11 @@ impl Filters {
 
     pub fn is_set(&self) -> bool {
         *self != Filters::default()
+    }
+
+    /// The audit log's part, as the store takes it.
+    pub fn audit(&self) -> AuditFilter {
+        AuditFilter { outcome: self.outcome, oldest_first: self.oldest_first }
     }
 
     /// The parameters that carry these filters to the next page.

@@ -47,7 +47,7 @@ pub struct ListQuery {
     /// `None` for the first page.
     pub after: Option<Cursor>,
     pub notice: Option<&'static str>,
-    /// Filters chosen (only without a search).
+    /// Filters chosen (with or without a search).
     pub filters: Filters,
 }
 
@@ -72,9 +72,6 @@ impl ListQuery {
         };
         let filters = Filters::parse(raw.outcome.as_deref(), raw.order.as_deref(), raw.status.as_deref())
             .map_err(|name| bad(format!("This list offers no such {name}; pick one from the list's own choices.")))?;
-        if filters.is_set() && !q.is_empty() {
-            return Err(bad("A list is either searched or filtered, not both: clear the search or the filters."));
-        }
         Ok(ListQuery { q, after, notice: raw.notice.as_deref().and_then(notice_text), filters })
     }
 
@@ -129,8 +126,18 @@ pub struct Card {
     pub title: String,
     /// Where the title leads (the row's own page), when it has one.
     pub link: Option<String>,
-    pub fields: Vec<(String, String)>,
+    pub fields: Vec<Field>,
     pub actions: Vec<CardAction>,
+}
+
+/// One labelled value of a row (a cell on a desktop, a line of a card on a phone).
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub label: String,
+    pub value: String,
+    /// A secondary fact about the value, on a second line of the cell in smaller type: one
+    /// column where the table would otherwise need two to fit 1280 px.
+    pub note: Option<String>,
 }
 
 /// A CSRF-protected POST button on a card.
@@ -157,8 +164,7 @@ pub struct Rows {
 
 impl Rows {
     pub fn new(id: &'static str, title_label: &str, cards: Vec<Card>) -> Self {
-        let columns =
-            cards.first().map(|c| c.fields.iter().map(|(label, _)| label.clone()).collect()).unwrap_or_default();
+        let columns = cards.first().map(|c| c.fields.iter().map(|f| f.label.clone()).collect()).unwrap_or_default();
         let has_actions = cards.iter().any(|c| !c.actions.is_empty());
         Rows { id, title_label: title_label.into(), columns, cards, has_actions }
     }
@@ -174,6 +180,7 @@ pub fn is_id_column(label: &str) -> bool {
 #[template(path = "admin/table.html")]
 pub struct TablePage {
     pub nav: SignedIn,
+    pub admin_nav: Vec<super::sections::NavLink>,
     pub title: String,
     /// The list's own path, for the search form and page links.
     pub path: String,
@@ -209,6 +216,7 @@ impl TablePage {
     ) -> Self {
         TablePage {
             nav,
+            admin_nav: super::sections::links(path),
             title: title.into(),
             path: path.into(),
             intro: intro.into(),
@@ -237,6 +245,11 @@ impl TablePage {
         }
         let query = query.finish();
         if query.is_empty() { self.path.clone() } else { format!("{}?{query}", self.path) }
+    }
+
+    /// The filters chosen, as hidden fields of the search form (a new search keeps them).
+    pub fn filter_fields(&self) -> Vec<(&'static str, &'static str)> {
+        self.filters.pairs()
     }
 
     /// The first page's link.

@@ -19,6 +19,7 @@ pub mod charts;
 pub mod dashboard;
 pub mod filters;
 pub mod listing;
+pub mod sections;
 pub mod servers;
 pub mod tables;
 pub mod views;

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::Admin;
-use super::listing::{Card, CardAction, ListQuery, RawListQuery, TablePage};
+use super::listing::{Card, CardAction, Field, ListQuery, RawListQuery, TablePage};
 use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
@@ -42,8 +42,13 @@ pub(super) fn page(
     Ok(pages::render(StatusCode::OK, &page))
 }
 
-pub(super) fn field(label: &str, value: impl Into<String>) -> (String, String) {
-    (label.to_owned(), value.into())
+pub(super) fn field(label: &str, value: impl Into<String>) -> Field {
+    Field { label: label.to_owned(), value: value.into(), note: None }
+}
+
+/// A field with a secondary fact on its second line.
+pub(super) fn noted(label: &str, value: impl Into<String>, note: impl Into<String>) -> Field {
+    Field { note: Some(note.into()), ..field(label, value) }
 }
 
 pub(super) fn hidden(name: &str, value: &str) -> (String, String) {
@@ -125,30 +130,32 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         cards.push(Card {
             link: Some(user_page(&g.user_id)),
             title: format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text)),
+            // Eight columns fit 1280 px: each secondary fact sits under the one it qualifies.
             fields: vec![
                 field("user", name_of(&names, &g.user_id)),
-                field("status", status.describe()),
-                field(
-                    "next refresh",
-                    status.retry_at().map_or_else(|| "when due".into(), |at| format!("not before {}", iso_time(at))),
-                ),
+                match status.retry_at() {
+                    Some(at) => noted("status", status.describe(), format!("next refresh not before {}", iso_time(at))),
+                    None => field("status", status.describe()),
+                },
                 field("scopes", g.scopes.to_space_separated()),
-                field(
+                noted(
                     "expires",
                     match g.expires_at {
                         Some(at) if at <= now => format!("{} (expired)", iso_time(at)),
                         Some(at) => iso_time(at),
                         None => "never said".into(),
                     },
+                    if g.refresh_token_sealed.is_some() { "refresh token held" } else { "no refresh token" },
                 ),
-                field("refresh token", if g.refresh_token_sealed.is_some() { "held" } else { "none" }),
-                field(
-                    "last refresh",
-                    last.map_or("none recorded".into(), |(at, outcome)| format!("{} {outcome}", iso_time(at))),
-                ),
-                field("last error", last_error(&audit, &g.user_id, &g.provider).unwrap_or_else(|| "none".into())),
-                field("updated", iso_time(g.updated_at)),
-                field("id", g.id.clone()),
+                {
+                    let shown =
+                        last.map_or("none recorded".into(), |(at, outcome)| format!("{} {outcome}", iso_time(at)));
+                    match last_error(&audit, &g.user_id, &g.provider) {
+                        Some(error) => noted("last refresh", shown, format!("last error: {error}")),
+                        None => field("last refresh", shown),
+                    }
+                },
+                noted("id", g.id.clone(), format!("updated {}", iso_time(g.updated_at))),
             ],
             actions: vec![CardAction {
                 path: "/admin/grants/revoke".into(),
@@ -203,10 +210,8 @@ pub fn is_failure(e: &AuditEntry) -> bool {
 pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let now = state.now();
-    let found = match query.filters.status {
-        Some(status) => state.store.page_authorizations_with_status(status, query.window()).await?,
-        None => state.store.page_authorizations(&query.search(), now, query.window()).await?,
-    };
+    let found =
+        state.store.page_authorizations_filtered(&query.search(), query.filters.status, now, query.window()).await?;
     let names = user_labels(&state, found.rows.iter().map(|a| a.user_id.as_str())).await?;
     // Named by what the broker knows (registered name and client id, token label, service),
     // never by the name a client reports for itself, which any program can claim.
@@ -349,11 +354,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = if query.filters.is_set() {
-        state.store.page_audit_filtered(query.filters.outcome, query.filters.oldest_first, query.window()).await?
-    } else {
-        state.store.page_audit(&query.search(), query.window()).await?
-    };
+    let found = state.store.page_audit_filtered(&query.search(), query.filters.audit(), query.window()).await?;
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";

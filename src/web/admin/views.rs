@@ -17,7 +17,7 @@ use axum::response::Response;
 
 use super::Admin;
 use super::charts::Range;
-use super::listing::{Card, Rows};
+use super::listing::{Card, Field, Rows};
 use super::tables::{
     audit_card, audit_user_ids, field, service_page, shown_status, user_label, user_labels, user_page,
 };
@@ -37,21 +37,30 @@ const SHOWN: i64 = 20;
 #[template(path = "admin/detail.html")]
 pub struct DetailPage {
     pub nav: SignedIn,
+    pub admin_nav: Vec<super::sections::NavLink>,
     pub title: String,
     pub intro: String,
-    pub facts: Vec<(String, String)>,
+    pub facts: Vec<Field>,
     /// (heading, what an empty section says, rows)
     pub sections: Vec<(String, String, Rows)>,
 }
 
 fn render(
     admin: &Admin,
+    path: &str,
     title: String,
     intro: &str,
-    facts: Vec<(String, String)>,
+    facts: Vec<Field>,
     sections: Vec<(String, String, Rows)>,
 ) -> Response {
-    let page = DetailPage { nav: SignedIn::of(&admin.0), title, intro: intro.into(), facts, sections };
+    let page = DetailPage {
+        nav: SignedIn::of(&admin.0),
+        admin_nav: super::sections::links(path),
+        title,
+        intro: intro.into(),
+        facts,
+        sections,
+    };
     pages::render(StatusCode::OK, &page)
 }
 
@@ -125,7 +134,7 @@ pub async fn providers(State(state): State<AppState>, admin: Admin) -> Result<Re
     let intro = "How each provider's refreshes go: the last that worked, the last that failed and why, failures this week \
                  by kind, and how many grants wait out a backoff now (their next refresh is held back).";
     let sections = vec![section("Providers", "No provider is configured.", "rows", "provider", cards)];
-    Ok(render(&admin, "Provider health".into(), intro, vec![], sections))
+    Ok(render(&admin, "/admin/providers", "Provider health".into(), intro, vec![], sections))
 }
 
 pub async fn service(
@@ -164,7 +173,14 @@ pub async fn service(
     ];
     let intro =
         "A tool server registered for the token API: who allowed it, and what it was answered lately (newest first).";
-    Ok(render(&admin, format!("Service {}", safe_text(&service.name)), intro, facts, sections))
+    Ok(render(
+        &admin,
+        &service_page(&service.id),
+        format!("Service {}", safe_text(&service.name)),
+        intro,
+        facts,
+        sections,
+    ))
 }
 
 pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<String>) -> Result<Response, PageError> {
@@ -237,5 +253,5 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
         section("Recent audit", "Nothing recorded.", "audit", "action", audit_cards),
     ];
     let intro = "One account: what it connected, which clients it allowed, its connect attempts and what the audit log says (newest 20 of each).";
-    Ok(render(&admin, format!("User {}", user_label(&user)), intro, facts, sections))
+    Ok(render(&admin, &user_page(&user.id), format!("User {}", user_label(&user)), intro, facts, sections))
 }
