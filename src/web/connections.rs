@@ -76,8 +76,10 @@ pub async fn show(
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
+    let servers = super::server_approvals::rows(&state, &session.user.id).await?;
     let notice = notice_text(&state, &notice);
-    Ok(pages::render(StatusCode::OK, &ConnectionsPage { nav: SignedIn::of(&session), rows, apps, notice }))
+    let page = ConnectionsPage { nav: SignedIn::of(&session), rows, apps, servers, notice };
+    Ok(pages::render(StatusCode::OK, &page))
 }
 
 /// The outcome of a revocation, told truthfully: fixed text per outcome, and only a configured
@@ -149,7 +151,8 @@ pub async fn revoke_app(
     }
     let client_key = ClientIdentity::OAuthClient(form.client_id.clone()).key();
     let consents = state.store.revoke_client_consents(&session.user.id, &client_key).await?;
-    let detail = format!("client={} grants={revoked} consents={consents}", form.client_id);
+    let servers = state.store.withdraw_client_gateway_consents(&session.user.id, &client_key).await?;
+    let detail = format!("client={} grants={revoked} consents={consents} servers={servers}", form.client_id);
     state.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
     tracing::info!(user_id = %session.user.id, "an MCP client was signed out of the broker");
     Ok(pages::see_other("/connections"))
@@ -238,7 +241,7 @@ fn client_rows(grant: &GrantRow, consents: &[ConsentRow], names: &[ClientName]) 
 }
 
 /// `YYYY-MM-DD` (UTC) of a Unix timestamp.
-fn day(timestamp: i64) -> String {
+pub(super) fn day(timestamp: i64) -> String {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(timestamp.max(0) as u64);
     humantime::format_rfc3339_seconds(time).to_string().chars().take(10).collect()
 }

@@ -25,6 +25,7 @@ mod faults;
 mod flow;
 mod forms;
 mod gateway;
+mod gateway_consent;
 mod gateway_faults;
 mod gateway_mcp_oauth;
 mod gateway_python;
