@@ -29,7 +29,12 @@ pub fn server_named(row: &AuthorizationRow) -> &str {
 }
 
 /// Whether the user approved `client` for server `server_id`.
-pub async fn approved(core: &Core, user_id: &str, client: &ClientIdentity, server_id: &str) -> Result<bool, StoreError> {
+pub async fn approved(
+    core: &Core,
+    user_id: &str,
+    client: &ClientIdentity,
+    server_id: &str,
+) -> Result<bool, StoreError> {
     core.store.gateway_pair_approved(user_id, &client.key(), server_id).await
 }
 

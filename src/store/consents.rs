@@ -4,8 +4,8 @@
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
-use super::paging::{Cursor, ListSql, Paged, Search, Window};
 use super::gateway_consents::NewGatewayConsent;
+use super::paging::{Cursor, ListSql, Paged, Search, Window};
 use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
@@ -216,9 +216,8 @@ impl Store {
         event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
         let event = self.event_worth_writing(event).await?;
-        let outcome = self
-            .bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, pair, now, event))
-            .await?;
+        let outcome =
+            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, pair, now, event)).await?;
         if event.is_some() && outcome != ConnectCompleted::FinishedMeanwhile {
             self.wake_webhooks();
         }

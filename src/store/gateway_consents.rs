@@ -61,8 +61,7 @@ impl NewGatewayConsent<'_> {
     }
 }
 
-const COLUMNS: &str =
-    "c.user_id, c.client_key, c.server_id, s.name AS server_name, c.client_name, c.created_at";
+const COLUMNS: &str = "c.user_id, c.client_key, c.server_id, s.name AS server_name, c.client_name, c.created_at";
 
 impl Store {
     /// Whether the user approved `client_key` for server `server_id`: from the kept read of
@@ -114,7 +113,12 @@ impl Store {
     }
 
     /// Withdraws one approval of this user; false if there was none.
-    pub async fn withdraw_gateway_consent(&self, user_id: &str, client_key: &str, server_id: &str) -> StoreResult<bool> {
+    pub async fn withdraw_gateway_consent(
+        &self,
+        user_id: &str,
+        client_key: &str,
+        server_id: &str,
+    ) -> StoreResult<bool> {
         let done =
             sqlx::query("DELETE FROM gateway_consents WHERE user_id = $1 AND client_key = $2 AND server_id = $3")
                 .bind(user_id)

@@ -125,7 +125,10 @@ async fn a_2026_client_is_asked_for_the_pair_by_round_trip_and_its_retry_reaches
     assert_eq!(echoed.structured_content.unwrap()["text"], "round");
     upstream.stop().await;
 }
-on_both_backends!(open_server_pair_2026, a_2026_client_is_asked_for_the_pair_by_round_trip_and_its_retry_reaches_the_server);
+on_both_backends!(
+    open_server_pair_2026,
+    a_2026_client_is_asked_for_the_pair_by_round_trip_and_its_retry_reaches_the_server
+);
 
 async fn one_visit_approves_the_pair_and_connects_and_each_further_client_or_server_asks_once(app: &TestApp) {
     // Arrange: a server that takes the user's demo-provider token.
@@ -159,9 +162,10 @@ async fn one_visit_approves_the_pair_and_connects_and_each_further_client_or_ser
     // A second server on the same provider: connected and allowed, only the pair is asked.
     let second = Upstream::bearer(app).await;
     add_provider_server(app, "notes2", &second).await;
-    let (_, url) = url_elicitation_required(client.call("notes2_whoami", json!({})).await);
+    let (_, url) = url_elicitation_required(client.call("notes2_connect", json!({})).await);
     let html = app.allow_in_browser(&browser, &url, ALICE).await;
     assert!(html.contains("Allow this client to call notes2?"), "{html}");
+    assert_ne!(client.call("notes2_connect", json!({})).await.unwrap().is_error, Some(true));
     assert_eq!(account_of(&client.call("notes2_whoami", json!({})).await.unwrap()), "alice-demo");
     assert_eq!(audited(app, ALICE, "gateway.consent.granted").await, 3);
 
@@ -169,4 +173,7 @@ async fn one_visit_approves_the_pair_and_connects_and_each_further_client_or_ser
     second.stop().await;
     upstream.stop().await;
 }
-on_both_backends!(provider_server_pair, one_visit_approves_the_pair_and_connects_and_each_further_client_or_server_asks_once);
+on_both_backends!(
+    provider_server_pair,
+    one_visit_approves_the_pair_and_connects_and_each_further_client_or_server_asks_once
+);

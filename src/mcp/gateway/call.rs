@@ -40,9 +40,9 @@ use super::transport::{Credential, CredentialCell, CredentialedClient};
 use crate::broker::gateway_consent;
 use crate::broker::tokens::AccessToken;
 use crate::mcp::elicitation;
-use crate::mcp::tools::failure::tool_failed;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::results::{Unfinished, error_result};
+use crate::mcp::tools::failure::tool_failed;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::gateway_servers::GatewayAuth;
 

@@ -581,7 +581,10 @@ fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {
             format!("You declined to let this client use your {} connection.", provider.display_name)
         }
         AuthorizationKind::Server => {
-            format!("You declined to let this client call the server {}.", crate::broker::gateway_consent::server_named(row))
+            format!(
+                "You declined to let this client call the server {}.",
+                crate::broker::gateway_consent::server_named(row)
+            )
         }
     }
 }
