@@ -25,7 +25,7 @@ pub struct Requester<'a> {
     /// The MCP session that asked, so its completion notification goes there only.
     pub mcp_session: Option<&'a str>,
     /// A server behind the broker (its id) whose (client, server) pair the user approves with
-    /// this authorization too ([`super::gateway_consent`]).
+    /// this authorization too (`gateway_consent`).
     pub server: Option<&'a str>,
 }
 

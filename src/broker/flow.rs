@@ -217,7 +217,7 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     };
     let now = state.now();
     let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
-    let pair = super::gateway_consent::pair_of(row, Some(&name));
+    let pair = super::pair_approval::pair_of(row, Some(&name));
     match state.store.allow_client(&new, pair.as_ref(), now, event.as_ref()).await? {
         AllowOutcome::Allowed => {}
         AllowOutcome::NotPending => return Err(FlowError::NotActionable),
@@ -228,7 +228,7 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     }
     let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
     state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
-    super::gateway_consent::audit_granted(state, row).await?;
+    super::pair_approval::audit_granted(state, row).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
     publish(state, row, "completed");
     Ok(())

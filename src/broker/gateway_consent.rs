@@ -12,21 +12,14 @@
 use super::Core;
 use super::authorizations::Requester;
 use super::flow::{FlowError, check_consent, publish};
+pub use super::pair_approval::server_named;
+use super::pair_approval::{SERVER_PREFIX, audit_granted, pair_of};
 use crate::domain::{ElicitationId, Scopes};
 use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, NewAuthorization};
-use crate::store::gateway_consents::{NewGatewayConsent, PairOutcome};
-
-/// What a `server` row holds in its `provider` column: `server:` and the server's registered
-/// name (no provider id has a colon, so it is never mistaken for one).
-const SERVER_PREFIX: &str = "server:";
-
-/// The registered name of the server a `server` row is about (as it was when the row was made).
-pub fn server_named(row: &AuthorizationRow) -> &str {
-    row.provider.strip_prefix(SERVER_PREFIX).unwrap_or(&row.provider)
-}
+use crate::store::gateway_consents::PairOutcome;
 
 /// Whether the user approved `client` for server `server_id`.
 pub async fn approved(
@@ -70,22 +63,6 @@ pub async fn open(
     let detail = format!("id={id} kind=server client={client_key} server={server_name}");
     core.store.audit(now, Some(who.user_id), "authorization.created", Some(&provider), Some(&detail)).await?;
     core.store.authorization(id.as_str()).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
-}
-
-/// The approval that finishing `row` records too, if it carries a server.
-pub fn pair_of<'a>(row: &'a AuthorizationRow, client_name: Option<&'a str>) -> Option<NewGatewayConsent<'a>> {
-    let server_id = row.server_id.as_deref()?;
-    if row.client_key.is_empty() {
-        return None;
-    }
-    Some(NewGatewayConsent { user_id: &row.user_id, client_key: &row.client_key, server_id, client_name })
-}
-
-/// Audits an approval recorded with `row` (`gateway.consent.granted`).
-pub async fn audit_granted(core: &Core, row: &AuthorizationRow) -> Result<(), StoreError> {
-    let Some(server_id) = row.server_id.as_deref() else { return Ok(()) };
-    let detail = format!("id={} client={} server_id={server_id}", row.id, row.client_key);
-    core.store.audit(core.now(), Some(&row.user_id), "gateway.consent.granted", None, Some(&detail)).await
 }
 
 /// The owner approved a `server` row on its page: the row's client may now call the server.

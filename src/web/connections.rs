@@ -15,7 +15,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 
 use super::error::PageError;
-use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, SignedIn};
+use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, ServerApprovalRow, SignedIn};
 use crate::broker::connections;
 use crate::broker::consent;
 use crate::broker::tokens::Revocation;
@@ -76,7 +76,7 @@ pub async fn show(
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
-    let servers = super::server_approvals::rows(&state, &session.user.id).await?;
+    let servers = server_rows(&state, &session.user.id).await?;
     let notice = notice_text(&state, &notice);
     let page = ConnectionsPage { nav: SignedIn::of(&session), rows, apps, servers, notice };
     Ok(pages::render(StatusCode::OK, &page))
@@ -240,8 +240,24 @@ fn client_rows(grant: &GrantRow, consents: &[ConsentRow], names: &[ClientName]) 
         .collect()
 }
 
+/// The user's (client, server) approvals for servers behind the broker, by server then client, each client named as every page names it.
+async fn server_rows(state: &AppState, user_id: &str) -> Result<Vec<ServerApprovalRow>, PageError> {
+    let approvals = state.store.gateway_consents_for_user(user_id).await?;
+    let names = consent::client_names(state, approvals.iter().map(|a| a.client_key.as_str())).await;
+    Ok(approvals
+        .into_iter()
+        .map(|a| ServerApprovalRow {
+            client: names.get(&a.client_key).cloned().unwrap_or_else(|| ClientIdentity::from_key(&a.client_key).name()),
+            server: safe_text(&a.server_name),
+            since: day(a.created_at),
+            server_id: a.server_id,
+            client_key: a.client_key,
+        })
+        .collect())
+}
+
 /// `YYYY-MM-DD` (UTC) of a Unix timestamp.
-pub(super) fn day(timestamp: i64) -> String {
+fn day(timestamp: i64) -> String {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(timestamp.max(0) as u64);
     humantime::format_rfc3339_seconds(time).to_string().chars().take(10).collect()
 }
