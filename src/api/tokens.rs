@@ -178,7 +178,7 @@ pub async fn token_for_service(
     crate::providers::scopes::check(provider, &required).map_err(|e| Problem::invalid_scope(e.to_string()))?;
     let user_id = user_for(state, service, subject).await?;
     let client = service.client();
-    let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None };
+    let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None, server: None };
     let answer = access::access(state, &who, provider, asked.account, &required).await.map_err(|error| {
         tracing::error!(error = %crate::error_chain::Chain(&error), service = %service.id, "token API: access decision failed");
         Problem::server_error()

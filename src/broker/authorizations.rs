@@ -24,6 +24,9 @@ pub struct Requester<'a> {
     pub client_name: Option<&'a str>,
     /// The MCP session that asked, so its completion notification goes there only.
     pub mcp_session: Option<&'a str>,
+    /// A server behind the broker (its id) whose (client, server) pair the user approves with
+    /// this authorization too (`gateway_consent`).
+    pub server: Option<&'a str>,
 }
 
 /// What the user is asked to approve.
@@ -67,6 +70,7 @@ pub async fn open(
         client_key: &client_key,
         kind,
         grant_id,
+        server_id: who.server,
         expires_at: now + core.config.authorization_ttl.as_secs() as i64,
     };
     if let Some(row) = core.store.open_authorization(&new, now).await? {

@@ -123,6 +123,7 @@ pub async fn reconnect(
         client: &client,
         client_name: latest.client_name.as_deref(),
         mcp_session: None,
+        server: None,
     };
     let ask = super::authorizations::Ask::Connect;
     super::authorizations::open(core, &who, provider, &grant.scopes, ask).await.map(Some)

@@ -107,7 +107,14 @@ pub async fn complete_connect(
         scopes: &row.scopes,
     });
     let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
-    let outcome = state.store.complete_connect(&row.id, &row.user_id, consent.as_ref(), now, event.as_ref()).await?;
+    let pair = super::pair_approval::pair_of(row, name.as_deref());
+    let outcome = state
+        .store
+        .complete_connect(&row.id, &row.user_id, consent.as_ref(), pair.as_ref(), now, event.as_ref())
+        .await?;
+    if matches!(outcome, ConnectCompleted::Completed { .. }) {
+        super::pair_approval::audit_granted(state, row).await?;
+    }
     match outcome {
         ConnectCompleted::Completed { consent_recorded: true } => {
             let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());

@@ -59,6 +59,9 @@ pub enum FlowError {
     /// A consent-only authorization whose connection was removed meanwhile.
     #[error("the connection was removed")]
     GrantGone,
+    /// A (client, server) approval whose server was removed meanwhile.
+    #[error("the server was removed")]
+    ServerGone,
     /// A consent-only authorization whose connection gained scopes since the page was shown.
     #[error("the connection changed")]
     ConnectionChanged,
@@ -120,7 +123,7 @@ pub(super) fn verifier_ctx_of<'a>(id: &'a str, user_id: &'a str) -> SealContext<
 }
 
 /// Checks shared by approve and decline: the owner, unexpired, still awaiting consent.
-pub(super) fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+pub(crate) fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     // MCP 2025-11-25 client/elicitation §Phishing: the user who finishes the flow MUST be the
     // user who started it (the URL may have been forwarded or edited).
     if session.user.id != row.user_id {
@@ -214,7 +217,8 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     };
     let now = state.now();
     let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
-    match state.store.allow_client(&new, now, event.as_ref()).await? {
+    let pair = super::pair_approval::pair_of(row, Some(&name));
+    match state.store.allow_client(&new, pair.as_ref(), now, event.as_ref()).await? {
         AllowOutcome::Allowed => {}
         AllowOutcome::NotPending => return Err(FlowError::NotActionable),
         AllowOutcome::GrantGone => {
@@ -224,6 +228,7 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     }
     let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
     state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+    super::pair_approval::audit_granted(state, row).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
     publish(state, row, "completed");
     Ok(())
@@ -496,7 +501,7 @@ async fn fail(state: &Core, row: &AuthorizationRow, reason: &str) {
     publish(state, row, "failed");
 }
 
-pub(super) fn publish(state: &Core, row: &AuthorizationRow, status: &str) {
+pub(crate) fn publish(state: &Core, row: &AuthorizationRow, status: &str) {
     state.events.publish(AuthorizationFinished {
         authorization_id: row.id.clone(),
         user_id: row.user_id.clone(),

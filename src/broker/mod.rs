@@ -9,6 +9,8 @@
 //! - [`api_key`]: the same authorization finished with an API key the user enters instead of
 //!   an OAuth flow: checked at the provider, sealed into a grant like a token.
 //! - [`consent`]: consent per client (which client may use which connection).
+//! - [`gateway_consent`]: the user's approval of each (client, server) pair for the servers
+//!   behind the broker (`pair_approval` is what the connect and consent flows record with it).
 //! - [`tokens`]: sealing tokens into grants, handing out a fresh access token, disconnecting;
 //!   [`sealed_grant`] opens a grant's tokens and marks one that no longer works for re-consent.
 //! - [`refresh`]: one refresh per grant at a time, on one instance or many, without ever losing
@@ -36,6 +38,8 @@ pub mod connections;
 pub mod consent;
 mod core;
 pub mod flow;
+pub mod gateway_consent;
+mod pair_approval;
 pub mod provider_call;
 pub mod refresh;
 pub mod refresh_locks;

@@ -9,6 +9,7 @@ use rmcp::model::{CustomNotification, ErrorCode, ErrorData, ServerNotification};
 use serde_json::json;
 
 use crate::broker::authorizations;
+use crate::broker::gateway_consent::server_named;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::state::AppState;
@@ -23,7 +24,49 @@ pub fn ask_message(row: &AuthorizationRow, provider: &ProviderConfig, scopes: &S
     match row.kind {
         AuthorizationKind::Connect => connect_message(provider, scopes),
         AuthorizationKind::Consent => use_message(provider, scopes),
+        AuthorizationKind::Server => server_message(server_named(row)),
     }
+}
+
+/// A (client, server) approval: the server by its registered name (issue 26, item 5).
+pub fn server_message(server: &str) -> String {
+    format!(
+        "Allow this client to call the server {server} behind the broker. The broker asks before each client uses a server; nothing is sent to {server} for this client until you allow it."
+    )
+}
+
+/// Said beside a connect or consent request that approves a server's pair too.
+pub fn server_hint(server: &str) -> String {
+    format!("Approving also lets this client call the server {server} behind the broker.")
+}
+
+/// `-32042` with one URL elicitation for a `server` row (no provider involved).
+pub fn server_elicitation_required(state: &AppState, row: &AuthorizationRow) -> ErrorData {
+    let server = server_named(row);
+    ErrorData::new(
+        URL_ELICITATION_REQUIRED,
+        format!("This request requires your permission for this client to call the server {server}."),
+        Some(json!({
+            "elicitations": [{
+                "mode": "url",
+                "elicitationId": row.id,
+                "url": authorizations::connect_url(state, &row.id).as_str(),
+                "message": server_message(server),
+            }],
+            "server": server,
+        })),
+    )
+}
+
+/// [`manual_connect_text`] for a `server` row.
+pub fn manual_server_text(state: &AppState, row: &AuthorizationRow) -> String {
+    let server = server_named(row);
+    format!(
+        "This client may not call the server {server} yet. {message} Open this link in your browser, sign in to the broker and approve: {url} — then call this tool again. (The link is valid for {minutes} minutes.)",
+        message = server_message(server),
+        url = authorizations::connect_url(state, &row.id),
+        minutes = state.config.authorization_ttl.as_secs() / 60,
+    )
 }
 
 /// A consent-only request: the connection exists, this client may not use it yet.
@@ -68,6 +111,9 @@ pub fn url_elicitation_required(
                 provider.display_name
             )
         }
+        AuthorizationKind::Server => {
+            format!("This request requires your permission for this client to call the server {}.", server_named(row))
+        }
     };
     ErrorData::new(
         URL_ELICITATION_REQUIRED,
@@ -97,6 +143,7 @@ pub fn manual_connect_text(
         AuthorizationKind::Consent => {
             format!("This client may not use your {} connection yet.", provider.display_name)
         }
+        AuthorizationKind::Server => format!("This client may not call the server {} yet.", server_named(row)),
     };
     format!(
         "{situation} {message} Open this link in your browser, sign in to the broker and approve: {url} — then call this tool again. (The link is valid for {minutes} minutes.)",

@@ -48,6 +48,7 @@ impl Caller {
             client: &self.user.client,
             client_name: self.client_name.as_deref(),
             mcp_session: self.session_id.as_deref(),
+            server: None,
         }
     }
 }

@@ -81,6 +81,9 @@ pub struct AuthorizationRow {
     pub kind: AuthorizationKind,
     /// For `consent` rows: the grant the client asks to use.
     pub grant_id: Option<String>,
+    /// The server behind the broker whose (client, server) pair finishing this row approves
+    /// too (always set on `server` rows).
+    pub server_id: Option<String>,
     pub status: AuthorizationStatus,
     pub state_hash: Option<String>,
     pub browser_session_hash: Option<String>,
@@ -139,6 +142,7 @@ pub(super) struct RawAuthorizationRow {
     client_key: String,
     kind: String,
     grant_id: Option<String>,
+    server_id: Option<String>,
     status: String,
     state_hash: Option<String>,
     browser_session_hash: Option<String>,
@@ -170,6 +174,7 @@ impl TryFrom<RawAuthorizationRow> for AuthorizationRow {
             client_key: raw.client_key,
             kind,
             grant_id: raw.grant_id,
+            server_id: raw.server_id,
             status,
             state_hash: raw.state_hash,
             browser_session_hash: raw.browser_session_hash,
@@ -190,6 +195,9 @@ pub enum AuthorizationKind {
     Connect,
     /// Only lets the client use an existing grant (`grant_id`): no trip to the provider.
     Consent,
+    /// Only lets the client call a server behind the broker (`server_id`): no provider, no
+    /// grant (issue 26, item 5).
+    Server,
 }
 
 impl AuthorizationKind {
@@ -197,6 +205,7 @@ impl AuthorizationKind {
         match self {
             AuthorizationKind::Connect => "connect",
             AuthorizationKind::Consent => "consent",
+            AuthorizationKind::Server => "server",
         }
     }
 
@@ -205,6 +214,7 @@ impl AuthorizationKind {
         match value {
             "connect" => Some(AuthorizationKind::Connect),
             "consent" => Some(AuthorizationKind::Consent),
+            "server" => Some(AuthorizationKind::Server),
             _ => None,
         }
     }
@@ -224,7 +234,7 @@ impl serde::Serialize for AuthorizationKind {
     }
 }
 
-pub(super) const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at";
+pub(super) const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at";
 
 /// What a tool call knows when it asks for a connection.
 #[derive(Debug, Clone)]
@@ -239,14 +249,16 @@ pub struct NewAuthorization<'a> {
     pub kind: AuthorizationKind,
     /// For [`AuthorizationKind::Consent`]: the grant to allow.
     pub grant_id: Option<&'a str>,
+    /// The server whose (client, server) pair the row approves too.
+    pub server_id: Option<&'a str>,
     pub expires_at: Timestamp,
 }
 
 impl Store {
     pub async fn create_authorization(&self, new: &NewAuthorization<'_>, now: Timestamp) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, status, created_at, expires_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $10)",
+            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, created_at, expires_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, 'pending', $10, $11, $10)",
         )
         .bind(new.id)
         .bind(new.user_id)
@@ -259,6 +271,7 @@ impl Store {
         .bind(new.grant_id)
         .bind(now)
         .bind(new.expires_at)
+        .bind(new.server_id)
         .execute(self.write(CacheEffect::Nothing))
         .await?;
         Ok(())
@@ -304,7 +317,11 @@ impl Store {
         .bind(now).fetch_all_in(self.read())
         .await?;
         rows.into_iter()
-            .find(|r| r.mcp_session.as_deref() == like.mcp_session && r.grant_id.as_deref() == like.grant_id)
+            .find(|r| {
+                r.mcp_session.as_deref() == like.mcp_session
+                    && r.grant_id.as_deref() == like.grant_id
+                    && r.server_id.as_deref() == like.server_id
+            })
             .map(AuthorizationRow::try_from)
             .transpose()
     }
@@ -512,6 +529,7 @@ mod tests {
             client_key: String::new(),
             kind: kind.into(),
             grant_id: None,
+            server_id: None,
             status: status.into(),
             state_hash: None,
             browser_session_hash: None,
@@ -575,11 +593,15 @@ mod tests {
             client_key: "token:t",
             kind: AuthorizationKind::Consent,
             grant_id: Some("g1"),
+            server_id: Some("srv1"),
             expires_at: 100,
         };
         store.create_authorization(&new, 10).await.unwrap();
 
         let row = store.authorization("a1").await.unwrap().unwrap();
+        assert_eq!(row.server_id.as_deref(), Some("srv1"));
+        let for_another_server = NewAuthorization { server_id: None, ..new.clone() };
+        assert!(store.open_authorization(&for_another_server, 11).await.unwrap().is_none(), "another server asks anew");
         assert_eq!(
             (row.status, row.kind, &row.scopes),
             (AuthorizationStatus::Pending, AuthorizationKind::Consent, &scopes)

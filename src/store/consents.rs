@@ -4,6 +4,7 @@
 //! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
 //! their grant (`ON DELETE CASCADE`).
 
+use super::gateway_consents::NewGatewayConsent;
 use super::paging::{Cursor, ListSql, Paged, Search, Window};
 use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
@@ -134,14 +135,16 @@ impl Store {
     /// transaction: both happen, or neither (the row stays pending if the grant is gone).
     /// With `event` (`authorization.completed` for a service's authorization), written in the
     /// same transaction.
+    /// With `pair`, the (client, server) approval the row carries is recorded with them.
     pub async fn allow_client(
         &self,
         new: &NewConsent<'_>,
+        pair: Option<&NewGatewayConsent<'_>>,
         now: Timestamp,
         event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<AllowOutcome> {
         let event = self.event_worth_writing(event).await?;
-        let outcome = self.bounded(self.allow_client_unbounded(new, now, event)).await?;
+        let outcome = self.bounded(self.allow_client_unbounded(new, pair, now, event)).await?;
         if event.is_some() && outcome == AllowOutcome::Allowed {
             self.wake_webhooks();
         }
@@ -152,6 +155,7 @@ impl Store {
     async fn allow_client_unbounded(
         &self,
         new: &NewConsent<'_>,
+        pair: Option<&NewGatewayConsent<'_>>,
         now: Timestamp,
         event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<AllowOutcome> {
@@ -182,6 +186,10 @@ impl Store {
             tx.rollback().await?;
             return Ok(AllowOutcome::GrantGone);
         }
+        // A server removed meanwhile: nothing of it to approve; the grant's consent stands.
+        if let Some(pair) = pair {
+            pair.record_in(&mut tx, now).await?;
+        }
         if let Some(event) = event {
             super::grant_events::insert_event_in(&mut tx, event, now).await?;
         }
@@ -196,17 +204,20 @@ impl Store {
     /// nothing recorded, when the row had finished meanwhile (declined in the client). A grant
     /// gone before its consent is recorded still completes the row (`Ok(true)`), as nothing of
     /// the client's can use it.
+    /// With `pair`, the (client, server) approval the row carries is recorded with them (one
+    /// visit approves the pair and connects).
     pub async fn complete_connect(
         &self,
         authorization_id: &str,
         user_id: &str,
         consent: Option<&NewConsent<'_>>,
+        pair: Option<&NewGatewayConsent<'_>>,
         now: Timestamp,
         event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
         let event = self.event_worth_writing(event).await?;
         let outcome =
-            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, now, event)).await?;
+            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, pair, now, event)).await?;
         if event.is_some() && outcome != ConnectCompleted::FinishedMeanwhile {
             self.wake_webhooks();
         }
@@ -218,6 +229,7 @@ impl Store {
         authorization_id: &str,
         user_id: &str,
         consent: Option<&NewConsent<'_>>,
+        pair: Option<&NewGatewayConsent<'_>>,
         now: Timestamp,
         event: Option<&super::webhook_events::NewEvent>,
     ) -> StoreResult<ConnectCompleted> {
@@ -249,6 +261,9 @@ impl Store {
                 ConnectCompleted::Completed { consent_recorded: recorded.rows_affected() == 1 }
             }
         };
+        if let Some(pair) = pair {
+            pair.record_in(&mut tx, now).await?;
+        }
         if let Some(event) = event {
             super::grant_events::insert_event_in(&mut tx, event, now).await?;
         }

@@ -24,6 +24,7 @@ mod declared;
 pub mod demo;
 pub mod demo_keys;
 pub mod external_users;
+pub mod gateway_consents;
 pub mod gateway_servers;
 pub mod generation_cache;
 pub mod generations;
@@ -130,6 +131,9 @@ pub struct Store {
     generations: std::sync::Arc<generations::Generations>,
     /// A user's grants with a client's consents, as every tool call reads them ([`grant_cache`]).
     grant_cache: std::sync::Arc<grant_cache::GrantCache>,
+    /// The (client, server) pairs each user approved, as every forwarded call reads them
+    /// ([`gateway_consents`]).
+    approval_cache: std::sync::Arc<gateway_consents::ApprovalCache>,
     /// This instance's leased shares of the services' request budgets ([`request_budget`]).
     budget_shares: std::sync::Arc<request_budget::BudgetShares>,
     /// The token API's audit events on their way to the database in batches ([`audit_queue`]).
@@ -227,6 +231,7 @@ impl Store {
             queries: Default::default(),
             generations: Default::default(),
             grant_cache: Default::default(),
+            approval_cache: std::sync::Arc::new(generation_cache::GenerationCache::new(gateway_consents::CAPACITY)),
             budget_shares: Default::default(),
             audit_queue: Default::default(),
             service_cache: std::sync::Arc::new(generation_cache::GenerationCache::new(services::CACHED)),

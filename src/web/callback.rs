@@ -115,6 +115,7 @@ impl Problem {
             FlowError::Internal(_)
             | FlowError::NotActionable
             | FlowError::GrantGone
+            | FlowError::ServerGone
             | FlowError::ConnectionChanged
             | FlowError::ProviderRefused(_)
             | FlowError::MissingCode

@@ -14,7 +14,7 @@ use axum::response::Response;
 
 use super::csrf;
 use super::error::{PageError, START_AGAIN};
-use super::pages::{self, AllowClientPage, ConsentPage, ScopeLine, SignOutForm, SignedIn};
+use super::pages::{self, AllowClientPage, AllowServerPage, ConsentPage, ScopeLine, SignOutForm, SignedIn};
 use crate::broker::consent;
 use crate::broker::flow;
 use crate::config::ProviderConfig;
@@ -84,6 +84,9 @@ async fn actionable_row(
     let page = |status, title: &str, message: &str, next: &str| Err(PageError::page(status, title, message, next));
     let back = "Return to your MCP client: it carries on by itself (or call the tool again there).";
     match row.status {
+        AuthorizationStatus::Completed if row.kind == AuthorizationKind::Server => {
+            page(StatusCode::OK, "Already allowed", "You already allowed this client to call this server.", back)
+        }
         AuthorizationStatus::Completed if row.kind == AuthorizationKind::Consent => {
             page(StatusCode::OK, "Already allowed", "You already allowed this client to use this connection.", back)
         }
@@ -123,10 +126,22 @@ pub async fn show(
     let id = parse_id(path)?;
     let session = require_session(session, &id)?;
     let row = actionable_row(&state, &id, &session).await?;
-    let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
     let client = client_of(&state, &row).await;
+    let server = server_of(&state, &row).await?;
+    if row.kind == AuthorizationKind::Server {
+        let server = server.ok_or_else(|| PageError::from(flow::FlowError::ServerGone))?;
+        let page = AllowServerPage {
+            id: row.id.clone(),
+            client,
+            client_name: self_reported_name(&row),
+            server,
+            nav: SignedIn::of(&session),
+        };
+        return Ok(pages::render(StatusCode::OK, &page));
+    }
+    let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
     if row.kind == AuthorizationKind::Consent {
-        return allow_page(&state, &row, &provider, client, &session).await;
+        return allow_page(&state, &row, &provider, client, server, &session).await;
     }
     if provider.is_api_key() {
         return Ok(super::api_keys::page(&row, &provider, client, self_reported_name(&row), &session, None));
@@ -140,6 +155,7 @@ pub async fn show(
         scopes: ScopeLine::list(&provider, &row.scopes),
         authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
         redirect_uri: state.config.provider_redirect_uri(&provider.id).to_string(),
+        server,
         nav: SignedIn::of(&session),
     };
     let mut response = pages::render(StatusCode::OK, &page);
@@ -184,6 +200,15 @@ pub async fn act(
                 "Return to your MCP client: it carries on by itself (or call the tool again there).",
             ))
         }
+        ("approve", AuthorizationKind::Server) => {
+            crate::broker::gateway_consent::approve(&state, &row, &session).await?;
+            Ok(pages::message(
+                StatusCode::OK,
+                "Allowed",
+                "The client may now call this server. You can withdraw that any time on My connections.",
+                "Return to your MCP client: it carries on by itself (or call the tool again there).",
+            ))
+        }
         ("deny", _) => {
             flow::decline(&state, &row, &session).await?;
             Ok(pages::message(
@@ -203,6 +228,7 @@ async fn allow_page(
     row: &AuthorizationRow,
     provider: &ProviderConfig,
     client: ClientName,
+    server: Option<String>,
     session: &BrowserSession,
 ) -> Result<Response, PageError> {
     let grant = flow::consent_target(state, row).await?;
@@ -219,6 +245,7 @@ async fn allow_page(
         account: grant.account_label.as_deref().map_or_else(|| "(unnamed)".into(), safe_text),
         scopes: ScopeLine::list(provider, &row.scopes),
         previously_allowed,
+        server,
         nav: SignedIn::of(session),
     };
     Ok(pages::render(StatusCode::OK, &page))
@@ -231,6 +258,16 @@ async fn client_of(state: &AppState, row: &AuthorizationRow) -> ClientName {
         ClientName::new("An MCP client", "asked before this broker recorded which client asks")
     } else {
         consent::client_name(state, &ClientIdentity::from_key(&row.client_key)).await
+    }
+}
+
+/// The registered name of the server whose (client, server) pair the row approves, if any;
+/// the page refuses a row whose server was removed meanwhile.
+async fn server_of(state: &AppState, row: &AuthorizationRow) -> Result<Option<String>, PageError> {
+    let Some(server_id) = row.server_id.as_deref() else { return Ok(None) };
+    match state.store.gateway_server_name(server_id).await? {
+        Some(name) => Ok(Some(safe_text(&name))),
+        None => Err(PageError::from(flow::FlowError::ServerGone)),
     }
 }
 

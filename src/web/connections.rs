@@ -15,7 +15,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 
 use super::error::PageError;
-use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, SignedIn};
+use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, ServerApprovalRow, SignedIn};
 use crate::broker::connections;
 use crate::broker::consent;
 use crate::broker::tokens::Revocation;
@@ -76,8 +76,10 @@ pub async fn show(
         })
         .collect();
     let apps = app_rows(&state, &session.user.id).await?;
+    let servers = server_rows(&state, &session.user.id).await?;
     let notice = notice_text(&state, &notice);
-    Ok(pages::render(StatusCode::OK, &ConnectionsPage { nav: SignedIn::of(&session), rows, apps, notice }))
+    let page = ConnectionsPage { nav: SignedIn::of(&session), rows, apps, servers, notice };
+    Ok(pages::render(StatusCode::OK, &page))
 }
 
 /// The outcome of a revocation, told truthfully: fixed text per outcome, and only a configured
@@ -149,7 +151,8 @@ pub async fn revoke_app(
     }
     let client_key = ClientIdentity::OAuthClient(form.client_id.clone()).key();
     let consents = state.store.revoke_client_consents(&session.user.id, &client_key).await?;
-    let detail = format!("client={} grants={revoked} consents={consents}", form.client_id);
+    let servers = state.store.withdraw_client_gateway_consents(&session.user.id, &client_key).await?;
+    let detail = format!("client={} grants={revoked} consents={consents} servers={servers}", form.client_id);
     state.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
     tracing::info!(user_id = %session.user.id, "an MCP client was signed out of the broker");
     Ok(pages::see_other("/connections"))
@@ -235,6 +238,22 @@ fn client_rows(grant: &GrantRow, consents: &[ConsentRow], names: &[ClientName]) 
             since: day(c.updated_at),
         })
         .collect()
+}
+
+/// The user's (client, server) approvals for servers behind the broker, by server then client, each client named as every page names it.
+async fn server_rows(state: &AppState, user_id: &str) -> Result<Vec<ServerApprovalRow>, PageError> {
+    let approvals = state.store.gateway_consents_for_user(user_id).await?;
+    let names = consent::client_names(state, approvals.iter().map(|a| a.client_key.as_str())).await;
+    Ok(approvals
+        .into_iter()
+        .map(|a| ServerApprovalRow {
+            client: names.get(&a.client_key).cloned().unwrap_or_else(|| ClientIdentity::from_key(&a.client_key).name()),
+            server: safe_text(&a.server_name),
+            since: day(a.created_at),
+            server_id: a.server_id,
+            client_key: a.client_key,
+        })
+        .collect())
 }
 
 /// `YYYY-MM-DD` (UTC) of a Unix timestamp.

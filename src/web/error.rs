@@ -253,6 +253,12 @@ impl From<FlowError> for PageError {
                 "That connection was removed meanwhile, so there is nothing to allow.",
                 START_AGAIN,
             ),
+            FlowError::ServerGone => Self::page(
+                S::GONE,
+                "Server removed",
+                "That server was removed from the broker meanwhile, so there is nothing to allow.",
+                START_AGAIN,
+            ),
             FlowError::ConnectionChanged => Self::page(
                 S::CONFLICT,
                 "Connection changed",
@@ -403,6 +409,7 @@ mod tests {
             FlowError::UnknownProvider("gone".into()),
             FlowError::WrongCallback,
             FlowError::GrantGone,
+            FlowError::ServerGone,
             FlowError::ConnectionChanged,
             FlowError::ProviderRefused("access_denied".into()),
             FlowError::ProviderRefused("server_error".into()),
@@ -425,6 +432,7 @@ mod tests {
                 | FlowError::NotActionable
                 | FlowError::UnknownProvider(_)
                 | FlowError::GrantGone
+                | FlowError::ServerGone
                 | FlowError::ConnectionChanged
                 | FlowError::ProviderRefused(_)
                 | FlowError::MissingCode

@@ -100,6 +100,7 @@ impl TestApp {
             client_key: "token:flow-test",
             kind: AuthorizationKind::Connect,
             grant_id: None,
+            server_id: None,
             expires_at: now + 600,
         };
         self.state.store.create_authorization(&new, now).await.unwrap();

@@ -13,6 +13,7 @@
 //! | `GET /oauth/callback/problem/{problem}` | [`callback`] | a refused callback's page (names no authorization) |
 //! | `GET /oauth/client-metadata/{provider}` | [`client_metadata`] | the broker's client ID metadata document at an `mcp-oauth` server's authorization server |
 //! | `GET /connections`, `POST /connections/…` | [`connections`] | my connections: revoke, withdraw, end an app's access |
+//! | `POST /connections/servers/withdraw` | [`server_approvals`] | withdraw a client's approval for a server behind the broker |
 //! | `POST /connections/reconnect` | [`reconnect`] | renew a dead or failing connection → `/connect/{id}` |
 //! | `POST /connections/key` | [`api_keys`] | replace an API-key connection's key (the connect page's key form too) |
 //! | `GET /admin…`, `POST /admin/…` | [`admin`] | operators' dashboard, tables and actions (admins only) |
@@ -42,6 +43,7 @@ pub mod pages;
 pub mod reconnect;
 pub mod result;
 pub mod security_headers;
+pub mod server_approvals;
 pub mod throttle;
 
 use axum::Router;
@@ -63,6 +65,7 @@ pub fn router() -> Router<AppState> {
         .route("/connections/key", post(api_keys::replace))
         .route("/connections/clients/revoke", post(connections::revoke_client))
         .route("/connections/apps/revoke", post(connections::revoke_app))
+        .route("/connections/servers/withdraw", post(server_approvals::withdraw))
         .route("/connect/{id}", get(connect::show).post(connect::act))
         .route("/connect/{id}/result", get(result::show))
         .route("/oauth/callback", get(callback::receive))

@@ -62,6 +62,8 @@ pub struct ConsentPage {
     pub scopes: Vec<ScopeLine>,
     pub authorization_host: String,
     pub redirect_uri: String,
+    /// A server behind the broker this client may call once approved too (its registered name).
+    pub server: Option<String>,
     pub nav: SignedIn,
 }
 
@@ -249,6 +251,22 @@ pub struct AllowClientPage {
     pub scopes: Vec<ScopeLine>,
     /// Scopes this client was allowed before (an older consent), so the page can say what is new.
     pub previously_allowed: Vec<String>,
+    /// A server behind the broker this client may call once approved too (its registered name).
+    pub server: Option<String>,
+    pub nav: SignedIn,
+}
+
+/// The consent page for a client that wants to call a server behind the broker (issue 26, item
+/// 5): the server by the name the operator registered, never by what it says about itself.
+#[derive(Template)]
+#[template(path = "allow_server.html")]
+pub struct AllowServerPage {
+    pub id: String,
+    pub client: ClientName,
+    /// The self-reported `clientInfo` name, if any (display text).
+    pub client_name: Option<String>,
+    /// The server's registered name.
+    pub server: String,
     pub nav: SignedIn,
 }
 
@@ -259,8 +277,22 @@ pub struct ConnectionsPage {
     pub rows: Vec<ConnectionRow>,
     /// MCP clients signed in to the broker through its authorization server (local mode).
     pub apps: Vec<AppRow>,
+    /// Which client may call which server behind the broker ([`super::server_approvals`]).
+    pub servers: Vec<ServerApprovalRow>,
     /// After a revocation: what the provider was told (fixed text per outcome).
     pub notice: Option<String>,
+}
+
+/// A client the user approved for a server behind the broker, with its Withdraw form's values.
+#[derive(Debug, Clone)]
+pub struct ServerApprovalRow {
+    pub server_id: String,
+    /// The server's registered name (display text).
+    pub server: String,
+    pub client_key: String,
+    pub client: ClientName,
+    /// `YYYY-MM-DD` (UTC) of the approval.
+    pub since: String,
 }
 
 /// An MCP client the user approved at the broker's `/authorize`, with its Sign-out form's value.

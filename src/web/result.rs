@@ -48,6 +48,14 @@ pub async fn show(
             ),
             BACK.to_owned(),
         ),
+        (AuthorizationStatus::Completed, AuthorizationKind::Server) => (
+            "Allowed".to_owned(),
+            format!(
+                "The client may now call the server {}. You can withdraw that any time on My connections.",
+                crate::display::safe_text(crate::broker::gateway_consent::server_named(&row))
+            ),
+            BACK.to_owned(),
+        ),
         (AuthorizationStatus::Declined, _) => (
             "Declined".to_owned(),
             "You declined, so nothing was connected or shared.".to_owned(),

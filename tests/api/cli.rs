@@ -987,6 +987,7 @@ async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they
             client_key: key,
             kind: AuthorizationKind::Connect,
             grant_id: None,
+            server_id: None,
             expires_at: app.now() + 600,
         };
         store.create_authorization(&new, app.now()).await.unwrap();

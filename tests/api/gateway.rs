@@ -133,6 +133,16 @@ pub async fn connect_through_link(app: &TestApp, client: &McpClient, tool: &str,
     assert_eq!(app.approve_in_browser_as(&browser, &url, name, account).await.status(), 200);
 }
 
+/// A client without URL mode was told the broker's link as text (the first call to a server
+/// whose pair the user has not approved): `name` approves the pair there.
+pub async fn approve_pair_from_text(app: &TestApp, result: &rmcp::model::CallToolResult, name: &str) {
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let text = serde_json::to_string(&result.content).unwrap();
+    let start = text.find(&app.url("/connect/")).expect("the broker's link in the text");
+    let url: String = text[start..].chars().take_while(|c| !c.is_whitespace() && *c != '"').collect();
+    app.allow_in_browser(&app.browser(), &url, name).await;
+}
+
 pub fn account_of(result: &rmcp::model::CallToolResult) -> String {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     result.structured_content.as_ref().unwrap()["account"].as_str().unwrap_or_default().to_owned()
@@ -371,6 +381,7 @@ async fn a_secret_header_reaches_the_server_and_is_never_shown(app: &TestApp) {
     // No user's credential is needed: the tools are read at once, and any user calls them.
     eventually("the server's tools are listed", Duration::from_secs(10), || served(app, "vendor_whoami")).await;
     let client = app.mcp_client(BOB, ClientKind::NoElicitation).await;
+    approve_pair_from_text(app, &client.call("vendor_whoami", json!({})).await.unwrap(), BOB).await;
     let result = client.call("vendor_whoami", json!({})).await.unwrap();
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert_eq!(result.structured_content.as_ref().unwrap()["credential_sha256"], short_hash(SECRET));
@@ -405,6 +416,7 @@ async fn an_open_server_needs_no_credential_and_its_tools_are_read_at_start(app:
     servers_ok(app, &["add", "open-tools", "--url", &upstream.mcp_url, "--auth", "none", "--prefix", "ot-"]).await;
     eventually("the server's tools are listed", Duration::from_secs(10), || served(app, "ot-echo")).await;
     let client = app.mcp_client(ALICE, ClientKind::NoElicitation).await;
+    approve_pair_from_text(app, &client.call("ot-echo", json!({"text": "x"})).await.unwrap(), ALICE).await;
     let echoed = client.call("ot-echo", json!({"text": "x"})).await.unwrap();
     assert_eq!(echoed.structured_content.unwrap()["text"], "x");
     client.close().await;

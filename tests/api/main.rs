@@ -26,6 +26,7 @@ mod faults;
 mod flow;
 mod forms;
 mod gateway;
+mod gateway_consent;
 mod gateway_elicitation;
 mod gateway_faults;
 mod gateway_mcp_oauth;

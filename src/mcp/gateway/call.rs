@@ -1,5 +1,8 @@
 //! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"):
 //!
+//! 0. **The (client, server) pair** approved by the user ([`crate::broker::gateway_consent`]);
+//!    if not, the broker's link to the page that approves it (with the credential, if that is
+//!    missing too: one visit).
 //! 1. **The credential** of the calling user: for a `provider` server, the user's token through
 //!    the same path as every broker tool ([`BrokerServer::token_for_tool`]: connected? scopes?
 //!    refreshed? this client allowed?), so a user who has not connected — or not allowed this
@@ -35,9 +38,12 @@ use super::client::UpstreamHandler;
 use super::pool::{Connection, ConnectionKey};
 use super::registry::{ServerEntry, Target};
 use super::transport::{Credential, CredentialCell, CredentialedClient};
+use crate::broker::gateway_consent;
 use crate::broker::tokens::AccessToken;
+use crate::mcp::elicitation;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::results::{Unfinished, error_result};
+use crate::mcp::tools::failure::tool_failed;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::gateway_servers::GatewayAuth;
 
@@ -145,11 +151,22 @@ impl BrokerServer {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+        // 0. The (client, server) pair: approved by the user, or asked for — together with the
+        //    credential when that is missing too, so one visit covers both.
+        let user = &caller.user;
+        let approved = match gateway_consent::approved(&self.state, &user.user_id, &user.client, &entry.row.id).await {
+            Ok(approved) => approved,
+            Err(error) => return (Err(tool_failed(error).into()), "failed"),
+        };
+        let asking = (!approved).then_some(entry.as_ref());
         // 1. The credential.
-        let token = match self.user_token(entry, caller).await {
+        let token = match self.user_token(entry, caller, asking).await {
             Ok(token) => token,
             Err(answer) => return (answer, "needs_user"),
         };
+        if !approved {
+            return (self.ask_pair(entry, caller).await, "needs_user");
+        }
         let credential = match &token {
             Some(token) => provider_credential(&entry.row.auth, token),
             None => shared_credential(entry),
@@ -176,21 +193,49 @@ impl BrokerServer {
     }
 
     /// A `provider` server's token for this user and client, `Ok(None)` for other kinds, or
-    /// the answer that sends the user to the broker's page first.
+    /// the answer that sends the user to the broker's page first — a page that approves the
+    /// (client, server) pair too when `asking` names the server.
     async fn user_token(
         &self,
         entry: &ServerEntry,
         caller: &Caller,
+        asking: Option<&ServerEntry>,
     ) -> Result<Option<AccessToken>, Result<CallToolResponse, Unfinished>> {
         let Some((provider, scopes, ..)) = entry.row.auth.user_credential() else { return Ok(None) };
         let Some(provider) = self.state.providers.get(provider) else {
             let text = format!("The server {} needs provider {provider}, which is not configured.", entry.row.name);
             return Err(Ok(error_result(text).into()));
         };
-        match self.token_for_tool(caller, &provider, None, scopes).await {
+        let mut who = caller.requester();
+        who.server = asking.map(|entry| entry.row.id.as_str());
+        let hint = asking.map(|entry| elicitation::server_hint(entry.row.name.as_str()));
+        match self.token_for_requester(caller, &who, &provider, None, scopes, hint.as_deref()).await {
             Ok(token) => Ok(Some(token)),
             Err(Ok(result)) => Err(Ok(result.into())),
             Err(Err(unfinished)) => Err(Err(unfinished)),
+        }
+    }
+
+    /// The user has not approved this client for this server (and nothing else is missing):
+    /// the broker's own link to the page that asks, in the client's era — as for a missing
+    /// grant (`-32042` / `InputRequiredResult` / `isError` text).
+    async fn ask_pair(&self, entry: &ServerEntry, caller: &Caller) -> Result<CallToolResponse, Unfinished> {
+        let mut who = caller.requester();
+        who.server = Some(entry.row.id.as_str());
+        let row = match gateway_consent::open(&self.state, &who, &entry.row.id, entry.row.name.as_str()).await {
+            Ok(row) => row,
+            Err(error) => return Err(tool_failed(error).into()),
+        };
+        self.remember_elicitation(&row.id);
+        if !caller.url_mode {
+            return Ok(error_result(elicitation::manual_server_text(&self.state, &row)).into());
+        }
+        match &caller.round {
+            Some(round) => {
+                let url = crate::broker::authorizations::connect_url(&self.state, &row.id).to_string();
+                Err(round.ask_to_open(&row.id, elicitation::server_message(entry.row.name.as_str()), url).into())
+            }
+            None => Err(elicitation::server_elicitation_required(&self.state, &row).into()),
         }
     }
 
@@ -208,7 +253,7 @@ impl BrokerServer {
         {
             return Err(crate::mcp::tools::failure::tool_failed(error).into());
         }
-        match self.user_token(entry, caller).await {
+        match self.user_token(entry, caller, None).await {
             Err(answer) => answer,
             // Connected again meanwhile: the client may simply call again.
             Ok(_) => {

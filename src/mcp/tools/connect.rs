@@ -273,7 +273,7 @@ impl BrokerServer {
         )
         .await;
         let deadline = Instant::now() + self.state.config.connect_wait;
-        match self.wait_for_row(&row.id, provider, deadline, &mut events, ctx).await? {
+        match self.wait_for_row(&row.id, &provider.display_name, deadline, &mut events, ctx).await? {
             Waited::Finished => Ok(self
                 .final_outcome(caller, provider, &row.id, before)
                 .await?
@@ -317,6 +317,9 @@ impl BrokerServer {
         let Some(row) = row.filter(|r| r.user_id == caller.user.user_id) else {
             return Err(refused().into());
         };
+        if row.kind == AuthorizationKind::Server {
+            return self.after_server_approval(caller, &row, tool, ctx, &mut events).await;
+        }
         let Some(provider) = self.state.providers.find(&row.provider) else {
             return Ok(Some(error_result(unknown_provider(&self.state.providers.ids(), &row.provider))));
         };
@@ -326,7 +329,7 @@ impl BrokerServer {
             _ => {}
         }
         let deadline = Instant::now() + self.state.config.mrtr_wait;
-        match self.wait_for_row(&row.id, &provider, deadline, &mut events, ctx).await? {
+        match self.wait_for_row(&row.id, &provider.display_name, deadline, &mut events, ctx).await? {
             Waited::Finished => {}
             Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
             // A stopping server answers at once: the client retries, to another instance.
@@ -342,13 +345,55 @@ impl BrokerServer {
         })))
     }
 
+    /// [`Self::after_browser`] for a row that approves only a (client, server) pair (issue 26,
+    /// item 5): `None` once approved, so the server's tool runs.
+    async fn after_server_approval(
+        &self,
+        caller: &Caller,
+        row: &AuthorizationRow,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+        events: &mut tokio::sync::broadcast::Receiver<crate::events::AuthorizationFinished>,
+    ) -> Result<Option<CallToolResult>, Unfinished> {
+        let Some(round) = &caller.round else { return Ok(None) };
+        let server = crate::broker::gateway_consent::server_named(row);
+        match round.authorize_response() {
+            Some(ElicitationAction::Decline) => {
+                let now = self.state.now();
+                let _ = self
+                    .state
+                    .store
+                    .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
+                    .await;
+                return Ok(Some(error_result(format!("You declined to let this client call the server {server}."))));
+            }
+            Some(ElicitationAction::Cancel) => return Ok(Some(error_result("Cancelled."))),
+            _ => {}
+        }
+        let deadline = Instant::now() + self.state.config.mrtr_wait;
+        let what = format!("the server {server}");
+        match self.wait_for_row(&row.id, &what, deadline, events, ctx).await? {
+            Waited::Finished => {}
+            Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
+            Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
+        }
+        let row = self.state.store.authorization(&row.id).await.map_err(tool_failed)?;
+        Ok(match row.map(|r| r.status) {
+            Some(AuthorizationStatus::Completed) => None,
+            Some(AuthorizationStatus::Declined) => {
+                Some(error_result(format!("You declined to let this client call the server {server}.")))
+            }
+            _ => Some(error_result(format!("Approving the server {server} did not finish; call {tool} again."))),
+        })
+    }
+
     /// Waits until authorization `id` has finished (or expired), `deadline` passes, the call is
     /// cancelled or the server starts stopping; sends progress meanwhile when the client asked
     /// for it. Every signal (or a lag) is a reason to read the row again: the row decides.
     async fn wait_for_row(
         &self,
         id: &str,
-        provider: &ProviderConfig,
+        what: &str,
         deadline: Instant,
         events: &mut tokio::sync::broadcast::Receiver<crate::events::AuthorizationFinished>,
         ctx: &RequestContext<RoleServer>,
@@ -374,7 +419,7 @@ impl BrokerServer {
                     ticks += 1;
                     if let Some(token) = &progress_token {
                         let note = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
-                            .with_message(format!("Waiting for you to approve {} in the browser", provider.display_name));
+                            .with_message(format!("Waiting for you to approve {what} in the browser"));
                         let _ = ctx.peer.notify_progress(note).await;
                     }
                 }
@@ -471,8 +516,21 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<AccessToken, Result<CallToolResult, Unfinished>> {
-        let who = caller.requester();
-        let answer = access::access(&self.state, &who, provider, account, required).await;
+        self.token_for_requester(caller, &caller.requester(), provider, account, required, None).await
+    }
+
+    /// [`Self::token_for_tool`] asking as `who` (a server's call carries the server whose pair
+    /// the link approves too), with `hint` said beside the link.
+    pub(crate) async fn token_for_requester(
+        &self,
+        caller: &Caller,
+        who: &crate::broker::authorizations::Requester<'_>,
+        provider: &ProviderConfig,
+        account: Option<&str>,
+        required: &Scopes,
+        hint: Option<&str>,
+    ) -> Result<AccessToken, Result<CallToolResult, Unfinished>> {
+        let answer = access::access(&self.state, who, provider, account, required).await;
         let row = match answer.map_err(|e| Err(tool_failed(e).into()))? {
             Access::Ready(token) => return Ok(*token),
             Access::Unavailable { retry_after } => {
@@ -484,7 +542,7 @@ impl BrokerServer {
             | Access::AllowClient { authorization } => authorization,
         };
         self.remember_elicitation(&row.id);
-        Err(self.send_to_browser(caller, provider, &row, None))
+        Err(self.send_to_browser(caller, provider, &row, hint))
     }
 
     /// An open authorization for this request, remembered for the completion notification.
@@ -521,6 +579,12 @@ fn declined_text(row: &AuthorizationRow, provider: &ProviderConfig) -> String {
         AuthorizationKind::Connect => format!("You declined to connect {}.", provider.display_name),
         AuthorizationKind::Consent => {
             format!("You declined to let this client use your {} connection.", provider.display_name)
+        }
+        AuthorizationKind::Server => {
+            format!(
+                "You declined to let this client call the server {}.",
+                crate::broker::gateway_consent::server_named(row)
+            )
         }
     }
 }

@@ -222,6 +222,18 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
             ],
             actions: vec![],
         })
+        .collect::<Vec<_>>();
+    // The (client, server) pairs the user approved for servers behind the broker, beside the
+    // clients' consents to use connections.
+    let approvals = state.store.gateway_consents_for_user(&user.id).await?;
+    let consent_cards = consent_cards
+        .into_iter()
+        .chain(approvals.iter().map(|a| Card {
+            link: None,
+            title: safe_text(&a.client_key),
+            fields: vec![field("server", safe_text(&a.server_name)), field("allowed", iso_time(a.created_at))],
+            actions: vec![],
+        }))
         .collect();
     let authorization_cards = authorizations
         .iter()
