@@ -7,7 +7,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
 
-use crate::gateway::{Upstream, served, servers_ok};
+use crate::gateway::{Upstream, approve_pair_from_text, served, servers_ok};
 use crate::helpers::*;
 use crate::on_both_backends;
 
@@ -16,7 +16,17 @@ async fn asking_server(app: &TestApp) -> Upstream {
     let upstream = Upstream::start(&[], None).await;
     servers_ok(app, &["add", "crm", "--url", &upstream.mcp_url, "--auth", "none"]).await;
     eventually("the server's tools are listed", Duration::from_secs(10), || served(app, "crm_ask_name")).await;
+    approve_pair(app, ALICE).await;
     upstream
+}
+
+/// `name` allows their client (the same token client as the tests' clients) to call `crm`:
+/// the first call answers with the broker's link as text; the pages approve the pair.
+async fn approve_pair(app: &TestApp, name: &str) {
+    let client = app.mcp_client(name, ClientKind::NoElicitation).await;
+    let first = client.call("crm_ask_name", json!({})).await.unwrap();
+    approve_pair_from_text(app, &first, name).await;
+    client.close().await;
 }
 
 /// What the server answered: what the user did, or the error it got instead.
@@ -135,6 +145,7 @@ on_both_backends!(undeclared_mode, a_client_without_the_mode_is_never_asked_and_
 async fn two_users_asked_at_once_each_answer_only_their_own_question(app: &TestApp) {
     // Arrange: alice and bob call the same server at once, several times each.
     let upstream = asking_server(app).await;
+    approve_pair(app, BOB).await;
     let alice = app.mcp_client(ALICE, ClientKind::Url).await;
     let bob = app.mcp_client(BOB, ClientKind::Url).await;
     const CALLS_EACH: usize = 5;
