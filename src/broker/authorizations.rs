@@ -6,6 +6,7 @@
 use url::Url;
 
 use super::Core;
+use crate::clock::Timestamp;
 use crate::config::ProviderConfig;
 use crate::domain::{ElicitationId, Scopes};
 use crate::identity::ClientIdentity;
@@ -73,15 +74,24 @@ pub async fn open(
         server_id: who.server,
         expires_at: now + core.config.authorization_ttl.as_secs() as i64,
     };
-    if let Some(row) = core.store.open_authorization(&new, now).await? {
+    reuse_or_create(core, &new, now, "").await
+}
+
+/// The open authorization asking what `new` asks, reused while valid, or `new` created and
+/// audited (`authorization.created`, with `extra` appended to its detail) and read back.
+pub(super) async fn reuse_or_create(
+    core: &Core,
+    new: &NewAuthorization<'_>,
+    now: Timestamp,
+    extra: &str,
+) -> Result<AuthorizationRow, StoreError> {
+    if let Some(row) = core.store.open_authorization(new, now).await? {
         return Ok(row);
     }
-    core.store.create_authorization(&new, now).await?;
-    let detail = format!("id={id} kind={} client={client_key}", kind.as_str());
-    core.store
-        .audit(now, Some(who.user_id), "authorization.created", Some(provider.id.as_str()), Some(&detail))
-        .await?;
-    core.store.authorization(id.as_str()).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
+    core.store.create_authorization(new, now).await?;
+    let detail = format!("id={} kind={} client={}{extra}", new.id, new.kind.as_str(), new.client_key);
+    core.store.audit(now, Some(new.user_id), "authorization.created", Some(new.provider), Some(&detail)).await?;
+    core.store.authorization(new.id).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
 }
 
 /// The broker's own page for an authorization: the only link ever handed out. It carries just

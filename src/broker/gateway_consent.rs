@@ -56,13 +56,7 @@ pub async fn open(
         server_id: Some(server_id),
         expires_at: now + core.config.authorization_ttl.as_secs() as i64,
     };
-    if let Some(row) = core.store.open_authorization(&new, now).await? {
-        return Ok(row);
-    }
-    core.store.create_authorization(&new, now).await?;
-    let detail = format!("id={id} kind=server client={client_key} server={server_name}");
-    core.store.audit(now, Some(who.user_id), "authorization.created", Some(&provider), Some(&detail)).await?;
-    core.store.authorization(id.as_str()).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
+    super::authorizations::reuse_or_create(core, &new, now, &format!(" server={server_name}")).await
 }
 
 /// The owner approved a `server` row on its page: the row's client may now call the server.
