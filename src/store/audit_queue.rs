@@ -153,6 +153,18 @@ impl Store {
             .await?;
             resolved.insert(key.owned(), id);
         }
+        // Each distinct text's id, looked up once per batch, not once per row.
+        let ids: HashMap<TextKey<'_>, &str> = batch
+            .iter()
+            .filter_map(QueuedEvent::shared_text)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|key| {
+                let owned = key.owned();
+                let id = resolved.get(&owned).or_else(|| known.get(&owned))?;
+                Some((key, id.as_str()))
+            })
+            .collect();
         for rows in batch.chunks(ROWS_PER_STATEMENT) {
             let mut sql = String::from(
                 "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome, text_id) VALUES ",
@@ -176,17 +188,14 @@ impl Store {
             }
             let mut query = sqlx::query(&sql);
             for event in rows {
-                let text_id = event
-                    .shared_text()
-                    .map(|key| key.owned())
-                    .and_then(|key| resolved.get(&key).or_else(|| known.get(&key)).cloned());
+                let text_id = event.shared_text().and_then(|key| ids.get(&key).copied());
                 query = query
                     .bind(event.at)
-                    .bind(event.user_id.clone())
-                    .bind(event.action.clone())
-                    .bind(event.provider.clone())
-                    .bind(event.detail.clone())
-                    .bind(event.actor.clone())
+                    .bind(event.user_id.as_deref())
+                    .bind(event.action.as_str())
+                    .bind(event.provider.as_deref())
+                    .bind(event.detail.as_deref())
+                    .bind(event.actor.as_str())
                     .bind(event.outcome.as_str())
                     .bind(text_id);
             }
