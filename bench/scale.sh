@@ -75,6 +75,8 @@ stop_server() { kill "$server"; wait "$server" 2>/dev/null || true; server=""; }
 start_server >/dev/null
 stop_server
 echo 'bench-password-123' | "$bin" admin users add benchadmin --password-stdin --admin >/dev/null
+# A tool server, for its own page and the services list.
+"$bin" admin services add benchsvc --providers demo --resource https://tools.example/mcp >/dev/null
 
 n=$rows
 t0=$(ms)
@@ -178,6 +180,20 @@ page "GET /admin/consents?q=user$((n / 2)) (by user)" "/admin/consents?q=user$((
 page "GET /admin/audit?q=user$((n / 2)) (by user)" "/admin/audit?q=user$((n / 2))"
 page "GET /admin/grants?q=needs_reconsent" "/admin/grants?q=needs_reconsent"
 page "GET /admin/users?q=zzz (no match)" "/admin/users?q=zzz"
+page "GET /admin/audit?outcome=failure" "/admin/audit?outcome=failure"
+page "GET /admin/audit?order=oldest" "/admin/audit?order=oldest"
+page "GET /admin/audit?outcome=failure&q=demo" "/admin/audit?outcome=failure&q=demo"
+for status in completed pending expired; do
+  page "GET /admin/authorizations?status=$status" "/admin/authorizations?status=$status"
+done
+page "GET /admin/authorizations?status=expired next page" \
+  "$(curl -s -b "$jar" "$base/admin/authorizations?status=expired" >"$work/page.html"; next_link)"
+page "GET /admin/authorizations?status=failed&q=Client" "/admin/authorizations?status=failed&q=Client"
+page "GET /admin/users/u$((n / 2)) (one user)" "/admin/users/u$((n / 2))"
+page "GET /admin/providers" /admin/providers
+page "GET /admin/services/svc_benchsvc" "/admin/services/svc_benchsvc"
+page "GET /admin/servers" /admin/servers
+page "GET /admin/webhooks" /admin/webhooks
 if [[ -n "${DEEP_AUDIT:-}" ]]; then
   page "GET /admin/audit deep page" "$DEEP_AUDIT"
 elif grep -q 'page=' <<<"$(next_link)"; then
@@ -205,6 +221,7 @@ cli "consents list" consents list
 cli "audit" audit
 cli "audit --user user$((n / 2))" audit --user "user$((n / 2))"
 cli "keys status" keys status
+cli "services list" services list
 if [[ -s "$work/page-errors.txt" ]]; then
   echo "# pages that failed:"
   sed 's/^/#   /' "$work/page-errors.txt" | awk '!seen[$0]++'
