@@ -3,7 +3,8 @@
 //! 0. **The (client, server) pair** approved by the user ([`crate::broker::gateway_consent`]);
 //!    if not, the broker's link to the page that approves it (with the credential, if that is
 //!    missing too: one visit).
-//! 1. **The credential** of the calling user: for a `provider` server, the user's token through
+//! 1. **The credential** of the calling user: for a `token-exchange` server, a token minted for
+//!    the user and the server's service ([`super::minted`]); for a `provider` server, the user's token through
 //!    the same path as every broker tool ([`BrokerServer::token_for_tool`]: connected? scopes?
 //!    refreshed? this client allowed?), so a user who has not connected — or not allowed this
 //!    client — gets the broker's own link in the client's era (`-32042` / url elicitation,
@@ -35,6 +36,7 @@ use serde_json::json;
 
 use super::Gateway;
 use super::client::UpstreamHandler;
+use super::minted::MintError;
 use super::pool::{Connection, ConnectionKey};
 use super::registry::{ServerEntry, Target};
 use super::transport::{Credential, CredentialCell, CredentialedClient};
@@ -58,6 +60,8 @@ enum Failure {
     Unreachable,
     /// The client cancelled.
     Cancelled,
+    /// The server answered `-32042`: it wants the user to open a page.
+    ServerLink(ErrorData),
 }
 
 /// The credential of a server that needs no user's: its secret header, or nothing.
@@ -167,12 +171,36 @@ impl BrokerServer {
         if !approved {
             return (self.ask_pair(entry, caller).await, "needs_user");
         }
-        let credential = match &token {
-            Some(token) => provider_credential(&entry.row.auth, token),
-            None => shared_credential(entry),
+        let credential = match (&token, &entry.row.auth) {
+            (Some(token), _) => provider_credential(&entry.row.auth, token),
+            (None, GatewayAuth::TokenExchange { service_id }) => {
+                match gateway
+                    .minted
+                    .token_for(&self.state.identity, &self.state.store, user, &entry.row.id, service_id)
+                    .await
+                {
+                    Ok(minted) => Credential::new("Authorization", &format!("Bearer {}", minted.expose_secret())),
+                    Err(MintError::Store(error)) => return (Err(tool_failed(error).into()), "failed"),
+                    Err(error) => {
+                        let text = format!("The server {} cannot be called: {error}.", entry.row.name);
+                        return (Ok(error_result(text).into()), "failed");
+                    }
+                }
+            }
+            (None, _) => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
         let first = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
+        if matches!(entry.row.auth, GatewayAuth::TokenExchange { .. }) {
+            match first {
+                // The tool server passes on the broker's own link (its user must connect, or
+                // allow its service): shown as the broker's, in the client's era.
+                Err(Failure::ServerLink(error)) => return self.brokers_link_from_server(entry, caller, error).await,
+                // A refused token is never offered again.
+                Err(Failure::Unauthorized) => gateway.minted.forget(user, &entry.row.id),
+                _ => {}
+            }
+        }
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
             return settle(entry, first);
         };
@@ -377,6 +405,9 @@ impl BrokerServer {
         });
         match answer {
             Ok(Ok(response)) => Ok(response),
+            Ok(Err(ServiceError::McpError(error))) if error.code == elicitation::URL_ELICITATION_REQUIRED => {
+                Err(Failure::ServerLink(error))
+            }
             Ok(Err(ServiceError::McpError(error))) => Ok(passed_on(entry, error)),
             Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
             Ok(Err(error)) => {
@@ -448,6 +479,7 @@ fn settle(
         Ok(answer) => (Ok(answer), "ok"),
         Err(Failure::Unreachable) => (Ok(server_unavailable(entry.row.name.as_str()).into()), "unreachable"),
         Err(Failure::Cancelled) => (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled"),
+        Err(Failure::ServerLink(error)) => (Ok(passed_on(entry, error)), "tool_error"),
         // Only reached for servers without a user's token: nothing to refresh.
         Err(Failure::Unauthorized) => (
             Ok(error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into()),
@@ -459,7 +491,7 @@ fn settle(
 /// A JSON-RPC error from the server, passed on — except a URL elicitation (`-32042`): a link
 /// from a server behind the broker must never look like the broker's own (not relayed in this
 /// slice).
-fn passed_on(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
+pub(super) fn passed_on(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
     if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
         return error_result(format!(
             "The server {} asked you to open a page, which the broker does not relay yet.",

@@ -12,6 +12,8 @@
 //! - [`client`]: what a connection hears from its server (list changes, progress, questions,
 //!   completions).
 //! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
+//! - [`minted`]: the per-user tokens a `token-exchange` server's calls carry.
+//! - `server_link`: a `token-exchange` server's `-32042` that carries the broker's own link.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
 //!   refresh and retry, timeouts, audit and metrics.
 //!
@@ -19,14 +21,20 @@
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
 //! through the same connect, consent, refresh and revocation as any provider's.
 //!
-//! Not in this slice: `token-exchange` servers, a server's 2026-07-28 round trips
+//! A `token-exchange` server is tied to a registered token-API service: each call carries a
+//! token the broker mints for the user and that service's resource ([`minted`]), which the
+//! server exchanges at `/token` for the user's provider token.
+//!
+//! Not in this slice: a server's 2026-07-28 round trips
 //! (`InputRequiredResult`) and its `-32042`, servers' prompts and resources.
 
 pub mod call;
 pub mod client;
+pub mod minted;
 pub mod pool;
 pub mod registry;
 pub mod relay;
+mod server_link;
 pub mod transport;
 
 use std::sync::{Arc, RwLock};
@@ -43,6 +51,8 @@ pub struct Gateway {
     app: AppState,
     servers: RwLock<Arc<Servers>>,
     pub(crate) pool: Arc<pool::Pool>,
+    /// `token-exchange` servers' per-user tokens.
+    pub minted: minted::MintedTokens,
     /// rmcp's reqwest client for every upstream connection: no redirects (an MCP endpoint that
     /// redirects is misconfigured or hostile, as for provider endpoints), bounded connect time.
     http: reqwest::Client,
@@ -66,6 +76,7 @@ impl Gateway {
         let gateway = Arc::new(Self {
             pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle, sharing)),
             servers: RwLock::default(),
+            minted: minted::MintedTokens::default(),
             http,
             app: app.clone(),
         });
