@@ -7,11 +7,14 @@
 //! - [`registry`]: the registered servers as this instance serves them, each with its cached
 //!   tool list; reloaded when the database says they changed.
 //! - [`pool`]: the per-(user, server) connections, keyed so they cannot be shared between users.
+//! - [`revision`], [`opening`]: which revision a server speaks (2025-11-25 sessions or stateless
+//!   2026-07-28), found by the first connection and remembered; connections open that way.
 //! - [`transport`]: the HTTP client that puts the connection's *current* credential on each
 //!   request.
 //! - [`client`]: what a connection hears from its server (list changes, progress, questions,
 //!   completions).
 //! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
+//! - [`rounds`]: a 2026-07-28 server's `InputRequiredResult`, relayed in the client's era.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
 //!   refresh and retry, timeouts, audit and metrics.
 //!
@@ -19,14 +22,17 @@
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
 //! through the same connect, consent, refresh and revocation as any provider's.
 //!
-//! Not in this slice: `token-exchange` servers, a server's 2026-07-28 round trips
-//! (`InputRequiredResult`) and its `-32042`, servers' prompts and resources.
+//! Not in this slice: `token-exchange` servers, a server's `-32042`, servers' prompts and
+//! resources.
 
 pub mod call;
 pub mod client;
+pub mod opening;
 pub mod pool;
 pub mod registry;
 pub mod relay;
+pub mod revision;
+pub mod rounds;
 pub mod transport;
 
 use std::sync::{Arc, RwLock};
