@@ -24,6 +24,9 @@
 //! error instead of an answer, the server prints `elicitation refused: <message>` and answers
 //! with the error in its result.
 //!
+//! It speaks the 2025-11-25 revision only (sessions): `server/discover` is answered
+//! "unsupported protocol version", so the broker opens a session with it.
+//!
 //! `cargo run --example upstream_server -- --listen 127.0.0.1:9400 --require-bearer
 //! http://127.0.0.1:8080/demo-provider` prints `listening on http://ADDR` first. `whoami`
 //! names the token's `sub` as the account under `--require-oauth`.
@@ -237,6 +240,15 @@ fn structured(value: Value) -> CallToolResponse {
 impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+    }
+
+    // A 2025-11-25 server, as many still are: its questions are requests of its own mid-call,
+    // which the stateless 2026-07-28 revision has no room for. `server/discover` (2026-07-28)
+    // is answered "unsupported version", and a client falls back to `initialize`.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+            &rmcp::model::ProtocolVersion::V_2025_11_25,
+        ))
     }
 
     async fn list_tools(

@@ -9,12 +9,14 @@
 //!    refreshed? this client allowed?), so a user who has not connected — or not allowed this
 //!    client — gets the broker's own link in the client's era (`-32042` / url elicitation,
 //!    `InputRequiredResult`, `isError` text) and the call proceeds after the browser flow.
-//! 2. **The user's connection** to the server ([`super::pool`]), opened on first use; the
-//!    credential is set in its cell before each call, so a refreshed token is used at once.
+//! 2. **The user's connection** to the server ([`super::pool`]), opened on first use in the
+//!    revision the server speaks ([`super::opening`]); the credential is set in its cell before
+//!    each call, so a refreshed token is used at once.
 //! 3. **The call**, the result passed back as it came (content, structuredContent, isError),
 //!    within `gateway.call_timeout` (not counting the time the user takes to answer the
 //!    server's questions, [`super::relay`]); the client's progress token routed; the upstream
-//!    call cancelled when the client cancels.
+//!    call cancelled when the client cancels. A 2026-07-28 server's `InputRequiredResult` is
+//!    relayed in the client's era, and its retry carried back ([`super::rounds`]).
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
 //!    refused again, the grant needs a new consent and the client gets the reconnect link.
 //! 5. **A server that is down**, breaks off or times out: a retryable `isError` naming it; the
@@ -28,18 +30,16 @@ use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData};
-use rmcp::service::ClientServiceExt;
-use rmcp::service::{ClientInitializeError, RequestContext, ServiceError};
+use rmcp::service::{RequestContext, ServiceError};
 use rmcp::transport::streamable_http_client::AuthRequiredError;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
-use super::client::UpstreamHandler;
 use super::minted::MintError;
-use super::pool::{Connection, ConnectionKey};
+use super::pool::ConnectionKey;
 use super::registry::{ServerEntry, Target};
-use super::transport::{Credential, CredentialCell, CredentialedClient};
+use super::transport::{Credential, CredentialCell};
 use crate::broker::gateway_consent;
 use crate::broker::tokens::AccessToken;
 use crate::mcp::elicitation;
@@ -53,7 +53,7 @@ use crate::store::gateway_servers::GatewayAuth;
 const RETRY_AFTER_SECONDS: u64 = 5;
 
 /// Why an attempt got no answer from the server.
-enum Failure {
+pub(super) enum Failure {
     /// 401 with a challenge: the credential was refused.
     Unauthorized,
     /// Down, broke off, or did not answer within the call timeout.
@@ -80,7 +80,7 @@ fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Creden
 }
 
 /// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
-fn unauthorized(error: &(dyn std::error::Error + 'static)) -> bool {
+pub(super) fn unauthorized(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut source = Some(error);
     while let Some(current) = source {
         if current.downcast_ref::<AuthRequiredError>().is_some() {
@@ -101,26 +101,6 @@ pub fn server_unavailable(server: &str) -> CallToolResult {
     result.structured_content =
         Some(json!({"error": "server_unavailable", "server": server, "retryAfter": RETRY_AFTER_SECONDS}));
     result
-}
-
-impl Gateway {
-    /// Opens a connection to `entry` whose requests carry what `cell` holds (MCP 2025-11-25
-    /// session: `initialize`, then the server's notifications on its GET stream).
-    pub(crate) async fn open(
-        self: &Arc<Self>,
-        entry: &Arc<ServerEntry>,
-        cell: Arc<CredentialCell>,
-    ) -> Result<Connection, ClientInitializeError> {
-        let client = CredentialedClient::new(self.http.clone(), cell.clone());
-        let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            entry.row.url.as_str().to_owned(),
-        );
-        config.retry_config = Arc::new(super::transport::FewRetries);
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-        let handler = UpstreamHandler::new(self, entry);
-        let service = handler.serve_with_lifecycle(transport, rmcp::service::ClientLifecycleMode::Initialize).await?;
-        Ok(Connection::new(service, cell))
-    }
 }
 
 impl BrokerServer {
@@ -190,7 +170,7 @@ impl BrokerServer {
             (None, _) => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
-        let first = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
+        let first = self.attempt_rounds(gateway, entry, &key, credential, target, caller, request, ctx).await;
         if matches!(entry.row.auth, GatewayAuth::TokenExchange { .. }) {
             match first {
                 // The tool server passes on the broker's own link (its user must connect, or
@@ -211,7 +191,7 @@ impl BrokerServer {
                 crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
-            let second = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
+            let second = self.attempt_rounds(gateway, entry, &key, credential, target, caller, request, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
                 return settle(entry, second);
             }
@@ -291,9 +271,10 @@ impl BrokerServer {
         }
     }
 
-    /// One try: the user's connection with `credential`, then the call.
+    /// One try: the user's connection with `credential`, then the call. `request` is the call
+    /// as it goes to the server ([`super::rounds::upstream_request`]).
     #[allow(clippy::too_many_arguments)]
-    async fn attempt(
+    pub(super) async fn attempt(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
@@ -347,6 +328,8 @@ impl BrokerServer {
         };
         let mut params = CallToolRequestParams::new(tool);
         params.arguments = request.arguments.clone();
+        params.input_responses = request.input_responses.clone();
+        params.request_state = request.request_state.clone();
         let call = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
         let handle = match peer.send_request_with_option(call, rmcp::service::PeerRequestOptions::no_options()).await {
             Ok(handle) => handle,
@@ -397,8 +380,10 @@ impl BrokerServer {
         let answer = answer.map(|done| {
             done.map(|result| match result {
                 rmcp::model::ServerResult::CallToolResult(result) => CallToolResponse::Complete(result),
+                // MCP 2026-07-28: the server needs the user first (super::rounds).
+                rmcp::model::ServerResult::InputRequiredResult(asked) => CallToolResponse::InputRequired(asked),
                 _ => CallToolResponse::Complete(error_result(format!(
-                    "The server {} asked for input or started a task, which the broker does not relay yet.",
+                    "The server {} started a task, which the broker does not relay yet.",
                     entry.row.name
                 ))),
             })
@@ -476,6 +461,7 @@ fn settle(
         Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
             (Ok(CallToolResponse::Complete(result)), "tool_error")
         }
+        Ok(answer @ CallToolResponse::InputRequired(_)) => (Ok(answer), "needs_user"),
         Ok(answer) => (Ok(answer), "ok"),
         Err(Failure::Unreachable) => (Ok(server_unavailable(entry.row.name.as_str()).into()), "unreachable"),
         Err(Failure::Cancelled) => (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled"),

@@ -7,6 +7,8 @@
 //! - [`registry`]: the registered servers as this instance serves them, each with its cached
 //!   tool list; reloaded when the database says they changed.
 //! - [`pool`]: the per-(user, server) connections, keyed so they cannot be shared between users.
+//! - [`revision`], [`opening`]: which revision a server speaks (2025-11-25 sessions or stateless
+//!   2026-07-28), found by the first connection and remembered; connections open that way.
 //! - [`transport`]: the HTTP client that puts the connection's *current* credential on each
 //!   request.
 //! - [`client`]: what a connection hears from its server (list changes, progress, questions,
@@ -14,6 +16,7 @@
 //! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
 //! - [`minted`]: the per-user tokens a `token-exchange` server's calls carry.
 //! - `server_link`: a `token-exchange` server's `-32042` that carries the broker's own link.
+//! - [`rounds`]: a 2026-07-28 server's `InputRequiredResult`, relayed in the client's era.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
 //!   refresh and retry, timeouts, audit and metrics.
 //!
@@ -25,15 +28,18 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a server's 2026-07-28 round trips
-//! (`InputRequiredResult`) and its `-32042`, servers' prompts and resources.
+//! Not in this slice: a server's own `-32042` other than the broker's link, servers' prompts
+//! and resources.
 
 pub mod call;
 pub mod client;
 pub mod minted;
+pub mod opening;
 pub mod pool;
 pub mod registry;
 pub mod relay;
+pub mod revision;
+pub mod rounds;
 mod server_link;
 pub mod transport;
 

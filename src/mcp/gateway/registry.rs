@@ -36,6 +36,8 @@ pub struct ServerEntry {
     /// one (opened once, at load; never logged).
     pub secret: Option<SecretString>,
     tools: RwLock<Option<Arc<ServerTools>>>,
+    /// The protocol revision the server speaks, once a connection found out.
+    pub revision: super::revision::Remembered,
 }
 
 impl std::fmt::Debug for ServerEntry {
@@ -79,7 +81,7 @@ impl ServerEntry {
             },
             None => None,
         };
-        Some(Self { row, secret, tools: RwLock::default() })
+        Some(Self { row, secret, tools: RwLock::default(), revision: Default::default() })
     }
 
     /// An `mcp-oauth` server's authorization server as a provider.
