@@ -52,10 +52,13 @@ fn outcome_is(outcome: Outcome) -> &'static str {
 /// The condition for one shown status, or `None` for a word that is not one. `expired` spans
 /// three stored statuses, read one by one ([`Chosen::AnyOf`]).
 fn shown_status_is(status: &str) -> Option<Chosen> {
-    if status == "expired" {
-        return Some(Chosen::AnyOf(&EXPIRED_ARMS));
-    }
-    SHOWN_STATUSES.iter().find(|(word, _)| *word == status).map(|(_, sql)| Chosen::One(sql))
+    let sql = SHOWN_STATUSES.iter().find(|(word, _)| *word == status).map(|(_, sql)| *sql)?;
+    Some(match status {
+        "expired" => Chosen::AnyOf(&EXPIRED_ARMS),
+        // Open and not yet expired: a few minutes' worth of attempts among every one abandoned.
+        "pending" | "redirected" | "exchanging" => Chosen::Few(sql),
+        _ => Chosen::One(sql),
+    })
 }
 
 impl Store {
@@ -127,6 +130,7 @@ mod tests {
         );
         assert_eq!(shown_status_is("completed"), Some(Chosen::One("status = 'completed'")));
         assert_eq!(shown_status_is("expired"), Some(Chosen::AnyOf(&EXPIRED_ARMS)));
+        assert_eq!(shown_status_is("pending"), Some(Chosen::Few("(status = 'pending' AND expires_at > {now})")));
         assert_eq!(shown_status_is("completed'--"), None);
         assert_eq!(outcome_is(Outcome::Refused), "outcome = 'refused'");
     }

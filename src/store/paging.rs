@@ -164,22 +164,43 @@ pub(crate) enum Chosen {
     /// ordered reads of the index: both read every match and sort them, which at a million
     /// rows (every open attempt past its expiry) takes longer than a page may.
     AnyOf(&'static [&'static str]),
+    /// A condition whose matches are few, but which an index that leads with the list's order
+    /// would find only by reading past every row it rejects: an open attempt not yet expired
+    /// (the live ones are a few minutes' worth; the expired ones of the same status, every
+    /// attempt ever abandoned). Read through the index that serves the condition itself
+    /// (`(status, expires_at)`), behind a fence the planner does not see through, then sorted.
+    Few(&'static str),
 }
 
 impl Chosen {
     /// The filter as one condition.
     fn condition(self) -> String {
         match self {
-            Chosen::One(condition) => condition.to_owned(),
+            Chosen::One(condition) | Chosen::Few(condition) => condition.to_owned(),
             Chosen::AnyOf(arms) => format!("({})", arms.join(" OR ")),
         }
     }
 }
 
 /// `SELECT * FROM from WHERE … ORDER BY order LIMIT limit`, of the rows `chosen` (if any) and
-/// every one of `conditions` admit; for [`Chosen::AnyOf`], one such read per arm, merged.
-fn ordered_read(from: &str, conditions: &[&str], chosen: Option<Chosen>, order: &str, limit: &str) -> String {
+/// every one of `conditions` admit; for [`Chosen::AnyOf`], one such read per arm, merged; for
+/// [`Chosen::Few`], the matches behind `fence`, then sorted.
+fn ordered_read(
+    from: &str,
+    conditions: &[&str],
+    chosen: Option<Chosen>,
+    order: &str,
+    limit: &str,
+    fence: &str,
+) -> String {
     match chosen {
+        Some(Chosen::Few(condition)) => {
+            let admitted: Vec<&str> = std::iter::once(condition).chain(conditions.iter().copied()).collect();
+            format!(
+                "SELECT * FROM (SELECT * FROM {from}{} {fence}) {from} ORDER BY {order} LIMIT {limit}",
+                where_all(&admitted)
+            )
+        }
         Some(Chosen::AnyOf(arms)) => {
             let reads: Vec<String> = arms
                 .iter()
@@ -434,10 +455,17 @@ impl Store {
     {
         let ListSql { columns, from, chosen, order, after, .. } = *sql;
         let after = window.after.as_ref().map(|_| after);
+        let fence = match self.backend() {
+            // `OFFSET 0` keeps PostgreSQL from walking the list's order index to stop early
+            // (and, in step 2, makes it combine the indexes' matches, then sort them).
+            Backend::Postgres => "OFFSET 0",
+            // A subquery with a `LIMIT` is never merged into the outer query by SQLite.
+            Backend::Sqlite => "LIMIT -1",
+        };
         let text = match (step, chosen) {
-            (Step::Scan, Some(Chosen::AnyOf(_))) => {
+            (Step::Scan, Some(Chosen::AnyOf(_) | Chosen::Few(_))) => {
                 let conditions: Vec<&str> = filter.into_iter().chain(after).collect();
-                let read = ordered_read(from, &conditions, chosen, order, "{limit}");
+                let read = ordered_read(from, &conditions, chosen, order, "{limit}", fence);
                 format!("SELECT {columns} FROM ({read}) {from} ORDER BY {order} LIMIT {{limit}}")
             }
             (Step::Scan, _) => {
@@ -447,7 +475,7 @@ impl Store {
             }
             (Step::Probe, _) => format!(
                 "SELECT {columns} FROM ({}) {from}{} ORDER BY {order} LIMIT {{limit}}",
-                ordered_read(from, &after.into_iter().collect::<Vec<_>>(), chosen, order, "{probe}"),
+                ordered_read(from, &after.into_iter().collect::<Vec<_>>(), chosen, order, "{probe}", fence),
                 where_all(&filter.into_iter().collect::<Vec<_>>()),
             ),
             (Step::Index, _) => {
@@ -455,17 +483,11 @@ impl Store {
                 // through; a chosen filter applies outside it, to the rows the search yields.
                 // Inside, it would lead the planner to the filter's index, which SQLite then
                 // walks whole (every `completed` authorization) looking for FTS5's rowids.
+                // PostgreSQL combines the indexes' matches (BitmapOr) and SQLite takes the rowids
+                // FTS5 names and the ids' index entries (MULTI-INDEX OR); both then sort them.
+                // Walking the list's order index to stop early is right only for a common term,
+                // which the probe already took.
                 let inner: Vec<&str> = filter.into_iter().chain(after).collect();
-                let fence = match self.backend() {
-                    // `OFFSET 0` also keeps PostgreSQL from walking the list's order index to
-                    // stop early (right for a common term, which the probe already took): it
-                    // combines the indexes' matches (BitmapOr), then sorts them.
-                    Backend::Postgres => "OFFSET 0",
-                    // SQLite takes the rowids FTS5 names and the ids' index entries
-                    // (MULTI-INDEX OR), then sorts them; a subquery with a `LIMIT` is never
-                    // merged into the outer query.
-                    Backend::Sqlite => "LIMIT -1",
-                };
                 format!(
                     "SELECT {columns} FROM (SELECT * FROM {from}{} {fence}) {from}{} ORDER BY {order} LIMIT {{limit}}",
                     where_all(&inner),

@@ -161,6 +161,12 @@ async fn the_expired_filter_pages_newest_first_across_the_open_statuses(app: &Te
     seen.extend(shown_ids(&second));
     let expected: Vec<String> = (0..25).rev().map(|i| format!("authz-exp-{i:02}")).collect();
     assert_eq!(seen, expected, "newest first, every expired attempt once, nothing else");
+
+    // An open status shows only the attempts not yet expired, newest first: read through the
+    // status and expiry index and sorted, not by walking every abandoned attempt.
+    let pending = shown_ids(&page(app, &admin, "/admin/authorizations?status=pending").await);
+    let expected: Vec<String> = (0..25).rev().filter(|i| i % 3 == 0).map(|i| format!("authz-open-{i:02}")).collect();
+    assert_eq!(pending, expected, "the pending attempts not yet expired, newest first");
 }
 on_both_backends!(expired_filter_pages, the_expired_filter_pages_newest_first_across_the_open_statuses);
 
