@@ -107,23 +107,22 @@ impl Store {
         }
     }
 
-    /// How many values each key seals, per column (columns with none are left out).
+    /// How many values each key seals, per column (columns with none are left out): the keys
+    /// found by [`Store::sealed_key_ids`], then a count of each one's range of the column's
+    /// key-id index. Never reads the values: a `GROUP BY` over the column read every row's blob
+    /// (1.3 s for `keys status` at a million grants).
     pub async fn sealed_counts(&self) -> StoreResult<Vec<SealedCount>> {
         let mut counts = Vec::new();
-        for column in SealedColumn::ALL {
-            let (table, name) = column.table_column();
-            let key_id = self.key_id_sql(name);
-            let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
-                "SELECT {key_id} AS key_id, COUNT(*) AS n FROM {table} WHERE {name} IS NOT NULL GROUP BY {key_id} ORDER BY 1"
-            )).fetch_all_in(self.read())
-            .await?;
-            counts.extend(rows.into_iter().map(|(key_id, count)| SealedCount { column, key_id, count }));
+        for (column, key_id) in self.sealed_key_ids().await? {
+            let count = self.sealed_count(column, &key_id).await?;
+            counts.push(SealedCount { column, key_id, count });
         }
         Ok(counts)
     }
 
     /// Which keys seal values, per column, without reading the values: a walk up each
-    /// column's key-id index (migration 0020), one lookup per distinct key. What start-up and
+    /// column's key-id index (migration 0020), one lookup per distinct key. It starts above
+    /// `''`: SQLite's `hex(NULL)` is `''`, so an empty column's key id is `''`, not NULL. What start-up and
     /// every admin command check; [`Store::sealed_counts`] (a full count) is for `keys status`.
     pub async fn sealed_key_ids(&self) -> StoreResult<Vec<(SealedColumn, String)>> {
         let mut found = Vec::new();
@@ -132,7 +131,7 @@ impl Store {
             let key_id = self.key_id_sql(name);
             let rows: Vec<(String,)> = sqlx::query_as(&format!(
                 "WITH RECURSIVE k(v) AS ( \
-                   SELECT (SELECT {key_id} FROM {table} WHERE {key_id} IS NOT NULL ORDER BY {key_id} LIMIT 1) \
+                   SELECT (SELECT {key_id} FROM {table} WHERE {key_id} > '' ORDER BY {key_id} LIMIT 1) \
                    UNION ALL \
                    SELECT (SELECT {key_id} FROM {table} WHERE {key_id} > k.v ORDER BY {key_id} LIMIT 1) FROM k WHERE k.v IS NOT NULL \
                  ) SELECT v FROM k WHERE v IS NOT NULL"
