@@ -8,6 +8,8 @@ as if the broker did not exist. With --require-bearer BASE every request needs
 
 One tool, `whoami`: the demo-provider account the request's token belongs to and the first 12
 hex digits of the token's SHA-256 (never the token), so a test can tell whose credential arrived.
+One prompt, `greeting` (argument `name`), whose message names that account too; a resource
+`pynote://hello` and a template `pynote://whoami/{label}` whose text is that account.
 """
 
 from __future__ import annotations
@@ -72,6 +74,22 @@ def server(me_url: str | None) -> MCPServer:
             return {"account": None, "credential_sha256": ""}
         account = await account_of(me_url, token) if me_url else None
         return {"account": account, "credential_sha256": hashlib.sha256(token.encode()).hexdigest()[:12]}
+
+    async def account_in(ctx: Context) -> str | None:
+        token = bearer(None, (ctx.headers or {}).get("authorization"))
+        return await account_of(me_url, token) if token and me_url else None
+
+    @mcp.prompt(description="Greets someone on behalf of the caller's account")
+    async def greeting(name: str, ctx: Context) -> str:
+        return f"Greet {name} on behalf of {await account_in(ctx)}."
+
+    @mcp.resource("pynote://hello", mime_type="text/plain")
+    def hello() -> str:
+        return "hello from python"
+
+    @mcp.resource("pynote://whoami/{label}", mime_type="text/plain")
+    async def whoami_note(label: str, ctx: Context) -> str:
+        return f"{label}: {await account_in(ctx)}"
 
     return mcp
 

@@ -29,12 +29,12 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::ClientServiceExt;
 use rmcp::service::{ClientInitializeError, RequestContext, ServiceError};
-use rmcp::transport::streamable_http_client::AuthRequiredError;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
 use super::client::UpstreamHandler;
+use super::plain::{CancelUpstream, Failure, unauthorized};
 use super::pool::{Connection, ConnectionKey};
 use super::registry::{ServerEntry, Target};
 use super::transport::{Credential, CredentialCell, CredentialedClient};
@@ -50,14 +50,26 @@ use crate::store::gateway_servers::GatewayAuth;
 /// How long a client is told to wait before calling a server that did not answer again.
 const RETRY_AFTER_SECONDS: u64 = 5;
 
-/// Why an attempt got no answer from the server.
-enum Failure {
-    /// 401 with a challenge: the credential was refused.
-    Unauthorized,
-    /// Down, broke off, or did not answer within the call timeout.
-    Unreachable,
-    /// The client cancelled.
-    Cancelled,
+/// What is forwarded: a tool call (with its progress, the server's questions and cancellation)
+/// or one plain request (`prompts/get`, `resources/read`, [`super::content`]).
+pub(crate) enum Forwarded<'a> {
+    Tool { target: &'a Target, request: &'a CallToolRequestParams },
+    Plain(Box<rmcp::model::ClientRequest>),
+}
+
+/// The server's answer to what was forwarded, or the broker's own answer in a tool's shape
+/// (a link to the broker's page, a retryable `isError`), which the faces of plain requests
+/// translate ([`super::content`]).
+pub(crate) enum Answer {
+    Tool(CallToolResponse),
+    /// The server's result, or the JSON-RPC error it answered with (passed on as it came).
+    Plain(Result<rmcp::model::ServerResult, ErrorData>),
+}
+
+impl From<CallToolResponse> for Answer {
+    fn from(response: CallToolResponse) -> Self {
+        Self::Tool(response)
+    }
 }
 
 /// The credential of a server that needs no user's: its secret header, or nothing.
@@ -73,18 +85,6 @@ pub fn shared_credential(entry: &ServerEntry) -> Option<Credential> {
 fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
     let (_, _, header, scheme) = auth.user_credential()?;
     Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
-}
-
-/// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
-fn unauthorized(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = Some(error);
-    while let Some(current) = source {
-        if current.downcast_ref::<AuthRequiredError>().is_some() {
-            return true;
-        }
-        source = current.source();
-    }
-    false
 }
 
 /// The retryable answer for a server that did not answer: `isError`, naming it, with
@@ -133,24 +133,29 @@ impl BrokerServer {
             return Some(Err(error.into()));
         }
         let started = Instant::now();
-        let (answer, outcome) = self.forward(&gateway, &entry, &target, caller, request, ctx).await;
+        let forwarded = Forwarded::Tool { target: &target, request };
+        let (answer, outcome) = self.forward(&gateway, &entry, &forwarded, caller, ctx).await;
         let tool = match &target {
             Target::Tool(name) => name.as_str(),
             Target::Connect => super::registry::CONNECT_TOOL,
         };
-        self.audit_call(&entry, tool, caller, outcome, started.elapsed()).await;
-        Some(answer)
+        self.audit_call(&entry, &format!("tool={tool}"), caller, outcome, started.elapsed()).await;
+        Some(answer.and_then(|answer| match answer {
+            Answer::Tool(response) => Ok(response),
+            Answer::Plain(_) => Err(ErrorData::internal_error("a tool call got another request's answer", None).into()),
+        }))
     }
 
-    async fn forward(
+    /// `forwarded` to `entry` for `caller`, through every gate (steps 0–5 above); the answer
+    /// and the outcome label audited and counted.
+    pub(crate) async fn forward(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
-        target: &Target,
+        forwarded: &Forwarded<'_>,
         caller: &Caller,
-        request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
-    ) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+    ) -> (Result<Answer, Unfinished>, &'static str) {
         // 0. The (client, server) pair: approved by the user, or asked for — together with the
         //    credential when that is missing too, so one visit covers both.
         let user = &caller.user;
@@ -162,17 +167,17 @@ impl BrokerServer {
         // 1. The credential.
         let token = match self.user_token(entry, caller, asking).await {
             Ok(token) => token,
-            Err(answer) => return (answer, "needs_user"),
+            Err(answer) => return (answer.map(Answer::from), "needs_user"),
         };
         if !approved {
-            return (self.ask_pair(entry, caller).await, "needs_user");
+            return (self.ask_pair(entry, caller).await.map(Answer::from), "needs_user");
         }
         let credential = match &token {
             Some(token) => provider_credential(&entry.row.auth, token),
             None => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
-        let first = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
+        let first = self.attempt(gateway, entry, &key, credential, forwarded, caller, ctx).await;
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
             return settle(entry, first);
         };
@@ -183,13 +188,13 @@ impl BrokerServer {
                 crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
-            let second = self.attempt(gateway, entry, &key, credential, target, caller, request, ctx).await;
+            let second = self.attempt(gateway, entry, &key, credential, forwarded, caller, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
                 return settle(entry, second);
             }
-            return (self.refused_again(entry, caller, &fresh).await, "unauthorized");
+            return (self.refused_again(entry, caller, &fresh).await.map(Answer::from), "unauthorized");
         }
-        (self.refused_again(entry, caller, token).await, "unauthorized")
+        (self.refused_again(entry, caller, token).await.map(Answer::from), "unauthorized")
     }
 
     /// A `provider` server's token for this user and client, `Ok(None)` for other kinds, or
@@ -263,7 +268,7 @@ impl BrokerServer {
         }
     }
 
-    /// One try: the user's connection with `credential`, then the call.
+    /// One try: the user's connection with `credential`, then what is forwarded.
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
@@ -271,11 +276,10 @@ impl BrokerServer {
         entry: &Arc<ServerEntry>,
         key: &ConnectionKey,
         credential: Option<Credential>,
-        target: &Target,
+        forwarded: &Forwarded<'_>,
         caller: &Caller,
-        request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, Failure> {
+    ) -> Result<Answer, Failure> {
         let limit = self.state.config.gateway.call_timeout;
         let open = {
             let credential = credential.clone();
@@ -302,13 +306,39 @@ impl BrokerServer {
             }
         };
         connection.credential.set(credential);
+        let (target, request) = match forwarded {
+            Forwarded::Tool { target, request } => (*target, *request),
+            Forwarded::Plain(request) => {
+                return super::plain::send(gateway, entry, key, &connection, (**request).clone(), ctx)
+                    .await
+                    .map(Answer::Plain);
+            }
+        };
+        self.call_tool_on(gateway, entry, key, &connection, target, caller, request, ctx).await.map(Answer::Tool)
+    }
+
+    /// The tool call over the user's `connection`.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_tool_on(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        connection: &Arc<Connection>,
+        target: &Target,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Failure> {
+        let limit = self.state.config.gateway.call_timeout;
         let peer = connection.service.peer();
         let tool = match target {
             Target::Connect => {
                 if !gateway.fill_tools(entry, peer).await {
-                    gateway.pool.forget(key, &connection);
+                    gateway.pool.forget(key, connection);
                     return Err(Failure::Unreachable);
                 }
+                gateway.fill_lists(entry, peer).await;
                 let names = entry.tools().map(|t| t.names()).unwrap_or_default();
                 let text = format!("Connected to {}. Its tools: {}.", entry.row.name, names.join(", "));
                 let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -324,7 +354,7 @@ impl BrokerServer {
             Ok(handle) => handle,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker could not be sent");
-                gateway.pool.forget(key, &connection);
+                gateway.pool.forget(key, connection);
                 return Err(Failure::Unreachable);
             }
         };
@@ -337,7 +367,7 @@ impl BrokerServer {
         let questions = connection.service.service().questions.clone();
         let (_question_route, mut asked) = questions.route_call(handle.id.clone());
         // A call the client cancelled, or that timed out, is cancelled upstream too.
-        let mut cancel = CancelUpstream { peer: peer.clone(), id: Some(handle.id.clone()) };
+        let mut cancel = CancelUpstream::new(peer.clone(), handle.id.clone());
         let response = handle.await_response();
         tokio::pin!(response);
         // The time the user takes to answer a question does not count against the call.
@@ -364,7 +394,7 @@ impl BrokerServer {
             }
         };
         if answer.is_ok() {
-            cancel.id = None;
+            cancel.answered();
         }
         let answer = answer.map(|done| {
             done.map(|result| match result {
@@ -381,7 +411,7 @@ impl BrokerServer {
             Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
             Ok(Err(error)) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker failed");
-                gateway.pool.forget(key, &connection);
+                gateway.pool.forget(key, connection);
                 Err(Failure::Unreachable)
             }
             Err(_) => {
@@ -392,19 +422,20 @@ impl BrokerServer {
     }
 
     /// Audited on the batched queue (never a write per call on the request's path), counted.
-    async fn audit_call(
+    /// `what` names what was forwarded (`tool=whoami`, `prompt=greeting`, `resource=read`).
+    pub(crate) async fn audit_call(
         &self,
         entry: &ServerEntry,
-        tool: &str,
+        what: &str,
         caller: &Caller,
         outcome: &'static str,
         took: Duration,
     ) {
         crate::telemetry::gateway_call(entry.row.name.as_str(), outcome, took.as_secs_f64());
-        let detail = format!("server={} tool={tool} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
+        let detail = format!("server={} {what} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
         let provider = entry.row.auth.user_credential().map(|(provider, ..)| provider.as_str());
         let result = match outcome {
-            "ok" | "tool_error" | "needs_user" => Outcome::Success,
+            "ok" | "tool_error" | "server_error" | "needs_user" => Outcome::Success,
             _ => Outcome::Failure,
         };
         let event = AuditEvent::new(Actor::User(&caller.user.user_id), "gateway.call", Some(&caller.user.user_id))
@@ -417,40 +448,23 @@ impl BrokerServer {
     }
 }
 
-/// Sends `notifications/cancelled` for a forwarded call still open when dropped (the client
-/// cancelled, or the call timed out).
-struct CancelUpstream {
-    peer: rmcp::Peer<rmcp::RoleClient>,
-    id: Option<rmcp::model::RequestId>,
-}
-
-impl Drop for CancelUpstream {
-    fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
-        let peer = self.peer.clone();
-        let param = rmcp::model::CancelledNotificationParam::new(Some(id), Some("cancelled by the client".into()));
-        let notification = rmcp::model::CancelledNotification::new(param);
-        tokio::spawn(async move {
-            let _ = peer.send_notification(notification.into()).await;
-        });
-    }
-}
-
 /// The answer for the client and the outcome label of one attempt.
-fn settle(
-    entry: &ServerEntry,
-    attempt: Result<CallToolResponse, Failure>,
-) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+fn settle(entry: &ServerEntry, attempt: Result<Answer, Failure>) -> (Result<Answer, Unfinished>, &'static str) {
     match attempt {
-        Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
-            (Ok(CallToolResponse::Complete(result)), "tool_error")
+        Ok(Answer::Tool(CallToolResponse::Complete(result))) if result.is_error == Some(true) => {
+            (Ok(Answer::Tool(CallToolResponse::Complete(result))), "tool_error")
         }
+        Ok(Answer::Plain(Err(error))) => (Ok(Answer::Plain(Err(error))), "server_error"),
         Ok(answer) => (Ok(answer), "ok"),
-        Err(Failure::Unreachable) => (Ok(server_unavailable(entry.row.name.as_str()).into()), "unreachable"),
+        Err(Failure::Unreachable) => {
+            (Ok(Answer::Tool(server_unavailable(entry.row.name.as_str()).into())), "unreachable")
+        }
         Err(Failure::Cancelled) => (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled"),
         // Only reached for servers without a user's token: nothing to refresh.
         Err(Failure::Unauthorized) => (
-            Ok(error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into()),
+            Ok(Answer::Tool(
+                error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into(),
+            )),
             "unauthorized",
         ),
     }

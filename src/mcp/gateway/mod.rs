@@ -14,20 +14,30 @@
 //! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
 //!   refresh and retry, timeouts, audit and metrics.
+//! - [`lists`]: each server's prompts, resources and templates, cached like its tools;
+//!   [`listed`]: how they are listed; [`uri`]: the URI scheme its resources are listed under;
+//!   [`content`]: `prompts/get` and `resources/read` forwarded through the same gates as a
+//!   tool call, [`plain`] sending each as one request.
 //!
 //! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
 //! through the same connect, consent, refresh and revocation as any provider's.
 //!
 //! Not in this slice: `token-exchange` servers, a server's 2026-07-28 round trips
-//! (`InputRequiredResult`) and its `-32042`, servers' prompts and resources.
+//! (`InputRequiredResult`) and its `-32042`, subscriptions to a server's resources
+//! (`resources/subscribe` of a server's resource is refused as unknown).
 
 pub mod call;
 pub mod client;
+pub mod content;
+pub mod listed;
+pub mod lists;
+pub mod plain;
 pub mod pool;
 pub mod registry;
 pub mod relay;
 pub mod transport;
+pub mod uri;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -163,6 +173,7 @@ impl Gateway {
         match opened {
             Ok(Ok(connection)) => {
                 self.fill_tools(entry, connection.service.peer()).await;
+                self.fill_lists(entry, connection.service.peer()).await;
                 connection.close();
             }
             Ok(Err(error)) => {
