@@ -30,6 +30,9 @@
 //! `note://whoami` (the caller's account and credential hash, as `whoami` answers), the template
 //! `note://echo/{text}` (its text, as read), and the notes `add_note` made.
 //!
+//! It speaks the 2025-11-25 revision only (sessions): `server/discover` is answered
+//! "unsupported protocol version", so the broker opens a session with it.
+//!
 //! `cargo run --example upstream_server -- --listen 127.0.0.1:9400 --require-bearer
 //! http://127.0.0.1:8080/demo-provider` prints `listening on http://ADDR` first. `whoami`
 //! names the token's `sub` as the account under `--require-oauth`.
@@ -360,6 +363,15 @@ impl ServerHandler for Upstream {
             return Err(ErrorData::resource_not_found(format!("no such note: {uri}"), None));
         };
         Ok(text_resource(uri, text).into())
+    }
+
+    // A 2025-11-25 server, as many still are: its questions are requests of its own mid-call,
+    // which the stateless 2026-07-28 revision has no room for. `server/discover` (2026-07-28)
+    // is answered "unsupported version", and a client falls back to `initialize`.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::known_up_to(
+            &rmcp::model::ProtocolVersion::V_2025_11_25,
+        ))
     }
 
     async fn list_tools(

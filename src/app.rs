@@ -28,6 +28,7 @@ pub struct App {
     state: AppState,
     router: Router,
     parked: Arc<crate::mcp::transport::session_transport::ParkedCount>,
+    gateway: Arc<crate::mcp::gateway::Gateway>,
 }
 
 /// Assembles an [`App`]: configuration, clock, and optional extensions.
@@ -105,11 +106,11 @@ impl AppBuilder {
             extensions,
             prompts,
             tools,
-            gateway,
+            gateway: gateway.clone(),
         };
         let parked = mcp.parked.clone();
         let router = router(state.clone(), mcp);
-        Ok(App { state, router, parked })
+        Ok(App { state, router, parked, gateway })
     }
 }
 
@@ -159,6 +160,11 @@ impl App {
     /// How many of this app's MCP sessions are parked now (tests wait for parking on it).
     pub fn parked_mcp_sessions(&self) -> Arc<crate::mcp::transport::session_transport::ParkedCount> {
         self.parked.clone()
+    }
+
+    /// The servers behind the broker as this app serves them (tests read what it minted).
+    pub fn gateway(&self) -> Arc<crate::mcp::gateway::Gateway> {
+        self.gateway.clone()
     }
 
     /// Serves until `shutdown` resolves, then stops gracefully: no new connections; listeners

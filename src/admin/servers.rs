@@ -33,6 +33,9 @@ pub enum AuthKind {
     /// The server's own MCP authorization: discovered from its 401, the broker registered as a
     /// client there (or --client-id), each user's token from its authorization server.
     McpOauth,
+    /// A short-lived token the broker mints per user for a registered token-API service
+    /// (--service), which the server exchanges at /token with its own service credentials.
+    TokenExchange,
 }
 
 #[derive(Subcommand, Debug)]
@@ -66,6 +69,9 @@ pub enum ServersCommand {
         /// --auth secret-header: read the secret from this environment variable instead of stdin.
         #[arg(long)]
         secret_env: Option<String>,
+        /// --auth token-exchange: the registered service (`admin services add`) the server is.
+        #[arg(long)]
+        service: Option<String>,
         /// --auth mcp-oauth: a client id the operator registered at the server's authorization
         /// server (default: a client ID metadata document or dynamic registration).
         #[arg(long)]
@@ -118,6 +124,7 @@ fn describe(row: &GatewayServerRow) -> Value {
             out["registration"] = settings.registration.as_str().into();
             out["client_id"] = settings.client_id.as_str().into();
         }
+        GatewayAuth::TokenExchange { service_id } => out["service_id"] = service_id.as_str().into(),
         GatewayAuth::None => {}
     }
     out
@@ -134,6 +141,7 @@ pub struct AddArgs<'a> {
     pub header: Option<&'a str>,
     pub scheme: Option<&'a str>,
     pub secret_env: Option<&'a str>,
+    pub service: Option<&'a str>,
     pub client_id: Option<&'a str>,
     pub client_secret_env: Option<&'a str>,
     pub client_secret_stdin: bool,
@@ -163,6 +171,9 @@ pub async fn build_row(
     if !matches!(args.auth, AuthKind::Provider | AuthKind::McpOauth) {
         only("--scopes", !args.scopes.is_empty(), "--auth provider or --auth mcp-oauth")?;
     }
+    if args.auth != AuthKind::TokenExchange {
+        only("--service", args.service.is_some(), "--auth token-exchange")?;
+    }
     if args.auth != AuthKind::McpOauth {
         only("--client-id", args.client_id.is_some(), "--auth mcp-oauth")?;
     }
@@ -176,7 +187,7 @@ pub async fn build_row(
     if args.auth != AuthKind::SecretHeader {
         only("--secret-env", args.secret_env.is_some(), "--auth secret-header")?;
     }
-    if matches!(args.auth, AuthKind::None | AuthKind::McpOauth) {
+    if matches!(args.auth, AuthKind::None | AuthKind::McpOauth | AuthKind::TokenExchange) {
         only("--header", args.header.is_some(), "--auth provider or --auth secret-header")?;
     }
     check_free(state, &name, &prefix).await?;
@@ -220,11 +231,41 @@ pub async fn build_row(
             };
             super::servers_oauth::discover_and_register(state, &name, &url, &id, oauth, secret).await?
         }
+        AuthKind::TokenExchange => token_exchange(state, args.service).await?,
     };
     // Checked again: discovery took a while, and another operator may have added one meanwhile.
     check_free(state, &name, &prefix).await?;
     let now = state.now();
     Ok(GatewayServerRow { id, name, url, prefix, auth, created_at: now, updated_at: now })
+}
+
+/// `--auth token-exchange`: the named service, which must exist and have a resource (the
+/// audience of the tokens minted for it), and must not be the broker's own audience.
+async fn token_exchange(state: &AppState, service: Option<&str>) -> anyhow::Result<GatewayAuth> {
+    let Some(name) = service else {
+        bail!("--auth token-exchange needs --service NAME (a service registered with `admin services add`)")
+    };
+    let name = crate::store::services::ServiceRow::name_of_client_id(name);
+    let Some(service) = state.store.service_by_name(name).await? else {
+        let known: Vec<String> = state.store.list_services().await?.into_iter().map(|s| s.name).collect();
+        if known.is_empty() {
+            bail!("--service {name}: no such service, and none is registered (add one with `admin services add`)");
+        }
+        bail!("--service {name}: no such service; registered: {}", known.join(", "));
+    };
+    let Some(resource) = &service.resource else {
+        bail!(
+            "--service {name} has no registered resource, so no token can be minted for it; register it again with \
+             --resource (the tool server's MCP URL)"
+        );
+    };
+    if crate::identity::bearer::is_own_audience(&state.identity, resource.as_str()) {
+        bail!("--service {name}'s resource is the broker's own audience; a token minted for it would open /mcp");
+    }
+    if state.identity.oidc.is_some() {
+        bail!("--auth token-exchange needs identity mode local: the broker mints its tokens for local accounts");
+    }
+    Ok(GatewayAuth::TokenExchange { service_id: service.id })
 }
 
 /// Refuses a name that is taken or a prefix that overlaps another server's.
@@ -268,6 +309,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             header,
             scheme,
             secret_env,
+            service,
             client_id,
             client_secret_env,
             client_secret_stdin,
@@ -283,6 +325,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 header: header.as_deref(),
                 scheme: scheme.as_deref(),
                 secret_env: secret_env.as_deref(),
+                service: service.as_deref(),
                 client_id: client_id.as_deref(),
                 client_secret_env: client_secret_env.as_deref(),
                 client_secret_stdin,
@@ -295,7 +338,11 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 }
                 Err(e) => return Err(e.into()),
             }
-            let detail = format!("server={} url={} prefix={} auth={}", row.name, row.url, row.prefix, row.auth.kind());
+            let mut detail =
+                format!("server={} url={} prefix={} auth={}", row.name, row.url, row.prefix, row.auth.kind());
+            if let GatewayAuth::TokenExchange { service_id } = &row.auth {
+                detail.push_str(&format!(" service_id={service_id}"));
+            }
             let provider = row.auth.user_credential().map(|(provider, ..)| provider.as_str());
             state.store.audit(row.created_at, None, "gateway_server.added", provider, Some(&detail)).await?;
             if json {

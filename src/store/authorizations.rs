@@ -6,7 +6,7 @@
 //! hash, bound to this row and to the browser session that approved, and consumed with a
 //! compare-and-swap so it works once.
 
-use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::paging::{Chosen, Cursor, ListSql, Paged, Search, Window};
 use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
@@ -484,6 +484,14 @@ pub(super) const SHOWN_STATUSES: [(&str, &str); 7] = [
     ("expired", "(status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now})"),
 ];
 
+/// `expired` as a filter: the open statuses past their expiry, one condition per status so
+/// each is an ordered read of `authorizations_status_created` (`store::paging::Chosen`).
+pub(super) const EXPIRED_ARMS: [&str; 3] = [
+    "(status = 'pending' AND expires_at <= {now})",
+    "(status = 'redirected' AND expires_at <= {now})",
+    "(status = 'exchanging' AND expires_at <= {now})",
+];
+
 /// The rows whose shown status contains `term`.
 fn shown_status_matches(term: &str) -> Vec<&'static str> {
     SHOWN_STATUSES.iter().filter(|(word, _)| word.contains(term)).map(|(_, sql)| *sql).collect()
@@ -495,7 +503,7 @@ impl Store {
     pub(super) async fn page_authorizations_with(
         &self,
         search: &Search,
-        chosen: Option<&'static str>,
+        chosen: Option<Chosen>,
         now: Timestamp,
         window: Window,
     ) -> StoreResult<Paged<AuthorizationRow>> {

@@ -14,8 +14,8 @@
 //!   0028) and `authorizations_status (status, expires_at)`, newest first.
 
 use super::audit::{AUDIT_COLUMNS, AUDIT_TEXT, AuditEntry, Outcome};
-use super::authorizations::{AuthorizationRow, SHOWN_STATUSES};
-use super::paging::{Cursor, ListSql, Paged, Search, Window};
+use super::authorizations::{AuthorizationRow, EXPIRED_ARMS, SHOWN_STATUSES};
+use super::paging::{Chosen, Cursor, ListSql, Paged, Search, Window};
 use super::search::{Indexed, Via};
 use super::{Store, StoreResult};
 use crate::clock::Timestamp;
@@ -49,9 +49,13 @@ fn outcome_is(outcome: Outcome) -> &'static str {
     }
 }
 
-/// The condition for one shown status, or `None` for a word that is not one.
-fn shown_status_is(status: &str) -> Option<&'static str> {
-    SHOWN_STATUSES.iter().find(|(word, _)| *word == status).map(|(_, sql)| *sql)
+/// The condition for one shown status, or `None` for a word that is not one. `expired` spans
+/// three stored statuses, read one by one ([`Chosen::AnyOf`]).
+fn shown_status_is(status: &str) -> Option<Chosen> {
+    if status == "expired" {
+        return Some(Chosen::AnyOf(&EXPIRED_ARMS));
+    }
+    SHOWN_STATUSES.iter().find(|(word, _)| *word == status).map(|(_, sql)| Chosen::One(sql))
 }
 
 impl Store {
@@ -83,7 +87,7 @@ impl Store {
             from: "audit_log",
             filter: "",
             indexed: Some(Indexed { own: AUDIT_TEXT, via: &[Via::User, Via::Text], extra: Vec::new() }),
-            chosen: filter.outcome.map(outcome_is),
+            chosen: filter.outcome.map(|o| Chosen::One(outcome_is(o))),
             order,
             after,
         };
@@ -121,7 +125,8 @@ mod tests {
             AUTHORIZATION_STATUSES,
             ["pending", "redirected", "exchanging", "completed", "declined", "failed", "expired"]
         );
-        assert_eq!(shown_status_is("completed"), Some("status = 'completed'"));
+        assert_eq!(shown_status_is("completed"), Some(Chosen::One("status = 'completed'")));
+        assert_eq!(shown_status_is("expired"), Some(Chosen::AnyOf(&EXPIRED_ARMS)));
         assert_eq!(shown_status_is("completed'--"), None);
         assert_eq!(outcome_is(Outcome::Refused), "outcome = 'refused'");
     }

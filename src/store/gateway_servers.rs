@@ -29,6 +29,10 @@ pub enum GatewayAuth {
     /// `Authorization: Bearer`. The client secret (if the registration has one) is sealed in
     /// `secret_sealed`, so key rewrap and `keys forget` cover it as the secret header's.
     McpOauth { provider: ProviderId, scopes: Scopes, settings: Box<McpOauthSettings>, secret_sealed: Option<Vec<u8>> },
+    /// A token the broker mints per user for a registered token-API service (`services.id`),
+    /// for that service's resource, sent as `Authorization: Bearer`; the server exchanges it
+    /// at `/token` with its own service credentials (`crate::mcp::gateway::minted`).
+    TokenExchange { service_id: String },
 }
 
 impl GatewayAuth {
@@ -39,13 +43,14 @@ impl GatewayAuth {
             GatewayAuth::None => "none",
             GatewayAuth::SecretHeader { .. } => "secret_header",
             GatewayAuth::McpOauth { .. } => "mcp_oauth",
+            GatewayAuth::TokenExchange { .. } => "token_exchange",
         }
     }
 
     /// Whether each user brings their own credential (so a user's first call may need them to
     /// connect, and a tool list can only be read with some user's credential).
     pub fn per_user(&self) -> bool {
-        matches!(self, GatewayAuth::Provider { .. } | GatewayAuth::McpOauth { .. })
+        matches!(self, GatewayAuth::Provider { .. } | GatewayAuth::McpOauth { .. } | GatewayAuth::TokenExchange { .. })
     }
 
     /// The provider whose token each user's calls carry, with the scopes it must have, the
@@ -58,7 +63,7 @@ impl GatewayAuth {
             GatewayAuth::McpOauth { provider, scopes, .. } => {
                 Some((provider, scopes, CredentialHeader::authorization(), CredentialScheme::bearer()))
             }
-            GatewayAuth::None | GatewayAuth::SecretHeader { .. } => None,
+            GatewayAuth::None | GatewayAuth::SecretHeader { .. } | GatewayAuth::TokenExchange { .. } => None,
         }
     }
 }
@@ -95,12 +100,13 @@ struct RawGatewayServer {
     header_scheme: Option<String>,
     secret_sealed: Option<Vec<u8>>,
     oauth: Option<String>,
+    service_id: Option<String>,
     created_at: Timestamp,
     updated_at: Timestamp,
 }
 
 const COLUMNS: &str = "id, name, url, prefix, auth_kind, provider, scopes, header_name, header_scheme, \
-                       secret_sealed, oauth, created_at, updated_at";
+                       secret_sealed, oauth, service_id, created_at, updated_at";
 
 impl TryFrom<RawGatewayServer> for GatewayServerRow {
     type Error = StoreError;
@@ -152,6 +158,9 @@ impl TryFrom<RawGatewayServer> for GatewayServerRow {
                     secret_sealed: raw.secret_sealed.clone(),
                 }
             }
+            "token_exchange" => GatewayAuth::TokenExchange {
+                service_id: raw.service_id.clone().filter(|id| !id.is_empty()).ok_or_else(|| corrupt("no service"))?,
+            },
             _ => return Err(corrupt("an unknown auth kind")),
         };
         Ok(GatewayServerRow {
@@ -171,6 +180,7 @@ impl Store {
     /// caller checks overlapping prefixes first, with the names of both servers).
     pub async fn create_gateway_server(&self, row: &GatewayServerRow) -> StoreResult<()> {
         let mut oauth = None;
+        let mut service_id = None;
         let (provider, scopes, header, scheme, secret) = match &row.auth {
             GatewayAuth::Provider { provider, scopes, header, scheme } => (
                 Some(provider.as_str()),
@@ -187,9 +197,13 @@ impl Store {
                 oauth = Some(serde_json::to_string(settings).map_err(|e| StoreError::Corrupt(e.to_string()))?);
                 (Some(provider.as_str()), scopes.to_space_separated(), None, None, secret_sealed.clone())
             }
+            GatewayAuth::TokenExchange { service_id: id } => {
+                service_id = Some(id.as_str());
+                (None, String::new(), None, None, None)
+            }
         };
         sqlx::query(&format!(
-            "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+            "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         ))
         .bind(&row.id)
         .bind(row.name.as_str())
@@ -202,6 +216,7 @@ impl Store {
         .bind(scheme)
         .bind(secret)
         .bind(oauth)
+        .bind(service_id)
         .bind(row.created_at)
         .bind(row.updated_at)
         // Every instance's gateway reloads its list when everyone's generation moves.
@@ -306,7 +321,8 @@ mod tests {
         };
         let mut oauth_row = row("e", oauth);
         oauth_row.url = Url::parse("https://mcp.example/mcp").unwrap();
-        let rows = [row("a", provider), row("b", GatewayAuth::None), row("c", secret), oauth_row];
+        let exchange = row("f", GatewayAuth::TokenExchange { service_id: "service-1".into() });
+        let rows = [row("a", provider), row("b", GatewayAuth::None), row("c", secret), oauth_row, exchange];
         for r in &rows {
             store.create_gateway_server(r).await.unwrap();
         }
@@ -330,9 +346,10 @@ mod tests {
             ("c", "https://x.example/", "mcp-oauth"),
             ("e", "https://x.example/", "mcp_oauth"),
             ("d", "https://x.example/", "provider"),
+            ("f", "https://x.example/", "token_exchange"),
         ] {
             sqlx::query(&format!(
-                "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $1, $2, $1, $3, NULL, '', NULL, NULL, NULL, NULL, 1, 1)"
+                "INSERT INTO gateway_servers ({COLUMNS}) VALUES ($1, $1, $2, $1, $3, NULL, '', NULL, NULL, NULL, NULL, NULL, 1, 1)"
             ))
             .bind(name)
             .bind(url)

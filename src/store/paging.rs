@@ -149,9 +149,57 @@ pub(crate) struct ListSql<'a> {
     pub from: &'a str,
     pub filter: &'a str,
     pub indexed: Option<Indexed>,
-    pub chosen: Option<&'static str>,
+    pub chosen: Option<Chosen>,
     pub order: &'a str,
     pub after: &'a str,
+}
+
+/// A filter the admin picked from a list's own choices (fixed SQL from a closed set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// One condition that an index leads with.
+    One(&'static str),
+    /// Any of these conditions, each led by the same index: read as one ordered read per
+    /// condition, merged. Given `status IN (…)` and an order, neither database merges the
+    /// ordered reads of the index: both read every match and sort them, which at a million
+    /// rows (every open attempt past its expiry) takes longer than a page may.
+    AnyOf(&'static [&'static str]),
+}
+
+impl Chosen {
+    /// The filter as one condition.
+    fn condition(self) -> String {
+        match self {
+            Chosen::One(condition) => condition.to_owned(),
+            Chosen::AnyOf(arms) => format!("({})", arms.join(" OR ")),
+        }
+    }
+}
+
+/// `SELECT * FROM from WHERE … ORDER BY order LIMIT limit`, of the rows `chosen` (if any) and
+/// every one of `conditions` admit; for [`Chosen::AnyOf`], one such read per arm, merged.
+fn ordered_read(from: &str, conditions: &[&str], chosen: Option<Chosen>, order: &str, limit: &str) -> String {
+    match chosen {
+        Some(Chosen::AnyOf(arms)) => {
+            let reads: Vec<String> = arms
+                .iter()
+                .enumerate()
+                .map(|(i, arm)| {
+                    let admitted: Vec<&str> = std::iter::once(*arm).chain(conditions.iter().copied()).collect();
+                    format!(
+                        "SELECT * FROM (SELECT * FROM {from}{} ORDER BY {order} LIMIT {limit}) arm{i}",
+                        where_all(&admitted)
+                    )
+                })
+                .collect();
+            format!("SELECT * FROM ({}) {from} ORDER BY {order} LIMIT {limit}", reads.join(" UNION ALL "))
+        }
+        Some(Chosen::One(condition)) => {
+            let admitted: Vec<&str> = std::iter::once(condition).chain(conditions.iter().copied()).collect();
+            format!("SELECT * FROM {from}{} ORDER BY {order} LIMIT {limit}", where_all(&admitted))
+        }
+        None => format!("SELECT * FROM {from}{} ORDER BY {order} LIMIT {limit}", where_all(conditions)),
+    }
 }
 
 /// Which of `store::search`'s steps a statement is.
@@ -386,18 +434,23 @@ impl Store {
     {
         let ListSql { columns, from, chosen, order, after, .. } = *sql;
         let after = window.after.as_ref().map(|_| after);
-        let text = match step {
-            Step::Scan => {
-                let conditions: Vec<&str> = filter.into_iter().chain(chosen).chain(after).collect();
+        let text = match (step, chosen) {
+            (Step::Scan, Some(Chosen::AnyOf(_))) => {
+                let conditions: Vec<&str> = filter.into_iter().chain(after).collect();
+                let read = ordered_read(from, &conditions, chosen, order, "{limit}");
+                format!("SELECT {columns} FROM ({read}) {from} ORDER BY {order} LIMIT {{limit}}")
+            }
+            (Step::Scan, _) => {
+                let chosen = chosen.map(Chosen::condition);
+                let conditions: Vec<&str> = filter.into_iter().chain(chosen.as_deref()).chain(after).collect();
                 format!("SELECT {columns} FROM {from}{} ORDER BY {order} LIMIT {{limit}}", where_all(&conditions))
             }
-            Step::Probe => format!(
-                "SELECT {columns} FROM (SELECT * FROM {from}{} ORDER BY {order} LIMIT {{probe}}) {from}{} \
-                 ORDER BY {order} LIMIT {{limit}}",
-                where_all(&chosen.into_iter().chain(after).collect::<Vec<_>>()),
+            (Step::Probe, _) => format!(
+                "SELECT {columns} FROM ({}) {from}{} ORDER BY {order} LIMIT {{limit}}",
+                ordered_read(from, &after.into_iter().collect::<Vec<_>>(), chosen, order, "{probe}"),
                 where_all(&filter.into_iter().collect::<Vec<_>>()),
             ),
-            Step::Index => {
+            (Step::Index, _) => {
                 // The search and the page start inside a fence the planner does not see
                 // through; a chosen filter applies outside it, to the rows the search yields.
                 // Inside, it would lead the planner to the filter's index, which SQLite then
@@ -416,7 +469,7 @@ impl Store {
                 format!(
                     "SELECT {columns} FROM (SELECT * FROM {from}{} {fence}) {from}{} ORDER BY {order} LIMIT {{limit}}",
                     where_all(&inner),
-                    where_all(&chosen.into_iter().collect::<Vec<_>>()),
+                    where_all(&chosen.map(Chosen::condition).as_deref().into_iter().collect::<Vec<_>>()),
                 )
             }
         };

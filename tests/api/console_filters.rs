@@ -111,6 +111,59 @@ async fn a_filter_and_a_search_combine_on_the_audit_log_and_the_authorizations(a
 }
 on_both_backends!(filters_and_searches_combine, a_filter_and_a_search_combine_on_the_audit_log_and_the_authorizations);
 
+// Issue 29: `status=expired` spans three stored statuses. It is read as one ordered read per
+// status, merged; the pages must still be newest first across the three, page by keyset
+// without a row lost or repeated, and leave out open attempts not yet expired.
+async fn the_expired_filter_pages_newest_first_across_the_open_statuses(app: &TestApp) {
+    let client = app.connected_client(ALICE).await;
+    client.close().await;
+    let admin = admin_browser(app).await;
+    let now = app.now();
+    // 25 expired attempts, the statuses taking turns, each a second newer than the one before;
+    // between them, open attempts that have not expired and finished ones.
+    for i in 0..25i64 {
+        let status = ["pending", "redirected", "exchanging"][(i % 3) as usize];
+        for (id, status, expires_at) in [
+            (format!("authz-exp-{i:02}"), status, now - 1),
+            (format!("authz-open-{i:02}"), status, now + 600),
+            (format!("authz-done-{i:02}"), "completed", now - 1),
+        ] {
+            sqlx::query(&format!(
+                "INSERT INTO authorizations (id, user_id, provider, scopes, client_key, kind, status, created_at, expires_at, updated_at) \
+                 SELECT '{id}', user_id, provider, scopes, client_key, kind, '{status}', {created}, {expires_at}, {created} \
+                 FROM authorizations WHERE status = 'completed' AND id NOT LIKE 'authz-%'",
+                created = now - 1000 + i,
+            ))
+            .execute(app.state.store.pool())
+            .await
+            .unwrap();
+        }
+    }
+    let shown_ids = |html: &str| -> Vec<String> {
+        let id_at = |at: usize| {
+            let rest = &html[at..];
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).unwrap_or(rest.len());
+            rest[..end].to_owned()
+        };
+        html.match_indices("authz-").map(|(at, _)| id_at(at)).fold(Vec::new(), |mut ids, id| {
+            if ids.last() != Some(&id) {
+                ids.push(id);
+            }
+            ids
+        })
+    };
+    let first = page(app, &admin, "/admin/authorizations?status=expired").await;
+    let mut seen = shown_ids(&first);
+    let next = next_link(&first).unwrap_or_else(|| panic!("a second page after {seen:?}"));
+    assert!(next.contains("status=expired"), "{next}");
+    let second = page(app, &admin, &next).await;
+    assert!(next_link(&second).is_none(), "{second}");
+    seen.extend(shown_ids(&second));
+    let expected: Vec<String> = (0..25).rev().map(|i| format!("authz-exp-{i:02}")).collect();
+    assert_eq!(seen, expected, "newest first, every expired attempt once, nothing else");
+}
+on_both_backends!(expired_filter_pages, the_expired_filter_pages_newest_first_across_the_open_statuses);
+
 /// The number on the dashboard's tile for MCP sessions.
 async fn mcp_sessions_tile(app: &TestApp, admin: &reqwest::Client) -> Option<u64> {
     let html = page(app, admin, "/admin").await;

@@ -153,6 +153,48 @@ async fn mcp_oauth_postgres() {
     authorization.stop().await;
 }
 
+/// `authorization`'s broker moved into a process of its own: its in-process server stops, and
+/// `oauth-broker serve` takes over its address, database and key (so its users, signing keys
+/// and registered resources stay), as a separate deployment would run it.
+async fn serve_in_own_process(authorization: &mut TestApp) -> tokio::process::Child {
+    authorization.stop_serving().await;
+    let listen = authorization.address.strip_prefix("http://").unwrap().to_owned();
+    let child = crate::cli::broker_for(authorization)
+        .args(["serve", "--listen", &listen])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let metadata = authorization.url("/.well-known/oauth-authorization-server");
+    eventually("the authorization server's process answers", Duration::from_secs(30), || async {
+        reqwest::get(&metadata).await.is_ok_and(|response| response.status().is_success())
+    })
+    .await;
+    child
+}
+
+async fn with_the_authorization_server_in_its_own_process(backend: Backend) {
+    let Some(mut authorization) = spawn_app(backend).await else { return };
+    let Some(front) = spawn_app(backend).await else { return };
+    let mut process = serve_in_own_process(&mut authorization).await;
+    a_server_behind_its_own_authorization_server_is_discovered_connected_called_and_refreshed(&front, &authorization)
+        .await;
+    let _ = process.kill().await;
+    front.stop().await;
+    authorization.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_oauth_authorization_server_process_sqlite() {
+    with_the_authorization_server_in_its_own_process(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_oauth_authorization_server_process_postgres() {
+    with_the_authorization_server_in_its_own_process(Backend::Postgres).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_is_not_protected_or_names_another_resource_is_refused_at_add() {
     let front = spawn_app(Backend::Sqlite).await.unwrap();

@@ -15,7 +15,7 @@ use crate::helpers::*;
 use crate::on_both_backends;
 
 /// The Python server, checking every request's bearer token at `app`'s demo provider.
-async fn python_server(app: &TestApp) -> Option<Upstream> {
+pub async fn python_server(app: &TestApp) -> Option<Upstream> {
     let python = crate::python_client::python()?;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/echo_server.py");
     let mut command = tokio::process::Command::new(python);

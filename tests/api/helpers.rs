@@ -43,6 +43,8 @@ pub struct TestApp {
     pub clock: ManualClock,
     /// How many of this app's MCP sessions are parked now.
     pub parked: Arc<oauth_broker::mcp::transport::session_transport::ParkedCount>,
+    /// The servers behind this app, with what it minted for them.
+    pub gateway: Arc<oauth_broker::mcp::gateway::Gateway>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     /// The server's run, to wait for its graceful stop ([`TestApp::stop_serving`]).
     serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -171,6 +173,7 @@ pub async fn spawn_app_opts(
     let app = extend(App::builder(config, Arc::new(clock.clone()))).build().await.unwrap();
     let state = app.state().clone();
     let parked = app.parked_mcp_sessions();
+    let gateway = app.gateway();
     if options.instance_of.is_none() {
         for name in [ALICE, BOB] {
             let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();
@@ -187,6 +190,7 @@ pub async fn spawn_app_opts(
         state,
         clock,
         parked,
+        gateway,
         shutdown: Some(tx),
         serving: Some(serving),
         _data_dir: data_dir,

@@ -6,8 +6,16 @@ as if the broker did not exist. With --require-bearer BASE every request needs
 `Authorization: Bearer <token>`, checked at the demo provider's BASE/api/me; otherwise 401 with
 `WWW-Authenticate: Bearer`, as RFC 6750 §3 asks.
 
-One tool, `whoami`: the demo-provider account the request's token belongs to and the first 12
-hex digits of the token's SHA-256 (never the token), so a test can tell whose credential arrived.
+Tools:
+- `whoami`: the demo-provider account the request's token belongs to and the first 12 hex digits
+  of the token's SHA-256 (never the token), so a test can tell whose credential arrived; and the
+  protocol revision the request spoke and whether it carried an `Mcp-Session-Id`.
+- `ask_name` (2026-07-28 clients): answers with an `InputRequiredResult` asking a form question
+  under the key `name` and a `requestState` of its own; on the retry, greets the name it was
+  given, and says which state came back (so a test sees it arrive unchanged).
+- `open_page` (2026-07-28 clients): the same with a URL elicitation to `https://vendor.example/…`
+  under the key `page`; on the retry, says what the user did.
+
 One prompt, `greeting` (argument `name`), whose message names that account too; a resource
 `pynote://hello` and a template `pynote://whoami/{label}` whose text is that account.
 """
@@ -23,6 +31,7 @@ import anyio
 import httpx2
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams, InputRequiredResult
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -73,7 +82,36 @@ def server(me_url: str | None) -> MCPServer:
         if token is None:
             return {"account": None, "credential_sha256": ""}
         account = await account_of(me_url, token) if me_url else None
-        return {"account": account, "credential_sha256": hashlib.sha256(token.encode()).hexdigest()[:12]}
+        return {
+            "account": account,
+            "credential_sha256": hashlib.sha256(token.encode()).hexdigest()[:12],
+            "protocol": ctx.protocol_version,
+            "session": headers.get("mcp-session-id"),
+        }
+
+    @mcp.tool(description="Asks the user's name by a round trip, then greets it")
+    async def ask_name(ctx: Context) -> InputRequiredResult | dict[str, str | None]:
+        answer = (ctx.input_responses or {}).get("name")
+        if ctx.request_state is None or answer is None:
+            schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+            question = ElicitRequestFormParams(message="What is your name?", requested_schema=schema)
+            return InputRequiredResult(
+                input_requests={"name": ElicitRequest(params=question)}, request_state="python-state-1"
+            )
+        content = answer.content or {}
+        return {"action": answer.action, "name": content.get("name"), "state": ctx.request_state}
+
+    @mcp.tool(description="Sends the user to a page of its own by a round trip")
+    async def open_page(ctx: Context) -> InputRequiredResult | dict[str, str | None]:
+        answer = (ctx.input_responses or {}).get("page")
+        if ctx.request_state is None or answer is None:
+            page = ElicitRequestURLParams(
+                message="Sign in to the vendor.", url="https://vendor.example/login", elicitation_id="vendor-1"
+            )
+            return InputRequiredResult(
+                input_requests={"page": ElicitRequest(params=page)}, request_state="python-state-page"
+            )
+        return {"action": answer.action, "state": ctx.request_state}
 
     async def account_in(ctx: Context) -> str | None:
         token = bearer(None, (ctx.headers or {}).get("authorization"))

@@ -1,19 +1,26 @@
-//! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"):
+//! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"), and the
+//! gates every forwarded request passes (a server's `prompts/get` and `resources/read` too,
+//! [`super::content`]):
 //!
 //! 0. **The (client, server) pair** approved by the user ([`crate::broker::gateway_consent`]);
 //!    if not, the broker's link to the page that approves it (with the credential, if that is
 //!    missing too: one visit).
-//! 1. **The credential** of the calling user: for a `provider` server, the user's token through
+//! 1. **The credential** of the calling user: for a `token-exchange` server, a token minted for
+//!    the user and the server's service ([`super::minted`]); for a `provider` server, the user's token through
 //!    the same path as every broker tool ([`BrokerServer::token_for_tool`]: connected? scopes?
 //!    refreshed? this client allowed?), so a user who has not connected — or not allowed this
 //!    client — gets the broker's own link in the client's era (`-32042` / url elicitation,
 //!    `InputRequiredResult`, `isError` text) and the call proceeds after the browser flow.
-//! 2. **The user's connection** to the server ([`super::pool`]), opened on first use; the
-//!    credential is set in its cell before each call, so a refreshed token is used at once.
+//! 2. **The user's connection** to the server ([`super::pool`]), opened on first use in the
+//!    revision the server speaks ([`super::opening`]); the credential is set in its cell before
+//!    each call, so a refreshed token is used at once.
 //! 3. **The call**, the result passed back as it came (content, structuredContent, isError),
 //!    within `gateway.call_timeout` (not counting the time the user takes to answer the
 //!    server's questions, [`super::relay`]); the client's progress token routed; the upstream
-//!    call cancelled when the client cancels.
+//!    call cancelled when the client cancels. A 2026-07-28 server's `InputRequiredResult` is
+//!    relayed in the client's era, and its retry carried back ([`super::rounds`]). A plain
+//!    request is one request ([`super::plain`]) — stateless to such a server, as a call is;
+//!    a round trip the server asks on it is answered with an error naming the server.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
 //!    refused again, the grant needs a new consent and the client gets the reconnect link.
 //! 5. **A server that is down**, breaks off or times out: a retryable `isError` naming it; the
@@ -27,17 +34,16 @@ use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData};
-use rmcp::service::ClientServiceExt;
-use rmcp::service::{ClientInitializeError, RequestContext, ServiceError};
+use rmcp::service::{RequestContext, ServiceError};
 use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
-use super::client::UpstreamHandler;
+use super::minted::MintError;
 use super::plain::{CancelUpstream, Failure, unauthorized};
 use super::pool::{Connection, ConnectionKey};
 use super::registry::{ServerEntry, Target};
-use super::transport::{Credential, CredentialCell, CredentialedClient};
+use super::transport::{Credential, CredentialCell};
 use crate::broker::gateway_consent;
 use crate::broker::tokens::AccessToken;
 use crate::mcp::elicitation;
@@ -99,26 +105,6 @@ pub fn server_unavailable(server: &str) -> CallToolResult {
     result
 }
 
-impl Gateway {
-    /// Opens a connection to `entry` whose requests carry what `cell` holds (MCP 2025-11-25
-    /// session: `initialize`, then the server's notifications on its GET stream).
-    pub(crate) async fn open(
-        self: &Arc<Self>,
-        entry: &Arc<ServerEntry>,
-        cell: Arc<CredentialCell>,
-    ) -> Result<Connection, ClientInitializeError> {
-        let client = CredentialedClient::new(self.http.clone(), cell.clone());
-        let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-            entry.row.url.as_str().to_owned(),
-        );
-        config.retry_config = Arc::new(super::transport::FewRetries);
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-        let handler = UpstreamHandler::new(self, entry);
-        let service = handler.serve_with_lifecycle(transport, rmcp::service::ClientLifecycleMode::Initialize).await?;
-        Ok(Connection::new(service, cell))
-    }
-}
-
 impl BrokerServer {
     /// `tools/call` of a name a server behind the broker serves; `None` if none does.
     pub(crate) async fn gateway_call(
@@ -172,14 +158,41 @@ impl BrokerServer {
         if !approved {
             return (self.ask_pair(entry, caller).await.map(Answer::from), "needs_user");
         }
-        let credential = match &token {
-            Some(token) => provider_credential(&entry.row.auth, token),
-            None => shared_credential(entry),
+        let credential = match (&token, &entry.row.auth) {
+            (Some(token), _) => provider_credential(&entry.row.auth, token),
+            (None, GatewayAuth::TokenExchange { service_id }) => {
+                match gateway
+                    .minted
+                    .token_for(&self.state.identity, &self.state.store, user, &entry.row.id, service_id)
+                    .await
+                {
+                    Ok(minted) => Credential::new("Authorization", &format!("Bearer {}", minted.expose_secret())),
+                    Err(MintError::Store(error)) => return (Err(tool_failed(error).into()), "failed"),
+                    Err(error) => {
+                        let text = format!("The server {} cannot be called: {error}.", entry.row.name);
+                        return (Ok(Answer::Tool(error_result(text).into())), "failed");
+                    }
+                }
+            }
+            (None, _) => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
-        let first = self.attempt(gateway, entry, &key, credential, forwarded, caller, ctx).await;
+        let first = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
+        if matches!(entry.row.auth, GatewayAuth::TokenExchange { .. }) {
+            match first {
+                // The tool server passes on the broker's own link (its user must connect, or
+                // allow its service): shown as the broker's, in the client's era.
+                Err(Failure::ServerLink(error)) => {
+                    let (answer, outcome) = self.brokers_link_from_server(entry, caller, error).await;
+                    return (answer.map(Answer::from), outcome);
+                }
+                // A refused token is never offered again.
+                Err(Failure::Unauthorized) => gateway.minted.forget(user, &entry.row.id),
+                _ => {}
+            }
+        }
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
-            return settle(entry, first);
+            return settle(entry, forwarded, first);
         };
         // 4. A 401: one forced refresh and one retry, then a new consent.
         let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
@@ -188,9 +201,9 @@ impl BrokerServer {
                 crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
-            let second = self.attempt(gateway, entry, &key, credential, forwarded, caller, ctx).await;
+            let second = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
-                return settle(entry, second);
+                return settle(entry, forwarded, second);
             }
             return (self.refused_again(entry, caller, &fresh).await.map(Answer::from), "unauthorized");
         }
@@ -268,9 +281,10 @@ impl BrokerServer {
         }
     }
 
-    /// One try: the user's connection with `credential`, then what is forwarded.
+    /// One try of what is forwarded: a tool call with the server's round trips relayed
+    /// ([`super::rounds`]), or one plain request ([`super::plain`]).
     #[allow(clippy::too_many_arguments)]
-    async fn attempt(
+    async fn try_forward(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
@@ -280,6 +294,46 @@ impl BrokerServer {
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Answer, Failure> {
+        match forwarded {
+            Forwarded::Tool { target, request } => self
+                .attempt_rounds(gateway, entry, key, credential, target, caller, request, ctx)
+                .await
+                .map(Answer::Tool),
+            Forwarded::Plain(request) => {
+                let connection = self.connection(gateway, entry, key, credential, ctx).await?;
+                super::plain::send(gateway, entry, key, &connection, (**request).clone(), ctx).await.map(Answer::Plain)
+            }
+        }
+    }
+
+    /// One try of a tool call: the user's connection with `credential`, then the call.
+    /// `request` is the call as it goes to the server ([`super::rounds::upstream_request`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn attempt(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        credential: Option<Credential>,
+        target: &Target,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Failure> {
+        let connection = self.connection(gateway, entry, key, credential, ctx).await?;
+        self.call_tool_on(gateway, entry, key, &connection, target, caller, request, ctx).await
+    }
+
+    /// The user's connection to the server (opened if there is none), carrying `credential`
+    /// from now on.
+    async fn connection(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        credential: Option<Credential>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Connection>, Failure> {
         let limit = self.state.config.gateway.call_timeout;
         let open = {
             let credential = credential.clone();
@@ -306,15 +360,7 @@ impl BrokerServer {
             }
         };
         connection.credential.set(credential);
-        let (target, request) = match forwarded {
-            Forwarded::Tool { target, request } => (*target, *request),
-            Forwarded::Plain(request) => {
-                return super::plain::send(gateway, entry, key, &connection, (**request).clone(), ctx)
-                    .await
-                    .map(Answer::Plain);
-            }
-        };
-        self.call_tool_on(gateway, entry, key, &connection, target, caller, request, ctx).await.map(Answer::Tool)
+        Ok(connection)
     }
 
     /// The tool call over the user's `connection`.
@@ -349,6 +395,8 @@ impl BrokerServer {
         };
         let mut params = CallToolRequestParams::new(tool);
         params.arguments = request.arguments.clone();
+        params.input_responses = request.input_responses.clone();
+        params.request_state = request.request_state.clone();
         let call = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
         let handle = match peer.send_request_with_option(call, rmcp::service::PeerRequestOptions::no_options()).await {
             Ok(handle) => handle,
@@ -399,14 +447,19 @@ impl BrokerServer {
         let answer = answer.map(|done| {
             done.map(|result| match result {
                 rmcp::model::ServerResult::CallToolResult(result) => CallToolResponse::Complete(result),
+                // MCP 2026-07-28: the server needs the user first (super::rounds).
+                rmcp::model::ServerResult::InputRequiredResult(asked) => CallToolResponse::InputRequired(asked),
                 _ => CallToolResponse::Complete(error_result(format!(
-                    "The server {} asked for input or started a task, which the broker does not relay yet.",
+                    "The server {} started a task, which the broker does not relay yet.",
                     entry.row.name
                 ))),
             })
         });
         match answer {
             Ok(Ok(response)) => Ok(response),
+            Ok(Err(ServiceError::McpError(error))) if error.code == elicitation::URL_ELICITATION_REQUIRED => {
+                Err(Failure::ServerLink(error))
+            }
             Ok(Err(ServiceError::McpError(error))) => Ok(passed_on(entry, error)),
             Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
             Ok(Err(error)) => {
@@ -448,14 +501,23 @@ impl BrokerServer {
     }
 }
 
-/// The answer for the client and the outcome label of one attempt.
-fn settle(entry: &ServerEntry, attempt: Result<Answer, Failure>) -> (Result<Answer, Unfinished>, &'static str) {
+/// The answer for the client and the outcome label of one attempt at `forwarded`.
+fn settle(
+    entry: &ServerEntry,
+    forwarded: &Forwarded<'_>,
+    attempt: Result<Answer, Failure>,
+) -> (Result<Answer, Unfinished>, &'static str) {
     match attempt {
         Ok(Answer::Tool(CallToolResponse::Complete(result))) if result.is_error == Some(true) => {
             (Ok(Answer::Tool(CallToolResponse::Complete(result))), "tool_error")
         }
+        Ok(answer @ Answer::Tool(CallToolResponse::InputRequired(_))) => (Ok(answer), "needs_user"),
         Ok(Answer::Plain(Err(error))) => (Ok(Answer::Plain(Err(error))), "server_error"),
         Ok(answer) => (Ok(answer), "ok"),
+        Err(Failure::ServerLink(error)) => match forwarded {
+            Forwarded::Tool { .. } => (Ok(Answer::Tool(passed_on(entry, error))), "tool_error"),
+            Forwarded::Plain(_) => (Ok(Answer::Plain(Err(super::plain::passed_on(entry, error)))), "server_error"),
+        },
         Err(Failure::Unreachable) => {
             (Ok(Answer::Tool(server_unavailable(entry.row.name.as_str()).into())), "unreachable")
         }
@@ -473,7 +535,7 @@ fn settle(entry: &ServerEntry, attempt: Result<Answer, Failure>) -> (Result<Answ
 /// A JSON-RPC error from the server, passed on — except a URL elicitation (`-32042`): a link
 /// from a server behind the broker must never look like the broker's own (not relayed in this
 /// slice).
-fn passed_on(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
+pub(super) fn passed_on(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
     if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
         return error_result(format!(
             "The server {} asked you to open a page, which the broker does not relay yet.",

@@ -7,13 +7,18 @@
 //! - [`registry`]: the registered servers as this instance serves them, each with its cached
 //!   tool list; reloaded when the database says they changed.
 //! - [`pool`]: the per-(user, server) connections, keyed so they cannot be shared between users.
+//! - [`revision`], [`opening`]: which revision a server speaks (2025-11-25 sessions or stateless
+//!   2026-07-28), found by the first connection and remembered; connections open that way.
 //! - [`transport`]: the HTTP client that puts the connection's *current* credential on each
 //!   request.
 //! - [`client`]: what a connection hears from its server (list changes, progress, questions,
 //!   completions).
 //! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
+//! - [`minted`]: the per-user tokens a `token-exchange` server's calls carry.
+//! - `server_link`: a `token-exchange` server's `-32042` that carries the broker's own link.
+//! - [`rounds`]: a 2026-07-28 server's `InputRequiredResult`, relayed in the client's era.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
-//!   refresh and retry, timeouts, audit and metrics.
+//!   refresh and retry, timeouts, audit and metrics — the gates every forwarded request passes.
 //! - [`lists`]: each server's prompts, resources and templates, cached like its tools;
 //!   [`listed`]: how they are listed; [`uri`]: the URI scheme its resources are listed under;
 //!   [`content`]: `prompts/get` and `resources/read` forwarded through the same gates as a
@@ -23,8 +28,13 @@
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
 //! through the same connect, consent, refresh and revocation as any provider's.
 //!
-//! Not in this slice: `token-exchange` servers, a server's 2026-07-28 round trips
-//! (`InputRequiredResult`) and its `-32042`, subscriptions to a server's resources
+//! A `token-exchange` server is tied to a registered token-API service: each call carries a
+//! token the broker mints for the user and that service's resource ([`minted`]), which the
+//! server exchanges at `/token` for the user's provider token.
+//!
+//! Not in this slice: a server's own `-32042` other than the broker's link, a 2026-07-28
+//! server's round trips on `prompts/get` and `resources/read` (answered with an error naming
+//! the server; on tool calls they are relayed), subscriptions to a server's resources
 //! (`resources/subscribe` of a server's resource is refused as unknown).
 
 pub mod call;
@@ -32,10 +42,15 @@ pub mod client;
 pub mod content;
 pub mod listed;
 pub mod lists;
+pub mod minted;
+pub mod opening;
 pub mod plain;
 pub mod pool;
 pub mod registry;
 pub mod relay;
+pub mod revision;
+pub mod rounds;
+mod server_link;
 pub mod transport;
 pub mod uri;
 
@@ -53,6 +68,8 @@ pub struct Gateway {
     app: AppState,
     servers: RwLock<Arc<Servers>>,
     pub(crate) pool: Arc<pool::Pool>,
+    /// `token-exchange` servers' per-user tokens.
+    pub minted: minted::MintedTokens,
     /// rmcp's reqwest client for every upstream connection: no redirects (an MCP endpoint that
     /// redirects is misconfigured or hostile, as for provider endpoints), bounded connect time.
     http: reqwest::Client,
@@ -76,6 +93,7 @@ impl Gateway {
         let gateway = Arc::new(Self {
             pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle, sharing)),
             servers: RwLock::default(),
+            minted: minted::MintedTokens::default(),
             http,
             app: app.clone(),
         });

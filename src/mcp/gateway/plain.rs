@@ -23,6 +23,9 @@ pub enum Failure {
     Unreachable,
     /// The client cancelled.
     Cancelled,
+    /// The server answered `-32042`: it wants the user to open a page (shown as the broker's
+    /// only when it is the broker's own, [`super::server_link`]).
+    ServerLink(ErrorData),
 }
 
 /// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
@@ -69,8 +72,9 @@ impl Drop for CancelUpstream {
 
 /// One plain request over the user's `connection`, within `gateway.call_timeout`; cancelled
 /// upstream when the client cancels. The server's JSON-RPC error comes back as an answer —
-/// its code and message, with `data` naming the server — except a `-32042`: a link from a
-/// server behind the broker must never look like the broker's own.
+/// its code and message, with `data` naming the server ([`passed_on`]) — except a `-32042`,
+/// which the gates decide on ([`super::call`]). Over a connection to a 2026-07-28 server
+/// ([`super::revision`]) this is one self-contained request, as a tool call is.
 pub async fn send(
     gateway: &Arc<Gateway>,
     entry: &ServerEntry,
@@ -101,6 +105,9 @@ pub async fn send(
         }
         Ok(Err(ServiceError::McpError(error))) => {
             cancel.answered();
+            if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
+                return Err(Failure::ServerLink(error));
+            }
             Ok(Err(passed_on(entry, error)))
         }
         Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
@@ -116,7 +123,9 @@ pub async fn send(
     }
 }
 
-fn passed_on(entry: &ServerEntry, error: ErrorData) -> ErrorData {
+/// A server's JSON-RPC error as the client gets it: a link from a server behind the broker
+/// must never look like the broker's own, so a `-32042` becomes an error naming the server.
+pub fn passed_on(entry: &ServerEntry, error: ErrorData) -> ErrorData {
     let server = entry.row.name.as_str();
     if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
         return ErrorData::internal_error(

@@ -40,6 +40,8 @@ pub struct ServerEntry {
     /// Its prompts and resources ([`super::lists`]); empty until first read.
     prompts: RwLock<Arc<ServerPrompts>>,
     resources: RwLock<Arc<ServerResources>>,
+    /// The protocol revision the server speaks, once a connection found out.
+    pub revision: super::revision::Remembered,
 }
 
 impl std::fmt::Debug for ServerEntry {
@@ -83,7 +85,14 @@ impl ServerEntry {
             },
             None => None,
         };
-        Some(Self { row, secret, tools: RwLock::default(), prompts: RwLock::default(), resources: RwLock::default() })
+        Some(Self {
+            row,
+            secret,
+            tools: RwLock::default(),
+            prompts: RwLock::default(),
+            resources: RwLock::default(),
+            revision: Default::default(),
+        })
     }
 
     /// An `mcp-oauth` server's authorization server as a provider.

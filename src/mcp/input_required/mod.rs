@@ -16,7 +16,11 @@
 //! - [`QUESTION`]: a form-mode `elicitation/create` (which account, which scopes, confirm),
 //!   checked against its form on the retry; a bad answer is asked again with the reason.
 //!
-//! A state that asked a question is spent when the answer to it is used, on every instance
+//! A server behind the broker that asks the user by a round trip of its own gets its
+//! `InputRequiredResult` relayed with a state of the broker's that carries the server's
+//! ([`Round::ask_for_server`], `crate::mcp::gateway::rounds`).
+//!
+//! A state that asked a question (the broker's or a server's) is spent when the answer to it is used, on every instance
 //! (`store::request_state_uses`): replaying it is refused. A state that only waits on the browser
 //! is sent back unchanged while the user is still there ("no new link while the old one is
 //! open"), and replaying it only waits again: the row decides.
@@ -31,6 +35,7 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 
+pub(crate) use self::state::ServerRound;
 use self::state::{Binding, Carried};
 use crate::clock::Timestamp;
 use crate::crypto::Sealer;
@@ -80,6 +85,7 @@ impl std::fmt::Debug for Round {
             .field("retry", &self.echoed.is_some())
             .field("waits_on_browser", &self.carried.authorization.is_some())
             .field("asked", &self.carried.asked)
+            .field("server_round", &self.carried.server.is_some())
             .finish()
     }
 }
@@ -102,8 +108,9 @@ impl Round {
             Some(key) => response(key)?,
             None => None,
         };
-        if answer.is_some() {
-            // Acted on once: a second retry with this state is a replay.
+        if answer.is_some() || carried.server.is_some() {
+            // Acted on once (an answer used, or a server's round carried back to it): a second
+            // retry with this state is a replay.
             let spent = state
                 .store
                 .spend_request_state(&carried.nonce, carried.expires_at, now)
@@ -183,6 +190,19 @@ impl Round {
         self.input_required(AUTHORIZE, params, carried)
     }
 
+    /// The round trip of a server behind the broker this retry carries back, if any.
+    pub(crate) fn server_round(&self) -> Option<&ServerRound> {
+        self.carried.server.as_ref()
+    }
+
+    /// An `InputRequiredResult` passing on a server's `requests` (already worded for the client),
+    /// with `server` — the server's own state among it — sealed in the broker's state.
+    pub(crate) fn ask_for_server(&self, requests: InputRequests, server: ServerRound) -> InputRequiredResult {
+        let carried = Carried { server: Some(server), ..self.next_state() };
+        let requests = (!requests.is_empty()).then_some(requests);
+        InputRequiredResult::new(requests, Some(state::seal(&self.sealer, &self.binding, &carried)))
+    }
+
     /// "Still waiting": no new request, the same state again, so the client retries and the
     /// next retry waits again.
     pub(crate) fn still_waiting(&self) -> InputRequiredResult {
@@ -204,6 +224,7 @@ impl Round {
             authorization: None,
             asked: None,
             answers: self.answers(),
+            server: None,
         }
     }
 

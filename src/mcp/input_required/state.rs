@@ -54,6 +54,25 @@ pub(crate) struct Carried {
     /// a later round (after the browser, say) runs the tool again and must not ask them again.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub answers: Map<String, Value>,
+    /// A server behind the broker asked the user (its own `InputRequiredResult`): what goes
+    /// back to it with the client's answers. Sealed here, the client can neither read nor
+    /// alter it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerRound>,
+}
+
+/// A round trip of a server behind the broker (`crate::mcp::gateway::rounds`), as carried in the
+/// broker's own state.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub(crate) struct ServerRound {
+    /// The registered server's id: the state is no use for any other.
+    pub server_id: String,
+    /// The server's own `requestState`, returned to it unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The keys of the server's `inputRequests`: only the client's answers to these go back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
 }
 
 /// The request a state belongs to, as the sealer's associated data.
@@ -144,6 +163,7 @@ mod tests {
             authorization: Some("a1".into()),
             asked: None,
             answers: Map::new(),
+            server: None,
         }
     }
 
@@ -218,6 +238,17 @@ mod tests {
         let bytes = URL_SAFE_NO_PAD.decode(state.strip_prefix(PREFIX).unwrap()).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains("work-account") && !text.contains("a1"), "sealed, not just signed");
+
+        let mut relayed = carried();
+        relayed.server = Some(ServerRound {
+            server_id: "s1".into(),
+            state: Some("server-own-state".into()),
+            keys: vec!["name".into()],
+        });
+        let state = seal(&sealer, &binding, &relayed);
+        let bytes = URL_SAFE_NO_PAD.decode(state.strip_prefix(PREFIX).unwrap()).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("server-own-state"), "a server's state is sealed too");
+        assert_eq!(open(&sealer, &binding, &state, 1).unwrap(), relayed);
     }
 
     #[test]

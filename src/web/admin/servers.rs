@@ -35,6 +35,10 @@ pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> R
                     settings.client_id,
                     settings.registration.as_str()
                 ),
+                GatewayAuth::TokenExchange { service_id } => format!(
+                    "a token the broker mints for the user and service {service_id}, as Bearer (the server \
+                     exchanges it at /token)"
+                ),
                 GatewayAuth::None => "none".to_owned(),
             };
             Card {

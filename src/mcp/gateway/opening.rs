@@ -1,0 +1,72 @@
+//! Opening a connection to a server behind the broker in the revision it speaks
+//! ([`super::revision`]): the first connection to a server asks `server/discover` (MCP
+//! 2026-07-28) and falls back to `initialize` (2025-11-25) when the server cannot answer it;
+//! the answer is remembered on the server's entry, and later connections open that way at once.
+//! A refusal of the credential (401) says nothing about the revision and is passed on as it is,
+//! so the call's one refresh and retry ([`super::call`]) happen as for any connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::service::{ClientInitializeError, ClientServiceExt};
+
+use super::Gateway;
+use super::client::UpstreamHandler;
+use super::pool::Connection;
+use super::registry::ServerEntry;
+use super::revision::Revision;
+use super::transport::{CredentialCell, CredentialedClient, FewRetries};
+
+/// How long the first `server/discover` may take before the server counts as one that ignores
+/// it (rmcp's own automatic fallback waits as long).
+const DISCOVER_WAIT: Duration = Duration::from_secs(10);
+
+impl Gateway {
+    /// Opens a connection to `entry` whose requests carry what `cell` holds, in the revision the
+    /// server speaks (found out by the first connection, then remembered).
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        entry: &Arc<ServerEntry>,
+        cell: Arc<CredentialCell>,
+    ) -> Result<Connection, ClientInitializeError> {
+        if let Some(known) = entry.revision.get() {
+            return self.open_as(entry, cell, known).await;
+        }
+        let discovered =
+            tokio::time::timeout(DISCOVER_WAIT, self.open_as(entry, cell.clone(), Revision::Stateless)).await;
+        match discovered {
+            Ok(Ok(connection)) => {
+                entry.revision.set(Revision::Stateless);
+                tracing::info!(server = %entry.row.name, "a server behind the broker speaks 2026-07-28; its calls are stateless");
+                return Ok(connection);
+            }
+            // Refused for the credential: no answer about the revision yet.
+            Ok(Err(error)) if super::plain::unauthorized(&error) => return Err(error),
+            Ok(Err(error)) => {
+                tracing::debug!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "server/discover failed; trying initialize")
+            }
+            Err(_) => tracing::debug!(server = %entry.row.name, "server/discover got no answer; trying initialize"),
+        }
+        let connection = self.open_as(entry, cell, Revision::Sessions).await?;
+        entry.revision.set(Revision::Sessions);
+        tracing::info!(server = %entry.row.name, "a server behind the broker speaks 2025-11-25 sessions");
+        Ok(connection)
+    }
+
+    async fn open_as(
+        self: &Arc<Self>,
+        entry: &Arc<ServerEntry>,
+        cell: Arc<CredentialCell>,
+        revision: Revision,
+    ) -> Result<Connection, ClientInitializeError> {
+        let client = CredentialedClient::new(self.http.clone(), cell.clone());
+        let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            entry.row.url.as_str().to_owned(),
+        );
+        config.retry_config = Arc::new(FewRetries);
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+        let handler = UpstreamHandler::new(self, entry);
+        let service = handler.serve_with_lifecycle(transport, revision.lifecycle()).await?;
+        Ok(Connection::new(service, cell))
+    }
+}

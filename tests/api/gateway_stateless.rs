@@ -1,0 +1,211 @@
+//! Gateway mode (issue 26, item 3) with a server that speaks the stateless 2026-07-28 revision:
+//! `tests/python/echo_server.py` (the official MCP Python SDK, its own process). The broker
+//! finds the revision by `server/discover`, calls it stateless with each user's own token, and
+//! relays the server's `InputRequiredResult` in the client's era: to a 2026-07-28 client as a
+//! round trip of the broker's (the server's state sealed inside the broker's), to a 2025-11-25
+//! session as nested elicitations followed by the retry upstream.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ElicitRequestParams, InputRequest, InputResponses};
+use serde_json::{Value, json};
+
+use crate::gateway::{Upstream, account_of, add_provider_server, connect_through_link};
+use crate::gateway_python::python_server;
+use crate::helpers::*;
+use crate::on_both_backends;
+
+/// A 2025-11-25 session of `name` that has connected `server` (approved at the demo provider
+/// as `account`).
+async fn connected_2025(app: &TestApp, server: &str, name: &str, account: &str) -> McpClient {
+    let client = app.mcp_client(name, ClientKind::Url).await;
+    let connect = format!("{server}_connect");
+    connect_through_link(app, &client, &connect, name, account).await;
+    let connected = client.call(&connect, json!({})).await.unwrap();
+    assert_ne!(connected.is_error, Some(true), "{connected:?}");
+    client
+}
+
+/// A 2026-07-28 client of `name` that has connected through the broker's round trip, calling
+/// `tool` (the server's connect tool while its tools are unknown, else one of them).
+async fn connected_2026(app: &TestApp, tool: &str, name: &str, account: &str) -> Arc<McpClient> {
+    let client = Arc::new(app.mcp_client_2026(name, ClientKind::Url).await);
+    let connect = tool.to_owned();
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.call(&connect, json!({})).await }
+    });
+    let (url, _) = client.next_url_elicitation().await;
+    assert_eq!(app.approve_in_browser_as(&app.browser(), &url, name, account).await.status(), 200);
+    let connected = call.await.unwrap().expect("the server's answer after the browser");
+    assert_ne!(connected.is_error, Some(true), "{connected:?}");
+    client
+}
+
+fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    result.structured_content.clone().unwrap_or_default()
+}
+
+fn params(name: &str, state: Option<&str>, responses: Option<Value>) -> CallToolRequestParams {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    params.arguments = Some(Default::default());
+    params.request_state = state.map(str::to_owned);
+    params.input_responses = responses.map(|r| serde_json::from_value::<InputResponses>(r).expect("input responses"));
+    params
+}
+
+async fn a_2026_07_28_server_is_called_stateless_with_each_users_own_token(app: &TestApp) {
+    // Arrange: the Python server behind the broker; alice on a 2025-11-25 session, bob on
+    // stateless 2026-07-28.
+    let Some(upstream) = python_server(app).await else { return };
+    add_provider_server(app, "pyecho", &upstream).await;
+    let alice = connected_2025(app, "pyecho", ALICE, "alice-demo").await;
+    let bob = connected_2026(app, "pyecho_whoami", BOB, "bob-demo").await;
+
+    // Act
+    let alices = alice.call("pyecho_whoami", json!({})).await.unwrap();
+    let bobs = bob.call("pyecho_whoami", json!({})).await.unwrap();
+
+    // Assert: whatever the client's era, the server was spoken to in its own revision, with no
+    // session, and each call carried its user's own token.
+    for (result, account) in [(&alices, "alice-demo"), (&bobs, "bob-demo")] {
+        assert_eq!(account_of(result), account);
+        let seen = structured(result);
+        assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
+        assert_eq!(seen["session"], Value::Null, "no Mcp-Session-Id: {seen}");
+    }
+    assert_ne!(structured(&alices)["credential_sha256"], structured(&bobs)["credential_sha256"]);
+    alice.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(stateless_server_per_user, a_2026_07_28_server_is_called_stateless_with_each_users_own_token);
+
+async fn a_2026_servers_question_reaches_a_2026_client_with_the_servers_state_sealed_in_the_brokers(app: &TestApp) {
+    // Arrange
+    let Some(upstream) = python_server(app).await else { return };
+    add_provider_server(app, "pyecho", &upstream).await;
+    let bob = connected_2026(app, "pyecho_connect", BOB, "bob-demo").await;
+
+    // Act: one round only — the result as the broker sends it.
+    let first = bob.peer().call_tool_once(params("pyecho_ask_name", None, None)).await.unwrap();
+
+    // Assert: the server's question, naming the server, under the server's key; the state is
+    // the broker's, and the server's own is not readable in it.
+    let CallToolResponse::InputRequired(asked) = first else { panic!("expected an InputRequiredResult: {first:?}") };
+    let requests = asked.input_requests.clone().expect("input requests");
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["name"]);
+    let Some(InputRequest::Elicitation(question)) = requests.get("name") else { panic!("{requests:?}") };
+    let ElicitRequestParams::FormElicitationParams { message, .. } = &question.params else { panic!("{question:?}") };
+    assert_eq!(message, "The server pyecho (behind this broker) asks: What is your name?");
+    let state = asked.request_state.clone().expect("a requestState");
+    assert!(state.starts_with("ob1."), "the broker's own state: {state:.20}");
+    assert!(!state[4..].contains('.'), "the server's own (dotted) state is not in the clear");
+
+    // Act + Assert: an altered state is refused, and the server is not called with it.
+    let mut altered = state.clone().into_bytes();
+    let last = altered.len() - 5;
+    altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    let answer = json!({"name": {"action": "accept", "content": {"name": "Ada"}}});
+    let refused = bob.peer().call_tool_once(params("pyecho_ask_name", Some(&altered), Some(answer.clone()))).await;
+    assert!(matches!(&refused, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32602), "{refused:?}");
+
+    // Act: the retry with the state as given and the answer (plus a key the server did not ask).
+    let mut with_extra = answer.clone();
+    with_extra["authorize"] = json!({"action": "accept"});
+    let retry = bob.peer().call_tool_once(params("pyecho_ask_name", Some(&state), Some(with_extra))).await.unwrap();
+
+    // Assert: the server got its own state back with the answer, and answered.
+    let CallToolResponse::Complete(done) = retry else { panic!("expected the server's result: {retry:?}") };
+    let seen = structured(&done);
+    assert_eq!((seen["action"].as_str(), seen["name"].as_str()), (Some("accept"), Some("Ada")), "{seen}");
+    assert_eq!(seen["state"], "python-state-1", "the server's own state, unchanged: {seen}");
+
+    // Assert: the same state again is a replay.
+    let replay = bob.peer().call_tool_once(params("pyecho_ask_name", Some(&state), Some(answer))).await;
+    assert!(matches!(&replay, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32602), "{replay:?}");
+
+    // Assert: a client that drives the rounds itself gets there too, and a URL is relayed as
+    // the server's page, not the broker's.
+    bob.answer_forms([
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(json!({"name": "Grace"}))
+    ]);
+    let driven = bob.call("pyecho_ask_name", json!({})).await.unwrap();
+    assert_eq!(structured(&driven)["name"], "Grace");
+    let page = bob.call("pyecho_open_page", json!({})).await.unwrap();
+    assert_eq!(structured(&page)["action"], "accept");
+    assert_eq!(structured(&page)["state"], "python-state-page");
+    let shown = bob.drain_elicitations().await;
+    let link = shown.iter().find_map(|e| match e {
+        ElicitRequestParams::UrlElicitationParams { url, message, .. } => Some((url.clone(), message.clone())),
+        _ => None,
+    });
+    let (url, message) = link.expect("the server's page was shown");
+    assert_eq!(url, "https://vendor.example/login");
+    assert!(message.contains("pyecho") && message.contains("not the broker's"), "{message}");
+    upstream.stop().await;
+}
+on_both_backends!(
+    stateless_server_round_2026,
+    a_2026_servers_question_reaches_a_2026_client_with_the_servers_state_sealed_in_the_brokers
+);
+
+async fn a_2026_servers_question_reaches_a_2025_session_as_a_nested_elicitation_then_the_retry(app: &TestApp) {
+    // Arrange
+    let Some(upstream) = python_server(app).await else { return };
+    add_provider_server(app, "pyecho", &upstream).await;
+    let alice = connected_2025(app, "pyecho", ALICE, "alice-demo").await;
+    alice.answer_forms([
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(json!({"name": "Ada"}))
+    ]);
+
+    // Act
+    let greeted = alice.call("pyecho_ask_name", json!({})).await.unwrap();
+    let page = alice.call("pyecho_open_page", json!({})).await.unwrap();
+
+    // Assert: the form was asked on the call's stream, naming the server; the server got the
+    // answer with its own state on the retry.
+    let (message, schema) = alice.next_form_elicitation().await;
+    assert_eq!(message, "The server pyecho (behind this broker) asks: What is your name?");
+    assert_eq!(schema["required"], json!(["name"]));
+    let seen = structured(&greeted);
+    assert_eq!((seen["name"].as_str(), seen["state"].as_str()), (Some("Ada"), Some("python-state-1")), "{seen}");
+    // The link went out as the server's page, under an id of the broker's.
+    match alice.next_elicitation().await {
+        ElicitRequestParams::UrlElicitationParams { url, message, elicitation_id, .. } => {
+            assert_eq!(url, "https://vendor.example/login");
+            assert!(message.contains("pyecho") && message.contains("not the broker's"), "{message}");
+            assert_ne!(elicitation_id, "vendor-1");
+        }
+        other => panic!("expected a URL elicitation: {other:?}"),
+    }
+    assert_eq!(structured(&page)["action"], "accept");
+    alice.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(
+    stateless_server_round_2025,
+    a_2026_servers_question_reaches_a_2025_session_as_a_nested_elicitation_then_the_retry
+);
+
+async fn the_example_server_of_2025_11_25_is_still_spoken_to_in_a_session(app: &TestApp) {
+    // Arrange: the rmcp example server, which answers `server/discover` "unsupported version".
+    let upstream = Upstream::bearer(app).await;
+    add_provider_server(app, "notes", &upstream).await;
+    let alice = connected_2025(app, "notes", ALICE, "alice-demo").await;
+
+    // Act: a question mid-call, which only a session can carry.
+    alice.answer_forms([
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(json!({"name": "Ada"}))
+    ]);
+    let asked = alice.call("notes_ask_name", json!({})).await.unwrap();
+
+    // Assert
+    assert_ne!(asked.is_error, Some(true), "{asked:?}");
+    let (message, _) = alice.next_form_elicitation().await;
+    assert!(message.starts_with("The server notes (behind this broker) asks:"), "{message}");
+    alice.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(session_server_fallback, the_example_server_of_2025_11_25_is_still_spoken_to_in_a_session);
