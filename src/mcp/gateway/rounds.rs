@@ -17,6 +17,8 @@
 //!   questions), and the broker retries upstream with the answers, for at most [`MAX_ROUNDS`]
 //!   rounds. A URL elicitation's completion cannot be relayed (a stateless server has no channel
 //!   for `notifications/elicitation/complete`).
+//! - **A `token-exchange` server's round** that carries only the broker's own links is the
+//!   `-32042` such a server answers with in a session, and is answered as that (`server_link`).
 //! - **What cannot be relayed** — sampling or roots, a mode the client did not declare, a URL the
 //!   broker does not pass on, a state larger than [`MAX_SERVER_STATE`] — ends the call with an
 //!   `isError` naming the server, `structuredContent` `{"error": "question_not_relayable",
