@@ -20,9 +20,15 @@
 //! (sends a progress notification per step), `slow` (waits until cancelled, or ten minutes),
 //! `ask_name` (asks the client a form question, `elicitation/create` in form mode, and answers
 //! with what the user did), `open_page` (asks the client to open `url` by URL elicitation and,
-//! once the user accepted, sends `notifications/elicitation/complete`). When a question gets an
-//! error instead of an answer, the server prints `elicitation refused: <message>` and answers
-//! with the error in its result.
+//! once the user accepted, sends `notifications/elicitation/complete`), `add_note` (adds a
+//! resource `note://notes/{title}` and a prompt `note_{title}` for everyone, and sends
+//! `notifications/resources/list_changed` and `notifications/prompts/list_changed`). When a
+//! question gets an error instead of an answer, the server prints `elicitation refused:
+//! <message>` and answers with the error in its result.
+//!
+//! Prompts: `greeting` (argument `name`; its message names the caller's account). Resources:
+//! `note://whoami` (the caller's account and credential hash, as `whoami` answers), the template
+//! `note://echo/{text}` (its text, as read), and the notes `add_note` made.
 //!
 //! It speaks the 2025-11-25 revision only (sessions): `server/discover` is answered
 //! "unsupported protocol version", so the broker opens a session with it.
@@ -41,8 +47,11 @@ use axum::response::{IntoResponse, Response};
 use clap::Parser;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomNotification, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ErrorData, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, ServerNotification, Tool,
+    ElicitResult, ElicitationAction, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    ServerNotification, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -184,6 +193,27 @@ async fn authenticate(State(check): State<Check>, mut request: Request, next: Ne
 #[derive(Clone)]
 struct Upstream {
     tools: Arc<Vec<Tool>>,
+    /// The titles `add_note` added, shared by every session (lists are the same for everyone).
+    notes: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Upstream {
+    fn notes(&self) -> Vec<String> {
+        self.notes.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Who called, from the HTTP parts rmcp hands over.
+fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| ErrorData::internal_error("no caller", None))
+}
+
+fn text_resource(uri: &str, text: String) -> ReadResourceResult {
+    ReadResourceResult::new(vec![ResourceContents::text(text, uri)])
 }
 
 fn schema(value: Value) -> Arc<rmcp::model::JsonObject> {
@@ -228,6 +258,13 @@ fn tools() -> Vec<Tool> {
                 json!({"type": "object", "properties": {"url": {"type": "string", "maxLength": 2000}}, "required": ["url"]}),
             ),
         ),
+        Tool::new(
+            "add_note",
+            "Adds a note (a resource and a prompt) and tells clients the lists changed",
+            schema(
+                json!({"type": "object", "properties": {"title": {"type": "string", "pattern": "^[a-z0-9]{1,20}$"}}, "required": ["title"]}),
+            ),
+        ),
     ]
 }
 
@@ -239,7 +276,93 @@ fn structured(value: Value) -> CallToolResponse {
 
 impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .build(),
+        )
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let greeting = Prompt::new(
+            "greeting",
+            Some("Greets someone on behalf of the caller's account"),
+            Some(vec![PromptArgument::new("name").with_description("Who to greet").with_required(true)]),
+        );
+        let mut prompts = vec![greeting];
+        prompts.extend(self.notes().iter().map(|title| Prompt::new(format!("note_{title}"), Some("A note"), None)));
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let caller = caller(&ctx)?;
+        let account = caller.account.unwrap_or_else(|| "nobody".into());
+        let text = match request.name.as_str() {
+            "greeting" => {
+                let name = request.arguments.as_ref().and_then(|a| a.get("name")).and_then(Value::as_str);
+                let Some(name) = name else { return Err(ErrorData::invalid_params("name is required", None)) };
+                format!("Greet {name} on behalf of {account}.")
+            }
+            other => match other.strip_prefix("note_").filter(|t| self.notes().iter().any(|n| n == t)) {
+                Some(title) => format!("The note {title}, for {account}."),
+                None => return Err(ErrorData::invalid_params(format!("unknown prompt: {other}"), None)),
+            },
+        };
+        let message = PromptMessage::new_text(Role::User, text);
+        Ok(GetPromptResult::new(vec![message]).with_description("A greeting").into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut resources = vec![Resource::new("note://whoami", "whoami").with_mime_type("application/json")];
+        for title in self.notes() {
+            resources.push(Resource::new(format!("note://notes/{title}"), title));
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let echo = ResourceTemplate::new("note://echo/{text}", "echo");
+        Ok(ListResourceTemplatesResult::with_all_items(vec![echo]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = caller(&ctx)?;
+        let uri = request.uri.as_str();
+        let text = if uri == "note://whoami" {
+            json!({"account": caller.account, "credential_sha256": caller.credential_sha256}).to_string()
+        } else if let Some(text) = uri.strip_prefix("note://echo/") {
+            text.to_owned()
+        } else if let Some(title) = uri.strip_prefix("note://notes/").filter(|t| self.notes().iter().any(|n| n == t)) {
+            format!("The note {title}.")
+        } else {
+            return Err(ErrorData::resource_not_found(format!("no such note: {uri}"), None));
+        };
+        Ok(text_resource(uri, text).into())
     }
 
     // A 2025-11-25 server, as many still are: its questions are requests of its own mid-call,
@@ -267,12 +390,7 @@ impl ServerHandler for Upstream {
         let arguments = request.arguments.clone().unwrap_or_default();
         match request.name.as_ref() {
             "whoami" => {
-                let caller = ctx
-                    .extensions
-                    .get::<http::request::Parts>()
-                    .and_then(|parts| parts.extensions.get::<Caller>())
-                    .cloned()
-                    .ok_or_else(|| ErrorData::internal_error("no caller", None))?;
+                let caller = caller(&ctx)?;
                 Ok(structured(json!({"account": caller.account, "credential_sha256": caller.credential_sha256})))
             }
             "echo" => Ok(structured(json!({"text": arguments.get("text").cloned().unwrap_or_default()}))),
@@ -329,6 +447,13 @@ impl ServerHandler for Upstream {
                 }
                 Ok(answered(asked, Some(&id)))
             }
+            "add_note" => {
+                let title = arguments.get("title").and_then(Value::as_str).unwrap_or_default().to_owned();
+                self.notes.lock().unwrap_or_else(|p| p.into_inner()).push(title.clone());
+                let _ = ctx.peer.notify_resource_list_changed().await;
+                let _ = ctx.peer.notify_prompt_list_changed().await;
+                Ok(structured(json!({"added": title})))
+            }
             other => Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None)),
         }
     }
@@ -384,8 +509,9 @@ async fn main() -> anyhow::Result<()> {
         (Some(_), Some(_)) => anyhow::bail!("--require-bearer and --secret-header: choose one"),
     };
     let tools = Arc::new(tools());
+    let notes = Arc::default();
     let service = StreamableHttpService::new(
-        move || Ok(Upstream { tools: tools.clone() }),
+        move || Ok(Upstream { tools: tools.clone(), notes: Arc::clone(&notes) }),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );

@@ -49,6 +49,10 @@ pub enum Signal {
     /// to every session). Each process keeps its own lists and sends this for its own, so it
     /// stays in the process, as [`Signal::PromptsChanged`] does.
     ToolsChanged,
+    /// The resources or templates of the servers behind the broker changed
+    /// (`notifications/resources/list_changed` to every session); kept in the process, as
+    /// [`Signal::ToolsChanged`] is.
+    ResourceListChanged,
     /// Resources of one user changed (`notifications/resources/updated` to that user's
     /// sessions subscribed to one of these URIs).
     ResourcesChanged { user_id: String, uris: Vec<String> },
@@ -58,7 +62,7 @@ impl Signal {
     /// Whether other instances on the same database must hear of it. Every signal does unless
     /// it concerns this process alone.
     pub fn crosses_instances(&self) -> bool {
-        !matches!(self, Signal::PromptsChanged | Signal::ToolsChanged)
+        !matches!(self, Signal::PromptsChanged | Signal::ToolsChanged | Signal::ResourceListChanged)
     }
 }
 

@@ -123,7 +123,8 @@ impl BrokerServer {
     /// Once per session: relay what happens elsewhere as notifications on this session's
     /// standalone (GET) stream, since none of it relates to an open request:
     /// `notifications/elicitation/complete` for elicitations this session started, and
-    /// `prompts/list_changed` / `resources/updated` for the catalogue and this user's resources.
+    /// `prompts/list_changed` / `resources/updated` for the catalogue and this user's resources,
+    /// and the list changes of the servers behind the broker.
     /// They are sent through the session itself, not a handler's peer, so they reach it while
     /// it is parked; the relay ends when the session does.
     fn start_completion_listener(&self, caller: &Caller) {
@@ -155,6 +156,9 @@ impl BrokerServer {
                         }
                         Ok(Signal::ToolsChanged) => {
                             scope.notify(ServerNotification::ToolListChangedNotification(Default::default()))
+                        }
+                        Ok(Signal::ResourceListChanged) => {
+                            scope.notify(ServerNotification::ResourceListChangedNotification(Default::default()))
                         }
                         Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) => {
                             if changed_for != user_id { continue; }

@@ -154,9 +154,13 @@ impl ServerHandler for BrokerServer {
             .enable_logging()
             .enable_completions()
             .build();
-        // The servers behind the broker (gateway mode) change the tool list at run time.
+        // The servers behind the broker (gateway mode) change the tool and resource lists at
+        // run time.
         if let Some(tools) = capabilities.tools.as_mut() {
             tools.list_changed = Some(true);
+        }
+        if let Some(resources) = capabilities.resources.as_mut() {
+            resources.list_changed = Some(true);
         }
         ServerConfig::new(capabilities)
             .with_server_info(implementation)
@@ -207,7 +211,8 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.caller(&ctx)?;
-        self.state.prompts.list(request.as_ref().and_then(|r| r.cursor.as_deref()))
+        let gateway = &self.state.gateway;
+        self.state.prompts.list_with(|taken| gateway.prompts(taken), request.as_ref().and_then(|r| r.cursor.as_deref()))
     }
 
     async fn get_prompt(
@@ -216,6 +221,12 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
+        // A server behind the broker's prompt (the broker's own names win, as in the list).
+        if self.state.prompts.find(&request.name).is_none()
+            && let Some(answer) = Box::pin(self.gateway_prompt(&caller, &request, &ctx)).await
+        {
+            return answer.map(super::results::prompt_complete);
+        }
         let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
         Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext))
             .await
@@ -260,6 +271,10 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
+        // A server behind the broker's resource: its URIs are in a scheme of their own.
+        if let Some(answer) = Box::pin(self.gateway_read(&caller, &request, &ctx)).await {
+            return answer.map(super::results::resource_complete);
+        }
         let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
         Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(super::results::resource_complete)
     }

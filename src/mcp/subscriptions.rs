@@ -1,7 +1,7 @@
 //! `subscriptions/listen` (MCP 2026-07-28 basic/subscriptions): the one long-lived request on
 //! which a stateless client hears what a 2025-11-25 session hears on its GET stream —
-//! `notifications/prompts/list_changed`, `notifications/tools/list_changed` (servers behind the
-//! broker) and `notifications/resources/updated` for its user's
+//! `notifications/prompts/list_changed`, `notifications/tools/list_changed` and
+//! `notifications/resources/list_changed` (servers behind the broker) and `notifications/resources/updated` for its user's
 //! resources — from the same source ([`crate::events::Events::subscribe_signals`]).
 //!
 //! rmcp sends the acknowledgement (the accepted filter) before [`listen`] runs, and its sink
@@ -16,10 +16,9 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::events::Signal;
 use crate::mcp::McpState;
 
-/// What the broker can deliver of `requested`: prompt and tool list changes (servers behind the
-/// broker change the tool list), and updates of resources it serves (unknown URIs are left out,
-/// so the acknowledgement says what will really come). Resources come and go only with
-/// providers, so their list-changed kind is not offered (the capabilities do not advertise it).
+/// What the broker can deliver of `requested`: prompt, tool and resource list changes (servers
+/// behind the broker change all three), and updates of resources it serves (unknown URIs are
+/// left out, so the acknowledgement says what will really come).
 pub fn accepted(state: &McpState, requested: &SubscriptionFilter) -> SubscriptionFilter {
     let mut accepted = SubscriptionFilter::builder();
     if requested.prompts_list_changed == Some(true) {
@@ -28,6 +27,9 @@ pub fn accepted(state: &McpState, requested: &SubscriptionFilter) -> Subscriptio
     // The servers behind the broker (gateway mode) change the tool list.
     if requested.tools_list_changed == Some(true) {
         accepted = accepted.tools_list_changed();
+    }
+    if requested.resources_list_changed == Some(true) {
+        accepted = accepted.resources_list_changed();
     }
     for uri in requested.resource_subscriptions.iter().flatten() {
         if super::resources::known(state, uri) {
@@ -52,6 +54,7 @@ pub async fn listen(state: &McpState, user_id: &str, subscription: SubscriptionC
         let delivered = match signal {
             Ok(Signal::PromptsChanged) => deliver(sink.notify_prompt_list_changed().await),
             Ok(Signal::ToolsChanged) => deliver(sink.notify_tool_list_changed().await),
+            Ok(Signal::ResourceListChanged) => deliver(sink.notify_resource_list_changed().await),
             Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) if changed_for == user_id => {
                 resources_updated(&sink, subscription.accepted(), uris).await
             }

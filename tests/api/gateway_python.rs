@@ -23,6 +23,15 @@ pub async fn python_server(app: &TestApp) -> Option<Upstream> {
     Some(Upstream::spawn(command).await)
 }
 
+/// The text of the one content `uri` reads as.
+async fn read_text(client: &McpClient, uri: &str) -> String {
+    let read = client.service.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)).await.unwrap();
+    match &read.contents[..] {
+        [rmcp::model::ResourceContents::TextResourceContents { text, .. }] => text.clone(),
+        other => panic!("one text content expected: {other:?}"),
+    }
+}
+
 fn credential_of(result: &rmcp::model::CallToolResult) -> String {
     result.structured_content.as_ref().unwrap()["credential_sha256"].as_str().unwrap().to_owned()
 }
@@ -49,6 +58,19 @@ async fn a_python_sdk_server_gets_each_users_own_token_from_a_2025_11_25_client(
     assert_eq!(account_of(&bobs), "bob-demo");
     assert_eq!(credential_of(&alices).len(), 12);
     assert_ne!(credential_of(&alices), credential_of(&bobs));
+
+    // The server's prompt and resources too: listed under its prefix and scheme, answered with
+    // each user's own token.
+    let prompts: Vec<String> = alice.peer().list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
+    assert!(prompts.contains(&"pyecho_greeting".to_owned()), "{prompts:?}");
+    let uris: Vec<String> = alice.peer().list_all_resources().await.unwrap().into_iter().map(|r| r.uri).collect();
+    assert!(uris.contains(&"gateway://pyecho/pynote://hello".to_owned()), "{uris:?}");
+    let mut params = rmcp::model::GetPromptRequestParams::new("pyecho_greeting");
+    params.arguments = json!({"name": "Dee"}).as_object().cloned();
+    let greeted = serde_json::to_value(bob.service.get_prompt(params).await.unwrap().messages).unwrap();
+    assert_eq!(greeted[0]["content"]["text"], "Greet Dee on behalf of bob-demo.");
+    assert_eq!(read_text(&alice, "gateway://pyecho/pynote://whoami/me").await, "me: alice-demo");
+    assert_eq!(read_text(&bob, "gateway://pyecho/pynote://hello").await, "hello from python");
     alice.close().await;
     bob.close().await;
     upstream.stop().await;
@@ -76,6 +98,7 @@ async fn a_python_sdk_server_answers_a_2026_07_28_client_after_the_round_trip(ap
     // Assert: the Python server answers the 2026-07-28 client's call with alice's token.
     let whoami = client.call("pyecho_whoami", json!({})).await.unwrap();
     assert_eq!(account_of(&whoami), "alice-demo");
+    assert_eq!(read_text(&client, "gateway://pyecho/pynote://whoami/it").await, "it: alice-demo");
     upstream.stop().await;
 }
 on_both_backends!(python_server_2026, a_python_sdk_server_answers_a_2026_07_28_client_after_the_round_trip);

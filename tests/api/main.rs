@@ -27,6 +27,7 @@ mod flow;
 mod forms;
 mod gateway;
 mod gateway_consent;
+mod gateway_content;
 mod gateway_elicitation;
 mod gateway_faults;
 mod gateway_mcp_oauth;

@@ -15,6 +15,9 @@ Tools:
   given, and says which state came back (so a test sees it arrive unchanged).
 - `open_page` (2026-07-28 clients): the same with a URL elicitation to `https://vendor.example/…`
   under the key `page`; on the retry, says what the user did.
+
+One prompt, `greeting` (argument `name`), whose message names that account too; a resource
+`pynote://hello` and a template `pynote://whoami/{label}` whose text is that account.
 """
 
 from __future__ import annotations
@@ -109,6 +112,22 @@ def server(me_url: str | None) -> MCPServer:
                 input_requests={"page": ElicitRequest(params=page)}, request_state="python-state-page"
             )
         return {"action": answer.action, "state": ctx.request_state}
+
+    async def account_in(ctx: Context) -> str | None:
+        token = bearer(None, (ctx.headers or {}).get("authorization"))
+        return await account_of(me_url, token) if token and me_url else None
+
+    @mcp.prompt(description="Greets someone on behalf of the caller's account")
+    async def greeting(name: str, ctx: Context) -> str:
+        return f"Greet {name} on behalf of {await account_in(ctx)}."
+
+    @mcp.resource("pynote://hello", mime_type="text/plain")
+    def hello() -> str:
+        return "hello from python"
+
+    @mcp.resource("pynote://whoami/{label}", mime_type="text/plain")
+    async def whoami_note(label: str, ctx: Context) -> str:
+        return f"{label}: {await account_in(ctx)}"
 
     return mcp
 

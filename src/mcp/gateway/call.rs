@@ -1,4 +1,6 @@
-//! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"):
+//! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"), and the
+//! gates every forwarded request passes (a server's `prompts/get` and `resources/read` too,
+//! [`super::content`]):
 //!
 //! 0. **The (client, server) pair** approved by the user ([`crate::broker::gateway_consent`]);
 //!    if not, the broker's link to the page that approves it (with the credential, if that is
@@ -16,7 +18,9 @@
 //!    within `gateway.call_timeout` (not counting the time the user takes to answer the
 //!    server's questions, [`super::relay`]); the client's progress token routed; the upstream
 //!    call cancelled when the client cancels. A 2026-07-28 server's `InputRequiredResult` is
-//!    relayed in the client's era, and its retry carried back ([`super::rounds`]).
+//!    relayed in the client's era, and its retry carried back ([`super::rounds`]). A plain
+//!    request is one request ([`super::plain`]) — stateless to such a server, as a call is;
+//!    a round trip the server asks on it is answered with an error naming the server.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
 //!    refused again, the grant needs a new consent and the client gets the reconnect link.
 //! 5. **A server that is down**, breaks off or times out: a retryable `isError` naming it; the
@@ -31,13 +35,13 @@ use std::time::{Duration, Instant};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData};
 use rmcp::service::{RequestContext, ServiceError};
-use rmcp::transport::streamable_http_client::AuthRequiredError;
 use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
 use super::minted::MintError;
-use super::pool::ConnectionKey;
+use super::plain::{CancelUpstream, Failure, unauthorized};
+use super::pool::{Connection, ConnectionKey};
 use super::registry::{ServerEntry, Target};
 use super::transport::{Credential, CredentialCell};
 use crate::broker::gateway_consent;
@@ -52,16 +56,26 @@ use crate::store::gateway_servers::GatewayAuth;
 /// How long a client is told to wait before calling a server that did not answer again.
 const RETRY_AFTER_SECONDS: u64 = 5;
 
-/// Why an attempt got no answer from the server.
-pub(super) enum Failure {
-    /// 401 with a challenge: the credential was refused.
-    Unauthorized,
-    /// Down, broke off, or did not answer within the call timeout.
-    Unreachable,
-    /// The client cancelled.
-    Cancelled,
-    /// The server answered `-32042`: it wants the user to open a page.
-    ServerLink(ErrorData),
+/// What is forwarded: a tool call (with its progress, the server's questions and cancellation)
+/// or one plain request (`prompts/get`, `resources/read`, [`super::content`]).
+pub(crate) enum Forwarded<'a> {
+    Tool { target: &'a Target, request: &'a CallToolRequestParams },
+    Plain(Box<rmcp::model::ClientRequest>),
+}
+
+/// The server's answer to what was forwarded, or the broker's own answer in a tool's shape
+/// (a link to the broker's page, a retryable `isError`), which the faces of plain requests
+/// translate ([`super::content`]).
+pub(crate) enum Answer {
+    Tool(CallToolResponse),
+    /// The server's result, or the JSON-RPC error it answered with (passed on as it came).
+    Plain(Result<rmcp::model::ServerResult, ErrorData>),
+}
+
+impl From<CallToolResponse> for Answer {
+    fn from(response: CallToolResponse) -> Self {
+        Self::Tool(response)
+    }
 }
 
 /// The credential of a server that needs no user's: its secret header, or nothing.
@@ -77,18 +91,6 @@ pub fn shared_credential(entry: &ServerEntry) -> Option<Credential> {
 fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
     let (_, _, header, scheme) = auth.user_credential()?;
     Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
-}
-
-/// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
-pub(super) fn unauthorized(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = Some(error);
-    while let Some(current) = source {
-        if current.downcast_ref::<AuthRequiredError>().is_some() {
-            return true;
-        }
-        source = current.source();
-    }
-    false
 }
 
 /// The retryable answer for a server that did not answer: `isError`, naming it, with
@@ -117,24 +119,29 @@ impl BrokerServer {
             return Some(Err(error.into()));
         }
         let started = Instant::now();
-        let (answer, outcome) = self.forward(&gateway, &entry, &target, caller, request, ctx).await;
+        let forwarded = Forwarded::Tool { target: &target, request };
+        let (answer, outcome) = self.forward(&gateway, &entry, &forwarded, caller, ctx).await;
         let tool = match &target {
             Target::Tool(name) => name.as_str(),
             Target::Connect => super::registry::CONNECT_TOOL,
         };
-        self.audit_call(&entry, tool, caller, outcome, started.elapsed()).await;
-        Some(answer)
+        self.audit_call(&entry, &format!("tool={tool}"), caller, outcome, started.elapsed()).await;
+        Some(answer.and_then(|answer| match answer {
+            Answer::Tool(response) => Ok(response),
+            Answer::Plain(_) => Err(ErrorData::internal_error("a tool call got another request's answer", None).into()),
+        }))
     }
 
-    async fn forward(
+    /// `forwarded` to `entry` for `caller`, through every gate (steps 0–5 above); the answer
+    /// and the outcome label audited and counted.
+    pub(crate) async fn forward(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
-        target: &Target,
+        forwarded: &Forwarded<'_>,
         caller: &Caller,
-        request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
-    ) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+    ) -> (Result<Answer, Unfinished>, &'static str) {
         // 0. The (client, server) pair: approved by the user, or asked for — together with the
         //    credential when that is missing too, so one visit covers both.
         let user = &caller.user;
@@ -146,10 +153,10 @@ impl BrokerServer {
         // 1. The credential.
         let token = match self.user_token(entry, caller, asking).await {
             Ok(token) => token,
-            Err(answer) => return (answer, "needs_user"),
+            Err(answer) => return (answer.map(Answer::from), "needs_user"),
         };
         if !approved {
-            return (self.ask_pair(entry, caller).await, "needs_user");
+            return (self.ask_pair(entry, caller).await.map(Answer::from), "needs_user");
         }
         let credential = match (&token, &entry.row.auth) {
             (Some(token), _) => provider_credential(&entry.row.auth, token),
@@ -163,26 +170,29 @@ impl BrokerServer {
                     Err(MintError::Store(error)) => return (Err(tool_failed(error).into()), "failed"),
                     Err(error) => {
                         let text = format!("The server {} cannot be called: {error}.", entry.row.name);
-                        return (Ok(error_result(text).into()), "failed");
+                        return (Ok(Answer::Tool(error_result(text).into())), "failed");
                     }
                 }
             }
             (None, _) => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
-        let first = self.attempt_rounds(gateway, entry, &key, credential, target, caller, request, ctx).await;
+        let first = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
         if matches!(entry.row.auth, GatewayAuth::TokenExchange { .. }) {
             match first {
                 // The tool server passes on the broker's own link (its user must connect, or
                 // allow its service): shown as the broker's, in the client's era.
-                Err(Failure::ServerLink(error)) => return self.brokers_link_from_server(entry, caller, error).await,
+                Err(Failure::ServerLink(error)) => {
+                    let (answer, outcome) = self.brokers_link_from_server(entry, caller, error).await;
+                    return (answer.map(Answer::from), outcome);
+                }
                 // A refused token is never offered again.
                 Err(Failure::Unauthorized) => gateway.minted.forget(user, &entry.row.id),
                 _ => {}
             }
         }
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
-            return settle(entry, first);
+            return settle(entry, forwarded, first);
         };
         // 4. A 401: one forced refresh and one retry, then a new consent.
         let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
@@ -191,13 +201,13 @@ impl BrokerServer {
                 crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
-            let second = self.attempt_rounds(gateway, entry, &key, credential, target, caller, request, ctx).await;
+            let second = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
-                return settle(entry, second);
+                return settle(entry, forwarded, second);
             }
-            return (self.refused_again(entry, caller, &fresh).await, "unauthorized");
+            return (self.refused_again(entry, caller, &fresh).await.map(Answer::from), "unauthorized");
         }
-        (self.refused_again(entry, caller, token).await, "unauthorized")
+        (self.refused_again(entry, caller, token).await.map(Answer::from), "unauthorized")
     }
 
     /// A `provider` server's token for this user and client, `Ok(None)` for other kinds, or
@@ -271,8 +281,33 @@ impl BrokerServer {
         }
     }
 
-    /// One try: the user's connection with `credential`, then the call. `request` is the call
-    /// as it goes to the server ([`super::rounds::upstream_request`]).
+    /// One try of what is forwarded: a tool call with the server's round trips relayed
+    /// ([`super::rounds`]), or one plain request ([`super::plain`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn try_forward(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        credential: Option<Credential>,
+        forwarded: &Forwarded<'_>,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Answer, Failure> {
+        match forwarded {
+            Forwarded::Tool { target, request } => self
+                .attempt_rounds(gateway, entry, key, credential, target, caller, request, ctx)
+                .await
+                .map(Answer::Tool),
+            Forwarded::Plain(request) => {
+                let connection = self.connection(gateway, entry, key, credential, ctx).await?;
+                super::plain::send(gateway, entry, key, &connection, (**request).clone(), ctx).await.map(Answer::Plain)
+            }
+        }
+    }
+
+    /// One try of a tool call: the user's connection with `credential`, then the call.
+    /// `request` is the call as it goes to the server ([`super::rounds::upstream_request`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn attempt(
         &self,
@@ -285,6 +320,20 @@ impl BrokerServer {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Failure> {
+        let connection = self.connection(gateway, entry, key, credential, ctx).await?;
+        self.call_tool_on(gateway, entry, key, &connection, target, caller, request, ctx).await
+    }
+
+    /// The user's connection to the server (opened if there is none), carrying `credential`
+    /// from now on.
+    async fn connection(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        credential: Option<Credential>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Connection>, Failure> {
         let limit = self.state.config.gateway.call_timeout;
         let open = {
             let credential = credential.clone();
@@ -311,13 +360,31 @@ impl BrokerServer {
             }
         };
         connection.credential.set(credential);
+        Ok(connection)
+    }
+
+    /// The tool call over the user's `connection`.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_tool_on(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        key: &ConnectionKey,
+        connection: &Arc<Connection>,
+        target: &Target,
+        caller: &Caller,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, Failure> {
+        let limit = self.state.config.gateway.call_timeout;
         let peer = connection.service.peer();
         let tool = match target {
             Target::Connect => {
                 if !gateway.fill_tools(entry, peer).await {
-                    gateway.pool.forget(key, &connection);
+                    gateway.pool.forget(key, connection);
                     return Err(Failure::Unreachable);
                 }
+                gateway.fill_lists(entry, peer).await;
                 let names = entry.tools().map(|t| t.names()).unwrap_or_default();
                 let text = format!("Connected to {}. Its tools: {}.", entry.row.name, names.join(", "));
                 let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -335,7 +402,7 @@ impl BrokerServer {
             Ok(handle) => handle,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker could not be sent");
-                gateway.pool.forget(key, &connection);
+                gateway.pool.forget(key, connection);
                 return Err(Failure::Unreachable);
             }
         };
@@ -348,7 +415,7 @@ impl BrokerServer {
         let questions = connection.service.service().questions.clone();
         let (_question_route, mut asked) = questions.route_call(handle.id.clone());
         // A call the client cancelled, or that timed out, is cancelled upstream too.
-        let mut cancel = CancelUpstream { peer: peer.clone(), id: Some(handle.id.clone()) };
+        let mut cancel = CancelUpstream::new(peer.clone(), handle.id.clone());
         let response = handle.await_response();
         tokio::pin!(response);
         // The time the user takes to answer a question does not count against the call.
@@ -375,7 +442,7 @@ impl BrokerServer {
             }
         };
         if answer.is_ok() {
-            cancel.id = None;
+            cancel.answered();
         }
         let answer = answer.map(|done| {
             done.map(|result| match result {
@@ -397,7 +464,7 @@ impl BrokerServer {
             Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
             Ok(Err(error)) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker failed");
-                gateway.pool.forget(key, &connection);
+                gateway.pool.forget(key, connection);
                 Err(Failure::Unreachable)
             }
             Err(_) => {
@@ -408,19 +475,20 @@ impl BrokerServer {
     }
 
     /// Audited on the batched queue (never a write per call on the request's path), counted.
-    async fn audit_call(
+    /// `what` names what was forwarded (`tool=whoami`, `prompt=greeting`, `resource=read`).
+    pub(crate) async fn audit_call(
         &self,
         entry: &ServerEntry,
-        tool: &str,
+        what: &str,
         caller: &Caller,
         outcome: &'static str,
         took: Duration,
     ) {
         crate::telemetry::gateway_call(entry.row.name.as_str(), outcome, took.as_secs_f64());
-        let detail = format!("server={} tool={tool} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
+        let detail = format!("server={} {what} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
         let provider = entry.row.auth.user_credential().map(|(provider, ..)| provider.as_str());
         let result = match outcome {
-            "ok" | "tool_error" | "needs_user" => Outcome::Success,
+            "ok" | "tool_error" | "server_error" | "needs_user" => Outcome::Success,
             _ => Outcome::Failure,
         };
         let event = AuditEvent::new(Actor::User(&caller.user.user_id), "gateway.call", Some(&caller.user.user_id))
@@ -433,42 +501,32 @@ impl BrokerServer {
     }
 }
 
-/// Sends `notifications/cancelled` for a forwarded call still open when dropped (the client
-/// cancelled, or the call timed out).
-struct CancelUpstream {
-    peer: rmcp::Peer<rmcp::RoleClient>,
-    id: Option<rmcp::model::RequestId>,
-}
-
-impl Drop for CancelUpstream {
-    fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
-        let peer = self.peer.clone();
-        let param = rmcp::model::CancelledNotificationParam::new(Some(id), Some("cancelled by the client".into()));
-        let notification = rmcp::model::CancelledNotification::new(param);
-        tokio::spawn(async move {
-            let _ = peer.send_notification(notification.into()).await;
-        });
-    }
-}
-
-/// The answer for the client and the outcome label of one attempt.
+/// The answer for the client and the outcome label of one attempt at `forwarded`.
 fn settle(
     entry: &ServerEntry,
-    attempt: Result<CallToolResponse, Failure>,
-) -> (Result<CallToolResponse, Unfinished>, &'static str) {
+    forwarded: &Forwarded<'_>,
+    attempt: Result<Answer, Failure>,
+) -> (Result<Answer, Unfinished>, &'static str) {
     match attempt {
-        Ok(CallToolResponse::Complete(result)) if result.is_error == Some(true) => {
-            (Ok(CallToolResponse::Complete(result)), "tool_error")
+        Ok(Answer::Tool(CallToolResponse::Complete(result))) if result.is_error == Some(true) => {
+            (Ok(Answer::Tool(CallToolResponse::Complete(result))), "tool_error")
         }
-        Ok(answer @ CallToolResponse::InputRequired(_)) => (Ok(answer), "needs_user"),
+        Ok(answer @ Answer::Tool(CallToolResponse::InputRequired(_))) => (Ok(answer), "needs_user"),
+        Ok(Answer::Plain(Err(error))) => (Ok(Answer::Plain(Err(error))), "server_error"),
         Ok(answer) => (Ok(answer), "ok"),
-        Err(Failure::Unreachable) => (Ok(server_unavailable(entry.row.name.as_str()).into()), "unreachable"),
+        Err(Failure::ServerLink(error)) => match forwarded {
+            Forwarded::Tool { .. } => (Ok(Answer::Tool(passed_on(entry, error))), "tool_error"),
+            Forwarded::Plain(_) => (Ok(Answer::Plain(Err(super::plain::passed_on(entry, error)))), "server_error"),
+        },
+        Err(Failure::Unreachable) => {
+            (Ok(Answer::Tool(server_unavailable(entry.row.name.as_str()).into())), "unreachable")
+        }
         Err(Failure::Cancelled) => (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled"),
-        Err(Failure::ServerLink(error)) => (Ok(passed_on(entry, error)), "tool_error"),
         // Only reached for servers without a user's token: nothing to refresh.
         Err(Failure::Unauthorized) => (
-            Ok(error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into()),
+            Ok(Answer::Tool(
+                error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into(),
+            )),
             "unauthorized",
         ),
     }

@@ -1,8 +1,9 @@
 //! What one upstream connection hears from its server, and what the broker tells it about
 //! itself.
 //!
-//! - `notifications/tools/list_changed`: the server's cached list is read again (over this
-//!   connection) and listening clients are told if it changed.
+//! - `notifications/tools/list_changed` (and `prompts/…`, `resources/list_changed`): the
+//!   server's cached list is read again (over this connection) and listening clients are told
+//!   if it changed.
 //! - `notifications/progress` for a call in flight: passed to the client that made the call,
 //!   under the client's own progress token. rmcp gives each forwarded call a token of the
 //!   connection's own, so a server never learns, nor can name, a client's token.
@@ -136,6 +137,22 @@ impl ClientHandler for UpstreamHandler {
         // Not on the connection's own task: the list is read over this very connection.
         tokio::spawn(async move {
             gateway.fill_tools(&entry, &context.peer).await;
+        });
+    }
+
+    async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let Some(entry) = gateway.servers().by_id(&self.server_id).cloned() else { return };
+        tokio::spawn(async move {
+            gateway.fill_prompts(&entry, &context.peer).await;
+        });
+    }
+
+    async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let Some(entry) = gateway.servers().by_id(&self.server_id).cloned() else { return };
+        tokio::spawn(async move {
+            gateway.fill_resources(&entry, &context.peer).await;
         });
     }
 

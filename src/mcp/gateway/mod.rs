@@ -18,7 +18,11 @@
 //! - `server_link`: a `token-exchange` server's `-32042` that carries the broker's own link.
 //! - [`rounds`]: a 2026-07-28 server's `InputRequiredResult`, relayed in the client's era.
 //! - [`call`]: one forwarded `tools/call`: credential, connection, the call, a 401's one
-//!   refresh and retry, timeouts, audit and metrics.
+//!   refresh and retry, timeouts, audit and metrics — the gates every forwarded request passes.
+//! - [`lists`]: each server's prompts, resources and templates, cached like its tools;
+//!   [`listed`]: how they are listed; [`uri`]: the URI scheme its resources are listed under;
+//!   [`content`]: `prompts/get` and `resources/read` forwarded through the same gates as a
+//!   tool call, [`plain`] sending each as one request.
 //!
 //! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
@@ -28,13 +32,19 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a server's own `-32042` other than the broker's link, servers' prompts
-//! and resources.
+//! Not in this slice: a server's own `-32042` other than the broker's link, a 2026-07-28
+//! server's round trips on `prompts/get` and `resources/read` (answered with an error naming
+//! the server; on tool calls they are relayed), subscriptions to a server's resources
+//! (`resources/subscribe` of a server's resource is refused as unknown).
 
 pub mod call;
 pub mod client;
+pub mod content;
+pub mod listed;
+pub mod lists;
 pub mod minted;
 pub mod opening;
+pub mod plain;
 pub mod pool;
 pub mod registry;
 pub mod relay;
@@ -42,6 +52,7 @@ pub mod revision;
 pub mod rounds;
 mod server_link;
 pub mod transport;
+pub mod uri;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -180,6 +191,7 @@ impl Gateway {
         match opened {
             Ok(Ok(connection)) => {
                 self.fill_tools(entry, connection.service.peer()).await;
+                self.fill_lists(entry, connection.service.peer()).await;
                 connection.close();
             }
             Ok(Err(error)) => {

@@ -41,7 +41,7 @@ impl Gateway {
                 return Ok(connection);
             }
             // Refused for the credential: no answer about the revision yet.
-            Ok(Err(error)) if super::call::unauthorized(&error) => return Err(error),
+            Ok(Err(error)) if super::plain::unauthorized(&error) => return Err(error),
             Ok(Err(error)) => {
                 tracing::debug!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "server/discover failed; trying initialize")
             }

@@ -18,6 +18,7 @@ use std::time::Duration;
 use rmcp::model::{Tool, ToolAnnotations};
 use secrecy::SecretString;
 
+use super::listed::{ServerPrompts, ServerResources};
 use crate::mcp::tools::schema::ToolCatalogue;
 use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
@@ -36,6 +37,9 @@ pub struct ServerEntry {
     /// one (opened once, at load; never logged).
     pub secret: Option<SecretString>,
     tools: RwLock<Option<Arc<ServerTools>>>,
+    /// Its prompts and resources ([`super::lists`]); empty until first read.
+    prompts: RwLock<Arc<ServerPrompts>>,
+    resources: RwLock<Arc<ServerResources>>,
     /// The protocol revision the server speaks, once a connection found out.
     pub revision: super::revision::Remembered,
 }
@@ -81,7 +85,14 @@ impl ServerEntry {
             },
             None => None,
         };
-        Some(Self { row, secret, tools: RwLock::default(), revision: Default::default() })
+        Some(Self {
+            row,
+            secret,
+            tools: RwLock::default(),
+            prompts: RwLock::default(),
+            resources: RwLock::default(),
+            revision: Default::default(),
+        })
     }
 
     /// An `mcp-oauth` server's authorization server as a provider.
@@ -94,6 +105,30 @@ impl ServerEntry {
 
     pub fn tools(&self) -> Option<Arc<ServerTools>> {
         self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn prompts(&self) -> Arc<ServerPrompts> {
+        self.prompts.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn resources(&self) -> Arc<ServerResources> {
+        self.resources.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the cached prompts; true if what clients see changed.
+    pub fn set_prompts(&self, fresh: ServerPrompts) -> bool {
+        let mut current = self.prompts.write().unwrap_or_else(|p| p.into_inner());
+        let changed = current.listed != fresh.listed;
+        *current = Arc::new(fresh);
+        changed
+    }
+
+    /// Replaces the cached resources and templates; true if what clients see changed.
+    pub fn set_resources(&self, fresh: ServerResources) -> bool {
+        let mut current = self.resources.write().unwrap_or_else(|p| p.into_inner());
+        let changed = **current != fresh;
+        *current = Arc::new(fresh);
+        changed
     }
 
     /// The name of the tool listed while the server's tools are unknown.

@@ -17,6 +17,8 @@
 //!   questions), and the broker retries upstream with the answers, for at most [`MAX_ROUNDS`]
 //!   rounds. A URL elicitation's completion cannot be relayed (a stateless server has no channel
 //!   for `notifications/elicitation/complete`).
+//! - **A `token-exchange` server's round** that carries only the broker's own links is the
+//!   `-32042` such a server answers with in a session, and is answered as that (`server_link`).
 //! - **What cannot be relayed** — sampling or roots, a mode the client did not declare, a URL the
 //!   broker does not pass on, a state larger than [`MAX_SERVER_STATE`] — ends the call with an
 //!   `isError` naming the server, `structuredContent` `{"error": "question_not_relayable",
@@ -33,7 +35,7 @@ use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::Gateway;
-use super::call::Failure;
+use super::plain::Failure;
 use super::pool::ConnectionKey;
 use super::registry::{ServerEntry, Target};
 use super::relay::{Questions, checked_url, form_message, url_message};
@@ -160,6 +162,9 @@ impl BrokerServer {
         for _ in 0..MAX_ROUNDS {
             let answer = self.attempt(gateway, entry, key, credential.clone(), target, caller, &upstream, ctx).await?;
             let CallToolResponse::InputRequired(asked) = answer else { return Ok(answer) };
+            if let Some(link) = self.brokers_link_in_round(entry, caller, &asked).await {
+                return Err(Failure::ServerLink(link));
+            }
             let state = asked.request_state.clone();
             let relayed = tokio::select! {
                 _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),

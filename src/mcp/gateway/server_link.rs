@@ -6,21 +6,28 @@
 //! but only after checking it is: every elicitation must be `{public_url}/connect/{id}` for a
 //! live authorization of the calling user. Anything else stays a server's link, which the
 //! broker never passes off as its own ([`super::call::passed_on`]).
+//!
+//! A `token-exchange` server that speaks 2026-07-28 ([`super::revision`]) passes the same link
+//! on as an `InputRequiredResult` with URL elicitations instead (SEP-2322); such a round, when
+//! it carries only the broker's own links, is taken as that `-32042`
+//! ([`BrokerServer::brokers_link_in_round`]) rather than relayed as the server's question.
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResponse, ErrorData};
-use serde_json::Value;
+use rmcp::model::{CallToolResponse, ElicitRequestParams, ErrorData, InputRequest, InputRequiredResult};
+use serde_json::{Value, json};
 
 use super::registry::ServerEntry;
 use crate::broker::authorizations::connect_url;
 use crate::config::ProviderConfig;
+use crate::mcp::elicitation::URL_ELICITATION_REQUIRED;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::results::Unfinished;
 use crate::mcp::tools::failure::tool_failed;
 use crate::state::AppState;
 use crate::store::StoreResult;
 use crate::store::authorizations::AuthorizationRow;
+use crate::store::gateway_servers::GatewayAuth;
 
 impl BrokerServer {
     /// The answer to a `token-exchange` server's `-32042`, and the call's outcome label.
@@ -40,6 +47,47 @@ impl BrokerServer {
             Err(error) => (Err(tool_failed(error).into()), "failed"),
         }
     }
+
+    /// A `token-exchange` server's `InputRequiredResult` that only passes on the broker's own
+    /// links, as the `-32042` for [`Self::brokers_link_from_server`]; `None` for any other
+    /// server or round, which is relayed as the server's own ([`super::rounds`]).
+    pub(super) async fn brokers_link_in_round(
+        &self,
+        entry: &ServerEntry,
+        caller: &Caller,
+        asked: &InputRequiredResult,
+    ) -> Option<ErrorData> {
+        if !matches!(entry.row.auth, GatewayAuth::TokenExchange { .. }) {
+            return None;
+        }
+        let error = as_url_elicitation_required(asked)?;
+        match own_link(&self.state, caller, &error).await {
+            Ok(None) => None,
+            // A store failure is reported where the link is answered.
+            Ok(Some(_)) | Err(_) => Some(error),
+        }
+    }
+}
+
+/// A round that asks only to open pages, in the shape of the `-32042` a 2025-11-25 server
+/// answers with, so both are checked alike. 2026-07-28 has no elicitationId; the link's last
+/// segment stands in for it ([`own_link`] checks the whole link is the broker's for that id).
+fn as_url_elicitation_required(asked: &InputRequiredResult) -> Option<ErrorData> {
+    let requests = asked.input_requests.as_ref().filter(|requests| !requests.is_empty())?;
+    let mut elicitations = Vec::new();
+    for request in requests.values() {
+        let InputRequest::Elicitation(elicit) = request else { return None };
+        let ElicitRequestParams::UrlElicitationParams { message, url, elicitation_id, .. } = &elicit.params else {
+            return None;
+        };
+        let id = match elicitation_id.as_str() {
+            "" => url.rsplit('/').next().unwrap_or_default(),
+            id => id,
+        };
+        elicitations.push(json!({"mode": "url", "elicitationId": id, "url": url, "message": message}));
+    }
+    let data = json!({"elicitations": elicitations});
+    Some(ErrorData::new(URL_ELICITATION_REQUIRED, "the server needs the user to open a page", Some(data)))
 }
 
 /// The authorization (and its provider) a server's `-32042` names, if the error carries only

@@ -136,7 +136,19 @@ impl PromptCatalogue {
 
     // MCP server/prompts §Listing Prompts, server/utilities/pagination.
     pub fn list(&self, cursor: Option<&str>) -> Result<ListPromptsResult, ErrorData> {
-        let all: Vec<Prompt> = self.entries().into_iter().map(|(prompt, _)| prompt).collect();
+        self.list_with(|_| Vec::new(), cursor)
+    }
+
+    /// [`Self::list`] followed by what `more` lists (the servers behind the broker), given a
+    /// test for the names already taken; one list, paginated as one.
+    pub fn list_with(
+        &self,
+        more: impl FnOnce(&dyn Fn(&str) -> bool) -> Vec<Prompt>,
+        cursor: Option<&str>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let mut all: Vec<Prompt> = self.entries().into_iter().map(|(prompt, _)| prompt).collect();
+        let taken: HashSet<String> = all.iter().map(|p| p.name.clone()).collect();
+        all.extend(more(&|name| taken.contains(name)));
         let (items, next) = page(&all, cursor, self.page_size, "prompts")?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;

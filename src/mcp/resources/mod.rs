@@ -27,11 +27,12 @@ pub async fn list(
     let mut all = broker::resources();
     for extension in state.extensions.iter() {
         for resource in extension.resources() {
-            if matches!(uri::route(&resource.uri), Route::Other) && !all.iter().any(|r| r.uri == resource.uri) {
+            if extensions_may_list(&resource.uri) && !all.iter().any(|r| r.uri == resource.uri) {
                 all.push(resource);
             }
         }
     }
+    all.extend(state.gateway.resources());
     let (items, next) = page(&all, cursor, state.config.page_size, "resources")?;
     let mut result = ListResourcesResult::with_all_items(items);
     result.next_cursor = next;
@@ -47,12 +48,14 @@ pub async fn templates(
     let mut all = broker::templates(state);
     for extension in state.extensions.iter() {
         for template in extension.resource_templates() {
-            let ours = !matches!(uri::route(&template.uri_template), Route::Other);
-            if !ours && !all.iter().any(|t| t.uri_template == template.uri_template) {
+            if extensions_may_list(&template.uri_template)
+                && !all.iter().any(|t| t.uri_template == template.uri_template)
+            {
                 all.push(template);
             }
         }
     }
+    all.extend(state.gateway.templates());
     let (items, next) = page(&all, cursor, state.config.page_size, "resource-templates")?;
     let mut result = ListResourceTemplatesResult::with_all_items(items);
     result.next_cursor = next;
@@ -76,6 +79,12 @@ pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<
     }
 }
 
+/// Whether an extension may list `uri`: not in the broker's namespace, nor in the gateway's
+/// (`gateway://…`, the servers behind the broker, [`crate::mcp::gateway::uri`]).
+fn extensions_may_list(uri: &str) -> bool {
+    matches!(uri::route(uri), Route::Other) && !crate::mcp::gateway::uri::is_gateway(uri)
+}
+
 /// Whether `uri` names a resource this user may subscribe to.
 // MCP 2025-11-25 server/resources §Subscriptions.
 pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> bool {
@@ -89,6 +98,8 @@ pub fn known(state: &McpState, uri: &str) -> bool {
     match uri::route(uri) {
         Route::Broker(target) => broker::exists(state, &target),
         Route::BrokerMalformed => false,
+        // Subscriptions to a server behind the broker's resources are not offered.
+        Route::Other if crate::mcp::gateway::uri::is_gateway(uri) => false,
         Route::Other => state.extensions.iter().any(|extension| {
             extension.resources().iter().any(|r| r.uri == uri)
                 || extension.resource_templates().iter().any(|t| uri::matches_template(&t.uri_template, uri))

@@ -1,0 +1,120 @@
+//! The prompts, resources and resource templates of the servers behind the broker, as the
+//! client sees them beside the broker's own.
+//!
+//! Cached per server like its tools ([`super::registry`]) and never fetched per request: read
+//! over the first connection any user opens to the server (or the one made at registration for
+//! a server that needs no user's credential), and read again when that server says
+//! `notifications/prompts/list_changed` or `notifications/resources/list_changed` — which the
+//! broker then passes on to its clients (prompts and resources lists are assumed the same for
+//! every user, as tool lists are). Only what the server's capabilities offer is read.
+//!
+//! Names: a prompt is listed under the server's prefix, as its tools are (`notes_greeting`); a
+//! resource or template under the server's name in the gateway's URI scheme ([`super::uri`]).
+
+use std::sync::Arc;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate};
+use rmcp::{Peer, RoleClient};
+
+use super::Gateway;
+use super::listed::{ServerPrompts, ServerResources};
+use super::registry::ServerEntry;
+use crate::events::Signal;
+
+impl Gateway {
+    /// What `prompts/list` adds after the broker's own: each server's prompts, leaving out any
+    /// name `taken` already (the broker's own win).
+    pub fn prompts(&self, taken: impl Fn(&str) -> bool) -> Vec<Prompt> {
+        let mut listed = Vec::new();
+        for entry in self.servers().iter() {
+            let prompts = entry.prompts();
+            for prompt in prompts.listed.iter() {
+                if taken(&prompt.name) {
+                    tracing::warn!(server = %entry.row.name, "a server's prompt has the name of one of the broker's; left out");
+                    continue;
+                }
+                listed.push(prompt.clone());
+            }
+        }
+        listed
+    }
+
+    /// What `resources/list` adds after the broker's own and the extensions'.
+    pub fn resources(&self) -> Vec<Resource> {
+        self.servers().iter().flat_map(|entry| entry.resources().resources.clone()).collect()
+    }
+
+    /// What `resources/templates/list` adds after the broker's own and the extensions'.
+    pub fn templates(&self) -> Vec<ResourceTemplate> {
+        self.servers().iter().flat_map(|entry| entry.resources().templates.clone()).collect()
+    }
+
+    /// The server, listed prompt and upstream name behind a listed prompt name.
+    pub fn resolve_prompt(&self, name: &str) -> Option<(Arc<ServerEntry>, Prompt, String)> {
+        let servers = self.servers();
+        let entry = servers.iter().find(|e| name.starts_with(e.row.prefix.as_str()))?;
+        let prompts = entry.prompts();
+        let (prompt, upstream) = prompts.find(name)?;
+        Some((entry.clone(), prompt.clone(), upstream.to_owned()))
+    }
+
+    /// The server and upstream URI behind a URI in the gateway's scheme; `None` if it names no
+    /// registered server (or is malformed).
+    pub fn resolve_resource(&self, uri: &str) -> Option<(Arc<ServerEntry>, String)> {
+        let (name, upstream) = super::uri::unwrap(uri)?;
+        let entry = self.servers().iter().find(|e| e.row.name == name)?.clone();
+        Some((entry, upstream.to_owned()))
+    }
+
+    /// Reads whichever of the server's prompts and resources its capabilities offer.
+    pub(crate) async fn fill_lists(&self, entry: &ServerEntry, peer: &Peer<RoleClient>) {
+        let offered = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
+        if offered.prompts.is_some() {
+            self.fill_prompts(entry, peer).await;
+        }
+        if offered.resources.is_some() {
+            self.fill_resources(entry, peer).await;
+        }
+    }
+
+    /// Reads the server's prompts into its entry; tells listening clients if they changed.
+    pub(crate) async fn fill_prompts(&self, entry: &ServerEntry, peer: &Peer<RoleClient>) {
+        let limit = self.app.config.gateway.call_timeout;
+        match tokio::time::timeout(limit, peer.list_all_prompts()).await {
+            Ok(Ok(prompts)) => {
+                if entry.set_prompts(ServerPrompts::new(&entry.row.prefix, &entry.row.name, prompts)) {
+                    self.app.events.signal(Signal::PromptsChanged);
+                }
+            }
+            Ok(Err(error)) => tracing::warn!(server = %entry.row.name, %error, "a server's prompts/list failed"),
+            Err(_) => tracing::warn!(server = %entry.row.name, "a server's prompts/list did not answer in time"),
+        }
+    }
+
+    /// Reads the server's resources and templates into its entry; tells listening clients if
+    /// they changed.
+    pub(crate) async fn fill_resources(&self, entry: &ServerEntry, peer: &Peer<RoleClient>) {
+        let limit = self.app.config.gateway.call_timeout;
+        let read = async { Ok::<_, rmcp::ServiceError>((peer.list_all_resources().await?, templates(peer).await?)) };
+        match tokio::time::timeout(limit, read).await {
+            Ok(Ok((resources, templates))) => {
+                if entry.set_resources(ServerResources::new(&entry.row.name, resources, templates)) {
+                    self.app.events.signal(Signal::ResourceListChanged);
+                }
+            }
+            Ok(Err(error)) => tracing::warn!(server = %entry.row.name, %error, "a server's resources/list failed"),
+            Err(_) => tracing::warn!(server = %entry.row.name, "a server's resources/list did not answer in time"),
+        }
+    }
+}
+
+/// The server's resource templates; a server that has resources but answers
+/// `resources/templates/list` with "method not found" simply has none.
+async fn templates(peer: &Peer<RoleClient>) -> Result<Vec<ResourceTemplate>, rmcp::ServiceError> {
+    match peer.list_all_resource_templates().await {
+        Err(rmcp::ServiceError::McpError(error)) if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND => {
+            Ok(Vec::new())
+        }
+        other => other,
+    }
+}
