@@ -67,14 +67,31 @@ async fn watcher_polls(app: &TestApp, polls: u64) {
     .await;
 }
 
+/// Warm pairs measured before one made no database call. The count is the store's, so a
+/// maintenance read this process makes in the background (the signal outbox's catch-up every
+/// 30 s on PostgreSQL, the sweeps) counts when it lands inside a pair on a loaded machine; a
+/// cache that does not hold makes every pair miss.
+const WARM_ATTEMPTS: usize = 3;
+
 async fn a_warm_tool_call_costs_one_query_per_decision(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
     // Right after the writes of connecting: the first pair fills the caches, the next one
     // finds everything there — no wait for the watcher to settle.
-    let seen =
-        with_a_punctual_watcher(app, || async { (warm_pair(app, &client).await, warm_pair(app, &client).await) }).await;
-    println!("database calls (list_connections, provider_request) filling, then warm: {seen:?}");
-    assert!(is_warm(seen.1), "a warm list_connections or provider_request made database calls: {seen:?}");
+    let mut seen = Vec::new();
+    for _ in 0..WARM_ATTEMPTS {
+        let pairs =
+            with_a_punctual_watcher(app, || async { (warm_pair(app, &client).await, warm_pair(app, &client).await) })
+                .await;
+        println!("database calls (list_connections, provider_request) filling, then warm: {pairs:?}");
+        seen.push(pairs);
+        if is_warm(pairs.1) {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|pairs| is_warm(pairs.1)),
+        "a warm list_connections or provider_request made database calls in every attempt: {seen:?}"
+    );
     client.close().await;
 }
 on_both_backends!(queries_per_tool_call, a_warm_tool_call_costs_one_query_per_decision);

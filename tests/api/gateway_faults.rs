@@ -123,6 +123,16 @@ async fn a_removed_servers_tools_disappear_and_listening_clients_are_told(app: &
     // Arrange: an open server behind the broker, its tools listed; a client listening.
     let upstream = Upstream::start(&[], None).await;
     servers_ok(app, &["add", "gone", "--url", &upstream.mcp_url, "--auth", "none"]).await;
+    // The broker fetches an open server's tools once it is added and tells the clients then:
+    // the listening client connects only after that, so the only notification it can hear is
+    // the removal's.
+    eventually("the broker has fetched the server's tools", Duration::from_secs(10), || async {
+        let probe = app.mcp_client(ALICE, ClientKind::Url).await;
+        let listed = crate::gateway::tool_names(&probe).await.iter().any(|n| n == "gone_echo");
+        probe.close().await;
+        listed
+    })
+    .await;
     let counting = Counting::default();
     let token = app.token_for(ALICE).await;
     let transport = StreamableHttpClientTransport::from_config(

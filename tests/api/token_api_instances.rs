@@ -3,8 +3,9 @@
 //! this process, instance B is the real binary on A's PostgreSQL database
 //! ([`crate::cluster::OtherInstance`]), as behind a load balancer.
 //!
-//! Each test has both instances answer the same request twice on each face (`/v1/tokens` and
-//! the RFC 8693 exchange at `/token`), so each answers it from its caches; then changes the
+//! Each test has both instances answer the same request twice on each face (`/v1/tokens`, the
+//! RFC 8693 exchange at `/token` and a call through `/v1/proxy`), so each answers it from its
+//! caches; then changes the
 //! truth the way a user, an admin or an MCP client does, on one instance; then requires that
 //! instance to refuse the very next request, and the other to refuse within
 //! [`OTHER_INSTANCE_WITHIN`]. A change the operator makes with the admin CLI (another process)
@@ -36,9 +37,12 @@ enum Face {
     Tokens,
     /// RFC 8693 token exchange at `POST /token`, problems in RFC 6749 §5.2 shape.
     Exchange,
+    /// `GET /v1/proxy/demo/me`: the broker calls the provider with the user's token, which never
+    /// leaves it; problems as for `/v1/tokens`.
+    Proxy,
 }
 
-const FACES: [Face; 2] = [Face::Tokens, Face::Exchange];
+const FACES: [Face; 3] = [Face::Tokens, Face::Exchange, Face::Proxy];
 
 /// What a token request was answered, as a service tells answers apart: served, or refused
 /// with a status, a problem code and (for `authorization_required`) a reason.
@@ -80,16 +84,25 @@ async fn ask(base: &str, face: Face, service: &ServiceCredentials, subject: &str
             ("provider", "demo"),
             ("scope", "profile"),
         ]),
+        Face::Proxy => {
+            HTTP.get(format!("{base}/v1/proxy/demo/me")).header(oauth_broker::api::proxy::SUBJECT_TOKEN_HEADER, subject)
+        }
     };
     let response = request.basic_auth(&service.client_id, Some(&service.secret)).send().await.unwrap();
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap_or(Value::Null);
     if status == 200 {
-        assert!(body["access_token"].as_str().is_some_and(|t| !t.is_empty()), "{face:?}: a token: {body}");
+        match face {
+            Face::Tokens | Face::Exchange => {
+                assert!(body["access_token"].as_str().is_some_and(|t| !t.is_empty()), "{face:?}: a token: {body}")
+            }
+            // The demo provider's answer about the account whose token the broker sent.
+            Face::Proxy => assert!(body.is_object() && body != json!({}), "{face:?}: the provider's answer: {body}"),
+        }
         return served();
     }
     let code = match face {
-        Face::Tokens => body["type"].as_str().and_then(|t| t.strip_prefix("urn:oauth-broker:problem:")),
+        Face::Tokens | Face::Proxy => body["type"].as_str().and_then(|t| t.strip_prefix("urn:oauth-broker:problem:")),
         Face::Exchange => body["error"].as_str(),
     };
     Answer { status, code: code.map(str::to_owned), reason: body["reason"].as_str().map(str::to_owned) }
@@ -178,7 +191,9 @@ async fn refused_soon(name: &str, base: &str, service: &ServiceCredentials, subj
         if answer == *expected { Ok(()) } else { Err(format!("{answer:?}")) }
     })
     .await;
-    assert_eq!(ask(base, Face::Exchange, service, subject).await, *expected, "{name} refuses the exchange too");
+    for face in [Face::Exchange, Face::Proxy] {
+        assert_eq!(ask(base, face, service, subject).await, *expected, "{name} refuses {face:?} too");
+    }
 }
 
 /// A browser signed in as `name` at the instance at `base` (sessions live in the database, so
