@@ -18,6 +18,12 @@
 //! `cargo bench --bench gateway` (it builds the example with it:
 //! `cargo build --release --bench gateway --example upstream_server` builds both at once).
 
+// The shipped binary allocates with jemalloc (`src/main.rs`); the app measured here in the
+// bench's process does too, so its figures are the binary's.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 // helpers.rs is the test harness; a bench uses only part of it.
 #[allow(dead_code, unused_macros, unused_imports)]
 #[path = "../tests/api/helpers.rs"]

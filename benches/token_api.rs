@@ -18,10 +18,17 @@
 //! Last, the latency at fixed rates (`TOKEN_BENCH_RATES`, default `1000,3000` requests a
 //! second, over 16 connections): requests are sent on a schedule, not when the previous one
 //! answered, and each latency counts from when its request was due, so a stall is paid by
-//! every request it delayed (no coordinated omission). The schedule runs on tokio's
-//! millisecond timer, so each figure holds up to about 1 ms of the sender's own lateness:
-//! read them against (a)'s, measured the same way.
+//! every request it delayed (no coordinated omission). A pacer thread walks the schedule with
+//! `std::thread::sleep` (high-resolution timers; tokio's own timer has millisecond steps, which
+//! put up to a millisecond of the sender's lateness into every figure) and hands each request
+//! to the runtime as it falls due; what lateness is left is in (a)'s figures too.
 //! `cargo bench --bench token_api`, or `bench/run.sh --token-api` (both backends).
+
+// The shipped binary allocates with jemalloc (`src/main.rs`); the app measured here in the
+// bench's process does too, so its figures are the binary's (the bare handler's as well).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 // helpers.rs is the test harness; a bench uses only part of it.
 #[allow(dead_code, unused_macros, unused_imports)]
@@ -144,18 +151,31 @@ async fn at_fixed_rate(request: &Request, rate: u32, connections: usize, budget:
         (0..connections).map(|_| Request { http: reqwest::Client::new(), ..request.clone() }).collect();
     let interval = Duration::from_secs(1) / rate;
     let total = u32::try_from((budget.as_secs_f64() * f64::from(rate)) as u64).unwrap_or(u32::MAX);
-    let start = tokio::time::Instant::now();
+    let start = Instant::now();
+    let (due_now, mut falling_due) = tokio::sync::mpsc::unbounded_channel();
+    // Ends when the schedule does, or when the receiver is dropped (the rate was given up).
+    let pacer = std::thread::spawn(move || {
+        for i in 0..total {
+            let due = start + interval * i;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            if due_now.send((i, due)).is_err() {
+                return;
+            }
+        }
+    });
     let mut sent = tokio::task::JoinSet::new();
     let mut latencies = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let due = start + interval * i;
-        tokio::time::sleep_until(due).await;
+    while let Some((i, due)) = falling_due.recv().await {
         // What has answered is collected as we go: what is left is what is still waiting.
         while let Some(latency) = sent.try_join_next() {
             latencies.push(latency.unwrap());
         }
         if sent.len() >= MAX_OUTSTANDING {
             sent.abort_all();
+            drop(falling_due);
+            pacer.join().unwrap();
             return None;
         }
         let client = clients[i as usize % connections].clone();
@@ -164,6 +184,7 @@ async fn at_fixed_rate(request: &Request, rate: u32, connections: usize, budget:
             due.elapsed()
         });
     }
+    pacer.join().unwrap();
     while let Some(latency) = sent.join_next().await {
         latencies.push(latency.unwrap());
     }

@@ -3,15 +3,17 @@
 //! database writes on a path that otherwise only reads.
 //!
 //! A request puts its event on a bounded queue ([`CAPACITY`]) and is answered once the event is
-//! on it; one writer task takes whatever is waiting (up to [`BATCH`]) and writes it in one
-//! transaction, so under load a batch holds what arrived while the previous one was written.
+//! on it; one writer task takes whatever is waiting and what arrives within [`GATHER`] (up to
+//! [`BATCH`]) and writes it in one transaction, so under load a batch holds what arrived while
+//! the previous one was written.
 //! - **Back-pressure, never a drop:** a full queue makes the request wait for room.
 //! - **A clean stop loses nothing:** [`Store::flush_audit_queue`] closes the queue and waits
 //!   for the writer to write what is on it; `App::run` calls it after the last connection
 //!   closed (SIGTERM), and [`Store::close`] before the pool closes (the test harness's stop).
 //!   An event queued after the close is written directly.
-//! - **kill -9** loses what is on the queue and the batch being written: at most
-//!   [`CAPACITY`] + [`BATCH`] events, in practice the requests of the last write's duration
+//! - **kill -9** loses what is on the queue and the batch being gathered or written: at most
+//!   [`CAPACITY`] + [`BATCH`] events, in practice the requests of the last [`GATHER`] and of
+//!   the last write's duration
 //!   (`docs/performance.md` gives the measured high-water mark, [`Store::audit_queue_peak`]).
 //! - **Nothing per row beyond the row itself:** a batch is one multi-row `INSERT`. Its
 //!   token-API answers' searchable text is shared, one `audit_texts` row per distinct text (an
@@ -38,6 +40,13 @@ use crate::clock::Timestamp;
 pub const CAPACITY: usize = 4096;
 /// The most events one transaction writes.
 pub const BATCH: usize = 512;
+/// How long the writer, having taken what was waiting, gathers more before it writes (unless
+/// the batch is full or the queue closed). A batch costs the database a transaction and a few
+/// statements whatever its size, and the writer a wake-up per statement: without the pause,
+/// a steady stream of requests was written a handful of rows at a time and the writer spent
+/// more on waking and committing than on rows. It is also what a `kill -9` can lose beyond the
+/// queue: the rows of the last [`GATHER`].
+pub const GATHER: Duration = Duration::from_millis(5);
 /// Attempts at writing one batch before it is given up (a pause of [`RETRY_PAUSE`] between).
 const RETRIES: u32 = 25;
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -130,6 +139,7 @@ impl Store {
     /// statement, and its token-API answers' hourly counts (see [`Batch`]). Returns the texts
     /// it resolved, for the writer to remember once they are committed.
     async fn write_audit_batch(&self, batch: &[QueuedEvent], known: &TextIds) -> StoreResult<TextIds> {
+        let _turn = self.hot_write_turn().await;
         let mut tx = self.begin(CacheEffect::Nothing).await?;
         // Sorted, so two instances' writers take the rows they share in the same order.
         let wanted: BTreeSet<TextKey<'_>> = batch.iter().filter_map(QueuedEvent::shared_text).collect();
@@ -165,28 +175,12 @@ impl Store {
                 Some((key, id.as_str()))
             })
             .collect();
-        for rows in batch.chunks(ROWS_PER_STATEMENT) {
-            let mut sql = String::from(
-                "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome, text_id) VALUES ",
-            );
-            for i in 0..rows.len() {
-                let n = i * 8;
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&format!(
-                    "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
-                    n + 1,
-                    n + 2,
-                    n + 3,
-                    n + 4,
-                    n + 5,
-                    n + 6,
-                    n + 7,
-                    n + 8
-                ));
-            }
-            let mut query = sqlx::query(&sql);
+        let mut rest = batch;
+        while !rest.is_empty() {
+            let size = statement_rows(rest.len());
+            let (rows, after) = rest.split_at(size);
+            rest = after;
+            let mut query = sqlx::query(insert_statement(size));
             for event in rows {
                 let text_id = event.shared_text().and_then(|key| ids.get(&key).copied());
                 query = query
@@ -218,9 +212,42 @@ impl Store {
     }
 }
 
-/// Rows per `INSERT` statement: 8 values each, well under SQLite's 32,766 and PostgreSQL's
-/// 65,535 parameters.
-const ROWS_PER_STATEMENT: usize = 256;
+/// The most rows one `INSERT` statement carries (8 values each). Kept small because SQLite
+/// finds each of a statement's parameters by walking its list of parameter names, on every
+/// execution (`sqlite3_bind_parameter_name`, which sqlx calls per value) and when preparing: a
+/// statement's cost grows with the square of its values, so 256 rows per statement spent more
+/// on finding parameters than on inserting.
+const ROWS_PER_STATEMENT: usize = 16;
+
+/// Rows in the next statement for `left` rows still to write: [`ROWS_PER_STATEMENT`], then
+/// powers of two, so a batch of any size uses at most six statement texts, each prepared once
+/// and then taken from the connection's statement cache.
+fn statement_rows(left: usize) -> usize {
+    if left >= ROWS_PER_STATEMENT { ROWS_PER_STATEMENT } else { 1 << left.ilog2() }
+}
+
+/// The `INSERT` of `rows` rows (a power of two up to [`ROWS_PER_STATEMENT`]), built once.
+fn insert_statement(rows: usize) -> &'static str {
+    static STATEMENTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let statements = STATEMENTS.get_or_init(|| {
+        (0..=ROWS_PER_STATEMENT.ilog2())
+            .map(|power| {
+                let values: Vec<String> = (0..1usize << power)
+                    .map(|row| {
+                        let placeholders: Vec<String> =
+                            (1..=8).map(|column| format!("${}", row * 8 + column)).collect();
+                        format!("({})", placeholders.join(", "))
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome, text_id) VALUES {}",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &statements[rows.ilog2() as usize]
+}
 /// Shared texts the writer remembers; past this many (a deployment with very many services ×
 /// providers × answers) it forgets them all and asks the database again.
 const KNOWN_TEXTS: usize = 10_000;
@@ -285,6 +312,14 @@ async fn write_batches(store: Store, mut queue: mpsc::Receiver<QueuedEvent>) {
     let mut batch = Vec::with_capacity(BATCH);
     let mut known = TextIds::new();
     while queue.recv_many(&mut batch, BATCH).await > 0 {
+        let until = tokio::time::Instant::now() + GATHER;
+        while batch.len() < BATCH {
+            let room = BATCH - batch.len();
+            match tokio::time::timeout_at(until, queue.recv_many(&mut batch, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         let mut attempt = 1;
         loop {
             match store.bounded(store.write_audit_batch(&batch, &known)).await {
@@ -316,6 +351,23 @@ async fn write_batches(store: Store, mut queue: mpsc::Receiver<QueuedEvent>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_of_any_size_is_written_in_statements_of_a_few_shapes_covering_every_row() {
+        for len in 0..=(BATCH + 3) {
+            let (mut left, mut shapes) = (len, BTreeSet::new());
+            while left > 0 {
+                let rows = statement_rows(left);
+                assert!(rows >= 1 && rows <= left && rows.is_power_of_two(), "{len}: {rows} of {left}");
+                let sql = insert_statement(rows);
+                assert_eq!(sql.matches('(').count() - 1, rows, "{len}: one value list per row");
+                assert!(sql.ends_with(&format!("${})", rows * 8)), "{len}: numbered to the last value");
+                shapes.insert(rows);
+                left -= rows;
+            }
+            assert!(shapes.len() <= 6, "{len}: {shapes:?}");
+        }
+    }
     use crate::store::audit::Actor;
 
     #[tokio::test]

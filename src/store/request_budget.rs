@@ -126,6 +126,7 @@ impl Store {
     /// Moves the account by `charge` ns (after giving back `give_back` ns of a lapsed share)
     /// if it stays within a minute of `now_ns`; true when it did. One statement.
     async fn budget_lease(&self, service_id: &str, now_ns: i64, charge: i64, give_back: i64) -> StoreResult<bool> {
+        let _turn = self.hot_write_turn().await;
         // `from` is max(paid_until - give_back, now): an account paid up in the past starts now.
         let row: Option<(i64,)> = sqlx::query_as(
             "INSERT INTO api_budgets (service_id, paid_until_ns) VALUES ($1, $2 + $3) \
