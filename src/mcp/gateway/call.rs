@@ -18,7 +18,9 @@
 //!    within `gateway.call_timeout` (not counting the time the user takes to answer the
 //!    server's questions, [`super::relay`]); the client's progress token routed; the upstream
 //!    call cancelled when the client cancels. A 2026-07-28 server's `InputRequiredResult` is
-//!    relayed in the client's era, and its retry carried back ([`super::rounds`]). A plain
+//!    relayed in the client's era, and its retry carried back ([`super::rounds`]); a server's
+//!    question mid-call of a 2026-07-28 client waits on this instance for the retry
+//!    ([`super::flights`]); a server's own `-32042` is relayed as its page ([`super::pages`]). A plain
 //!    request is one request ([`super::plain`]) — stateless to such a server, as a call is;
 //!    a round trip the server asks on it is answered with an error naming the server.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
