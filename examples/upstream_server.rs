@@ -22,9 +22,13 @@
 //! with what the user did), `open_page` (asks the client to open `url` by URL elicitation and,
 //! once the user accepted, sends `notifications/elicitation/complete`), `add_note` (adds a
 //! resource `note://notes/{title}` and a prompt `note_{title}` for everyone, and sends
-//! `notifications/resources/list_changed` and `notifications/prompts/list_changed`). When a
-//! question gets an error instead of an answer, the server prints `elicitation refused:
-//! <message>` and answers with the error in its result.
+//! `notifications/resources/list_changed` and `notifications/prompts/list_changed`),
+//! `ask_two` (a form question, then a URL elicitation, in one call), `needs_page` (answers
+//! `-32042` with a page of its own at `url` until that page is done, then says so) and
+//! `complete_pages` (marks the pages `needs_page` handed out done and sends
+//! `notifications/elicitation/complete` for each). When a question is answered the server
+//! prints `elicitation answered: <action>`; when it gets an error instead, `elicitation
+//! refused: <message>`, and answers with the error in its result.
 //!
 //! Prompts: `greeting` (argument `name`; its message names the caller's account). Resources:
 //! `note://whoami` (the caller's account and credential hash, as `whoami` answers), the template
@@ -195,6 +199,14 @@ struct Upstream {
     tools: Arc<Vec<Tool>>,
     /// The titles `add_note` added, shared by every session (lists are the same for everyone).
     notes: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The pages `needs_page` asked for: (elicitation id, URL) still open, and the URLs done.
+    pages: Arc<std::sync::Mutex<Pages>>,
+}
+
+#[derive(Default)]
+struct Pages {
+    open: Vec<(String, String)>,
+    done: Vec<String>,
 }
 
 impl Upstream {
@@ -257,6 +269,23 @@ fn tools() -> Vec<Tool> {
             schema(
                 json!({"type": "object", "properties": {"url": {"type": "string", "maxLength": 2000}}, "required": ["url"]}),
             ),
+        ),
+        Tool::new(
+            "ask_two",
+            "Asks the user's name in a form, then to open a page, in one call",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
+            "needs_page",
+            "Answers -32042 with a page of its own at url until that page is done",
+            schema(
+                json!({"type": "object", "properties": {"url": {"type": "string", "maxLength": 2000}}, "required": ["url"]}),
+            ),
+        ),
+        Tool::new(
+            "complete_pages",
+            "Marks the pages needs_page handed out done and says so to the client",
+            schema(json!({"type": "object", "properties": {}})),
         ),
         Tool::new(
             "add_note",
@@ -412,19 +441,51 @@ impl ServerHandler for Upstream {
                     _ = tokio::time::sleep(Duration::from_secs(600)) => Ok(structured(json!({"slept": 600}))),
                 }
             }
-            "ask_name" => {
-                let form = serde_json::from_value(json!({
-                    "type": "object",
-                    "properties": {"name": {"type": "string", "title": "Your name"}},
-                    "required": ["name"],
-                }))
-                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-                let question = ElicitRequestParams::FormElicitationParams {
+            "ask_name" => Ok(answered(ctx.peer.create_elicitation(name_question()?).await, None)),
+            "ask_two" => {
+                let first = answered(ctx.peer.create_elicitation(name_question()?).await, None);
+                let question = ElicitRequestParams::UrlElicitationParams {
                     meta: None,
-                    message: "What should I call you?".into(),
-                    requested_schema: form,
+                    message: "Now sign in to the vendor.".into(),
+                    url: "https://login.vendor.example/two".into(),
+                    elicitation_id: format!("upstream-{}", uuid::Uuid::new_v4()),
                 };
-                Ok(answered(ctx.peer.create_elicitation(question).await, None))
+                let second = answered(ctx.peer.create_elicitation(question).await, None);
+                let part = |answer: CallToolResponse| match answer {
+                    CallToolResponse::Complete(result) => result.structured_content.unwrap_or_default(),
+                    _ => Value::Null,
+                };
+                Ok(structured(json!({"first": part(first), "second": part(second)})))
+            }
+            "needs_page" => {
+                let url = arguments.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+                if pages.done.contains(&url) {
+                    return Ok(structured(json!({"opened": url})));
+                }
+                let id = format!("upstream-page-{}", uuid::Uuid::new_v4());
+                pages.open.push((id.clone(), url.clone()));
+                // MCP 2025-11-25 client/elicitation §URL mode: URLElicitationRequiredError.
+                let data = json!({"elicitations": [{
+                    "mode": "url", "elicitationId": id, "url": url, "message": "Sign in to the vendor first.",
+                }]});
+                Err(ErrorData::new(rmcp::model::ErrorCode(-32042), "Open the vendor's page first.", Some(data)))
+            }
+            "complete_pages" => {
+                let open = {
+                    let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+                    let open = std::mem::take(&mut pages.open);
+                    pages.done.extend(open.iter().map(|(_, url)| url.clone()));
+                    open
+                };
+                for (id, _) in &open {
+                    let complete = CustomNotification::new(
+                        "notifications/elicitation/complete",
+                        Some(json!({"elicitationId": id})),
+                    );
+                    let _ = ctx.peer.send_notification(ServerNotification::CustomNotification(complete)).await;
+                }
+                Ok(structured(json!({"completed": open.len()})))
             }
             "open_page" => {
                 let url = arguments.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -459,14 +520,33 @@ impl ServerHandler for Upstream {
     }
 }
 
+/// The form `ask_name` asks.
+fn name_question() -> Result<ElicitRequestParams, ErrorData> {
+    let form = serde_json::from_value(json!({
+        "type": "object",
+        "properties": {"name": {"type": "string", "title": "Your name"}},
+        "required": ["name"],
+    }))
+    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: "What should I call you?".into(),
+        requested_schema: form,
+    })
+}
+
 /// What the user did with a question, or the error the server got instead.
 fn answered(asked: Result<ElicitResult, rmcp::ServiceError>, elicitation_id: Option<&str>) -> CallToolResponse {
     match asked {
-        Ok(result) => structured(json!({
+        Ok(result) => {
+            // Tests wait for this line to see what the server was answered.
+            println!("elicitation answered: {}", json!(result.action).as_str().unwrap_or_default());
+            structured(json!({
             "action": result.action,
             "content": result.content,
             "elicitationId": elicitation_id,
-        })),
+            }))
+        }
         Err(error) => {
             let (code, message) = match &error {
                 rmcp::ServiceError::McpError(e) => (e.code.0, e.message.to_string()),
@@ -510,8 +590,9 @@ async fn main() -> anyhow::Result<()> {
     };
     let tools = Arc::new(tools());
     let notes = Arc::default();
+    let pages = Arc::default();
     let service = StreamableHttpService::new(
-        move || Ok(Upstream { tools: tools.clone(), notes: Arc::clone(&notes) }),
+        move || Ok(Upstream { tools: tools.clone(), notes: Arc::clone(&notes), pages: Arc::clone(&pages) }),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );

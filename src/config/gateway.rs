@@ -15,6 +15,8 @@ pub struct GatewayFile {
     max_connections: Option<usize>,
     #[serde(default, with = "super::humantime_serde_opt")]
     call_timeout: Option<Duration>,
+    #[serde(default, with = "super::humantime_serde_opt")]
+    question_wait: Option<Duration>,
 }
 
 /// The gateway's settings.
@@ -29,11 +31,20 @@ pub struct GatewaySettings {
     /// How long a forwarded call (and opening a connection) may take before the client is
     /// told the server is not answering [default: 60 s, at least 1 s].
     pub call_timeout: Duration,
+    /// How long a server's question asked mid-call waits for a 2026-07-28 client's retry
+    /// before the server is answered `cancel` (`crate::mcp::gateway::flights`)
+    /// [default: 2 min, at least 1 s].
+    pub question_wait: Duration,
 }
 
 impl Default for GatewaySettings {
     fn default() -> Self {
-        Self { idle: Duration::from_secs(300), max_connections: 1000, call_timeout: Duration::from_secs(60) }
+        Self {
+            idle: Duration::from_secs(300),
+            max_connections: 1000,
+            call_timeout: Duration::from_secs(60),
+            question_wait: Duration::from_secs(120),
+        }
     }
 }
 
@@ -54,6 +65,7 @@ impl GatewaySettings {
             idle: at_least_a_second("idle", file.idle, base.idle)?,
             max_connections,
             call_timeout: at_least_a_second("call_timeout", file.call_timeout, base.call_timeout)?,
+            question_wait: at_least_a_second("question_wait", file.question_wait, base.question_wait)?,
         })
     }
 }
@@ -74,11 +86,19 @@ mod tests {
     #[test]
     fn gateway_settings_have_defaults_and_refuse_nonsense() {
         assert_eq!(parse("").unwrap(), GatewaySettings::default());
-        let set = parse("[gateway]\nidle = \"30s\"\nmax_connections = 5\ncall_timeout = \"2s\"\n").unwrap();
+        let set =
+            parse("[gateway]\nidle = \"30s\"\nmax_connections = 5\ncall_timeout = \"2s\"\nquestion_wait = \"3s\"\n")
+                .unwrap();
         assert_eq!(
             set,
-            GatewaySettings { idle: Duration::from_secs(30), max_connections: 5, call_timeout: Duration::from_secs(2) }
+            GatewaySettings {
+                idle: Duration::from_secs(30),
+                max_connections: 5,
+                call_timeout: Duration::from_secs(2),
+                question_wait: Duration::from_secs(3),
+            }
         );
+        assert!(parse("[gateway]\nquestion_wait = \"0s\"\n").unwrap_err().to_string().contains("at least 1s"));
         assert!(parse("[gateway]\nmax_connections = 0\n").unwrap_err().to_string().contains("at least 1"));
         assert!(parse("[gateway]\ncall_timeout = \"10ms\"\n").unwrap_err().to_string().contains("at least 1s"));
         assert!(parse("[gateway]\nidel = \"1m\"\n").is_err(), "a misspelt setting is refused");

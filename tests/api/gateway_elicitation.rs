@@ -12,7 +12,7 @@ use crate::helpers::*;
 use crate::on_both_backends;
 
 /// An open server (no credential) registered as `crm`; its tools are listed as `crm_…`.
-async fn asking_server(app: &TestApp) -> Upstream {
+pub async fn asking_server(app: &TestApp) -> Upstream {
     let upstream = Upstream::start(&[], None).await;
     servers_ok(app, &["add", "crm", "--url", &upstream.mcp_url, "--auth", "none"]).await;
     eventually("the server's tools are listed", Duration::from_secs(10), || served(app, "crm_ask_name")).await;
@@ -22,7 +22,7 @@ async fn asking_server(app: &TestApp) -> Upstream {
 
 /// `name` allows their client (the same token client as the tests' clients) to call `crm`:
 /// the first call answers with the broker's link as text; the pages approve the pair.
-async fn approve_pair(app: &TestApp, name: &str) {
+pub async fn approve_pair(app: &TestApp, name: &str) {
     let client = app.mcp_client(name, ClientKind::NoElicitation).await;
     let first = client.call("crm_ask_name", json!({})).await.unwrap();
     approve_pair_from_text(app, &first, name).await;
@@ -30,7 +30,7 @@ async fn approve_pair(app: &TestApp, name: &str) {
 }
 
 /// What the server answered: what the user did, or the error it got instead.
-fn server_saw(result: &CallToolResult) -> Value {
+pub fn server_saw(result: &CallToolResult) -> Value {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     result.structured_content.clone().expect("the server's structured answer")
 }
@@ -172,25 +172,27 @@ async fn two_users_asked_at_once_each_answer_only_their_own_question(app: &TestA
 }
 on_both_backends!(per_user, two_users_asked_at_once_each_answer_only_their_own_question);
 
-async fn a_2026_client_gets_an_error_result_naming_the_question_and_the_server_hears_why(app: &TestApp) {
-    // Arrange
+async fn a_2026_client_without_forms_is_never_asked_and_the_server_hears_why(app: &TestApp) {
+    // Arrange: a 2026-07-28 client that declared no elicitation (the rounds of one that did:
+    // `gateway_round_trips`).
     let mut upstream = asking_server(app).await;
-    let client = app.mcp_client_2026(ALICE, ClientKind::Url).await;
+    let client = app.mcp_client_2026(ALICE, ClientKind::NoElicitation).await;
 
     // Act
     let result = client.call("crm_ask_name", json!({})).await.unwrap();
 
-    // Assert: an isError saying the server asked mid-call, which this revision cannot carry.
-    assert_eq!(result.is_error, Some(true), "{result:?}");
-    let text = serde_json::to_string(&result.content).unwrap();
-    assert!(text.contains("The server crm asked a question in the middle of the call"), "{text}");
-    assert!(text.contains("What should I call you?") && text.contains("2026-07-28"), "{text}");
-    assert_eq!(result.structured_content.as_ref().unwrap()["error"], "question_not_relayable");
+    // Assert: -32602 for the server, as for a 2025-11-25 session; nothing waits on the broker.
+    let error = &server_saw(&result)["error"];
+    assert_eq!(error["code"], -32602, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("did not declare form elicitation"), "{error}");
     upstream
-        .printed("elicitation refused: the user's client (MCP 2026-07-28) cannot be asked a question in the middle of a call to crm")
+        .printed(
+            "elicitation refused: the user's client did not declare form elicitation; the broker cannot ask it for crm",
+        )
         .await;
     assert!(client.no_elicitation_was_sent().await);
+    assert!(app.gateway.flights.is_empty());
     client.close().await;
     upstream.stop().await;
 }
-on_both_backends!(era_2026, a_2026_client_gets_an_error_result_naming_the_question_and_the_server_hears_why);
+on_both_backends!(era_2026, a_2026_client_without_forms_is_never_asked_and_the_server_hears_why);

@@ -32,6 +32,7 @@ mod gateway_elicitation;
 mod gateway_faults;
 mod gateway_mcp_oauth;
 mod gateway_python;
+mod gateway_round_trips;
 mod gateway_stateless;
 mod gateway_token_exchange;
 mod hardening;

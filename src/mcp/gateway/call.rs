@@ -18,7 +18,9 @@
 //!    within `gateway.call_timeout` (not counting the time the user takes to answer the
 //!    server's questions, [`super::relay`]); the client's progress token routed; the upstream
 //!    call cancelled when the client cancels. A 2026-07-28 server's `InputRequiredResult` is
-//!    relayed in the client's era, and its retry carried back ([`super::rounds`]). A plain
+//!    relayed in the client's era, and its retry carried back ([`super::rounds`]); a server's
+//!    question mid-call of a 2026-07-28 client waits on this instance for the retry
+//!    ([`super::flights`]); a server's own `-32042` is relayed as its page ([`super::pages`]). A plain
 //!    request is one request ([`super::plain`]) — stateless to such a server, as a call is;
 //!    a round trip the server asks on it is answered with an error naming the server.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
@@ -39,8 +41,9 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
+use super::flights::InFlight;
 use super::minted::MintError;
-use super::plain::{CancelUpstream, Failure, unauthorized};
+use super::plain::{Failure, unauthorized};
 use super::pool::{Connection, ConnectionKey};
 use super::registry::{ServerEntry, Target};
 use super::transport::{Credential, CredentialCell};
@@ -182,8 +185,8 @@ impl BrokerServer {
             match first {
                 // The tool server passes on the broker's own link (its user must connect, or
                 // allow its service): shown as the broker's, in the client's era.
-                Err(Failure::ServerLink(error)) => {
-                    let (answer, outcome) = self.brokers_link_from_server(entry, caller, error).await;
+                Err(Failure::ServerLink { error, questions }) => {
+                    let (answer, outcome) = self.brokers_link_from_server(entry, caller, error, questions).await;
                     return (answer.map(Answer::from), outcome);
                 }
                 // A refused token is never offered again.
@@ -192,7 +195,7 @@ impl BrokerServer {
             }
         }
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
-            return settle(entry, forwarded, first);
+            return self.settle(entry, forwarded, caller, first);
         };
         // 4. A 401: one forced refresh and one retry, then a new consent.
         let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
@@ -203,7 +206,7 @@ impl BrokerServer {
             let credential = provider_credential(&entry.row.auth, &fresh);
             let second = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
-                return settle(entry, forwarded, second);
+                return self.settle(entry, forwarded, caller, second);
             }
             return (self.refused_again(entry, caller, &fresh).await.map(Answer::from), "unauthorized");
         }
@@ -406,69 +409,41 @@ impl BrokerServer {
                 return Err(Failure::Unreachable);
             }
         };
-        // rmcp gives every request a progress token of the connection's own; what the server
-        // reports under it goes to the client under the client's token, if it gave one.
-        let _route = ctx.meta.get_progress_token().map(|token| {
-            connection.service.service().route_progress(handle.progress_token.clone(), ctx.peer.clone(), token)
-        });
-        // The server's own questions within this call go to this client call.
-        let questions = connection.service.service().questions.clone();
-        let (_question_route, mut asked) = questions.route_call(handle.id.clone());
-        // A call the client cancelled, or that timed out, is cancelled upstream too.
-        let mut cancel = CancelUpstream::new(peer.clone(), handle.id.clone());
-        let response = handle.await_response();
-        tokio::pin!(response);
-        // The time the user takes to answer a question does not count against the call.
-        let mut deadline = tokio::time::Instant::now() + limit;
-        let answer = loop {
-            tokio::select! {
-                _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
-                answer = &mut response => break Ok(answer),
-                _ = tokio::time::sleep_until(deadline) => break Err(()),
-                Some(question) = asked.recv() => {
-                    if caller.round_trips {
-                        // MCP 2026-07-28: no request of the server's mid-call; the call stops here.
-                        let _ = question.answer.send(Err(super::relay::unaskable_error(entry.row.name.as_str())));
-                        return Ok(super::relay::unaskable_result(entry.row.name.as_str(), &question.params).into());
-                    }
-                    let opened = tokio::time::Instant::now();
-                    let reply = tokio::select! {
-                        _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
-                        reply = self.relay_question(entry, caller, ctx, &questions, question.params) => reply,
-                    };
-                    let _ = question.answer.send(reply);
-                    deadline += opened.elapsed();
-                }
-            }
-        };
-        if answer.is_ok() {
-            cancel.answered();
-        }
-        let answer = answer.map(|done| {
-            done.map(|result| match result {
-                rmcp::model::ServerResult::CallToolResult(result) => CallToolResponse::Complete(result),
-                // MCP 2026-07-28: the server needs the user first (super::rounds).
-                rmcp::model::ServerResult::InputRequiredResult(asked) => CallToolResponse::InputRequired(asked),
-                _ => CallToolResponse::Complete(error_result(format!(
-                    "The server {} started a task, which the broker does not relay yet.",
-                    entry.row.name
-                ))),
-            })
+        // The call's progress, the server's questions within it, its timeout and cancellation
+        // (super::flights).
+        let call = InFlight::new(connection.clone(), handle, limit);
+        self.fly(gateway, entry, key, caller, ctx, call).await
+    }
+
+    /// The server's answer to a forwarded tool call, as the gates take it.
+    pub(super) fn call_answer(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &ServerEntry,
+        key: &ConnectionKey,
+        connection: &Arc<Connection>,
+        answer: Result<rmcp::model::ServerResult, ServiceError>,
+    ) -> Result<CallToolResponse, Failure> {
+        let answer = answer.map(|result| match result {
+            rmcp::model::ServerResult::CallToolResult(result) => CallToolResponse::Complete(result),
+            // MCP 2026-07-28: the server needs the user first (super::rounds).
+            rmcp::model::ServerResult::InputRequiredResult(asked) => CallToolResponse::InputRequired(asked),
+            _ => CallToolResponse::Complete(error_result(format!(
+                "The server {} started a task, which the broker does not relay yet.",
+                entry.row.name
+            ))),
         });
         match answer {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(ServiceError::McpError(error))) if error.code == elicitation::URL_ELICITATION_REQUIRED => {
-                Err(Failure::ServerLink(error))
+            Ok(response) => Ok(response),
+            Err(ServiceError::McpError(error)) if error.code == elicitation::URL_ELICITATION_REQUIRED => {
+                let questions = Some(connection.service.service().questions.clone());
+                Err(Failure::ServerLink { error, questions })
             }
-            Ok(Err(ServiceError::McpError(error))) => Ok(passed_on(entry, error)),
-            Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
-            Ok(Err(error)) => {
+            Err(ServiceError::McpError(error)) => Ok(passed_on(entry, error)),
+            Err(error) if unauthorized(&error) => Err(Failure::Unauthorized),
+            Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker failed");
                 gateway.pool.forget(key, connection);
-                Err(Failure::Unreachable)
-            }
-            Err(_) => {
-                tracing::warn!(server = %entry.row.name, "a call to a server behind the broker did not answer in time");
                 Err(Failure::Unreachable)
             }
         }
@@ -499,46 +474,55 @@ impl BrokerServer {
             tracing::warn!(error = %crate::error_chain::Chain(&error), "a forwarded call could not be audited");
         }
     }
-}
 
-/// The answer for the client and the outcome label of one attempt at `forwarded`.
-fn settle(
-    entry: &ServerEntry,
-    forwarded: &Forwarded<'_>,
-    attempt: Result<Answer, Failure>,
-) -> (Result<Answer, Unfinished>, &'static str) {
-    match attempt {
-        Ok(Answer::Tool(CallToolResponse::Complete(result))) if result.is_error == Some(true) => {
-            (Ok(Answer::Tool(CallToolResponse::Complete(result))), "tool_error")
+    /// The answer for the client and the outcome label of one attempt at `forwarded`.
+    fn settle(
+        &self,
+        entry: &ServerEntry,
+        forwarded: &Forwarded<'_>,
+        caller: &Caller,
+        attempt: Result<Answer, Failure>,
+    ) -> (Result<Answer, Unfinished>, &'static str) {
+        match attempt {
+            Ok(Answer::Tool(CallToolResponse::Complete(result))) if result.is_error == Some(true) => {
+                (Ok(Answer::Tool(CallToolResponse::Complete(result))), "tool_error")
+            }
+            Ok(answer @ Answer::Tool(CallToolResponse::InputRequired(_))) => (Ok(answer), "needs_user"),
+            Ok(Answer::Plain(Err(error))) => (Ok(Answer::Plain(Err(error))), "server_error"),
+            Ok(answer) => (Ok(answer), "ok"),
+            Err(Failure::Asked(round)) => (Ok(Answer::Tool(CallToolResponse::InputRequired(*round))), "needs_user"),
+            // The server's own page, relayed in the client's era (super::pages).
+            Err(Failure::ServerLink { error, questions }) => match forwarded {
+                Forwarded::Tool { .. } => {
+                    let (answer, outcome) = self.relay_server_link(entry, caller, error, questions.as_ref());
+                    (answer.map(Answer::from), outcome)
+                }
+                Forwarded::Plain(_) => (Ok(Answer::Plain(Err(super::plain::passed_on(entry, error)))), "server_error"),
+            },
+            Err(Failure::Unreachable) => {
+                (Ok(Answer::Tool(server_unavailable(entry.row.name.as_str()).into())), "unreachable")
+            }
+            Err(Failure::Cancelled) => {
+                (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled")
+            }
+            // Only reached for servers without a user's token: nothing to refresh.
+            Err(Failure::Unauthorized) => (
+                Ok(Answer::Tool(
+                    error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into(),
+                )),
+                "unauthorized",
+            ),
         }
-        Ok(answer @ Answer::Tool(CallToolResponse::InputRequired(_))) => (Ok(answer), "needs_user"),
-        Ok(Answer::Plain(Err(error))) => (Ok(Answer::Plain(Err(error))), "server_error"),
-        Ok(answer) => (Ok(answer), "ok"),
-        Err(Failure::ServerLink(error)) => match forwarded {
-            Forwarded::Tool { .. } => (Ok(Answer::Tool(passed_on(entry, error))), "tool_error"),
-            Forwarded::Plain(_) => (Ok(Answer::Plain(Err(super::plain::passed_on(entry, error)))), "server_error"),
-        },
-        Err(Failure::Unreachable) => {
-            (Ok(Answer::Tool(server_unavailable(entry.row.name.as_str()).into())), "unreachable")
-        }
-        Err(Failure::Cancelled) => (Err(ErrorData::internal_error("the call was cancelled", None).into()), "cancelled"),
-        // Only reached for servers without a user's token: nothing to refresh.
-        Err(Failure::Unauthorized) => (
-            Ok(Answer::Tool(
-                error_result(format!("The server {} refused the broker's credential.", entry.row.name)).into(),
-            )),
-            "unauthorized",
-        ),
     }
 }
 
-/// A JSON-RPC error from the server, passed on — except a URL elicitation (`-32042`): a link
-/// from a server behind the broker must never look like the broker's own (not relayed in this
-/// slice).
+/// A JSON-RPC error from the server, passed on. A URL elicitation (`-32042`) is relayed as the
+/// server's own ([`super::pages`]) before it gets here; one that reaches this is never passed
+/// off as the broker's.
 pub(super) fn passed_on(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
     if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
         return error_result(format!(
-            "The server {} asked you to open a page, which the broker does not relay yet.",
+            "The server {} asked you to open a page, which the broker could not relay.",
             entry.row.name
         ))
         .into();

@@ -31,8 +31,14 @@ use super::registry::ServerEntry;
 use super::relay::Questions;
 use crate::mcp::elicitation;
 
-/// Where a forwarded call's progress goes: the client's peer and its token.
-type Route = (Peer<RoleServer>, ProgressToken);
+/// Where a forwarded call's progress goes: the client's peer and its token, and which
+/// [`ProgressRoute`] put it there.
+type Route = (Peer<RoleServer>, ProgressToken, u64);
+
+/// Numbers each [`ProgressRoute`], so a call's route for one client request is not removed by
+/// the late drop of its route for an earlier one (a call that waited in a flight,
+/// `super::flights`, is routed again on the retry).
+static ROUTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The handler of one upstream connection.
 #[derive(Clone)]
@@ -61,8 +67,9 @@ impl UpstreamHandler {
     /// Sends what the server reports under `ours` (the token rmcp gave the forwarded call) to
     /// `client` under its own `token`, until the returned guard is dropped.
     pub fn route_progress(&self, ours: ProgressToken, client: Peer<RoleServer>, token: ProgressToken) -> ProgressRoute {
-        self.routes().insert(ours.clone(), (client, token));
-        ProgressRoute { routes: self.routes.clone(), token: ours }
+        let id = ROUTES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.routes().insert(ours.clone(), (client, token, id));
+        ProgressRoute { routes: self.routes.clone(), token: ours, id }
     }
 }
 
@@ -75,14 +82,18 @@ const ROUTE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct ProgressRoute {
     routes: Arc<Mutex<HashMap<ProgressToken, Route>>>,
     token: ProgressToken,
+    id: u64,
 }
 
 impl Drop for ProgressRoute {
     fn drop(&mut self) {
-        let (routes, token) = (self.routes.clone(), self.token.clone());
+        let (routes, token, id) = (self.routes.clone(), self.token.clone(), self.id);
         tokio::spawn(async move {
             tokio::time::sleep(ROUTE_GRACE).await;
-            routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+            let mut routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+            if routes.get(&token).is_some_and(|route| route.2 == id) {
+                routes.remove(&token);
+            }
         });
     }
 }
@@ -158,7 +169,7 @@ impl ClientHandler for UpstreamHandler {
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         let route = self.routes().get(&params.progress_token).cloned();
-        let Some((client, token)) = route else { return };
+        let Some((client, token, _)) = route else { return };
         let mut forwarded = ProgressNotificationParam::new(token, params.progress);
         forwarded.total = params.total;
         forwarded.message = params.message;

@@ -13,7 +13,10 @@
 //!   request.
 //! - [`client`]: what a connection hears from its server (list changes, progress, questions,
 //!   completions).
-//! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era.
+//! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era;
+//!   [`flights`]: a call waiting on this instance while a 2026-07-28 client answers its
+//!   server's question by a round trip.
+//! - [`pages`]: a server's own `-32042` (pages of its own to open), relayed in the client's era.
 //! - [`minted`]: the per-user tokens a `token-exchange` server's calls carry.
 //! - `server_link`: a `token-exchange` server's `-32042` that carries the broker's own link.
 //! - [`rounds`]: a 2026-07-28 server's `InputRequiredResult`, relayed in the client's era.
@@ -32,18 +35,23 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a server's own `-32042` other than the broker's link, a 2026-07-28
+//! Not in this slice: a 2026-07-28
 //! server's round trips on `prompts/get` and `resources/read` (answered with an error naming
-//! the server; on tool calls they are relayed), subscriptions to a server's resources
+//! the server; on tool calls they are relayed), a server's `-32042` on `prompts/get` and
+//! `resources/read` (an error naming the server; on tool calls it is relayed), a flight's retry
+//! that reaches another instance (`question_expired`: the call waits on the instance that asked),
+//! subscriptions to a server's resources
 //! (`resources/subscribe` of a server's resource is refused as unknown).
 
 pub mod call;
 pub mod client;
 pub mod content;
+pub mod flights;
 pub mod listed;
 pub mod lists;
 pub mod minted;
 pub mod opening;
+pub mod pages;
 pub mod plain;
 pub mod pool;
 pub mod registry;
@@ -70,6 +78,8 @@ pub struct Gateway {
     pub(crate) pool: Arc<pool::Pool>,
     /// `token-exchange` servers' per-user tokens.
     pub minted: minted::MintedTokens,
+    /// Calls waiting for a 2026-07-28 client's answer to their server's question.
+    pub flights: Arc<flights::Flights>,
     /// rmcp's reqwest client for every upstream connection: no redirects (an MCP endpoint that
     /// redirects is misconfigured or hostile, as for provider endpoints), bounded connect time.
     http: reqwest::Client,
@@ -94,6 +104,7 @@ impl Gateway {
             pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle, sharing)),
             servers: RwLock::default(),
             minted: minted::MintedTokens::default(),
+            flights: flights::Flights::new(settings.question_wait, flights::MAX_FLIGHTS),
             http,
             app: app.clone(),
         });

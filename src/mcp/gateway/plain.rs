@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientRequest, ErrorData, ServerResult};
+use rmcp::model::{ClientRequest, ErrorData, InputRequiredResult, ServerResult};
 use rmcp::service::{RequestContext, ServiceError};
 use rmcp::transport::streamable_http_client::AuthRequiredError;
 use serde_json::json;
@@ -14,6 +14,7 @@ use serde_json::json;
 use super::Gateway;
 use super::pool::{Connection, ConnectionKey};
 use super::registry::ServerEntry;
+use super::relay::Questions;
 
 /// Why an attempt got no answer from the server.
 pub enum Failure {
@@ -24,8 +25,13 @@ pub enum Failure {
     /// The client cancelled.
     Cancelled,
     /// The server answered `-32042`: it wants the user to open a page (shown as the broker's
-    /// only when it is the broker's own, [`super::server_link`]).
-    ServerLink(ErrorData),
+    /// only when it is the broker's own, [`super::server_link`]; else relayed as the server's,
+    /// [`super::pages`]). `questions`: the connection's, where a relayed link's completion is
+    /// matched.
+    ServerLink { error: ErrorData, questions: Option<Arc<Questions>> },
+    /// A 2026-07-28 client must answer a server's mid-call question first: the broker's round,
+    /// the call waiting in a flight ([`super::flights`]).
+    Asked(Box<InputRequiredResult>),
 }
 
 /// Whether the server refused the credential (401 with a challenge) somewhere in `error`.
@@ -106,7 +112,7 @@ pub async fn send(
         Ok(Err(ServiceError::McpError(error))) => {
             cancel.answered();
             if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
-                return Err(Failure::ServerLink(error));
+                return Err(Failure::ServerLink { error, questions: None });
             }
             Ok(Err(passed_on(entry, error)))
         }

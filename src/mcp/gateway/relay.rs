@@ -20,10 +20,9 @@
 //!   that was asked ([`Questions::take_link`]).
 //! - **A client that did not declare the mode**: the server gets `-32602`, as MCP 2025-11-25
 //!   client/elicitation says for a mode the client did not declare.
-//! - **2026-07-28 clients** take no requests of the server's mid-call, and a server's nested
-//!   request cannot be carried across the client's retry (the server waits on a connection of
-//!   this instance): the server gets an error and the client an `isError` result saying what
-//!   the server asked ([`unaskable_result`]).
+//! - **2026-07-28 clients** take no requests of the server's mid-call: the question becomes an
+//!   `InputRequiredResult` of the broker's while the call waits on this instance
+//!   ([`super::flights`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -209,11 +208,23 @@ pub fn unaskable_result(server: &str, params: &ElicitRequestParams) -> CallToolR
     result
 }
 
-fn refused(text: String) -> ErrorData {
+pub(super) fn refused(text: String) -> ErrorData {
     ErrorData::invalid_params(text, None)
 }
 
 impl BrokerServer {
+    /// Remembers that this session knows the server's URL elicitation `theirs` as `ours`, for
+    /// the server's completion notification ([`Questions::take_link`]).
+    pub(super) fn remember_server_link(&self, questions: &Questions, theirs: String, ours: String) {
+        let scope = self.scope();
+        let ttl = self.state.config.authorization_ttl;
+        questions.remember_link(theirs, ours, scope, ttl);
+        // The session must still be there when the server says the page is done.
+        if let Some(session) = &scope.session_id {
+            self.state.sessions.pending_until(session, self.state.now() + ttl.as_secs() as i64);
+        }
+    }
+
     /// Asks the user's client the server's question on the client's own call stream and
     /// returns the answer for the server.
     pub(crate) async fn relay_question(
@@ -259,13 +270,7 @@ impl BrokerServer {
             _ => return Err(refused("an elicitation mode the broker does not relay".into())),
         };
         if let Some((theirs, ours)) = link {
-            let scope = self.scope();
-            let ttl = self.state.config.authorization_ttl;
-            questions.remember_link(theirs, ours, scope, ttl);
-            // The session must still be there when the server says the page is done.
-            if let Some(session) = &scope.session_id {
-                self.state.sessions.pending_until(session, self.state.now() + ttl.as_secs() as i64);
-            }
+            self.remember_server_link(questions, theirs, ours);
         }
         let wait = self.state.config.connect_wait;
         let asked = tokio::select! {

@@ -60,7 +60,7 @@ pub(crate) fn upstream_request(
 ) -> CallToolRequestParams {
     let mut upstream = CallToolRequestParams::new(request.name.clone());
     upstream.arguments = request.arguments.clone();
-    if let Some(round) = carried {
+    if let Some(round) = carried.filter(|round| round.state.is_some() || !round.keys.is_empty()) {
         let responses: InputResponses = request
             .input_responses
             .iter()
@@ -85,7 +85,7 @@ enum Relayed {
 }
 
 /// The `isError` for a question of `server`'s that cannot reach the user.
-fn not_relayable(server: &str, mode: &str, why: &str) -> CallToolResult {
+pub(super) fn not_relayable(server: &str, mode: &str, why: &str) -> CallToolResult {
     let mut result = error_result(format!("The server {server} asked for input that the broker cannot relay: {why}"));
     result.structured_content = Some(json!({"error": "question_not_relayable", "server": server, "mode": mode}));
     result
@@ -149,6 +149,10 @@ impl BrokerServer {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Failure> {
+        // A retry that answers a server's question asked mid-call: the call is still waiting.
+        if caller.round.as_ref().is_some_and(|round| round.flight().is_some()) {
+            return self.resume_flight(gateway, entry, key, caller, ctx).await;
+        }
         let carried = caller.round.as_ref().and_then(|round| round.server_round());
         if carried.is_some_and(|round| round.server_id != entry.row.id) {
             // The name now stands for another registration: its state is no use to this one.
@@ -163,7 +167,7 @@ impl BrokerServer {
             let answer = self.attempt(gateway, entry, key, credential.clone(), target, caller, &upstream, ctx).await?;
             let CallToolResponse::InputRequired(asked) = answer else { return Ok(answer) };
             if let Some(link) = self.brokers_link_in_round(entry, caller, &asked).await {
-                return Err(Failure::ServerLink(link));
+                return Err(Failure::ServerLink { error: link, questions: None });
             }
             let state = asked.request_state.clone();
             let relayed = tokio::select! {

@@ -18,6 +18,7 @@ use rmcp::model::{CallToolResponse, ElicitRequestParams, ErrorData, InputRequest
 use serde_json::{Value, json};
 
 use super::registry::ServerEntry;
+use super::relay::Questions;
 use crate::broker::authorizations::connect_url;
 use crate::config::ProviderConfig;
 use crate::mcp::elicitation::URL_ELICITATION_REQUIRED;
@@ -36,6 +37,7 @@ impl BrokerServer {
         entry: &ServerEntry,
         caller: &Caller,
         error: ErrorData,
+        questions: Option<Arc<Questions>>,
     ) -> (Result<CallToolResponse, Unfinished>, &'static str) {
         match own_link(&self.state, caller, &error).await {
             Ok(Some((row, provider))) => {
@@ -43,7 +45,8 @@ impl BrokerServer {
                 let hint = format!("The server {} behind the broker needs it.", entry.row.name);
                 (self.send_to_browser(caller, &provider, &row, Some(&hint)).map(Into::into), "needs_user")
             }
-            Ok(None) => (Ok(super::call::passed_on(entry, error)), "tool_error"),
+            // The server's own page: relayed as the server's ([`super::pages`]).
+            Ok(None) => self.relay_server_link(entry, caller, error, questions.as_ref()),
             Err(error) => (Err(tool_failed(error).into()), "failed"),
         }
     }

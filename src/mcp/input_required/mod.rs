@@ -35,8 +35,8 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value};
 
-pub(crate) use self::state::ServerRound;
 use self::state::{Binding, Carried};
+pub(crate) use self::state::{FlightRound, ServerRound};
 use crate::clock::Timestamp;
 use crate::crypto::Sealer;
 use crate::mcp::forms::{Answers, ContentError, FormSchema, Reply, SchemaError};
@@ -86,6 +86,7 @@ impl std::fmt::Debug for Round {
             .field("waits_on_browser", &self.carried.authorization.is_some())
             .field("asked", &self.carried.asked)
             .field("server_round", &self.carried.server.is_some())
+            .field("flight", &self.carried.flight.is_some())
             .finish()
     }
 }
@@ -108,7 +109,7 @@ impl Round {
             Some(key) => response(key)?,
             None => None,
         };
-        if answer.is_some() || carried.server.is_some() {
+        if answer.is_some() || carried.server.is_some() || carried.flight.is_some() {
             // Acted on once (an answer used, or a server's round carried back to it): a second
             // retry with this state is a replay.
             let spent = state
@@ -195,6 +196,20 @@ impl Round {
         self.carried.server.as_ref()
     }
 
+    /// The server's question waiting mid-call that this retry answers, if any, and the
+    /// client's answer to it (`None`: the client sent none).
+    pub(crate) fn flight(&self) -> Option<(&FlightRound, Option<&ElicitResult>)> {
+        self.carried.flight.as_ref().map(|flight| (flight, self.answer.as_ref()))
+    }
+
+    /// An `InputRequiredResult` asking a server's question (already worded for the client)
+    /// under `flight.key`, for the call waiting in `flight`.
+    pub(crate) fn ask_for_flight(&self, params: ElicitRequestParams, flight: FlightRound) -> InputRequiredResult {
+        let key = flight.key.clone();
+        let carried = Carried { asked: Some(key.clone()), flight: Some(flight), ..self.next_state() };
+        self.input_required(&key, params, carried)
+    }
+
     /// An `InputRequiredResult` passing on a server's `requests` (already worded for the client),
     /// with `server` — the server's own state among it — sealed in the broker's state.
     pub(crate) fn ask_for_server(&self, requests: InputRequests, server: ServerRound) -> InputRequiredResult {
@@ -225,6 +240,7 @@ impl Round {
             asked: None,
             answers: self.answers(),
             server: None,
+            flight: None,
         }
     }
 

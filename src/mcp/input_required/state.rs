@@ -59,6 +59,23 @@ pub(crate) struct Carried {
     /// alter it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerRound>,
+    /// A server behind the broker asked the user mid-call (a nested `elicitation/create`) while
+    /// its call keeps running on the instance that made this state: which call, and the key the
+    /// client answers under (`crate::mcp::gateway::flights`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight: Option<FlightRound>,
+}
+
+/// A server's question asked mid-call, waiting in this instance's table of flights for the
+/// client's answer (`crate::mcp::gateway::flights`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub(crate) struct FlightRound {
+    /// The registered server's id.
+    pub server_id: String,
+    /// The flight's id in the table (random; the table also checks the owner).
+    pub flight: String,
+    /// The key of the question in `inputRequests`.
+    pub key: String,
 }
 
 /// A round trip of a server behind the broker (`crate::mcp::gateway::rounds`), as carried in the
@@ -164,6 +181,7 @@ mod tests {
             asked: None,
             answers: Map::new(),
             server: None,
+            flight: None,
         }
     }
 
