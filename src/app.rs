@@ -336,24 +336,28 @@ fn router(state: AppState, mcp: McpState) -> Router {
     // The dashboard counts the MCP sessions this instance holds without knowing the MCP face.
     let sessions = mcp.sessions.clone();
     let open_mcp_sessions = crate::web::admin::dashboard::OpenMcpSessions::new(move || sessions.len());
-    let mut router = Router::new()
-        .merge(crate::mcp::router(mcp))
+    // Pages for a browser, which may answer with a message page: those keep the signed-in top
+    // bar. The MCP face and the token API answer JSON and skip that layer, which would cost
+    // each of their calls a clone of the route and a copy of its cookies.
+    let mut pages = Router::new()
         .merge(crate::identity::bearer::metadata_router())
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())
-        .merge(crate::api::router())
         .merge(crate::web::oidc_login::router(state.identity.oidc.clone()));
     if state.config.demo {
-        router = router.nest("/demo-provider", crate::demo_provider::router());
+        pages = pages.nest("/demo-provider", crate::demo_provider::router());
     }
-    router
+    let pages = pages
+        .fallback(unknown_path)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::web::error::top_bar_on_error_pages));
+    Router::new()
+        .merge(crate::mcp::router(mcp))
+        .merge(crate::api::router())
+        .merge(pages)
         .route("/healthz", axum::routing::get(crate::health::healthz))
         .route("/readyz", axum::routing::get(crate::health::readyz))
         .route("/metrics", axum::routing::get(metrics_on_main_listener))
-        .fallback(unknown_path)
         .layer(axum::Extension(open_mcp_sessions))
-        // Error pages keep the signed-in top bar (only responses carrying a message page).
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::web::error::top_bar_on_error_pages))
         // Issue 10: every route counted and timed under its template (`MatchedPath`).
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::telemetry::trace_layer())

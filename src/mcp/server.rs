@@ -58,7 +58,7 @@ impl BrokerServer {
         if caller.round_trips {
             // A retry's state is checked before the tool runs: one that does not fit changes nothing.
             let client = caller.user.client.key();
-            let round = Round::open(
+            let round = Box::pin(Round::open(
                 &self.state,
                 RoundRequest {
                     user_id: &caller.user.user_id,
@@ -69,12 +69,12 @@ impl BrokerServer {
                     input_responses: request.input_responses.as_ref().filter(|_| ours),
                     request_state: request.request_state.as_deref().filter(|_| ours),
                 },
-            )
+            ))
             .await?;
             caller.round = Some(Arc::new(round));
         }
         let for_extension = !ours;
-        let outcome = match self.run_tool(&caller, request, for_extension, &ctx).await {
+        let outcome = match Box::pin(self.run_tool(&caller, request, for_extension, &ctx)).await {
             Err(Unfinished::Error(error)) => {
                 tools::failure::into_tool_answer(error).map(CallToolResponse::Complete).map_err(Unfinished::Error)
             }
@@ -91,21 +91,25 @@ impl BrokerServer {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Unfinished> {
         // MCP 2026-07-28: a retry after the broker's browser link waits for the user first.
-        if let Some(ended) = self.after_browser(caller, &request.name, ctx).await? {
+        // Boxed here and below: the tools' futures are kilobytes, and rmcp moves the request's
+        // future more than once (see the note above `impl ServerHandler`).
+        if caller.round.is_some()
+            && let Some(ended) = Box::pin(self.after_browser(caller, &request.name, ctx)).await?
+        {
             return Ok(ended.into());
         }
         let result = match request.name.as_ref() {
-            LIST_CONNECTIONS => Ok(self.list_connections(caller).await?),
+            LIST_CONNECTIONS => Ok(Box::pin(self.list_connections(caller)).await?),
             CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.connect_account(caller, args, ctx).await,
+                Ok(args) => Box::pin(self.connect_account(caller, args, ctx)).await,
                 Err(e) => Ok(error_result(e)),
             },
             DISCONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => self.disconnect_account_in(caller, args, ctx).await,
+                Ok(args) => Box::pin(self.disconnect_account_in(caller, args, ctx)).await,
                 Err(e) => Ok(error_result(e)),
             },
             PROVIDER_REQUEST => match tools::parse_args(request.arguments) {
-                Ok(args) => self.provider_request(caller, args, ctx).await,
+                Ok(args) => Box::pin(self.provider_request(caller, args, ctx)).await,
                 Err(e) => Ok(error_result(e)),
             },
             other => {
