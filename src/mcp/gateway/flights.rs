@@ -12,7 +12,7 @@
 //!   client, tool and arguments ([`crate::mcp::input_required::FlightRound`]) that names a
 //!   *flight*;
 //! - the upstream call keeps running on this instance, parked in [`Flights`]: a bounded
-//!   in-memory table keyed by a random id, each flight owned by its user;
+//!   in-memory table keyed by a random id, each flight owned by its user and its server;
 //! - the client's retry hands its response to the waiting server request (accept, decline or
 //!   cancel, as an `ElicitResult`; a retry without one is a cancel) and waits on the same call
 //!   again: its result is the retry's answer, a further question another round;
@@ -33,8 +33,7 @@ use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, ProgressToken,
-    ServerResult,
+    CallToolResponse, CallToolResult, ElicitResult, ElicitationAction, ErrorData, ProgressToken, ServerResult,
 };
 use rmcp::service::{RequestContext, ServiceError};
 use serde_json::json;
@@ -44,7 +43,7 @@ use super::Gateway;
 use super::plain::{CancelUpstream, Failure};
 use super::pool::{Connection, ConnectionKey};
 use super::registry::ServerEntry;
-use super::relay::{CallRoute, Question, checked_url, form_message, refused, url_message};
+use super::relay::{CallRoute, Question, shown_question};
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::input_required::FlightRound;
 use crate::mcp::results::error_result;
@@ -95,49 +94,39 @@ impl InFlight {
     }
 }
 
-/// A flight waiting for its client's retry.
-struct Parked {
-    owner: String,
-    call: InFlight,
-    answer: Answer,
-}
+/// A flight waiting for its client's retry: the call and where the user's answer goes.
+type Parked = (InFlight, Answer);
 
 /// This instance's flights, by id.
 pub struct Flights {
-    table: Mutex<HashMap<String, Parked>>,
+    parking: Parking<Parked>,
     wait: Duration,
-    max: usize,
 }
 
 impl Flights {
     pub fn new(wait: Duration, max: usize) -> Arc<Self> {
-        Arc::new(Self { table: Mutex::default(), wait, max })
-    }
-
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        Arc::new(Self { parking: Parking::new(max), wait })
     }
 
     /// How many questions wait now.
     pub fn len(&self) -> usize {
-        self.table().len()
+        self.parking.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Parks `call` for `owner` until the retry or `question_wait`; its id, or everything back
-    /// when the table is full.
-    fn park(self: &Arc<Self>, owner: &str, call: InFlight, answer: Answer) -> Result<String, Box<(InFlight, Answer)>> {
-        let id = crate::crypto::random_token(16);
-        {
-            let mut table = self.table();
-            if table.len() >= self.max {
-                return Err(Box::new((call, answer)));
-            }
-            table.insert(id.clone(), Parked { owner: owner.to_owned(), call, answer });
-        }
+    /// Parks `call` for `owner`'s retry to the server `server_id` until the retry or
+    /// `question_wait`; its id, or everything back when the table is full.
+    fn park(
+        self: &Arc<Self>,
+        owner: &str,
+        server_id: &str,
+        call: InFlight,
+        answer: Answer,
+    ) -> Result<String, Box<Parked>> {
+        let id = self.parking.park(owner, server_id, (call, answer)).map_err(Box::new)?;
         let (flights, expiring, wait) = (Arc::downgrade(self), id.clone(), self.wait);
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
@@ -145,23 +134,67 @@ impl Flights {
         });
         Ok(id)
     }
+}
 
-    /// The flight `id`, if it is here and `owner`'s.
-    fn take(&self, id: &str, owner: &str) -> Option<Parked> {
+/// Values parked by id, each for one owner's retry to one server: who may take what. Kept apart
+/// from the calls themselves so the rule is tested on its own.
+struct Parking<T> {
+    table: Mutex<HashMap<String, Held<T>>>,
+    max: usize,
+}
+
+struct Held<T> {
+    owner: String,
+    server_id: String,
+    value: T,
+}
+
+impl<T> Parking<T> {
+    fn new(max: usize) -> Self {
+        Self { table: Mutex::default(), max }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held<T>>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn len(&self) -> usize {
+        self.table().len()
+    }
+
+    /// A new random id for `value`, or `value` back when `max` wait already.
+    fn park(&self, owner: &str, server_id: &str, value: T) -> Result<String, T> {
+        let id = crate::crypto::random_token(16);
         let mut table = self.table();
-        if table.get(id)?.owner != owner {
+        if table.len() >= self.max {
+            return Err(value);
+        }
+        table.insert(id.clone(), Held { owner: owner.to_owned(), server_id: server_id.to_owned(), value });
+        Ok(id)
+    }
+
+    /// The value `id`, if it is here and was parked for `owner` and `server_id`. Anyone else's
+    /// attempt leaves it in place for its owner.
+    fn take(&self, id: &str, owner: &str, server_id: &str) -> Option<T> {
+        let mut table = self.table();
+        let held = table.get(id)?;
+        if held.owner != owner || held.server_id != server_id {
             return None;
         }
-        table.remove(id)
+        table.remove(id).map(|held| held.value)
+    }
+
+    /// The value `id`, whoever it was parked for (its time is up).
+    fn remove(&self, id: &str) -> Option<T> {
+        self.table().remove(id).map(|held| held.value)
     }
 }
 
 /// `question_wait` is over and no retry took the flight: the server hears `cancel`, and what
 /// it answers after is dropped.
 async fn expire(flights: Weak<Flights>, id: &str) {
-    let Some(parked) = flights.upgrade().and_then(|flights| flights.table().remove(id)) else { return };
-    let _ = parked.answer.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
-    let mut call = parked.call;
+    let Some((mut call, answer)) = flights.upgrade().and_then(|flights| flights.parking.remove(id)) else { return };
+    let _ = answer.send(Ok(ElicitResult::new(ElicitationAction::Cancel)));
     let deadline = tokio::time::Instant::now() + call.remaining;
     loop {
         tokio::select! {
@@ -185,43 +218,6 @@ pub fn question_expired(server: &str) -> CallToolResult {
     ));
     result.structured_content = Some(json!({"error": "question_expired", "server": server}));
     result
-}
-
-/// A server's question as a 2026-07-28 client is shown it, or the refusal the server gets
-/// (the same words as for a 2025-11-25 client, [`BrokerServer::relay_question`]).
-fn for_client(server: &str, caller: &Caller, params: ElicitRequestParams) -> Result<ElicitRequestParams, ErrorData> {
-    match params {
-        ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
-            if !caller.form_mode {
-                return Err(refused(format!(
-                    "the user's client did not declare form elicitation; the broker cannot ask it for {server}"
-                )));
-            }
-            Ok(ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: form_message(server, &message),
-                requested_schema,
-            })
-        }
-        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-            if !caller.url_mode {
-                return Err(refused(format!(
-                    "the user's client did not declare URL elicitation; the broker cannot ask it for {server}"
-                )));
-            }
-            let checked =
-                checked_url(&url).map_err(|why| refused(format!("the broker did not relay the URL: {why}")))?;
-            // 2026-07-28 has no elicitationId: the server's is never shown, and the retry
-            // answers it.
-            Ok(ElicitRequestParams::UrlElicitationParams {
-                meta: None,
-                message: url_message(server, &message, &checked),
-                url,
-                elicitation_id: String::new(),
-            })
-        }
-        _ => Err(refused("an elicitation mode the broker does not relay".into())),
-    }
 }
 
 /// What ended one wait on the call.
@@ -284,14 +280,16 @@ impl BrokerServer {
                 let _ = question.answer.send(Err(super::relay::unaskable_error(server)));
                 return Ok(super::relay::unaskable_result(server, &question.params).into());
             };
-            let shown = match for_client(server, caller, question.params) {
-                Ok(shown) => shown,
-                Err(error) => {
-                    let _ = question.answer.send(Err(error));
+            // 2026-07-28 has no elicitationId: the server's is never shown, and the retry
+            // answers it.
+            let shown = match shown_question(server, caller, question.params, String::new()) {
+                Ok((shown, _)) => shown,
+                Err(why) => {
+                    let _ = question.answer.send(Err(why.for_server(server)));
                     continue;
                 }
             };
-            match gateway.flights.park(&caller.user.user_id, call, question.answer) {
+            match gateway.flights.park(&caller.user.user_id, &entry.row.id, call, question.answer) {
                 Ok(id) => {
                     let flight = FlightRound { server_id: entry.row.id.clone(), flight: id, key: FLIGHT_KEY.into() };
                     return Err(Failure::Asked(Box::new(round.ask_for_flight(shown, flight))));
@@ -323,21 +321,50 @@ impl BrokerServer {
         let Some((flight, answer)) = caller.round.as_ref().and_then(|round| round.flight()) else {
             return Ok(question_expired(server).into());
         };
-        let parked =
-            gateway.flights.take(&flight.flight, &caller.user.user_id).filter(|_| flight.server_id == entry.row.id);
-        let Some(parked) = parked else { return Ok(question_expired(server).into()) };
+        // The state names the server it was asked for; a flight is only taken by its own user's
+        // retry to that same server.
+        let parked = (flight.server_id == entry.row.id)
+            .then(|| gateway.flights.parking.take(&flight.flight, &caller.user.user_id, &entry.row.id))
+            .flatten();
+        let Some((call, waiting)) = parked else { return Ok(question_expired(server).into()) };
         let answer = answer.cloned().unwrap_or_else(|| ElicitResult::new(ElicitationAction::Cancel));
-        if parked.answer.send(Ok(answer)).is_err() {
+        if waiting.send(Ok(answer)).is_err() {
             // The server stopped asking (its request was cancelled): its answer is still to come.
             tracing::debug!(server = %entry.row.name, "a server's question ended before the user's answer arrived");
         }
-        self.fly(gateway, entry, key, caller, ctx, parked.call).await
+        self.fly(gateway, entry, key, caller, ctx, call).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flight_is_taken_only_by_its_own_users_retry_to_its_own_server_and_only_once() {
+        let parking = Parking::new(10);
+        let id = parking.park("alice", "server-1", "alice's call").unwrap();
+        assert_eq!(parking.take(&id, "bob", "server-1"), None, "another user");
+        assert_eq!(parking.take(&id, "alice", "server-2"), None, "another server");
+        assert_eq!(parking.take("no-such-flight", "alice", "server-1"), None);
+        assert_eq!(parking.len(), 1, "a refused attempt leaves the flight for its owner");
+        assert_eq!(parking.take(&id, "alice", "server-1"), Some("alice's call"));
+        assert_eq!(parking.take(&id, "alice", "server-1"), None, "taken once");
+        assert_eq!(parking.len(), 0);
+    }
+
+    #[test]
+    fn a_full_table_gives_the_call_back_and_an_expired_flight_is_gone_for_everyone() {
+        let parking = Parking::new(2);
+        let first = parking.park("alice", "s", 1).unwrap();
+        let second = parking.park("bob", "s", 2).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(parking.park("carol", "s", 3), Err(3));
+        assert_eq!(parking.remove(&first), Some(1));
+        assert_eq!(parking.take(&first, "alice", "s"), None, "its time was up");
+        assert!(parking.park("carol", "s", 3).is_ok(), "room again");
+        assert_eq!(parking.take(&second, "bob", "s"), Some(2));
+    }
 
     #[test]
     fn an_expired_question_says_to_call_again_and_names_the_server() {

@@ -208,6 +208,92 @@ pub fn unaskable_result(server: &str, params: &ElicitRequestParams) -> CallToolR
     result
 }
 
+/// Why a server's question is not shown to the user's client.
+#[derive(Debug)]
+pub(super) enum NotShown {
+    /// The client did not declare this elicitation mode (`"form"` or `"url"`).
+    Undeclared(&'static str),
+    /// The URL is not one a client may be sent.
+    Url(UrlRefused),
+    /// A mode the broker does not relay.
+    UnknownMode,
+}
+
+impl NotShown {
+    /// The mode asked for, as the refusals name it.
+    pub(super) fn mode(&self) -> &'static str {
+        match self {
+            NotShown::Undeclared(mode) => mode,
+            NotShown::Url(_) => "url",
+            NotShown::UnknownMode => "unknown",
+        }
+    }
+
+    /// The reason, for the server (the error it reads as the answer to its question).
+    pub(super) fn for_server(&self, server: &str) -> ErrorData {
+        refused(match self {
+            NotShown::Undeclared(mode) => format!(
+                "the user's client did not declare {} elicitation; the broker cannot ask it for {server}",
+                declared_name(mode)
+            ),
+            NotShown::Url(why) => format!("the broker did not relay the URL: {why}"),
+            NotShown::UnknownMode => "an elicitation mode the broker does not relay".into(),
+        })
+    }
+
+    /// The reason, for the user (the tool result their client shows).
+    pub(super) fn for_user(&self) -> String {
+        match self {
+            NotShown::Undeclared(mode) => format!("your client did not declare {} elicitation", declared_name(mode)),
+            NotShown::Url(why) => why.to_string(),
+            NotShown::UnknownMode => "an elicitation mode the broker does not relay".into(),
+        }
+    }
+}
+
+fn declared_name(mode: &str) -> &str {
+    if mode == "url" { "URL" } else { mode }
+}
+
+/// A server's question as the user's client is shown it, in either era: the server named in
+/// its message, a URL only when [`checked_url`] passes it, and `elicitation_id` in place of the
+/// server's own (2025-11-25: an id of the broker's; 2026-07-28: empty, the retry answers it).
+/// With the server's own elicitation id, for a URL question.
+pub(super) fn shown_question(
+    server: &str,
+    caller: &Caller,
+    params: ElicitRequestParams,
+    elicitation_id: String,
+) -> Result<(ElicitRequestParams, Option<String>), NotShown> {
+    match params {
+        ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+            if !caller.form_mode {
+                return Err(NotShown::Undeclared("form"));
+            }
+            let shown = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: form_message(server, &message),
+                requested_schema,
+            };
+            Ok((shown, None))
+        }
+        ElicitRequestParams::UrlElicitationParams { message, url, elicitation_id: theirs, .. } => {
+            if !caller.url_mode {
+                return Err(NotShown::Undeclared("url"));
+            }
+            let checked = checked_url(&url).map_err(NotShown::Url)?;
+            let shown = ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: url_message(server, &message, &checked),
+                url,
+                elicitation_id,
+            };
+            Ok((shown, Some(theirs)))
+        }
+        _ => Err(NotShown::UnknownMode),
+    }
+}
+
 pub(super) fn refused(text: String) -> ErrorData {
     ErrorData::invalid_params(text, None)
 }
@@ -236,39 +322,10 @@ impl BrokerServer {
         params: ElicitRequestParams,
     ) -> Result<ElicitResult, ErrorData> {
         let server = entry.row.name.as_str();
-        let mut link = None;
-        let ask = match params {
-            ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
-                if !caller.form_mode {
-                    return Err(refused(format!(
-                        "the user's client did not declare form elicitation; the broker cannot ask it for {server}"
-                    )));
-                }
-                ElicitRequestParams::FormElicitationParams {
-                    meta: None,
-                    message: form_message(server, &message),
-                    requested_schema,
-                }
-            }
-            ElicitRequestParams::UrlElicitationParams { message, url, elicitation_id, .. } => {
-                if !caller.url_mode {
-                    return Err(refused(format!(
-                        "the user's client did not declare URL elicitation; the broker cannot ask it for {server}"
-                    )));
-                }
-                let checked =
-                    checked_url(&url).map_err(|why| refused(format!("the broker did not relay the URL: {why}")))?;
-                let ours = uuid::Uuid::new_v4().to_string();
-                link = Some((elicitation_id, ours.clone()));
-                ElicitRequestParams::UrlElicitationParams {
-                    meta: None,
-                    message: url_message(server, &message, &checked),
-                    url,
-                    elicitation_id: ours,
-                }
-            }
-            _ => return Err(refused("an elicitation mode the broker does not relay".into())),
-        };
+        let ours = uuid::Uuid::new_v4().to_string();
+        let (ask, theirs) =
+            shown_question(server, caller, params, ours.clone()).map_err(|why| why.for_server(server))?;
+        let link = theirs.map(|theirs| (theirs, ours));
         if let Some((theirs, ours)) = link {
             self.remember_server_link(questions, theirs, ours);
         }

@@ -38,7 +38,7 @@ use super::Gateway;
 use super::plain::Failure;
 use super::pool::ConnectionKey;
 use super::registry::{ServerEntry, Target};
-use super::relay::{Questions, checked_url, form_message, url_message};
+use super::relay::{Questions, shown_question};
 use super::transport::Credential;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::input_required::ServerRound;
@@ -99,39 +99,16 @@ fn mode_of(params: &ElicitRequestParams) -> &'static str {
     }
 }
 
-/// A server's question as a 2026-07-28 client is shown it: worded as [`super::relay`] words it
-/// for a 2025-11-25 client, or the reason it is not shown.
+/// A server's question as a 2026-07-28 client is shown it ([`shown_question`]; no elicitation
+/// id: the retry answers it), or the reason it is not shown.
 fn for_round_trip(
     server: &str,
     caller: &Caller,
     params: ElicitRequestParams,
 ) -> Result<ElicitRequestParams, CallToolResult> {
-    match params {
-        ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
-            if !caller.form_mode {
-                return Err(not_relayable(server, "form", "your client did not declare form elicitation"));
-            }
-            Ok(ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: form_message(server, &message),
-                requested_schema,
-            })
-        }
-        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-            if !caller.url_mode {
-                return Err(not_relayable(server, "url", "your client did not declare URL elicitation"));
-            }
-            let checked = checked_url(&url).map_err(|why| not_relayable(server, "url", &why.to_string()))?;
-            // 2026-07-28 has no elicitationId (rmcp leaves the field empty without one).
-            Ok(ElicitRequestParams::UrlElicitationParams {
-                meta: None,
-                message: url_message(server, &message, &checked),
-                url,
-                elicitation_id: String::new(),
-            })
-        }
-        _ => Err(not_relayable(server, "unknown", "an elicitation mode the broker does not relay")),
-    }
+    shown_question(server, caller, params, String::new())
+        .map(|(shown, _)| shown)
+        .map_err(|why| not_relayable(server, why.mode(), &why.for_user()))
 }
 
 impl BrokerServer {
