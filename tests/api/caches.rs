@@ -121,17 +121,30 @@ on_both_backends!(
 // leaves everyone else's caches warm.
 async fn another_users_connection_leaves_this_users_caches_warm(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
-    let seen = with_a_punctual_watcher(app, || async {
-        warm_pair(app, &client).await;
-        let bob = app.connected_client(BOB).await;
-        let right_after = warm_pair(app, &client).await;
-        watcher_polls(app, 2).await;
-        let later = warm_pair(app, &client).await;
-        bob.close().await;
-        (right_after, later)
-    })
-    .await;
-    assert!(is_warm(seen.0) && is_warm(seen.1), "bob's connection emptied alice's caches: {seen:?}");
+    // Each attempt connects bob again (his grant and consent written anew), so a background
+    // read landing in a pair is told apart from a cache bob's write emptied: that one misses
+    // in every attempt.
+    let mut seen = Vec::new();
+    for _ in 0..WARM_ATTEMPTS {
+        let pairs = with_a_punctual_watcher(app, || async {
+            warm_pair(app, &client).await;
+            let bob = app.connected_client(BOB).await;
+            let right_after = warm_pair(app, &client).await;
+            watcher_polls(app, 2).await;
+            let later = warm_pair(app, &client).await;
+            bob.close().await;
+            (right_after, later)
+        })
+        .await;
+        seen.push(pairs);
+        if is_warm(pairs.0) && is_warm(pairs.1) {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|pairs| is_warm(pairs.0) && is_warm(pairs.1)),
+        "bob's connection emptied alice's caches in every attempt: {seen:?}"
+    );
     client.close().await;
 }
 on_both_backends!(other_users_write_keeps_cache, another_users_connection_leaves_this_users_caches_warm);
