@@ -357,11 +357,20 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             if json {
                 println!("{}", serde_json::to_string_pretty(&servers.iter().map(describe).collect::<Vec<_>>())?);
             } else {
-                println!("{:<20} {:<16} {:<14} {:<10} URL", "NAME", "PREFIX", "AUTH", "PROVIDER");
-                for s in servers {
-                    let provider = s.auth.user_credential().map_or("-", |(provider, ..)| provider.as_str());
-                    println!("{:<20} {:<16} {:<14} {:<10} {}", s.name, s.prefix, s.auth.kind(), provider, s.url);
-                }
+                let rows: Vec<Vec<String>> = servers
+                    .iter()
+                    .map(|s| {
+                        let provider = s.auth.user_credential().map_or("-", |(provider, ..)| provider.as_str());
+                        vec![
+                            s.name.to_string(),
+                            s.prefix.to_string(),
+                            s.auth.kind().to_owned(),
+                            provider.to_owned(),
+                            s.url.to_string(),
+                        ]
+                    })
+                    .collect();
+                print!("{}", super::display::table(&["NAME", "PREFIX", "AUTH", "PROVIDER", "URL"], &rows));
             }
             Ok(())
         }

@@ -10,6 +10,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use url::Url;
 
+use super::display::table;
 use crate::crypto::OneTimeSecret;
 use crate::domain::ProviderId;
 use crate::providers::registry::Providers;
@@ -197,17 +198,19 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
             if json {
                 println!("{}", serde_json::to_string_pretty(&services.iter().map(describe).collect::<Vec<_>>())?);
             } else {
-                println!("{:<24} {:<28} {:<10} {:<8} RESOURCE", "CLIENT_ID", "PROVIDERS", "PROXY_ONLY", "TRUSTED");
-                for s in services {
-                    println!(
-                        "{:<24} {:<28} {:<10} {:<8} {}",
-                        s.id,
-                        s.providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(","),
-                        s.proxy_only,
-                        s.trusted,
-                        s.resource.as_ref().map_or("-", Url::as_str)
-                    );
-                }
+                let rows: Vec<Vec<String>> = services
+                    .iter()
+                    .map(|s| {
+                        vec![
+                            s.id.clone(),
+                            s.providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(","),
+                            s.proxy_only.to_string(),
+                            s.trusted.to_string(),
+                            s.resource.as_ref().map_or("-", Url::as_str).to_owned(),
+                        ]
+                    })
+                    .collect();
+                print!("{}", table(&["CLIENT_ID", "PROVIDERS", "PROXY_ONLY", "TRUSTED", "RESOURCE"], &rows));
             }
             Ok(())
         }

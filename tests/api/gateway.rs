@@ -390,6 +390,13 @@ async fn a_secret_header_reaches_the_server_and_is_never_shown(app: &TestApp) {
     let listed = servers_ok(app, &["list", "--json"]).await;
     assert!(listed.contains("\"secret_header\"") && listed.contains("X-Api-Key"), "{listed}");
     assert!(!listed.contains(SECRET), "list shows the secret: {listed}");
+    // The plain list is laid out as the other admin tables: every column under its header.
+    let plain = servers_ok(app, &["list"]).await;
+    let lines: Vec<&str> = plain.lines().collect();
+    let header = lines[0];
+    assert!(header.starts_with("NAME  ") && header.contains("  URL"), "{plain}");
+    let url_at = header.find("URL").unwrap();
+    assert!(lines[1..].iter().all(|line| line[url_at..].starts_with("http")), "{plain}");
     let audit = sqlx::query_as::<_, (String,)>("SELECT COALESCE(detail, '') FROM audit_log")
         .fetch_all(app.state.store.pool())
         .await

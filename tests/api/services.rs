@@ -100,7 +100,18 @@ async fn a_service_is_added_listed_rotated_and_authenticates(app: &TestApp) {
     assert!(!text.contains(&secret) && !text.contains(&sha256_hex(&secret)) && !text.contains("secret"), "{text}");
     let plain = admin(app, &["services", "list"]);
     assert!(plain.status.success());
-    assert!(String::from_utf8_lossy(&plain.stdout).contains("svc_notes"));
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(plain.contains("svc_notes"));
+    // Laid out as the other admin tables: each column starts where its header does, two spaces
+    // after the widest cell before it (issue 29: PROXY_ONLY and TRUSTED ran together).
+    let lines: Vec<&str> = plain.lines().collect();
+    assert_eq!(lines.len(), 2, "{plain}");
+    let starts = |line: &str| -> Vec<usize> {
+        let bytes = line.as_bytes();
+        (0..bytes.len()).filter(|&i| bytes[i] != b' ' && (i == 0 || bytes[i - 1] == b' ')).collect()
+    };
+    assert_eq!(starts(lines[0]), starts(lines[1]), "{plain}");
+    assert!(lines[0].contains("PROXY_ONLY  TRUSTED"), "{plain}");
 
     // The printed credentials authenticate; a wrong secret, an unknown id and a name do not.
     let service = authenticates(app, &client_id, &secret).await;
