@@ -22,8 +22,8 @@ pub struct GatewayFile {
 /// The gateway's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GatewaySettings {
-    /// A user's connection to a server closes after this long without a call
-    /// [default: 5 min, at least 1 s].
+    /// A user's connection to a server closes after this long without a call (one with a call
+    /// running or parked on a question is never idle) [default: 5 min, at least 1 s].
     pub idle: Duration,
     /// At most this many upstream connections per instance; at the bound, the one idle longest
     /// closes [default: 1000].

@@ -60,6 +60,17 @@ impl UpstreamHandler {
         }
     }
 
+    /// A handler tied to no gateway, for the pool's own tests.
+    #[cfg(test)]
+    pub fn detached(server_id: &str) -> Self {
+        Self {
+            gateway: Weak::new(),
+            server_id: server_id.to_owned(),
+            routes: Arc::default(),
+            questions: Arc::default(),
+        }
+    }
+
     fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Route>> {
         self.routes.lock().unwrap_or_else(|p| p.into_inner())
     }

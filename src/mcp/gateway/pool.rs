@@ -10,10 +10,14 @@
 //! A connection is opened on its user's first call, kept while used, and closed after
 //! `gateway_idle` without a call, when its server is removed, or when the instance holds
 //! `gateway_max_connections` and needs room (the one idle longest goes first). A connection
+//! with a call on it — running, or parked waiting for the user's answer to the server's
+//! question (`super::flights`, for up to `question_wait`, which may be longer than `idle`) —
+//! is never idle: neither the sweep nor the bound closes it under its call. A connection
 //! that broke is forgotten and opened again by the next call. Two calls of the same user that
 //! find no connection wait for one opening, not two.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,11 +71,14 @@ pub struct Connection {
     pub service: RunningService<rmcp::RoleClient, UpstreamHandler>,
     pub credential: Arc<CredentialCell>,
     last_used: Mutex<Instant>,
+    /// Set by [`Connection::close`]: rmcp ends the session in the background, and until it has,
+    /// the connection must not be handed out again.
+    closing: AtomicBool,
 }
 
 impl Connection {
     pub fn new(service: RunningService<rmcp::RoleClient, UpstreamHandler>, credential: Arc<CredentialCell>) -> Self {
-        Self { service, credential, last_used: Mutex::new(Instant::now()) }
+        Self { service, credential, last_used: Mutex::new(Instant::now()), closing: AtomicBool::new(false) }
     }
 
     fn touch(&self) {
@@ -83,12 +90,23 @@ impl Connection {
     }
 
     fn is_usable(&self) -> bool {
-        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+        !self.is_closing() && !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
+
+    /// Whether a call holds it. The pool's slot holds one reference; every call (and every
+    /// parked flight) holds another from `get_or_open` until it ends.
+    fn has_calls(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) > 1
     }
 
     /// Ends the connection (rmcp closes its session in the background).
     pub fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
         self.service.cancellation_token().cancel();
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
     }
 }
 
@@ -183,12 +201,17 @@ impl Pool {
         self.len() == 0
     }
 
-    /// Closes connections unused for longer than the idle setting.
+    /// Closes connections unused for longer than the idle setting. One with a call on it counts
+    /// as used now, so its idle time runs from the sweep after its last call ended.
     pub fn sweep(&self, now: Instant) {
         let mut slots = self.slots();
         slots.retain(|_, slot| {
             let Ok(mut held) = slot.connection.try_lock() else { return true };
             match held.as_ref() {
+                Some(c) if c.is_usable() && c.has_calls() => {
+                    c.touch();
+                    true
+                }
                 Some(c) if c.is_usable() && now.saturating_duration_since(c.last_used()) < self.idle => true,
                 Some(_) => {
                     if let Some(connection) = held.take() {
@@ -201,7 +224,9 @@ impl Pool {
         });
     }
 
-    /// At the bound, closes the connection idle longest (never `except`'s, being opened).
+    /// At the bound, closes the connection idle longest (never `except`'s, being opened, nor one
+    /// with a call on it: another user's running call is not cut to make room, so while every
+    /// connection is busy the instance holds a few more than the bound).
     fn make_room(&self, except: &ConnectionKey) {
         let slots = self.slots();
         let mut open = 0usize;
@@ -214,7 +239,7 @@ impl Pool {
             let Some(connection) = held.as_ref() else { continue };
             open += 1;
             let used = connection.last_used();
-            if key != except && oldest.as_ref().is_none_or(|(at, _)| used < *at) {
+            if key != except && !connection.has_calls() && oldest.as_ref().is_none_or(|(at, _)| used < *at) {
                 oldest = Some((used, key.clone()));
             }
         }
@@ -223,12 +248,16 @@ impl Pool {
             return;
         }
         if let Some((_, key)) = oldest {
-            let slot = self.slots().remove(&key);
-            if let Some(slot) = slot
+            let mut slots = self.slots();
+            // Taken only if still idle: a call may have picked it up since it was chosen.
+            if let Some(slot) = slots.get(&key).cloned()
                 && let Ok(mut held) = slot.connection.try_lock()
-                && let Some(connection) = held.take()
+                && held.as_ref().is_none_or(|c| !c.has_calls())
             {
-                connection.close();
+                slots.remove(&key);
+                if let Some(connection) = held.take() {
+                    connection.close();
+                }
             }
         }
     }
@@ -247,5 +276,80 @@ impl Pool {
                 pool.sweep(Instant::now());
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that answers `initialize` and nothing more.
+    struct Quiet;
+    impl rmcp::ServerHandler for Quiet {}
+
+    /// A real rmcp client connection over an in-memory pipe.
+    async fn connection() -> Connection {
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            if let Ok(server) = rmcp::serve_server(Quiet, server_io).await {
+                let _ = server.waiting().await;
+            }
+        });
+        let service = rmcp::serve_client(UpstreamHandler::detached("s"), client_io).await.expect("connects");
+        Connection::new(service, Arc::default())
+    }
+
+    fn key(user: &str) -> ConnectionKey {
+        ConnectionKey { user_id: user.to_owned(), server_id: "s".to_owned() }
+    }
+
+    async fn open(pool: &Pool, user: &str) -> Arc<Connection> {
+        pool.get_or_open(&key(user), || async { Ok::<_, std::convert::Infallible>(connection().await) }).await.unwrap()
+    }
+
+    /// Whether the pool still holds it open. A `Weak`, so the test itself is not a call on it.
+    fn open_in_pool(connection: &std::sync::Weak<Connection>) -> bool {
+        connection.upgrade().is_some_and(|c| !c.is_closing())
+    }
+
+    #[tokio::test]
+    async fn the_sweep_leaves_a_connection_with_a_call_on_it_and_closes_it_once_idle() {
+        let idle = Duration::from_secs(1);
+        let pool = Pool::new(10, idle, Sharing::PerUser);
+        let call = open(&pool, "alice").await;
+        let connection = Arc::downgrade(&call);
+        let long_after = || Instant::now() + idle * 10;
+
+        // A call (or a parked question) has held it far longer than `idle`: still open.
+        pool.sweep(long_after());
+        assert!(!call.is_closing());
+        assert_eq!(pool.len(), 1);
+
+        // The call ends: idle time runs from then, and the sweep after that closes it.
+        drop(call);
+        pool.sweep(Instant::now());
+        assert!(open_in_pool(&connection), "idle for less than `idle`");
+        pool.sweep(long_after());
+        assert!(!open_in_pool(&connection));
+        assert_eq!(pool.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn room_is_made_from_an_idle_connection_never_from_one_with_a_call() {
+        let pool = Pool::new(1, Duration::from_secs(60), Sharing::PerUser);
+        let alices_call = open(&pool, "alice").await;
+
+        // At the bound, but alice's call is running: bob's connection opens beside it.
+        let bobs_call = open(&pool, "bob").await;
+        assert!(!alices_call.is_closing());
+        assert_eq!(pool.len(), 2);
+
+        // Once alice's call ended (bob's still running), carol's opening closes alice's.
+        let alices = Arc::downgrade(&alices_call);
+        drop(alices_call);
+        let carols_call = open(&pool, "carol").await;
+        assert!(!open_in_pool(&alices));
+        assert!(!bobs_call.is_closing() && !carols_call.is_closing());
+        assert_eq!(pool.len(), 2);
     }
 }
