@@ -67,7 +67,7 @@ use sqlx::{AnyConnection, Describe, Either, Execute, Executor, FromRow, IntoArgu
 use super::deadlines::Timed;
 use super::declared;
 use super::generations::Generations;
-use super::{Store, StoreResult};
+use super::{Backend, Store, StoreResult};
 
 /// What a write may change of what the caches hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +119,16 @@ impl Store {
     /// Begins a transaction whose writes do `effect` to the caches, once it commits. Bound it
     /// with [`Store::bounded`].
     pub(super) async fn begin<'a>(&'a self, effect: CacheEffect<'a>) -> StoreResult<Transaction<'a>> {
-        let mut tx = self.pool.begin().await?;
+        // On SQLite a transaction takes the write lock when it begins. A deferred one (`BEGIN`)
+        // that reads first and writes later cannot wait for another writer: once another
+        // connection has committed since its read, SQLite answers SQLITE_BUSY at once, past
+        // busy_timeout, and the page that asked showed a 500 (a consent page's callback while
+        // the webhook deliverer recorded its attempts). `BEGIN IMMEDIATE` waits its turn in the
+        // busy handler instead. PostgreSQL locks rows, not the database.
+        let mut tx = match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        };
         let before = declared::before_write(&mut tx, matches!(effect, CacheEffect::Nothing)).await;
         Ok(Transaction { tx, generations: &self.generations, effect, before })
     }

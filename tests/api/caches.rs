@@ -96,6 +96,40 @@ async fn a_warm_tool_call_costs_one_query_per_decision(app: &TestApp) {
 }
 on_both_backends!(queries_per_tool_call, a_warm_tool_call_costs_one_query_per_decision);
 
+/// Issue 26: a call forwarded to a server behind the broker is decided from memory too — the
+/// user's token and client, the (client, server) approval, the provider token to inject. The
+/// audit row goes on the queue, written later in batches. Before this test a warm forwarded
+/// call had grown to database calls of its own, which showed only as the gateway benchmark's
+/// added latency tripling.
+async fn a_warm_forwarded_call_makes_no_database_call(app: &TestApp) {
+    use crate::gateway::{Upstream, add_provider_server, connect_through_link};
+    // An open server: what is measured is the broker's side of the call, not a token check
+    // the server would make at this process's demo provider.
+    let upstream = Upstream::start(&[], None).await;
+    add_provider_server(app, "notes", &upstream).await;
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    connect_through_link(app, &client, "notes_connect", ALICE, "alice-demo").await;
+    assert_ne!(client.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
+    let echo = || async {
+        let (echoed, queries) = queries_during(app, client.call("notes_echo", json!({"text": "hi"}))).await;
+        assert_eq!(echoed.unwrap().structured_content.unwrap()["text"], "hi");
+        queries
+    };
+    let mut seen = Vec::new();
+    for _ in 0..WARM_ATTEMPTS {
+        let (filling, warm) = with_a_punctual_watcher(app, || async { (echo().await, echo().await) }).await;
+        println!("database calls of a forwarded call, filling then warm: {filling}, {warm}");
+        seen.push(warm);
+        if warm == 0 {
+            break;
+        }
+    }
+    assert!(seen.contains(&0), "a warm forwarded call made database calls in every attempt: {seen:?}");
+    client.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(queries_per_forwarded_call, a_warm_forwarded_call_makes_no_database_call);
+
 // The triggers move the counter other processes' writes move for this server's own writes
 // too; its watcher must not take them for another process's and empty the caches again.
 async fn the_caches_filled_right_after_this_servers_write_survive_the_watchers_next_polls(app: &TestApp) {

@@ -90,6 +90,19 @@ pub async fn spawn_app_with(
 /// Turns the database URL into the one the app connects to.
 pub type UrlRewrite = Box<dyn FnOnce(&str) -> String + Send>;
 
+/// The servers these tests run in-process log to the test's captured output, which the test
+/// harness prints only when a test fails: a 500 seen by a test comes with the server's reason
+/// (`TEST_LOG` takes a filter, `warn` by default).
+fn show_server_warnings_on_failure() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("TEST_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // Another test's own subscriber may already be the global one: then it stays.
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    });
+}
+
 /// What [`spawn_app_opts`] may change.
 #[derive(Default)]
 pub struct SpawnOptions {
@@ -130,6 +143,7 @@ pub async fn spawn_app_opts(
     options: SpawnOptions,
     extend: impl FnOnce(oauth_broker::app::AppBuilder) -> oauth_broker::app::AppBuilder,
 ) -> Option<TestApp> {
+    show_server_warnings_on_failure();
     let data_dir = tempfile::tempdir().unwrap();
     let (database_url, postgres) = match (&options.instance_of, backend) {
         (Some(first), _) => (first.database_url.clone(), None),
