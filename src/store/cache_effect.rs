@@ -122,9 +122,8 @@ impl Store {
         // On SQLite a transaction takes the write lock when it begins. A deferred one (`BEGIN`)
         // that reads first and writes later cannot wait for another writer: once another
         // connection has committed since its read, SQLite answers SQLITE_BUSY at once, past
-        // busy_timeout, and the page that asked showed a 500 (a consent page's callback while
-        // the webhook deliverer recorded its attempts). `BEGIN IMMEDIATE` waits its turn in the
-        // busy handler instead. PostgreSQL locks rows, not the database.
+        // busy_timeout, and the request that wrote fails. `BEGIN IMMEDIATE` waits its turn in
+        // the busy handler instead. PostgreSQL locks rows, not the database.
         let mut tx = match self.backend {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.pool.begin().await?,

@@ -202,6 +202,24 @@ async fn a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnec
 }
 on_both_backends!(down_mid_call, a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnected_later);
 
+/// `user` withdraws the one (client, server) approval listed on `app`'s connections page.
+async fn withdraw_on_connections_page(app: &TestApp, user: &str) {
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, user, "/connections").await.status(), 303);
+    let page = browser.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
+    let csrf = hidden_field(&page, "csrf_token").unwrap();
+    let form = page.find("/connections/servers/withdraw").expect("the approval is listed");
+    let fields = hidden_fields(&page[form..]);
+    let value = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
+    let withdrawn = browser
+        .post(app.url("/connections/servers/withdraw"))
+        .form(&[("csrf_token", csrf), ("server_id", value("server_id")), ("client_key", value("client_key"))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(withdrawn.status(), 303);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_connected_user() {
     // Arrange: two instances on one PostgreSQL database; a server registered by the CLI.
@@ -227,6 +245,17 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
     assert_ne!(connected.is_error, Some(true), "{connected:?}");
     let result = on_b.call("notes_whoami", json!({})).await.unwrap();
     assert_eq!(crate::gateway::account_of(&result), "alice-demo");
+    // Twice: b's answer now comes from what it holds in memory.
+    assert_eq!(crate::gateway::account_of(&on_b.call("notes_whoami", json!({})).await.unwrap()), "alice-demo");
+
+    // Alice withdraws the client's approval for the server on a's page: b, which had it in
+    // memory, asks for it again from its caches' next poll of the database on (another
+    // process's change, src/store/generations.rs).
+    withdraw_on_connections_page(&a, ALICE).await;
+    eventually("b asks for the withdrawn approval again", Duration::from_secs(5), || async {
+        matches!(on_b.call("notes_whoami", json!({})).await, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32042)
+    })
+    .await;
 
     // A removal reaches both instances.
     servers_ok(&a, &["remove", "notes"]).await;

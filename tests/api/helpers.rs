@@ -92,8 +92,12 @@ pub type UrlRewrite = Box<dyn FnOnce(&str) -> String + Send>;
 
 /// The servers these tests run in-process log to the test's captured output, which the test
 /// harness prints only when a test fails: a 500 seen by a test comes with the server's reason
-/// (`TEST_LOG` takes a filter, `warn` by default).
+/// (`TEST_LOG` takes a filter, `warn` by default). Benches share this file and print their own
+/// figures: no log there.
 fn show_server_warnings_on_failure() {
+    if !cfg!(test) {
+        return;
+    }
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         let filter = tracing_subscriber::EnvFilter::try_from_env("TEST_LOG")
