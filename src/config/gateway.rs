@@ -17,6 +17,8 @@ pub struct GatewayFile {
     call_timeout: Option<Duration>,
     #[serde(default, with = "super::humantime_serde_opt")]
     question_wait: Option<Duration>,
+    #[serde(default, with = "super::humantime_serde_opt")]
+    list_refresh: Option<Duration>,
 }
 
 /// The gateway's settings.
@@ -35,6 +37,11 @@ pub struct GatewaySettings {
     /// before the server is answered `cancel` (`crate::mcp::gateway::flights`)
     /// [default: 2 min, at least 1 s].
     pub question_wait: Duration,
+    /// A server's tools, prompts and resources are read again after this long, over a user's
+    /// open connection to it: a stateless 2026-07-28 server cannot say its lists changed, and a
+    /// 2025-11-25 server says so only on a connection that is open
+    /// (`crate::mcp::gateway::refresh`) [default: 5 min, at least 1 s].
+    pub list_refresh: Duration,
 }
 
 impl Default for GatewaySettings {
@@ -44,6 +51,7 @@ impl Default for GatewaySettings {
             max_connections: 1000,
             call_timeout: Duration::from_secs(60),
             question_wait: Duration::from_secs(120),
+            list_refresh: Duration::from_secs(300),
         }
     }
 }
@@ -66,6 +74,7 @@ impl GatewaySettings {
             max_connections,
             call_timeout: at_least_a_second("call_timeout", file.call_timeout, base.call_timeout)?,
             question_wait: at_least_a_second("question_wait", file.question_wait, base.question_wait)?,
+            list_refresh: at_least_a_second("list_refresh", file.list_refresh, base.list_refresh)?,
         })
     }
 }
@@ -87,7 +96,7 @@ mod tests {
     fn gateway_settings_have_defaults_and_refuse_nonsense() {
         assert_eq!(parse("").unwrap(), GatewaySettings::default());
         let set =
-            parse("[gateway]\nidle = \"30s\"\nmax_connections = 5\ncall_timeout = \"2s\"\nquestion_wait = \"3s\"\n")
+            parse("[gateway]\nidle = \"30s\"\nmax_connections = 5\ncall_timeout = \"2s\"\nquestion_wait = \"3s\"\nlist_refresh = \"1m\"\n")
                 .unwrap();
         assert_eq!(
             set,
@@ -96,9 +105,11 @@ mod tests {
                 max_connections: 5,
                 call_timeout: Duration::from_secs(2),
                 question_wait: Duration::from_secs(3),
+                list_refresh: Duration::from_secs(60),
             }
         );
         assert!(parse("[gateway]\nquestion_wait = \"0s\"\n").unwrap_err().to_string().contains("at least 1s"));
+        assert!(parse("[gateway]\nlist_refresh = \"500ms\"\n").unwrap_err().to_string().contains("at least 1s"));
         assert!(parse("[gateway]\nmax_connections = 0\n").unwrap_err().to_string().contains("at least 1"));
         assert!(parse("[gateway]\ncall_timeout = \"10ms\"\n").unwrap_err().to_string().contains("at least 1s"));
         assert!(parse("[gateway]\nidel = \"1m\"\n").is_err(), "a misspelt setting is refused");

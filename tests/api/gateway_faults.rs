@@ -105,7 +105,7 @@ on_both_backends!(registering, every_bad_value_is_refused_in_the_operators_words
 
 /// A client that counts `notifications/tools/list_changed`.
 #[derive(Clone, Default)]
-struct Counting(Arc<AtomicUsize>);
+pub(crate) struct Counting(pub(crate) Arc<AtomicUsize>);
 
 impl ClientHandler for Counting {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

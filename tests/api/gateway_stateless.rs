@@ -209,3 +209,48 @@ async fn the_example_server_of_2025_11_25_is_still_spoken_to_in_a_session(app: &
     upstream.stop().await;
 }
 on_both_backends!(session_server_fallback, the_example_server_of_2025_11_25_is_still_spoken_to_in_a_session);
+
+/// `[gateway] list_refresh` at its least: a stateless server cannot say its list changed, so
+/// the broker reads it again over a user's open connection and tells its listening clients.
+/// One backend: nothing of this is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_servers_changed_tool_list_is_read_again_and_announced() {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use std::sync::atomic::Ordering;
+
+    // Arrange: the Python server behind the broker, alice connected to it; another client of
+    // hers listening for list changes.
+    let options = SpawnOptions { toml: "[gateway]\nlist_refresh = \"1s\"\n".into(), ..Default::default() };
+    let app = spawn_app_opts(Backend::Sqlite, options, |builder| builder).await.unwrap();
+    let Some(upstream) = python_server(&app).await else { return app.stop().await };
+    add_provider_server(&app, "pyecho", &upstream).await;
+    let alice = connected_2025(&app, "pyecho", ALICE, "alice-demo").await;
+    let counting = crate::gateway_faults::Counting::default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(app.token_for(ALICE).await),
+    );
+    let listening = counting.clone().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await.unwrap();
+    let listed = |names: Vec<rmcp::model::Tool>| names.iter().any(|t| t.name == "pyecho_late_echo");
+    assert!(!listed(listening.peer().list_all_tools().await.unwrap()), "not there yet");
+    let heard = counting.0.load(Ordering::SeqCst);
+
+    // Act: the server's list grows; it says nothing (it cannot).
+    let added = alice.call("pyecho_add_late_tool", json!({})).await.unwrap();
+    assert_eq!(structured(&added)["added"], true);
+
+    // Assert: within the refresh, the listening client is told and the new tool is listed and
+    // called through the broker.
+    eventually("the listening client hears the tool list changed", std::time::Duration::from_secs(15), || async {
+        counting.0.load(Ordering::SeqCst) > heard
+    })
+    .await;
+    assert!(listed(listening.peer().list_all_tools().await.unwrap()), "the new tool is listed");
+    let echoed = alice.call("pyecho_late_echo", json!({"text": "late"})).await.unwrap();
+    assert_eq!(structured(&echoed)["text"], "late");
+    let _ = listening.cancel().await;
+    alice.close().await;
+    upstream.stop().await;
+    app.stop().await;
+}

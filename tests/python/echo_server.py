@@ -13,6 +13,8 @@ Tools:
 - `ask_name` (2026-07-28 clients): answers with an `InputRequiredResult` asking a form question
   under the key `name` and a `requestState` of its own; on the retry, greets the name it was
   given, and says which state came back (so a test sees it arrive unchanged).
+- `add_late_tool`: adds the tool `late_echo` to the server's list. A stateless server cannot
+  say its list changed; the broker finds out by reading it again (`gateway.list_refresh`).
 - `open_page` (2026-07-28 clients): the same with a URL elicitation to `https://vendor.example/…`
   under the key `page`; on the retry, says what the user did.
 
@@ -88,6 +90,15 @@ def server(me_url: str | None) -> MCPServer:
             "protocol": ctx.protocol_version,
             "session": headers.get("mcp-session-id"),
         }
+
+    @mcp.tool(description="Adds the tool `late_echo` to this server's list (a list that changes)")
+    async def add_late_tool() -> dict[str, bool]:
+        def late_echo(text: str) -> dict[str, str]:
+            """Echoes its text; listed only after add_late_tool."""
+            return {"text": text}
+
+        mcp.add_tool(late_echo, name="late_echo")
+        return {"added": True}
 
     @mcp.tool(description="Asks the user's name by a round trip, then greets it")
     async def ask_name(ctx: Context) -> InputRequiredResult | dict[str, str | None]:

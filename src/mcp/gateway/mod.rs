@@ -26,6 +26,8 @@
 //!   [`listed`]: how they are listed; [`uri`]: the URI scheme its resources are listed under;
 //!   [`content`]: `prompts/get` and `resources/read` forwarded through the same gates as a
 //!   tool call, [`plain`] sending each as one request.
+//! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
+//!   for the servers that cannot announce a change (stateless ones, closed sessions).
 //!
 //! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
@@ -54,6 +56,7 @@ pub mod opening;
 pub mod pages;
 pub mod plain;
 pub mod pool;
+mod refresh;
 pub mod registry;
 pub mod relay;
 pub mod revision;
@@ -111,6 +114,7 @@ impl Gateway {
         gateway.reload().await?;
         gateway.pool.start_sweeping(app.shutdown.clone());
         Self::watch(&gateway);
+        Self::start_refreshing(&gateway);
         Ok(gateway)
     }
 

@@ -173,6 +173,18 @@ impl Pool {
         }
     }
 
+    /// Some user's usable connection to `server_id`, as its peer, without marking it used: for
+    /// reading the server's lists again ([`super::refresh`]), which must keep no connection
+    /// open that would otherwise close as idle.
+    pub fn any_open_peer(&self, server_id: &str) -> Option<rmcp::Peer<rmcp::RoleClient>> {
+        let slots: Vec<Arc<Slot>> =
+            self.slots().iter().filter(|(key, _)| key.server_id == server_id).map(|(_, slot)| slot.clone()).collect();
+        slots.iter().find_map(|slot| {
+            let held = slot.connection.try_lock().ok()?;
+            held.as_ref().filter(|c| c.is_usable()).map(|c| c.service.peer().clone())
+        })
+    }
+
     /// Closes every connection to `server_id` (the server was removed).
     pub fn close_server(&self, server_id: &str) -> usize {
         let removed: Vec<Arc<Slot>> = {
