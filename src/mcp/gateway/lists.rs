@@ -5,8 +5,9 @@
 //! over the first connection any user opens to the server (or the one made at registration for
 //! a server that needs no user's credential), and read again when that server says
 //! `notifications/prompts/list_changed` or `notifications/resources/list_changed`, and every
-//! `list_refresh` ([`super::refresh`]) — a change the broker then passes on to its clients (prompts and resources lists are assumed the same for
-//! every user, as tool lists are). Only what the server's capabilities offer is read.
+//! `list_refresh` ([`super::refresh`]) — a change the broker then passes on to its clients
+//! (prompts and resources lists are assumed the same for every user, as tool lists are). Only
+//! what the server's capabilities offer is read.
 //!
 //! Names: a prompt is listed under the server's prefix, as its tools are (`notes_greeting`); a
 //! resource or template under the server's name in the gateway's URI scheme ([`super::uri`]).
