@@ -347,6 +347,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn reading_a_servers_lists_over_an_idle_connection_does_not_keep_it_open() {
+        let idle = Duration::from_secs(1);
+        let pool = Pool::new(10, idle, Sharing::PerUser);
+        let connection = Arc::downgrade(&open(&pool, "alice").await);
+        assert!(pool.any_open_peer("another server").is_none());
+
+        // The list refresh holds the peer while the sweep runs: the connection still closes.
+        let peer = pool.any_open_peer("s").expect("alice's connection to s");
+        pool.sweep(Instant::now() + idle * 10);
+        assert!(!open_in_pool(&connection));
+        assert!(pool.any_open_peer("s").is_none(), "a closed connection is never offered");
+        drop(peer);
+    }
+
+    #[tokio::test]
     async fn room_is_made_from_an_idle_connection_never_from_one_with_a_call() {
         let pool = Pool::new(1, Duration::from_secs(60), Sharing::PerUser);
         let alices_call = open(&pool, "alice").await;
