@@ -31,7 +31,9 @@
 //! refused: <message>`, and answers with the error in its result.
 //!
 //! Prompts: `greeting` (argument `name`; its message names the caller's account). Resources:
-//! `note://whoami` (the caller's account and credential hash, as `whoami` answers), the template
+//! `note://whoami` (the caller's account and credential hash, as `whoami` answers),
+//! `note://vendor` (read, it answers `-32042` with a page of its own at
+//! `https://vendor.example/notes` until `complete_pages` marks that page done), the template
 //! `note://echo/{text}` (its text, as read), and the notes `add_note` made.
 //!
 //! It speaks the 2025-11-25 revision only (sessions): `server/discover` is answered
@@ -213,7 +215,25 @@ impl Upstream {
     fn notes(&self) -> Vec<String> {
         self.notes.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
+
+    /// `None` once the page at `url` is done; until then the `-32042` that sends the user to it
+    /// (MCP 2025-11-25 client/elicitation §URL mode, URLElicitationRequiredError).
+    fn page_needed(&self, url: &str) -> Option<ErrorData> {
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        if pages.done.iter().any(|done| done == url) {
+            return None;
+        }
+        let id = format!("upstream-page-{}", uuid::Uuid::new_v4());
+        pages.open.push((id.clone(), url.to_owned()));
+        let data = json!({"elicitations": [{
+            "mode": "url", "elicitationId": id, "url": url, "message": "Sign in to the vendor first.",
+        }]});
+        Some(ErrorData::new(rmcp::model::ErrorCode(-32042), "Open the vendor's page first.", Some(data)))
+    }
 }
+
+/// The page reading `note://vendor` needs done first.
+const VENDOR_NOTE_PAGE: &str = "https://vendor.example/notes";
 
 /// Who called, from the HTTP parts rmcp hands over.
 fn caller(ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
@@ -359,7 +379,10 @@ impl ServerHandler for Upstream {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let mut resources = vec![Resource::new("note://whoami", "whoami").with_mime_type("application/json")];
+        let mut resources = vec![
+            Resource::new("note://whoami", "whoami").with_mime_type("application/json"),
+            Resource::new("note://vendor", "vendor"),
+        ];
         for title in self.notes() {
             resources.push(Resource::new(format!("note://notes/{title}"), title));
         }
@@ -386,6 +409,11 @@ impl ServerHandler for Upstream {
             json!({"account": caller.account, "credential_sha256": caller.credential_sha256}).to_string()
         } else if let Some(text) = uri.strip_prefix("note://echo/") {
             text.to_owned()
+        } else if uri == "note://vendor" {
+            if let Some(error) = self.page_needed(VENDOR_NOTE_PAGE) {
+                return Err(error);
+            }
+            "The vendor's note.".to_owned()
         } else if let Some(title) = uri.strip_prefix("note://notes/").filter(|t| self.notes().iter().any(|n| n == t)) {
             format!("The note {title}.")
         } else {
@@ -459,17 +487,10 @@ impl ServerHandler for Upstream {
             }
             "needs_page" => {
                 let url = arguments.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
-                let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-                if pages.done.contains(&url) {
-                    return Ok(structured(json!({"opened": url})));
+                match self.page_needed(&url) {
+                    Some(error) => Err(error),
+                    None => Ok(structured(json!({"opened": url}))),
                 }
-                let id = format!("upstream-page-{}", uuid::Uuid::new_v4());
-                pages.open.push((id.clone(), url.clone()));
-                // MCP 2025-11-25 client/elicitation §URL mode: URLElicitationRequiredError.
-                let data = json!({"elicitations": [{
-                    "mode": "url", "elicitationId": id, "url": url, "message": "Sign in to the vendor first.",
-                }]});
-                Err(ErrorData::new(rmcp::model::ErrorCode(-32042), "Open the vendor's page first.", Some(data)))
             }
             "complete_pages" => {
                 let open = {

@@ -1,14 +1,15 @@
 //! Gateway mode (issue 26, item 4, "The server's own questions reach the user") across eras: a
 //! 2025-11-25 server behind the broker (`examples/upstream_server.rs`, its own process) asks a
 //! question mid-call of a 2026-07-28 client, which answers by retrying while the call waits on
-//! the broker (a *flight*); and the server's own `-32042` reaches clients of both eras as the
-//! server's page.
+//! the broker (a *flight*); and the server's own `-32042`, on a tool call or a `resources/read`,
+//! reaches clients of both eras as the server's page.
 
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction,
-    InputRequest, InputRequiredResult, InputResponses,
+    InputRequest, InputRequiredResult, InputResponses, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents,
 };
 use serde_json::{Value, json};
 
@@ -293,4 +294,100 @@ async fn a_servers_own_url_elicitation_required_reaches_a_2026_client_as_a_round
 on_both_backends!(
     server_link_2026,
     a_servers_own_url_elicitation_required_reaches_a_2026_client_as_a_round_and_the_retry_calls_again
+);
+
+/// The server's `note://vendor`, read through the broker: it needs a page of its own first.
+const VENDOR_NOTE: &str = "gateway://crm/note://vendor";
+
+fn read_params(state: Option<&str>, responses: Option<Value>) -> ReadResourceRequestParams {
+    let mut params = ReadResourceRequestParams::new(VENDOR_NOTE);
+    params.request_state = state.map(str::to_owned);
+    params.input_responses = responses.map(|r| serde_json::from_value::<InputResponses>(r).expect("input responses"));
+    params
+}
+
+fn text_of(result: &ReadResourceResult) -> (String, String) {
+    match &result.contents[..] {
+        [ResourceContents::TextResourceContents { uri, text, .. }] => (uri.clone(), text.clone()),
+        other => panic!("one text content expected: {other:?}"),
+    }
+}
+
+async fn a_servers_own_url_elicitation_required_on_a_read_reaches_a_2025_client_as_the_servers_page(app: &TestApp) {
+    // Arrange
+    let upstream = asking_server(app).await;
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+
+    // Act
+    let first = client.peer().read_resource(read_params(None, None)).await;
+
+    // Assert: -32042 with the server's URL unchanged, worded as the server's page, under an id
+    // of the broker's — as for a tool call.
+    let Err(rmcp::ServiceError::McpError(error)) = first else { panic!("expected -32042: {first:?}") };
+    assert_eq!(error.code.0, -32042, "{error:?}");
+    let data = error.data.expect("elicitations in data");
+    let page = &data["elicitations"][0];
+    assert_eq!(page["url"], "https://vendor.example/notes", "{data}");
+    let message = page["message"].as_str().unwrap();
+    assert!(message.starts_with("The server crm (behind this broker)") && message.contains("not the broker's"));
+    let id = page["elicitationId"].as_str().unwrap().to_owned();
+    assert!(!id.starts_with("upstream-page-"), "the broker's own id: {id}");
+
+    // Act: the page is done on the server's side.
+    let completed = client.call("crm_complete_pages", json!({})).await.unwrap();
+    assert_eq!(server_saw(&completed)["completed"], 1);
+
+    // Assert: the completion reached the client under the broker's id; reading again works.
+    assert_eq!(client.next_completion(Duration::from_secs(10)).await.as_deref(), Some(id.as_str()));
+    let read = client.peer().read_resource(read_params(None, None)).await.unwrap();
+    assert_eq!(text_of(&read), (VENDOR_NOTE.to_owned(), "The vendor's note.".to_owned()));
+    client.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(
+    server_link_on_read_2025,
+    a_servers_own_url_elicitation_required_on_a_read_reaches_a_2025_client_as_the_servers_page
+);
+
+async fn a_servers_own_url_elicitation_required_on_a_read_reaches_a_2026_client_as_a_round(app: &TestApp) {
+    // Arrange
+    let upstream = asking_server(app).await;
+    let client = app.mcp_client_2026(ALICE, ClientKind::Url).await;
+
+    // Act
+    let first = client.peer().read_resource_once(read_params(None, None)).await.unwrap();
+
+    // Assert: the server's page as a URL request of the broker's round, named as the server's.
+    let ReadResourceResponse::InputRequired(round) = first else { panic!("expected a round: {first:?}") };
+    let requests = round.input_requests.clone().expect("input requests");
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (key, request) = requests.into_iter().next().unwrap();
+    let InputRequest::Elicitation(elicit) = request else { panic!("an elicitation: {request:?}") };
+    let ElicitRequestParams::UrlElicitationParams { url, message, .. } = elicit.params else { panic!("a URL") };
+    assert_eq!(url, "https://vendor.example/notes");
+    assert!(message.starts_with("The server crm (behind this broker)") && message.contains("not the broker's"));
+    let state = round.request_state.expect("the broker's state");
+
+    // Act + Assert: the state is bound to this read; a tool call cannot carry it.
+    let answer = json!({ key.clone(): {"action": "accept"} });
+    let elsewhere = client
+        .peer()
+        .call_tool_once(params("crm_echo", json!({"text": "x"}), Some(&state), Some(answer.clone())))
+        .await;
+    assert!(matches!(&elsewhere, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32602), "{elsewhere:?}");
+
+    // Act: the user opens the page (done on the server's side), then the client retries.
+    let completed = client.call("crm_complete_pages", json!({})).await.unwrap();
+    assert_eq!(server_saw(&completed)["completed"], 1);
+    let retry = client.peer().read_resource_once(read_params(Some(&state), Some(answer))).await.unwrap();
+
+    // Assert: the retry was sent to the server again, which now answers.
+    let ReadResourceResponse::Complete(read) = retry else { panic!("expected the contents: {retry:?}") };
+    assert_eq!(text_of(&read), (VENDOR_NOTE.to_owned(), "The vendor's note.".to_owned()));
+    client.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(
+    server_link_on_read_2026,
+    a_servers_own_url_elicitation_required_on_a_read_reaches_a_2026_client_as_a_round
 );

@@ -3,11 +3,15 @@
 //! finds the revision by `server/discover`, calls it stateless with each user's own token, and
 //! relays the server's `InputRequiredResult` in the client's era: to a 2026-07-28 client as a
 //! round trip of the broker's (the server's state sealed inside the broker's), to a 2025-11-25
-//! session as nested elicitations followed by the retry upstream.
+//! session as nested elicitations followed by the retry upstream — on tool calls, `prompts/get`
+//! and `resources/read` alike.
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ElicitRequestParams, InputRequest, InputResponses};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, InputRequest, InputResponses, ReadResourceRequestParams, ReadResourceResult, ResourceContents,
+};
 use serde_json::{Value, json};
 
 use crate::gateway::{Upstream, account_of, add_provider_server, connect_through_link};
@@ -187,6 +191,116 @@ async fn a_2026_servers_question_reaches_a_2025_session_as_a_nested_elicitation_
 on_both_backends!(
     stateless_server_round_2025,
     a_2026_servers_question_reaches_a_2025_session_as_a_nested_elicitation_then_the_retry
+);
+
+fn ask_greeting(state: Option<&str>, responses: Option<Value>) -> GetPromptRequestParams {
+    let mut params = GetPromptRequestParams::new("pyecho_ask_greeting");
+    params.request_state = state.map(str::to_owned);
+    params.input_responses = responses.map(|r| serde_json::from_value::<InputResponses>(r).expect("input responses"));
+    params
+}
+
+fn prompt_text(result: &GetPromptResult) -> String {
+    serde_json::to_value(&result.messages).unwrap()[0]["content"]["text"].as_str().unwrap().to_owned()
+}
+
+fn read_text(result: &ReadResourceResult) -> String {
+    match &result.contents[..] {
+        [ResourceContents::TextResourceContents { text, .. }] => text.clone(),
+        other => panic!("one text content expected: {other:?}"),
+    }
+}
+
+/// The server's template that asks who reads it first.
+const ASKING_NOTE: &str = "gateway://pyecho/pynote://ask/desk";
+
+async fn a_2026_servers_question_on_a_prompt_or_a_read_reaches_a_2026_client_as_the_brokers_round(app: &TestApp) {
+    // Arrange
+    let Some(upstream) = python_server(app).await else { return };
+    add_provider_server(app, "pyecho", &upstream).await;
+    let bob = connected_2026(app, "pyecho_connect", BOB, "bob-demo").await;
+
+    // Act: one round of the prompt — the result as the broker sends it.
+    let first = bob.peer().get_prompt_once(ask_greeting(None, None)).await.unwrap();
+
+    // Assert: the server's question under its key, naming the server; the state is the broker's.
+    let GetPromptResponse::InputRequired(asked) = first else { panic!("expected an InputRequiredResult: {first:?}") };
+    let requests = asked.input_requests.clone().expect("input requests");
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["name"]);
+    let Some(InputRequest::Elicitation(question)) = requests.get("name") else { panic!("{requests:?}") };
+    let ElicitRequestParams::FormElicitationParams { message, .. } = &question.params else { panic!("{question:?}") };
+    assert_eq!(message, "The server pyecho (behind this broker) asks: Who is reading?");
+    let state = asked.request_state.clone().expect("a requestState");
+    assert!(state.starts_with("ob1."), "the broker's own state: {state:.20}");
+    assert!(!state.contains("python-state"), "the server's own state is not in the clear");
+
+    // Act + Assert: the state is bound to this prompt: a read cannot carry it.
+    let answer = json!({"name": {"action": "accept", "content": {"name": "Ada"}}});
+    let mut elsewhere = ReadResourceRequestParams::new(ASKING_NOTE);
+    elsewhere.request_state = Some(state.clone());
+    let refused = bob.peer().read_resource_once(elsewhere).await;
+    assert!(matches!(&refused, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32602), "{refused:?}");
+
+    // Act: the retry with the state as given and the answer (plus a key the server did not ask).
+    let mut with_extra = answer.clone();
+    with_extra["authorize"] = json!({"action": "accept"});
+    let retry = bob.peer().get_prompt_once(ask_greeting(Some(&state), Some(with_extra))).await.unwrap();
+
+    // Assert: the server got its own state back with the answer, and answered.
+    let GetPromptResponse::Complete(done) = retry else { panic!("expected the server's prompt: {retry:?}") };
+    assert_eq!(prompt_text(&done), "Hello Ada (python-state-prompt).");
+    let replay = bob.peer().get_prompt_once(ask_greeting(Some(&state), Some(answer))).await;
+    assert!(matches!(&replay, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32602), "{replay:?}");
+
+    // Act + Assert: a read's round, driven by the client itself, reaches the server the same way.
+    bob.answer_forms([
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(json!({"name": "Grace"}))
+    ]);
+    let read = bob.service.read_resource(ReadResourceRequestParams::new(ASKING_NOTE)).await.unwrap();
+    assert_eq!(read_text(&read), "desk: Grace (python-state-read)");
+    upstream.stop().await;
+}
+on_both_backends!(
+    stateless_server_content_round_2026,
+    a_2026_servers_question_on_a_prompt_or_a_read_reaches_a_2026_client_as_the_brokers_round
+);
+
+async fn a_2026_servers_question_on_a_prompt_or_a_read_reaches_a_2025_session_as_a_nested_elicitation(app: &TestApp) {
+    // Arrange
+    let Some(upstream) = python_server(app).await else { return };
+    add_provider_server(app, "pyecho", &upstream).await;
+    let alice = connected_2025(app, "pyecho", ALICE, "alice-demo").await;
+    let accept = |name: &str| {
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(json!({"name": name}))
+    };
+    alice.answer_forms([accept("Ada"), accept("Lin")]);
+
+    // Act
+    let greeted = alice.peer().get_prompt(ask_greeting(None, None)).await.unwrap();
+    let read = alice.peer().read_resource(ReadResourceRequestParams::new(ASKING_NOTE)).await.unwrap();
+
+    // Assert: each question was asked on its request's stream, naming the server; the server
+    // got each answer with its own state on the retry.
+    for _ in 0..2 {
+        let (message, schema) = alice.next_form_elicitation().await;
+        assert_eq!(message, "The server pyecho (behind this broker) asks: Who is reading?");
+        assert_eq!(schema["required"], json!(["name"]));
+    }
+    assert_eq!(prompt_text(&greeted), "Hello Ada (python-state-prompt).");
+    assert_eq!(read_text(&read), "desk: Lin (python-state-read)");
+
+    // Audited as any prompt or read, without the answers.
+    app.state.store.flush_audit_queue().await;
+    let entries = app.state.store.audit_entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
+    let details: Vec<String> = entries.iter().filter_map(|e| e.detail.clone()).collect();
+    assert!(details.iter().any(|d| d.contains("server=pyecho prompt=ask_greeting outcome=ok")), "{details:?}");
+    assert!(details.iter().all(|d| !d.contains("Ada") && !d.contains("Lin")), "{details:?}");
+    alice.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(
+    stateless_server_content_round_2025,
+    a_2026_servers_question_on_a_prompt_or_a_read_reaches_a_2025_session_as_a_nested_elicitation
 );
 
 async fn the_example_server_of_2025_11_25_is_still_spoken_to_in_a_session(app: &TestApp) {

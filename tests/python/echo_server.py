@@ -18,8 +18,12 @@ Tools:
 - `open_page` (2026-07-28 clients): the same with a URL elicitation to `https://vendor.example/…`
   under the key `page`; on the retry, says what the user did.
 
-One prompt, `greeting` (argument `name`), whose message names that account too; a resource
-`pynote://hello` and a template `pynote://whoami/{label}` whose text is that account.
+Prompts: `greeting` (argument `name`), whose message names that account too; `ask_greeting`
+(2026-07-28 clients), which first answers with an `InputRequiredResult` asking the name (key
+`name`, state `python-state-prompt`) and on the retry greets it, naming the state it got back.
+Resources: `pynote://hello`, a template `pynote://whoami/{label}` whose text is that account,
+and a template `pynote://ask/{label}` that asks the name the same way (state
+`python-state-read`) before it reads as `{label}: {name} ({state})`.
 """
 
 from __future__ import annotations
@@ -131,6 +135,25 @@ def server(me_url: str | None) -> MCPServer:
     @mcp.prompt(description="Greets someone on behalf of the caller's account")
     async def greeting(name: str, ctx: Context) -> str:
         return f"Greet {name} on behalf of {await account_in(ctx)}."
+
+    def asked_name(ctx: Context, state: str) -> InputRequiredResult | str:
+        """The name the client gave on its retry, or the round that asks it."""
+        answer = (ctx.input_responses or {}).get("name")
+        if ctx.request_state is None or answer is None:
+            schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+            question = ElicitRequestFormParams(message="Who is reading?", requested_schema=schema)
+            return InputRequiredResult(input_requests={"name": ElicitRequest(params=question)}, request_state=state)
+        return f"{(answer.content or {}).get('name')} ({ctx.request_state})"
+
+    @mcp.prompt(description="Asks who is reading by a round trip, then greets them")
+    async def ask_greeting(ctx: Context) -> InputRequiredResult | str:
+        name = asked_name(ctx, "python-state-prompt")
+        return name if isinstance(name, InputRequiredResult) else f"Hello {name}."
+
+    @mcp.resource("pynote://ask/{label}", mime_type="text/plain")
+    async def ask_note(label: str, ctx: Context) -> InputRequiredResult | str:
+        name = asked_name(ctx, "python-state-read")
+        return name if isinstance(name, InputRequiredResult) else f"{label}: {name}"
 
     @mcp.resource("pynote://hello", mime_type="text/plain")
     def hello() -> str:

@@ -21,8 +21,8 @@
 //!    relayed in the client's era, and its retry carried back ([`super::rounds`]); a server's
 //!    question mid-call of a 2026-07-28 client waits on this instance for the retry
 //!    ([`super::flights`]); a server's own `-32042` is relayed as its page ([`super::pages`]). A plain
-//!    request is one request ([`super::plain`]) — stateless to such a server, as a call is;
-//!    a round trip the server asks on it is answered with an error naming the server.
+//!    request is one request ([`super::plain`]) — stateless to such a server, as a call is —
+//!    and its rounds and `-32042` are relayed as a call's are.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
 //!    refused again, the grant needs a new consent and the client gets the reconnect link.
 //! 5. **A server that is down**, breaks off or times out: a retryable `isError` naming it; the
@@ -62,8 +62,26 @@ const RETRY_AFTER_SECONDS: u64 = 5;
 /// What is forwarded: a tool call (with its progress, the server's questions and cancellation)
 /// or one plain request (`prompts/get`, `resources/read`, [`super::content`]).
 pub(crate) enum Forwarded<'a> {
-    Tool { target: &'a Target, request: &'a CallToolRequestParams },
-    Plain(Box<rmcp::model::ClientRequest>),
+    Tool {
+        target: &'a Target,
+        request: &'a CallToolRequestParams,
+    },
+    /// `request` as it goes to the server (its names the server's); `responses`: the client's
+    /// `inputResponses`, of which a retry carries back only those the server asked for.
+    Plain {
+        request: Box<rmcp::model::ClientRequest>,
+        responses: Option<&'a rmcp::model::InputResponses>,
+    },
+}
+
+impl Forwarded<'_> {
+    /// The client's `inputResponses` (MCP 2026-07-28), as it sent them.
+    pub(crate) fn client_responses(&self) -> Option<&rmcp::model::InputResponses> {
+        match self {
+            Forwarded::Tool { request, .. } => request.input_responses.as_ref(),
+            Forwarded::Plain { responses, .. } => *responses,
+        }
+    }
 }
 
 /// The server's answer to what was forwarded, or the broker's own answer in a tool's shape
@@ -180,7 +198,7 @@ impl BrokerServer {
             (None, _) => shared_credential(entry),
         };
         let key = gateway.pool.key(&caller.user, entry);
-        let first = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
+        let first = self.attempt_rounds(gateway, entry, &key, credential, forwarded, caller, ctx).await;
         if matches!(entry.row.auth, GatewayAuth::TokenExchange { .. }) {
             match first {
                 // The tool server passes on the broker's own link (its user must connect, or
@@ -195,7 +213,7 @@ impl BrokerServer {
             }
         }
         let (Err(Failure::Unauthorized), Some(token)) = (&first, &token) else {
-            return self.settle(entry, forwarded, caller, first);
+            return self.settle(entry, caller, first);
         };
         // 4. A 401: one forced refresh and one retry, then a new consent.
         let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
@@ -204,9 +222,9 @@ impl BrokerServer {
                 crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
-            let second = self.try_forward(gateway, entry, &key, credential, forwarded, caller, ctx).await;
+            let second = self.attempt_rounds(gateway, entry, &key, credential, forwarded, caller, ctx).await;
             if !matches!(second, Err(Failure::Unauthorized)) {
-                return self.settle(entry, forwarded, caller, second);
+                return self.settle(entry, caller, second);
             }
             return (self.refused_again(entry, caller, &fresh).await.map(Answer::from), "unauthorized");
         }
@@ -284,33 +302,8 @@ impl BrokerServer {
         }
     }
 
-    /// One try of what is forwarded: a tool call with the server's round trips relayed
-    /// ([`super::rounds`]), or one plain request ([`super::plain`]).
-    #[allow(clippy::too_many_arguments)]
-    async fn try_forward(
-        &self,
-        gateway: &Arc<Gateway>,
-        entry: &Arc<ServerEntry>,
-        key: &ConnectionKey,
-        credential: Option<Credential>,
-        forwarded: &Forwarded<'_>,
-        caller: &Caller,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<Answer, Failure> {
-        match forwarded {
-            Forwarded::Tool { target, request } => self
-                .attempt_rounds(gateway, entry, key, credential, target, caller, request, ctx)
-                .await
-                .map(Answer::Tool),
-            Forwarded::Plain(request) => {
-                let connection = self.connection(gateway, entry, key, credential, ctx).await?;
-                super::plain::send(gateway, entry, key, &connection, (**request).clone(), ctx).await.map(Answer::Plain)
-            }
-        }
-    }
-
     /// One try of a tool call: the user's connection with `credential`, then the call.
-    /// `request` is the call as it goes to the server ([`super::rounds::upstream_request`]).
+    /// `request` is the call as it goes to the server ([`super::rounds`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn attempt(
         &self,
@@ -329,7 +322,7 @@ impl BrokerServer {
 
     /// The user's connection to the server (opened if there is none), carrying `credential`
     /// from now on.
-    async fn connection(
+    pub(super) async fn connection(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
@@ -475,11 +468,10 @@ impl BrokerServer {
         }
     }
 
-    /// The answer for the client and the outcome label of one attempt at `forwarded`.
+    /// The answer for the client and the outcome label of one attempt.
     fn settle(
         &self,
         entry: &ServerEntry,
-        forwarded: &Forwarded<'_>,
         caller: &Caller,
         attempt: Result<Answer, Failure>,
     ) -> (Result<Answer, Unfinished>, &'static str) {
@@ -492,13 +484,10 @@ impl BrokerServer {
             Ok(answer) => (Ok(answer), "ok"),
             Err(Failure::Asked(round)) => (Ok(Answer::Tool(CallToolResponse::InputRequired(*round))), "needs_user"),
             // The server's own page, relayed in the client's era (super::pages).
-            Err(Failure::ServerLink { error, questions }) => match forwarded {
-                Forwarded::Tool { .. } => {
-                    let (answer, outcome) = self.relay_server_link(entry, caller, error, questions.as_ref());
-                    (answer.map(Answer::from), outcome)
-                }
-                Forwarded::Plain(_) => (Ok(Answer::Plain(Err(super::plain::passed_on(entry, error)))), "server_error"),
-            },
+            Err(Failure::ServerLink { error, questions }) => {
+                let (answer, outcome) = self.relay_server_link(entry, caller, error, questions.as_ref());
+                (answer.map(Answer::from), outcome)
+            }
             Err(Failure::Unreachable) => {
                 (Ok(Answer::Tool(server_unavailable(entry.row.name.as_str()).into())), "unreachable")
             }

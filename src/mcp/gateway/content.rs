@@ -1,7 +1,8 @@
 //! `prompts/get` and `resources/read` of a server behind the broker: the same gates as a tool
 //! call ([`super::call`]: the (client, server) pair, the user's own credential on the user's
 //! own connection, a 401's one refresh and retry, a server that is down, audit and metrics),
-//! then one plain request.
+//! then one plain request, the server's own questions relayed as a call's are
+//! ([`super::rounds`], [`super::pages`]).
 //!
 //! The gates answer in a tool's shape (a link as `-32042` or `InputRequiredResult`, or text
 //! the user reads); here that becomes the method's own: `-32042` and `InputRequiredResult` as
@@ -68,7 +69,8 @@ impl BrokerServer {
         };
         let mut params = GetPromptRequestParams::new(upstream);
         params.arguments = Some(values.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<JsonObject>());
-        let forwarded = Forwarded::Plain(Box::new(ClientRequest::GetPromptRequest(GetPromptRequest::new(params))));
+        let sent = Box::new(ClientRequest::GetPromptRequest(GetPromptRequest::new(params)));
+        let forwarded = Forwarded::Plain { request: sent, responses: request.input_responses.as_ref() };
         let started = std::time::Instant::now();
         let (answer, outcome) = self.forward(gateway, entry, &forwarded, &caller, ctx).await;
         self.audit_call(entry, &format!("prompt={upstream}"), &caller, outcome, started.elapsed()).await;
@@ -121,8 +123,8 @@ impl BrokerServer {
             Err(ended) => return ended.into_read(),
         };
         let params = ReadResourceRequestParams::new(upstream);
-        let forwarded =
-            Forwarded::Plain(Box::new(ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))));
+        let sent = Box::new(ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params)));
+        let forwarded = Forwarded::Plain { request: sent, responses: request.input_responses.as_ref() };
         let started = std::time::Instant::now();
         let (answer, outcome) = self.forward(gateway, entry, &forwarded, &caller, ctx).await;
         // The URI is left out of the audit: a template's values are the client's arguments.
@@ -248,8 +250,9 @@ fn plain(entry: &ServerEntry, answer: Result<Answer, Unfinished>) -> Result<Plai
 /// user, a retryable failure) as a JSON-RPC error carrying the same text and data.
 fn tool_shaped(server: Option<&str>, answer: Answer) -> Result<Plain, ErrorData> {
     match answer {
+        // The server's own rounds were relayed before this ([`super::rounds`]).
         Answer::Plain(Ok(ServerResult::InputRequiredResult(_))) => Err(ErrorData::internal_error(
-            format!("The server {} asked for input, which the broker does not relay yet.", server.unwrap_or("")),
+            format!("The server {} asked for input that was not relayed.", server.unwrap_or("")),
             None,
         )),
         Answer::Plain(Ok(result)) => Ok(Plain::Done(Box::new(result))),

@@ -37,11 +37,8 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a 2026-07-28
-//! server's round trips on `prompts/get` and `resources/read` (answered with an error naming
-//! the server; on tool calls they are relayed), a server's `-32042` on `prompts/get` and
-//! `resources/read` (an error naming the server; on tool calls it is relayed), a flight's retry
-//! that reaches another instance (`question_expired`: the call waits on the instance that asked),
+//! Not in this slice: a 2025-11-25 server's question asked in the middle of a `prompts/get` or
+//! `resources/read` (on tool calls it is relayed), a flight's retry that reaches another instance (`question_expired`: the call waits on the instance that asked),
 //! subscriptions to a server's resources
 //! (`resources/subscribe` of a server's resource is refused as unknown).
 

@@ -79,8 +79,9 @@ impl Drop for CancelUpstream {
 /// One plain request over the user's `connection`, within `gateway.call_timeout`; cancelled
 /// upstream when the client cancels. The server's JSON-RPC error comes back as an answer —
 /// its code and message, with `data` naming the server ([`passed_on`]) — except a `-32042`,
-/// which the gates decide on ([`super::call`]). Over a connection to a 2026-07-28 server
-/// ([`super::revision`]) this is one self-contained request, as a tool call is.
+/// which the gates decide on ([`super::call`]); a 2026-07-28 server's `InputRequiredResult`
+/// comes back as its result, for [`super::rounds`] to relay. Over a connection to a 2026-07-28
+/// server ([`super::revision`]) this is one self-contained request, as a tool call is.
 pub async fn send(
     gateway: &Arc<Gateway>,
     entry: &ServerEntry,
@@ -112,7 +113,8 @@ pub async fn send(
         Ok(Err(ServiceError::McpError(error))) => {
             cancel.answered();
             if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
-                return Err(Failure::ServerLink { error, questions: None });
+                let questions = Some(connection.service.service().questions.clone());
+                return Err(Failure::ServerLink { error, questions });
             }
             Ok(Err(passed_on(entry, error)))
         }
@@ -129,15 +131,9 @@ pub async fn send(
     }
 }
 
-/// A server's JSON-RPC error as the client gets it: a link from a server behind the broker
-/// must never look like the broker's own, so a `-32042` becomes an error naming the server.
-pub fn passed_on(entry: &ServerEntry, error: ErrorData) -> ErrorData {
-    let server = entry.row.name.as_str();
-    if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
-        return ErrorData::internal_error(
-            format!("The server {server} asked you to open a page, which the broker does not relay yet."),
-            Some(json!({"server": server})),
-        );
-    }
-    ErrorData::new(error.code, error.message, Some(json!({"server": server})))
+/// A server's JSON-RPC error as the client gets it: its code and message, with `data` naming
+/// the server. (A `-32042` never comes here: it is relayed as the server's page,
+/// [`super::pages`].)
+fn passed_on(entry: &ServerEntry, error: ErrorData) -> ErrorData {
+    ErrorData::new(error.code, error.message, Some(json!({"server": entry.row.name.as_str()})))
 }

@@ -28,13 +28,14 @@ use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, ElicitRequest, ElicitRequestParams,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, ServerResult,
 };
 use rmcp::service::RequestContext;
 use serde_json::json;
 
 use super::Gateway;
+use super::call::{Answer, Forwarded};
 use super::plain::Failure;
 use super::pool::ConnectionKey;
 use super::registry::{ServerEntry, Target};
@@ -51,27 +52,58 @@ pub const MAX_ROUNDS: usize = 10;
 /// is refused above 16 KiB).
 pub const MAX_SERVER_STATE: usize = 8 * 1024;
 
-/// The call as it goes to the server: the client's arguments and — on a retry that carries a
-/// round of the server's back — the server's own state with the client's responses to the keys
-/// the server asked. Never the client's own state, nor its other responses.
-pub(crate) fn upstream_request(
-    request: &CallToolRequestParams,
+/// What a retry carries back to the server: its own state, and the client's responses to the
+/// keys the server asked — never the client's own state, nor its other responses. Nothing on a
+/// first request, or on a retry after the server's pages (a round with neither).
+pub(crate) fn carried_back(
+    client_responses: Option<&InputResponses>,
     carried: Option<&ServerRound>,
-) -> CallToolRequestParams {
-    let mut upstream = CallToolRequestParams::new(request.name.clone());
-    upstream.arguments = request.arguments.clone();
-    if let Some(round) = carried.filter(|round| round.state.is_some() || !round.keys.is_empty()) {
-        let responses: InputResponses = request
-            .input_responses
-            .iter()
-            .flatten()
-            .filter(|(key, _)| round.keys.contains(key))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        upstream.input_responses = Some(responses);
-        upstream.request_state = round.state.clone();
+) -> (Option<InputResponses>, Option<String>) {
+    let Some(round) = carried.filter(|round| round.state.is_some() || !round.keys.is_empty()) else {
+        return (None, None);
+    };
+    let responses: InputResponses = client_responses
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| round.keys.contains(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (Some(responses), round.state.clone())
+}
+
+/// The request as it goes to the server, with what a retry carries back.
+enum Upstream<'a> {
+    Tool { target: &'a Target, params: CallToolRequestParams },
+    Plain(ClientRequest),
+}
+
+impl<'a> Upstream<'a> {
+    fn of(forwarded: &Forwarded<'a>, responses: Option<InputResponses>, state: Option<String>) -> Self {
+        match forwarded {
+            Forwarded::Tool { target, request } => {
+                let mut params = CallToolRequestParams::new(request.name.clone());
+                params.arguments = request.arguments.clone();
+                params.input_responses = responses;
+                params.request_state = state;
+                Upstream::Tool { target, params }
+            }
+            Forwarded::Plain { request, .. } => {
+                let mut request = (**request).clone();
+                match &mut request {
+                    ClientRequest::GetPromptRequest(get) => {
+                        get.params.input_responses = responses;
+                        get.params.request_state = state;
+                    }
+                    ClientRequest::ReadResourceRequest(read) => {
+                        read.params.input_responses = responses;
+                        read.params.request_state = state;
+                    }
+                    _ => {}
+                }
+                Upstream::Plain(request)
+            }
+        }
     }
-    upstream
 }
 
 /// What became of one `InputRequiredResult` of the server's.
@@ -112,8 +144,10 @@ fn for_round_trip(
 }
 
 impl BrokerServer {
-    /// [`BrokerServer::attempt`], with the server's round trips relayed: a 2026-07-28 client's
-    /// retry is carried back to the server, and a 2025-11-25 client is asked in the call.
+    /// One try of what is forwarded — a tool call ([`BrokerServer::attempt`]) or a plain
+    /// request ([`super::plain::send`]) — with the server's round trips relayed: a 2026-07-28
+    /// client's retry is carried back to the server, and a 2025-11-25 client is asked within
+    /// its request.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn attempt_rounds(
         &self,
@@ -121,28 +155,43 @@ impl BrokerServer {
         entry: &Arc<ServerEntry>,
         key: &ConnectionKey,
         credential: Option<Credential>,
-        target: &Target,
+        forwarded: &Forwarded<'_>,
         caller: &Caller,
-        request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, Failure> {
+    ) -> Result<Answer, Failure> {
         // A retry that answers a server's question asked mid-call: the call is still waiting.
-        if caller.round.as_ref().is_some_and(|round| round.flight().is_some()) {
-            return self.resume_flight(gateway, entry, key, caller, ctx).await;
+        // (Only a tool call parks; a state names its method, so no other request carries one.)
+        if let Forwarded::Tool { .. } = forwarded
+            && caller.round.as_ref().is_some_and(|round| round.flight().is_some())
+        {
+            return self.resume_flight(gateway, entry, key, caller, ctx).await.map(Answer::Tool);
         }
         let carried = caller.round.as_ref().and_then(|round| round.server_round());
         if carried.is_some_and(|round| round.server_id != entry.row.id) {
             // The name now stands for another registration: its state is no use to this one.
             let text = format!(
-                "The server {} was registered again since this call began; call the tool again without requestState.",
+                "The server {} was registered again since this request began; send it again without requestState.",
                 entry.row.name
             );
-            return Ok(error_result(text).into());
+            return Ok(Answer::Tool(error_result(text).into()));
         }
-        let mut upstream = upstream_request(request, carried);
+        let (responses, state) = carried_back(forwarded.client_responses(), carried);
+        let mut upstream = Upstream::of(forwarded, responses, state);
         for _ in 0..MAX_ROUNDS {
-            let answer = self.attempt(gateway, entry, key, credential.clone(), target, caller, &upstream, ctx).await?;
-            let CallToolResponse::InputRequired(asked) = answer else { return Ok(answer) };
+            let answer = match &upstream {
+                Upstream::Tool { target, params } => Answer::Tool(
+                    self.attempt(gateway, entry, key, credential.clone(), target, caller, params, ctx).await?,
+                ),
+                Upstream::Plain(request) => {
+                    let connection = self.connection(gateway, entry, key, credential.clone(), ctx).await?;
+                    Answer::Plain(super::plain::send(gateway, entry, key, &connection, request.clone(), ctx).await?)
+                }
+            };
+            let asked = match answer {
+                Answer::Tool(CallToolResponse::InputRequired(asked)) => asked,
+                Answer::Plain(Ok(ServerResult::InputRequiredResult(asked))) => asked,
+                answer => return Ok(answer),
+            };
             if let Some(link) = self.brokers_link_in_round(entry, caller, &asked).await {
                 return Err(Failure::ServerLink { error: link, questions: None });
             }
@@ -152,18 +201,16 @@ impl BrokerServer {
                 relayed = self.relay_round(entry, caller, ctx, asked) => relayed,
             };
             match relayed {
-                Relayed::ToClient(result) => return Ok(CallToolResponse::InputRequired(result)),
-                Relayed::Ended(result) => return Ok(result.into()),
-                Relayed::Answered(responses) => {
-                    upstream = upstream_request(request, None);
-                    upstream.input_responses = Some(responses);
-                    upstream.request_state = state;
-                }
+                Relayed::ToClient(result) => return Ok(Answer::Tool(CallToolResponse::InputRequired(result))),
+                Relayed::Ended(result) => return Ok(Answer::Tool(result.into())),
+                Relayed::Answered(responses) => upstream = Upstream::of(forwarded, Some(responses), state),
             }
         }
-        let text =
-            format!("The server {} kept asking for input ({MAX_ROUNDS} rounds); the call was stopped.", entry.row.name);
-        Ok(error_result(text).into())
+        let text = format!(
+            "The server {} kept asking for input ({MAX_ROUNDS} rounds); the request was stopped.",
+            entry.row.name
+        );
+        Ok(Answer::Tool(error_result(text).into()))
     }
 
     /// One `InputRequiredResult` of the server's, in the client's era.
@@ -231,14 +278,31 @@ mod tests {
             ("authorize".to_owned(), json!({"action": "accept"})),
         ]));
 
-        let first = upstream_request(&request, None);
-        assert_eq!((first.request_state, first.input_responses), (None, None), "a first call carries neither");
-        assert_eq!(first.arguments, request.arguments);
+        let client = request.input_responses.as_ref();
+        assert_eq!(carried_back(client, None), (None, None), "a first request carries neither");
+        let pages = ServerRound { server_id: "s".into(), state: None, keys: Vec::new() };
+        assert_eq!(carried_back(client, Some(&pages)), (None, None), "a retry after the server's pages");
 
         let round = ServerRound { server_id: "s".into(), state: Some("theirs".into()), keys: vec!["name".into()] };
-        let retry = upstream_request(&request, Some(&round));
-        assert_eq!(retry.request_state.as_deref(), Some("theirs"));
-        let responses = retry.input_responses.unwrap();
+        let (responses, state) = carried_back(client, Some(&round));
+        assert_eq!(state.as_deref(), Some("theirs"));
+        let responses = responses.unwrap();
         assert_eq!(responses.keys().collect::<Vec<_>>(), ["name"], "the broker's own key stays with the broker");
+
+        let forwarded = Forwarded::Tool { target: &Target::Tool("ask".into()), request: &request };
+        let Upstream::Tool { params, .. } = Upstream::of(&forwarded, Some(responses), state) else { panic!() };
+        assert_eq!(params.arguments, request.arguments, "the client's arguments go as they came");
+        assert_eq!(params.request_state.as_deref(), Some("theirs"));
+
+        let read = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
+            rmcp::model::ReadResourceRequestParams::new("note://x"),
+        ));
+        let forwarded = Forwarded::Plain { request: Box::new(read), responses: None };
+        let Upstream::Plain(ClientRequest::ReadResourceRequest(read)) =
+            Upstream::of(&forwarded, None, Some("theirs".into()))
+        else {
+            panic!()
+        };
+        assert_eq!((read.params.uri.as_str(), read.params.request_state.as_deref()), ("note://x", Some("theirs")));
     }
 }
