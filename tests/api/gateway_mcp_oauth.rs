@@ -7,7 +7,8 @@
 //!   for its own URL;
 //! - the broker in front, registered by the admin CLI (another process), which discovers the
 //!   authorization server from the server's 401 and registers itself there (RFC 7591: its
-//!   public URL is plain http, so it cannot offer a client ID metadata document).
+//!   public URL is plain http, so it does not offer a client ID metadata document by itself;
+//!   the last test names its document as the client ID, which the authorization server fetches).
 
 use std::time::Duration;
 
@@ -215,4 +216,62 @@ async fn a_server_that_is_not_protected_or_names_another_resource_is_refused_at_
     assert!(front.state.store.list_gateway_servers().await.unwrap().is_empty(), "nothing written");
     open.stop().await;
     front.stop().await;
+}
+
+/// A client ID metadata document (MCP 2025-11-25 basic/authorization §Client ID Metadata
+/// Documents) end to end: the front broker's `client_id` is the URL of the document it serves,
+/// and the authorization server — which has never registered it — fetches that document to know
+/// it. The broker chooses a document by itself only on an https public URL, which a test cannot
+/// serve; so the operator names the document's URL as `--client-id`, and the authorization
+/// server allows plain http on the front broker's loopback port (its test allowance).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_authorization_server_knows_the_broker_by_its_metadata_document_is_connected_and_called() {
+    // Arrange
+    let authorization = spawn_app(Backend::Sqlite).await.unwrap();
+    let front = spawn_app(Backend::Sqlite).await.unwrap();
+    let port = url::Url::parse(&front.address).unwrap().port().unwrap();
+    oauth_broker::authorization_server::client_metadata_document::testing::allow_plain_http_on_loopback_port(port);
+    let upstream = Upstream::start(&["--require-oauth", &authorization.address], None).await;
+    let options = ServiceOptions { resource: Some(&upstream.mcp_url), ..Default::default() };
+    register_service(&authorization, "docs", &["demo"], options).await;
+    let document = front.url("/oauth/client-metadata/mcp-docs");
+    let added = servers_ok(
+        &front,
+        &["add", "docs", "--url", &upstream.mcp_url, "--auth", "mcp-oauth", "--client-id", &document, "--json"],
+    )
+    .await;
+    let added: Value = serde_json::from_str(&added).unwrap();
+    assert_eq!(
+        (added["client_id"].as_str(), added["registration"].as_str()),
+        (Some(document.as_str()), Some("operator"))
+    );
+    eventually("the broker serves the new server", Duration::from_secs(10), || async { served(&front, "docs_").await })
+        .await;
+
+    // Assert: the front broker serves its document at that URL, naming itself and its callback.
+    let served_document: Value = reqwest::get(&document).await.unwrap().json().await.unwrap();
+    assert_eq!(served_document["client_id"], document.as_str());
+    assert_eq!(served_document["redirect_uris"], json!([front.url("/oauth/callback/mcp-docs")]));
+    assert_eq!(served_document["token_endpoint_auth_method"], "none", "{served_document}");
+
+    // Act: alice connects through both brokers and calls the server.
+    let client = front.mcp_client(ALICE, ClientKind::Url).await;
+    let (_, url) = url_elicitation_required(client.call("docs_connect", json!({})).await);
+    connect_in_browser(&front, &authorization, &url, &upstream.mcp_url).await;
+    let connected = client.call("docs_connect", json!({})).await.unwrap();
+    assert_ne!(connected.is_error, Some(true), "{connected:?}");
+    let (account, _) = whoami(&client.call("docs_whoami", json!({})).await.unwrap());
+
+    // Assert: the authorization server issued alice's token to the document's URL as client,
+    // without any registration of it.
+    assert_eq!(account, authorization.user_id(ALICE).await);
+    let grant = front.state.store.grants_for_user(&front.user_id(ALICE).await).await.unwrap().remove(0);
+    assert_eq!(grant.provider, "mcp-docs");
+    let registered = authorization.state.store.oauth_client(&document).await.unwrap();
+    assert!(registered.is_none(), "the authorization server holds no registration of it");
+
+    client.close().await;
+    upstream.stop().await;
+    front.stop().await;
+    authorization.stop().await;
 }
