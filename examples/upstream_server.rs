@@ -26,7 +26,10 @@
 //! `ask_two` (a form question, then a URL elicitation, in one call), `needs_page` (answers
 //! `-32042` with a page of its own at `url` until that page is done, then says so) and
 //! `complete_pages` (marks the pages `needs_page` handed out done and sends
-//! `notifications/elicitation/complete` for each). When a question is answered the server
+//! `notifications/elicitation/complete` for each), `touch` (sends
+//! `notifications/resources/updated` for `uri` to the sessions subscribed to it) and
+//! `subscribers` (how many sessions are subscribed to `uri`). It offers `resources/subscribe`.
+//! When a question is answered the server
 //! prints `elicitation answered: <action>`; when it gets an error instead, `elicitation
 //! refused: <message>`, and answers with the error in its result.
 //!
@@ -203,6 +206,21 @@ struct Upstream {
     notes: Arc<std::sync::Mutex<Vec<String>>>,
     /// The pages `needs_page` asked for: (elicitation id, URL) still open, and the URLs done.
     pages: Arc<std::sync::Mutex<Pages>>,
+    /// `resources/subscribe`: each subscription's URI, its session's id and that session's peer.
+    subscribers: Arc<std::sync::Mutex<Vec<Subscriber>>>,
+}
+
+struct Subscriber {
+    uri: String,
+    session: String,
+    peer: rmcp::Peer<RoleServer>,
+}
+
+/// The `Mcp-Session-Id` a request came with.
+fn session_of(ctx: &RequestContext<RoleServer>) -> String {
+    let parts = ctx.extensions.get::<http::request::Parts>();
+    let header = parts.and_then(|parts| parts.headers.get("mcp-session-id"));
+    header.and_then(|value| value.to_str().ok()).unwrap_or_default().to_owned()
 }
 
 #[derive(Default)]
@@ -214,6 +232,10 @@ struct Pages {
 impl Upstream {
     fn notes(&self) -> Vec<String> {
         self.notes.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn subscribers(&self) -> std::sync::MutexGuard<'_, Vec<Subscriber>> {
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `None` once the page at `url` is done; until then the `-32042` that sends the user to it
@@ -291,6 +313,20 @@ fn tools() -> Vec<Tool> {
             ),
         ),
         Tool::new(
+            "touch",
+            "Tells the sessions subscribed to the resource uri that it changed",
+            schema(
+                json!({"type": "object", "properties": {"uri": {"type": "string", "maxLength": 2000}}, "required": ["uri"]}),
+            ),
+        ),
+        Tool::new(
+            "subscribers",
+            "How many sessions are subscribed to the resource uri",
+            schema(
+                json!({"type": "object", "properties": {"uri": {"type": "string", "maxLength": 2000}}, "required": ["uri"]}),
+            ),
+        ),
+        Tool::new(
             "ask_two",
             "Asks the user's name in a form, then to open a page, in one call",
             schema(json!({"type": "object", "properties": {}})),
@@ -333,6 +369,7 @@ impl ServerHandler for Upstream {
                 .enable_prompts_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .build(),
         )
     }
@@ -387,6 +424,32 @@ impl ServerHandler for Upstream {
             resources.push(Resource::new(format!("note://notes/{title}"), title));
         }
         Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    // MCP 2025-11-25 server/resources §Subscriptions: `touch` tells the subscribed sessions.
+    #[allow(deprecated, reason = "resources/subscribe is what a 2025-11-25 server speaks")]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = session_of(&ctx);
+        let mut subscribers = self.subscribers();
+        if !subscribers.iter().any(|s| s.uri == request.uri && s.session == session) {
+            subscribers.push(Subscriber { uri: request.uri, session, peer: ctx.peer });
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated, reason = "resources/unsubscribe is what a 2025-11-25 server speaks")]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = session_of(&ctx);
+        self.subscribers().retain(|s| !(s.uri == request.uri && s.session == session));
+        Ok(())
     }
 
     async fn list_resource_templates(
@@ -529,6 +592,20 @@ impl ServerHandler for Upstream {
                 }
                 Ok(answered(asked, Some(&id)))
             }
+            "touch" => {
+                let uri = arguments.get("uri").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let peers: Vec<_> =
+                    self.subscribers().iter().filter(|s| s.uri == uri).map(|s| s.peer.clone()).collect();
+                for peer in &peers {
+                    let updated = rmcp::model::ResourceUpdatedNotificationParam::new(uri.clone());
+                    let _ = peer.notify_resource_updated(updated).await;
+                }
+                Ok(structured(json!({"notified": peers.len()})))
+            }
+            "subscribers" => {
+                let uri = arguments.get("uri").and_then(Value::as_str).unwrap_or_default();
+                Ok(structured(json!({"sessions": self.subscribers().iter().filter(|s| s.uri == uri).count()})))
+            }
             "add_note" => {
                 let title = arguments.get("title").and_then(Value::as_str).unwrap_or_default().to_owned();
                 self.notes.lock().unwrap_or_else(|p| p.into_inner()).push(title.clone());
@@ -612,8 +689,16 @@ async fn main() -> anyhow::Result<()> {
     let tools = Arc::new(tools());
     let notes = Arc::default();
     let pages = Arc::default();
+    let subscribers = Arc::default();
     let service = StreamableHttpService::new(
-        move || Ok(Upstream { tools: tools.clone(), notes: Arc::clone(&notes), pages: Arc::clone(&pages) }),
+        move || {
+            Ok(Upstream {
+                tools: tools.clone(),
+                notes: Arc::clone(&notes),
+                pages: Arc::clone(&pages),
+                subscribers: Arc::clone(&subscribers),
+            })
+        },
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );

@@ -56,13 +56,24 @@ pub enum Signal {
     /// Resources of one user changed (`notifications/resources/updated` to that user's
     /// sessions subscribed to one of these URIs).
     ResourcesChanged { user_id: String, uris: Vec<String> },
+    /// A server behind the broker says one of its resources changed, over one user's connection
+    /// of this process (`notifications/resources/updated` to that user's sessions subscribed to
+    /// these gateway URIs). It stays in the process: the sessions that subscribed through this
+    /// connection are here, and another instance hears its own connections.
+    ServerResourcesUpdated { user_id: String, uris: Vec<String> },
 }
 
 impl Signal {
     /// Whether other instances on the same database must hear of it. Every signal does unless
     /// it concerns this process alone.
     pub fn crosses_instances(&self) -> bool {
-        !matches!(self, Signal::PromptsChanged | Signal::ToolsChanged | Signal::ResourceListChanged)
+        !matches!(
+            self,
+            Signal::PromptsChanged
+                | Signal::ToolsChanged
+                | Signal::ResourceListChanged
+                | Signal::ServerResourcesUpdated { .. }
+        )
     }
 }
 

@@ -160,7 +160,10 @@ impl BrokerServer {
                         Ok(Signal::ResourceListChanged) => {
                             scope.notify(ServerNotification::ResourceListChangedNotification(Default::default()))
                         }
-                        Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) => {
+                        Ok(
+                            Signal::ResourcesChanged { user_id: changed_for, uris }
+                            | Signal::ServerResourcesUpdated { user_id: changed_for, uris },
+                        ) => {
                             if changed_for != user_id { continue; }
                             scope.subscribed(uris).into_iter().all(|uri| {
                                 scope.notify(ServerNotification::ResourceUpdatedNotification(

@@ -302,6 +302,11 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx)?;
+        // A server behind the broker's resource: subscribed to on that server, held by this session.
+        if let Some(held) = Box::pin(self.gateway_subscribe(&caller, &request.uri, &ctx)).await {
+            self.scope().subscribe_holding(request.uri, Some(Box::new(held?)));
+            return Ok(());
+        }
         let ext = self.extension_context(&ctx, &caller);
         if !Box::pin(super::resources::exists(&self.state, &ext, &request.uri)).await {
             return Err(ErrorData::resource_not_found(format!("unknown resource: {}", request.uri), None));

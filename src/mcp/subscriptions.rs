@@ -55,10 +55,13 @@ pub async fn listen(state: &McpState, user_id: &str, subscription: SubscriptionC
             Ok(Signal::PromptsChanged) => deliver(sink.notify_prompt_list_changed().await),
             Ok(Signal::ToolsChanged) => deliver(sink.notify_tool_list_changed().await),
             Ok(Signal::ResourceListChanged) => deliver(sink.notify_resource_list_changed().await),
-            Ok(Signal::ResourcesChanged { user_id: changed_for, uris }) if changed_for == user_id => {
-                resources_updated(&sink, subscription.accepted(), uris).await
+            Ok(
+                Signal::ResourcesChanged { user_id: changed_for, uris }
+                | Signal::ServerResourcesUpdated { user_id: changed_for, uris },
+            ) if changed_for == user_id => resources_updated(&sink, subscription.accepted(), uris).await,
+            Ok(Signal::ResourcesChanged { .. } | Signal::ServerResourcesUpdated { .. }) | Err(RecvError::Lagged(_)) => {
+                true
             }
-            Ok(Signal::ResourcesChanged { .. }) | Err(RecvError::Lagged(_)) => true,
             Err(RecvError::Closed) => return Ok(()),
         };
         if !delivered {

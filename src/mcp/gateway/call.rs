@@ -316,18 +316,20 @@ impl BrokerServer {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Failure> {
-        let connection = self.connection(gateway, entry, key, credential, ctx).await?;
+        let connection = self.connection(gateway, entry, key, credential, caller, ctx).await?;
         self.call_tool_on(gateway, entry, key, &connection, target, caller, request, ctx).await
     }
 
     /// The user's connection to the server (opened if there is none), carrying `credential`
     /// from now on.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn connection(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
         key: &ConnectionKey,
         credential: Option<Credential>,
+        caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Arc<Connection>, Failure> {
         let limit = self.state.config.gateway.call_timeout;
@@ -336,7 +338,7 @@ impl BrokerServer {
             move || {
                 let cell = Arc::new(CredentialCell::default());
                 cell.set(credential);
-                gateway.open(entry, cell)
+                gateway.open(entry, cell, Some(&caller.user.user_id))
             }
         };
         let opened = tokio::select! {

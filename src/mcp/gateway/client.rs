@@ -12,6 +12,8 @@
 //!   client ([`super::relay`]); the connection declares both elicitation modes, since the
 //!   broker answers for a client that declared neither.
 //! - `notifications/elicitation/complete`: passed on to the session that was shown the link.
+//! - `notifications/resources/updated` of a resource the user's sessions subscribed to through
+//!   this connection ([`super::subscribed`]): to those sessions, under the gateway's URI.
 //!
 //! Sampling and roots are not relayed (rmcp declines them for us).
 
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex, Weak};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult, ElicitationCapability,
     ErrorData, FormElicitationCapability, Implementation, ProgressNotificationParam, ProgressToken,
-    UrlElicitationCapability,
+    ResourceUpdatedNotificationParam, UrlElicitationCapability,
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
 use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
@@ -29,6 +31,7 @@ use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
 use super::Gateway;
 use super::registry::ServerEntry;
 use super::relay::Questions;
+use crate::events::Signal;
 use crate::mcp::elicitation;
 
 /// Where a forwarded call's progress goes: the client's peer and its token, and which
@@ -48,15 +51,22 @@ pub struct UpstreamHandler {
     routes: Arc<Mutex<HashMap<ProgressToken, Route>>>,
     /// The server's questions, to the calls they belong to.
     pub questions: Arc<Questions>,
+    /// The user whose connection this is (`None`: no user's): a resource update goes to that
+    /// user's sessions only.
+    user_id: Option<String>,
+    /// The server's resources this user's sessions subscribed to over this connection.
+    pub subscribed: Arc<Subscribed>,
 }
 
 impl UpstreamHandler {
-    pub fn new(gateway: &Arc<Gateway>, entry: &ServerEntry) -> Self {
+    pub fn new(gateway: &Arc<Gateway>, entry: &ServerEntry, user_id: Option<&str>) -> Self {
         Self {
             gateway: Arc::downgrade(gateway),
             server_id: entry.row.id.clone(),
             routes: Arc::default(),
             questions: Arc::default(),
+            user_id: user_id.map(str::to_owned),
+            subscribed: Arc::default(),
         }
     }
 
@@ -68,6 +78,8 @@ impl UpstreamHandler {
             server_id: server_id.to_owned(),
             routes: Arc::default(),
             questions: Arc::default(),
+            user_id: None,
+            subscribed: Arc::default(),
         }
     }
 
@@ -106,6 +118,38 @@ impl Drop for ProgressRoute {
                 routes.remove(&token);
             }
         });
+    }
+}
+
+/// The server's resources one connection is subscribed to, with how many of its user's
+/// sessions hold each ([`super::subscribed`]).
+#[derive(Default)]
+pub struct Subscribed(Mutex<HashMap<String, usize>>);
+
+impl Subscribed {
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether some session holds a subscription to the server's `uri`.
+    pub fn holds(&self, uri: &str) -> bool {
+        self.counts().contains_key(uri)
+    }
+
+    pub(super) fn hold(&self, uri: &str) {
+        *self.counts().entry(uri.to_owned()).or_default() += 1;
+    }
+
+    /// One holder fewer; `true` when it was the last.
+    pub(super) fn release(&self, uri: &str) -> bool {
+        let mut counts = self.counts();
+        let Some(count) = counts.get_mut(uri) else { return false };
+        *count -= 1;
+        if *count > 0 {
+            return false;
+        }
+        counts.remove(uri);
+        true
     }
 }
 
@@ -178,6 +222,16 @@ impl ClientHandler for UpstreamHandler {
         });
     }
 
+    // MCP 2025-11-25 server/resources §Subscriptions: only a URI this user's sessions hold is
+    // passed on, to this user only (the sessions pick the URIs they subscribed to).
+    async fn on_resource_updated(&self, params: ResourceUpdatedNotificationParam, _: NotificationContext<RoleClient>) {
+        let Some(user_id) = self.user_id.clone().filter(|_| self.subscribed.holds(&params.uri)) else { return };
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let Some(entry) = gateway.servers().iter().find(|e| e.row.id == self.server_id).cloned() else { return };
+        let uri = super::uri::wrap(&entry.row.name, &params.uri);
+        gateway.app.events.signal(Signal::ServerResourcesUpdated { user_id, uris: vec![uri] });
+    }
+
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         let route = self.routes().get(&params.progress_token).cloned();
         let Some((client, token, _)) = route else { return };
@@ -185,5 +239,22 @@ impl ClientHandler for UpstreamHandler {
         forwarded.total = params.total;
         forwarded.message = params.message;
         let _ = client.notify_progress(forwarded).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_holder_of_a_uri_is_the_one_that_lets_it_go() {
+        let subscribed = Subscribed::default();
+        subscribed.hold("note://a");
+        subscribed.hold("note://a");
+        assert!(subscribed.holds("note://a") && !subscribed.holds("note://b"));
+        assert!(!subscribed.release("note://a"), "another session still holds it");
+        assert!(subscribed.release("note://a"), "the last one");
+        assert!(!subscribed.holds("note://a"));
+        assert!(!subscribed.release("note://a"), "nothing held: nothing to let go");
     }
 }

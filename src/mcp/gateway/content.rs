@@ -232,13 +232,13 @@ impl Ended {
 }
 
 /// A plain request's outcome, before the method's own type.
-enum Plain {
+pub(super) enum Plain {
     Done(Box<ServerResult>),
     InputRequired(Box<rmcp::model::InputRequiredResult>),
 }
 
 /// What [`BrokerServer::forward`] answered, in a plain request's terms.
-fn plain(entry: &ServerEntry, answer: Result<Answer, Unfinished>) -> Result<Plain, ErrorData> {
+pub(super) fn plain(entry: &ServerEntry, answer: Result<Answer, Unfinished>) -> Result<Plain, ErrorData> {
     match answer {
         Err(Unfinished::Error(error)) => Err(error),
         Err(Unfinished::InputRequired(result)) => Ok(Plain::InputRequired(result)),
@@ -266,7 +266,7 @@ fn tool_shaped(server: Option<&str>, answer: Answer) -> Result<Plain, ErrorData>
     }
 }
 
-fn unexpected(entry: &ServerEntry, _result: &ServerResult) -> ErrorData {
+pub(super) fn unexpected(entry: &ServerEntry, _result: &ServerResult) -> ErrorData {
     tracing::warn!(server = %entry.row.name, "a server behind the broker answered with another method's result");
     ErrorData::internal_error(format!("The server {} answered with an unexpected result.", entry.row.name), None)
 }

@@ -28,6 +28,8 @@
 //!   tool call, [`plain`] sending each as one request.
 //! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
+//! - [`subscribed`]: a session's `resources/subscribe` to a server's resource, held on the
+//!   user's connection, its updates passed on.
 //!
 //! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
@@ -38,9 +40,10 @@
 //! server exchanges at `/token` for the user's provider token.
 //!
 //! Not in this slice: a 2025-11-25 server's question asked in the middle of a `prompts/get` or
-//! `resources/read` (on tool calls it is relayed), a flight's retry that reaches another instance (`question_expired`: the call waits on the instance that asked),
-//! subscriptions to a server's resources
-//! (`resources/subscribe` of a server's resource is refused as unknown).
+//! `resources/read` (on tool calls it is relayed), a flight's retry that reaches another
+//! instance (`question_expired`: the call waits on the instance that asked), subscriptions to a
+//! stateless server's resources or from a 2026-07-28 client's `subscriptions/listen`
+//! ([`subscribed`]).
 
 pub mod call;
 pub mod client;
@@ -59,6 +62,7 @@ pub mod relay;
 pub mod revision;
 pub mod rounds;
 mod server_link;
+pub mod subscribed;
 pub mod transport;
 pub mod uri;
 
@@ -113,6 +117,11 @@ impl Gateway {
         Self::watch(&gateway);
         Self::start_refreshing(&gateway);
         Ok(gateway)
+    }
+
+    /// How many connections to servers behind the broker this instance holds open.
+    pub fn open_connections(&self) -> usize {
+        self.pool.len()
     }
 
     pub(crate) fn servers(&self) -> Arc<Servers> {
@@ -199,7 +208,7 @@ impl Gateway {
     async fn fetch_shared_tools(self: &Arc<Self>, entry: &Arc<ServerEntry>) {
         let cell = Arc::new(transport::CredentialCell::default());
         cell.set(call::shared_credential(entry));
-        let opened = tokio::time::timeout(self.app.config.gateway.call_timeout, self.open(entry, cell)).await;
+        let opened = tokio::time::timeout(self.app.config.gateway.call_timeout, self.open(entry, cell, None)).await;
         match opened {
             Ok(Ok(connection)) => {
                 self.fill_tools(entry, connection.service.peer()).await;

@@ -22,18 +22,20 @@ use super::transport::{CredentialCell, CredentialedClient, FewRetries};
 const DISCOVER_WAIT: Duration = Duration::from_secs(10);
 
 impl Gateway {
-    /// Opens a connection to `entry` whose requests carry what `cell` holds, in the revision the
-    /// server speaks (found out by the first connection, then remembered).
+    /// Opens `user_id`'s connection to `entry` (`None`: a connection of no user's, for a server
+    /// that needs no user's credential), whose requests carry what `cell` holds, in the revision
+    /// the server speaks (found out by the first connection, then remembered).
     pub(crate) async fn open(
         self: &Arc<Self>,
         entry: &Arc<ServerEntry>,
         cell: Arc<CredentialCell>,
+        user_id: Option<&str>,
     ) -> Result<Connection, ClientInitializeError> {
         if let Some(known) = entry.revision.get() {
-            return self.open_as(entry, cell, known).await;
+            return self.open_as(entry, cell, known, user_id).await;
         }
         let discovered =
-            tokio::time::timeout(DISCOVER_WAIT, self.open_as(entry, cell.clone(), Revision::Stateless)).await;
+            tokio::time::timeout(DISCOVER_WAIT, self.open_as(entry, cell.clone(), Revision::Stateless, user_id)).await;
         match discovered {
             Ok(Ok(connection)) => {
                 entry.revision.set(Revision::Stateless);
@@ -47,7 +49,7 @@ impl Gateway {
             }
             Err(_) => tracing::debug!(server = %entry.row.name, "server/discover got no answer; trying initialize"),
         }
-        let connection = self.open_as(entry, cell, Revision::Sessions).await?;
+        let connection = self.open_as(entry, cell, Revision::Sessions, user_id).await?;
         entry.revision.set(Revision::Sessions);
         tracing::info!(server = %entry.row.name, "a server behind the broker speaks 2025-11-25 sessions");
         Ok(connection)
@@ -58,6 +60,7 @@ impl Gateway {
         entry: &Arc<ServerEntry>,
         cell: Arc<CredentialCell>,
         revision: Revision,
+        user_id: Option<&str>,
     ) -> Result<Connection, ClientInitializeError> {
         let client = CredentialedClient::new(self.http.clone(), cell.clone());
         let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
@@ -65,7 +68,7 @@ impl Gateway {
         );
         config.retry_config = Arc::new(FewRetries);
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-        let handler = UpstreamHandler::new(self, entry);
+        let handler = UpstreamHandler::new(self, entry, user_id);
         let service = handler.serve_with_lifecycle(transport, revision.lifecycle()).await?;
         Ok(Connection::new(service, cell))
     }

@@ -161,6 +161,13 @@ impl Pool {
         Ok(connection)
     }
 
+    /// The key's usable connection, if one is open.
+    pub async fn open_connection(&self, key: &ConnectionKey) -> Option<Arc<Connection>> {
+        let slot = self.slots().get(key).cloned()?;
+        let held = slot.connection.lock().await;
+        held.as_ref().filter(|c| c.is_usable()).cloned()
+    }
+
     /// Forgets `connection` (it broke) if it is still the key's, so the next call opens another.
     pub fn forget(&self, key: &ConnectionKey, connection: &Arc<Connection>) {
         connection.close();

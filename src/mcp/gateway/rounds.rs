@@ -183,7 +183,7 @@ impl BrokerServer {
                     self.attempt(gateway, entry, key, credential.clone(), target, caller, params, ctx).await?,
                 ),
                 Upstream::Plain(request) => {
-                    let connection = self.connection(gateway, entry, key, credential.clone(), ctx).await?;
+                    let connection = self.connection(gateway, entry, key, credential.clone(), caller, ctx).await?;
                     Answer::Plain(super::plain::send(gateway, entry, key, &connection, request.clone(), ctx).await?)
                 }
             };

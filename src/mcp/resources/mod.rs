@@ -98,7 +98,8 @@ pub fn known(state: &McpState, uri: &str) -> bool {
     match uri::route(uri) {
         Route::Broker(target) => broker::exists(state, &target),
         Route::BrokerMalformed => false,
-        // Subscriptions to a server behind the broker's resources are not offered.
+        // A server behind the broker's resources: subscribed to by a session only
+        // (`crate::mcp::gateway::subscribed`), not through `subscriptions/listen`.
         Route::Other if crate::mcp::gateway::uri::is_gateway(uri) => false,
         Route::Other => state.extensions.iter().any(|extension| {
             extension.resources().iter().any(|r| r.uri == uri)

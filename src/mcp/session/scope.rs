@@ -15,7 +15,7 @@
 // this server speaks.
 #![allow(deprecated)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{LoggingLevel, ServerNotification};
@@ -27,6 +27,11 @@ pub trait Outbox: Send + Sync {
     fn notify(&self, notification: ServerNotification) -> bool;
 }
 
+/// What keeps a subscription alive elsewhere while the session holds it: a server behind the
+/// broker's subscription over the user's connection (`crate::mcp::gateway::subscribed`), let
+/// go when the session unsubscribes or ends.
+pub type Held = Box<dyn Send + Sync>;
+
 /// A session's `logging/setLevel` choice, shared with extension contexts.
 pub type SessionLogLevel = Arc<Mutex<Option<LoggingLevel>>>;
 
@@ -35,8 +40,8 @@ pub struct SessionScope {
     pub session_id: Option<String>,
     /// Elicitation ids this session started.
     pub issued: Mutex<HashSet<String>>,
-    /// URIs this session subscribed to (`resources/subscribe`).
-    pub subscriptions: Mutex<HashSet<String>>,
+    /// URIs this session subscribed to (`resources/subscribe`), with what holds each upstream.
+    subscriptions: Mutex<HashMap<String, Option<Held>>>,
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     pub log_level: SessionLogLevel,
     /// Set once the relay of notifications for this session started.
@@ -87,17 +92,26 @@ impl SessionScope {
     }
 
     pub fn subscribe(&self, uri: String) {
-        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(uri);
+        self.subscribe_holding(uri, None);
+    }
+
+    /// Subscribes to `uri`, keeping `held` until the session unsubscribes or ends (a repeated
+    /// subscription replaces what the earlier one held).
+    pub fn subscribe_holding(&self, uri: String, held: Option<Held>) {
+        let replaced = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(uri, held);
+        // Let go outside the lock: what it holds may act when dropped.
+        drop(replaced);
     }
 
     pub fn unsubscribe(&self, uri: &str) {
-        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
+        let removed = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).remove(uri);
+        drop(removed);
     }
 
     /// Which of `uris` this session subscribed to.
     pub fn subscribed(&self, uris: Vec<String>) -> Vec<String> {
         let subscribed = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
-        uris.into_iter().filter(|u| subscribed.contains(u)).collect()
+        uris.into_iter().filter(|u| subscribed.contains_key(u)).collect()
     }
 }
 

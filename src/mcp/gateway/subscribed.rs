@@ -1,0 +1,117 @@
+//! `resources/subscribe` to a server's resource (MCP 2025-11-25 server/resources
+//! §Subscriptions), for a 2025-11-25 session of the broker's.
+//!
+//! The subscription goes to the server through the same gates as a read ([`super::call`]: the
+//! (client, server) approval, the user's own credential on the user's own connection, audit),
+//! over that connection. The session then holds a [`Held`] subscription until it unsubscribes
+//! or ends; while any is held, the connection is in use, so the pool never closes it as idle
+//! (a server's updates come on that connection's stream). The server's
+//! `notifications/resources/updated` for a held URI reaches this user's sessions that
+//! subscribed to it, under the gateway's URI ([`super::client`]); the last session to let go
+//! of a URI unsubscribes upstream.
+//!
+//! Not offered: a server that speaks the stateless 2026-07-28 revision (no standing stream to
+//! hear updates on; refused with `-32602` naming the server), nor a 2026-07-28 client's
+//! `subscriptions/listen` naming a server's resource (left out of its acknowledgement, so the
+//! client knows). A subscription ends with the connection it was made on: when the server
+//! breaks the connection off, the session subscribes again to hear more.
+
+// `resources/subscribe` and `resources/unsubscribe` are legacy in rmcp (2026-07-28 has
+// `subscriptions/listen`), and they are what a 2025-11-25 server speaks.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    ClientRequest, ErrorData, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use serde_json::json;
+
+use super::call::Forwarded;
+use super::content::{Plain, plain, unexpected};
+use super::pool::Connection;
+use super::revision::Revision;
+use crate::mcp::handler::{BrokerServer, Caller};
+
+/// One session's subscription to a server's resource: holds the connection it was made on open
+/// (the pool counts it as in use) and, when dropped, unsubscribes upstream if no other session
+/// of the user still holds the URI.
+pub struct Held {
+    connection: Arc<Connection>,
+    uri: String,
+}
+
+impl Held {
+    fn new(connection: Arc<Connection>, uri: String) -> Self {
+        connection.service.service().subscribed.hold(&uri);
+        Self { connection, uri }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.connection.service.service().subscribed.release(&self.uri) {
+            return;
+        }
+        let peer = self.connection.service.peer().clone();
+        let params = UnsubscribeRequestParams::new(std::mem::take(&mut self.uri));
+        // The connection may be closing (the session ended with others); a failure is moot.
+        tokio::spawn(async move {
+            let _ = peer.unsubscribe(params).await;
+        });
+    }
+}
+
+impl BrokerServer {
+    /// `resources/subscribe` of a URI in the gateway's scheme ([`super::uri`]): `None` if `uri`
+    /// is not one; otherwise the subscription for the session to hold, or why there is none.
+    // MCP 2025-11-25 server/resources §Subscriptions.
+    pub(crate) async fn gateway_subscribe(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<Result<Held, ErrorData>> {
+        if !super::uri::is_gateway(uri) {
+            return None;
+        }
+        let gateway = self.state.gateway.clone();
+        let Some((entry, upstream)) = gateway.resolve_resource(uri) else {
+            return Some(Err(crate::mcp::resources::uri::not_found(uri)));
+        };
+        if entry.revision.get() == Some(Revision::Stateless) {
+            let text = format!(
+                "The server {} speaks the stateless 2026-07-28 revision; the broker does not subscribe to its resources.",
+                entry.row.name
+            );
+            return Some(Err(ErrorData::invalid_params(text, Some(json!({"server": entry.row.name.as_str()})))));
+        }
+        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(&upstream)));
+        let forwarded = Forwarded::Plain { request: Box::new(request), responses: None };
+        let started = std::time::Instant::now();
+        let (answer, outcome) = self.forward(&gateway, &entry, &forwarded, caller, ctx).await;
+        // The URI is left out of the audit, as for a read.
+        self.audit_call(&entry, "resource=subscribe", caller, outcome, started.elapsed()).await;
+        let subscribed = match plain(&entry, answer) {
+            Ok(Plain::Done(done)) => match *done {
+                ServerResult::EmptyResult(_) => Ok(()),
+                other => Err(unexpected(&entry, &other)),
+            },
+            // A 2025-11-25 session is never sent a round.
+            Ok(Plain::InputRequired(_)) => Err(ErrorData::internal_error("the subscription needs input first", None)),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = subscribed {
+            return Some(Err(error));
+        }
+        // The connection the subscription went over (the one the gates just used).
+        let key = gateway.pool.key(&caller.user, &entry);
+        let Some(connection) = gateway.pool.open_connection(&key).await else {
+            let text = format!("The server {} closed the connection; subscribe again.", entry.row.name);
+            return Some(Err(ErrorData::internal_error(text, Some(json!({"server": entry.row.name.as_str()})))));
+        };
+        Some(Ok(Held::new(connection, upstream)))
+    }
+}
