@@ -92,6 +92,23 @@ pub enum ServersCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Find an mcp-oauth server's authorization server again: new endpoints are taken as
+    /// they are; a new authorization server gets a new registration of the broker, and the
+    /// users' tokens from the old one are deleted (each user connects again on their next call).
+    Rediscover {
+        /// The server's name, as `servers list` shows it.
+        name: String,
+        /// When it moved to another authorization server: a client id the operator registered
+        /// there (default: a client ID metadata document or dynamic registration).
+        #[arg(long)]
+        client_id: Option<String>,
+        /// With --client-id: read its client secret from this environment variable.
+        #[arg(long)]
+        client_secret_env: Option<String>,
+        /// With --client-id: read its client secret from standard input.
+        #[arg(long)]
+        client_secret_stdin: bool,
+    },
     /// Take a server out: its tools disappear and its live connections end.
     Remove {
         /// The server's name, as `servers list` shows it.
@@ -374,6 +391,21 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             }
             Ok(())
         }
+        ServersCommand::Rediscover { name, client_id, client_secret_env, client_secret_stdin } => {
+            let Some(server) = state.store.gateway_server_by_name(&name).await? else {
+                bail!("no server named {name}");
+            };
+            if client_id.is_none() && (client_secret_env.is_some() || client_secret_stdin) {
+                bail!("--client-secret-env and --client-secret-stdin go only with --client-id");
+            }
+            let args = super::servers_oauth::OauthArgs {
+                scopes: &[],
+                client_id: client_id.as_deref(),
+                client_secret_env: client_secret_env.as_deref(),
+                client_secret_stdin,
+            };
+            rediscover(state, &server, args).await
+        }
         ServersCommand::Remove { name } => {
             if !state.store.remove_gateway_server(&name).await? {
                 bail!("no server named {name}");
@@ -384,4 +416,64 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             Ok(())
         }
     }
+}
+
+/// `servers rediscover`: what changed is written, audited and said; nothing is written when
+/// nothing changed.
+async fn rediscover(
+    state: &AppState,
+    server: &GatewayServerRow,
+    args: super::servers_oauth::OauthArgs<'_>,
+) -> anyhow::Result<()> {
+    use super::servers_oauth::Rediscovered;
+    let name = &server.name;
+    let (auth, mut detail, mut said, moved) = match super::servers_oauth::rediscover(state, server, args, read_secret)
+        .await?
+    {
+        Rediscovered::Unchanged { issuer } => {
+            println!("server {name}: its authorization server {issuer} has not changed; nothing to do");
+            return Ok(());
+        }
+        Rediscovered::Endpoints { auth, changed } => {
+            let changed = changed.join(",");
+            let detail = format!("server={name} changed={changed}");
+            let said = format!(
+                "server {name}: its authorization server changed {changed}; the broker's registration and the users' \
+                 connections stand"
+            );
+            (auth, detail, said, false)
+        }
+        Rediscovered::Moved { auth, from } => {
+            let GatewayAuth::McpOauth { settings, .. } = &auth else { unreachable!("rediscover keeps the kind") };
+            let detail = format!(
+                "server={name} from={from} to={} registration={}",
+                settings.issuer,
+                settings.registration.as_str()
+            );
+            let said = format!(
+                "server {name}: its authorization server moved from {from} to {}; the broker is registered there \
+                 ({})",
+                settings.issuer,
+                settings.registration.as_str()
+            );
+            (auth, detail, said, true)
+        }
+    };
+    let now = state.now();
+    if !state.store.update_gateway_server_oauth(&server.id, &auth, now).await? {
+        bail!("the server {name} was removed meanwhile");
+    }
+    let provider = auth.user_credential().map(|(provider, ..)| provider.as_str());
+    if moved && let Some(provider) = provider {
+        // Tokens of the old authorization server: no use at the new one, and no longer trusted.
+        let deleted = state.store.delete_grants_at(provider).await?;
+        detail.push_str(&format!(" connections_deleted={deleted}"));
+        said.push_str(&format!(
+            "; {deleted} user connection(s) made through the old one were deleted, and each user connects again on \
+             their next call"
+        ));
+    }
+    state.store.audit(now, None, "gateway_server.rediscovered", provider, Some(&detail)).await?;
+    println!("{said}; running brokers use it within a second");
+    Ok(())
 }

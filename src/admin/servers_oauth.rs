@@ -3,17 +3,22 @@
 //! The registration happens last, after every local check, so a refused command leaves no
 //! client behind at the authorization server. An operator's client secret is read from a named
 //! environment variable or standard input, never the command line, and sealed at once.
+//!
+//! `admin servers rediscover` finds a registered server's authorization server again, for a
+//! server that moved to another one or whose authorization server moved its endpoints.
 
 use anyhow::{Context, bail};
 use secrecy::SecretString;
 use url::Url;
 
+use crate::domain::ProviderId;
 use crate::domain::Scopes;
 use crate::domain::gateway::ServerName;
+use crate::providers::mcp_oauth::discovery::Discovered;
 use crate::providers::mcp_oauth::registration::{self, BrokerClient};
 use crate::providers::mcp_oauth::{McpOauthSettings, client_name, discovery, metadata_document_path, provider_id};
 use crate::state::AppState;
-use crate::store::gateway_servers::{GatewayAuth, secret_seal_context};
+use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
 /// What `add` was given for an `mcp-oauth` server.
 pub struct OauthArgs<'a> {
@@ -39,6 +44,19 @@ pub async fn discover_and_register(
         );
     }
     let scopes = Scopes::parse(args.scopes.iter().map(|s| s.trim()))?;
+    let client_secret = client_secret(&args, secret)?;
+    let found = discovery::discover(&state.http, url)
+        .await
+        .with_context(|| format!("discovering the authorization server of {url}"))?;
+    let (settings, secret_sealed) = register(state, &provider, id, found, args.client_id, client_secret).await?;
+    Ok(GatewayAuth::McpOauth { provider, scopes, settings: Box::new(settings), secret_sealed })
+}
+
+/// The operator's client secret (with `--client-id`), read from where they said and checked.
+fn client_secret(
+    args: &OauthArgs<'_>,
+    secret: impl FnOnce(Option<&str>) -> anyhow::Result<String>,
+) -> anyhow::Result<Option<SecretString>> {
     let client_secret = match (args.client_id, args.client_secret_env, args.client_secret_stdin) {
         (Some(_), Some(var), _) => Some(secret(Some(var))?),
         (Some(_), None, true) => Some(secret(None)?),
@@ -48,10 +66,20 @@ pub async fn discover_and_register(
     if let Some(secret) = &client_secret {
         registration::check_secret(secret)?;
     }
-    let found = discovery::discover(&state.http, url)
-        .await
-        .with_context(|| format!("discovering the authorization server of {url}"))?;
-    let registered = match args.client_id {
+    Ok(client_secret)
+}
+
+/// The broker as a client of the authorization server `found` names — the operator's client,
+/// or one registered now — as stored with server `id`: its settings and its sealed secret.
+async fn register(
+    state: &AppState,
+    provider: &ProviderId,
+    id: &str,
+    found: Discovered,
+    client_id: Option<&str>,
+    client_secret: Option<SecretString>,
+) -> anyhow::Result<(McpOauthSettings, Option<Vec<u8>>)> {
+    let registered = match client_id {
         Some(client_id) => {
             if client_id.is_empty() || client_id.len() > 512 || client_id.chars().any(char::is_control) {
                 bail!("--client-id is empty, too long or has control characters");
@@ -62,8 +90,8 @@ pub async fn discover_and_register(
             let https = state.config.public_url.scheme() == "https";
             let client = BrokerClient {
                 client_name: client_name(&state.config.public_url),
-                redirect_uri: state.config.provider_redirect_uri(&provider),
-                metadata_document: https.then(|| state.config.url(&metadata_document_path(&provider))),
+                redirect_uri: state.config.provider_redirect_uri(provider),
+                metadata_document: https.then(|| state.config.url(&metadata_document_path(provider))),
             };
             registration::automatic(&state.http, &found, &client)
                 .await
@@ -84,5 +112,81 @@ pub async fn discover_and_register(
         client_id: registered.client_id,
         token_auth_method: registered.auth_method,
     };
-    Ok(GatewayAuth::McpOauth { provider, scopes, settings: Box::new(settings), secret_sealed })
+    Ok((settings, secret_sealed))
+}
+
+/// What `servers rediscover` found for an `mcp-oauth` server.
+pub enum Rediscovered {
+    /// The same authorization server, at the same endpoints: nothing to write.
+    Unchanged { issuer: String },
+    /// The same authorization server (same issuer), with endpoints or scopes of its own
+    /// changed: the broker's registration there stands, and so do the users' tokens.
+    Endpoints { auth: GatewayAuth, changed: Vec<&'static str> },
+    /// Another authorization server: the broker registered there; tokens from `from` are of no
+    /// use any more.
+    Moved { auth: GatewayAuth, from: String },
+}
+
+/// Finds `server`'s authorization server again (RFC 9728, then RFC 8414 / OIDC), as `add`
+/// does, and says what changed. A new issuer gets a new registration (`args`, as for `add`); an
+/// unchanged one keeps the broker's registration, so `--client-id` is refused then.
+pub async fn rediscover(
+    state: &AppState,
+    server: &GatewayServerRow,
+    args: OauthArgs<'_>,
+    secret: impl FnOnce(Option<&str>) -> anyhow::Result<String>,
+) -> anyhow::Result<Rediscovered> {
+    let GatewayAuth::McpOauth { provider, scopes, settings, secret_sealed } = &server.auth else {
+        bail!("the server {} is not an mcp-oauth server: it has no authorization server to find", server.name);
+    };
+    let found = discovery::discover(&state.http, &server.url)
+        .await
+        .with_context(|| format!("discovering the authorization server of {}", server.url))?;
+    if found.issuer != settings.issuer {
+        let client_secret = client_secret(&args, secret)?;
+        let from = settings.issuer.clone();
+        let (settings, secret_sealed) =
+            register(state, provider, &server.id, found, args.client_id, client_secret).await?;
+        let auth = GatewayAuth::McpOauth {
+            provider: provider.clone(),
+            scopes: scopes.clone(),
+            settings: Box::new(settings),
+            secret_sealed,
+        };
+        return Ok(Rediscovered::Moved { auth, from });
+    }
+    if args.client_id.is_some() {
+        bail!(
+            "the authorization server of {} has not moved ({}), so the broker's registration there is kept; to \
+             register it with another client, remove the server and add it again",
+            server.name,
+            settings.issuer
+        );
+    }
+    let mut renewed = (**settings).clone();
+    renewed.resource = found.resource;
+    renewed.authorization_endpoint = found.authorization_endpoint;
+    renewed.token_endpoint = found.token_endpoint;
+    renewed.revocation_endpoint = found.revocation_endpoint;
+    renewed.scopes_supported = found.scopes_supported;
+    let changed: Vec<&'static str> = [
+        ("resource", renewed.resource != settings.resource),
+        ("authorization_endpoint", renewed.authorization_endpoint != settings.authorization_endpoint),
+        ("token_endpoint", renewed.token_endpoint != settings.token_endpoint),
+        ("revocation_endpoint", renewed.revocation_endpoint != settings.revocation_endpoint),
+        ("scopes_supported", renewed.scopes_supported != settings.scopes_supported),
+    ]
+    .into_iter()
+    .filter_map(|(field, differs)| differs.then_some(field))
+    .collect();
+    if changed.is_empty() {
+        return Ok(Rediscovered::Unchanged { issuer: renewed.issuer });
+    }
+    let auth = GatewayAuth::McpOauth {
+        provider: provider.clone(),
+        scopes: scopes.clone(),
+        settings: Box::new(renewed),
+        secret_sealed: secret_sealed.clone(),
+    };
+    Ok(Rediscovered::Endpoints { auth, changed })
 }

@@ -245,6 +245,25 @@ impl Store {
             .transpose()
     }
 
+    /// Replaces an `mcp-oauth` server's settings and sealed client secret (`servers
+    /// rediscover`); false if the server is gone. Every instance reloads it (a new
+    /// `updated_at`), with its provider.
+    pub async fn update_gateway_server_oauth(&self, id: &str, auth: &GatewayAuth, now: Timestamp) -> StoreResult<bool> {
+        let GatewayAuth::McpOauth { settings, secret_sealed, .. } = auth else {
+            return Err(StoreError::Corrupt("only an mcp-oauth server's settings are replaced".into()));
+        };
+        let oauth = serde_json::to_string(settings).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let done =
+            sqlx::query("UPDATE gateway_servers SET oauth = $1, secret_sealed = $2, updated_at = $3 WHERE id = $4")
+                .bind(oauth)
+                .bind(secret_sealed)
+                .bind(now)
+                .bind(id)
+                .execute(self.write(CacheEffect::Everyone))
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Removes the server by name; false if there was none.
     pub async fn remove_gateway_server(&self, name: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM gateway_servers WHERE name = $1")

@@ -561,6 +561,17 @@ impl Store {
         Ok(done.rows_affected() >= 1)
     }
 
+    /// Deletes every user's grants at `provider` (an `mcp-oauth` server's authorization server
+    /// was replaced: their tokens are of no use any more); how many there were.
+    pub async fn delete_grants_at(&self, provider: &str) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM grants WHERE provider = $1")
+            .bind(provider)
+            // Any number of users' grants.
+            .execute(self.write(CacheEffect::Everyone))
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Deletes one grant. True if it was there.
     pub async fn delete_grant_by_id(&self, id: &str) -> StoreResult<bool> {
         let delete = sqlx::query_as::<_, ReturnedUser>(DELETE_GRANT_BY_ID).bind(id);

@@ -275,3 +275,69 @@ async fn a_server_whose_authorization_server_knows_the_broker_by_its_metadata_do
     front.stop().await;
     authorization.stop().await;
 }
+
+/// `admin servers rediscover`: a server that moves to another authorization server (here a third
+/// broker) is found there again; the broker registers at the new one, deletes the users' tokens
+/// from the old one, and each user connects again through the new one on their next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_moves_to_another_authorization_server_is_found_again_and_its_users_connect_again() {
+    // Arrange: the server behind its first authorization server; alice connected through it.
+    let first = spawn_app(Backend::Sqlite).await.unwrap();
+    let second = spawn_app(Backend::Sqlite).await.unwrap();
+    let front = spawn_app(Backend::Sqlite).await.unwrap();
+    let upstream = protected_server(&front, &first, "moving").await;
+    let client = front.mcp_client(ALICE, ClientKind::Url).await;
+    let (_, url) = url_elicitation_required(client.call("moving_connect", json!({})).await);
+    connect_in_browser(&front, &first, &url, &upstream.mcp_url).await;
+    assert_ne!(client.call("moving_connect", json!({})).await.unwrap().is_error, Some(true));
+    let (at_first, _) = whoami(&client.call("moving_whoami", json!({})).await.unwrap());
+    assert_eq!(at_first, first.user_id(ALICE).await);
+
+    // Act + Assert: nothing moved yet; nothing is written.
+    let unchanged = servers_ok(&front, &["rediscover", "moving"]).await;
+    assert!(unchanged.contains("has not changed"), "{unchanged}");
+    let not_there = servers_cli(&front, &["rediscover", "nobody"], None).await;
+    assert!(String::from_utf8_lossy(&not_there.stderr).contains("no server named nobody"));
+
+    // Act: the server, at the same address, now trusts the second authorization server.
+    let address = upstream.mcp_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    upstream.stop().await;
+    let options = ServiceOptions { resource: Some(&format!("http://{address}/mcp")), ..Default::default() };
+    register_service(&second, "moving", &["demo"], options).await;
+    let moved = Upstream::start(&["--listen", &address, "--require-oauth", &second.address], None).await;
+    let said = servers_ok(&front, &["rediscover", "moving"]).await;
+
+    // Assert: the operator is told where it moved and what that costs the users.
+    assert!(said.contains(&format!("moved from {}", first.address)), "{said}");
+    assert!(said.contains(&second.address) && said.contains("1 user connection(s)"), "{said}");
+    let alice = front.user_id(ALICE).await;
+    assert!(front.state.store.grants_for_user(&alice).await.unwrap().is_empty(), "the old tokens are gone");
+    eventually("the front broker uses the new authorization server", Duration::from_secs(10), || async {
+        front
+            .state
+            .providers
+            .find("mcp-moving")
+            .is_some_and(|p| p.authorization_url.as_str().starts_with(&second.address))
+    })
+    .await;
+
+    // Act: alice's next call; she connects through the second authorization server.
+    let (_, url) = url_elicitation_required(client.call("moving_whoami", json!({})).await);
+    connect_in_browser(&front, &second, &url, &moved.mcp_url).await;
+    let (at_second, _) = whoami(&client.call("moving_whoami", json!({})).await.unwrap());
+
+    // Assert: the server now knows alice as the second authorization server does.
+    assert_eq!(at_second, second.user_id(ALICE).await);
+    assert_ne!(at_second, at_first);
+    front.state.store.flush_audit_queue().await;
+    let audit = front.state.store.audit_entries(None, 200).await.unwrap();
+    let entry = audit.iter().find(|e| e.action == "gateway_server.rediscovered").expect("audited");
+    let detail = entry.detail.clone().unwrap();
+    assert!(detail.contains("connections_deleted=1") && detail.contains("registration=dynamic"), "{detail}");
+
+    client.close().await;
+    moved.stop().await;
+    front.stop().await;
+    second.stop().await;
+    first.stop().await;
+}

@@ -161,36 +161,49 @@ impl Gateway {
 
     /// Reads the registered servers and applies the difference: new ones get an entry (and
     /// their tools, if no user's credential is needed to read them), removed ones lose their
-    /// connections; listening clients hear of a changed tool list.
+    /// connections, changed ones get a new entry (and provider) with the lists read so far and
+    /// new connections; listening clients hear of a changed tool list.
     pub async fn reload(self: &Arc<Self>) -> anyhow::Result<()> {
         let rows = self.app.store.list_gateway_servers().await?;
         let current = self.servers();
         let mut entries = Vec::new();
         let mut added = Vec::new();
         for row in rows {
-            match current.by_id(&row.id) {
-                Some(entry) => entries.push(entry.clone()),
-                None => {
+            let earlier = current.by_id(&row.id);
+            match earlier {
+                Some(entry) if entry.row.updated_at == row.updated_at => entries.push(entry.clone()),
+                _ => {
                     if let Some(entry) = ServerEntry::load(row, &self.app.sealer) {
                         let entry = Arc::new(entry);
-                        added.push(entry.clone());
+                        // Changed in place (its authorization server, `servers rediscover`):
+                        // the same server, whose lists stand; its connections are opened again.
+                        match earlier {
+                            Some(earlier) => entry.inherit(earlier),
+                            None => added.push(entry.clone()),
+                        }
                         entries.push(entry);
                     }
                 }
             }
         }
+        // Removed, or replaced by a changed row: their connections end.
         let removed: Vec<Arc<ServerEntry>> =
-            current.iter().filter(|old| !entries.iter().any(|e| e.row.id == old.row.id)).cloned().collect();
+            current.iter().filter(|old| !entries.iter().any(|e| Arc::ptr_eq(e, old))).cloned().collect();
         if added.is_empty() && removed.is_empty() {
             return Ok(());
         }
         // `mcp-oauth` servers' authorization servers, as providers (before the servers are
         // served, so a user's first call finds its provider).
         self.app.providers.set_server_providers(entries.iter().filter_map(|e| e.provider()).collect());
+        let changed: Vec<bool> = removed.iter().map(|old| entries.iter().any(|e| e.row.id == old.row.id)).collect();
         *self.servers.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Servers::new(entries));
-        for entry in &removed {
+        for (entry, changed) in removed.iter().zip(changed) {
             let closed = self.pool.close_server(&entry.row.id);
-            tracing::info!(server = %entry.row.name, connections = closed, "a server behind the broker was removed");
+            if changed {
+                tracing::info!(server = %entry.row.name, connections = closed, "a server behind the broker was changed; its connections open again");
+            } else {
+                tracing::info!(server = %entry.row.name, connections = closed, "a server behind the broker was removed");
+            }
         }
         for entry in added {
             tracing::info!(server = %entry.row.name, auth = entry.row.auth.kind(), "a server behind the broker was added");

@@ -95,6 +95,18 @@ impl ServerEntry {
         })
     }
 
+    /// Takes over what `earlier` — the same server before its row changed (`servers
+    /// rediscover`: only its authorization server did) — had read of it: its lists and revision,
+    /// so clients keep seeing its tools rather than its connect tool.
+    pub fn inherit(&self, earlier: &ServerEntry) {
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = earlier.tools();
+        *self.prompts.write().unwrap_or_else(|p| p.into_inner()) = earlier.prompts();
+        *self.resources.write().unwrap_or_else(|p| p.into_inner()) = earlier.resources();
+        if let Some(revision) = earlier.revision.get() {
+            self.revision.set(revision);
+        }
+    }
+
     /// An `mcp-oauth` server's authorization server as a provider.
     pub fn provider(&self) -> Option<crate::providers::provider::ProviderConfig> {
         match &self.row.auth {
