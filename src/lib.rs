@@ -48,6 +48,7 @@ pub mod display;
 pub mod domain;
 pub mod error_chain;
 pub mod events;
+pub mod every;
 pub mod health;
 pub mod identity;
 pub mod keyring;

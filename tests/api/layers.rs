@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// The crate's top-level modules, lowest first: each may import only those before it.
 const LAYERS: &[&str] = &[
-    // Leaves: time, safe display of names others chose, sealing, PKCE, identifiers.
+    // Leaves: time and background loops, safe display of names others chose, sealing, PKCE,
+    // identifiers.
     "clock",
+    "every",
     "error_chain",
     "display",
     "crypto",

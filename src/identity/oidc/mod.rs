@@ -221,14 +221,9 @@ impl OidcContext {
                 "loaded the OIDC issuer's metadata and signing keys"
             );
         }
-        let this = Arc::downgrade(self);
+        let every = crate::every::Every::new(self, BACKGROUND_REFRESH, shutdown);
         tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep(BACKGROUND_REFRESH) => {}
-                }
-                let Some(this) = this.upgrade() else { break };
+            while let Some(this) = every.tick().await {
                 let _ = this.refresh(clock.now(), this.snapshot().generation).await;
             }
         });

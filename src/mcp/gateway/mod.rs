@@ -264,17 +264,11 @@ impl Gateway {
 
     /// Reloads when everyone's generation moves (or, while it is not trusted, now and then).
     fn watch(gateway: &Arc<Self>) {
-        let weak = Arc::downgrade(gateway);
-        let stop = gateway.app.shutdown.clone();
+        let every = crate::every::Every::new(gateway, WATCH_EVERY, gateway.app.shutdown.clone());
         let mut seen = gateway.app.store.cache_shared_generation();
         tokio::spawn(async move {
             let mut last_read = tokio::time::Instant::now();
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(WATCH_EVERY) => {}
-                }
-                let Some(gateway) = weak.upgrade() else { break };
+            while let Some(gateway) = every.tick().await {
                 let now_seen = gateway.app.store.cache_shared_generation();
                 let due = match now_seen {
                     Some(_) => now_seen != seen,

@@ -283,15 +283,10 @@ impl Pool {
 
     /// Runs [`Pool::sweep`] every half idle period (at least every second) until `stop`.
     pub fn start_sweeping(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        let pool = Arc::downgrade(self);
-        let every = (self.idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        let period = (self.idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        let every = crate::every::Every::new(self, period, stop);
         tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                let Some(pool) = pool.upgrade() else { break };
+            while let Some(pool) = every.tick().await {
                 pool.sweep(Instant::now());
             }
         });

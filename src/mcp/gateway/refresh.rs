@@ -14,20 +14,14 @@
 use std::sync::Arc;
 
 use super::Gateway;
+use crate::every::Every;
 
 impl Gateway {
     /// Reads every server's lists again each `list_refresh`, until the app shuts down.
     pub(super) fn start_refreshing(gateway: &Arc<Self>) {
-        let weak = Arc::downgrade(gateway);
-        let stop = gateway.app.shutdown.clone();
-        let every = gateway.app.config.gateway.list_refresh;
+        let every = Every::new(gateway, gateway.app.config.gateway.list_refresh, gateway.app.shutdown.clone());
         tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                let Some(gateway) = weak.upgrade() else { break };
+            while let Some(gateway) = every.tick().await {
                 gateway.refresh_lists().await;
             }
         });
