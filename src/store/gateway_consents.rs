@@ -112,6 +112,23 @@ impl Store {
         .await?)
     }
 
+    /// The newest `limit` approvals of server `server_id` (its admin page), newest first; read
+    /// from the end of the (server, time) index (migration 0035), at any number of approvals.
+    pub async fn gateway_consents_for_server(
+        &self,
+        server_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<GatewayConsentRow>> {
+        Ok(sqlx::query_as::<_, GatewayConsentRow>(&format!(
+            "SELECT {COLUMNS} FROM gateway_consents c JOIN gateway_servers s ON s.id = c.server_id \
+             WHERE c.server_id = $1 ORDER BY c.created_at DESC LIMIT $2"
+        ))
+        .bind(server_id)
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?)
+    }
+
     /// Withdraws one approval of this user; false if there was none.
     pub async fn withdraw_gateway_consent(
         &self,

@@ -236,6 +236,15 @@ impl Store {
             .collect()
     }
 
+    pub async fn gateway_server_by_id(&self, id: &str) -> StoreResult<Option<GatewayServerRow>> {
+        sqlx::query_as::<_, RawGatewayServer>(&format!("SELECT {COLUMNS} FROM gateway_servers WHERE id = $1"))
+            .bind(id)
+            .fetch_optional_in(self.read())
+            .await?
+            .map(GatewayServerRow::try_from)
+            .transpose()
+    }
+
     pub async fn gateway_server_by_name(&self, name: &str) -> StoreResult<Option<GatewayServerRow>> {
         sqlx::query_as::<_, RawGatewayServer>(&format!("SELECT {COLUMNS} FROM gateway_servers WHERE name = $1"))
             .bind(name)

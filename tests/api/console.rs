@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use oauth_broker::store::audit::{Actor, AuditEvent, Outcome};
+use oauth_broker::store::gateway_consents::NewGatewayConsent;
 use serde_json::json;
 
 use crate::admin::{ADMIN_GETS, admin_browser};
@@ -16,8 +17,9 @@ use crate::on_both_backends;
 use crate::token_api::{ServiceOptions, register_service};
 
 /// Alice connected through an MCP client (a grant, a consent, a completed authorization, audit
-/// rows), a service with a consent-free history of token-API answers, and Bob an admin.
-async fn a_broker_in_use(app: &TestApp) -> (String, String) {
+/// rows), a service with a consent-free history of token-API answers, and a server behind the
+/// broker that alice allowed her client to call: (alice, the service, the server).
+async fn a_broker_in_use(app: &TestApp) -> (String, String, String) {
     let client = app.connected_client(ALICE).await;
     client.close().await;
     let service = register_service(app, "notes", &["demo"], ServiceOptions::default()).await;
@@ -31,19 +33,37 @@ async fn a_broker_in_use(app: &TestApp) -> (String, String) {
             app.state.store.record(app.now(), event).await.unwrap();
         }
     }
-    (alice, service.client_id)
+    // Nothing answers at its URL: the page shows what is registered, not what the server says.
+    crate::gateway::servers_ok(app, &["add", "crm", "--url", "http://127.0.0.1:9/mcp", "--auth", "none"]).await;
+    let server = app.state.store.gateway_server_by_name("crm").await.unwrap().expect("registered").id;
+    let approval = NewGatewayConsent {
+        user_id: &alice,
+        client_key: "oauth:console-client",
+        server_id: &server,
+        client_name: Some("Console Client"),
+    };
+    assert!(app.state.store.record_gateway_consent(&approval, app.now()).await.unwrap());
+    (alice, service.client_id, server)
 }
 
-/// Every admin page, with the one-thing pages of Alice and the service.
-fn pages(alice: &str, service: &str) -> Vec<String> {
+/// Every admin page, with the one-thing pages of Alice, the service and the server.
+fn pages((alice, service, server): &(String, String, String)) -> Vec<String> {
     let mut pages: Vec<String> = ADMIN_GETS.iter().map(|p| p.to_string()).collect();
-    pages.extend([format!("/admin/users/{alice}"), format!("/admin/services/{service}")]);
+    pages.extend([
+        format!("/admin/users/{alice}"),
+        format!("/admin/services/{service}"),
+        format!("/admin/servers/{server}"),
+    ]);
     pages
 }
 
 /// `/admin/users/u-1` → `admin-users-detail`; `/admin` → `admin`.
-fn slug(path: &str, alice: &str, service: &str) -> String {
-    path.replace(alice, "detail").replace(service, "detail").trim_matches('/').replace('/', "-")
+fn slug(path: &str, (alice, service, server): &(String, String, String)) -> String {
+    path.replace(alice, "detail")
+        .replace(service, "detail")
+        .replace(server, "detail")
+        .trim_matches('/')
+        .replace('/', "-")
 }
 
 fn screenshot_path(name: &str, width: u32) -> PathBuf {
@@ -111,7 +131,7 @@ async fn nav_marks(browser: &Browser) -> Vec<(String, String, bool)> {
 
 /// Where the nav should point from `path`: its own link, or the list a one-thing page is in.
 fn nav_expected(path: &str) -> (String, String) {
-    for list in ["/admin/users/", "/admin/services/"] {
+    for list in ["/admin/users/", "/admin/services/", "/admin/servers/"] {
         if path.starts_with(list) {
             return (list.trim_end_matches('/').to_owned(), "true".to_owned());
         }
@@ -126,7 +146,8 @@ fn nav_expected(path: &str) -> (String, String) {
 async fn on_a_desktop_every_admin_page_is_a_table_and_the_dashboard_draws_charts() {
     let Some(browser) = Browser::start(DESKTOP).await else { return };
     let app = spawn_app(Backend::Sqlite).await.unwrap();
-    let (alice, service) = a_broker_in_use(&app).await;
+    let in_use = a_broker_in_use(&app).await;
+    let alice = in_use.0.clone();
     // A refresh the provider refused, so the grants table shows a last error too.
     let event = AuditEvent::new(Actor::Broker, "grant.needs_reconsent", Some(&alice))
         .provider(Some("demo"))
@@ -136,7 +157,7 @@ async fn on_a_desktop_every_admin_page_is_a_table_and_the_dashboard_draws_charts
     app.state.store.set_admin(&app.user_id(BOB).await, true).await.unwrap();
     browser.sign_in(&app, BOB, "/admin").await;
 
-    for path in pages(&alice, &service) {
+    for path in pages(&in_use) {
         browser.open(&app.url(&path)).await;
         let layout = table_layout(&browser).await;
         assert!(!layout.is_empty(), "{path} has a table");
@@ -152,7 +173,7 @@ async fn on_a_desktop_every_admin_page_is_a_table_and_the_dashboard_draws_charts
         assert_eq!(tables_scrolling_sideways(&browser).await, Vec::<String>::new(), "{path} at 1280 px");
         let (href, current) = nav_expected(&path);
         assert_eq!(nav_marks(&browser).await, vec![(href, current, true)], "{path}: the nav marks it, visibly");
-        save_screenshot(&browser, &slug(&path, &alice, &service), DESKTOP).await;
+        save_screenshot(&browser, &slug(&path, &in_use), DESKTOP).await;
     }
 
     for range in ["24h", "7d"] {
@@ -183,11 +204,11 @@ async fn on_a_desktop_every_admin_page_is_a_table_and_the_dashboard_draws_charts
 async fn on_a_phone_every_admin_page_shows_cards_and_nothing_overflows() {
     let Some(browser) = Browser::start(PHONE).await else { return };
     let app = spawn_app(Backend::Sqlite).await.unwrap();
-    let (alice, service) = a_broker_in_use(&app).await;
+    let in_use = a_broker_in_use(&app).await;
     app.state.store.set_admin(&app.user_id(BOB).await, true).await.unwrap();
     browser.sign_in(&app, BOB, "/admin").await;
 
-    for path in pages(&alice, &service) {
+    for path in pages(&in_use) {
         browser.open(&app.url(&path)).await;
         for (head, row) in table_layout(&browser).await {
             assert_eq!((head.as_str(), row.as_str()), ("hidden", "block"), "{path} shows cards");
@@ -195,7 +216,7 @@ async fn on_a_phone_every_admin_page_shows_cards_and_nothing_overflows() {
         assert_eq!(browser.sideways_overflow().await, Vec::<String>::new(), "{path} on a phone");
         let fits = browser.js("return document.documentElement.scrollWidth <= window.innerWidth").await;
         assert_eq!(fits, json!(true), "{path} fits 390 px");
-        save_screenshot(&browser, &slug(&path, &alice, &service), PHONE).await;
+        save_screenshot(&browser, &slug(&path, &in_use), PHONE).await;
     }
 
     browser.close().await;
@@ -205,7 +226,7 @@ async fn on_a_phone_every_admin_page_shows_cards_and_nothing_overflows() {
 // The dashboard's hourly counts follow what happens, kept by the database on both backends:
 // an authorization's end, a token-API answer, a sign-in; refresh failures by provider and kind.
 async fn the_dashboard_counts_what_happened(app: &TestApp) {
-    let (_, service) = a_broker_in_use(app).await;
+    let (alice, service, server) = a_broker_in_use(app).await;
     let admin = admin_browser(app).await;
     let counts = app.state.store.console_counts(app.now() - 3600).await.unwrap();
     let at = |series: &str, label: &str, sub: &str| {
@@ -228,6 +249,16 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     let html = admin.get(app.url("/admin/providers")).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("grants in backoff now"), "{html}");
     assert_eq!(admin.get(app.url("/admin/users/no-such-user")).send().await.unwrap().status(), 404);
+
+    // The server's own page lists who allowed which client to call it, linked from the list and
+    // from the user's page.
+    let html = admin.get(app.url("/admin/servers")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
+    let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("Console Client") && html.contains(&format!("href=\"/admin/users/{alice}\"")), "{html}");
+    let html = admin.get(app.url(&format!("/admin/users/{alice}"))).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
+    assert_eq!(admin.get(app.url("/admin/servers/no-such-server")).send().await.unwrap().status(), 404);
 
     // Filters read their own index: the one refused answer; the completed authorization; an
     // unknown choice is refused (a filter with a search: `console_filters`).

@@ -49,6 +49,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/clients", get(tables::clients))
         .route("/admin/services", get(tables::services))
         .route("/admin/servers", get(servers::servers))
+        .route("/admin/servers/{id}", get(servers::server))
         .route("/admin/audit", get(tables::audit))
         .route("/admin/webhooks", get(webhooks::list))
         .route("/admin/webhooks/resend", post(actions::resend_webhook))

@@ -1,18 +1,64 @@
 //! `GET /admin/servers`: the MCP servers behind the broker (gateway mode, issue 26), read only —
 //! `oauth-broker admin servers …` changes them. One query, searched and paged like the other
 //! lists. Never a secret: a secret-header server shows its header name only.
+//!
+//! `GET /admin/servers/{id}`: one server, with how each call is authorized and the newest
+//! approvals of it — which user allowed which client to call it (one bounded read, migration
+//! 0035's index). Withdrawing is the user's, on their connections page.
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::Admin;
 use super::listing::{Card, ListQuery};
-use super::tables::{Q, field, page};
+use super::tables::{Q, field, page, user_labels, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::state::AppState;
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow};
 use crate::web::error::PageError;
+
+/// Approvals shown on a server's page.
+const APPROVALS_SHOWN: i64 = 20;
+
+/// A server's own page.
+pub fn server_page(id: &str) -> String {
+    format!("/admin/servers/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
+}
+
+/// What each call to the server carries, in words (never the secret itself).
+fn credential(auth: &GatewayAuth) -> String {
+    match auth {
+        GatewayAuth::Provider { provider, scopes, header, scheme } => format!(
+            "the user's {provider} token ({}) in {}: {} …",
+            if scopes.is_empty() { "no scopes named".to_owned() } else { scopes.to_space_separated() },
+            header.as_str(),
+            scheme.as_str()
+        ),
+        GatewayAuth::SecretHeader { header, .. } => format!("an operator's secret in {}", header.as_str()),
+        GatewayAuth::McpOauth { settings, .. } => format!(
+            "the user's token from {} (client {}, {}) as Bearer",
+            settings.issuer,
+            settings.client_id,
+            settings.registration.as_str()
+        ),
+        GatewayAuth::TokenExchange { service_id } => format!(
+            "a token the broker mints for the user and service {service_id}, as Bearer (the server exchanges it at \
+             /token)"
+        ),
+        GatewayAuth::None => "none".to_owned(),
+    }
+}
+
+fn facts(s: &GatewayServerRow) -> Vec<super::listing::Field> {
+    vec![
+        field("MCP URL", safe_text(s.url.as_str())),
+        field("tool prefix", s.prefix.to_string()),
+        field("auth", s.auth.kind()),
+        field("each call carries", credential(&s.auth)),
+        field("added", iso_time(s.created_at)),
+    ]
+}
 
 pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
@@ -20,42 +66,55 @@ pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> R
     let cards = found
         .rows
         .iter()
-        .map(|s| {
-            let credential = match &s.auth {
-                GatewayAuth::Provider { provider, scopes, header, scheme } => format!(
-                    "the user's {provider} token ({}) in {}: {} …",
-                    if scopes.is_empty() { "no scopes named".to_owned() } else { scopes.to_space_separated() },
-                    header.as_str(),
-                    scheme.as_str()
-                ),
-                GatewayAuth::SecretHeader { header, .. } => format!("an operator's secret in {}", header.as_str()),
-                GatewayAuth::McpOauth { settings, .. } => format!(
-                    "the user's token from {} (client {}, {}) as Bearer",
-                    settings.issuer,
-                    settings.client_id,
-                    settings.registration.as_str()
-                ),
-                GatewayAuth::TokenExchange { service_id } => format!(
-                    "a token the broker mints for the user and service {service_id}, as Bearer (the server \
-                     exchanges it at /token)"
-                ),
-                GatewayAuth::None => "none".to_owned(),
-            };
-            Card {
-                link: None,
-                title: s.name.to_string(),
-                fields: vec![
-                    field("MCP URL", safe_text(s.url.as_str())),
-                    field("tool prefix", s.prefix.to_string()),
-                    field("auth", s.auth.kind()),
-                    field("each call carries", credential),
-                    field("added", iso_time(s.created_at)),
-                ],
-                actions: vec![],
-            }
-        })
+        .map(|s| Card { link: Some(server_page(&s.id)), title: s.name.to_string(), fields: facts(s), actions: vec![] })
         .collect();
     let intro = "MCP servers behind the broker: their tools are served on /mcp under the prefix, each call with the \
                  calling user's credential (`oauth-broker admin servers …` changes them).";
     page(&admin, "Servers behind the broker", "/admin/servers", intro, &query, "server", cards, found.next)
+}
+
+pub async fn server(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let Some(server) = state.store.gateway_server_by_id(&id).await? else {
+        return Err(super::views::not_found("server"));
+    };
+    let approvals = state.store.gateway_consents_for_server(&server.id, APPROVALS_SHOWN).await?;
+    let names = user_labels(&state, approvals.iter().map(|a| a.user_id.as_str())).await?;
+    let cards = approvals
+        .iter()
+        .map(|a| Card {
+            link: Some(user_page(&a.user_id)),
+            title: names.get(&a.user_id).cloned().unwrap_or_else(|| a.user_id.clone()),
+            fields: vec![
+                field("client", a.client_name.as_deref().map_or_else(|| safe_text(&a.client_key), safe_text)),
+                field("client key", safe_text(&a.client_key)),
+                field("allowed", iso_time(a.created_at)),
+            ],
+            actions: vec![],
+        })
+        .collect();
+    let sections = vec![super::views::section(
+        "Approvals (newest 20)",
+        "No user has allowed a client to call this server yet.",
+        "approvals",
+        "user",
+        cards,
+    )];
+    let intro = format!(
+        "A server behind the broker: how each call is authorized, and which user allowed which client to call it \
+         (newest first). Users withdraw an approval on their connections page; the audit log has its calls (search \
+         for server={}).",
+        server.name
+    );
+    Ok(super::views::render(
+        &admin,
+        &server_page(&server.id),
+        format!("Server {}", server.name),
+        &intro,
+        facts(&server),
+        sections,
+    ))
 }

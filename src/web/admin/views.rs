@@ -3,7 +3,8 @@
 //!   that failed and how, failures by kind this week, grants held back by a backoff now;
 //! - `GET /admin/services/{id}`: a tool-server service, the consents users gave it and its
 //!   recent token-API answers;
-//! - `GET /admin/users/{id}`: a user, their grants, consents, authorizations and recent audit.
+//! - `GET /admin/users/{id}`: a user, their grants, consents (and approvals of servers behind
+//!   the broker), authorizations and recent audit.
 //!
 //! Every read is bounded by an index (the user's or client's rows, the newest N of an actor,
 //! migration 0028's per-provider rows), so each page costs the same at any table size.
@@ -45,7 +46,7 @@ pub struct DetailPage {
     pub sections: Vec<(String, String, Rows)>,
 }
 
-fn render(
+pub(super) fn render(
     admin: &Admin,
     path: &str,
     title: String,
@@ -64,7 +65,7 @@ fn render(
     pages::render(StatusCode::OK, &page)
 }
 
-fn section(
+pub(super) fn section(
     heading: &str,
     empty: &str,
     id: &'static str,
@@ -74,7 +75,7 @@ fn section(
     (heading.into(), empty.into(), Rows::new(id, title_label, cards))
 }
 
-fn not_found(what: &str) -> PageError {
+pub(super) fn not_found(what: &str) -> PageError {
     PageError::page(
         StatusCode::NOT_FOUND,
         "Not found",
@@ -229,7 +230,7 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
     let consent_cards = consent_cards
         .into_iter()
         .chain(approvals.iter().map(|a| Card {
-            link: None,
+            link: Some(super::servers::server_page(&a.server_id)),
             title: safe_text(&a.client_key),
             fields: vec![field("server", safe_text(&a.server_name)), field("allowed", iso_time(a.created_at))],
             actions: vec![],
