@@ -163,22 +163,7 @@ pub async fn rediscover(
             settings.issuer
         );
     }
-    let mut renewed = (**settings).clone();
-    renewed.resource = found.resource;
-    renewed.authorization_endpoint = found.authorization_endpoint;
-    renewed.token_endpoint = found.token_endpoint;
-    renewed.revocation_endpoint = found.revocation_endpoint;
-    renewed.scopes_supported = found.scopes_supported;
-    let changed: Vec<&'static str> = [
-        ("resource", renewed.resource != settings.resource),
-        ("authorization_endpoint", renewed.authorization_endpoint != settings.authorization_endpoint),
-        ("token_endpoint", renewed.token_endpoint != settings.token_endpoint),
-        ("revocation_endpoint", renewed.revocation_endpoint != settings.revocation_endpoint),
-        ("scopes_supported", renewed.scopes_supported != settings.scopes_supported),
-    ]
-    .into_iter()
-    .filter_map(|(field, differs)| differs.then_some(field))
-    .collect();
+    let (renewed, changed) = renewed(settings, found);
     if changed.is_empty() {
         return Ok(Rediscovered::Unchanged { issuer: renewed.issuer });
     }
@@ -189,4 +174,83 @@ pub async fn rediscover(
         secret_sealed: secret_sealed.clone(),
     };
     Ok(Rediscovered::Endpoints { auth, changed })
+}
+
+/// `settings` with what the same authorization server's metadata now says (`found`), and the
+/// names of the fields that changed. The registration (client id, how it authenticates) stays.
+fn renewed(settings: &McpOauthSettings, found: Discovered) -> (McpOauthSettings, Vec<&'static str>) {
+    let mut renewed = settings.clone();
+    renewed.resource = found.resource;
+    renewed.authorization_endpoint = found.authorization_endpoint;
+    renewed.token_endpoint = found.token_endpoint;
+    renewed.revocation_endpoint = found.revocation_endpoint;
+    renewed.scopes_supported = found.scopes_supported;
+    let changed = [
+        ("resource", renewed.resource != settings.resource),
+        ("authorization_endpoint", renewed.authorization_endpoint != settings.authorization_endpoint),
+        ("token_endpoint", renewed.token_endpoint != settings.token_endpoint),
+        ("revocation_endpoint", renewed.revocation_endpoint != settings.revocation_endpoint),
+        ("scopes_supported", renewed.scopes_supported != settings.scopes_supported),
+    ]
+    .into_iter()
+    .filter_map(|(field, differs)| differs.then_some(field))
+    .collect();
+    (renewed, changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::mcp_oauth::{RegistrationKind, StoredAuthMethod};
+
+    fn url(text: &str) -> Url {
+        Url::parse(text).unwrap()
+    }
+
+    fn settings() -> McpOauthSettings {
+        McpOauthSettings {
+            resource: url("https://crm.example/mcp"),
+            issuer: "https://auth.example".into(),
+            authorization_endpoint: url("https://auth.example/authorize"),
+            token_endpoint: url("https://auth.example/token"),
+            revocation_endpoint: None,
+            scopes_supported: vec!["read".into()],
+            registration: RegistrationKind::Dynamic,
+            client_id: "client-1".into(),
+            token_auth_method: StoredAuthMethod::ClientSecretBasic,
+        }
+    }
+
+    fn found(settings: &McpOauthSettings) -> Discovered {
+        Discovered {
+            resource: settings.resource.clone(),
+            issuer: settings.issuer.clone(),
+            authorization_endpoint: settings.authorization_endpoint.clone(),
+            token_endpoint: settings.token_endpoint.clone(),
+            revocation_endpoint: settings.revocation_endpoint.clone(),
+            registration_endpoint: Some(url("https://auth.example/register")),
+            metadata_documents: false,
+            token_auth_methods: vec!["client_secret_basic".into()],
+            scopes_supported: settings.scopes_supported.clone(),
+        }
+    }
+
+    #[test]
+    fn the_same_authorization_server_keeps_the_registration_and_takes_its_new_endpoints() {
+        let before = settings();
+        let (same, changed) = renewed(&before, found(&before));
+        assert_eq!((same, changed), (before.clone(), vec![]), "nothing moved: nothing changes");
+
+        let mut moved = found(&before);
+        moved.token_endpoint = url("https://auth.example/v2/token");
+        moved.revocation_endpoint = Some(url("https://auth.example/v2/revoke"));
+        let (after, changed) = renewed(&before, moved);
+        assert_eq!(changed, ["token_endpoint", "revocation_endpoint"]);
+        assert_eq!(after.token_endpoint.as_str(), "https://auth.example/v2/token");
+        assert_eq!(
+            (after.client_id.as_str(), after.registration, after.token_auth_method),
+            ("client-1", RegistrationKind::Dynamic, StoredAuthMethod::ClientSecretBasic),
+            "the broker's registration there stands"
+        );
+    }
 }
