@@ -171,12 +171,14 @@ impl Gateway {
         for row in rows {
             let earlier = current.by_id(&row.id);
             match earlier {
-                Some(entry) if entry.row.updated_at == row.updated_at => entries.push(entry.clone()),
+                // Compared whole, not by `updated_at` (seconds: two changes may share one).
+                Some(entry) if entry.row == row => entries.push(entry.clone()),
                 _ => {
                     if let Some(entry) = ServerEntry::load(row, &self.app.sealer) {
                         let entry = Arc::new(entry);
-                        // Changed in place (its authorization server, `servers rediscover`):
-                        // the same server, whose lists stand; its connections are opened again.
+                        // Changed in place (its authorization server, `servers rediscover`; its
+                        // secret, `keys rewrap`): the same server, whose lists stand; its
+                        // connections are opened again.
                         match earlier {
                             Some(earlier) => entry.inherit(earlier),
                             None => added.push(entry.clone()),

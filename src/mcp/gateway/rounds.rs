@@ -178,13 +178,14 @@ impl BrokerServer {
         let (responses, state) = carried_back(forwarded.client_responses(), carried);
         let mut upstream = Upstream::of(forwarded, responses, state);
         for _ in 0..MAX_ROUNDS {
-            let answer = match &upstream {
+            // Sent as it is: a further round builds the next request from `forwarded`.
+            let answer = match upstream {
                 Upstream::Tool { target, params } => Answer::Tool(
-                    self.attempt(gateway, entry, key, credential.clone(), target, caller, params, ctx).await?,
+                    self.attempt(gateway, entry, key, credential.clone(), target, caller, &params, ctx).await?,
                 ),
                 Upstream::Plain(request) => {
                     let connection = self.connection(gateway, entry, key, credential.clone(), caller, ctx).await?;
-                    Answer::Plain(super::plain::send(gateway, entry, key, &connection, request.clone(), ctx).await?)
+                    Answer::Plain(super::plain::send(gateway, entry, key, &connection, request, ctx).await?)
                 }
             };
             let asked = match answer {

@@ -55,10 +55,12 @@ impl Drop for Held {
         if !self.connection.service.service().subscribed.release(&self.uri) {
             return;
         }
+        // Outside a runtime (the process is ending) there is nobody left to tell.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let peer = self.connection.service.peer().clone();
         let params = UnsubscribeRequestParams::new(std::mem::take(&mut self.uri));
         // The connection may be closing (the session ended with others); a failure is moot.
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let _ = peer.unsubscribe(params).await;
         });
     }
