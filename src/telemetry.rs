@@ -10,6 +10,7 @@
 //! | `oauth_broker_authorizations_total` | `outcome` | [`Store::record`], every audit entry: completed, declined, failed, expired by an admin |
 //! | `oauth_broker_refreshes_total` | `provider`, `outcome` | [`provider_call`] for `call = refresh` |
 //! | `oauth_broker_upstream_requests_total`, `oauth_broker_upstream_duration_seconds` | `provider`, `call`, `result` | [`provider_call`], [`api_call`] |
+//! | `oauth_broker_gateway_connections_open` | – | [`gateway_connection_opened`] / [`gateway_connection_closed`] |
 //! | `oauth_broker_token_api_answers_total` | `answer` | [`token_api_answer`] |
 //! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`Store::record`], every audit entry |
 //!
@@ -119,6 +120,11 @@ fn describe() {
         Unit::Seconds,
         "Time from a forwarded tool call's start to its answer, by server."
     );
+    describe_gauge!(
+        "oauth_broker_gateway_connections_open",
+        "Users' connections to servers behind the broker this process holds (calls, questions and resource \
+         subscriptions keep them; idle ones close)."
+    );
     describe_counter!("oauth_broker_token_api_answers_total", "Token-API answers to tool-server services, by answer.");
     describe_counter!("oauth_broker_audit_events_total", "Audit log entries written, by action and outcome.");
     describe_gauge!("oauth_broker_build_info", "Always 1; the `version` label says which release this process runs.");
@@ -201,6 +207,16 @@ pub fn session_opened() {
 
 pub fn session_closed() {
     metrics::gauge!("oauth_broker_mcp_sessions_active").decrement(1.0);
+}
+
+/// A connection to a server behind the broker was opened.
+pub fn gateway_connection_opened() {
+    metrics::gauge!("oauth_broker_gateway_connections_open").increment(1.0);
+}
+
+/// A connection to a server behind the broker is gone (closed and let go by every holder).
+pub fn gateway_connection_closed() {
+    metrics::gauge!("oauth_broker_gateway_connections_open").decrement(1.0);
 }
 
 /// A session parked (its rmcp service stopped while idle).

@@ -70,6 +70,10 @@ async fn a_subscription_to_a_servers_resource_is_held_on_the_users_connection_an
     assert!(details.iter().any(|d| d.contains("server=crm resource=subscribe outcome=ok")), "{details:?}");
     assert!(details.iter().all(|d| !d.contains("whoami")), "{details:?}");
 
+    // The connections are counted (the gauge is the test process's: every app's together).
+    let metrics = oauth_broker::telemetry::render().expect("the metrics recorder is installed");
+    assert!(metrics.contains("oauth_broker_gateway_connections_open "), "{metrics}");
+
     // Act: alice unsubscribes.
     alice.peer().unsubscribe(UnsubscribeRequestParams::new(WHOAMI)).await.unwrap();
 

@@ -78,6 +78,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(service: RunningService<rmcp::RoleClient, UpstreamHandler>, credential: Arc<CredentialCell>) -> Self {
+        crate::telemetry::gateway_connection_opened();
         Self { service, credential, last_used: Mutex::new(Instant::now()), closing: AtomicBool::new(false) }
     }
 
@@ -107,6 +108,12 @@ impl Connection {
 
     fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        crate::telemetry::gateway_connection_closed();
     }
 }
 
