@@ -11,7 +11,7 @@ use axum::response::Response;
 
 use super::Admin;
 use super::listing::{Card, ListQuery};
-use super::tables::{Q, field, page, user_labels, user_page};
+use super::tables::{Q, field, page, server_page, user_labels, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::state::AppState;
@@ -20,11 +20,6 @@ use crate::web::error::PageError;
 
 /// Approvals shown on a server's page.
 const APPROVALS_SHOWN: i64 = 20;
-
-/// A server's own page.
-pub fn server_page(id: &str) -> String {
-    format!("/admin/servers/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
-}
 
 /// What each call to the server carries, in words (never the secret itself).
 fn credential(auth: &GatewayAuth) -> String {

@@ -76,6 +76,11 @@ pub fn user_page(id: &str) -> String {
     format!("/admin/users/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
 }
 
+/// A server behind the broker's own page ([`super::servers::server`]).
+pub fn server_page(id: &str) -> String {
+    format!("/admin/servers/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())
+}
+
 /// A service's own page ([`super::views::service`]).
 pub fn service_page(id: &str) -> String {
     format!("/admin/services/{}", url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>())

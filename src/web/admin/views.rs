@@ -20,7 +20,7 @@ use super::Admin;
 use super::charts::Range;
 use super::listing::{Card, Field, Rows};
 use super::tables::{
-    audit_card, audit_user_ids, field, service_page, shown_status, user_label, user_labels, user_page,
+    audit_card, audit_user_ids, field, server_page, service_page, shown_status, user_label, user_labels, user_page,
 };
 use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
@@ -230,7 +230,7 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
     let consent_cards = consent_cards
         .into_iter()
         .chain(approvals.iter().map(|a| Card {
-            link: Some(super::servers::server_page(&a.server_id)),
+            link: Some(server_page(&a.server_id)),
             title: safe_text(&a.client_key),
             fields: vec![field("server", safe_text(&a.server_name)), field("allowed", iso_time(a.created_at))],
             actions: vec![],
