@@ -30,7 +30,7 @@ pub trait Outbox: Send + Sync {
 /// What keeps a subscription alive elsewhere while the session holds it: a server behind the
 /// broker's subscription over the user's connection (`crate::mcp::gateway::subscribed`), let
 /// go when the session unsubscribes or ends.
-pub type Held = Box<dyn Send + Sync>;
+pub type KeptUpstream = Box<dyn Send + Sync>;
 
 /// A session's `logging/setLevel` choice, shared with extension contexts.
 pub type SessionLogLevel = Arc<Mutex<Option<LoggingLevel>>>;
@@ -41,7 +41,7 @@ pub struct SessionScope {
     /// Elicitation ids this session started.
     pub issued: Mutex<HashSet<String>>,
     /// URIs this session subscribed to (`resources/subscribe`), with what holds each upstream.
-    subscriptions: Mutex<HashMap<String, Option<Held>>>,
+    subscriptions: Mutex<HashMap<String, Option<KeptUpstream>>>,
     /// `logging/setLevel`: the least severe level this session wants; `None` = not asked.
     pub log_level: SessionLogLevel,
     /// Set once the relay of notifications for this session started.
@@ -97,7 +97,7 @@ impl SessionScope {
 
     /// Subscribes to `uri`, keeping `held` until the session unsubscribes or ends (a repeated
     /// subscription replaces what the earlier one held).
-    pub fn subscribe_holding(&self, uri: String, held: Option<Held>) {
+    pub fn subscribe_holding(&self, uri: String, held: Option<KeptUpstream>) {
         let replaced = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner()).insert(uri, held);
         // Let go outside the lock: what it holds may act when dropped.
         drop(replaced);
