@@ -67,36 +67,16 @@ async fn an_open_server_is_called_only_by_clients_the_user_approved_until_withdr
     let page = connections_page(app, &browser).await;
     assert!(page.contains("id=\"servers\"") && page.contains("<strong>tools</strong>"), "{page}");
     let csrf = hidden_field(&page, "csrf_token").unwrap();
-    let fields = hidden_fields(&page[page.find("/connections/servers/withdraw").unwrap()..]);
-    let value = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
+    let approval = listed_approval(&page);
     // Another user's pair posted back withdraws nothing.
     let bob_browser = app.browser();
     assert_eq!(app.sign_in(&bob_browser, BOB, "/connections").await.status(), 303);
     let bobs_page = connections_page(app, &bob_browser).await;
     let bob_csrf = hidden_field(&bobs_page, "csrf_token").unwrap();
-    let refused = bob_browser
-        .post(app.url("/connections/servers/withdraw"))
-        .form(&[
-            ("csrf_token", bob_csrf.as_str()),
-            ("server_id", &value("server_id")),
-            ("client_key", &value("client_key")),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 404);
+    assert_eq!(post_withdraw(app, &bob_browser, &bob_csrf, &approval).await, 404);
     assert!(connections_page(app, &browser).await.contains("id=\"servers\""), "still approved");
-    let withdrawn = browser
-        .post(app.url("/connections/servers/withdraw"))
-        .form(&[
-            ("csrf_token", csrf.as_str()),
-            ("server_id", &value("server_id")),
-            ("client_key", &value("client_key")),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(withdrawn.status(), 303);
+    let withdrawn = post_withdraw(app, &browser, &csrf, &approval).await;
+    assert_eq!(withdrawn, 303);
     assert!(!connections_page(app, &browser).await.contains("id=\"servers\""));
     let (_, again) = url_elicitation_required(client.call("tools_echo", json!({"text": "x"})).await);
     assert!(again.starts_with(&app.url("/connect/")));
@@ -106,6 +86,36 @@ async fn an_open_server_is_called_only_by_clients_the_user_approved_until_withdr
     upstream.stop().await;
 }
 on_both_backends!(open_server_pair, an_open_server_is_called_only_by_clients_the_user_approved_until_withdrawn);
+
+/// The (server, client) pair of the first approval the connections page lists, as its withdraw
+/// form carries it.
+pub(crate) fn listed_approval(page: &str) -> (String, String) {
+    let form = page.find("/connections/servers/withdraw").expect("an approval is listed");
+    let fields = hidden_fields(&page[form..]);
+    let value = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
+    (value("server_id"), value("client_key"))
+}
+
+/// Posts the withdraw form of `approval` from `browser`'s signed-in session; the answer's status.
+pub(crate) async fn post_withdraw(
+    app: &TestApp,
+    browser: &reqwest::Client,
+    csrf: &str,
+    (server_id, client_key): &(String, String),
+) -> u16 {
+    let form = [("csrf_token", csrf), ("server_id", server_id.as_str()), ("client_key", client_key.as_str())];
+    let answer = browser.post(app.url("/connections/servers/withdraw")).form(&form).send().await.unwrap();
+    answer.status().as_u16()
+}
+
+/// `user` withdraws the first (client, server) approval listed on `app`'s connections page.
+pub(crate) async fn withdraw_on_connections_page(app: &TestApp, user: &str) {
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, user, "/connections").await.status(), 303);
+    let page = connections_page(app, &browser).await;
+    let csrf = hidden_field(&page, "csrf_token").unwrap();
+    assert_eq!(post_withdraw(app, &browser, &csrf, &listed_approval(&page)).await, 303);
+}
 
 async fn a_2026_client_is_asked_for_the_pair_by_round_trip_and_its_retry_reaches_the_server(app: &TestApp) {
     let upstream = Upstream::start(&[], None).await;

@@ -13,6 +13,7 @@ use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 
 use crate::gateway::{Upstream, add_provider_server, servers_cli, servers_ok, tool_names};
+use crate::gateway_consent::withdraw_on_connections_page;
 use crate::helpers::*;
 use crate::on_both_backends;
 
@@ -201,24 +202,6 @@ async fn a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnec
     back.stop().await;
 }
 on_both_backends!(down_mid_call, a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnected_later);
-
-/// `user` withdraws the one (client, server) approval listed on `app`'s connections page.
-async fn withdraw_on_connections_page(app: &TestApp, user: &str) {
-    let browser = app.browser();
-    assert_eq!(app.sign_in(&browser, user, "/connections").await.status(), 303);
-    let page = browser.get(app.url("/connections")).send().await.unwrap().text().await.unwrap();
-    let csrf = hidden_field(&page, "csrf_token").unwrap();
-    let form = page.find("/connections/servers/withdraw").expect("the approval is listed");
-    let fields = hidden_fields(&page[form..]);
-    let value = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
-    let withdrawn = browser
-        .post(app.url("/connections/servers/withdraw"))
-        .form(&[("csrf_token", csrf), ("server_id", value("server_id")), ("client_key", value("client_key"))])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(withdrawn.status(), 303);
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_connected_user() {
