@@ -563,13 +563,27 @@ impl Store {
 
     /// Deletes every user's grants at `provider` (an `mcp-oauth` server's authorization server
     /// was replaced: their tokens are of no use any more); how many there were.
+    ///
+    /// In statements of [`GRANTS_PER_DELETE`], each its own transaction: deleting a grant
+    /// costs its triggers (search, counters, the access counter), and 50,000 grants in one
+    /// statement held SQLite's only write lock for 3.5 s on a million-grant table — past the
+    /// default `database_timeout` from about 70,000 grants, failing the command and making
+    /// every serving instance's writes wait meanwhile. Between statements they write.
     pub async fn delete_grants_at(&self, provider: &str) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM grants WHERE provider = $1")
-            .bind(provider)
-            // Any number of users' grants.
-            .execute(self.write(CacheEffect::Everyone))
-            .await?;
-        Ok(done.rows_affected())
+        let mut deleted = 0;
+        loop {
+            let done =
+                sqlx::query("DELETE FROM grants WHERE id IN (SELECT id FROM grants WHERE provider = $1 LIMIT $2)")
+                    .bind(provider)
+                    .bind(GRANTS_PER_DELETE)
+                    // Any number of users' grants.
+                    .execute(self.write(CacheEffect::Everyone))
+                    .await?;
+            deleted += done.rows_affected();
+            if done.rows_affected() < GRANTS_PER_DELETE as u64 {
+                return Ok(deleted);
+            }
+        }
     }
 
     /// Deletes one grant. True if it was there.
@@ -596,6 +610,10 @@ impl Store {
         self.paged(sql, search, None, window, key).await?.try_map(GrantRow::try_from)
     }
 }
+
+/// Grants one statement of [`Store::delete_grants_at`] deletes: about 35 ms of SQLite's write
+/// lock each.
+const GRANTS_PER_DELETE: i64 = 500;
 
 #[cfg(test)]
 mod tests {
@@ -692,6 +710,35 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(store.grant_by_id(&id).await.unwrap().unwrap().status, GrantStatus::NeedsReconsent);
+    }
+
+    #[tokio::test]
+    async fn every_grant_at_a_provider_is_deleted_in_statements_of_a_bounded_size_and_no_other() {
+        let (_dir, store, user) = store_with_user().await;
+        let seed = |provider: &'static str, count: i64| {
+            sqlx::query(
+                "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, key_id, \
+                 status, version, created_at, updated_at, account_id) \
+                 WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < $3) \
+                 SELECT $2 || i, $1, $2, 'acct' || i, 'read', x'01', 'k1', 'active', 1, 1, 1, 'a' || i FROM s",
+            )
+            .bind(user.clone())
+            .bind(provider)
+            .bind(count)
+        };
+        let moved = 2 * GRANTS_PER_DELETE + 7;
+        seed("moved", moved).execute(store.pool()).await.unwrap();
+        seed("kept", 3).execute(store.pool()).await.unwrap();
+
+        let queries = store.queries_run();
+        assert_eq!(store.delete_grants_at("moved").await.unwrap(), moved as u64, "counted over every statement");
+        assert_eq!(store.queries_run() - queries, 3, "500, 500, then the last 7");
+        let left: Vec<(String, i64)> = sqlx::query_as("SELECT provider, COUNT(*) FROM grants GROUP BY provider")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(left, [("kept".to_owned(), 3)]);
+        assert_eq!(store.delete_grants_at("moved").await.unwrap(), 0);
     }
 
     #[tokio::test]
