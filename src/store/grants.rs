@@ -611,8 +611,8 @@ impl Store {
     }
 }
 
-/// Grants one statement of [`Store::delete_grants_at`] deletes: about 35 ms of SQLite's write
-/// lock each.
+/// Grants one statement of [`Store::delete_grants_at`] deletes: about 65 ms of SQLite's write
+/// lock each (a million grants, found through `grants_provider`, migration 0036).
 const GRANTS_PER_DELETE: i64 = 500;
 
 #[cfg(test)]
