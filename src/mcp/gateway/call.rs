@@ -61,16 +61,22 @@ const RETRY_AFTER_SECONDS: u64 = 5;
 
 /// What is forwarded: a tool call (with its progress, the server's questions and cancellation)
 /// or one plain request (`prompts/get`, `resources/read`, [`super::content`]).
+/// Where a plain request records the connection it was last sent over.
+pub(crate) type SentOver = std::sync::Mutex<Option<Arc<Connection>>>;
+
 pub(crate) enum Forwarded<'a> {
     Tool {
         target: &'a Target,
         request: &'a CallToolRequestParams,
     },
     /// `request` as it goes to the server (its names the server's); `responses`: the client's
-    /// `inputResponses`, of which a retry carries back only those the server asked for.
+    /// `inputResponses`, of which a retry carries back only those the server asked for;
+    /// `sent_over`, when given, is told the connection the request last went over (a
+    /// subscription holds that very connection, not whichever the pool has by then).
     Plain {
         request: Box<rmcp::model::ClientRequest>,
         responses: Option<&'a rmcp::model::InputResponses>,
+        sent_over: Option<&'a SentOver>,
     },
 }
 

@@ -70,7 +70,8 @@ impl BrokerServer {
         let mut params = GetPromptRequestParams::new(upstream);
         params.arguments = Some(values.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<JsonObject>());
         let sent = Box::new(ClientRequest::GetPromptRequest(GetPromptRequest::new(params)));
-        let forwarded = Forwarded::Plain { request: sent, responses: request.input_responses.as_ref() };
+        let forwarded =
+            Forwarded::Plain { request: sent, responses: request.input_responses.as_ref(), sent_over: None };
         let started = std::time::Instant::now();
         let (answer, outcome) = self.forward(gateway, entry, &forwarded, &caller, ctx).await;
         self.audit_call(entry, &format!("prompt={upstream}"), &caller, outcome, started.elapsed()).await;
@@ -124,7 +125,8 @@ impl BrokerServer {
         };
         let params = ReadResourceRequestParams::new(upstream);
         let sent = Box::new(ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params)));
-        let forwarded = Forwarded::Plain { request: sent, responses: request.input_responses.as_ref() };
+        let forwarded =
+            Forwarded::Plain { request: sent, responses: request.input_responses.as_ref(), sent_over: None };
         let started = std::time::Instant::now();
         let (answer, outcome) = self.forward(gateway, entry, &forwarded, &caller, ctx).await;
         // The URI is left out of the audit: a template's values are the client's arguments.

@@ -90,7 +90,7 @@ impl Connection {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn is_usable(&self) -> bool {
+    pub(super) fn is_usable(&self) -> bool {
         !self.is_closing() && !self.service.is_closed() && !self.service.peer().is_transport_closed()
     }
 

@@ -185,7 +185,11 @@ impl BrokerServer {
                 ),
                 Upstream::Plain(request) => {
                     let connection = self.connection(gateway, entry, key, credential.clone(), caller, ctx).await?;
-                    Answer::Plain(super::plain::send(gateway, entry, key, &connection, request, ctx).await?)
+                    let answer = super::plain::send(gateway, entry, key, &connection, request, ctx).await?;
+                    if let Forwarded::Plain { sent_over: Some(sent_over), .. } = forwarded {
+                        *sent_over.lock().unwrap_or_else(|p| p.into_inner()) = Some(connection);
+                    }
+                    Answer::Plain(answer)
                 }
             };
             let asked = match answer {
@@ -298,7 +302,7 @@ mod tests {
         let read = ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(
             rmcp::model::ReadResourceRequestParams::new("note://x"),
         ));
-        let forwarded = Forwarded::Plain { request: Box::new(read), responses: None };
+        let forwarded = Forwarded::Plain { request: Box::new(read), responses: None, sent_over: None };
         let Upstream::Plain(ClientRequest::ReadResourceRequest(read)) =
             Upstream::of(&forwarded, None, Some("theirs".into()))
         else {

@@ -29,7 +29,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::json;
 
-use super::call::Forwarded;
+use super::call::{Forwarded, SentOver};
 use super::content::{Plain, plain, unexpected};
 use super::pool::Connection;
 use super::revision::Revision;
@@ -91,7 +91,8 @@ impl BrokerServer {
             return Some(Err(ErrorData::invalid_params(text, Some(json!({"server": entry.row.name.as_str()})))));
         }
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(&upstream)));
-        let forwarded = Forwarded::Plain { request: Box::new(request), responses: None };
+        let sent_over = SentOver::default();
+        let forwarded = Forwarded::Plain { request: Box::new(request), responses: None, sent_over: Some(&sent_over) };
         let started = std::time::Instant::now();
         let (answer, outcome) = self.forward(&gateway, &entry, &forwarded, caller, ctx).await;
         // The URI is left out of the audit, as for a read.
@@ -108,9 +109,10 @@ impl BrokerServer {
         if let Err(error) = subscribed {
             return Some(Err(error));
         }
-        // The connection the subscription went over (the one the gates just used).
-        let key = gateway.pool.key(&caller.user, &entry);
-        let Some(connection) = gateway.pool.open_connection(&key).await else {
+        // The connection the subscription went over: a reconnect in the meantime (a 401's) may
+        // have put another in the pool, which never got it.
+        let connection = sent_over.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(connection) = connection.filter(|connection| connection.is_usable()) else {
             let text = format!("The server {} closed the connection; subscribe again.", entry.row.name);
             return Some(Err(ErrorData::internal_error(text, Some(json!({"server": entry.row.name.as_str()})))));
         };
