@@ -59,11 +59,12 @@ use crate::store::gateway_servers::GatewayAuth;
 /// How long a client is told to wait before calling a server that did not answer again.
 const RETRY_AFTER_SECONDS: u64 = 5;
 
-/// What is forwarded: a tool call (with its progress, the server's questions and cancellation)
-/// or one plain request (`prompts/get`, `resources/read`, [`super::content`]).
 /// Where a plain request records the connection it was last sent over.
 pub(crate) type SentOver = std::sync::Mutex<Option<Arc<Connection>>>;
 
+/// What is forwarded: a tool call (with its progress, the server's questions and cancellation)
+/// or one plain request (`prompts/get`, `resources/read`, `resources/subscribe`,
+/// [`super::content`]).
 pub(crate) enum Forwarded<'a> {
     Tool {
         target: &'a Target,
