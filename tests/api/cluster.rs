@@ -678,7 +678,7 @@ async fn a_services_request_budget_is_used_up_across_both_instances() {
 /// a half) per instance, plus what the budget refilled on B's moving clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_services_budget_holds_across_both_instances_within_a_share_and_a_half_each() {
-    use crate::token_api_limits::{notes_service, poll};
+    use crate::token_api_limits::{notes_service, poll_with};
     use oauth_broker::store::request_budget::most_unused;
     use std::sync::atomic::{AtomicU64, Ordering};
     let per_minute = 1_200;
@@ -693,8 +693,9 @@ async fn a_busy_services_budget_holds_across_both_instances_within_a_share_and_a
             let base = if i % 2 == 0 { a.address.clone() } else { b.address.clone() };
             let (notes, served, refused) = (notes.clone(), served.clone(), refused.clone());
             tokio::spawn(async move {
+                let client = reqwest::Client::new();
                 loop {
-                    let answer = poll(&base, &notes, unknown, 0).await;
+                    let answer = poll_with(&client, &base, &notes, unknown, 0).await;
                     match answer.status.as_u16() {
                         404 => served.fetch_add(1, Ordering::SeqCst),
                         429 => {

@@ -37,7 +37,19 @@ pub async fn answer(response: reqwest::Response) -> Answer {
 
 /// `GET /v1/authorizations/{id}?wait=N` at `base` as `service`.
 pub async fn poll(base: &str, service: &ServiceCredentials, id: &str, wait: u64) -> Answer {
-    let response = reqwest::Client::new()
+    poll_with(&reqwest::Client::new(), base, service, id, wait).await
+}
+
+/// [`poll`] over `client`'s kept-alive connections (a test that polls in a loop: a new client
+/// per request builds its TLS settings each time).
+pub async fn poll_with(
+    client: &reqwest::Client,
+    base: &str,
+    service: &ServiceCredentials,
+    id: &str,
+    wait: u64,
+) -> Answer {
+    let response = client
         .get(format!("{base}/v1/authorizations/{id}?wait={wait}"))
         .basic_auth(&service.client_id, Some(&service.secret))
         .send()

@@ -381,8 +381,13 @@ async fn a_receiver_answering_410_disables_its_webhook_and_the_operator_sees_why
     assert!(dead.last_error.unwrap().contains("410"));
     let webhook = app.state.store.webhook("svc_notes").await.unwrap().unwrap();
     assert!(webhook.disabled_at.is_some());
-    let audit = app.state.store.audit_entries(None, 50).await.unwrap();
-    assert!(audit.iter().any(|e| e.action == "webhook.disabled"), "{audit:?}");
+    // The delivery task audits it; waited for, not assumed to be there with the dead row.
+    eventually("the disabled webhook is audited", Duration::from_secs(10), || async {
+        let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+        let actions: Vec<String> = audit.iter().map(|e| e.action.clone()).collect();
+        if actions.iter().any(|a| a == "webhook.disabled") { Ok(()) } else { Err(format!("{actions:?}")) }
+    })
+    .await;
     // A disabled webhook gets no new events.
     client.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
     assert_eq!(deliveries(&app).await.len(), 1);
