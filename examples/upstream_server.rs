@@ -33,8 +33,10 @@
 //! prints `elicitation answered: <action>`; when it gets an error instead, `elicitation
 //! refused: <message>`, and answers with the error in its result.
 //!
-//! Prompts: `greeting` (argument `name`; its message names the caller's account). Resources:
-//! `note://whoami` (the caller's account and credential hash, as `whoami` answers),
+//! Prompts: `greeting` (argument `name`; its message names the caller's account), `introduce`
+//! (asks the client the form question of `ask_name` while it is being got, and names who was
+//! given). Resources: `note://whoami` (the caller's account and credential hash, as `whoami`
+//! answers), `note://asked` (asks the same question while it is being read),
 //! `note://vendor` (read, it answers `-32042` with a page of its own at
 //! `https://vendor.example/notes` until `complete_pages` marks that page done), the template
 //! `note://echo/{text}` (its text, as read), and the notes `add_note` made.
@@ -384,7 +386,8 @@ impl ServerHandler for Upstream {
             Some("Greets someone on behalf of the caller's account"),
             Some(vec![PromptArgument::new("name").with_description("Who to greet").with_required(true)]),
         );
-        let mut prompts = vec![greeting];
+        let introduce = Prompt::new("introduce", Some("Asks who to introduce, then introduces them"), None);
+        let mut prompts = vec![greeting, introduce];
         prompts.extend(self.notes().iter().map(|title| Prompt::new(format!("note_{title}"), Some("A note"), None)));
         Ok(ListPromptsResult::with_all_items(prompts))
     }
@@ -402,6 +405,7 @@ impl ServerHandler for Upstream {
                 let Some(name) = name else { return Err(ErrorData::invalid_params("name is required", None)) };
                 format!("Greet {name} on behalf of {account}.")
             }
+            "introduce" => format!("Introduce {} on behalf of {account}.", name_asked_within(&ctx).await?),
             other => match other.strip_prefix("note_").filter(|t| self.notes().iter().any(|n| n == t)) {
                 Some(title) => format!("The note {title}, for {account}."),
                 None => return Err(ErrorData::invalid_params(format!("unknown prompt: {other}"), None)),
@@ -419,6 +423,7 @@ impl ServerHandler for Upstream {
         let mut resources = vec![
             Resource::new("note://whoami", "whoami").with_mime_type("application/json"),
             Resource::new("note://vendor", "vendor"),
+            Resource::new("note://asked", "asked"),
         ];
         for title in self.notes() {
             resources.push(Resource::new(format!("note://notes/{title}"), title));
@@ -472,6 +477,8 @@ impl ServerHandler for Upstream {
             json!({"account": caller.account, "credential_sha256": caller.credential_sha256}).to_string()
         } else if let Some(text) = uri.strip_prefix("note://echo/") {
             text.to_owned()
+        } else if uri == "note://asked" {
+            format!("Hello, {}.", name_asked_within(&ctx).await?)
         } else if uri == "note://vendor" {
             if let Some(error) = self.page_needed(VENDOR_NOTE_PAGE) {
                 return Err(error);
@@ -631,6 +638,31 @@ fn name_question() -> Result<ElicitRequestParams, ErrorData> {
         message: "What should I call you?".into(),
         requested_schema: form,
     })
+}
+
+/// Asks `ask_name`'s question within a request that is not a tool call (a prompt, a read): the
+/// name given, or what the user did instead in brackets. Printed as `answered` prints it; an
+/// error instead of an answer fails the request with it.
+async fn name_asked_within(ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    match ctx.peer.create_elicitation(name_question()?).await {
+        Ok(result) => {
+            let action = json!(result.action).as_str().unwrap_or_default().to_owned();
+            println!("elicitation answered: {action}");
+            let name = result.content.as_ref().and_then(|c| c.get("name")).and_then(Value::as_str);
+            Ok(match (result.action, name) {
+                (ElicitationAction::Accept, Some(name)) => name.to_owned(),
+                _ => format!("({action})"),
+            })
+        }
+        Err(error) => {
+            let message = match &error {
+                rmcp::ServiceError::McpError(e) => e.message.to_string(),
+                other => other.to_string(),
+            };
+            println!("elicitation refused: {message}");
+            Err(ErrorData::invalid_request(format!("the question could not be asked: {message}"), None))
+        }
+    }
 }
 
 /// What the user did with a question, or the error the server got instead.

@@ -28,6 +28,7 @@ mod forms;
 mod gateway;
 mod gateway_consent;
 mod gateway_content;
+mod gateway_content_questions;
 mod gateway_elicitation;
 mod gateway_faults;
 mod gateway_mcp_oauth;

@@ -21,7 +21,7 @@
 //!    relayed in the client's era, and its retry carried back ([`super::rounds`]); a server's
 //!    question mid-call of a 2026-07-28 client waits on this instance for the retry
 //!    ([`super::flights`]); a server's own `-32042` is relayed as its page ([`super::pages`]). A plain
-//!    request is one request ([`super::plain`]) — stateless to such a server, as a call is —
+//!    request is one request ([`super::plain_request`]) — stateless to such a server, as a call is —
 //!    and its rounds and `-32042` are relayed as a call's are.
 //! 4. **A 401** (a `WWW-Authenticate` challenge, RFC 6750 §3): one forced refresh and one retry;
 //!    refused again, the grant needs a new consent and the client gets the reconnect link.
@@ -41,7 +41,7 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
-use super::flights::InFlight;
+use super::flights::{InFlight, Landing};
 use super::minted::MintError;
 use super::plain::{Failure, unauthorized};
 use super::pool::{Connection, ConnectionKey};
@@ -414,11 +414,26 @@ impl BrokerServer {
         // The call's progress, the server's questions within it, its timeout and cancellation
         // (super::flights).
         let call = InFlight::new(connection.clone(), handle, limit);
-        self.fly(gateway, entry, key, caller, ctx, call).await
+        let landing = self.fly(gateway, entry, caller, ctx, call).await?;
+        self.tool_landing(gateway, entry, key, landing)
+    }
+
+    /// A forwarded tool call's end, as the gates take it.
+    pub(super) fn tool_landing(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &ServerEntry,
+        key: &ConnectionKey,
+        landing: Landing,
+    ) -> Result<CallToolResponse, Failure> {
+        match landing {
+            Landing::Answered { connection, answer } => self.call_answer(gateway, entry, key, &connection, answer),
+            Landing::Broker(result) => Ok(result.into()),
+        }
     }
 
     /// The server's answer to a forwarded tool call, as the gates take it.
-    pub(super) fn call_answer(
+    fn call_answer(
         &self,
         gateway: &Arc<Gateway>,
         entry: &ServerEntry,

@@ -1,27 +1,28 @@
-//! A forwarded tool call in flight, and a 2025-11-25 server's question asked mid-call of a
-//! 2026-07-28 client (issue 26, "The server's own questions reach the user").
+//! A forwarded request in flight — a tool call, a `prompts/get`, a `resources/read` — and a
+//! 2025-11-25 server's question asked mid-request of a 2026-07-28 client (issue 26, "The
+//! server's own questions reach the user").
 //!
-//! [`BrokerServer::fly`] waits on one upstream call: its answer, the server's questions on its
+//! [`BrokerServer::fly`] waits on one upstream request: its answer, the server's questions on its
 //! stream ([`super::relay`]), the call timeout (not counting the user's time), the client's
 //! cancellation. A 2025-11-25 session is asked each question as a nested request; a 2026-07-28
-//! client takes no request of the broker's mid-call, so:
+//! client takes no request of the broker's mid-request, so:
 //!
-//! - the broker answers the client's call with an `InputRequiredResult` of its own carrying the
-//!   question, worded as [`super::relay`] words it (naming the server; a URL only when
+//! - the broker answers the client's request with an `InputRequiredResult` of its own carrying
+//!   the question, worded as [`super::relay`] words it (naming the server; a URL only when
 //!   [`super::relay::checked_url`] passes it), and a sealed `requestState` bound to the user,
-//!   client, tool and arguments ([`crate::mcp::input_required::FlightRound`]) that names a
-//!   *flight*;
-//! - the upstream call keeps running on this instance, parked in [`Flights`]: a bounded
+//!   client, method, name (tool, prompt or URI) and arguments
+//!   ([`crate::mcp::input_required::FlightRound`]) that names a *flight*;
+//! - the upstream request keeps running on this instance, parked in [`Flights`]: a bounded
 //!   in-memory table keyed by a random id, each flight owned by its user and its server;
 //! - the client's retry hands its response to the waiting server request (accept, decline or
-//!   cancel, as an `ElicitResult`; a retry without one is a cancel) and waits on the same call
-//!   again: its result is the retry's answer, a further question another round;
+//!   cancel, as an `ElicitResult`; a retry without one is a cancel) and waits on the same
+//!   request again: its result is the retry's answer, a further question another round;
 //! - a retry that reaches another instance, or comes after `[gateway] question_wait`, gets an
-//!   `isError` ([`question_expired`]) saying to call the tool again — never a wait, never
+//!   `isError` ([`question_expired`]) saying to send the request again — never a wait, never
 //!   another user's flight;
 //! - a flight whose client never retries: at `question_wait` the server's question is answered
-//!   `cancel` and the call's eventual result dropped (the call cancelled upstream if it does
-//!   not end within what is left of its timeout).
+//!   `cancel` and the request's eventual result dropped (cancelled upstream if it does not end
+//!   within what is left of its timeout).
 //!
 //! A URL question has no completion notification in 2026-07-28: the retry itself is the answer.
 
@@ -32,16 +33,14 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::{
-    CallToolResponse, CallToolResult, ElicitResult, ElicitationAction, ErrorData, ProgressToken, ServerResult,
-};
+use rmcp::model::{CallToolResult, ElicitResult, ElicitationAction, ErrorData, ProgressToken, ServerResult};
 use rmcp::service::{RequestContext, ServiceError};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Gateway;
 use super::plain::{CancelUpstream, Failure};
-use super::pool::{Connection, ConnectionKey};
+use super::pool::Connection;
 use super::registry::ServerEntry;
 use super::relay::{CallRoute, Question, shown_question};
 use crate::mcp::handler::{BrokerServer, Caller};
@@ -59,7 +58,7 @@ type Response = Pin<Box<dyn Future<Output = Result<ServerResult, ServiceError>> 
 /// Where the user's answer to a server's question goes.
 type Answer = oneshot::Sender<Result<ElicitResult, ErrorData>>;
 
-/// One upstream tool call, waited on by [`BrokerServer::fly`] or parked in [`Flights`].
+/// One upstream request, waited on by [`BrokerServer::fly`] or parked in [`Flights`].
 pub struct InFlight {
     pub(super) connection: Arc<Connection>,
     response: Response,
@@ -211,13 +210,23 @@ async fn expire(flights: Weak<Flights>, id: &str) {
     }
 }
 
-/// The answer to a retry whose flight is not here (expired, or on another instance).
-pub fn question_expired(server: &str) -> CallToolResult {
+/// The answer to a retry whose flight is not here (expired, or on another instance). `again`
+/// says what the client should do: "call the tool again", "send the request again".
+pub fn question_expired(server: &str, again: &str) -> CallToolResult {
     let mut result = error_result(format!(
-        "The question the server {server} asked is no longer waiting (it expired, or the retry reached another instance of the broker); call the tool again."
+        "The question the server {server} asked is no longer waiting (it expired, or the retry reached another instance of the broker); {again}."
     ));
     result.structured_content = Some(json!({"error": "question_expired", "server": server}));
     result
+}
+
+/// How a forwarded request ended: the server's answer (over `connection`, the one it was
+/// sent on), or the broker's own in a tool's shape (a question that could not be asked, a
+/// flight no longer here).
+#[allow(clippy::large_enum_variant, reason = "returned once per forwarded request, never stored")]
+pub(super) enum Landing {
+    Answered { connection: Arc<Connection>, answer: Result<ServerResult, ServiceError> },
+    Broker(CallToolResult),
 }
 
 /// What ended one wait on the call.
@@ -230,16 +239,15 @@ enum Next {
 impl BrokerServer {
     /// Waits on `call` for the client of `ctx`: relays the server's questions in the client's
     /// era and returns the server's answer, or `Failure::Asked` when a 2026-07-28 client must
-    /// answer first (the call parked as a flight).
+    /// answer first (the request parked as a flight).
     pub(super) async fn fly(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
-        key: &ConnectionKey,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
         mut call: InFlight,
-    ) -> Result<CallToolResponse, Failure> {
+    ) -> Result<Landing, Failure> {
         let server = entry.row.name.as_str();
         // What the server reports goes to this client call under its own token, if it gave one.
         let _progress = ctx.meta.get_progress_token().map(|token| {
@@ -259,7 +267,7 @@ impl BrokerServer {
             let question = match next {
                 Next::Answer(answer) => {
                     call.cancel.answered();
-                    return self.call_answer(gateway, entry, key, &call.connection, answer);
+                    return Ok(Landing::Answered { connection: call.connection.clone(), answer });
                 }
                 Next::Late => {
                     tracing::warn!(server = %entry.row.name, "a call to a server behind the broker did not answer in time");
@@ -278,7 +286,7 @@ impl BrokerServer {
             // MCP 2026-07-28: the question becomes a round of the broker's; the call waits here.
             let Some(round) = caller.round.as_ref() else {
                 let _ = question.answer.send(Err(super::relay::unaskable_error(server)));
-                return Ok(super::relay::unaskable_result(server, &question.params).into());
+                return Ok(Landing::Broker(super::relay::unaskable_result(server, &question.params)));
             };
             // 2026-07-28 has no elicitationId: the server's is never shown, and the retry
             // answers it.
@@ -307,32 +315,33 @@ impl BrokerServer {
         }
     }
 
-    /// A 2026-07-28 client's retry after a server's mid-call question: the answer to the
-    /// waiting server request, then the same call waited on again.
+    /// A 2026-07-28 client's retry after a server's mid-request question: the answer to the
+    /// waiting server request, then the same request waited on again. `again` is what an
+    /// expired flight's answer tells the client to do ([`question_expired`]).
     pub(super) async fn resume_flight(
         &self,
         gateway: &Arc<Gateway>,
         entry: &Arc<ServerEntry>,
-        key: &ConnectionKey,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, Failure> {
+        again: &str,
+    ) -> Result<Landing, Failure> {
         let server = entry.row.name.as_str();
         let Some((flight, answer)) = caller.round.as_ref().and_then(|round| round.flight()) else {
-            return Ok(question_expired(server).into());
+            return Ok(Landing::Broker(question_expired(server, again)));
         };
         // The state names the server it was asked for; a flight is only taken by its own user's
         // retry to that same server.
         let parked = (flight.server_id == entry.row.id)
             .then(|| gateway.flights.parking.take(&flight.flight, &caller.user.user_id, &entry.row.id))
             .flatten();
-        let Some((call, waiting)) = parked else { return Ok(question_expired(server).into()) };
+        let Some((call, waiting)) = parked else { return Ok(Landing::Broker(question_expired(server, again))) };
         let answer = answer.cloned().unwrap_or_else(|| ElicitResult::new(ElicitationAction::Cancel));
         if waiting.send(Ok(answer)).is_err() {
             // The server stopped asking (its request was cancelled): its answer is still to come.
             tracing::debug!(server = %entry.row.name, "a server's question ended before the user's answer arrived");
         }
-        self.fly(gateway, entry, key, caller, ctx, call).await
+        self.fly(gateway, entry, caller, ctx, call).await
     }
 }
 
@@ -368,7 +377,7 @@ mod tests {
 
     #[test]
     fn an_expired_question_says_to_call_again_and_names_the_server() {
-        let result = question_expired("crm");
+        let result = question_expired("crm", "call the tool again");
         assert_eq!(result.is_error, Some(true));
         assert_eq!(result.structured_content, Some(json!({"error": "question_expired", "server": "crm"})));
         let text = serde_json::to_string(&result.content).unwrap();

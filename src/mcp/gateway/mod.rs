@@ -14,7 +14,7 @@
 //! - [`client`]: what a connection hears from its server (list changes, progress, questions,
 //!   completions).
 //! - [`relay`]: a server's own `elicitation/create`, asked of the user's client in its era;
-//!   [`flights`]: a call waiting on this instance while a 2026-07-28 client answers its
+//!   [`flights`]: a request waiting on this instance while a 2026-07-28 client answers its
 //!   server's question by a round trip.
 //! - [`pages`]: a server's own `-32042` (pages of its own to open), relayed in the client's era.
 //! - [`minted`]: the per-user tokens a `token-exchange` server's calls carry.
@@ -25,7 +25,8 @@
 //! - [`lists`]: each server's prompts, resources and templates, cached like its tools;
 //!   [`listed`]: how they are listed; [`uri`]: the URI scheme its resources are listed under;
 //!   [`content`]: `prompts/get` and `resources/read` forwarded through the same gates as a
-//!   tool call, [`plain`] sending each as one request.
+//!   tool call, [`plain_request`] sending each as one request; [`plain`]: why a forwarded
+//!   request got no answer.
 //! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
 //! - [`subscribed`]: a session's `resources/subscribe` to a server's resource, held on the
@@ -39,8 +40,7 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a 2025-11-25 server's question asked in the middle of a `prompts/get` or
-//! `resources/read` (on tool calls it is relayed), a flight's retry that reaches another
+//! Not in this slice: a flight's retry that reaches another
 //! instance (`question_expired`: the call waits on the instance that asked), subscriptions to a
 //! stateless server's resources or from a 2026-07-28 client's `subscriptions/listen`
 //! ([`subscribed`]).
@@ -55,6 +55,7 @@ pub mod minted;
 pub mod opening;
 pub mod pages;
 pub mod plain;
+pub mod plain_request;
 pub mod pool;
 mod refresh;
 pub mod registry;

@@ -1,18 +1,14 @@
-//! One plain request (`prompts/get`, `resources/read`) over a user's connection to a server
-//! behind the broker, and what the forwarded calls share about a server that did not answer:
-//! why ([`Failure`]), how a refused credential is recognised ([`unauthorized`]), and the
-//! cancellation sent upstream when the client gives up ([`CancelUpstream`]).
+//! What every forwarded request shares about a server that did not answer: why ([`Failure`]),
+//! how a refused credential is recognised ([`unauthorized`]), the cancellation sent upstream
+//! when the client gives up ([`CancelUpstream`]), and a plain request's JSON-RPC error as the
+//! client gets it ([`passed_on`]). The plain request itself: [`super::plain_request`].
 
 use std::sync::Arc;
 
-use rmcp::RoleServer;
-use rmcp::model::{ClientRequest, ErrorData, InputRequiredResult, ServerResult};
-use rmcp::service::{RequestContext, ServiceError};
+use rmcp::model::{ErrorData, InputRequiredResult};
 use rmcp::transport::streamable_http_client::AuthRequiredError;
 use serde_json::json;
 
-use super::Gateway;
-use super::pool::{Connection, ConnectionKey};
 use super::registry::ServerEntry;
 use super::relay::Questions;
 
@@ -76,64 +72,9 @@ impl Drop for CancelUpstream {
     }
 }
 
-/// One plain request over the user's `connection`, within `gateway.call_timeout`; cancelled
-/// upstream when the client cancels. The server's JSON-RPC error comes back as an answer —
-/// its code and message, with `data` naming the server ([`passed_on`]) — except a `-32042`,
-/// which the gates decide on ([`super::call`]); a 2026-07-28 server's `InputRequiredResult`
-/// comes back as its result, for [`super::rounds`] to relay. Over a connection to a 2026-07-28
-/// server ([`super::revision`]) this is one self-contained request, as a tool call is.
-pub async fn send(
-    gateway: &Arc<Gateway>,
-    entry: &ServerEntry,
-    key: &ConnectionKey,
-    connection: &Arc<Connection>,
-    request: ClientRequest,
-    ctx: &RequestContext<RoleServer>,
-) -> Result<Result<ServerResult, ErrorData>, Failure> {
-    let limit = gateway.app.config.gateway.call_timeout;
-    let peer = connection.service.peer();
-    let handle = match peer.send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options()).await {
-        Ok(handle) => handle,
-        Err(error) => {
-            tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a request to a server behind the broker could not be sent");
-            gateway.pool.forget(key, connection);
-            return Err(Failure::Unreachable);
-        }
-    };
-    let mut cancel = CancelUpstream::new(peer.clone(), handle.id.clone());
-    let answer = tokio::select! {
-        _ = ctx.ct.cancelled() => return Err(Failure::Cancelled),
-        answer = tokio::time::timeout(limit, handle.await_response()) => answer,
-    };
-    match answer {
-        Ok(Ok(result)) => {
-            cancel.answered();
-            Ok(Ok(result))
-        }
-        Ok(Err(ServiceError::McpError(error))) => {
-            cancel.answered();
-            if error.code == crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
-                let questions = Some(connection.service.service().questions.clone());
-                return Err(Failure::ServerLink { error, questions });
-            }
-            Ok(Err(passed_on(entry, error)))
-        }
-        Ok(Err(error)) if unauthorized(&error) => Err(Failure::Unauthorized),
-        Ok(Err(error)) => {
-            tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a request to a server behind the broker failed");
-            gateway.pool.forget(key, connection);
-            Err(Failure::Unreachable)
-        }
-        Err(_) => {
-            tracing::warn!(server = %entry.row.name, "a request to a server behind the broker did not answer in time");
-            Err(Failure::Unreachable)
-        }
-    }
-}
-
 /// A server's JSON-RPC error as the client gets it: its code and message, with `data` naming
 /// the server. (A `-32042` never comes here: it is relayed as the server's page,
 /// [`super::pages`].)
-fn passed_on(entry: &ServerEntry, error: ErrorData) -> ErrorData {
+pub(super) fn passed_on(entry: &ServerEntry, error: ErrorData) -> ErrorData {
     ErrorData::new(error.code, error.message, Some(json!({"server": entry.row.name.as_str()})))
 }

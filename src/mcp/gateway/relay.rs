@@ -1,11 +1,12 @@
 //! A server's own questions reach the user (issue 26, "The server's own questions"): a server
-//! behind the broker sends `elicitation/create` during a forwarded call; the broker asks the
-//! user's client in its place and passes the answer back.
+//! behind the broker sends `elicitation/create` during a forwarded request (a tool call, a
+//! `prompts/get`, a `resources/read`); the broker asks the user's client in its place and passes
+//! the answer back.
 //!
 //! - **Which client**: rmcp marks a request from the server with the upstream request whose
 //!   response stream carried it (`InboundStreamOrigin`, SEP-2260). Each forwarded call
-//!   registers its upstream request id ([`Questions::route_call`]), so the question goes to the
-//!   client call that caused it. The connection is its user's alone ([`super::pool`]), so a
+//!   (and plain request) registers its upstream request id ([`Questions::route_call`]), so the
+//!   question goes to the client request that caused it. The connection is its user's alone ([`super::pool`]), so a
 //!   question can never reach another user's client. A question on no call's stream goes to
 //!   the connection's one call in flight, and is refused when there are none or several.
 //! - **Form mode** (MCP 2025-11-25 client/elicitation §Form mode): a nested `elicitation/create`
@@ -108,7 +109,7 @@ impl Questions {
         };
         let Some(call) = call else {
             return Err(ErrorData::invalid_request(
-                "the broker relays a question only within a tool call it forwarded to you",
+                "the broker relays a question only within a request it forwarded to you",
                 None,
             ));
         };

@@ -37,6 +37,7 @@ use serde_json::json;
 use super::Gateway;
 use super::call::{Answer, Forwarded};
 use super::plain::Failure;
+use super::plain_request::{SEND_AGAIN, plain_landing};
 use super::pool::ConnectionKey;
 use super::registry::{ServerEntry, Target};
 use super::relay::{Questions, shown_question};
@@ -44,6 +45,9 @@ use super::transport::Credential;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::input_required::ServerRound;
 use crate::mcp::results::error_result;
+
+/// What an expired question's answer tells the client of a tool call to do.
+const CALL_AGAIN: &str = "call the tool again";
 
 /// Rounds one call may take with a 2025-11-25 client before the broker gives up on the server.
 pub const MAX_ROUNDS: usize = 10;
@@ -145,7 +149,7 @@ fn for_round_trip(
 
 impl BrokerServer {
     /// One try of what is forwarded — a tool call ([`BrokerServer::attempt`]) or a plain
-    /// request ([`super::plain::send`]) — with the server's round trips relayed: a 2026-07-28
+    /// request ([`BrokerServer::send_plain`]) — with the server's round trips relayed: a 2026-07-28
     /// client's retry is carried back to the server, and a 2025-11-25 client is asked within
     /// its request.
     #[allow(clippy::too_many_arguments)]
@@ -159,12 +163,19 @@ impl BrokerServer {
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Answer, Failure> {
-        // A retry that answers a server's question asked mid-call: the call is still waiting.
-        // (Only a tool call parks; a state names its method, so no other request carries one.)
-        if let Forwarded::Tool { .. } = forwarded
-            && caller.round.as_ref().is_some_and(|round| round.flight().is_some())
-        {
-            return self.resume_flight(gateway, entry, key, caller, ctx).await.map(Answer::Tool);
+        // A retry that answers a server's question asked mid-request: the request is still
+        // waiting (its state is bound to this very method, name and arguments).
+        if caller.round.as_ref().is_some_and(|round| round.flight().is_some()) {
+            return match forwarded {
+                Forwarded::Tool { .. } => {
+                    let landing = self.resume_flight(gateway, entry, caller, ctx, CALL_AGAIN).await?;
+                    self.tool_landing(gateway, entry, key, landing).map(Answer::Tool)
+                }
+                Forwarded::Plain { sent_over, .. } => {
+                    let landing = self.resume_flight(gateway, entry, caller, ctx, SEND_AGAIN).await?;
+                    plain_landing(gateway, entry, key, landing, *sent_over)
+                }
+            };
         }
         let carried = caller.round.as_ref().and_then(|round| round.server_round());
         if carried.is_some_and(|round| round.server_id != entry.row.id) {
@@ -185,11 +196,11 @@ impl BrokerServer {
                 ),
                 Upstream::Plain(request) => {
                     let connection = self.connection(gateway, entry, key, credential.clone(), caller, ctx).await?;
-                    let answer = super::plain::send(gateway, entry, key, &connection, request, ctx).await?;
-                    if let Forwarded::Plain { sent_over: Some(sent_over), .. } = forwarded {
-                        *sent_over.lock().unwrap_or_else(|p| p.into_inner()) = Some(connection);
-                    }
-                    Answer::Plain(answer)
+                    let sent_over = match forwarded {
+                        Forwarded::Plain { sent_over, .. } => *sent_over,
+                        Forwarded::Tool { .. } => None,
+                    };
+                    self.send_plain(gateway, entry, key, &connection, request, caller, ctx, sent_over).await?
                 }
             };
             let asked = match answer {
