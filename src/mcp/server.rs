@@ -291,7 +291,12 @@ impl ServerHandler for BrokerServer {
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let caller = self.caller(subscription.request_context())?;
-        Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription)).await
+        // Resources of servers behind the broker: subscribed to on each server while this listens.
+        let held =
+            Box::pin(self.hold_for_listen(&caller, subscription.accepted(), subscription.request_context())).await?;
+        let listened = Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription)).await;
+        drop(held);
+        listened
     }
 
     // MCP server/resources §Subscriptions: updates go to this session only, for this user's

@@ -2,7 +2,9 @@
 //! which a stateless client hears what a 2025-11-25 session hears on its GET stream —
 //! `notifications/prompts/list_changed`, `notifications/tools/list_changed` and
 //! `notifications/resources/list_changed` (servers behind the broker) and `notifications/resources/updated` for its user's
-//! resources — from the same source ([`crate::events::Events::subscribe_signals`]).
+//! resources, the broker's and those of servers behind it (subscribed to on each server while
+//! the listen lasts, `crate::mcp::gateway::subscribed`) — from the same source
+//! ([`crate::events::Events::subscribe_signals`]).
 //!
 //! rmcp sends the acknowledgement (the accepted filter) before [`listen`] runs, and its sink
 //! drops whatever the accepted filter does not name and tags the rest with the subscription id.

@@ -2,15 +2,18 @@
 //! the broker (`examples/upstream_server.rs`, its own process, which offers subscriptions). The
 //! subscription is made on the server over the user's own connection, kept open while it is
 //! held (even past the idle timeout), its updates reach that user's subscribed sessions only,
-//! under the gateway's URI, and the server is told when the last session lets go.
+//! under the gateway's URI, and the server is told when the last session lets go. A 2026-07-28
+//! client's `subscriptions/listen` naming the server's resource holds the same subscription
+//! while it listens.
 
 use std::time::Duration;
 
-use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
+use rmcp::model::{ServerNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use serde_json::json;
 
 use crate::gateway_elicitation::{approve_pair, asking_server, server_saw};
 use crate::helpers::*;
+use crate::on_both_backends;
 
 /// An app whose idle connections to servers close after one second.
 async fn spawn_with_short_idle(backend: Backend) -> Option<TestApp> {
@@ -116,3 +119,81 @@ mod held_subscription {
         app.stop().await;
     }
 }
+
+// ---- MCP 2026-07-28 subscriptions/listen ----
+
+fn listening_to(uris: &[&str]) -> SubscriptionFilter {
+    uris.iter().fold(SubscriptionFilter::builder(), |filter, uri| filter.resource_subscription(*uri)).build()
+}
+
+async fn a_listen_naming_a_servers_resource_holds_a_subscription_on_the_server_while_it_listens(app: &TestApp) {
+    // Arrange: the server behind the broker; alice and bob have each allowed their client.
+    let upstream = asking_server(app).await;
+    approve_pair(app, BOB).await;
+    let alice = app.mcp_client_2026(ALICE, ClientKind::Url).await;
+    let bob = app.mcp_client(BOB, ClientKind::Url).await;
+
+    // Act: alice listens to a resource of the server, one of a server that is not registered,
+    // and one of the broker's own.
+    let mut listening = alice
+        .peer()
+        .listen(listening_to(&[WHOAMI, "gateway://nobody/note://whoami", "broker://connections"]))
+        .await
+        .unwrap();
+
+    // Assert: the acknowledgement names what will come; the server holds the subscription.
+    let acknowledged = listening.acknowledged().resource_subscriptions.clone().unwrap_or_default();
+    assert_eq!(acknowledged, [WHOAMI, "broker://connections"], "the unknown server's URI is left out");
+    eventually("the server holds the listen's subscription", Duration::from_secs(10), || async {
+        subscribers(&bob, "note://whoami").await == 1
+    })
+    .await;
+
+    // Act: the resource changes on the server.
+    let touched = bob.call("crm_touch", json!({"uri": "note://whoami"})).await.unwrap();
+    assert_eq!(server_saw(&touched)["notified"], 1);
+
+    // Assert: alice's listen hears it, under the gateway's URI.
+    let heard = tokio::time::timeout(Duration::from_secs(10), listening.next()).await.unwrap().unwrap();
+    let Some(ServerNotification::ResourceUpdatedNotification(updated)) = heard else {
+        panic!("a resource update: {heard:?}")
+    };
+    assert_eq!(updated.params.uri, WHOAMI);
+
+    // Act: alice stops listening.
+    listening.cancel().await.unwrap();
+
+    // Assert: the server is told she let go.
+    eventually("the server is told the listen ended", Duration::from_secs(10), || async {
+        subscribers(&bob, "note://whoami").await == 0
+    })
+    .await;
+    alice.close().await;
+    bob.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(listen_held, a_listen_naming_a_servers_resource_holds_a_subscription_on_the_server_while_it_listens);
+
+async fn a_listen_naming_a_servers_resource_the_user_has_not_allowed_ends_saying_what_to_do(app: &TestApp) {
+    // Arrange: alice has allowed her client for the server; bob has not.
+    let upstream = asking_server(app).await;
+    let alice = app.mcp_client(ALICE, ClientKind::Url).await;
+    let bob = app.mcp_client_2026(BOB, ClientKind::Url).await;
+
+    // Act
+    let mut listening = bob.peer().listen(listening_to(&[WHOAMI])).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), listening.next()).await.unwrap();
+
+    // Assert: the listen ends with the reason and what to do; nothing is held on the server.
+    let Err(rmcp::ServiceError::McpError(error)) = ended else { panic!("the listen ends with an error: {ended:?}") };
+    assert_eq!(error.code.0, -32602, "{error:?}");
+    assert!(error.message.contains("read it to be asked, then listen again"), "{error:?}");
+    assert_eq!(subscribers(&alice, "note://whoami").await, 0);
+    alice.close().await;
+    bob.close().await;
+    upstream.stop().await;
+}
+on_both_backends!(
+    listen_not_allowed,
+    a_listen_naming_a_servers_resource_the_user_has_not_allowed_ends_saying_what_to_do
+);

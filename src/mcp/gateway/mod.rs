@@ -29,8 +29,8 @@
 //!   request got no answer.
 //! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
-//! - [`subscribed`]: a session's `resources/subscribe` to a server's resource, held on the
-//!   user's connection, its updates passed on.
+//! - [`subscribed`]: a session's `resources/subscribe` (or a 2026-07-28 listen) to a server's
+//!   resource, held on the user's connection, its updates passed on.
 //!
 //! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
@@ -40,9 +40,8 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a flight's retry that reaches another
-//! instance (`question_expired`: the call waits on the instance that asked), subscriptions to a
-//! stateless server's resources or from a 2026-07-28 client's `subscriptions/listen`
+//! Not in this slice: a flight's retry that reaches another instance (`question_expired`: the
+//! call waits on the instance that asked), subscriptions to a stateless server's resources
 //! ([`subscribed`]).
 
 pub mod call;

@@ -10,11 +10,19 @@
 //! subscribed to it, under the gateway's URI ([`super::client`]); the last session to let go
 //! of a URI unsubscribes upstream.
 //!
+//! A 2026-07-28 client's `subscriptions/listen` naming a server's resource gets the same: its
+//! acknowledgement (sent before anything else runs) accepts a URI of a registered server that
+//! keeps sessions ([`Gateway::subscribable`]); then the listen subscribes on the server through
+//! the same gates, for every such URI, and holds the subscriptions while it listens
+//! ([`BrokerServer::hold_for_listen`]). A URI whose gates need the user first (no grant, the
+//! client not yet approved for the server) ends the listen with `-32602` saying so — a listen
+//! cannot send the user a link; reading the resource does — and nothing stays subscribed.
+//!
 //! Not offered: a server that speaks the stateless 2026-07-28 revision (no standing stream to
-//! hear updates on; refused with `-32602` naming the server), nor a 2026-07-28 client's
-//! `subscriptions/listen` naming a server's resource (left out of its acknowledgement, so the
-//! client knows). A subscription ends with the connection it was made on: when the server
-//! breaks the connection off, the session subscribes again to hear more.
+//! hear updates on; refused with `-32602` naming the server, and left out of a listen's
+//! acknowledgement). A subscription ends with the connection it was made on: when the server
+//! breaks the connection off, the session subscribes again to hear more (a listen: listens
+//! again).
 
 // `resources/subscribe` and `resources/unsubscribe` are legacy in rmcp (2026-07-28 has
 // `subscriptions/listen`), and they are what a 2025-11-25 server speaks.
@@ -24,11 +32,13 @@ use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientRequest, ErrorData, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequestParams,
+    ClientRequest, ErrorData, ServerResult, SubscribeRequest, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use serde_json::json;
 
+use super::Gateway;
 use super::call::{Forwarded, SentOver};
 use super::content::{Plain, plain, unexpected};
 use super::pool::Connection;
@@ -66,7 +76,37 @@ impl Drop for Held {
     }
 }
 
+impl Gateway {
+    /// Whether `uri` names a resource of a registered server that keeps sessions (or whose
+    /// revision is not known yet: its first connection finds out), so a subscription to it can
+    /// be held.
+    pub fn subscribable(&self, uri: &str) -> bool {
+        self.resolve_resource(uri).is_some_and(|(entry, _)| entry.revision.get() != Some(Revision::Stateless))
+    }
+}
+
 impl BrokerServer {
+    /// The subscriptions on servers behind the broker that a `subscriptions/listen` accepted
+    /// (MCP 2026-07-28 basic/subscriptions), made through the gates and held while it listens;
+    /// dropped, each is let go of (the last holder unsubscribes upstream). The first that
+    /// cannot be made ends the listen with its reason, and those made before are let go of.
+    pub(crate) async fn hold_for_listen(
+        &self,
+        caller: &Caller,
+        accepted: &SubscriptionFilter,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Vec<Held>, ErrorData> {
+        let mut held = Vec::new();
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            match Box::pin(self.gateway_subscribe(caller, uri, ctx)).await {
+                None => {}
+                Some(Ok(subscription)) => held.push(subscription),
+                Some(Err(error)) => return Err(not_listened(uri, error)),
+            }
+        }
+        Ok(held)
+    }
+
     /// `resources/subscribe` of a URI in the gateway's scheme ([`super::uri`]): `None` if `uri`
     /// is not one; otherwise the subscription for the session to hold, or why there is none.
     // MCP 2025-11-25 server/resources §Subscriptions.
@@ -118,4 +158,19 @@ impl BrokerServer {
         };
         Some(Ok(Held::new(connection, upstream)))
     }
+}
+
+/// Why a listen could not hold `uri`: the gates' own reason, except that a link to a page
+/// (`-32042`, which a listen cannot pass on) says what to do instead.
+fn not_listened(uri: &str, error: ErrorData) -> ErrorData {
+    if error.code != crate::mcp::elicitation::URL_ELICITATION_REQUIRED {
+        return error;
+    }
+    let server = error.data.as_ref().and_then(|data| data.get("server")).cloned();
+    ErrorData::invalid_params(
+        format!(
+            "Listening to {uri} needs you first (to connect an account, or to allow this client for its server); read it to be asked, then listen again."
+        ),
+        Some(json!({"uri": uri, "server": server})),
+    )
 }

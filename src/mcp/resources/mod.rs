@@ -98,9 +98,9 @@ pub fn known(state: &McpState, uri: &str) -> bool {
     match uri::route(uri) {
         Route::Broker(target) => broker::exists(state, &target),
         Route::BrokerMalformed => false,
-        // A server behind the broker's resources: subscribed to by a session only
-        // (`crate::mcp::gateway::subscribed`), not through `subscriptions/listen`.
-        Route::Other if crate::mcp::gateway::uri::is_gateway(uri) => false,
+        // A server behind the broker's resource: subscribed to on that server, by a session or
+        // for a listen (`crate::mcp::gateway::subscribed`), when the server keeps a session.
+        Route::Other if crate::mcp::gateway::uri::is_gateway(uri) => state.gateway.subscribable(uri),
         Route::Other => state.extensions.iter().any(|extension| {
             extension.resources().iter().any(|r| r.uri == uri)
                 || extension.resource_templates().iter().any(|t| uri::matches_template(&t.uri_template, uri))
