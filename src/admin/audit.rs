@@ -38,6 +38,9 @@ pub async fn run_audit(
         }
         return Ok(());
     }
+    // Installed before anything is printed: whoever stops the tail may do so as soon as the
+    // first lines appear.
+    let stop = super::shutdown_signal();
     // Oldest first from here on, as a tail does.
     let mut last = entries.first().map_or(0, |e| e.id);
     if entries.is_empty() {
@@ -47,7 +50,6 @@ pub async fn run_audit(
         println!("{}", HEADERS.join("  "));
     }
     print_lines(entries.iter().rev(), &names, json)?;
-    let stop = super::shutdown_signal();
     tokio::pin!(stop);
     let mut poll = tokio::time::interval(FOLLOW_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
