@@ -17,7 +17,8 @@
 //!
 //! Tools: `whoami` (which demo-provider account the request's token belongs to, and a short
 //! SHA-256 prefix of the credential it received — never the credential), `echo`, `count`
-//! (sends a progress notification per step), `slow` (waits until cancelled, or ten minutes),
+//! (sends a progress notification per step), `log` (sends `notifications/message` at debug,
+//! info and warning, logger `worker`, whatever level was set), `slow` (waits until cancelled, or ten minutes),
 //! `ask_name` (asks the client a form question, `elicitation/create` in form mode, and answers
 //! with what the user did), `open_page` (asks the client to open `url` by URL elicitation and,
 //! once the user accepted, sends `notifications/elicitation/complete`), `add_note` (adds a
@@ -298,6 +299,11 @@ fn tools() -> Vec<Tool> {
             ),
         ),
         Tool::new(
+            "log",
+            "Sends a log message at debug, one at info and one at warning, then answers",
+            schema(json!({"type": "object", "properties": {}})),
+        ),
+        Tool::new(
             "slow",
             "Waits until cancelled (or ten minutes)",
             schema(json!({"type": "object", "properties": {}})),
@@ -363,17 +369,18 @@ fn structured(value: Value) -> CallToolResponse {
 
 impl ServerHandler for Upstream {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_resources()
-                .enable_resources_list_changed()
-                .enable_resources_subscribe()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .build();
+        // `log` sends notifications/message (MCP 2025-11-25 server/utilities/logging).
+        capabilities.logging = Some(Default::default());
+        ServerConfig::new(capabilities)
     }
 
     async fn list_prompts(
@@ -531,6 +538,10 @@ impl ServerHandler for Upstream {
                 }
                 Ok(structured(json!({"counted": n})))
             }
+            "log" => {
+                log_three(&ctx).await;
+                Ok(structured(json!({"logged": 3})))
+            }
             "slow" => {
                 // Tests wait for this line before they stop the server mid-call.
                 println!("slow started");
@@ -638,6 +649,24 @@ fn name_question() -> Result<ElicitRequestParams, ErrorData> {
         message: "What should I call you?".into(),
         requested_schema: form,
     })
+}
+
+/// `log`'s messages: one at debug, one at info, one at warning, on the call's own stream (as
+/// related to the call: without that, rmcp's server sends them on the session's GET stream,
+/// where they may arrive after the call's answer).
+// `notifications/message` is deprecated by SEP-2577 (2026-07-28); this server speaks 2025-11-25.
+#[allow(deprecated)]
+async fn log_three(ctx: &RequestContext<RoleServer>) {
+    use rmcp::model::{LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam};
+    for (level, text) in
+        [(LoggingLevel::Debug, "details"), (LoggingLevel::Info, "working"), (LoggingLevel::Warning, "careful")]
+    {
+        let mut message = LoggingMessageNotificationParam::new(level, json!(text));
+        message.logger = Some("worker".into());
+        let mut note = LoggingMessageNotification::new(message);
+        note.extensions.insert(rmcp::service::OriginatingRequestId(ctx.id.clone()));
+        let _ = ctx.peer.send_notification(ServerNotification::LoggingMessageNotification(note)).await;
+    }
 }
 
 /// Asks `ask_name`'s question within a request that is not a tool call (a prompt, a read): the

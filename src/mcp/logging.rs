@@ -71,6 +71,39 @@ pub fn logging_notification(param: LoggingMessageNotificationParam, origin: &Req
     ServerNotification::LoggingMessageNotification(note)
 }
 
+/// Who decides which log messages about a request its client gets: a 2025-11-25 session's
+/// `logging/setLevel` (read when each message comes, so a later change applies), or a
+/// 2026-07-28 request's own `_meta` logLevel. Neither said: none.
+#[derive(Clone)]
+pub enum LogWanted {
+    Session(SessionLogLevel),
+    Request(Option<LoggingLevel>),
+}
+
+impl LogWanted {
+    /// What the client of `ctx` asked for; `session`: its session's level, if it has one.
+    pub(crate) fn of(ctx: &RequestContext<RoleServer>, session: &SessionLogLevel) -> Self {
+        if super::revision::is_stateless(ctx) {
+            LogWanted::Request(ctx.meta.log_level())
+        } else {
+            LogWanted::Session(session.clone())
+        }
+    }
+
+    /// The least severe level the client wants now.
+    pub fn minimum(&self) -> Option<LoggingLevel> {
+        match self {
+            LogWanted::Session(level) => *level.lock().unwrap_or_else(|p| p.into_inner()),
+            LogWanted::Request(level) => *level,
+        }
+    }
+
+    /// Whether a message at `level` goes to the client.
+    pub fn allows(&self, level: LoggingLevel) -> bool {
+        self.minimum().is_some_and(|min| severity(level) >= severity(min))
+    }
+}
+
 /// Whether a message at `level` about the request of `ctx` may be sent when the caller does not
 /// consult the session's level: always in a session, and in 2026-07-28 only if the request's
 /// `_meta` asked for this level or a less severe one.

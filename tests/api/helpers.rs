@@ -495,11 +495,13 @@ pub async fn mcp_client_with_lifecycle(
     let (updated_tx, updated_rx) = mpsc::unbounded_channel();
     let progress = Arc::new(tokio::sync::watch::Sender::new(0usize));
     let form_answers = FormAnswers::default();
+    let (logs_tx, logs_rx) = mpsc::unbounded_channel();
     let handler = RecordingClient {
         kind,
         elicitations: elicit_tx,
         completions: done_tx,
         updates: updated_tx,
+        logs: logs_tx,
         progress: progress.clone(),
         form_answers: form_answers.clone(),
     };
@@ -512,6 +514,7 @@ pub async fn mcp_client_with_lifecycle(
         elicitations: Mutex::new(elicit_rx),
         completions: Mutex::new(done_rx),
         updates: Mutex::new(updated_rx),
+        logs: Mutex::new(logs_rx),
         progress,
         form_answers,
     })
@@ -593,6 +596,8 @@ pub struct McpClient {
     completions: Mutex<mpsc::UnboundedReceiver<String>>,
     /// URIs of `notifications/resources/updated`.
     updates: Mutex<mpsc::UnboundedReceiver<String>>,
+    /// `notifications/message`, as (level, logger, data).
+    logs: Mutex<mpsc::UnboundedReceiver<LogMessage>>,
     progress: Arc<tokio::sync::watch::Sender<usize>>,
     #[allow(dead_code, reason = "used by the forms tests")]
     form_answers: FormAnswers,
@@ -662,6 +667,11 @@ impl McpClient {
         tokio::time::timeout(wait, self.updates.lock().await.recv()).await.ok().flatten()
     }
 
+    /// The next `notifications/message` received.
+    pub async fn next_log(&self, wait: Duration) -> Option<LogMessage> {
+        tokio::time::timeout(wait, self.logs.lock().await.recv()).await.ok().flatten()
+    }
+
     /// The next `notifications/elicitation/complete` id.
     pub async fn next_completion(&self, wait: Duration) -> Option<String> {
         tokio::time::timeout(wait, self.completions.lock().await.recv()).await.ok().flatten()
@@ -684,16 +694,30 @@ impl McpClient {
     }
 }
 
+/// A `notifications/message` a test client received: its level (as sent), logger and data.
+pub type LogMessage = (String, Option<String>, serde_json::Value);
+
 pub struct RecordingClient {
     kind: ClientKind,
     elicitations: mpsc::UnboundedSender<ElicitRequestParams>,
     completions: mpsc::UnboundedSender<String>,
     updates: mpsc::UnboundedSender<String>,
+    logs: mpsc::UnboundedSender<LogMessage>,
     progress: Arc<tokio::sync::watch::Sender<usize>>,
     form_answers: FormAnswers,
 }
 
 impl ClientHandler for RecordingClient {
+    #[allow(deprecated, reason = "notifications/message is what the servers under test send")]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(params.level).unwrap().as_str().unwrap_or_default().to_owned();
+        let _ = self.logs.send((level, params.logger, params.data));
+    }
+
     async fn on_resource_updated(
         &self,
         params: rmcp::model::ResourceUpdatedNotificationParam,

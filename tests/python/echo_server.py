@@ -17,6 +17,9 @@ Tools:
   say its list changed; the broker finds out by reading it again (`gateway.list_refresh`).
 - `open_page` (2026-07-28 clients): the same with a URL elicitation to `https://vendor.example/…`
   under the key `page`; on the retry, says what the user did.
+- `chatty` (argument `tag`): sends `notifications/message` at debug, info and warning (logger
+  `worker`, each text starting with the tag) on the request's stream, as far as the request's
+  `_meta` logLevel lets it (2026-07-28: none without one), then answers.
 
 Prompts: `greeting` (argument `name`), whose message names that account too; `ask_greeting`
 (2026-07-28 clients), which first answers with an `InputRequiredResult` asking the name (key
@@ -103,6 +106,12 @@ def server(me_url: str | None) -> MCPServer:
 
         mcp.add_tool(late_echo, name="late_echo")
         return {"added": True}
+
+    @mcp.tool(description="Sends a log message at debug, info and warning, each naming `tag`, then answers")
+    async def chatty(tag: str, ctx: Context) -> dict[str, int]:
+        for level, text in (("debug", "details"), ("info", "working"), ("warning", "careful")):
+            await ctx.log(level, f"{tag}: {text}", logger_name="worker")
+        return {"logged": 3}
 
     @mcp.tool(description="Asks the user's name by a round trip, then greets it")
     async def ask_name(ctx: Context) -> InputRequiredResult | dict[str, str | None]:

@@ -403,7 +403,7 @@ impl BrokerServer {
         params.input_responses = request.input_responses.clone();
         params.request_state = request.request_state.clone();
         let call = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-        let handle = match peer.send_request_with_option(call, rmcp::service::PeerRequestOptions::no_options()).await {
+        let handle = match peer.send_request_with_option(call, self.upstream_options(entry, ctx)).await {
             Ok(handle) => handle,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker could not be sent");

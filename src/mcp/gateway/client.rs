@@ -7,6 +7,18 @@
 //! - `notifications/progress` for a call in flight: passed to the client that made the call,
 //!   under the client's own progress token. rmcp gives each forwarded call a token of the
 //!   connection's own, so a server never learns, nor can name, a client's token.
+//! - `notifications/message` (the server's log messages): to the client request in flight on
+//!   this connection, on that request's stream, at the level its client asked for (a
+//!   2025-11-25 session's `logging/setLevel`, a 2026-07-28 request's `_meta` logLevel), the
+//!   logger named after the server. A log message carries no request id, and rmcp does not say
+//!   which response stream brought it: with several requests in flight on the user's
+//!   connection each gets it (they are all this user's). A message that comes after the answer
+//!   (a 2025-11-25 server may send its messages on the session's GET stream, as rmcp's server
+//!   does, unordered with the answer) goes to the request just answered: a 2025-11-25 session
+//!   gets it on its GET stream; a 2026-07-28 request's stream has ended, so it is lost. Those
+//!   that came before the answer reach the client before it ([`LogTally`]). rmcp hands each
+//!   notification to this handler on a task of its own, so two messages sent back to back may
+//!   reach the client in the other order.
 //!
 //! - `elicitation/create`: handed to the forwarded call it belongs to, which asks the user's
 //!   client ([`super::relay`]); the connection declares both elicitation modes, since the
@@ -22,17 +34,22 @@ use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult, ElicitationCapability,
-    ErrorData, FormElicitationCapability, Implementation, ProgressNotificationParam, ProgressToken,
+    ErrorData, FormElicitationCapability, Implementation, ProgressNotificationParam, ProgressToken, RequestId,
     ResourceUpdatedNotificationParam, UrlElicitationCapability,
 };
+// `notifications/message` is deprecated by SEP-2577 (2026-07-28); 2025-11-25 servers send it.
+#[allow(deprecated)]
+use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext};
 use rmcp::{ClientHandler, Peer, RoleClient, RoleServer};
 
 use super::Gateway;
 use super::registry::ServerEntry;
 use super::relay::Questions;
+use super::transport::LogTally;
 use crate::events::Signal;
 use crate::mcp::elicitation;
+use crate::mcp::logging::LogWanted;
 
 /// Where a forwarded call's progress goes: the client's peer and its token, and which
 /// [`ProgressRoute`] put it there.
@@ -43,12 +60,28 @@ type Route = (Peer<RoleServer>, ProgressToken, u64);
 /// `super::flights`, is routed again on the retry).
 static ROUTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Where a forwarded request's log messages go: the client's peer, the client request they are
+/// about, the level it wants, and whether the request is still in flight.
+#[derive(Clone)]
+struct LogRoute {
+    client: Peer<RoleServer>,
+    request: RequestId,
+    wanted: LogWanted,
+    live: bool,
+}
+
+type LogRoutes = Arc<Mutex<HashMap<u64, LogRoute>>>;
+
 /// The handler of one upstream connection.
 #[derive(Clone)]
 pub struct UpstreamHandler {
     gateway: Weak<Gateway>,
     server_id: String,
     routes: Arc<Mutex<HashMap<ProgressToken, Route>>>,
+    /// The requests in flight whose clients hear the server's log messages.
+    logs: LogRoutes,
+    /// The server's log messages seen on the wire and handled here.
+    log_tally: Arc<LogTally>,
     /// The server's questions, to the calls they belong to.
     pub questions: Arc<Questions>,
     /// The user whose connection this is (`None`: no user's): a resource update goes to that
@@ -59,11 +92,13 @@ pub struct UpstreamHandler {
 }
 
 impl UpstreamHandler {
-    pub fn new(gateway: &Arc<Gateway>, entry: &ServerEntry, user_id: Option<&str>) -> Self {
+    pub fn new(gateway: &Arc<Gateway>, entry: &ServerEntry, user_id: Option<&str>, log_tally: Arc<LogTally>) -> Self {
         Self {
             gateway: Arc::downgrade(gateway),
             server_id: entry.row.id.clone(),
             routes: Arc::default(),
+            logs: Arc::default(),
+            log_tally,
             questions: Arc::default(),
             user_id: user_id.map(str::to_owned),
             subscribed: Arc::default(),
@@ -77,6 +112,8 @@ impl UpstreamHandler {
             gateway: Weak::new(),
             server_id: server_id.to_owned(),
             routes: Arc::default(),
+            logs: Arc::default(),
+            log_tally: Arc::default(),
             questions: Arc::default(),
             user_id: None,
             subscribed: Arc::default(),
@@ -93,6 +130,62 @@ impl UpstreamHandler {
         let id = ROUTES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.routes().insert(ours.clone(), (client, token, id));
         ProgressRoute { routes: self.routes.clone(), token: ours, id }
+    }
+}
+
+impl UpstreamHandler {
+    /// Sends the server's log messages to `client`, about its `request`, at the level it wants,
+    /// while the returned guard lives.
+    pub fn route_logs(&self, client: Peer<RoleServer>, request: RequestId, wanted: LogWanted) -> LogRouteGuard {
+        let id = ROUTES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let route = LogRoute { client, request, wanted, live: true };
+        self.logs.lock().unwrap_or_else(|p| p.into_inner()).insert(id, route);
+        LogRouteGuard { logs: self.logs.clone(), id }
+    }
+
+    /// Waits (at most a moment) until the log messages the server sent so far have been passed
+    /// on, so the request answered next does not end its stream before them.
+    pub async fn logs_settled(&self) {
+        self.log_tally.settled(LOG_SETTLE).await;
+    }
+
+    /// The routes a log message arriving now goes to: the requests in flight, or, with none,
+    /// those that ended within [`ROUTE_GRACE`] (the message came with the answer).
+    fn log_routes(&self) -> Vec<LogRoute> {
+        let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        let live: Vec<LogRoute> = logs.values().filter(|route| route.live).cloned().collect();
+        if live.is_empty() { logs.values().cloned().collect() } else { live }
+    }
+}
+
+/// The longest a forwarded request's answer waits for the server's log messages before it
+/// (a client that does not take them must not hold the answer back).
+const LOG_SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A forwarded request's log route: marked ended when dropped, removed shortly after.
+pub struct LogRouteGuard {
+    logs: LogRoutes,
+    id: u64,
+}
+
+impl Drop for LogRouteGuard {
+    fn drop(&mut self) {
+        if let Some(route) = self.logs.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.id) {
+            route.live = false;
+        }
+        let (logs, id) = (self.logs.clone(), self.id);
+        tokio::spawn(async move {
+            tokio::time::sleep(ROUTE_GRACE).await;
+            logs.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        });
+    }
+}
+
+/// The logger a server's message is shown under: the server's name, then its own logger's.
+fn logger_of(server: &str, theirs: Option<&str>) -> String {
+    match theirs {
+        Some(logger) if !logger.is_empty() => format!("{server}/{logger}"),
+        _ => server.to_owned(),
     }
 }
 
@@ -150,6 +243,22 @@ impl Subscribed {
         }
         counts.remove(uri);
         true
+    }
+}
+
+impl UpstreamHandler {
+    #[allow(deprecated, reason = "notifications/message is what a 2025-11-25 server sends")]
+    async fn pass_on_log(&self, params: LoggingMessageNotificationParam) {
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let Some(server) = gateway.servers().by_id(&self.server_id).map(|entry| entry.row.name.clone()) else {
+            return;
+        };
+        for route in self.log_routes().into_iter().filter(|route| route.wanted.allows(params.level)) {
+            let mut forwarded = LoggingMessageNotificationParam::new(params.level, params.data.clone());
+            forwarded.logger = Some(logger_of(server.as_str(), params.logger.as_deref()));
+            let note = crate::mcp::logging::logging_notification(forwarded, &route.request);
+            let _ = route.client.send_notification(note).await;
+        }
     }
 }
 
@@ -232,6 +341,18 @@ impl ClientHandler for UpstreamHandler {
         gateway.app.events.signal(Signal::ServerResourcesUpdated { user_id, uris: vec![uri] });
     }
 
+    // MCP 2025-11-25 server/utilities/logging: the server's messages reach the user's client
+    // request in flight, at the level that client asked for.
+    #[allow(deprecated, reason = "notifications/message is what a 2025-11-25 server sends")]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.pass_on_log(params).await;
+        self.log_tally.handled();
+    }
+
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
         let route = self.routes().get(&params.progress_token).cloned();
         let Some((client, token, _)) = route else { return };
@@ -245,6 +366,13 @@ impl ClientHandler for UpstreamHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_servers_messages_are_shown_under_its_name() {
+        assert_eq!(logger_of("crm", Some("db")), "crm/db");
+        assert_eq!(logger_of("crm", None), "crm");
+        assert_eq!(logger_of("crm", Some("")), "crm");
+    }
 
     #[test]
     fn the_last_holder_of_a_uri_is_the_one_that_lets_it_go() {

@@ -253,6 +253,9 @@ impl BrokerServer {
         let _progress = ctx.meta.get_progress_token().map(|token| {
             call.connection.service.service().route_progress(call.progress.clone(), ctx.peer.clone(), token)
         });
+        // And its log messages, at the level this client asked for.
+        let wanted = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level);
+        let _logs = call.connection.service.service().route_logs(ctx.peer.clone(), ctx.id.clone(), wanted);
         let questions = call.connection.service.service().questions.clone();
         loop {
             let started = tokio::time::Instant::now();
@@ -267,6 +270,8 @@ impl BrokerServer {
             let question = match next {
                 Next::Answer(answer) => {
                     call.cancel.answered();
+                    // The server's log messages sent before its answer reach the client first.
+                    call.connection.service.service().logs_settled().await;
                     return Ok(Landing::Answered { connection: call.connection.clone(), answer });
                 }
                 Next::Late => {
@@ -313,6 +318,26 @@ impl BrokerServer {
                 }
             }
         }
+    }
+
+    /// How a forwarded request is sent: to a server of the stateless 2026-07-28 revision, with
+    /// the log level its client wants in `_meta` (such a server logs only when a request asks;
+    /// a 2025-11-25 server's messages are filtered here, [`super::client`]).
+    pub(super) fn upstream_options(
+        &self,
+        entry: &ServerEntry,
+        ctx: &RequestContext<RoleServer>,
+    ) -> rmcp::service::PeerRequestOptions {
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        if entry.revision.get() != Some(super::revision::Revision::Stateless) {
+            return options;
+        }
+        if let Some(level) = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level).minimum() {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_log_level(level);
+            options.meta = Some(meta);
+        }
+        options
     }
 
     /// A 2026-07-28 client's retry after a server's mid-request question: the answer to the

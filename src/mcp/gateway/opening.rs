@@ -15,7 +15,7 @@ use super::client::UpstreamHandler;
 use super::pool::Connection;
 use super::registry::ServerEntry;
 use super::revision::Revision;
-use super::transport::{CredentialCell, CredentialedClient, FewRetries};
+use super::transport::{CredentialCell, CredentialedClient, FewRetries, LogTally};
 
 /// How long the first `server/discover` may take before the server counts as one that ignores
 /// it (rmcp's own automatic fallback waits as long).
@@ -62,13 +62,14 @@ impl Gateway {
         revision: Revision,
         user_id: Option<&str>,
     ) -> Result<Connection, ClientInitializeError> {
-        let client = CredentialedClient::new(self.http.clone(), cell.clone());
+        let logs = Arc::new(LogTally::default());
+        let client = CredentialedClient::new(self.http.clone(), cell.clone(), logs.clone());
         let mut config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
             entry.row.url.as_str().to_owned(),
         );
         config.retry_config = Arc::new(FewRetries);
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-        let handler = UpstreamHandler::new(self, entry, user_id);
+        let handler = UpstreamHandler::new(self, entry, user_id, logs);
         let service = handler.serve_with_lifecycle(transport, revision.lifecycle()).await?;
         Ok(Connection::new(service, cell))
     }

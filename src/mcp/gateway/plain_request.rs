@@ -40,8 +40,7 @@ impl BrokerServer {
     ) -> Result<Answer, Failure> {
         let limit = gateway.app.config.gateway.call_timeout;
         let peer = connection.service.peer();
-        let handle = match peer.send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options()).await
-        {
+        let handle = match peer.send_request_with_option(request, self.upstream_options(entry, ctx)).await {
             Ok(handle) => handle,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a request to a server behind the broker could not be sent");

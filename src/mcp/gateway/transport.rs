@@ -9,8 +9,10 @@
 //! shared (`super::pool`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
@@ -18,6 +20,7 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::Sse;
+use tokio::sync::watch;
 
 /// A credential as it goes on the wire: one header, its value marked sensitive (kept out of
 /// `http`'s `Debug` output).
@@ -81,16 +84,86 @@ impl rmcp::transport::common::client_side_sse::SseRetryPolicy for FewRetries {
     }
 }
 
-/// rmcp's reqwest client with the cell's credential on every request.
+/// The server's log messages (`notifications/message`) counted twice: as they come off the
+/// wire, and as [`super::client`] has passed them on. rmcp hands each notification to the
+/// handler on a task of its own while it hands an answer to its request at once, so a message
+/// the server sent just before the answer may not have reached the client yet when the broker
+/// answers — and a 2026-07-28 request's stream ends with its answer. A forwarded request waits
+/// until both counts meet ([`LogTally::settled`]) before it answers.
+#[derive(Default)]
+pub struct LogTally {
+    seen: AtomicU64,
+    handled: watch::Sender<u64>,
+}
+
+impl LogTally {
+    fn saw(&self) {
+        self.seen.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// One message passed on (or dropped) by the handler.
+    pub fn handled(&self) {
+        self.handled.send_modify(|handled| *handled += 1);
+    }
+
+    /// Waits, at most `limit`, until every message seen so far has been handled.
+    pub async fn settled(&self, limit: std::time::Duration) {
+        let seen = self.seen.load(Ordering::SeqCst);
+        if *self.handled.borrow() >= seen {
+            return;
+        }
+        let mut handled = self.handled.subscribe();
+        let _ = tokio::time::timeout(limit, handled.wait_for(|handled| *handled >= seen)).await;
+    }
+
+    /// `stream` with its log messages counted as they pass.
+    fn counting(
+        self: &Arc<Self>,
+        stream: BoxStream<'static, Result<Sse, SseError>>,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let tally = self.clone();
+        stream
+            .inspect(move |event| {
+                if let Ok(event) = event
+                    && event.data.as_deref().is_some_and(is_log_message)
+                {
+                    tally.saw();
+                }
+            })
+            .boxed()
+    }
+}
+
+/// Whether an SSE event's data is a `notifications/message` (parsed only when it names the method).
+fn is_log_message(data: &str) -> bool {
+    const METHOD: &str = "notifications/message";
+    data.contains(METHOD)
+        && serde_json::from_str::<serde_json::Value>(data).is_ok_and(|message| {
+            message.get("method").and_then(|m| m.as_str()) == Some(METHOD) && message.get("id").is_none()
+        })
+}
+
+/// rmcp's reqwest client with the cell's credential on every request, counting the server's
+/// log messages on every stream it opens.
 #[derive(Clone)]
 pub struct CredentialedClient {
     inner: reqwest::Client,
     cell: Arc<CredentialCell>,
+    logs: Arc<LogTally>,
 }
 
 impl CredentialedClient {
-    pub fn new(inner: reqwest::Client, cell: Arc<CredentialCell>) -> Self {
-        Self { inner, cell }
+    pub fn new(inner: reqwest::Client, cell: Arc<CredentialCell>, logs: Arc<LogTally>) -> Self {
+        Self { inner, cell, logs }
+    }
+
+    fn counted(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(stream, session) => {
+                StreamableHttpPostResponse::Sse(self.logs.counting(stream), session)
+            }
+            other => other,
+        }
     }
 }
 
@@ -106,7 +179,7 @@ impl StreamableHttpClient for CredentialedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let headers = self.cell.apply(custom_headers);
-        self.inner.post_message(uri, message, session_id, None, headers).await
+        self.inner.post_message(uri, message, session_id, None, headers).await.map(|r| self.counted(r))
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -122,6 +195,7 @@ impl StreamableHttpClient for CredentialedClient {
         self.inner
             .post_message_with_max_sse_event_size(uri, message, session_id, None, headers, max_sse_event_size)
             .await
+            .map(|r| self.counted(r))
     }
 
     async fn post_message_with_response_limits(
@@ -134,7 +208,10 @@ impl StreamableHttpClient for CredentialedClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
         let headers = self.cell.apply(custom_headers);
-        self.inner.post_message_with_response_limits(uri, message, session_id, None, headers, limits).await
+        self.inner
+            .post_message_with_response_limits(uri, message, session_id, None, headers, limits)
+            .await
+            .map(|r| self.counted(r))
     }
 
     async fn delete_session(
@@ -157,7 +234,7 @@ impl StreamableHttpClient for CredentialedClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
         let headers = self.cell.apply(custom_headers);
-        self.inner.get_stream(uri, session_id, last_event_id, None, headers).await
+        self.inner.get_stream(uri, session_id, last_event_id, None, headers).await.map(|s| self.logs.counting(s))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -173,6 +250,7 @@ impl StreamableHttpClient for CredentialedClient {
         self.inner
             .get_stream_with_max_sse_event_size(uri, session_id, last_event_id, None, headers, max_sse_event_size)
             .await
+            .map(|stream| self.logs.counting(stream))
     }
 }
 
@@ -194,5 +272,37 @@ mod tests {
         let shown = format!("{:?}", Credential::new("X-Api-Key", "s3cret").unwrap());
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(Credential::new("X Bad", "v").is_none());
+    }
+
+    #[test]
+    fn only_a_log_notification_is_counted_as_one() {
+        assert!(is_log_message(
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#
+        ));
+        assert!(!is_log_message(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"message":"notifications/message"}}"#
+        ));
+        assert!(!is_log_message(r#"{"jsonrpc":"2.0","id":1,"result":{"text":"notifications/message"}}"#));
+        assert!(!is_log_message("notifications/message, not JSON"));
+    }
+
+    #[tokio::test]
+    async fn an_answer_waits_for_the_log_messages_seen_before_it_and_not_for_longer_than_its_limit() {
+        let tally = Arc::new(LogTally::default());
+        tally.settled(std::time::Duration::from_secs(60)).await;
+        tally.saw();
+        tally.saw();
+        let waiting = tokio::spawn({
+            let tally = tally.clone();
+            async move { tally.settled(std::time::Duration::from_secs(60)).await }
+        });
+        tally.handled();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one of two handled");
+        tally.handled();
+        waiting.await.unwrap();
+        // A message never handled holds an answer back only until the limit.
+        tally.saw();
+        tally.settled(std::time::Duration::from_millis(20)).await;
     }
 }
