@@ -41,7 +41,7 @@ use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::Gateway;
-use super::flights::{InFlight, Landing};
+use super::flights::Landing;
 use super::minted::MintError;
 use super::plain::{Failure, unauthorized};
 use super::pool::{Connection, ConnectionKey};
@@ -403,17 +403,16 @@ impl BrokerServer {
         params.input_responses = request.input_responses.clone();
         params.request_state = request.request_state.clone();
         let call = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
-        let handle = match peer.send_request_with_option(call, self.upstream_options(entry, ctx)).await {
-            Ok(handle) => handle,
+        // The call's progress, the server's questions within it, its log messages, its timeout
+        // and cancellation (super::flights).
+        let call = match self.send_upstream(entry, connection, call, ctx, limit).await {
+            Ok(call) => call,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a call to a server behind the broker could not be sent");
                 gateway.pool.forget(key, connection);
                 return Err(Failure::Unreachable);
             }
         };
-        // The call's progress, the server's questions within it, its timeout and cancellation
-        // (super::flights).
-        let call = InFlight::new(connection.clone(), handle, limit);
         let landing = self.fly(gateway, entry, caller, ctx, call).await?;
         self.tool_landing(gateway, entry, key, landing)
     }

@@ -39,6 +39,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Gateway;
+use super::client::LogRouteGuard;
 use super::plain::{CancelUpstream, Failure};
 use super::pool::Connection;
 use super::registry::ServerEntry;
@@ -69,6 +70,9 @@ pub struct InFlight {
     progress: ProgressToken,
     /// What is left of `[gateway] call_timeout` for the server.
     remaining: Duration,
+    /// The log route made before the request was sent ([`BrokerServer::send_upstream`]), taken
+    /// by the first wait on it.
+    logs: Option<LogRouteGuard>,
 }
 
 impl InFlight {
@@ -89,6 +93,7 @@ impl InFlight {
             cancel,
             progress,
             remaining: limit,
+            logs: None,
         }
     }
 }
@@ -253,9 +258,12 @@ impl BrokerServer {
         let _progress = ctx.meta.get_progress_token().map(|token| {
             call.connection.service.service().route_progress(call.progress.clone(), ctx.peer.clone(), token)
         });
-        // And its log messages, at the level this client asked for.
-        let wanted = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level);
-        let _logs = call.connection.service.service().route_logs(ctx.peer.clone(), ctx.id.clone(), wanted);
+        // And its log messages, at the level this client asked for (routed before the request
+        // was sent; a resumed flight's go to the retry).
+        let _logs = match call.logs.take() {
+            Some(route) => route,
+            None => self.log_route(&call.connection, ctx),
+        };
         let questions = call.connection.service.service().questions.clone();
         loop {
             let started = tokio::time::Instant::now();
@@ -320,10 +328,35 @@ impl BrokerServer {
         }
     }
 
+    /// Sends `request` to the server over `connection` and returns it in flight, to be waited
+    /// on by [`BrokerServer::fly`]. The client's log route is made before the request leaves,
+    /// so a message the server sends at once finds it.
+    pub(super) async fn send_upstream(
+        &self,
+        entry: &ServerEntry,
+        connection: &Arc<Connection>,
+        request: rmcp::model::ClientRequest,
+        ctx: &RequestContext<RoleServer>,
+        limit: Duration,
+    ) -> Result<InFlight, ServiceError> {
+        let logs = self.log_route(connection, ctx);
+        let handle =
+            connection.service.peer().send_request_with_option(request, self.upstream_options(entry, ctx)).await?;
+        let mut call = InFlight::new(connection.clone(), handle, limit);
+        call.logs = Some(logs);
+        Ok(call)
+    }
+
+    /// The route of the server's log messages on `connection` to the client of `ctx`.
+    fn log_route(&self, connection: &Connection, ctx: &RequestContext<RoleServer>) -> LogRouteGuard {
+        let wanted = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level);
+        connection.service.service().route_logs(ctx.peer.clone(), ctx.id.clone(), wanted)
+    }
+
     /// How a forwarded request is sent: to a server of the stateless 2026-07-28 revision, with
     /// the log level its client wants in `_meta` (such a server logs only when a request asks;
     /// a 2025-11-25 server's messages are filtered here, [`super::client`]).
-    pub(super) fn upstream_options(
+    fn upstream_options(
         &self,
         entry: &ServerEntry,
         ctx: &RequestContext<RoleServer>,

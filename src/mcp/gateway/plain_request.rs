@@ -11,7 +11,7 @@ use rmcp::service::{RequestContext, ServiceError};
 
 use super::Gateway;
 use super::call::{Answer, SentOver};
-use super::flights::{InFlight, Landing};
+use super::flights::Landing;
 use super::plain::{Failure, passed_on, unauthorized};
 use super::pool::{Connection, ConnectionKey};
 use super::registry::ServerEntry;
@@ -39,16 +39,14 @@ impl BrokerServer {
         sent_over: Option<&SentOver>,
     ) -> Result<Answer, Failure> {
         let limit = gateway.app.config.gateway.call_timeout;
-        let peer = connection.service.peer();
-        let handle = match peer.send_request_with_option(request, self.upstream_options(entry, ctx)).await {
-            Ok(handle) => handle,
+        let request = match self.send_upstream(entry, connection, request, ctx, limit).await {
+            Ok(request) => request,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a request to a server behind the broker could not be sent");
                 gateway.pool.forget(key, connection);
                 return Err(Failure::Unreachable);
             }
         };
-        let request = InFlight::new(connection.clone(), handle, limit);
         let landing = self.fly(gateway, entry, caller, ctx, request).await?;
         plain_landing(gateway, entry, key, landing, sent_over)
     }
