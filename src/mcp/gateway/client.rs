@@ -61,13 +61,13 @@ type Route = (Peer<RoleServer>, ProgressToken, u64);
 static ROUTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Where a forwarded request's log messages go: the client's peer, the client request they are
-/// about, the level it wants, and whether the request is still in flight.
+/// about, the level it wants, and when the request was answered (`None`: still in flight).
 #[derive(Clone)]
 struct LogRoute {
     client: Peer<RoleServer>,
     request: RequestId,
     wanted: LogWanted,
-    live: bool,
+    ended: Option<std::time::Instant>,
 }
 
 type LogRoutes = Arc<Mutex<HashMap<u64, LogRoute>>>;
@@ -138,8 +138,12 @@ impl UpstreamHandler {
     /// while the returned guard lives.
     pub fn route_logs(&self, client: Peer<RoleServer>, request: RequestId, wanted: LogWanted) -> LogRouteGuard {
         let id = ROUTES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let route = LogRoute { client, request, wanted, live: true };
-        self.logs.lock().unwrap_or_else(|p| p.into_inner()).insert(id, route);
+        let route = LogRoute { client, request, wanted, ended: None };
+        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        // Routes answered more than ROUTE_GRACE ago are let go here, by the next request, rather
+        // than by a timer per request.
+        logs.retain(|_, route| route.ended.is_none_or(|at| at.elapsed() < ROUTE_GRACE));
+        logs.insert(id, route);
         LogRouteGuard { logs: self.logs.clone(), id }
     }
 
@@ -153,8 +157,11 @@ impl UpstreamHandler {
     /// those that ended within [`ROUTE_GRACE`] (the message came with the answer).
     fn log_routes(&self) -> Vec<LogRoute> {
         let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
-        let live: Vec<LogRoute> = logs.values().filter(|route| route.live).cloned().collect();
-        if live.is_empty() { logs.values().cloned().collect() } else { live }
+        let live: Vec<LogRoute> = logs.values().filter(|route| route.ended.is_none()).cloned().collect();
+        if !live.is_empty() {
+            return live;
+        }
+        logs.values().filter(|route| route.ended.is_some_and(|at| at.elapsed() < ROUTE_GRACE)).cloned().collect()
     }
 }
 
@@ -162,7 +169,7 @@ impl UpstreamHandler {
 /// (a client that does not take them must not hold the answer back).
 const LOG_SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// A forwarded request's log route: marked ended when dropped, removed shortly after.
+/// A forwarded request's log route: marked answered when dropped, let go [`ROUTE_GRACE`] later.
 pub struct LogRouteGuard {
     logs: LogRoutes,
     id: u64,
@@ -171,13 +178,8 @@ pub struct LogRouteGuard {
 impl Drop for LogRouteGuard {
     fn drop(&mut self) {
         if let Some(route) = self.logs.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&self.id) {
-            route.live = false;
+            route.ended = Some(std::time::Instant::now());
         }
-        let (logs, id) = (self.logs.clone(), self.id);
-        tokio::spawn(async move {
-            tokio::time::sleep(ROUTE_GRACE).await;
-            logs.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        });
     }
 }
 
