@@ -48,12 +48,7 @@ pub(crate) async fn send_log(
     data: serde_json::Value,
 ) {
     let level = level.into_rmcp();
-    let wanted = if super::revision::is_stateless(ctx) {
-        ctx.meta.log_level()
-    } else {
-        *wanted.lock().unwrap_or_else(|p| p.into_inner())
-    };
-    if wanted.is_some_and(|min| severity(level) >= severity(min)) {
+    if LogWanted::of(ctx, wanted).allows(level) {
         let mut param = LoggingMessageNotificationParam::new(level, data);
         param.logger = Some("oauth-broker".into());
         let _ = ctx.peer.send_notification(logging_notification(param, &ctx.id)).await;

@@ -339,9 +339,10 @@ impl BrokerServer {
         ctx: &RequestContext<RoleServer>,
         limit: Duration,
     ) -> Result<InFlight, ServiceError> {
-        let logs = self.log_route(connection, ctx);
-        let handle =
-            connection.service.peer().send_request_with_option(request, self.upstream_options(entry, ctx)).await?;
+        let wanted = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level);
+        let options = upstream_options(entry, &wanted);
+        let logs = connection.service.service().route_logs(ctx.peer.clone(), ctx.id.clone(), wanted);
+        let handle = connection.service.peer().send_request_with_option(request, options).await?;
         let mut call = InFlight::new(connection.clone(), handle, limit);
         call.logs = Some(logs);
         Ok(call)
@@ -351,26 +352,6 @@ impl BrokerServer {
     fn log_route(&self, connection: &Connection, ctx: &RequestContext<RoleServer>) -> LogRouteGuard {
         let wanted = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level);
         connection.service.service().route_logs(ctx.peer.clone(), ctx.id.clone(), wanted)
-    }
-
-    /// How a forwarded request is sent: to a server of the stateless 2026-07-28 revision, with
-    /// the log level its client wants in `_meta` (such a server logs only when a request asks;
-    /// a 2025-11-25 server's messages are filtered here, [`super::client`]).
-    fn upstream_options(
-        &self,
-        entry: &ServerEntry,
-        ctx: &RequestContext<RoleServer>,
-    ) -> rmcp::service::PeerRequestOptions {
-        let mut options = rmcp::service::PeerRequestOptions::no_options();
-        if entry.revision.get() != Some(super::revision::Revision::Stateless) {
-            return options;
-        }
-        if let Some(level) = crate::mcp::logging::LogWanted::of(ctx, &self.scope().log_level).minimum() {
-            let mut meta = rmcp::model::RequestMetaObject::new();
-            meta.set_log_level(level);
-            options.meta = Some(meta);
-        }
-        options
     }
 
     /// A 2026-07-28 client's retry after a server's mid-request question: the answer to the
@@ -401,6 +382,22 @@ impl BrokerServer {
         }
         self.fly(gateway, entry, caller, ctx, call).await
     }
+}
+
+/// How a forwarded request is sent: to a server of the stateless 2026-07-28 revision, with the
+/// log level its client wants in `_meta` (such a server logs only when a request asks; a
+/// 2025-11-25 server's messages are filtered here, [`super::client`]).
+fn upstream_options(entry: &ServerEntry, wanted: &crate::mcp::logging::LogWanted) -> rmcp::service::PeerRequestOptions {
+    let mut options = rmcp::service::PeerRequestOptions::no_options();
+    if entry.revision.get() != Some(super::revision::Revision::Stateless) {
+        return options;
+    }
+    if let Some(level) = wanted.minimum() {
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.set_log_level(level);
+        options.meta = Some(meta);
+    }
+    options
 }
 
 #[cfg(test)]
