@@ -179,7 +179,10 @@ impl App {
     ) -> std::io::Result<()> {
         // Logged here, under this module's target, with the address really bound (a port of 0
         // gets its number).
-        let bound = listener.local_addr().map_or_else(|_| self.state.config.listen.to_string(), |a| a.to_string());
+        let bound_address = listener.local_addr().unwrap_or(self.state.config.listen);
+        let bound = bound_address.to_string();
+        // Other instances pass on a 2026-07-28 client's answer to a question waiting here.
+        self.gateway.home.set_address(self.state.config.gateway.instance_url.as_ref(), bound_address);
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
             mcp = %self.state.config.mcp_url(),

@@ -19,10 +19,11 @@ pub struct GatewayFile {
     question_wait: Option<Duration>,
     #[serde(default, with = "super::humantime_serde_opt")]
     list_refresh: Option<Duration>,
+    instance_url: Option<String>,
 }
 
 /// The gateway's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewaySettings {
     /// A user's connection to a server closes after this long without a call (one with a call
     /// running or parked on a question is never idle) [default: 5 min, at least 1 s].
@@ -42,6 +43,13 @@ pub struct GatewaySettings {
     /// 2025-11-25 server says so only on a connection that is open
     /// (`crate::mcp::gateway::refresh`) [default: 5 min, at least 1 s].
     pub list_refresh: Duration,
+    /// Where the other instances reach this one (scheme, host and port; e.g.
+    /// `http://10.0.0.7:8080`): a 2026-07-28 client's answer to a server's question that reaches
+    /// another instance is passed on to the instance whose call waits for it
+    /// (`crate::mcp::gateway::flight_home`) [default: `http://{listen}` as bound, unless
+    /// `listen` is an unspecified address such as 0.0.0.0, which names no one host: then such an
+    /// answer is told to send the request again].
+    pub instance_url: Option<url::Url>,
 }
 
 impl Default for GatewaySettings {
@@ -52,6 +60,7 @@ impl Default for GatewaySettings {
             call_timeout: Duration::from_secs(60),
             question_wait: Duration::from_secs(120),
             list_refresh: Duration::from_secs(300),
+            instance_url: None,
         }
     }
 }
@@ -69,7 +78,9 @@ impl GatewaySettings {
             Some(n) => n,
             None => base.max_connections,
         };
+        let instance_url = file.instance_url.as_deref().map(parse_instance_url).transpose()?;
         Ok(Self {
+            instance_url,
             idle: at_least_a_second("idle", file.idle, base.idle)?,
             max_connections,
             call_timeout: at_least_a_second("call_timeout", file.call_timeout, base.call_timeout)?,
@@ -77,6 +88,19 @@ impl GatewaySettings {
             list_refresh: at_least_a_second("list_refresh", file.list_refresh, base.list_refresh)?,
         })
     }
+}
+
+/// An instance's own address: http or https, a host, nothing but an optional path prefix
+/// (no user name or password, no query or fragment: other instances send users' requests to it).
+fn parse_instance_url(text: &str) -> anyhow::Result<url::Url> {
+    let url = url::Url::parse(text).map_err(|e| anyhow::anyhow!("gateway.instance_url {text:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        bail!("gateway.instance_url must be an http or https URL with a host, e.g. http://10.0.0.7:8080");
+    }
+    if !url.username().is_empty() || url.password().is_some() || url.query().is_some() || url.fragment().is_some() {
+        bail!("gateway.instance_url must hold no user name, password, query or fragment");
+    }
+    Ok(url)
 }
 
 #[cfg(test)]
@@ -106,8 +130,15 @@ mod tests {
                 call_timeout: Duration::from_secs(2),
                 question_wait: Duration::from_secs(3),
                 list_refresh: Duration::from_secs(60),
+                instance_url: None,
             }
         );
+        let url = parse("[gateway]\ninstance_url = \"http://10.0.0.7:8080\"\n").unwrap().instance_url.unwrap();
+        assert_eq!(url.as_str(), "http://10.0.0.7:8080/");
+        for bad in ["10.0.0.7:8080", "ftp://10.0.0.7", "http://user:pw@10.0.0.7", "http://10.0.0.7/?a=1", "not a url"] {
+            let error = parse(&format!("[gateway]\ninstance_url = \"{bad}\"\n")).unwrap_err().to_string();
+            assert!(error.contains("gateway.instance_url"), "{bad}: {error}");
+        }
         assert!(parse("[gateway]\nquestion_wait = \"0s\"\n").unwrap_err().to_string().contains("at least 1s"));
         assert!(parse("[gateway]\nlist_refresh = \"500ms\"\n").unwrap_err().to_string().contains("at least 1s"));
         assert!(parse("[gateway]\nmax_connections = 0\n").unwrap_err().to_string().contains("at least 1"));

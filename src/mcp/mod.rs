@@ -125,7 +125,12 @@ pub fn router(state: McpState) -> Router<AppState> {
     Router::new()
         .route_service("/mcp", service)
         // Layers run outside-in: bearer first, then the session owner check, then the JSON-RPC
-        // framing check (so an unauthenticated request learns nothing but 401).
+        // framing check (so an unauthenticated request learns nothing but 401), then a retry
+        // whose server's question waits on another instance is passed on there.
+        .layer(middleware::from_fn_with_state(
+            gateway::retry_forward::RetryForward { sealer: state.sealer.clone(), gateway: state.gateway.clone() },
+            gateway::retry_forward::forward_retries_to_their_flight,
+        ))
         .layer(middleware::from_fn(transport::jsonrpc_guard::check_jsonrpc_body))
         .layer(middleware::from_fn_with_state(state.clone(), session::owner::enforce_session_owner))
         .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer::<AppState>))

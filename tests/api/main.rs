@@ -31,6 +31,7 @@ mod gateway_content;
 mod gateway_content_questions;
 mod gateway_elicitation;
 mod gateway_faults;
+mod gateway_instances;
 mod gateway_logs;
 mod gateway_mcp_oauth;
 mod gateway_python;

@@ -17,9 +17,11 @@
 //! - the client's retry hands its response to the waiting server request (accept, decline or
 //!   cancel, as an `ElicitResult`; a retry without one is a cancel) and waits on the same
 //!   request again: its result is the retry's answer, a further question another round;
-//! - a retry that reaches another instance, or comes after `[gateway] question_wait`, gets an
-//!   `isError` ([`question_expired`]) saying to send the request again — never a wait, never
-//!   another user's flight;
+//! - a retry that reaches another instance is passed on to the one whose call waits
+//!   ([`super::flight_home`], [`super::retry_forward`]); one that comes after
+//!   `[gateway] question_wait`, or whose instance is gone or has no address for the others,
+//!   gets an `isError` ([`question_expired`]) saying to send the request again — never a wait,
+//!   never another user's flight;
 //! - a flight whose client never retries: at `question_wait` the server's question is answered
 //!   `cancel` and the request's eventual result dropped (cancelled upstream if it does not end
 //!   within what is left of its timeout).
@@ -215,11 +217,12 @@ async fn expire(flights: Weak<Flights>, id: &str) {
     }
 }
 
-/// The answer to a retry whose flight is not here (expired, or on another instance). `again`
+/// The answer to a retry whose flight is not here (expired, or on an instance that is gone or
+/// cannot be reached). `again`
 /// says what the client should do: "call the tool again", "send the request again".
 pub fn question_expired(server: &str, again: &str) -> CallToolResult {
     let mut result = error_result(format!(
-        "The question the server {server} asked is no longer waiting (it expired, or the retry reached another instance of the broker); {again}."
+        "The question the server {server} asked is no longer waiting (it expired, or the broker instance it waited on is gone); {again}."
     ));
     result.structured_content = Some(json!({"error": "question_expired", "server": server}));
     result
@@ -313,7 +316,8 @@ impl BrokerServer {
             match gateway.flights.park(&caller.user.user_id, &entry.row.id, call, question.answer) {
                 Ok(id) => {
                     let flight = FlightRound { server_id: entry.row.id.clone(), flight: id, key: FLIGHT_KEY.into() };
-                    return Err(Failure::Asked(Box::new(round.ask_for_flight(shown, flight))));
+                    let home = gateway.home.tag(&self.state.sealer);
+                    return Err(Failure::Asked(Box::new(round.ask_for_flight(shown, flight, home.as_deref()))));
                 }
                 Err(back) => {
                     let (back, answer) = *back;

@@ -31,6 +31,8 @@
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
 //! - [`subscribed`]: a session's `resources/subscribe` (or a 2026-07-28 listen) to a server's
 //!   resource, held on the user's connection, its updates passed on.
+//! - [`flight_home`], [`retry_forward`]: a flight's retry that reaches another instance is
+//!   passed on to the instance whose call waits for it.
 //!
 //! An `mcp-oauth` server's authorization server becomes a provider (`mcp-<name>`,
 //! [`crate::providers::mcp_oauth`]) while the server is registered, so its users' tokens go
@@ -40,13 +42,12 @@
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
 //!
-//! Not in this slice: a flight's retry that reaches another instance (`question_expired`: the
-//! call waits on the instance that asked), subscriptions to a stateless server's resources
-//! ([`subscribed`]).
+//! Not in this slice: subscriptions to a stateless server's resources ([`subscribed`]).
 
 pub mod call;
 pub mod client;
 pub mod content;
+pub mod flight_home;
 pub mod flights;
 pub mod listed;
 pub mod lists;
@@ -59,6 +60,7 @@ pub mod pool;
 mod refresh;
 pub mod registry;
 pub mod relay;
+pub mod retry_forward;
 pub mod revision;
 pub mod rounds;
 mod server_link;
@@ -84,9 +86,15 @@ pub struct Gateway {
     pub minted: minted::MintedTokens,
     /// Calls waiting for a 2026-07-28 client's answer to their server's question.
     pub flights: Arc<flights::Flights>,
+    /// This instance, as the home its flights' states name for the other instances.
+    pub home: flight_home::FlightHome,
     /// rmcp's reqwest client for every upstream connection: no redirects (an MCP endpoint that
     /// redirects is misconfigured or hostile, as for provider endpoints), bounded connect time.
     http: reqwest::Client,
+    /// The client that passes a retry on to the instance whose flight waits for it
+    /// ([`retry_forward`]): no redirects, no proxy from the environment (the instances reach
+    /// each other directly), a short connect wait.
+    pub(crate) forwarding: reqwest::Client,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -99,16 +107,26 @@ impl Gateway {
     /// Reads the registered servers and starts watching for changes and sweeping idle
     /// connections, until the app shuts down.
     pub async fn start(app: AppState, sharing: pool::Sharing) -> anyhow::Result<Arc<Self>> {
-        let settings = app.config.gateway;
+        let settings = &app.config.gateway;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(5))
             .build()?;
+        let forwarding = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(retry_forward::CONNECT_WAIT)
+            // The holding instance answers within its call timeout (a further question is an
+            // answer too); past it, the instance is stuck and the client is let go.
+            .timeout(settings.call_timeout + retry_forward::CONNECT_WAIT + Duration::from_secs(30))
+            .build()?;
         let gateway = Arc::new(Self {
+            forwarding,
             pool: Arc::new(pool::Pool::new(settings.max_connections, settings.idle, sharing)),
             servers: RwLock::default(),
             minted: minted::MintedTokens::default(),
             flights: flights::Flights::new(settings.question_wait, flights::MAX_FLIGHTS),
+            home: flight_home::FlightHome::default(),
             http,
             app: app.clone(),
         });

@@ -203,11 +203,22 @@ impl Round {
     }
 
     /// An `InputRequiredResult` asking a server's question (already worded for the client)
-    /// under `flight.key`, for the call waiting in `flight`.
-    pub(crate) fn ask_for_flight(&self, params: ElicitRequestParams, flight: FlightRound) -> InputRequiredResult {
+    /// under `flight.key`, for the call waiting in `flight` on the instance `home` names (a
+    /// sealed tag, `crate::mcp::gateway::flight_home`; none when this instance has no address
+    /// for the others).
+    pub(crate) fn ask_for_flight(
+        &self,
+        params: ElicitRequestParams,
+        flight: FlightRound,
+        home: Option<&str>,
+    ) -> InputRequiredResult {
         let key = flight.key.clone();
         let carried = Carried { asked: Some(key.clone()), flight: Some(flight), ..self.next_state() };
-        self.input_required(&key, params, carried)
+        let mut result = self.input_required(&key, params, carried);
+        if let (Some(home), Some(sealed)) = (home, result.request_state.take()) {
+            result.request_state = Some(state::with_home(sealed, home));
+        }
+        result
     }
 
     /// An `InputRequiredResult` passing on a server's `requests` (already worded for the client),

@@ -36,6 +36,21 @@ pub(crate) fn is_ours(state: &str) -> bool {
     state.starts_with(PREFIX)
 }
 
+/// What separates a state from the home of the flight it names (`crate::mcp::gateway::flight_home`):
+/// not in base64url's alphabet.
+const HOME_SEPARATOR: char = '.';
+
+/// `state` naming the instance its flight waits on (`tag`, sealed apart: it is read before the
+/// request is known, [`home_of`]).
+pub(crate) fn with_home(state: String, tag: &str) -> String {
+    format!("{state}{HOME_SEPARATOR}{tag}")
+}
+
+/// The home tag of one of the broker's states, if it names one.
+pub(crate) fn home_of(state: &str) -> Option<&str> {
+    state.strip_prefix(PREFIX)?.split_once(HOME_SEPARATOR).map(|(_, tag)| tag)
+}
+
 /// What a state carries from one round to the next.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Carried {
@@ -142,6 +157,8 @@ pub(crate) fn open(sealer: &Sealer, binding: &Binding, state: &str, now: Timesta
         return Err(refused());
     }
     let encoded = state.strip_prefix(PREFIX).ok_or_else(refused)?;
+    // The flight's home, if any, is routing, not the state (its own seal, `home_of`).
+    let encoded = encoded.split_once(HOME_SEPARATOR).map_or(encoded, |(state, _)| state);
     let sealed = URL_SAFE_NO_PAD.decode(encoded).map_err(|_| refused())?;
     let plaintext = sealer.open(&sealed, binding.context()).map_err(|_| refused())?;
     let carried: Carried = serde_json::from_slice(&plaintext).map_err(|_| refused())?;
@@ -211,6 +228,19 @@ mod tests {
             let error = open(&sealer, &other, &state, 999).unwrap_err();
             assert_eq!(error, refused(), "{other:?}");
         }
+    }
+
+    #[test]
+    fn a_flights_home_rides_beside_the_state_without_changing_what_opens() {
+        let sealer = sealer();
+        let binding = Binding::new("u1", "c1", "tools/call", "t", None);
+        let state = seal(&sealer, &binding, &carried());
+        assert_eq!(home_of(&state), None);
+        let homed = with_home(state.clone(), "HOME-TAG");
+        assert_eq!(home_of(&homed), Some("HOME-TAG"));
+        assert!(is_ours(&homed));
+        assert_eq!(open(&sealer, &binding, &homed, 999).unwrap(), carried(), "the home is not part of the seal");
+        assert_eq!(home_of("ext.AAAA.BBBB"), None, "an extension's state names no home of ours");
     }
 
     #[test]

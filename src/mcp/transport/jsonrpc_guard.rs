@@ -7,6 +7,9 @@
 //! HTTP 400 with `-32600 Invalid Request`; `id` is null in both, as the spec requires when it
 //! cannot be read. Only POSTs that declare JSON are checked: another content type is still
 //! rmcp's 415, which is right for it. The body is parsed by serde_json, never by hand.
+//!
+//! The same parse reads what the request metrics count (method, tool) and the home tag of a
+//! 2026-07-28 retry's `requestState` ([`FlightHomeTag`], for `crate::mcp::gateway::retry_forward`).
 
 use axum::Json;
 use axum::body::{Body, to_bytes};
@@ -35,9 +38,10 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
         Ok(bytes) => bytes,
         Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, -32600, "the message is too large or could not be read"),
     };
-    match classify(&bytes) {
-        Verdict::Message { method, tool } => {
-            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(crate::mcp::tools::label))
+    let home = match classify(&bytes) {
+        Verdict::Message { method, tool, home } => {
+            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(crate::mcp::tools::label));
+            home.map(|tag| FlightHomeTag(tag.into_owned()))
         }
         Verdict::NotJson => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
         Verdict::NotAMessage => {
@@ -47,9 +51,19 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
                 "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
             );
         }
+    };
+    let mut request = Request::from_parts(parts, Body::from(bytes));
+    if let Some(home) = home {
+        request.extensions_mut().insert(home);
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(request).await
 }
+
+/// The home tag of a request's `params.requestState`: the broker's state of a server's question
+/// waiting on some instance (`crate::mcp::gateway::retry_forward` reads it; nothing is opened
+/// here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlightHomeTag(pub String);
 
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict<'a> {
@@ -58,22 +72,24 @@ enum Verdict<'a> {
     Message {
         method: Option<Cow<'a, str>>,
         tool: Option<Cow<'a, str>>,
+        /// The home tag of `params.requestState`, when it has one.
+        home: Option<Cow<'a, str>>,
     },
     NotJson,
     NotAMessage,
 }
 
-/// What this check (and the request metrics) read of a message: the envelope and the tool's
-/// name only. `params` is otherwise skipped and `result` is skipped without being built (this
-/// runs on every /mcp POST, before rmcp parses the body for real).
+/// What this check (and the request metrics) read of a message: the envelope, the tool's name
+/// and the request state only. `params` is otherwise skipped and `result` is skipped without
+/// being built (this runs on every /mcp POST, before rmcp parses the body for real).
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(default)]
     jsonrpc: Option<Value>,
     #[serde(default, borrow, deserialize_with = "string_or_other")]
     method: Option<Option<Cow<'a, str>>>,
-    #[serde(default, borrow, deserialize_with = "name_member")]
-    params: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "params_members")]
+    params: ParamsSeen<'a>,
     #[serde(default, deserialize_with = "present")]
     id: bool,
     #[serde(default, deserialize_with = "present")]
@@ -131,51 +147,61 @@ impl<'de> Visitor<'de> for StringOrOther {
     }
 }
 
-/// `params.name` when `params` is an object whose `name` is a string; anything else in
-/// `params` (arrays, other members, the arguments) is skipped unbuilt.
-fn name_member<'de: 'a, 'a, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Cow<'a, str>>, D::Error> {
-    deserializer.deserialize_any(NameMember)
+/// What is read of `params`, when it is an object: its `name` and its `requestState`, each when
+/// a string.
+#[derive(Default)]
+struct ParamsSeen<'a> {
+    name: Option<Cow<'a, str>>,
+    request_state: Option<Cow<'a, str>>,
 }
 
-struct NameMember;
+/// [`ParamsSeen`]; anything else in `params` (arrays, other members, the arguments) is skipped
+/// unbuilt.
+fn params_members<'de: 'a, 'a, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ParamsSeen<'a>, D::Error> {
+    deserializer.deserialize_any(ParamsMembers)
+}
 
-impl<'de> Visitor<'de> for NameMember {
-    type Value = Option<Cow<'de, str>>;
+struct ParamsMembers;
+
+impl<'de> Visitor<'de> for ParamsMembers {
+    type Value = ParamsSeen<'de>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut name = None;
+        let mut seen = ParamsSeen::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if key == "name" {
-                name = map.next_value_seed(StringOrOtherSeed)?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match key.as_ref() {
+                "name" => seen.name = map.next_value_seed(StringOrOtherSeed)?,
+                "requestState" => seen.request_state = map.next_value_seed(StringOrOtherSeed)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
-        Ok(name)
+        Ok(seen)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        StringOrOther.visit_seq(seq).map(|_| None)
+        StringOrOther.visit_seq(seq).map(|_| ParamsSeen::default())
     }
     fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(ParamsSeen::default())
     }
     fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(ParamsSeen::default())
     }
     fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(ParamsSeen::default())
     }
     fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(ParamsSeen::default())
     }
     fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(ParamsSeen::default())
     }
     fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(ParamsSeen::default())
     }
 }
 
@@ -209,7 +235,13 @@ fn classify(body: &[u8]) -> Verdict<'_> {
     if !(versioned && (request || response)) {
         return Verdict::NotAMessage;
     }
-    Verdict::Message { method: envelope.method.flatten(), tool: envelope.params }
+    let ParamsSeen { name, request_state } = envelope.params;
+    // A home tag is a part of the state: borrowed from the body when the state was.
+    let home = request_state.and_then(|state| match state {
+        Cow::Borrowed(state) => crate::mcp::input_required::state::home_of(state).map(Cow::Borrowed),
+        Cow::Owned(state) => crate::mcp::input_required::state::home_of(&state).map(|tag| Cow::Owned(tag.to_owned())),
+    });
+    Verdict::Message { method: envelope.method.flatten(), tool: name, home }
 }
 
 fn error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -244,18 +276,43 @@ mod tests {
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {"name": 1}, "name": "list_connections"}});
         assert_eq!(
             classify(call.to_string().as_bytes()),
-            Verdict::Message { method: Some("tools/call".into()), tool: Some("list_connections".into()) }
+            Verdict::Message { method: Some("tools/call".into()), tool: Some("list_connections".into()), home: None }
         );
+        // A retry's state that names its flight's home; one that names none, or is no string.
+        let retry = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "crm_ask", "requestState": "ob1.STATE.HOME", "inputResponses": {}}});
+        assert_eq!(
+            classify(retry.to_string().as_bytes()),
+            Verdict::Message {
+                method: Some("tools/call".into()),
+                tool: Some("crm_ask".into()),
+                home: Some("HOME".into())
+            }
+        );
+        for state in [json!("ob1.STATE"), json!("other.STATE.HOME"), json!(5), json!({"a": "ob1.S.H"})] {
+            let message = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"requestState": state}});
+            assert!(
+                matches!(classify(message.to_string().as_bytes()), Verdict::Message { home: None, .. }),
+                "{message}"
+            );
+        }
+        // Escaped in the body, the state is read unescaped.
+        let escaped =
+            br#"{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"requestState": "ob1.S.H\u0041"}}"#;
+        assert!(matches!(classify(escaped), Verdict::Message { home: Some(home), .. } if home == "HA"));
         for odd_params in [json!([1, 2]), json!({"name": 5}), json!("x"), json!(null)] {
             let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": odd_params});
             assert_eq!(
                 classify(message.to_string().as_bytes()),
-                Verdict::Message { method: Some("tools/call".into()), tool: None },
+                Verdict::Message { method: Some("tools/call".into()), tool: None, home: None },
                 "{message}"
             );
         }
         let response = json!({"jsonrpc": "2.0", "id": "a", "result": {}});
-        assert_eq!(classify(response.to_string().as_bytes()), Verdict::Message { method: None, tool: None });
+        assert_eq!(
+            classify(response.to_string().as_bytes()),
+            Verdict::Message { method: None, tool: None, home: None }
+        );
         for broken in ["{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ", "not json", ""] {
             assert_eq!(classify(broken.as_bytes()), Verdict::NotJson, "{broken}");
         }
