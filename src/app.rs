@@ -182,7 +182,8 @@ impl App {
         let bound_address = listener.local_addr().unwrap_or(self.state.config.listen);
         let bound = bound_address.to_string();
         // Other instances pass on a 2026-07-28 client's answer to a question waiting here.
-        self.gateway.home.set_address(self.state.config.gateway.instance_url.as_ref(), bound_address);
+        let config = &self.state.config;
+        self.gateway.home.set_address(config.gateway.instance_url.as_ref(), bound_address, &config.public_url);
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
             mcp = %self.state.config.mcp_url(),

@@ -128,7 +128,7 @@ pub fn router(state: McpState) -> Router<AppState> {
         // framing check (so an unauthenticated request learns nothing but 401), then a retry
         // whose server's question waits on another instance is passed on there.
         .layer(middleware::from_fn_with_state(
-            gateway::retry_forward::RetryForward { sealer: state.sealer.clone(), gateway: state.gateway.clone() },
+            gateway::retry_forward::RetryForward { app: state.app.clone(), gateway: state.gateway.clone() },
             gateway::retry_forward::forward_retries_to_their_flight,
         ))
         .layer(middleware::from_fn(transport::jsonrpc_guard::check_jsonrpc_body))

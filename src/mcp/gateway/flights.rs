@@ -316,7 +316,9 @@ impl BrokerServer {
             match gateway.flights.park(&caller.user.user_id, &entry.row.id, call, question.answer) {
                 Ok(id) => {
                     let flight = FlightRound { server_id: entry.row.id.clone(), flight: id, key: FLIGHT_KEY.into() };
-                    let home = gateway.home.tag(&self.state.sealer);
+                    // The home is good for as long as the flight waits (rounded up).
+                    let until = self.state.now() + self.state.config.gateway.question_wait.as_secs() as i64 + 1;
+                    let home = gateway.home.tag(&self.state.sealer, &caller.user.user_id, until);
                     return Err(Failure::Asked(Box::new(round.ask_for_flight(shown, flight, home.as_deref()))));
                 }
                 Err(back) => {
