@@ -183,7 +183,14 @@ impl App {
         let bound = bound_address.to_string();
         // Other instances pass on a 2026-07-28 client's answer to a question waiting here.
         let config = &self.state.config;
-        self.gateway.home.set_address(config.gateway.instance_url.as_ref(), bound_address, &config.public_url);
+        let homed =
+            self.gateway.home.set_address(config.gateway.instance_url.as_ref(), bound_address, &config.public_url);
+        if !homed && config.database_url.starts_with("postgres") {
+            tracing::info!(
+                "no [gateway] instance_url, listening on {bound}: with several instances, a 2026-07-28 client's \
+                 answer to a server's question that reaches another one is told to send its request again"
+            );
+        }
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
             mcp = %self.state.config.mcp_url(),

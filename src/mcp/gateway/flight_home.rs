@@ -40,7 +40,7 @@ const MAX_TAG_CHARS: usize = 1024;
 /// The instance a flight waits on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Home {
-    /// Random, per process: a restarted instance at the same address is another home.
+    /// Random, per process.
     pub instance: String,
     /// Where the other instances reach it.
     pub url: Url,
@@ -77,22 +77,19 @@ impl FlightHome {
     ///   then on this machine). Behind a proxy on each host, 127.0.0.1:PORT on another host is
     ///   another process, which must never get a user's request.
     ///
-    /// Only the first call counts.
-    pub fn set_address(&self, configured: Option<&Url>, bound: SocketAddr, public_url: &Url) {
+    /// Only the first call counts. Returns whether this instance has a home.
+    pub fn set_address(&self, configured: Option<&Url>, bound: SocketAddr, public_url: &Url) -> bool {
         let url = match configured {
             Some(url) => Some(url.clone()),
             None if bound.ip().is_unspecified()
                 || (bound.ip().is_loopback() && !crate::net::is_loopback(public_url)) =>
             {
-                tracing::info!(
-                    "no [gateway] instance_url, listening on {bound}: a 2026-07-28 client's answer to a server's \
-                     question that reaches another instance is told to send its request again"
-                );
                 None
             }
             None => Url::parse(&format!("http://{bound}")).ok(),
         };
         let _ = self.here.set(url.map(|url| Home { instance: self.instance.clone(), url }));
+        self.here.get().is_some_and(Option::is_some)
     }
 
     /// This instance's home sealed for a state of `user_id`'s flight that waits until
