@@ -21,7 +21,7 @@ use crate::on_both_backends;
 
 /// A 2025-11-25 session of `name` that has connected `server` (approved at the demo provider
 /// as `account`).
-async fn connected_2025(app: &TestApp, server: &str, name: &str, account: &str) -> McpClient {
+pub(crate) async fn connected_2025(app: &TestApp, server: &str, name: &str, account: &str) -> McpClient {
     let client = app.mcp_client(name, ClientKind::Url).await;
     let connect = format!("{server}_connect");
     connect_through_link(app, &client, &connect, name, account).await;
@@ -32,7 +32,7 @@ async fn connected_2025(app: &TestApp, server: &str, name: &str, account: &str) 
 
 /// A 2026-07-28 client of `name` that has connected through the broker's round trip, calling
 /// `tool` (the server's connect tool while its tools are unknown, else one of them).
-async fn connected_2026(app: &TestApp, tool: &str, name: &str, account: &str) -> Arc<McpClient> {
+pub(crate) async fn connected_2026(app: &TestApp, tool: &str, name: &str, account: &str) -> Arc<McpClient> {
     let client = Arc::new(app.mcp_client_2026(name, ClientKind::Url).await);
     let connect = tool.to_owned();
     let call = tokio::spawn({

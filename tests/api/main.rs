@@ -37,6 +37,7 @@ mod gateway_mcp_oauth;
 mod gateway_python;
 mod gateway_round_trips;
 mod gateway_stateless;
+mod gateway_stateless_subscriptions;
 mod gateway_subscriptions;
 mod gateway_token_exchange;
 mod hardening;

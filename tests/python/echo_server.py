@@ -17,6 +17,8 @@ Tools:
   say its list changed; the broker finds out by reading it again (`gateway.list_refresh`).
 - `open_page` (2026-07-28 clients): the same with a URL elicitation to `https://vendor.example/…`
   under the key `page`; on the retry, says what the user did.
+- `touch` (argument `uri`): tells the `subscriptions/listen` streams that hear the resource
+  `uri` that it changed; `listening`: how many listen streams are open on the server.
 - `chatty` (argument `tag`): sends `notifications/message` at debug, info and warning (logger
   `worker`, each text starting with the tag) on the request's stream, as far as the request's
   `_meta` logLevel lets it (2026-07-28: none without one), then answers.
@@ -40,6 +42,7 @@ import anyio
 import httpx2
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitRequestURLParams, InputRequiredResult
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -82,7 +85,18 @@ class RequireBearer:
 
 
 def server(me_url: str | None) -> MCPServer:
-    mcp = MCPServer("python-echo")
+    # The SDK's own bus, held here so `listening` can count its streams.
+    bus = InMemorySubscriptionBus()
+    mcp = MCPServer("python-echo", subscriptions=bus)
+
+    @mcp.tool(description="Tells the listeners of the resource uri that it changed")
+    async def touch(uri: str, ctx: Context) -> dict[str, str]:
+        await ctx.notify_resource_updated(uri)
+        return {"touched": uri}
+
+    @mcp.tool(description="How many subscriptions/listen streams are open on this server")
+    async def listening() -> dict[str, int]:
+        return {"streams": len(bus._listeners)}
 
     @mcp.tool(description="Which demo-provider account the credential this server received belongs to")
     async def whoami(ctx: Context) -> dict[str, str | None]:

@@ -217,13 +217,42 @@ impl Drop for ProgressRoute {
 }
 
 /// The server's resources one connection is subscribed to, with how many of its user's
-/// sessions hold each ([`super::subscribed`]).
+/// sessions hold each ([`super::subscribed`]); on a connection to a stateless 2026-07-28 server,
+/// also the `subscriptions/listen` that hears each one's updates (its task, which holds the
+/// listen; ended, the listen is cancelled upstream).
 #[derive(Default)]
-pub struct Subscribed(Mutex<HashMap<String, usize>>);
+pub struct Subscribed(Mutex<HashMap<String, usize>>, Mutex<HashMap<String, tokio::task::AbortHandle>>);
 
 impl Subscribed {
     fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn listens(&self) -> std::sync::MutexGuard<'_, HashMap<String, tokio::task::AbortHandle>> {
+        self.1.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a listen to the server hears `uri`'s updates on this connection now.
+    pub(super) fn listening(&self, uri: &str) -> bool {
+        self.listens().get(uri).is_some_and(|task| !task.is_finished())
+    }
+
+    /// Keeps `task` as the listen for `uri`; one already running stays, and `task` is ended.
+    pub(super) fn keep_listen(&self, uri: &str, task: tokio::task::AbortHandle) {
+        let mut listens = self.listens();
+        match listens.get(uri) {
+            Some(running) if !running.is_finished() => task.abort(),
+            _ => {
+                listens.insert(uri.to_owned(), task);
+            }
+        }
+    }
+
+    /// Ends the listen for `uri`, if there is one: `true` if there was.
+    pub(super) fn end_listen(&self, uri: &str) -> bool {
+        let Some(task) = self.listens().remove(uri) else { return false };
+        task.abort();
+        true
     }
 
     /// Whether some session holds a subscription to the server's `uri`.
@@ -249,6 +278,17 @@ impl Subscribed {
 }
 
 impl UpstreamHandler {
+    /// The server's resource `uri` changed (a 2025-11-25 server's notification, or one on a
+    /// stateless server's listen): only a URI this user's sessions hold is passed on, to this
+    /// user only (the sessions pick the URIs they subscribed to), under the gateway's URI.
+    pub(super) fn pass_on_update(&self, uri: &str) {
+        let Some(user_id) = self.user_id.clone().filter(|_| self.subscribed.holds(uri)) else { return };
+        let Some(gateway) = self.gateway.upgrade() else { return };
+        let Some(entry) = gateway.servers().iter().find(|e| e.row.id == self.server_id).cloned() else { return };
+        let uri = super::uri::wrap(&entry.row.name, uri);
+        gateway.app.events.signal(Signal::ServerResourcesUpdated { user_id, uris: vec![uri] });
+    }
+
     #[allow(deprecated, reason = "notifications/message is what a 2025-11-25 server sends")]
     async fn pass_on_log(&self, params: LoggingMessageNotificationParam) {
         let Some(gateway) = self.gateway.upgrade() else { return };
@@ -333,14 +373,9 @@ impl ClientHandler for UpstreamHandler {
         });
     }
 
-    // MCP 2025-11-25 server/resources §Subscriptions: only a URI this user's sessions hold is
-    // passed on, to this user only (the sessions pick the URIs they subscribed to).
+    // MCP 2025-11-25 server/resources §Subscriptions.
     async fn on_resource_updated(&self, params: ResourceUpdatedNotificationParam, _: NotificationContext<RoleClient>) {
-        let Some(user_id) = self.user_id.clone().filter(|_| self.subscribed.holds(&params.uri)) else { return };
-        let Some(gateway) = self.gateway.upgrade() else { return };
-        let Some(entry) = gateway.servers().iter().find(|e| e.row.id == self.server_id).cloned() else { return };
-        let uri = super::uri::wrap(&entry.row.name, &params.uri);
-        gateway.app.events.signal(Signal::ServerResourcesUpdated { user_id, uris: vec![uri] });
+        self.pass_on_update(&params.uri);
     }
 
     // MCP 2025-11-25 server/utilities/logging: the server's messages reach the user's client

@@ -41,8 +41,6 @@
 //! A `token-exchange` server is tied to a registered token-API service: each call carries a
 //! token the broker mints for the user and that service's resource ([`minted`]), which the
 //! server exchanges at `/token` for the user's provider token.
-//!
-//! Not in this slice: subscriptions to a stateless server's resources ([`subscribed`]).
 
 pub mod call;
 pub mod client;

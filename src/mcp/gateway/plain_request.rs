@@ -38,6 +38,12 @@ impl BrokerServer {
         ctx: &RequestContext<RoleServer>,
         sent_over: Option<&SentOver>,
     ) -> Result<Answer, Failure> {
+        // A stateless 2026-07-28 server has no `resources/subscribe`: a listen instead.
+        if let ClientRequest::SubscribeRequest(subscribe) = &request
+            && entry.revision.get() == Some(super::revision::Revision::Stateless)
+        {
+            return self.listen_upstream(gateway, entry, key, connection, &subscribe.params.uri, sent_over).await;
+        }
         let limit = gateway.app.config.gateway.call_timeout;
         let request = match self.send_upstream(entry, connection, request, ctx, limit).await {
             Ok(request) => request,

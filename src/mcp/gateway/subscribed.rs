@@ -18,11 +18,15 @@
 //! client not yet approved for the server) ends the listen with `-32602` saying so — a listen
 //! cannot send the user a link; reading the resource does — and nothing stays subscribed.
 //!
-//! Not offered: a server that speaks the stateless 2026-07-28 revision (no standing stream to
-//! hear updates on; refused with `-32602` naming the server, and left out of a listen's
-//! acknowledgement). A subscription ends with the connection it was made on: when the server
-//! breaks the connection off, the session subscribes again to hear more (a listen: listens
-//! again).
+//! A server that speaks the stateless 2026-07-28 revision has no `resources/subscribe` and no
+//! standing stream: the broker sends it a `subscriptions/listen` of its own naming the resource,
+//! over the user's connection and after the same gates ([`BrokerServer::listen_upstream`]), one
+//! per URI per connection whatever the number of the user's sessions holding it, and passes the
+//! updates on that listen's stream on as a 2025-11-25 server's; the last holder to let go
+//! cancels it.
+//!
+//! A subscription ends with the connection (or listen) it was made on: when the server breaks
+//! it off, the session subscribes again to hear more (a listen: listens again).
 
 // `resources/subscribe` and `resources/unsubscribe` are legacy in rmcp (2026-07-28 has
 // `subscriptions/listen`), and they are what a 2025-11-25 server speaks.
@@ -38,10 +42,14 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::json;
 
+use rmcp::service::ServiceError;
+
 use super::Gateway;
-use super::call::{Forwarded, SentOver};
+use super::call::{Answer, Forwarded, SentOver};
 use super::content::{Plain, plain, unexpected};
-use super::pool::Connection;
+use super::plain::{Failure, passed_on, unauthorized};
+use super::pool::{Connection, ConnectionKey};
+use super::registry::ServerEntry;
 use super::revision::Revision;
 use crate::mcp::handler::{BrokerServer, Caller};
 
@@ -51,18 +59,25 @@ use crate::mcp::handler::{BrokerServer, Caller};
 pub struct Held {
     connection: Arc<Connection>,
     uri: String,
+    /// Made on a stateless server, by a listen: nothing to unsubscribe.
+    stateless: bool,
 }
 
 impl Held {
-    fn new(connection: Arc<Connection>, uri: String) -> Self {
+    fn new(connection: Arc<Connection>, uri: String, stateless: bool) -> Self {
         connection.service.service().subscribed.hold(&uri);
-        Self { connection, uri }
+        Self { connection, uri, stateless }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if !self.connection.service.service().subscribed.release(&self.uri) {
+        let subscribed = &self.connection.service.service().subscribed;
+        if !subscribed.release(&self.uri) {
+            return;
+        }
+        // A stateless server's listen is cancelled by ending it; it has nothing to unsubscribe.
+        if subscribed.end_listen(&self.uri) || self.stateless {
             return;
         }
         // Outside a runtime (the process is ending) there is nobody left to tell.
@@ -77,11 +92,10 @@ impl Drop for Held {
 }
 
 impl Gateway {
-    /// Whether `uri` names a resource of a registered server that keeps sessions (or whose
-    /// revision is not known yet: its first connection finds out), so a subscription to it can
-    /// be held.
+    /// Whether `uri` names a resource of a registered server, so a subscription to it can be
+    /// held (a 2025-11-25 server's `resources/subscribe`, a stateless one's listen).
     pub fn subscribable(&self, uri: &str) -> bool {
-        self.resolve_resource(uri).is_some_and(|(entry, _)| entry.revision.get() != Some(Revision::Stateless))
+        self.resolve_resource(uri).is_some()
     }
 }
 
@@ -123,13 +137,7 @@ impl BrokerServer {
         let Some((entry, upstream)) = gateway.resolve_resource(uri) else {
             return Some(Err(crate::mcp::resources::uri::not_found(uri)));
         };
-        if entry.revision.get() == Some(Revision::Stateless) {
-            let text = format!(
-                "The server {} speaks the stateless 2026-07-28 revision; the broker does not subscribe to its resources.",
-                entry.row.name
-            );
-            return Some(Err(ErrorData::invalid_params(text, Some(json!({"server": entry.row.name.as_str()})))));
-        }
+        // To a stateless server, this goes as a listen ([`BrokerServer::listen_upstream`]).
         let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(&upstream)));
         let sent_over = SentOver::default();
         let forwarded = Forwarded::Plain { request: Box::new(request), responses: None, sent_over: Some(&sent_over) };
@@ -156,7 +164,8 @@ impl BrokerServer {
             let text = format!("The server {} closed the connection; subscribe again.", entry.row.name);
             return Some(Err(ErrorData::internal_error(text, Some(json!({"server": entry.row.name.as_str()})))));
         };
-        Some(Ok(Held::new(connection, upstream)))
+        let stateless = entry.revision.get() == Some(Revision::Stateless);
+        Some(Ok(Held::new(connection, upstream, stateless)))
     }
 }
 
@@ -173,4 +182,63 @@ fn not_listened(uri: &str, error: ErrorData) -> ErrorData {
         ),
         Some(json!({"uri": uri, "server": server})),
     )
+}
+
+impl BrokerServer {
+    /// A subscription to a stateless 2026-07-28 server's resource `uri`, over the user's
+    /// `connection` (the gates passed): a `subscriptions/listen` of the broker's naming it,
+    /// unless one already listens on this connection, answered as the server's empty
+    /// `resources/subscribe` result once the server acknowledged it. Its updates reach the
+    /// user's sessions holding the URI ([`super::client::UpstreamHandler::pass_on_update`]).
+    pub(super) async fn listen_upstream(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &ServerEntry,
+        key: &ConnectionKey,
+        connection: &Arc<Connection>,
+        uri: &str,
+        sent_over: Option<&SentOver>,
+    ) -> Result<Answer, Failure> {
+        let handler = connection.service.service();
+        if !handler.subscribed.listening(uri) {
+            let filter = SubscriptionFilter::builder().resource_subscription(uri).build();
+            let limit = gateway.app.config.gateway.call_timeout;
+            let subscription = match tokio::time::timeout(limit, connection.service.peer().listen(filter)).await {
+                Ok(Ok(subscription)) => subscription,
+                Ok(Err(ServiceError::McpError(error))) => return Ok(Answer::Plain(Err(passed_on(entry, error)))),
+                Ok(Err(error)) if unauthorized(&error) => return Err(Failure::Unauthorized),
+                Ok(Err(error)) => {
+                    tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a server behind the broker could not be listened to");
+                    gateway.pool.forget(key, connection);
+                    return Err(Failure::Unreachable);
+                }
+                Err(_) => {
+                    tracing::warn!(server = %entry.row.name, "a server behind the broker did not acknowledge a listen in time");
+                    return Err(Failure::Unreachable);
+                }
+            };
+            let accepted = subscription.acknowledged().resource_subscriptions.iter().flatten().any(|u| u == uri);
+            if !accepted {
+                let text = format!("The server {} does not offer updates of this resource.", entry.row.name);
+                let data = json!({"server": entry.row.name.as_str()});
+                return Ok(Answer::Plain(Err(ErrorData::invalid_params(text, Some(data)))));
+            }
+            let task = tokio::spawn(hear_updates(subscription, handler.clone()));
+            handler.subscribed.keep_listen(uri, task.abort_handle());
+        }
+        if let Some(sent_over) = sent_over {
+            *sent_over.lock().unwrap_or_else(|p| p.into_inner()) = Some(connection.clone());
+        }
+        Ok(Answer::Plain(Ok(ServerResult::EmptyResult(().into()))))
+    }
+}
+
+/// Passes on the resource updates a stateless server sends on the broker's listen, until it
+/// ends (the server ended it, the connection broke, or its last holder let go).
+async fn hear_updates(mut subscription: rmcp::service::Subscription, handler: super::client::UpstreamHandler) {
+    while let Ok(Some(notification)) = subscription.next().await {
+        if let rmcp::model::ServerNotification::ResourceUpdatedNotification(updated) = notification {
+            handler.pass_on_update(&updated.params.uri);
+        }
+    }
 }
