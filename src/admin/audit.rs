@@ -1,7 +1,15 @@
 //! `oauth-broker admin audit [--user NAME] [--limit N] [--json] [--follow]`: the audit log,
 //! with who acted (the `actor` column) and how it ended. `--follow` keeps printing new entries
-//! as a running server writes them (polling by id, so nothing is skipped or shown twice) until
-//! Ctrl-C or SIGTERM; with `--json` it prints one JSON object per line.
+//! as a running server writes them (polling by id, so nothing is shown twice) until Ctrl-C or
+//! SIGTERM; with `--json` it prints one JSON object per line.
+//!
+//! Nothing is skipped either, though PostgreSQL hands out an id when a row is inserted, not when
+//! it commits: of two concurrent writes (a server's audit batch and a request's own row, say),
+//! the higher id can become visible first, and a tail that moved past it would never print the
+//! lower. So on PostgreSQL `--follow` prints only up to the newest id that was visible
+//! [`LATE_COMMIT_GRACE`] ago ([`VisibleUpTo`]): every row at or below it took its id before
+//! then and has had that long to commit (audit writes take milliseconds). SQLite has one writer
+//! at a time, so its ids become visible in order and are printed at once.
 
 use std::time::Duration;
 
@@ -15,6 +23,9 @@ use crate::store::audit::AuditEntry;
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 /// The most entries `--follow` reads per poll (a burst is printed over several polls).
 const FOLLOW_BATCH: i64 = 500;
+/// How long a row's id may stay invisible after a higher one is visible, on PostgreSQL (see the
+/// module): also how far `--follow` lags behind there.
+const LATE_COMMIT_GRACE: Duration = Duration::from_secs(2);
 
 pub async fn run_audit(
     state: &AppState,
@@ -53,16 +64,50 @@ pub async fn run_audit(
     tokio::pin!(stop);
     let mut poll = tokio::time::interval(FOLLOW_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let in_order = state.store.backend() == crate::store::Backend::Sqlite;
+    let mut visible = VisibleUpTo::new(last);
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
             _ = poll.tick() => {}
         }
-        let new = state.store.audit_entries_after(last, user_id.as_deref(), FOLLOW_BATCH).await?;
+        let up_to = if in_order {
+            i64::MAX
+        } else {
+            visible.observe(std::time::Instant::now(), state.store.newest_audit_id().await?)
+        };
+        let mut new = state.store.audit_entries_after(last, user_id.as_deref(), FOLLOW_BATCH).await?;
+        new.retain(|entry| entry.id <= up_to);
         let Some(newest) = new.last() else { continue };
         last = newest.id;
         names.add(&state.store, entry_user_ids(&new)).await?;
         print_lines(new.iter(), &names, json)?;
+    }
+}
+
+/// The newest audit id that was visible [`LATE_COMMIT_GRACE`] ago, from the newest ids seen at
+/// each poll: up to it, every row has had that long to commit.
+struct VisibleUpTo {
+    seen: std::collections::VecDeque<(std::time::Instant, i64)>,
+    up_to: i64,
+}
+
+impl VisibleUpTo {
+    /// Starting from `printed`, the id the tail has printed up to.
+    fn new(printed: i64) -> Self {
+        Self { seen: std::collections::VecDeque::new(), up_to: printed }
+    }
+
+    /// `newest` was the highest id visible at `now`; returns how far the tail may print.
+    fn observe(&mut self, now: std::time::Instant, newest: i64) -> i64 {
+        self.seen.push_back((now, newest));
+        while let Some(&(at, id)) = self.seen.front()
+            && now.duration_since(at) >= LATE_COMMIT_GRACE
+        {
+            self.up_to = self.up_to.max(id);
+            self.seen.pop_front();
+        }
+        self.up_to
     }
 }
 
@@ -123,5 +168,22 @@ fn actor_name(actor: Option<&str>, names: &UserNames) -> String {
         Some((kind @ ("user" | "admin"), id)) => format!("{kind}:{}", names.of(id)),
         Some(_) => actor.map_or("-".to_owned(), printable),
         None => actor.map_or("-".to_owned(), printable),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_prints_up_to_what_was_visible_a_grace_ago_never_beyond() {
+        let start = std::time::Instant::now();
+        let mut visible = VisibleUpTo::new(10);
+        // Row 12 is visible at once; row 11 (an earlier id) commits a moment later.
+        assert_eq!(visible.observe(start, 12), 10, "12 may still have a lower id committing");
+        assert_eq!(visible.observe(start + FOLLOW_POLL, 12), 10);
+        assert_eq!(visible.observe(start + LATE_COMMIT_GRACE, 15), 12, "ids up to 12 had the grace");
+        assert_eq!(visible.observe(start + LATE_COMMIT_GRACE * 2, 15), 15);
+        assert_eq!(visible.observe(start + LATE_COMMIT_GRACE * 3, 15), 15, "never backwards");
     }
 }

@@ -244,6 +244,13 @@ impl Store {
         })
     }
 
+    /// The highest id of an entry visible now (0: none).
+    pub async fn newest_audit_id(&self) -> StoreResult<i64> {
+        let (newest,): (Option<i64>,) =
+            sqlx::query_as("SELECT MAX(id) FROM audit_log").fetch_one_in(self.read()).await?;
+        Ok(newest.unwrap_or(0))
+    }
+
     /// Entries after `after_id`, oldest first, at most `limit` (`admin audit --follow` polls
     /// with the last id it printed).
     pub async fn audit_entries_after(
