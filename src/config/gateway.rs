@@ -47,8 +47,9 @@ pub struct GatewaySettings {
     /// `http://10.0.0.7:8080`): a 2026-07-28 client's answer to a server's question that reaches
     /// another instance is passed on to the instance whose call waits for it
     /// (`crate::mcp::gateway::flight_home`) [default: `http://{listen}` as bound, unless
-    /// `listen` is an unspecified address such as 0.0.0.0, which names no one host: then such an
-    /// answer is told to send the request again].
+    /// `listen` is an unspecified address such as 0.0.0.0 (it names no one host), or a loopback
+    /// one while `public_url` is not on this machine (another host's 127.0.0.1 is another
+    /// process): then such an answer is told to send the request again].
     pub instance_url: Option<url::Url>,
 }
 
