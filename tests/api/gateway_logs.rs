@@ -16,7 +16,7 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, Request
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
-use crate::gateway::{add_provider_server, connect_through_link};
+use crate::gateway::add_provider_server;
 use crate::gateway_elicitation::{asking_server, server_saw};
 use crate::gateway_python::python_server;
 use crate::helpers::*;
@@ -84,24 +84,11 @@ async fn chatty_2026(client: &McpClient, tag: &str, level: Option<rmcp::model::L
 /// `name`'s client (of 2026-07-28 or of 2025-11-25) that has connected the Python server
 /// (`pyecho`, provider auth) through the broker's link in its era.
 async fn connected(app: &TestApp, name: &str, era_2026: bool) -> Arc<McpClient> {
-    if !era_2026 {
-        let client = app.mcp_client(name, ClientKind::Url).await;
-        connect_through_link(app, &client, "pyecho_connect", name, "alice-demo").await;
-        // Called again, connected: the server's tools are read and listed.
-        let connected = client.call("pyecho_connect", json!({})).await.unwrap();
-        assert_ne!(connected.is_error, Some(true), "{connected:?}");
-        return Arc::new(client);
+    if era_2026 {
+        crate::gateway_stateless::connected_2026(app, "pyecho_connect", name, "alice-demo").await
+    } else {
+        Arc::new(crate::gateway_stateless::connected_2025(app, "pyecho", name, "alice-demo").await)
     }
-    let client = Arc::new(app.mcp_client_2026(name, ClientKind::Url).await);
-    let call = tokio::spawn({
-        let client = client.clone();
-        async move { client.call("pyecho_connect", json!({})).await }
-    });
-    let (url, _) = client.next_url_elicitation().await;
-    assert_eq!(app.approve_in_browser_as(&app.browser(), &url, name, "alice-demo").await.status(), 200);
-    let connected = call.await.unwrap().expect("the server's answer after the browser");
-    assert_ne!(connected.is_error, Some(true), "{connected:?}");
-    client
 }
 
 #[allow(deprecated, reason = "the 2026-07-28 logLevel takes rmcp's logging level")]
