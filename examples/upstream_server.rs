@@ -673,47 +673,50 @@ async fn log_three(ctx: &RequestContext<RoleServer>) {
 /// name given, or what the user did instead in brackets. Printed as `answered` prints it; an
 /// error instead of an answer fails the request with it.
 async fn name_asked_within(ctx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
-    match ctx.peer.create_elicitation(name_question()?).await {
-        Ok(result) => {
-            let action = json!(result.action).as_str().unwrap_or_default().to_owned();
-            println!("elicitation answered: {action}");
-            let name = result.content.as_ref().and_then(|c| c.get("name")).and_then(Value::as_str);
-            Ok(match (result.action, name) {
-                (ElicitationAction::Accept, Some(name)) => name.to_owned(),
-                _ => format!("({action})"),
-            })
-        }
-        Err(error) => {
-            let message = match &error {
-                rmcp::ServiceError::McpError(e) => e.message.to_string(),
-                other => other.to_string(),
-            };
-            println!("elicitation refused: {message}");
-            Err(ErrorData::invalid_request(format!("the question could not be asked: {message}"), None))
-        }
-    }
+    let asked = ctx.peer.create_elicitation(name_question()?).await;
+    let action = print_answer(&asked).map_err(|(_, message)| {
+        ErrorData::invalid_request(format!("the question could not be asked: {message}"), None)
+    })?;
+    let name = asked
+        .ok()
+        .filter(|result| matches!(result.action, ElicitationAction::Accept))
+        .and_then(|result| result.content?.get("name")?.as_str().map(str::to_owned));
+    Ok(name.unwrap_or_else(|| format!("({action})")))
 }
 
 /// What the user did with a question, or the error the server got instead.
 fn answered(asked: Result<ElicitResult, rmcp::ServiceError>, elicitation_id: Option<&str>) -> CallToolResponse {
+    let printed = print_answer(&asked);
     match asked {
-        Ok(result) => {
-            // Tests wait for this line to see what the server was answered.
-            println!("elicitation answered: {}", json!(result.action).as_str().unwrap_or_default());
-            structured(json!({
+        Ok(result) => structured(json!({
             "action": result.action,
             "content": result.content,
             "elicitationId": elicitation_id,
-            }))
+        })),
+        Err(_) => {
+            let (code, message) = printed.err().unwrap_or_default();
+            structured(json!({"error": {"code": code, "message": message}}))
+        }
+    }
+}
+
+/// Prints what the server was answered (`elicitation answered: ACTION`) or told instead
+/// (`elicitation refused: MESSAGE`) — tests wait for these lines — and returns the action, or
+/// the error's code and message.
+fn print_answer(asked: &Result<ElicitResult, rmcp::ServiceError>) -> Result<String, (i32, String)> {
+    match asked {
+        Ok(result) => {
+            let action = json!(result.action).as_str().unwrap_or_default().to_owned();
+            println!("elicitation answered: {action}");
+            Ok(action)
         }
         Err(error) => {
-            let (code, message) = match &error {
+            let (code, message) = match error {
                 rmcp::ServiceError::McpError(e) => (e.code.0, e.message.to_string()),
                 other => (0, other.to_string()),
             };
-            // Tests wait for this line to see what the server was told.
             println!("elicitation refused: {message}");
-            structured(json!({"error": {"code": code, "message": message}}))
+            Err((code, message))
         }
     }
 }
