@@ -61,6 +61,10 @@ pub enum Signal {
     /// these gateway URIs). It stays in the process: the sessions that subscribed through this
     /// connection are here, and another instance hears its own connections.
     ServerResourcesUpdated { user_id: String, uris: Vec<String> },
+    /// An instance read one of a server's lists, found it changed and stored it
+    /// (`store::gateway_lists`): every instance reads it back, and its sessions hear the
+    /// matching `list_changed` if their list changed too. Ids only; the list is in the table.
+    GatewayListsStored { server_id: String },
 }
 
 impl Signal {

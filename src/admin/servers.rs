@@ -17,6 +17,7 @@ use crate::domain::Scopes;
 use crate::domain::gateway::{CredentialHeader, CredentialScheme, ServerName, ToolPrefix};
 use crate::state::AppState;
 use crate::store::StoreError;
+use crate::store::gateway_lists::ListSummary;
 use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
 /// The longest secret accepted (a header value, not a file).
@@ -145,6 +146,17 @@ fn describe(row: &GatewayServerRow) -> Value {
         GatewayAuth::None => {}
     }
     out
+}
+
+/// What `list --json` shows of what the broker last read of a server's lists.
+fn describe_lists(lists: &ListSummary) -> Value {
+    json!({
+        "tools": lists.tools,
+        "tools_read_at": lists.tools_read_at,
+        "prompts": lists.prompts,
+        "resources": lists.resources,
+        "resource_templates": lists.templates,
+    })
 }
 
 /// Everything `add` was given, before it is checked.
@@ -371,8 +383,17 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
         }
         ServersCommand::List { json } => {
             let servers = state.store.list_gateway_servers().await?;
+            let stored = state.store.gateway_lists().await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&servers.iter().map(describe).collect::<Vec<_>>())?);
+                let described: Vec<Value> = servers
+                    .iter()
+                    .map(|s| {
+                        let mut out = describe(s);
+                        out["lists"] = describe_lists(&ListSummary::of(&s.id, &stored));
+                        out
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&described)?);
             } else {
                 let rows: Vec<Vec<String>> = servers
                     .iter()
@@ -383,11 +404,15 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                             s.prefix.to_string(),
                             s.auth.kind().to_owned(),
                             provider.to_owned(),
+                            // `unknown` until a user connects (its connect tool is listed meanwhile).
+                            ListSummary::of(&s.id, &stored)
+                                .tools
+                                .map_or_else(|| "unknown".to_owned(), |n| n.to_string()),
                             s.url.to_string(),
                         ]
                     })
                     .collect();
-                print!("{}", super::display::table(&["NAME", "PREFIX", "AUTH", "PROVIDER", "URL"], &rows));
+                print!("{}", super::display::table(&["NAME", "PREFIX", "AUTH", "PROVIDER", "TOOLS", "URL"], &rows));
             }
             Ok(())
         }

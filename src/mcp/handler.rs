@@ -171,7 +171,8 @@ impl BrokerServer {
                                 ))
                             })
                         }
-                        Err(RecvError::Lagged(_)) => continue,
+                        // The gateway reads the list back and signals what changed for clients.
+                        Ok(Signal::GatewayListsStored { .. }) | Err(RecvError::Lagged(_)) => continue,
                         Err(RecvError::Closed) => break,
                     },
                 };

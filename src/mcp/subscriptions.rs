@@ -61,9 +61,12 @@ pub async fn listen(state: &McpState, user_id: &str, subscription: SubscriptionC
                 Signal::ResourcesChanged { user_id: changed_for, uris }
                 | Signal::ServerResourcesUpdated { user_id: changed_for, uris },
             ) if changed_for == user_id => resources_updated(&sink, subscription.accepted(), uris).await,
-            Ok(Signal::ResourcesChanged { .. } | Signal::ServerResourcesUpdated { .. }) | Err(RecvError::Lagged(_)) => {
-                true
-            }
+            Ok(
+                Signal::ResourcesChanged { .. }
+                | Signal::ServerResourcesUpdated { .. }
+                | Signal::GatewayListsStored { .. },
+            )
+            | Err(RecvError::Lagged(_)) => true,
             Err(RecvError::Closed) => return Ok(()),
         };
         if !delivered {

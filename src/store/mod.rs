@@ -25,6 +25,7 @@ pub mod demo;
 pub mod demo_keys;
 pub mod external_users;
 pub mod gateway_consents;
+pub mod gateway_lists;
 pub mod gateway_servers;
 pub mod generation_cache;
 pub mod generations;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use oauth_broker::store::audit::{Actor, AuditEvent, Outcome};
 use oauth_broker::store::gateway_consents::NewGatewayConsent;
+use oauth_broker::store::gateway_lists::ListKind;
 use serde_json::json;
 
 use crate::admin::{ADMIN_GETS, admin_browser};
@@ -256,6 +257,12 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
     let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("Console Client") && html.contains(&format!("href=\"/admin/users/{alice}\"")), "{html}");
+    assert!(html.contains("not read yet: no user has connected it"), "nothing answers at its URL: {html}");
+    // Once an instance has read its lists, the page says how many it listed.
+    let tools = r#"[{"name":"a","inputSchema":{"type":"object"}},{"name":"b","inputSchema":{"type":"object"}}]"#;
+    app.state.store.put_gateway_list(&server, ListKind::Tools, tools, app.now()).await.unwrap();
+    let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("2, read ") && html.contains("not read (templates: not read)"), "{html}");
     let html = admin.get(app.url(&format!("/admin/users/{alice}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
     assert_eq!(admin.get(app.url("/admin/servers/no-such-server")).send().await.unwrap().status(), 404);

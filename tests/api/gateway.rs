@@ -397,6 +397,15 @@ async fn a_secret_header_reaches_the_server_and_is_never_shown(app: &TestApp) {
     assert!(header.starts_with("NAME  ") && header.contains("  URL"), "{plain}");
     let url_at = header.find("URL").unwrap();
     assert!(lines[1..].iter().all(|line| line[url_at..].starts_with("http")), "{plain}");
+    // What the broker read of its lists: as many tools as the broker lists, and when.
+    let described: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let tools = app.mcp_client(ALICE, ClientKind::Url).await;
+    let served = tool_names(&tools).await.iter().filter(|n| n.starts_with("vendor_")).count();
+    tools.close().await;
+    assert_eq!(described[0]["lists"]["tools"], json!(served), "{listed}");
+    assert!(described[0]["lists"]["tools_read_at"].as_i64().unwrap() > 0, "{listed}");
+    let tools_at = header.find("TOOLS").unwrap();
+    assert!(lines[1][tools_at..].starts_with(&format!("{served} ")), "{plain}");
     let audit = sqlx::query_as::<_, (String,)>("SELECT COALESCE(detail, '') FROM audit_log")
         .fetch_all(app.state.store.pool())
         .await

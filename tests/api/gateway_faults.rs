@@ -89,7 +89,9 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
         json!([{
             "name": "my-notes", "url": url, "prefix": "my_notes_", "auth": "provider", "provider": "demo",
             "scopes": ["profile"], "header": "Authorization", "scheme": "Bearer",
-            "created_at": listed[0]["created_at"]
+            "created_at": listed[0]["created_at"],
+            // Nobody connected it: nothing is known of its lists yet.
+            "lists": {"tools": null, "tools_read_at": null, "prompts": null, "resources": null, "resource_templates": null}
         }])
     );
     let missing = refused(app, &["remove", "nope"], None).await;
@@ -222,10 +224,13 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
     assert_ne!(on_a.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
     let on_b = b.mcp_client(ALICE, ClientKind::Url).await;
 
-    // Assert: b needs no new link (the grant is shared); it reads the tools over alice's own
-    // connection of its own and the call answers as her.
-    let connected = on_b.call("notes_connect", json!({})).await.unwrap();
-    assert_ne!(connected.is_error, Some(true), "{connected:?}");
+    // Assert: b lists the tools a read (shared through the database) and needs no new link
+    // (the grant is shared); the call goes over alice's own connection of b's and answers as
+    // her.
+    eventually("b lists the tools a read", Duration::from_secs(10), || async {
+        crate::gateway::tool_names(&on_b).await.contains(&"notes_whoami".to_owned())
+    })
+    .await;
     let result = on_b.call("notes_whoami", json!({})).await.unwrap();
     assert_eq!(crate::gateway::account_of(&result), "alice-demo");
     // Twice: b's answer now comes from what it holds in memory.

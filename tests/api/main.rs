@@ -36,6 +36,7 @@ mod gateway_logs;
 mod gateway_mcp_oauth;
 mod gateway_python;
 mod gateway_round_trips;
+mod gateway_shared_lists;
 mod gateway_stateless;
 mod gateway_stateless_subscriptions;
 mod gateway_subscriptions;

@@ -5,7 +5,8 @@
 //! over the first connection any user opens to the server (or the one made at registration for
 //! a server that needs no user's credential), and read again when that server says
 //! `notifications/prompts/list_changed` or `notifications/resources/list_changed`, and every
-//! `list_refresh` ([`super::refresh`]) — a change the broker then passes on to its clients
+//! `list_refresh` ([`super::refresh`]) — a change the broker then passes on to its clients,
+//! and keeps for the other instances and the next start (`super::shared_lists`)
 //! (prompts and resources lists are assumed the same for every user, as tool lists are). Only
 //! what the server's capabilities offer is read.
 //!
@@ -20,7 +21,9 @@ use rmcp::{Peer, RoleClient};
 use super::Gateway;
 use super::listed::{ServerPrompts, ServerResources};
 use super::registry::ServerEntry;
+use super::shared_lists::ResourcesAnswer;
 use crate::events::Signal;
+use crate::store::gateway_lists::ListKind;
 
 impl Gateway {
     /// What `prompts/list` adds after the broker's own: each server's prompts, leaving out any
@@ -83,8 +86,10 @@ impl Gateway {
         let limit = self.app.config.gateway.call_timeout;
         match tokio::time::timeout(limit, peer.list_all_prompts()).await {
             Ok(Ok(prompts)) => {
+                let answer = serde_json::to_string(&prompts);
                 if entry.set_prompts(ServerPrompts::new(&entry.row.prefix, &entry.row.name, prompts)) {
                     self.app.events.signal(Signal::PromptsChanged);
+                    self.share_list(entry, ListKind::Prompts, answer).await;
                 }
             }
             Ok(Err(error)) => tracing::warn!(server = %entry.row.name, %error, "a server's prompts/list failed"),
@@ -99,8 +104,12 @@ impl Gateway {
         let read = async { Ok::<_, rmcp::ServiceError>((peer.list_all_resources().await?, templates(peer).await?)) };
         match tokio::time::timeout(limit, read).await {
             Ok(Ok((resources, templates))) => {
+                let answer = ResourcesAnswer { resources, templates };
+                let stored = serde_json::to_string(&answer);
+                let ResourcesAnswer { resources, templates } = answer;
                 if entry.set_resources(ServerResources::new(&entry.row.name, resources, templates)) {
                     self.app.events.signal(Signal::ResourceListChanged);
+                    self.share_list(entry, ListKind::Resources, stored).await;
                 }
             }
             Ok(Err(error)) => tracing::warn!(server = %entry.row.name, %error, "a server's resources/list failed"),

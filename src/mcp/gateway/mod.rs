@@ -29,6 +29,8 @@
 //!   request got no answer.
 //! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
+//! - `shared_lists`: the lists as last read, kept in the database for every instance and for
+//!   the next start, so no instance lists only a connect tool for a server another has read.
 //! - [`subscribed`]: a session's `resources/subscribe` (or a 2026-07-28 listen) to a server's
 //!   resource, held on the user's connection, its updates passed on.
 //! - [`flight_home`], [`retry_forward`]: a flight's retry that reaches another instance is
@@ -62,6 +64,7 @@ pub mod retry_forward;
 pub mod revision;
 pub mod rounds;
 mod server_link;
+mod shared_lists;
 pub mod subscribed;
 pub mod transport;
 pub mod uri;
@@ -73,6 +76,7 @@ use rmcp::model::{ErrorData, JsonObject, Tool};
 
 use crate::events::Signal;
 use crate::state::AppState;
+use crate::store::gateway_lists::ListKind;
 use registry::{READ_ANYWAY_EVERY, ServerEntry, Servers, Target, WATCH_EVERY};
 
 /// The servers behind the broker, their tools and this instance's connections to them.
@@ -131,6 +135,7 @@ impl Gateway {
         gateway.reload().await?;
         gateway.pool.start_sweeping(app.shutdown.clone());
         Self::watch(&gateway);
+        Self::hear_stored_lists(&gateway);
         Self::start_refreshing(&gateway);
         Ok(gateway)
     }
@@ -213,6 +218,8 @@ impl Gateway {
         // `mcp-oauth` servers' authorization servers, as providers (before the servers are
         // served, so a user's first call finds its provider).
         self.app.providers.set_server_providers(entries.iter().filter_map(|e| e.provider()).collect());
+        // What any instance read of the new ones, listed from the first request on.
+        self.take_stored_lists(&added).await;
         let changed: Vec<bool> = removed.iter().map(|old| entries.iter().any(|e| e.row.id == old.row.id)).collect();
         *self.servers.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Servers::new(entries));
         for (entry, changed) in removed.iter().zip(changed) {
@@ -258,8 +265,10 @@ impl Gateway {
     pub(crate) async fn fill_tools(&self, entry: &ServerEntry, peer: &rmcp::Peer<rmcp::RoleClient>) -> bool {
         match tokio::time::timeout(self.app.config.gateway.call_timeout, peer.list_all_tools()).await {
             Ok(Ok(tools)) => {
+                let answer = serde_json::to_string(&tools);
                 if entry.set_tools(tools) {
                     self.tools_changed();
+                    self.share_list(entry, ListKind::Tools, answer).await;
                 }
                 true
             }
@@ -275,7 +284,8 @@ impl Gateway {
     }
 
     /// `notifications/tools/list_changed` to every session and listening stream of this
-    /// instance (each instance keeps its own lists).
+    /// instance (each instance keeps its own lists, and hears of another's through
+    /// `shared_lists`).
     fn tools_changed(&self) {
         self.app.events.signal(Signal::ToolsChanged);
     }

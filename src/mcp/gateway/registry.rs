@@ -6,9 +6,10 @@
 //! every [`WATCH_EVERY`]. A server that appears gets an entry (its tools fetched at once if no
 //! user's credential is needed); one that disappears has its connections closed.
 //!
-//! A server's tool list is cached in its entry and never fetched per request: filled from the
-//! first connection any user opens to it (tool lists are assumed the same for every user),
-//! refreshed when a connection hears `notifications/tools/list_changed`. Each fill compiles the
+//! A server's tool list is cached in its entry and never fetched per request: filled from what
+//! any instance last read of it (`super::shared_lists`), or else from the first connection any
+//! user opens to it (tool lists are assumed the same for every user), refreshed when a
+//! connection hears `notifications/tools/list_changed`. Each fill compiles the
 //! input schemas once, so `tools/call` is checked against them as for the broker's own tools.
 
 use std::collections::HashMap;

@@ -2,7 +2,8 @@
 //! `oauth-broker admin servers …` changes them. One query, searched and paged like the other
 //! lists. Never a secret: a secret-header server shows its header name only.
 //!
-//! `GET /admin/servers/{id}`: one server, with how each call is authorized and the newest
+//! `GET /admin/servers/{id}`: one server, with how each call is authorized, how many tools,
+//! prompts and resources it listed when last read, and the newest
 //! approvals of it — which user allowed which client to call it (one bounded read, migration
 //! 0035's index). Withdrawing is the user's, on their connections page.
 
@@ -15,6 +16,7 @@ use super::tables::{Q, field, page, server_page, user_labels, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::state::AppState;
+use crate::store::gateway_lists::ListSummary;
 use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow};
 use crate::web::error::PageError;
 
@@ -55,6 +57,20 @@ fn facts(s: &GatewayServerRow) -> Vec<super::listing::Field> {
     ]
 }
 
+/// What the broker last read of the server's lists (shared by every instance).
+fn listed(lists: &ListSummary) -> Vec<super::listing::Field> {
+    let Some(tools) = lists.tools else {
+        return vec![field("tools", "not read yet: no user has connected it (its connect tool is listed)")];
+    };
+    let read_at = lists.tools_read_at.map(iso_time).unwrap_or_default();
+    let count = |n: Option<usize>| n.map_or_else(|| "not read".to_owned(), |n| n.to_string());
+    vec![
+        field("tools", format!("{tools}, read {read_at}")),
+        field("prompts", count(lists.prompts)),
+        field("resources", format!("{} (templates: {})", count(lists.resources), count(lists.templates))),
+    ]
+}
+
 pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let found = state.store.page_gateway_servers(&query.search(), query.window()).await?;
@@ -77,6 +93,7 @@ pub async fn server(
         return Err(super::views::not_found("server"));
     };
     let approvals = state.store.gateway_consents_for_server(&server.id, APPROVALS_SHOWN).await?;
+    let lists = ListSummary::of(&server.id, &state.store.gateway_lists_of(&server.id).await?);
     let names = user_labels(&state, approvals.iter().map(|a| a.user_id.as_str())).await?;
     let cards = approvals
         .iter()
@@ -109,7 +126,7 @@ pub async fn server(
         &server_page(&server.id),
         format!("Server {}", server.name),
         &intro,
-        facts(&server),
+        facts(&server).into_iter().chain(listed(&lists)).collect(),
         sections,
     ))
 }

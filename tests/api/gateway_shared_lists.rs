@@ -1,0 +1,151 @@
+//! A server's lists shared by the instances (issue 26, items 2 and 6): what one instance read of a
+//! server behind the broker is listed by every other, and by an instance that starts later,
+//! before any of its own users connected to that server. Instance A runs in the test process,
+//! instance B is the real binary in its own process on A's database.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{ClientConfig, Implementation};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, Peer, RoleClient};
+use serde_json::json;
+
+use crate::cluster::OtherInstance;
+use crate::gateway::{Upstream, add_provider_server, connect_through_link, tool_names};
+use crate::helpers::*;
+use crate::on_both_backends;
+use crate::token_api::url_elicitation_required;
+
+/// Alice connects the server through A's connect tool: A reads its lists.
+async fn alice_connects_on(a: &TestApp) -> McpClient {
+    let alice = a.mcp_client(ALICE, ClientKind::Url).await;
+    connect_through_link(a, &alice, "notes_connect", ALICE, "alice-demo").await;
+    assert_ne!(alice.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
+    alice
+}
+
+async fn prompt_names(client: &Peer<RoleClient>) -> Vec<String> {
+    client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect()
+}
+
+async fn resource_uris(client: &Peer<RoleClient>) -> Vec<String> {
+    client.list_all_resources().await.unwrap().into_iter().map(|r| r.uri).collect()
+}
+
+async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connected(a: &TestApp) {
+    // Arrange: a server that takes each user's demo token; Alice connects it on A, so A has read
+    // its tools, prompts and resources.
+    let upstream = Upstream::bearer(a).await;
+    add_provider_server(a, "notes", &upstream).await;
+    let alice = alice_connects_on(a).await;
+
+    // Act: instance B starts (as after a deploy or a restart); Bob, who never connected the
+    // server anywhere, lists on B.
+    let b = OtherInstance::start(a, "").await;
+    let bob = b.mcp_client(a, BOB, ClientKind::Url).await;
+
+    // Assert: B lists the server's own tools, prompts and resources, not its connect tool.
+    let names = tool_names(&bob).await;
+    for tool in ["notes_whoami", "notes_echo", "notes_add_note"] {
+        assert!(names.contains(&tool.to_owned()), "{tool} in {names:?}");
+    }
+    assert!(!names.contains(&"notes_connect".to_owned()), "{names:?}");
+    let echo = bob.peer().list_all_tools().await.unwrap().into_iter().find(|t| t.name == "notes_echo").unwrap();
+    assert_eq!(echo.description.as_deref(), Some("Echoes its text"));
+    assert!(prompt_names(bob.peer()).await.contains(&"notes_greeting".to_owned()));
+    assert!(resource_uris(bob.peer()).await.contains(&"gateway://notes/note://whoami".to_owned()));
+
+    // The list is not a credential: Bob's first call still asks him to connect, on B's pages.
+    let (_, url) = url_elicitation_required(bob.call("notes_whoami", json!({})).await);
+    assert!(url.starts_with(&a.url("/connect/")), "{url}");
+    // And B checks arguments against the schema it was given, as A does.
+    match bob.call("notes_echo", json!({"text": 5})).await {
+        Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.message, "text: must be of type string"),
+        other => panic!("expected -32602, got {other:?}"),
+    }
+    bob.close().await;
+    alice.close().await;
+    drop(b);
+    upstream.stop().await;
+}
+on_both_backends!(later_instance, a_later_instance_lists_what_another_read_before_any_of_its_users_connected);
+
+/// A client that counts the list-changed notifications it hears.
+#[derive(Clone, Default)]
+struct Counting {
+    tools: Arc<AtomicUsize>,
+    prompts: Arc<AtomicUsize>,
+    resources: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Counting {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.prompts.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.resources.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.client_info = Implementation::new("counting", "1");
+        info
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_read_on_one_instance_reaches_the_listening_clients_of_another_at_once() {
+    // Arrange: A and B on one PostgreSQL database, the server registered before B starts; Bob's
+    // session on B listens. Nobody has connected the server: B lists its connect tool.
+    let Some(a) = spawn_app(Backend::Postgres).await else { return };
+    let upstream = Upstream::bearer(&a).await;
+    add_provider_server(&a, "notes", &upstream).await;
+    let b = OtherInstance::start(&a, "").await;
+    let counting = Counting::default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(b.mcp_url()).auth_header(a.token_for(BOB).await),
+    );
+    let bob = counting.clone().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize).await.unwrap();
+    // Its first request binds its session, whose stream relays the notifications from then on.
+    let before: Vec<String> = bob.peer().list_all_tools().await.unwrap().into_iter().map(|t| t.name.into()).collect();
+    assert!(before.contains(&"notes_connect".to_owned()), "{before:?}");
+
+    // Act: Alice connects the server on A.
+    let alice = alice_connects_on(&a).await;
+
+    // Assert: Bob's session on B is told its tools changed, and lists the server's own.
+    eventually("Bob's session on B hears that the tools changed", Duration::from_secs(10), || async {
+        counting.tools.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    let names: Vec<String> = bob.peer().list_all_tools().await.unwrap().into_iter().map(|t| t.name.into()).collect();
+    assert!(names.contains(&"notes_echo".to_owned()) && !names.contains(&"notes_connect".to_owned()), "{names:?}");
+    assert!(prompt_names(bob.peer()).await.contains(&"notes_greeting".to_owned()));
+
+    // Act: a tool of the server changes its prompts and resources, which it announces to A.
+    let (prompts, resources) = (counting.prompts.load(Ordering::SeqCst), counting.resources.load(Ordering::SeqCst));
+    let added = alice.call("notes_add_note", json!({"title": "n1"})).await.unwrap();
+    assert_ne!(added.is_error, Some(true), "{added:?}");
+
+    // Assert: B hears of it through the database and tells Bob, who lists the new ones.
+    eventually("Bob's session on B hears both list changes", Duration::from_secs(10), || async {
+        counting.prompts.load(Ordering::SeqCst) > prompts && counting.resources.load(Ordering::SeqCst) > resources
+    })
+    .await;
+    assert!(resource_uris(bob.peer()).await.contains(&"gateway://notes/note://notes/n1".to_owned()));
+    assert!(prompt_names(bob.peer()).await.contains(&"notes_note_n1".to_owned()));
+    let _ = bob.cancel().await;
+    alice.close().await;
+    drop(b);
+    upstream.stop().await;
+    a.stop().await;
+}
