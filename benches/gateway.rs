@@ -13,8 +13,14 @@
 //! calls `echo` in a loop:
 //!   (a) directly: an rmcp client (2025-11-25 session) at the server's `/mcp`;
 //!   (b) through the broker: an rmcp client at the broker's `/mcp`, tool `bench_echo`.
+//!   (c) through a bare rmcp proxy in the same process as the broker: an rmcp server
+//!       (2025-11-25 sessions, as the broker's) whose every `tools/call` is sent on by an rmcp
+//!       client of its own to the same server, one per session as the broker holds one per user,
+//!       and nothing else — no token, consent, credential, audit or metrics. What two rmcp hops
+//!       cost on this machine, the floor under (b) with this stack.
 //! Medians of the rounds are reported: p50, p99, the added latency (b − a) and the throughput
-//! ratio (b / a). Goals: added p50 ≤ 0.3 ms, throughput ≥ 0.5× direct.
+//! ratio (b / a), and the same for (c); (b − c) is what the broker's gates add to a bare proxy.
+//! Goals: added p50 ≤ 0.3 ms, throughput ≥ 0.5× direct.
 //! `cargo bench --bench gateway` (it builds the example with it:
 //! `cargo build --release --bench gateway --example upstream_server` builds both at once).
 
@@ -37,9 +43,59 @@ use oauth_broker::domain::gateway::{CredentialHeader, CredentialScheme, ServerNa
 use oauth_broker::domain::{ProviderId, Scopes};
 use oauth_broker::identity::password;
 use oauth_broker::store::gateway_servers::{GatewayAuth, GatewayServerRow};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ServerCapabilities, ServerConfig};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleClient, RoleServer, ServerHandler, ServiceExt};
 use secrecy::SecretString;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
+
+/// (c): an rmcp server that passes each tool call on over an rmcp client of its own.
+struct BareProxy {
+    upstream_url: Arc<str>,
+    /// This session's client of the server, opened by its first call.
+    client: tokio::sync::OnceCell<RunningService<RoleClient, ()>>,
+}
+
+impl ServerHandler for BareProxy {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let client = self
+            .client
+            .get_or_try_init(|| ().serve(StreamableHttpClientTransport::from_uri(self.upstream_url.to_string())))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        client.peer().call_tool_once(request).await.map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+/// Serves [`BareProxy`] on 127.0.0.1 (TCP_NODELAY, as the broker's listener); its MCP URL.
+async fn start_bare_proxy(upstream_url: &str) -> String {
+    let upstream_url: Arc<str> = upstream_url.into();
+    let service = StreamableHttpService::new(
+        move || Ok(BareProxy { upstream_url: upstream_url.clone(), client: tokio::sync::OnceCell::new() }),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().route_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
 
 const USERS: [usize; 2] = [1, 64];
 const ROUNDS: usize = 3;
@@ -195,17 +251,21 @@ async fn main() {
         app.state.store.create_local_user(&app.state.config.issuer(), &name, &hash, app.now()).await.unwrap();
         names.push(name);
     }
+    let proxy_url = start_bare_proxy(&upstream_url).await;
     let mut direct = Vec::new();
     let mut brokered = Vec::new();
+    let mut proxied = Vec::new();
     for (i, name) in names.iter().enumerate() {
         brokered.push(Arc::new(connected_client(&app, name, i == 0).await));
-        // The server is open: the direct client's token is never checked.
+        // The server is open: the direct client's token is never checked, nor the proxy's.
         direct.push(Arc::new(mcp_client_at(&upstream_url, "unused", ClientKind::Url).await.unwrap()));
+        proxied.push(Arc::new(mcp_client_at(&proxy_url, "unused", ClientKind::Url).await.unwrap()));
     }
-    for (d, b) in direct.iter().zip(&brokered) {
+    for ((d, b), c) in direct.iter().zip(&brokered).zip(&proxied) {
         for _ in 0..WARM_UP {
             echo(d, "echo").await;
             echo(b, "bench_echo").await;
+            echo(c, "echo").await;
         }
     }
 
@@ -214,10 +274,11 @@ async fn main() {
         BUDGET.as_secs()
     );
     for users in USERS {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ROUNDS {
             a.push(run(&direct[..users], "echo", BUDGET).await);
             b.push(run(&brokered[..users], "bench_echo", BUDGET).await);
+            c.push(run(&proxied[..users], "echo", BUDGET).await);
         }
         let summary = |runs: &[Run]| {
             (
@@ -228,19 +289,30 @@ async fn main() {
         };
         let (a_rate, a_p50, a_p99) = summary(&a);
         let (b_rate, b_p50, b_p99) = summary(&b);
+        let (c_rate, c_p50, c_p99) = summary(&c);
         println!("\n{users} user(s), each with their own connection");
         println!("{:<24} {:>9} {:>10} {:>10}", "case", "calls/s", "p50", "p99");
         println!("{:<24} {a_rate:>9.0} {:>10} {:>10}", "(a) direct", micros(a_p50), micros(a_p99));
         println!("{:<24} {b_rate:>9.0} {:>10} {:>10}", "(b) through the broker", micros(b_p50), micros(b_p99));
+        println!("{:<24} {c_rate:>9.0} {:>10} {:>10}", "(c) bare rmcp proxy", micros(c_p50), micros(c_p99));
         println!(
             "added: p50 {} (goal <= 300 µs), p99 {}; throughput {:.2}x direct (goal >= 0.50x)",
             micros(b_p50 - a_p50),
             micros(b_p99 - a_p99),
             b_rate / a_rate
         );
+        println!(
+            "bare proxy: added p50 {}, p99 {}; throughput {:.2}x direct; the broker's gates over it: p50 {}, \
+             throughput {:.2}x the bare proxy",
+            micros(c_p50 - a_p50),
+            micros(c_p99 - a_p99),
+            c_rate / a_rate,
+            micros(b_p50 - c_p50),
+            b_rate / c_rate
+        );
     }
     println!("\naudit queue high-water mark: {} events", app.state.store.audit_queue_peak());
-    for client in direct.into_iter().chain(brokered) {
+    for client in direct.into_iter().chain(brokered).chain(proxied) {
         if let Ok(client) = Arc::try_unwrap(client) {
             client.close().await;
         }

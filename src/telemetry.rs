@@ -10,7 +10,9 @@
 //! | `oauth_broker_authorizations_total` | `outcome` | [`Store::record`], every audit entry: completed, declined, failed, expired by an admin |
 //! | `oauth_broker_refreshes_total` | `provider`, `outcome` | [`provider_call`] for `call = refresh` |
 //! | `oauth_broker_upstream_requests_total`, `oauth_broker_upstream_duration_seconds` | `provider`, `call`, `result` | [`provider_call`], [`api_call`] |
+//! | `oauth_broker_gateway_calls_total`, `oauth_broker_gateway_call_duration_seconds` | `server`, `outcome` | [`gateway_call`] |
 //! | `oauth_broker_gateway_connections_open` | – | [`gateway_connection_opened`] / [`gateway_connection_closed`] |
+//! | `oauth_broker_gateway_retries_passed_on_total` | `outcome` | [`gateway_retry_passed_on`] |
 //! | `oauth_broker_token_api_answers_total` | `answer` | [`token_api_answer`] |
 //! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`Store::record`], every audit entry |
 //!
@@ -124,6 +126,11 @@ fn describe() {
         "oauth_broker_gateway_connections_open",
         "Users' connections to servers behind the broker this process holds (calls, questions and resource \
          subscriptions keep them; idle ones close)."
+    );
+    describe_counter!(
+        "oauth_broker_gateway_retries_passed_on_total",
+        "Retries this process passed on to the instance whose call waits for them, by outcome (the request is \
+         also counted in oauth_broker_mcp_requests_total by both instances)."
     );
     describe_counter!("oauth_broker_token_api_answers_total", "Token-API answers to tool-server services, by answer.");
     describe_counter!("oauth_broker_audit_events_total", "Audit log entries written, by action and outcome.");
@@ -289,6 +296,13 @@ pub fn gateway_call(server: &str, outcome: &'static str, seconds: f64) {
     metrics::counter!("oauth_broker_gateway_calls_total", "server" => server.to_owned(), "outcome" => outcome)
         .increment(1);
     metrics::histogram!("oauth_broker_gateway_call_duration_seconds", "server" => server.to_owned()).record(seconds);
+}
+
+/// A retry that reached this process was passed on to the instance whose call waits for it:
+/// `answered` (that instance's answer went back), `home_unreachable` (it did not accept the
+/// connection: answered here) or `outcome_unknown` (it failed once it had the request).
+pub fn gateway_retry_passed_on(outcome: &'static str) {
+    metrics::counter!("oauth_broker_gateway_retries_passed_on_total", "outcome" => outcome).increment(1);
 }
 
 pub fn token_api_answer(answer: &'static str) {

@@ -96,8 +96,10 @@ async fn a_retry_that_reaches_the_other_instance_finishes_the_call_waiting_on_th
     assert!(a.gateway.flights.is_empty(), "this one waits on B");
     let result = answered(&on_a, &state, accept(&key, "Alice B")).await;
 
-    // Assert
+    // Assert: and A counted what it passed on (each instance counts its own).
     assert_eq!(server_saw(&result)["content"], json!({"name": "Alice B"}));
+    let metrics = oauth_broker::telemetry::render().expect("the metrics recorder is installed");
+    assert!(metrics.contains(r#"oauth_broker_gateway_retries_passed_on_total{outcome="answered"}"#), "{metrics}");
     on_a.close().await;
     on_b.close().await;
     drop(b);
@@ -188,6 +190,8 @@ async fn a_retry_whose_instance_is_gone_is_told_at_once_to_call_again_and_the_ca
     // Assert: told to call again (B refuses connections at once; at worst A waits the connect
     // wait, far below the call's timeout) …
     assert!(expired(&result), "{result:?}");
+    let metrics = oauth_broker::telemetry::render().expect("the metrics recorder is installed");
+    assert!(metrics.contains(r#"oauth_broker_gateway_retries_passed_on_total{outcome="home_unreachable"}"#));
     // … and calling again asks again, on A, and finishes there.
     let (state, key) = asked(&on_a).await;
     let result = answered(&on_a, &state, accept(&key, "Alice")).await;

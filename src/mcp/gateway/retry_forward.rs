@@ -88,8 +88,12 @@ pub async fn forward_retries_to_their_flight(
         None => host.to_owned(),
     });
     match pass_on(&forward.gateway, &home, &parts, host.as_deref(), bytes.clone()).await {
-        Ok(response) => response,
+        Ok(response) => {
+            crate::telemetry::gateway_retry_passed_on("answered");
+            response
+        }
         Err(error) if error.is_connect() => {
+            crate::telemetry::gateway_retry_passed_on("home_unreachable");
             tracing::warn!(
                 error = %crate::error_chain::Chain(&error),
                 "the instance holding a server's question did not accept the connection; the retry is answered here"
@@ -101,6 +105,7 @@ pub async fn forward_retries_to_their_flight(
                 error = %crate::error_chain::Chain(&error),
                 "the instance holding a server's question did not answer a retry passed on to it"
             );
+            crate::telemetry::gateway_retry_passed_on("outcome_unknown");
             outcome_unknown(&bytes)
         }
     }
