@@ -152,7 +152,7 @@ fn describe(row: &GatewayServerRow) -> Value {
 fn describe_lists(lists: &ListSummary) -> Value {
     json!({
         "tools": lists.tools,
-        "tools_read_at": lists.tools_read_at,
+        "tools_changed_at": lists.tools_stored_at,
         "prompts": lists.prompts,
         "resources": lists.resources,
         "resource_templates": lists.templates,

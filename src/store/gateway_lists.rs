@@ -41,15 +41,20 @@ pub struct StoredList {
     pub kind: ListKind,
     /// The server's answer, as JSON.
     pub listed: String,
-    pub read_at: Timestamp,
+    /// Moves by one on every write of this server's list of this kind.
+    pub version: i64,
+    /// When an instance last stored a changed list.
+    pub stored_at: Timestamp,
 }
 
 /// How many of each a server's stored lists hold (what operators see); `None` for a list no
-/// instance has read yet.
+/// instance has read yet (or whose stored answer does not parse, which the gateway does not
+/// list either).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ListSummary {
     pub tools: Option<usize>,
-    pub tools_read_at: Option<Timestamp>,
+    /// When an instance last read a changed tool list.
+    pub tools_stored_at: Option<Timestamp>,
     pub prompts: Option<usize>,
     pub resources: Option<usize>,
     pub templates: Option<usize>,
@@ -60,17 +65,17 @@ impl ListSummary {
     pub fn of(server_id: &str, stored: &[StoredList]) -> Self {
         let mut summary = Self::default();
         for list in stored.iter().filter(|l| l.server_id == server_id) {
-            let value: serde_json::Value = serde_json::from_str(&list.listed).unwrap_or_default();
-            let count = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(&list.listed) else { continue };
+            let count = |v: &serde_json::Value| v.as_array().map(Vec::len);
             match list.kind {
                 ListKind::Tools => {
-                    summary.tools = Some(count(&value));
-                    summary.tools_read_at = Some(list.read_at);
+                    summary.tools = count(&value);
+                    summary.tools_stored_at = summary.tools.map(|_| list.stored_at);
                 }
-                ListKind::Prompts => summary.prompts = Some(count(&value)),
+                ListKind::Prompts => summary.prompts = count(&value),
                 ListKind::Resources => {
-                    summary.resources = Some(count(&value["resources"]));
-                    summary.templates = Some(count(&value["templates"]));
+                    summary.resources = count(&value["resources"]);
+                    summary.templates = count(&value["templates"]);
                 }
             }
         }
@@ -83,23 +88,32 @@ struct RawList {
     server_id: String,
     kind: String,
     listed: String,
-    read_at: i64,
+    version: i64,
+    stored_at: i64,
 }
 
 impl RawList {
     /// `None` for a kind this build does not know (a newer instance's): skipped, not an error.
     fn typed(self) -> Option<StoredList> {
         let kind = ListKind::parse(&self.kind)?;
-        Some(StoredList { server_id: self.server_id, kind, listed: self.listed, read_at: self.read_at })
+        Some(StoredList {
+            server_id: self.server_id,
+            kind,
+            listed: self.listed,
+            version: self.version,
+            stored_at: self.stored_at,
+        })
     }
 }
+
+const COLUMNS: &str = "server_id, kind, listed, version, stored_at";
 
 impl Store {
     /// Every server's stored lists (a few rows per registered server).
     pub async fn gateway_lists(&self) -> StoreResult<Vec<StoredList>> {
-        let rows = sqlx::query_as::<_, RawList>(
-            "SELECT server_id, kind, listed, read_at FROM gateway_server_lists ORDER BY server_id, kind",
-        )
+        let rows = sqlx::query_as::<_, RawList>(&format!(
+            "SELECT {COLUMNS} FROM gateway_server_lists ORDER BY server_id, kind"
+        ))
         .fetch_all_in(self.read())
         .await?;
         Ok(rows.into_iter().filter_map(RawList::typed).collect())
@@ -107,38 +121,45 @@ impl Store {
 
     /// One server's stored lists.
     pub async fn gateway_lists_of(&self, server_id: &str) -> StoreResult<Vec<StoredList>> {
-        let rows = sqlx::query_as::<_, RawList>(
-            "SELECT server_id, kind, listed, read_at FROM gateway_server_lists WHERE server_id = $1 ORDER BY kind",
-        )
+        let rows = sqlx::query_as::<_, RawList>(&format!(
+            "SELECT {COLUMNS} FROM gateway_server_lists WHERE server_id = $1 ORDER BY kind"
+        ))
         .bind(server_id)
         .fetch_all_in(self.read())
         .await?;
         Ok(rows.into_iter().filter_map(RawList::typed).collect())
     }
 
-    /// Keeps `listed` as the server's `kind` list, replacing the one before; false if the server
-    /// is not registered (any more): nothing is kept for it.
+    /// Keeps `listed` as the server's `kind` list, replacing the one before; the row's new
+    /// version, or `None` if the server is not registered (any more): nothing is kept for it.
     pub async fn put_gateway_list(
         &self,
         server_id: &str,
         kind: ListKind,
         listed: &str,
         now: Timestamp,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Option<i64>> {
         // The server may be removed between the read and this write: the row is written only
-        // while it exists (a removal after deletes it with the server).
-        let done = sqlx::query(
-            "INSERT INTO gateway_server_lists (server_id, kind, listed, read_at) \
-             SELECT id, $2, $3, $4 FROM gateway_servers WHERE id = $1 \
-             ON CONFLICT (server_id, kind) DO UPDATE SET listed = excluded.listed, read_at = excluded.read_at",
+        // while it exists (a removal after deletes it with the server; one that commits while
+        // this statement runs fails its foreign key on PostgreSQL, which is the same answer).
+        let written = sqlx::query_as::<_, (i64,)>(
+            "INSERT INTO gateway_server_lists (server_id, kind, listed, version, stored_at) \
+             SELECT id, $2, $3, 1, $4 FROM gateway_servers WHERE id = $1 \
+             ON CONFLICT (server_id, kind) DO UPDATE SET listed = excluded.listed, \
+             version = gateway_server_lists.version + 1, stored_at = excluded.stored_at \
+             RETURNING version",
         )
         .bind(server_id)
         .bind(kind.as_str())
         .bind(listed)
         .bind(now)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .fetch_optional(self.write(CacheEffect::Nothing))
+        .await;
+        match written {
+            Ok(row) => Ok(row.map(|(version,)| version)),
+            Err(sqlx::Error::Database(error)) if error.is_foreign_key_violation() => Ok(None),
+            Err(error) => Err(error.into()),
+        }
     }
 }
 
@@ -170,18 +191,19 @@ mod tests {
         let a = register(&store, "a").await;
         let b = register(&store, "b").await;
 
-        assert!(store.put_gateway_list(&a, ListKind::Tools, "[1]", 10).await.unwrap());
-        assert!(store.put_gateway_list(&a, ListKind::Prompts, "[2]", 10).await.unwrap());
-        assert!(store.put_gateway_list(&b, ListKind::Resources, "{}", 11).await.unwrap());
-        assert!(store.put_gateway_list(&a, ListKind::Tools, "[3]", 12).await.unwrap(), "replaced");
+        assert_eq!(store.put_gateway_list(&a, ListKind::Tools, "[1]", 10).await.unwrap(), Some(1));
+        assert_eq!(store.put_gateway_list(&a, ListKind::Prompts, "[2]", 10).await.unwrap(), Some(1));
+        assert_eq!(store.put_gateway_list(&b, ListKind::Resources, "{}", 11).await.unwrap(), Some(1));
+        assert_eq!(store.put_gateway_list(&a, ListKind::Tools, "[3]", 12).await.unwrap(), Some(2), "replaced");
 
         let of_a = store.gateway_lists_of(&a).await.unwrap();
-        let kinds: Vec<(ListKind, &str, i64)> = of_a.iter().map(|l| (l.kind, l.listed.as_str(), l.read_at)).collect();
-        assert_eq!(kinds, [(ListKind::Prompts, "[2]", 10), (ListKind::Tools, "[3]", 12)]);
+        let kinds: Vec<(ListKind, &str, i64, i64)> =
+            of_a.iter().map(|l| (l.kind, l.listed.as_str(), l.version, l.stored_at)).collect();
+        assert_eq!(kinds, [(ListKind::Prompts, "[2]", 1, 10), (ListKind::Tools, "[3]", 2, 12)]);
         assert_eq!(store.gateway_lists().await.unwrap().len(), 3);
 
         // A server that is not registered keeps nothing; a removed one loses its lists.
-        assert!(!store.put_gateway_list("id-nobody", ListKind::Tools, "[]", 13).await.unwrap());
+        assert_eq!(store.put_gateway_list("id-nobody", ListKind::Tools, "[]", 13).await.unwrap(), None);
         assert!(store.remove_gateway_server("a").await.unwrap());
         assert!(store.gateway_lists_of(&a).await.unwrap().is_empty());
         assert_eq!(store.gateway_lists().await.unwrap().len(), 1, "b's stays");
@@ -193,7 +215,7 @@ mod tests {
         let a = register(&store, "a").await;
         store.put_gateway_list(&a, ListKind::Tools, "[]", 1).await.unwrap();
         sqlx::query(
-            "INSERT INTO gateway_server_lists (server_id, kind, listed, read_at) VALUES ($1, 'widgets', '[]', 1)",
+            "INSERT INTO gateway_server_lists (server_id, kind, listed, version, stored_at) VALUES ($1, 'widgets', '[]', 1, 1)",
         )
         .bind(&a)
         .execute(store.pool())
@@ -209,15 +231,16 @@ mod tests {
         let a = register(&store, "a").await;
         store.put_gateway_list(&a, ListKind::Tools, r#"[{"name":"x"},{"name":"y"}]"#, 7).await.unwrap();
         store.put_gateway_list(&a, ListKind::Resources, r#"{"resources":[{}],"templates":[]}"#, 8).await.unwrap();
+        store.put_gateway_list(&a, ListKind::Prompts, "not json", 9).await.unwrap();
         let stored = store.gateway_lists().await.unwrap();
         let expected = ListSummary {
             tools: Some(2),
-            tools_read_at: Some(7),
+            tools_stored_at: Some(7),
             prompts: None,
             resources: Some(1),
             templates: Some(0),
         };
-        assert_eq!(ListSummary::of(&a, &stored), expected);
+        assert_eq!(ListSummary::of(&a, &stored), expected, "an answer that does not parse counts as not read");
         assert_eq!(ListSummary::of("id-other", &stored), ListSummary::default());
     }
 }

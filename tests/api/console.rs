@@ -262,7 +262,7 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     let tools = r#"[{"name":"a","inputSchema":{"type":"object"}},{"name":"b","inputSchema":{"type":"object"}}]"#;
     app.state.store.put_gateway_list(&server, ListKind::Tools, tools, app.now()).await.unwrap();
     let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
-    assert!(html.contains("2, read ") && html.contains("not read (templates: not read)"), "{html}");
+    assert!(html.contains("2 (the list last changed ") && html.contains("not read (templates: not read)"), "{html}");
     let html = admin.get(app.url(&format!("/admin/users/{alice}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
     assert_eq!(admin.get(app.url("/admin/servers/no-such-server")).send().await.unwrap().status(), 404);

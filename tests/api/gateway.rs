@@ -403,7 +403,7 @@ async fn a_secret_header_reaches_the_server_and_is_never_shown(app: &TestApp) {
     let served = tool_names(&tools).await.iter().filter(|n| n.starts_with("vendor_")).count();
     tools.close().await;
     assert_eq!(described[0]["lists"]["tools"], json!(served), "{listed}");
-    assert!(described[0]["lists"]["tools_read_at"].as_i64().unwrap() > 0, "{listed}");
+    assert!(described[0]["lists"]["tools_changed_at"].as_i64().unwrap() > 0, "{listed}");
     let tools_at = header.find("TOOLS").unwrap();
     assert!(lines[1][tools_at..].starts_with(&format!("{served} ")), "{plain}");
     let audit = sqlx::query_as::<_, (String,)>("SELECT COALESCE(detail, '') FROM audit_log")

@@ -91,7 +91,7 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
             "scopes": ["profile"], "header": "Authorization", "scheme": "Bearer",
             "created_at": listed[0]["created_at"],
             // Nobody connected it: nothing is known of its lists yet.
-            "lists": {"tools": null, "tools_read_at": null, "prompts": null, "resources": null, "resource_templates": null}
+            "lists": {"tools": null, "tools_changed_at": null, "prompts": null, "resources": null, "resource_templates": null}
         }])
     );
     let missing = refused(app, &["remove", "nope"], None).await;

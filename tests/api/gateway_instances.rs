@@ -55,6 +55,13 @@ async fn answered(client: &McpClient, state: &str, responses: Value) -> CallTool
     }
 }
 
+/// This process's count of retries passed on to another instance with `outcome`.
+fn passed_on(outcome: &str) -> f64 {
+    let metrics = oauth_broker::telemetry::render().expect("the metrics recorder is installed");
+    let name = format!("oauth_broker_gateway_retries_passed_on_total{{outcome=\"{outcome}\"}} ");
+    metrics.lines().find_map(|line| line.strip_prefix(&name)).map_or(0.0, |n| n.trim().parse().unwrap())
+}
+
 fn expired(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
         && result.structured_content == Some(json!({"error": "question_expired", "server": "crm"}))
@@ -92,14 +99,14 @@ async fn a_retry_that_reaches_the_other_instance_finishes_the_call_waiting_on_th
     }
 
     // Act: the other way round — asked through B, answered through A.
+    let answered_before = passed_on("answered");
     let (state, key) = asked(&on_b).await;
     assert!(a.gateway.flights.is_empty(), "this one waits on B");
     let result = answered(&on_a, &state, accept(&key, "Alice B")).await;
 
     // Assert: and A counted what it passed on (each instance counts its own).
     assert_eq!(server_saw(&result)["content"], json!({"name": "Alice B"}));
-    let metrics = oauth_broker::telemetry::render().expect("the metrics recorder is installed");
-    assert!(metrics.contains(r#"oauth_broker_gateway_retries_passed_on_total{outcome="answered"}"#), "{metrics}");
+    assert!(passed_on("answered") > answered_before, "A counted what it passed on (each instance counts its own)");
     on_a.close().await;
     on_b.close().await;
     drop(b);
@@ -182,6 +189,7 @@ async fn a_retry_whose_instance_is_gone_is_told_at_once_to_call_again_and_the_ca
     b.kill();
 
     // Act: the retry reaches A.
+    let unreachable_before = passed_on("home_unreachable");
     let on_a = client_at(&a, &a.mcp_url()).await;
     let result = tokio::time::timeout(Duration::from_secs(30), answered(&on_a, &state, accept(&key, "Alice")))
         .await
@@ -190,8 +198,7 @@ async fn a_retry_whose_instance_is_gone_is_told_at_once_to_call_again_and_the_ca
     // Assert: told to call again (B refuses connections at once; at worst A waits the connect
     // wait, far below the call's timeout) …
     assert!(expired(&result), "{result:?}");
-    let metrics = oauth_broker::telemetry::render().expect("the metrics recorder is installed");
-    assert!(metrics.contains(r#"oauth_broker_gateway_retries_passed_on_total{outcome="home_unreachable"}"#));
+    assert!(passed_on("home_unreachable") > unreachable_before);
     // … and calling again asks again, on A, and finishes there.
     let (state, key) = asked(&on_a).await;
     let result = answered(&on_a, &state, accept(&key, "Alice")).await;

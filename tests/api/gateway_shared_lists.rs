@@ -19,6 +19,7 @@ use crate::gateway::{Upstream, add_provider_server, connect_through_link, tool_n
 use crate::helpers::*;
 use crate::on_both_backends;
 use crate::token_api::url_elicitation_required;
+use oauth_broker::store::gateway_lists::{ListKind, ListSummary};
 
 /// Alice connects the server through A's connect tool: A reads its lists.
 async fn alice_connects_on(a: &TestApp) -> McpClient {
@@ -124,7 +125,7 @@ async fn a_list_read_on_one_instance_reaches_the_listening_clients_of_another_at
 
     // Assert: Bob's session on B is told its tools changed, and lists the server's own.
     eventually("Bob's session on B hears that the tools changed", Duration::from_secs(10), || async {
-        counting.tools.load(Ordering::SeqCst) > 0
+        counting.tools.load(Ordering::SeqCst) > 0 && counting.resources.load(Ordering::SeqCst) > 0
     })
     .await;
     let names: Vec<String> = bob.peer().list_all_tools().await.unwrap().into_iter().map(|t| t.name.into()).collect();
@@ -143,9 +144,85 @@ async fn a_list_read_on_one_instance_reaches_the_listening_clients_of_another_at
     .await;
     assert!(resource_uris(bob.peer()).await.contains(&"gateway://notes/note://notes/n1".to_owned()));
     assert!(prompt_names(bob.peer()).await.contains(&"notes_note_n1".to_owned()));
+    // The tools changed once, however many signals B heard (one per list stored).
+    assert_eq!(counting.tools.load(Ordering::SeqCst), 1);
     let _ = bob.cancel().await;
     alice.close().await;
     drop(b);
     upstream.stop().await;
+    a.stop().await;
+}
+
+async fn a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replaces_it(a: &TestApp) {
+    // Arrange: the server registered, and a tool list stored for it that is not JSON (written by
+    // hand, or by a build that stored something else).
+    let upstream = Upstream::bearer(a).await;
+    add_provider_server(a, "notes", &upstream).await;
+    let server = a.state.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
+    a.state.store.put_gateway_list(&server, ListKind::Tools, "not json", a.now()).await.unwrap();
+
+    // Act: B starts and reads what is stored.
+    let b = OtherInstance::start(a, "").await;
+    let bob = b.mcp_client(a, BOB, ClientKind::Url).await;
+
+    // Assert: B starts, lists the connect tool (the list is unknown), and Bob connects through
+    // it; the read replaces the stored list, which parses again.
+    assert!(tool_names(&bob).await.contains(&"notes_connect".to_owned()));
+    connect_through_link(a, &bob, "notes_connect", BOB, "bob-demo").await;
+    assert_ne!(bob.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
+    let stored = a.state.store.gateway_lists_of(&server).await.unwrap();
+    let tools = ListSummary::of(&server, &stored).tools.expect("the stored list parses");
+    assert_eq!(tools, tool_names(&bob).await.iter().filter(|n| n.starts_with("notes_")).count());
+    bob.close().await;
+    drop(b);
+    upstream.stop().await;
+}
+on_both_backends!(unparsable, a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replaces_it);
+
+async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shares_a_change(a: &TestApp) {
+    // Arrange: A read the server's lists after Alice added a note (so the stored resources hold
+    // it); then the server restarts on the same address without the note, announcing nothing.
+    let upstream = Upstream::bearer(a).await;
+    let address = upstream.mcp_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    add_provider_server(a, "notes", &upstream).await;
+    let alice = alice_connects_on(a).await;
+    assert_ne!(alice.call("notes_add_note", json!({"title": "n1"})).await.unwrap().is_error, Some(true));
+    let server = a.state.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
+    let noted = || async {
+        let stored = a.state.store.gateway_lists_of(&server).await.unwrap();
+        stored.iter().any(|l| l.kind == ListKind::Resources && l.listed.contains("note://notes/n1"))
+    };
+    eventually("A stored the resources with the note", Duration::from_secs(10), noted).await;
+    alice.close().await;
+    upstream.stop().await;
+    let restarted = Upstream::start(&["--listen", &address, "--require-bearer", &a.url("/demo-provider")], None).await;
+
+    // Act: B starts (it takes the stored lists, the note among them), and Alice calls a tool
+    // on B: B's first connection to the server.
+    let b = OtherInstance::start(a, "").await;
+    let on_b = b.mcp_client(a, ALICE, ClientKind::Url).await;
+    assert!(resource_uris(on_b.peer()).await.contains(&"gateway://notes/note://notes/n1".to_owned()));
+    let echoed = on_b.call("notes_echo", json!({"text": "hi"})).await.unwrap();
+    assert_eq!(echoed.structured_content.unwrap()["text"], "hi");
+
+    // Assert: B read the lists over that connection, found the note gone, and stored that for
+    // every instance: A lists it no more either.
+    eventually("the note is gone from the stored resources", Duration::from_secs(10), || async { !noted().await })
+        .await;
+    eventually("A no longer lists the note", Duration::from_secs(10), || async {
+        let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
+        let uris = resource_uris(on_a.peer()).await;
+        on_a.close().await;
+        !uris.contains(&"gateway://notes/note://notes/n1".to_owned())
+    })
+    .await;
+    on_b.close().await;
+    drop(b);
+    restarted.stop().await;
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shares_a_change_on_postgres() {
+    let Some(a) = spawn_app(Backend::Postgres).await else { return };
+    an_instance_reads_stored_lists_again_over_its_first_connection_and_shares_a_change(&a).await;
     a.stop().await;
 }

@@ -365,6 +365,19 @@ impl BrokerServer {
             }
         };
         connection.credential.set(credential);
+        // Lists taken from the database (another instance's read, or an earlier start's): read
+        // once by this process too, beside the call (`super::shared_lists`). Unknown lists are
+        // read by the connect tool instead.
+        if entry.tools().is_some() && entry.claim_first_read() {
+            let (gateway, entry, peer) = (gateway.clone(), entry.clone(), connection.service.peer().clone());
+            tokio::spawn(async move {
+                if gateway.fill_tools(&entry, &peer).await {
+                    gateway.fill_lists(&entry, &peer).await;
+                } else {
+                    entry.read_failed();
+                }
+            });
+        }
         Ok(connection)
     }
 

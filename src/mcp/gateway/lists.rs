@@ -87,8 +87,11 @@ impl Gateway {
         match tokio::time::timeout(limit, peer.list_all_prompts()).await {
             Ok(Ok(prompts)) => {
                 let answer = serde_json::to_string(&prompts);
-                if entry.set_prompts(ServerPrompts::new(&entry.row.prefix, &entry.row.name, prompts)) {
+                let changed = entry.set_prompts(ServerPrompts::new(&entry.row.prefix, &entry.row.name, prompts));
+                if changed {
                     self.app.events.signal(Signal::PromptsChanged);
+                }
+                if changed || entry.shared.not_stored(ListKind::Prompts) {
                     self.share_list(entry, ListKind::Prompts, answer).await;
                 }
             }
@@ -107,8 +110,11 @@ impl Gateway {
                 let answer = ResourcesAnswer { resources, templates };
                 let stored = serde_json::to_string(&answer);
                 let ResourcesAnswer { resources, templates } = answer;
-                if entry.set_resources(ServerResources::new(&entry.row.name, resources, templates)) {
+                let changed = entry.set_resources(ServerResources::new(&entry.row.name, resources, templates));
+                if changed {
                     self.app.events.signal(Signal::ResourceListChanged);
+                }
+                if changed || entry.shared.not_stored(ListKind::Resources) {
                     self.share_list(entry, ListKind::Resources, stored).await;
                 }
             }

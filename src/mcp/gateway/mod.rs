@@ -219,7 +219,7 @@ impl Gateway {
         // served, so a user's first call finds its provider).
         self.app.providers.set_server_providers(entries.iter().filter_map(|e| e.provider()).collect());
         // What any instance read of the new ones, listed from the first request on.
-        self.take_stored_lists(&added).await;
+        let stored = self.take_stored_lists(&added).await;
         let changed: Vec<bool> = removed.iter().map(|old| entries.iter().any(|e| e.row.id == old.row.id)).collect();
         *self.servers.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Servers::new(entries));
         for (entry, changed) in removed.iter().zip(changed) {
@@ -238,6 +238,7 @@ impl Gateway {
             }
         }
         self.tools_changed();
+        self.tell_clients(shared_lists::Changed { tools: false, ..stored });
         Ok(())
     }
 
@@ -266,8 +267,12 @@ impl Gateway {
         match tokio::time::timeout(self.app.config.gateway.call_timeout, peer.list_all_tools()).await {
             Ok(Ok(tools)) => {
                 let answer = serde_json::to_string(&tools);
-                if entry.set_tools(tools) {
+                let changed = entry.set_tools(tools);
+                entry.read_done();
+                if changed {
                     self.tools_changed();
+                }
+                if changed || entry.shared.not_stored(ListKind::Tools) {
                     self.share_list(entry, ListKind::Tools, answer).await;
                 }
                 true

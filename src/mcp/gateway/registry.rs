@@ -13,6 +13,7 @@
 //! input schemas once, so `tools/call` is checked against them as for the broker's own tools.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -43,6 +44,11 @@ pub struct ServerEntry {
     resources: RwLock<Arc<ServerResources>>,
     /// The protocol revision the server speaks, once a connection found out.
     pub revision: super::revision::Remembered,
+    /// Which stored version of each list ([`super::shared_lists`]) the cached one is.
+    pub(super) shared: super::shared_lists::SharedVersions,
+    /// Whether this process read the server's tools itself, rather than only taking what
+    /// another instance (or an earlier start) stored.
+    read_here: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for ServerEntry {
@@ -93,6 +99,8 @@ impl ServerEntry {
             prompts: RwLock::default(),
             resources: RwLock::default(),
             revision: Default::default(),
+            shared: Default::default(),
+            read_here: Default::default(),
         })
     }
 
@@ -106,6 +114,26 @@ impl ServerEntry {
         if let Some(revision) = earlier.revision.get() {
             self.revision.set(revision);
         }
+        self.shared.take_over(&earlier.shared);
+        self.read_here.store(earlier.read_here.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Claims this process's first read of the server's lists over a user's connection (true
+    /// once, until [`ServerEntry::read_failed`]): lists taken from the database are read from
+    /// the server once per process too, so a change made while no instance had a connection
+    /// open is found.
+    pub(super) fn claim_first_read(&self) -> bool {
+        !self.read_here.swap(true, Ordering::AcqRel)
+    }
+
+    /// The tools were read from the server by this process.
+    pub(super) fn read_done(&self) {
+        self.read_here.store(true, Ordering::Release);
+    }
+
+    /// A claimed first read failed: the next connection tries again.
+    pub(super) fn read_failed(&self) {
+        self.read_here.store(false, Ordering::Release);
     }
 
     /// An `mcp-oauth` server's authorization server as a provider.

@@ -15,7 +15,16 @@
 //! The lists stay the same for every user, as the rest of the gateway assumes. What is stored is
 //! the server's own answer: each instance applies the prefix and URI scheme itself. A stored
 //! answer that does not parse is left out (logged); the next read from the server replaces it.
+//!
+//! Each stored row has a version that moves on every write, and each entry remembers which
+//! version its cached list is ([`SharedVersions`]): a row is taken only if it is newer, so a
+//! signal heard late (this instance's own, or another's overtaken by a newer write) never takes
+//! a list back. A write that fails marks the list as not stored, and the next read stores it
+//! even if it did not change. Lists taken from the database are read from the server once per
+//! process as well, over the first connection a user opens to it (`super::call`), so a change
+//! made while no instance held a connection is found.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
@@ -35,12 +44,50 @@ pub(super) struct ResourcesAnswer {
     pub templates: Vec<ResourceTemplate>,
 }
 
+/// Per list kind, the stored version the cached list is: 0 for none, [`NOT_STORED`] when this
+/// process's list could not be stored.
+#[derive(Default)]
+pub(crate) struct SharedVersions([AtomicI64; 3]);
+
+/// This process's list is newer than what is stored: the next read stores it.
+const NOT_STORED: i64 = -1;
+
+impl SharedVersions {
+    fn slot(&self, kind: ListKind) -> &AtomicI64 {
+        &self.0[match kind {
+            ListKind::Tools => 0,
+            ListKind::Prompts => 1,
+            ListKind::Resources => 2,
+        }]
+    }
+
+    fn get(&self, kind: ListKind) -> i64 {
+        self.slot(kind).load(Ordering::Acquire)
+    }
+
+    fn set(&self, kind: ListKind, version: i64) {
+        self.slot(kind).store(version, Ordering::Release);
+    }
+
+    /// Whether a read that left the cached list as it was must store it anyway.
+    pub(super) fn not_stored(&self, kind: ListKind) -> bool {
+        self.get(kind) == NOT_STORED
+    }
+
+    /// An entry that replaces `earlier` (its row changed in place) keeps its lists' versions.
+    pub(super) fn take_over(&self, earlier: &SharedVersions) {
+        for (mine, theirs) in self.0.iter().zip(&earlier.0) {
+            mine.store(theirs.load(Ordering::Acquire), Ordering::Release);
+        }
+    }
+}
+
 /// Which lists changed for this instance's clients.
 #[derive(Default, Clone, Copy)]
-struct Changed {
-    tools: bool,
-    prompts: bool,
-    resources: bool,
+pub(super) struct Changed {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
 }
 
 impl Changed {
@@ -52,48 +99,53 @@ impl Changed {
 }
 
 impl Gateway {
-    /// After a read from the server changed what this instance lists: keeps `answer` (the
-    /// server's answer as JSON) for every instance and tells them. A failure is logged: this
-    /// instance lists the read anyway, and the next read that changes something stores again.
+    /// After a read from the server changed what this instance lists (or found a list this
+    /// process could not store before): keeps `answer` (the server's answer as JSON) for every
+    /// instance and tells them. A failure is logged and remembered: this instance lists the read
+    /// anyway, and its next read stores it.
     pub(super) async fn share_list(&self, entry: &ServerEntry, kind: ListKind, answer: serde_json::Result<String>) {
         let answer = match answer {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::warn!(server = %entry.row.name, list = kind.as_str(), %error, "a server's list could not be kept");
+                entry.shared.set(kind, NOT_STORED);
                 return;
             }
         };
         let now = self.app.clock.now();
         match self.app.store.put_gateway_list(&entry.row.id, kind, &answer, now).await {
-            Ok(true) => self.app.events.signal(Signal::GatewayListsStored { server_id: entry.row.id.clone() }),
+            Ok(Some(version)) => {
+                entry.shared.set(kind, version);
+                self.app.events.signal(Signal::GatewayListsStored { server_id: entry.row.id.clone() });
+            }
             // Removed meanwhile: nothing to share.
-            Ok(false) => {}
+            Ok(None) => {}
             Err(error) => {
-                tracing::warn!(server = %entry.row.name, list = kind.as_str(), %error, "a server's list could not be kept for the other instances")
+                entry.shared.set(kind, NOT_STORED);
+                tracing::warn!(server = %entry.row.name, list = kind.as_str(), %error, "a server's list could not be kept for the other instances; the next read tries again")
             }
         }
     }
 
     /// Lists what is stored for `entries` (servers this instance has just loaded), before they
-    /// are served. A failed read leaves them to their first connection, as before lists were
-    /// shared. Clients hear of their tools with the rest of the reload; of their prompts and
-    /// resources here.
-    pub(super) async fn take_stored_lists(&self, entries: &[Arc<ServerEntry>]) {
+    /// are served; what changed, for the clients to hear once they are served. A failed read
+    /// leaves them to their first connection, as before lists were shared.
+    pub(super) async fn take_stored_lists(&self, entries: &[Arc<ServerEntry>]) -> Changed {
+        let mut changed = Changed::default();
         if entries.is_empty() {
-            return;
+            return changed;
         }
         let stored = match self.app.store.gateway_lists().await {
             Ok(stored) => stored,
             Err(error) => {
                 tracing::warn!(%error, "could not read the servers' stored lists; they are read from the servers");
-                return;
+                return changed;
             }
         };
-        let mut changed = Changed::default();
         for entry in entries {
             changed.add(apply(entry, stored.iter().filter(|list| list.server_id == entry.row.id)));
         }
-        self.tell_clients(Changed { tools: false, ..changed });
+        changed
     }
 
     /// Reads back the lists of `server_id` (all servers' if `None`) after another instance (or
@@ -119,7 +171,7 @@ impl Gateway {
     }
 
     /// `list_changed` to this instance's sessions and listening streams, for what changed.
-    fn tell_clients(&self, changed: Changed) {
+    pub(super) fn tell_clients(&self, changed: Changed) {
         if changed.tools {
             self.tools_changed();
         }
@@ -157,10 +209,16 @@ impl Gateway {
     }
 }
 
-/// Lists the stored answers in `entry`; which lists changed for its clients.
+/// Lists the stored answers in `entry` that are newer than what it lists; which lists changed
+/// for its clients.
 fn apply<'a>(entry: &ServerEntry, stored: impl Iterator<Item = &'a StoredList>) -> Changed {
     let mut changed = Changed::default();
     for list in stored {
+        if list.version <= entry.shared.get(list.kind) {
+            continue;
+        }
+        // Taken even if it does not parse: a newer read replaces it, as it would a parsed one.
+        entry.shared.set(list.kind, list.version);
         let unreadable = |error: serde_json::Error| {
             tracing::warn!(server = %entry.row.name, list = list.kind.as_str(), %error, "a server's stored list does not parse; left out");
         };

@@ -62,10 +62,10 @@ fn listed(lists: &ListSummary) -> Vec<super::listing::Field> {
     let Some(tools) = lists.tools else {
         return vec![field("tools", "not read yet: no user has connected it (its connect tool is listed)")];
     };
-    let read_at = lists.tools_read_at.map(iso_time).unwrap_or_default();
+    let changed_at = lists.tools_stored_at.map(iso_time).unwrap_or_default();
     let count = |n: Option<usize>| n.map_or_else(|| "not read".to_owned(), |n| n.to_string());
     vec![
-        field("tools", format!("{tools}, read {read_at}")),
+        field("tools", format!("{tools} (the list last changed {changed_at})")),
         field("prompts", count(lists.prompts)),
         field("resources", format!("{} (templates: {})", count(lists.resources), count(lists.templates))),
     ]
