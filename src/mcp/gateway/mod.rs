@@ -30,7 +30,8 @@
 //! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
 //! - `shared_lists`: the lists as last read, kept in the database for every instance and for
-//!   the next start, so no instance lists only a connect tool for a server another has read.
+//!   the next start, so no instance lists only a connect tool for a server another has read;
+//!   `list_versions`: which stored version each cached list is.
 //! - [`subscribed`]: a session's `resources/subscribe` (or a 2026-07-28 listen) to a server's
 //!   resource, held on the user's connection, its updates passed on.
 //! - [`flight_home`], [`retry_forward`]: a flight's retry that reaches another instance is
@@ -49,6 +50,7 @@ pub mod client;
 pub mod content;
 pub mod flight_home;
 pub mod flights;
+mod list_versions;
 pub mod listed;
 pub mod lists;
 pub mod minted;

@@ -44,8 +44,8 @@ pub struct ServerEntry {
     resources: RwLock<Arc<ServerResources>>,
     /// The protocol revision the server speaks, once a connection found out.
     pub revision: super::revision::Remembered,
-    /// Which stored version of each list ([`super::shared_lists`]) the cached one is.
-    pub(super) shared: super::shared_lists::SharedVersions,
+    /// Which stored version of each list (`super::shared_lists`) the cached one is.
+    pub(super) shared: super::list_versions::SharedVersions,
     /// Whether this process read the server's tools itself, rather than only taking what
     /// another instance (or an earlier start) stored.
     read_here: std::sync::atomic::AtomicBool,

@@ -17,14 +17,13 @@
 //! answer that does not parse is left out (logged); the next read from the server replaces it.
 //!
 //! Each stored row has a version that moves on every write, and each entry remembers which
-//! version its cached list is ([`SharedVersions`]): a row is taken only if it is newer, so a
+//! version its cached list is ([`super::list_versions`]): a row is taken only if it is newer, so a
 //! signal heard late (this instance's own, or another's overtaken by a newer write) never takes
 //! a list back. A write that fails marks the list as not stored, and the next read stores it
 //! even if it did not change. Lists taken from the database are read from the server once per
 //! process as well, over the first connection a user opens to it (`super::call`), so a change
 //! made while no instance held a connection is found.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
@@ -32,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Gateway;
+use super::list_versions::NOT_STORED;
 use super::listed::{ServerPrompts, ServerResources};
 use super::registry::ServerEntry;
 use crate::events::Signal;
@@ -42,44 +42,6 @@ use crate::store::gateway_lists::{ListKind, StoredList};
 pub(super) struct ResourcesAnswer {
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
-}
-
-/// Per list kind, the stored version the cached list is: 0 for none, [`NOT_STORED`] when this
-/// process's list could not be stored.
-#[derive(Default)]
-pub(crate) struct SharedVersions([AtomicI64; 3]);
-
-/// This process's list is newer than what is stored: the next read stores it.
-const NOT_STORED: i64 = -1;
-
-impl SharedVersions {
-    fn slot(&self, kind: ListKind) -> &AtomicI64 {
-        &self.0[match kind {
-            ListKind::Tools => 0,
-            ListKind::Prompts => 1,
-            ListKind::Resources => 2,
-        }]
-    }
-
-    fn get(&self, kind: ListKind) -> i64 {
-        self.slot(kind).load(Ordering::Acquire)
-    }
-
-    fn set(&self, kind: ListKind, version: i64) {
-        self.slot(kind).store(version, Ordering::Release);
-    }
-
-    /// Whether a read that left the cached list as it was must store it anyway.
-    pub(super) fn not_stored(&self, kind: ListKind) -> bool {
-        self.get(kind) == NOT_STORED
-    }
-
-    /// An entry that replaces `earlier` (its row changed in place) keeps its lists' versions.
-    pub(super) fn take_over(&self, earlier: &SharedVersions) {
-        for (mine, theirs) in self.0.iter().zip(&earlier.0) {
-            mine.store(theirs.load(Ordering::Acquire), Ordering::Release);
-        }
-    }
 }
 
 /// Which lists changed for this instance's clients.
