@@ -144,12 +144,17 @@ on_both_backends!(
 
 /// A client that counts the list-changed notifications it hears.
 #[derive(Clone, Default)]
-struct Counting {
-    prompts: Arc<AtomicUsize>,
-    resources: Arc<AtomicUsize>,
+pub(crate) struct Counting {
+    pub(crate) tools: Arc<AtomicUsize>,
+    pub(crate) prompts: Arc<AtomicUsize>,
+    pub(crate) resources: Arc<AtomicUsize>,
 }
 
 impl ClientHandler for Counting {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools.fetch_add(1, Ordering::SeqCst);
+    }
+
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.prompts.fetch_add(1, Ordering::SeqCst);
     }

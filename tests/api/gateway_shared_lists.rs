@@ -3,19 +3,18 @@
 //! before any of its own users connected to that server. Instance A runs in the test process,
 //! instance B is the real binary in its own process on A's database.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rmcp::model::{ClientConfig, Implementation};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, Peer, RoleClient};
+use rmcp::{Peer, RoleClient};
 use serde_json::json;
 
 use crate::cluster::OtherInstance;
 use crate::gateway::{Upstream, add_provider_server, connect_through_link, tool_names};
+use crate::gateway_content::Counting;
 use crate::helpers::*;
 use crate::on_both_backends;
 use crate::token_api::url_elicitation_required;
@@ -74,34 +73,6 @@ async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connec
     upstream.stop().await;
 }
 on_both_backends!(later_instance, a_later_instance_lists_what_another_read_before_any_of_its_users_connected);
-
-/// A client that counts the list-changed notifications it hears.
-#[derive(Clone, Default)]
-struct Counting {
-    tools: Arc<AtomicUsize>,
-    prompts: Arc<AtomicUsize>,
-    resources: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Counting {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools.fetch_add(1, Ordering::SeqCst);
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.prompts.fetch_add(1, Ordering::SeqCst);
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.resources.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        info.client_info = Implementation::new("counting", "1");
-        info
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_read_on_one_instance_reaches_the_listening_clients_of_another_at_once() {
