@@ -140,7 +140,11 @@ async fn a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replace
     // it; the read replaces the stored list, which parses again.
     assert!(tool_names(&bob).await.contains(&"notes_connect".to_owned()));
     connect_through_link(a, &bob, "notes_connect", BOB, "bob-demo").await;
-    assert_ne!(bob.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
+    // The approval was made on A's pages: B's caches see it at their next poll of the database.
+    eventually("B connects Bob", Duration::from_secs(10), || async {
+        bob.call("notes_connect", json!({})).await.is_ok_and(|r| r.is_error != Some(true))
+    })
+    .await;
     let stored = a.state.store.gateway_lists_of(&server).await.unwrap();
     let tools = ListSummary::of(&server, &stored).tools.expect("the stored list parses");
     assert_eq!(tools, tool_names(&bob).await.iter().filter(|n| n.starts_with("notes_")).count());
