@@ -123,7 +123,8 @@ impl ServerEntry {
     /// the server once per process too, so a change made while no instance had a connection
     /// open is found.
     pub(super) fn claim_first_read(&self) -> bool {
-        !self.read_here.swap(true, Ordering::AcqRel)
+        // A load first: every forwarded call asks, and only the first may write.
+        !self.read_here.load(Ordering::Acquire) && !self.read_here.swap(true, Ordering::AcqRel)
     }
 
     /// The tools were read from the server by this process.
