@@ -40,7 +40,8 @@
 //! answers), `note://asked` (asks the same question while it is being read),
 //! `note://vendor` (read, it answers `-32042` with a page of its own at
 //! `https://vendor.example/notes` until `complete_pages` marks that page done), the template
-//! `note://echo/{text}` (its text, as read), and the notes `add_note` made.
+//! `note://echo/{text}` (its text, as read), the notes `add_note` made, and the caller's own
+//! `note://inbox/{account}` (listed to, and read by, that account only).
 //!
 //! It speaks the 2025-11-25 revision only (sessions): `server/discover` is answered
 //! "unsupported protocol version", so the broker opens a session with it.
@@ -425,13 +426,17 @@ impl ServerHandler for Upstream {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let mut resources = vec![
             Resource::new("note://whoami", "whoami").with_mime_type("application/json"),
             Resource::new("note://vendor", "vendor"),
             Resource::new("note://asked", "asked"),
         ];
+        // The caller's own: listed to that account only.
+        if let Some(account) = caller(&ctx)?.account {
+            resources.push(Resource::new(format!("note://inbox/{account}"), format!("{account}'s inbox")));
+        }
         for title in self.notes() {
             resources.push(Resource::new(format!("note://notes/{title}"), title));
         }
@@ -491,6 +496,10 @@ impl ServerHandler for Upstream {
                 return Err(error);
             }
             "The vendor's note.".to_owned()
+        } else if let Some(account) =
+            uri.strip_prefix("note://inbox/").filter(|a| caller.account.as_deref() == Some(*a))
+        {
+            format!("The inbox of {account}.")
         } else if let Some(title) = uri.strip_prefix("note://notes/").filter(|t| self.notes().iter().any(|n| n == t)) {
             format!("The note {title}.")
         } else {

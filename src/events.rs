@@ -65,6 +65,12 @@ pub enum Signal {
     /// (`store::gateway_lists`): every instance reads it back, and its sessions hear the
     /// matching `list_changed` if their list changed too. Ids only; the list is in the table.
     GatewayListsStored { server_id: String },
+    /// A server that acts as the user said over one user's connection that its resources
+    /// changed (`notifications/resources/list_changed` to every session and listen, on every
+    /// instance). Each user's resources of such a server are read when their client lists
+    /// (`mcp::gateway::own_resources`), and the server may have changed more users' than the
+    /// one whose connection heard it, so everyone is told and each lists their own again.
+    GatewayResourcesChanged { server_id: String },
 }
 
 impl Signal {
@@ -245,6 +251,8 @@ mod tests {
     fn the_prompt_catalogue_stays_in_its_process_and_resource_changes_travel() {
         assert!(!Signal::PromptsChanged.crosses_instances());
         assert!(Signal::ResourcesChanged { user_id: "u".into(), uris: vec![] }.crosses_instances());
+        // A user's own resources of a server may be listed on any instance.
+        assert!(Signal::GatewayResourcesChanged { server_id: "s".into() }.crosses_instances());
     }
 
     #[tokio::test]

@@ -148,13 +148,17 @@ fn describe(row: &GatewayServerRow) -> Value {
     out
 }
 
-/// What `list --json` shows of what the broker last read of a server's lists.
-fn describe_lists(lists: &ListSummary) -> Value {
+/// What `list --json` shows of what the broker last read of a server's lists. A server that
+/// acts as the user lists each user's own resources, read when they list and never kept:
+/// `resources` is null and `resources_per_user` true.
+fn describe_lists(lists: &ListSummary, server: &GatewayServerRow) -> Value {
+    let per_user = server.auth.per_user();
     json!({
         "tools": lists.tools,
         "tools_changed_at": lists.tools_stored_at,
         "prompts": lists.prompts,
-        "resources": lists.resources,
+        "resources": if per_user { None } else { lists.resources },
+        "resources_per_user": per_user,
         "resource_templates": lists.templates,
     })
 }
@@ -389,7 +393,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                     .iter()
                     .map(|s| {
                         let mut out = describe(s);
-                        out["lists"] = describe_lists(&ListSummary::of(&s.id, &stored));
+                        out["lists"] = describe_lists(&ListSummary::of(&s.id, &stored), s);
                         out
                     })
                     .collect();

@@ -157,7 +157,7 @@ impl BrokerServer {
                         Ok(Signal::ToolsChanged) => {
                             scope.notify(ServerNotification::ToolListChangedNotification(Default::default()))
                         }
-                        Ok(Signal::ResourceListChanged) => {
+                        Ok(Signal::ResourceListChanged | Signal::GatewayResourcesChanged { .. }) => {
                             scope.notify(ServerNotification::ResourceListChangedNotification(Default::default()))
                         }
                         Ok(

@@ -255,7 +255,9 @@ impl ServerHandler for BrokerServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = self.caller(&ctx)?;
         let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::resources::list(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref()))).await
+        let own = Box::pin(self.gateway_own_resources(&caller, &ctx)).await;
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        Box::pin(super::resources::list(&self.state, &ext, own, cursor)).await
     }
 
     async fn list_resource_templates(

@@ -56,7 +56,9 @@ pub async fn listen(state: &McpState, user_id: &str, subscription: SubscriptionC
         let delivered = match signal {
             Ok(Signal::PromptsChanged) => deliver(sink.notify_prompt_list_changed().await),
             Ok(Signal::ToolsChanged) => deliver(sink.notify_tool_list_changed().await),
-            Ok(Signal::ResourceListChanged) => deliver(sink.notify_resource_list_changed().await),
+            Ok(Signal::ResourceListChanged | Signal::GatewayResourcesChanged { .. }) => {
+                deliver(sink.notify_resource_list_changed().await)
+            }
             Ok(
                 Signal::ResourcesChanged { user_id: changed_for, uris }
                 | Signal::ServerResourcesUpdated { user_id: changed_for, uris },

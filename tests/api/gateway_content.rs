@@ -82,6 +82,7 @@ async fn a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_a
     let uris = resource_uris(&alice).await;
     assert!(uris.contains(&"broker://connections".to_owned()), "{uris:?}");
     assert!(uris.contains(&"gateway://notes/note://whoami".to_owned()), "{uris:?}");
+    assert!(uris.contains(&"gateway://notes/note://inbox/alice-demo".to_owned()), "her own: {uris:?}");
     let templates = alice.peer().list_all_resource_templates().await.unwrap();
     assert!(templates.iter().any(|t| t.uri_template == "gateway://notes/note://echo/{text}"), "{templates:?}");
 
@@ -103,9 +104,23 @@ async fn a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_a
     let missing = error_of(read(&alice, "gateway://notes/note://nothing").await);
     assert_eq!((missing.code.0, missing.data.unwrap()["server"].clone()), (-32002, json!("notes")));
 
-    // Bob has approved nothing: his first prompt gets the broker's own link (-32042); after the
-    // browser, his own credential reaches the server, never alice's.
+    // Bob has approved nothing: he sees the server's prompts and templates (descriptions), but
+    // none of its resources — a server that acts as the user lists that user's own data —, and
+    // listing asks him nothing.
     let bob = app.mcp_client(BOB, ClientKind::Url).await;
+    let uris = resource_uris(&bob).await;
+    assert!(!uris.iter().any(|u| u.starts_with("gateway://notes/")), "none of the server's resources: {uris:?}");
+    let templates = bob.peer().list_all_resource_templates().await.unwrap();
+    assert!(templates.iter().any(|t| t.uri_template == "gateway://notes/note://echo/{text}"), "{templates:?}");
+    assert!(prompt_names(&bob).await.contains(&"notes_greeting".to_owned()));
+    // Nor does the database keep alice's list for anyone.
+    let server = app.state.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
+    let stored = app.state.store.gateway_lists_of(&server).await.unwrap();
+    assert!(stored.iter().any(|l| l.listed.contains("note://echo/{text}")), "the templates are stored");
+    assert!(stored.iter().all(|l| !l.listed.contains("inbox") && !l.listed.contains("alice")), "{stored:?}");
+
+    // His first prompt gets the broker's own link (-32042); after the browser, his own
+    // credential reaches the server, never alice's.
     let asked = error_of(get_prompt(&bob, "notes_greeting", json!({"name": "Al"})).await);
     assert_eq!(asked.code.0, -32042, "{asked:?}");
     let url = asked.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
@@ -115,6 +130,16 @@ async fn a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_a
     assert_eq!(prompt_text(&greeted), "Greet Al on behalf of bob-demo.");
     let (_, text) = contents(&read(&bob, "gateway://notes/note://whoami").await.unwrap());
     assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap()["account"], "bob-demo");
+    // Now he lists his own resources, read with his credential; alice's are still hers.
+    let (bobs, alices) = (resource_uris(&bob).await, resource_uris(&alice).await);
+    assert!(bobs.contains(&"gateway://notes/note://inbox/bob-demo".to_owned()), "{bobs:?}");
+    assert!(!bobs.iter().any(|u| u.contains("alice")), "{bobs:?}");
+    assert!(alices.contains(&"gateway://notes/note://inbox/alice-demo".to_owned()), "{alices:?}");
+    assert!(!alices.iter().any(|u| u.contains("bob")), "{alices:?}");
+    // The operator's page of the server says so rather than counting one user's.
+    let admin = crate::admin::admin_browser(app).await;
+    let page = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("each user&#39;s own, read when they list (templates: 1)"), "{page}");
 
     // Audited and counted per server, without arguments or URIs.
     app.state.store.flush_audit_queue().await;
@@ -274,6 +299,10 @@ async fn a_2026_client_gets_a_servers_prompt_after_the_round_trip_and_reads_its_
     assert_eq!(prompt_text(&greeted), "Greet Cy on behalf of bob-demo.");
     let (_, text) = contents(&read(&bob, "gateway://notes/note://whoami").await.unwrap());
     assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap()["account"], "bob-demo");
+    // A stateless client lists its user's own resources too, read with his credential.
+    let uris = resource_uris(&bob).await;
+    assert!(uris.contains(&"gateway://notes/note://inbox/bob-demo".to_owned()), "{uris:?}");
+    assert!(!uris.iter().any(|u| u.contains("alice")), "{uris:?}");
     upstream.stop().await;
 }
 on_both_backends!(round_trip_2026, a_2026_client_gets_a_servers_prompt_after_the_round_trip_and_reads_its_resource);

@@ -90,8 +90,12 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
             "name": "my-notes", "url": url, "prefix": "my_notes_", "auth": "provider", "provider": "demo",
             "scopes": ["profile"], "header": "Authorization", "scheme": "Bearer",
             "created_at": listed[0]["created_at"],
-            // Nobody connected it: nothing is known of its lists yet.
-            "lists": {"tools": null, "tools_changed_at": null, "prompts": null, "resources": null, "resource_templates": null}
+            // Nobody connected it: nothing is known of its lists yet; its resources are each
+            // user's own, never kept.
+            "lists": {
+                "tools": null, "tools_changed_at": null, "prompts": null, "resources": null,
+                "resources_per_user": true, "resource_templates": null
+            }
         }])
     );
     let missing = refused(app, &["remove", "nope"], None).await;

@@ -57,7 +57,16 @@ async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connec
     let echo = bob.peer().list_all_tools().await.unwrap().into_iter().find(|t| t.name == "notes_echo").unwrap();
     assert_eq!(echo.description.as_deref(), Some("Echoes its text"));
     assert!(prompt_names(bob.peer()).await.contains(&"notes_greeting".to_owned()));
-    assert!(resource_uris(bob.peer()).await.contains(&"gateway://notes/note://whoami".to_owned()));
+    let templates = bob.peer().list_all_resource_templates().await.unwrap();
+    assert!(templates.iter().any(|t| t.uri_template == "gateway://notes/note://echo/{text}"), "{templates:?}");
+    // Resources are each user's own (Alice's inbox is hers): none reached B for Bob to see.
+    let uris = resource_uris(bob.peer()).await;
+    assert!(!uris.iter().any(|u| u.starts_with("gateway://notes/")), "{uris:?}");
+    // Alice lists her own on B, read over B's connection with her credential.
+    let alice_on_b = b.mcp_client(a, ALICE, ClientKind::Url).await;
+    let uris = resource_uris(alice_on_b.peer()).await;
+    assert!(uris.contains(&"gateway://notes/note://inbox/alice-demo".to_owned()), "{uris:?}");
+    alice_on_b.close().await;
 
     // The list is not a credential: Bob's first call still asks him to connect, on B's pages.
     let (_, url) = url_elicitation_required(bob.call("notes_whoami", json!({})).await);
@@ -108,13 +117,15 @@ async fn a_list_read_on_one_instance_reaches_the_listening_clients_of_another_at
     let added = alice.call("notes_add_note", json!({"title": "n1"})).await.unwrap();
     assert_ne!(added.is_error, Some(true), "{added:?}");
 
-    // Assert: B hears of it through the database and tells Bob, who lists the new ones.
+    // Assert: B hears of it through the database and tells Bob, who lists the new prompt. (The
+    // server's resources are each user's own, read when they list: Bob, who has not connected
+    // it, has none to see, but is told to list again, as the server may have changed his.)
     eventually("Bob's session on B hears both list changes", Duration::from_secs(10), || async {
         counting.prompts.load(Ordering::SeqCst) > prompts && counting.resources.load(Ordering::SeqCst) > resources
     })
     .await;
-    assert!(resource_uris(bob.peer()).await.contains(&"gateway://notes/note://notes/n1".to_owned()));
     assert!(prompt_names(bob.peer()).await.contains(&"notes_note_n1".to_owned()));
+    assert!(!resource_uris(bob.peer()).await.iter().any(|u| u.starts_with("gateway://notes/")));
     // The tools changed once, however many signals B heard (one per list stored).
     assert_eq!(counting.tools.load(Ordering::SeqCst), 1);
     let _ = bob.cancel().await;
@@ -155,8 +166,8 @@ async fn a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replace
 on_both_backends!(unparsable, a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replaces_it);
 
 async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shares_a_change(a: &TestApp) {
-    // Arrange: A read the server's lists after Alice added a note (so the stored resources hold
-    // it); then the server restarts on the same address without the note, announcing nothing.
+    // Arrange: A read the server's lists after Alice added a note (so the stored prompts hold
+    // its prompt); then the server restarts on the same address without it, announcing nothing.
     let upstream = Upstream::bearer(a).await;
     let address = upstream.mcp_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     add_provider_server(a, "notes", &upstream).await;
@@ -165,9 +176,9 @@ async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shar
     let server = a.state.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
     let noted = || async {
         let stored = a.state.store.gateway_lists_of(&server).await.unwrap();
-        stored.iter().any(|l| l.kind == ListKind::Resources && l.listed.contains("note://notes/n1"))
+        stored.iter().any(|l| l.kind == ListKind::Prompts && l.listed.contains("note_n1"))
     };
-    eventually("A stored the resources with the note", Duration::from_secs(10), noted).await;
+    eventually("A stored the prompts with the note's", Duration::from_secs(10), noted).await;
     alice.close().await;
     upstream.stop().await;
     let restarted = Upstream::start(&["--listen", &address, "--require-bearer", &a.url("/demo-provider")], None).await;
@@ -176,19 +187,21 @@ async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shar
     // on B: B's first connection to the server.
     let b = OtherInstance::start(a, "").await;
     let on_b = b.mcp_client(a, ALICE, ClientKind::Url).await;
-    assert!(resource_uris(on_b.peer()).await.contains(&"gateway://notes/note://notes/n1".to_owned()));
+    assert!(prompt_names(on_b.peer()).await.contains(&"notes_note_n1".to_owned()));
     let echoed = on_b.call("notes_echo", json!({"text": "hi"})).await.unwrap();
     assert_eq!(echoed.structured_content.unwrap()["text"], "hi");
 
     // Assert: B read the lists over that connection, found the note gone, and stored that for
     // every instance: A lists it no more either.
-    eventually("the note is gone from the stored resources", Duration::from_secs(10), || async { !noted().await })
-        .await;
-    eventually("A no longer lists the note", Duration::from_secs(10), || async {
+    eventually("the note's prompt is gone from the stored prompts", Duration::from_secs(10), || async {
+        !noted().await
+    })
+    .await;
+    eventually("A no longer lists the note's prompt", Duration::from_secs(10), || async {
         let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
-        let uris = resource_uris(on_a.peer()).await;
+        let names = prompt_names(on_a.peer()).await;
         on_a.close().await;
-        !uris.contains(&"gateway://notes/note://notes/n1".to_owned())
+        !names.contains(&"notes_note_n1".to_owned())
     })
     .await;
     on_b.close().await;
@@ -200,4 +213,79 @@ async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shar
     let Some(a) = spawn_app(Backend::Postgres).await else { return };
     an_instance_reads_stored_lists_again_over_its_first_connection_and_shares_a_change(&a).await;
     a.stop().await;
+}
+
+/// Upgrading over lists an older build stored (migration 0038): a server that acts as the user
+/// keeps its templates but loses the resources read with one user's credential; a server that
+/// serves every user alike keeps both; a row that does not parse is removed, to be read again.
+async fn upgrading_removes_the_resources_an_older_build_stored_for_a_server_that_acts_as_the_user(backend: Backend) {
+    use oauth_broker::domain::gateway::{CredentialHeader, CredentialScheme, ServerName};
+    use oauth_broker::domain::{ProviderId, Scopes};
+    use oauth_broker::store::Store;
+    use oauth_broker::store::gateway_servers::{GatewayAuth, GatewayServerRow};
+
+    // Arrange: the schema as the build before, three servers, and the lists it stored.
+    let Some(db) = EmptyDatabase::create(backend).await else { return };
+    let store = Store::connect(&db.url).await.unwrap();
+    let folder = if backend == Backend::Sqlite { "sqlite" } else { "postgres" };
+    let before = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(format!("{}/migrations/{folder}", env!("CARGO_MANIFEST_DIR"))).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        if name.as_str() < "0038" {
+            std::fs::copy(&path, before.path().join(name)).unwrap();
+        }
+    }
+    sqlx::migrate::Migrator::new(before.path()).await.unwrap().run(store.pool()).await.unwrap();
+    let per_user = GatewayAuth::Provider {
+        provider: ProviderId::parse("demo").unwrap(),
+        scopes: Scopes::parse(["profile"]).unwrap(),
+        header: CredentialHeader::authorization(),
+        scheme: CredentialScheme::bearer(),
+    };
+    for (name, auth) in [("mine", per_user.clone()), ("open", GatewayAuth::None), ("broken", per_user)] {
+        let name = ServerName::parse(name).unwrap();
+        let row = GatewayServerRow {
+            id: format!("id-{name}"),
+            prefix: name.default_prefix(),
+            name,
+            url: url::Url::parse("https://mcp.example/mcp").unwrap(),
+            auth,
+            created_at: 1,
+            updated_at: 1,
+        };
+        store.create_gateway_server(&row).await.unwrap();
+    }
+    let listed = r#"{"resources":[{"uri":"note://inbox/alice-demo","name":"alice-demo's inbox"}],"templates":[{"uriTemplate":"note://echo/{text}","name":"echo"}]}"#;
+    store.put_gateway_list("id-mine", ListKind::Resources, listed, 5).await.unwrap();
+    store.put_gateway_list("id-mine", ListKind::Tools, r#"[{"name":"alice-demo"}]"#, 5).await.unwrap();
+    store.put_gateway_list("id-open", ListKind::Resources, listed, 5).await.unwrap();
+    store.put_gateway_list("id-broken", ListKind::Resources, "not json", 5).await.unwrap();
+
+    // Act: this build's migrations.
+    store.migrate().await.unwrap();
+
+    // Assert
+    let stored = store.gateway_lists().await.unwrap();
+    let of = |id: &str, kind: ListKind| stored.iter().find(|l| l.server_id == id && l.kind == kind);
+    let mine = of("id-mine", ListKind::Resources).expect("the templates are kept");
+    let value: serde_json::Value = serde_json::from_str(&mine.listed).unwrap();
+    assert_eq!(value["resources"], json!([]), "{value}");
+    assert_eq!(value["templates"][0]["uriTemplate"], "note://echo/{text}", "{value}");
+    assert_eq!(mine.version, 2, "the version moves, so every instance takes the row again");
+    assert_eq!(of("id-mine", ListKind::Tools).unwrap().listed, r#"[{"name":"alice-demo"}]"#, "tools untouched");
+    assert_eq!(of("id-open", ListKind::Resources).unwrap().listed, listed, "a server for everyone keeps its own");
+    assert!(of("id-broken", ListKind::Resources).is_none(), "an unreadable row is read again");
+    store.close().await;
+    db.drop_now().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrading_removes_stored_user_resources_sqlite() {
+    upgrading_removes_the_resources_an_older_build_stored_for_a_server_that_acts_as_the_user(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrading_removes_stored_user_resources_postgres() {
+    upgrading_removes_the_resources_an_older_build_stored_for_a_server_that_acts_as_the_user(Backend::Postgres).await;
 }

@@ -116,7 +116,7 @@ pub fn shared_credential(entry: &ServerEntry) -> Option<Credential> {
     }
 }
 
-fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
+pub(super) fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
     let (_, _, header, scheme) = auth.user_credential()?;
     Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
 }

@@ -368,6 +368,12 @@ impl ClientHandler for UpstreamHandler {
     async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
         let Some(gateway) = self.gateway.upgrade() else { return };
         let Some(entry) = gateway.servers().by_id(&self.server_id).cloned() else { return };
+        if entry.row.auth.per_user() {
+            // Users' own resources are read when they list (super::own_resources): only telling
+            // them makes them list again. The read below covers the templates.
+            let server_id = entry.row.id.clone();
+            gateway.app.events.signal(Signal::GatewayResourcesChanged { server_id });
+        }
         tokio::spawn(async move {
             gateway.fill_resources(&entry, &context.peer).await;
         });

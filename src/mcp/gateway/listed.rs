@@ -42,10 +42,16 @@ impl ServerPrompts {
 }
 
 /// A server's resources and templates as listed (their URIs in the gateway's scheme).
+///
+/// `resources` is empty for a server that acts as the user: each user's are read over their
+/// own connection when they list ([`super::own_resources`]), never kept here.
 #[derive(Default, PartialEq)]
 pub struct ServerResources {
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
+    /// The server offers resources (its list was read, here or by another instance); false
+    /// until then.
+    pub offered: bool,
 }
 
 impl ServerResources {
@@ -64,6 +70,6 @@ impl ServerResources {
                 t
             })
             .collect();
-        Self { resources, templates }
+        Self { resources, templates, offered: true }
     }
 }

@@ -7,8 +7,13 @@
 //! `notifications/prompts/list_changed` or `notifications/resources/list_changed`, and every
 //! `list_refresh` ([`super::refresh`]) — a change the broker then passes on to its clients,
 //! and keeps for the other instances and the next start (`super::shared_lists`)
-//! (prompts and resources lists are assumed the same for every user, as tool lists are). Only
-//! what the server's capabilities offer is read.
+//! (prompts lists are assumed the same for every user, as tool lists are). Only what the
+//! server's capabilities offer is read.
+//!
+//! Resources are data, not descriptions: a server that acts as the user (`provider`,
+//! `mcp-oauth`, `token-exchange`) may list one user's notes or files. Of such a server only the
+//! templates are kept here; each user's resources are read over that user's own connection
+//! when their client lists ([`super::own_resources`]).
 //!
 //! Names: a prompt is listed under the server's prefix, as its tools are (`notes_greeting`); a
 //! resource or template under the server's name in the gateway's URI scheme ([`super::uri`]).
@@ -43,7 +48,8 @@ impl Gateway {
         listed
     }
 
-    /// What `resources/list` adds after the broker's own and the extensions'.
+    /// What `resources/list` adds after the broker's own and the extensions', of servers that
+    /// serve every user alike (the others': [`super::own_resources`]).
     pub fn resources(&self) -> Vec<Resource> {
         self.servers().iter().flat_map(|entry| entry.resources().resources.clone()).collect()
     }
@@ -107,6 +113,9 @@ impl Gateway {
         let read = async { Ok::<_, rmcp::ServiceError>((peer.list_all_resources().await?, templates(peer).await?)) };
         match tokio::time::timeout(limit, read).await {
             Ok(Ok((resources, templates))) => {
+                // A server that acts as the user lists that user's own data: not kept, stored or
+                // shown to anyone else (super::own_resources); its templates are patterns.
+                let resources = if entry.row.auth.per_user() { Vec::new() } else { resources };
                 let answer = ResourcesAnswer { resources, templates };
                 let stored = serde_json::to_string(&answer);
                 let ResourcesAnswer { resources, templates } = answer;

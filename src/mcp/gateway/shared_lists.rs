@@ -198,7 +198,9 @@ fn apply<'a>(entry: &ServerEntry, stored: impl Iterator<Item = &'a StoredList>) 
             },
             ListKind::Resources => match serde_json::from_str::<ResourcesAnswer>(&list.listed) {
                 Ok(answer) => {
-                    let fresh = ServerResources::new(&entry.row.name, answer.resources, answer.templates);
+                    // A row an older build stored may hold one user's resources: never listed.
+                    let resources = if entry.row.auth.per_user() { Vec::new() } else { answer.resources };
+                    let fresh = ServerResources::new(&entry.row.name, resources, answer.templates);
                     changed.resources |= entry.set_resources(fresh);
                 }
                 Err(error) => unreadable(error),

@@ -18,10 +18,14 @@ use crate::mcp::McpState;
 use crate::mcp::extension::ExtensionContext;
 use crate::mcp::pagination::page;
 
+/// Every resource the user may read: the broker's, the extensions', those of the servers
+/// behind the broker that serve every user alike, then `own` — the user's own on the servers
+/// that act as the user (`crate::mcp::gateway::own_resources`, read for this request).
 // MCP 2025-11-25 server/resources §Listing Resources; utilities/pagination.
 pub async fn list(
     state: &McpState,
     _ctx: &ExtensionContext,
+    own: Vec<rmcp::model::Resource>,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, ErrorData> {
     let mut all = broker::resources();
@@ -33,6 +37,7 @@ pub async fn list(
         }
     }
     all.extend(state.gateway.resources());
+    all.extend(own);
     let (items, next) = page(&all, cursor, state.config.page_size, "resources")?;
     let mut result = ListResourcesResult::with_all_items(items);
     result.next_cursor = next;

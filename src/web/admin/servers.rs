@@ -58,7 +58,7 @@ fn facts(s: &GatewayServerRow) -> Vec<super::listing::Field> {
 }
 
 /// What the broker last read of the server's lists (shared by every instance).
-fn listed(lists: &ListSummary) -> Vec<super::listing::Field> {
+fn listed(lists: &ListSummary, per_user: bool) -> Vec<super::listing::Field> {
     let Some(tools) = lists.tools else {
         return vec![field("tools", "not read yet: no user has connected it (its connect tool is listed)")];
     };
@@ -67,7 +67,11 @@ fn listed(lists: &ListSummary) -> Vec<super::listing::Field> {
     vec![
         field("tools", format!("{tools} (the list last changed {changed_at})")),
         field("prompts", count(lists.prompts)),
-        field("resources", format!("{} (templates: {})", count(lists.resources), count(lists.templates))),
+        if per_user {
+            field("resources", format!("each user's own, read when they list (templates: {})", count(lists.templates)))
+        } else {
+            field("resources", format!("{} (templates: {})", count(lists.resources), count(lists.templates)))
+        },
     ]
 }
 
@@ -126,7 +130,7 @@ pub async fn server(
         &server_page(&server.id),
         format!("Server {}", server.name),
         &intro,
-        facts(&server).into_iter().chain(listed(&lists)).collect(),
+        facts(&server).into_iter().chain(listed(&lists, server.auth.per_user())).collect(),
         sections,
     ))
 }
