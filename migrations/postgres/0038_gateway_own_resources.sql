@@ -19,7 +19,8 @@ BEGIN
             UPDATE gateway_server_lists
             SET listed = jsonb_set(stored.listed::jsonb, '{resources}', '[]'::jsonb)::text, version = version + 1
             WHERE server_id = stored.server_id AND kind = 'resources';
-        EXCEPTION WHEN invalid_text_representation THEN
+        -- Not JSON, not an object, or text PostgreSQL's jsonb cannot hold (a NUL escape).
+        EXCEPTION WHEN data_exception THEN
             DELETE FROM gateway_server_lists WHERE server_id = stored.server_id AND kind = 'resources';
         END;
     END LOOP;

@@ -28,6 +28,21 @@ pub fn page<T: Clone>(
     Ok((items[offset..end].to_vec(), next))
 }
 
+/// [`page`] of a list read anew for each page whose length may change between pages (the
+/// resources list, of which servers' parts are read per request): a well-formed cursor past
+/// its end is the end of the list, not an invalid cursor.
+pub fn page_of_changing<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+    page_size: usize,
+    kind: &str,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    match cursor.and_then(|cursor| decode(cursor, kind)) {
+        Some(offset) if offset >= items.len() => Ok((Vec::new(), None)),
+        _ => page(items, cursor, page_size, kind),
+    }
+}
+
 fn encode(offset: usize, kind: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("v1:{kind}:{offset}"))
 }
@@ -65,6 +80,18 @@ mod tests {
         let items: Vec<u32> = (0..5).collect();
         for bad in ["", "nope", &encode(99, "prompts"), &encode(2, "resources"), &encode(5, "prompts")] {
             assert!(page(&items, Some(bad), 2, "prompts").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_changing_list_that_shrank_past_the_cursor_ends_and_bad_cursors_are_still_refused() {
+        let items: Vec<u32> = (0..3).collect();
+        let (last, next) = page_of_changing(&items, Some(&encode(5, "resources")), 2, "resources").unwrap();
+        assert!(last.is_empty() && next.is_none(), "the end of the list");
+        let (page2, next) = page_of_changing(&items, Some(&encode(2, "resources")), 2, "resources").unwrap();
+        assert_eq!((page2, next), (vec![2], None));
+        for bad in ["", "nope", &encode(1, "prompts")] {
+            assert!(page_of_changing(&items, Some(bad), 2, "resources").is_err(), "{bad:?}");
         }
     }
 }

@@ -306,3 +306,60 @@ async fn a_2026_client_gets_a_servers_prompt_after_the_round_trip_and_reads_its_
     upstream.stop().await;
 }
 on_both_backends!(round_trip_2026, a_2026_client_gets_a_servers_prompt_after_the_round_trip_and_reads_its_resource);
+
+/// Each user's own resources of a server that acts as the user are read when they list; a
+/// server that stops answering is left out of the list within the wait (its templates and the
+/// broker's own resources are still listed), and left out for a while rather than waited for
+/// on every list.
+async fn a_server_that_stops_answering_is_left_out_of_users_lists_not_waited_for(backend: Backend) {
+    use crate::db_proxy::{DbProxy, Mode};
+
+    // Arrange: the server behind a proxy the test can freeze; the shortest call timeout; alice
+    // connected, her own resources listed.
+    let options = SpawnOptions { toml: "[gateway]\ncall_timeout = \"1s\"\n".into(), ..Default::default() };
+    let Some(owned) = spawn_app_opts(backend, options, |builder| builder).await else { return };
+    let app = &owned;
+    let upstream = Upstream::bearer(app).await;
+    let address = upstream.mcp_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let proxy = DbProxy::start(address).await;
+    let url = format!("http://{}/mcp", proxy.addr);
+    crate::gateway::servers_ok(
+        app,
+        &["add", "notes", "--url", &url, "--auth", "provider", "--provider", "demo", "--scopes", "profile"],
+    )
+    .await;
+    eventually("the broker serves the server", Duration::from_secs(10), || crate::gateway::served(app, "notes_")).await;
+    let alice = app.mcp_client(ALICE, ClientKind::Url).await;
+    connect_through_link(app, &alice, "notes_connect", ALICE, "alice-demo").await;
+    assert_ne!(alice.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
+    assert!(resource_uris(&alice).await.contains(&"gateway://notes/note://inbox/alice-demo".to_owned()));
+
+    // Act: the network path to the server goes silent (sockets open, nothing flows).
+    proxy.set(Mode::Freeze);
+    let uris = resource_uris(&alice).await;
+
+    // Assert: the list came back without the server's resources, with the broker's own; its
+    // templates are the server's shared list, still there.
+    assert!(uris.contains(&"broker://connections".to_owned()), "{uris:?}");
+    assert!(!uris.iter().any(|u| u.starts_with("gateway://notes/")), "{uris:?}");
+    let templates = alice.peer().list_all_resource_templates().await.unwrap();
+    assert!(templates.iter().any(|t| t.uri_template == "gateway://notes/note://echo/{text}"), "{templates:?}");
+    // The server answers again, but lists leave it out for a while rather than ask it at once.
+    proxy.set(Mode::Forward);
+    let uris = resource_uris(&alice).await;
+    assert!(!uris.iter().any(|u| u.starts_with("gateway://notes/")), "paused: {uris:?}");
+    // Its calls are not paused: the gates' own timeout and retryable answer cover them.
+    eventually("alice's calls reach the server again", Duration::from_secs(10), || async {
+        let echoed = alice.call("notes_echo", json!({"text": "back"})).await.unwrap();
+        echoed.structured_content.is_some_and(|s| s["text"] == "back")
+    })
+    .await;
+    alice.close().await;
+    upstream.stop().await;
+    owned.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_is_left_out_of_lists_sqlite() {
+    a_server_that_stops_answering_is_left_out_of_users_lists_not_waited_for(Backend::Sqlite).await;
+}

@@ -42,6 +42,11 @@ async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connec
     let upstream = Upstream::bearer(a).await;
     add_provider_server(a, "notes", &upstream).await;
     let alice = alice_connects_on(a).await;
+    // An instance of an older build, still running in a rolling upgrade, stores the resources
+    // it read with Alice's credential, as builds before migration 0038 did.
+    let server = a.state.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
+    let older = r#"{"resources":[{"uri":"note://inbox/alice-demo","name":"alice-demo's inbox"}],"templates":[{"uriTemplate":"note://echo/{text}","name":"echo"}]}"#;
+    a.state.store.put_gateway_list(&server, ListKind::Resources, older, a.now()).await.unwrap();
 
     // Act: instance B starts (as after a deploy or a restart); Bob, who never connected the
     // server anywhere, lists on B.
@@ -67,6 +72,12 @@ async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connec
     let uris = resource_uris(alice_on_b.peer()).await;
     assert!(uris.contains(&"gateway://notes/note://inbox/alice-demo".to_owned()), "{uris:?}");
     alice_on_b.close().await;
+    // B's first read of the server (over that connection) writes over the older build's row.
+    eventually("the older build's row is written over", Duration::from_secs(10), || async {
+        let stored = a.state.store.gateway_lists_of(&server).await.unwrap();
+        stored.iter().all(|l| !l.listed.contains("inbox"))
+    })
+    .await;
 
     // The list is not a credential: Bob's first call still asks him to connect, on B's pages.
     let (_, url) = url_elicitation_required(bob.call("notes_whoami", json!({})).await);
@@ -243,7 +254,14 @@ async fn upgrading_removes_the_resources_an_older_build_stored_for_a_server_that
         header: CredentialHeader::authorization(),
         scheme: CredentialScheme::bearer(),
     };
-    for (name, auth) in [("mine", per_user.clone()), ("open", GatewayAuth::None), ("broken", per_user)] {
+    let servers = [
+        ("mine", per_user.clone()),
+        ("open", GatewayAuth::None),
+        ("broken", per_user.clone()),
+        ("listy", per_user.clone()),
+        ("nul", per_user),
+    ];
+    for (name, auth) in servers {
         let name = ServerName::parse(name).unwrap();
         let row = GatewayServerRow {
             id: format!("id-{name}"),
@@ -261,6 +279,10 @@ async fn upgrading_removes_the_resources_an_older_build_stored_for_a_server_that
     store.put_gateway_list("id-mine", ListKind::Tools, r#"[{"name":"alice-demo"}]"#, 5).await.unwrap();
     store.put_gateway_list("id-open", ListKind::Resources, listed, 5).await.unwrap();
     store.put_gateway_list("id-broken", ListKind::Resources, "not json", 5).await.unwrap();
+    store.put_gateway_list("id-listy", ListKind::Resources, r#"[{"uri":"note://inbox/alice-demo"}]"#, 5).await.unwrap();
+    // JSON that PostgreSQL's jsonb cannot hold (a NUL escape, from a server's resource name).
+    let nul = r#"{"resources":[{"uri":"note://inbox/alice-demo","name":"a\u0000"}],"templates":[]}"#;
+    store.put_gateway_list("id-nul", ListKind::Resources, nul, 5).await.unwrap();
 
     // Act: this build's migrations.
     store.migrate().await.unwrap();
@@ -276,6 +298,9 @@ async fn upgrading_removes_the_resources_an_older_build_stored_for_a_server_that
     assert_eq!(of("id-mine", ListKind::Tools).unwrap().listed, r#"[{"name":"alice-demo"}]"#, "tools untouched");
     assert_eq!(of("id-open", ListKind::Resources).unwrap().listed, listed, "a server for everyone keeps its own");
     assert!(of("id-broken", ListKind::Resources).is_none(), "an unreadable row is read again");
+    assert!(of("id-listy", ListKind::Resources).is_none(), "so is JSON of another shape");
+    let nul = of("id-nul", ListKind::Resources);
+    assert!(nul.is_none_or(|l| !l.listed.contains("inbox")), "blanked or removed, never kept: {nul:?}");
     store.close().await;
     db.drop_now().await;
 }

@@ -371,8 +371,7 @@ impl ClientHandler for UpstreamHandler {
         if entry.row.auth.per_user() {
             // Users' own resources are read when they list (super::own_resources): only telling
             // them makes them list again. The read below covers the templates.
-            let server_id = entry.row.id.clone();
-            gateway.app.events.signal(Signal::GatewayResourcesChanged { server_id });
+            gateway.own_resources_changed(&entry);
         }
         tokio::spawn(async move {
             gateway.fill_resources(&entry, &context.peer).await;

@@ -27,7 +27,8 @@
 //!   [`content`]: `prompts/get` and `resources/read` forwarded through the same gates as a
 //!   tool call, [`plain_request`] sending each as one request; [`plain`]: why a forwarded
 //!   request got no answer. `own_resources`: a server that acts as the user lists each user's
-//!   own resources, read over that user's connection when they list.
+//!   own resources, read over that user's connection when they list (`own_listing`: when
+//!   lists leave a server out after it did not answer).
 //! - `refresh`: every server's lists read again each `list_refresh` over an open connection,
 //!   for the servers that cannot announce a change (stateless ones, closed sessions).
 //! - `shared_lists`: the lists as last read, kept in the database for every instance and for
@@ -56,6 +57,7 @@ pub mod listed;
 pub mod lists;
 pub mod minted;
 pub mod opening;
+mod own_listing;
 mod own_resources;
 pub mod pages;
 pub mod plain;

@@ -7,13 +7,23 @@
 //! instances, or shown to another user. (Its templates are patterns, and are listed from the
 //! server's shared list, [`super::lists`], as its tools and prompts are.)
 //!
-//! Listing asks nothing of the user: a user who has not approved this client for the server,
-//! or whose credential is not ready (not connected, scopes missing, the provider away), sees
-//! none of its resources; the first call or read sends them to the broker's page. A server that
-//! does not answer within [`LIST_WAIT`] is left out of this answer (logged), not waited for.
+//! - **Listing asks nothing of the user:** a user who has not approved this client for the
+//!   server, or whose credential is not ready (not connected, scopes missing, the provider
+//!   away), sees none of its resources; the first call or read sends them to the broker's page.
+//! - **Bounded:** all such servers are read at once, each within [`LIST_WAIT`] (or
+//!   `gateway.call_timeout` if shorter) from the credential to the answer; one that does not
+//!   answer is left out of this answer (logged), and left out of every list for
+//!   [`PAUSE`](super::own_listing::PAUSE)
+//!   after it did not answer or could not be reached, so a server that is down costs one wait,
+//!   not one per list.
+//! - **Changes:** a server says its resources changed over one user's connection, but may have
+//!   changed others' too; every session and listen on every instance is told to list again
+//!   (`Signal::GatewayResourcesChanged`), once per [`GATHER`] however many connections heard it.
+//!
 //! Only servers whose resources a read found offered are asked.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -25,15 +35,43 @@ use secrecy::ExposeSecret;
 use super::Gateway;
 use super::call::{provider_credential, shared_credential};
 use super::listed::ServerResources;
+use super::plain::Failure;
 use super::registry::ServerEntry;
 use super::transport::Credential;
 use crate::broker::access::{Standing, standing};
 use crate::broker::gateway_consent;
+use crate::events::Signal;
 use crate::mcp::handler::{BrokerServer, Caller};
 use crate::store::gateway_servers::GatewayAuth;
 
-/// The longest a list waits for one server's answer (or `gateway.call_timeout`, if shorter).
+/// The longest one server's part of a list takes (or `gateway.call_timeout`, if shorter).
 pub const LIST_WAIT: Duration = Duration::from_secs(5);
+/// How long announced changes are gathered into one signal.
+pub const GATHER: Duration = Duration::from_millis(200);
+
+/// Why a user's resources of a server were not read.
+enum Skipped {
+    /// The user must act first (approve, connect), or the server refused the credential.
+    NotReady,
+    /// The server could not be reached or did not answer: lists leave it out for a while.
+    Unreachable,
+}
+
+impl Gateway {
+    /// A server that acts as the user said its resources changed, over one user's connection:
+    /// every client is told to list again, once for what arrives within [`GATHER`].
+    pub(super) fn own_resources_changed(self: &Arc<Self>, entry: &Arc<ServerEntry>) {
+        if entry.own.change_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (gateway, entry) = (self.clone(), entry.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(GATHER).await;
+            entry.own.change_pending.store(false, Ordering::Release);
+            gateway.app.events.signal(Signal::GatewayResourcesChanged { server_id: entry.row.id.clone() });
+        });
+    }
+}
 
 impl BrokerServer {
     /// The caller's own resources on every server that acts as the user, read at once.
@@ -49,7 +87,8 @@ impl BrokerServer {
         join_all(reads).await.into_iter().flatten().collect()
     }
 
-    /// The caller's resources on `entry`; none if they cannot be read without asking the user.
+    /// The caller's resources on `entry`; none if they cannot be read without asking the user,
+    /// or in time.
     async fn own_resources_on(
         &self,
         gateway: &Arc<Gateway>,
@@ -57,26 +96,64 @@ impl BrokerServer {
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Vec<Resource> {
-        let Some(credential) = self.ready_credential(gateway, entry, caller).await else { return Vec::new() };
-        let key = gateway.pool.key(&caller.user, entry);
-        let Ok(connection) = self.connection(gateway, entry, &key, credential, caller, ctx).await else {
+        if entry.own.paused(std::time::Instant::now()) {
             return Vec::new();
-        };
+        }
+        // Set once the credential is ready: a wait past that point is the server's.
+        let asked_server = AtomicBool::new(false);
         let wait = LIST_WAIT.min(self.state.config.gateway.call_timeout);
-        let read = connection.service.peer().list_all_resources();
-        let resources = tokio::select! {
+        let read = self.read_own_resources(gateway, entry, caller, ctx, &asked_server);
+        let read = tokio::select! {
             _ = ctx.ct.cancelled() => return Vec::new(),
             read = tokio::time::timeout(wait, read) => read,
         };
-        match resources {
-            Ok(Ok(resources)) => ServerResources::new(&entry.row.name, resources, Vec::new()).resources,
-            Ok(Err(error)) => {
-                tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a server's resources/list for a user failed; left out of the list");
+        match read {
+            Ok(Ok(resources)) => resources,
+            Ok(Err(Skipped::NotReady)) => Vec::new(),
+            Ok(Err(Skipped::Unreachable)) => {
+                entry.own.pause(std::time::Instant::now());
+                Vec::new()
+            }
+            Err(_) if asked_server.load(Ordering::Acquire) => {
+                tracing::warn!(server = %entry.row.name, "a server did not answer a user's resources/list in time; lists leave it out for a while");
+                entry.own.pause(std::time::Instant::now());
                 Vec::new()
             }
             Err(_) => {
-                tracing::warn!(server = %entry.row.name, "a server's resources/list for a user did not answer in time; left out of the list");
+                tracing::warn!(server = %entry.row.name, "a user's credential for a server was not ready in time; its resources are left out of the list");
                 Vec::new()
+            }
+        }
+    }
+
+    async fn read_own_resources(
+        &self,
+        gateway: &Arc<Gateway>,
+        entry: &Arc<ServerEntry>,
+        caller: &Caller,
+        ctx: &RequestContext<RoleServer>,
+        asked_server: &AtomicBool,
+    ) -> Result<Vec<Resource>, Skipped> {
+        let credential = self.ready_credential(gateway, entry, caller).await.ok_or(Skipped::NotReady)?;
+        asked_server.store(true, Ordering::Release);
+        let key = gateway.pool.key(&caller.user, entry);
+        let connection = match self.connection(gateway, entry, &key, credential, caller, ctx).await {
+            Ok(connection) => connection,
+            Err(Failure::Unreachable) => return Err(Skipped::Unreachable),
+            Err(_) => return Err(Skipped::NotReady),
+        };
+        let listed = connection.service.peer().list_all_resources().await;
+        match listed {
+            Ok(resources) => Ok(ServerResources::new(&entry.row.name, resources, Vec::new()).resources),
+            Err(rmcp::ServiceError::McpError(error)) => {
+                tracing::warn!(server = %entry.row.name, code = error.code.0, "a server answered a user's resources/list with an error; left out of the list");
+                Err(Skipped::NotReady)
+            }
+            Err(error) if super::plain::unauthorized(&error) => Err(Skipped::NotReady),
+            Err(error) => {
+                tracing::warn!(server = %entry.row.name, error = %crate::error_chain::Chain(&error), "a server's resources/list for a user failed; left out of the list");
+                gateway.pool.forget(&key, &connection);
+                Err(Skipped::Unreachable)
             }
         }
     }

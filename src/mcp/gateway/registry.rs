@@ -49,6 +49,9 @@ pub struct ServerEntry {
     /// Whether this process read the server's tools itself, rather than only taking what
     /// another instance (or an earlier start) stored.
     read_here: std::sync::atomic::AtomicBool,
+    /// Users' own resources of this server ([`super::own_resources`]): when lists skip it
+    /// after it did not answer, and whether a change it announced is about to be passed on.
+    pub(super) own: super::own_listing::OwnListing,
 }
 
 impl std::fmt::Debug for ServerEntry {
@@ -101,6 +104,7 @@ impl ServerEntry {
             revision: Default::default(),
             shared: Default::default(),
             read_here: Default::default(),
+            own: Default::default(),
         })
     }
 

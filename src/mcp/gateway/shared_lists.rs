@@ -198,10 +198,16 @@ fn apply<'a>(entry: &ServerEntry, stored: impl Iterator<Item = &'a StoredList>) 
             },
             ListKind::Resources => match serde_json::from_str::<ResourcesAnswer>(&list.listed) {
                 Ok(answer) => {
-                    // A row an older build stored may hold one user's resources: never listed.
+                    // A row an older build stored (during a rolling upgrade, after migration
+                    // 0038) may hold one user's resources: never listed, and written over by
+                    // this instance's next read of the server.
+                    let stale = entry.row.auth.per_user() && !answer.resources.is_empty();
                     let resources = if entry.row.auth.per_user() { Vec::new() } else { answer.resources };
                     let fresh = ServerResources::new(&entry.row.name, resources, answer.templates);
                     changed.resources |= entry.set_resources(fresh);
+                    if stale {
+                        entry.shared.set(ListKind::Resources, super::list_versions::NOT_STORED);
+                    }
                 }
                 Err(error) => unreadable(error),
             },

@@ -16,7 +16,7 @@ use rmcp::model::{ErrorData, ListResourceTemplatesResult, ListResourcesResult, R
 use self::uri::Route;
 use crate::mcp::McpState;
 use crate::mcp::extension::ExtensionContext;
-use crate::mcp::pagination::page;
+use crate::mcp::pagination::{page, page_of_changing};
 
 /// Every resource the user may read: the broker's, the extensions', those of the servers
 /// behind the broker that serve every user alike, then `own` — the user's own on the servers
@@ -38,7 +38,8 @@ pub async fn list(
     }
     all.extend(state.gateway.resources());
     all.extend(own);
-    let (items, next) = page(&all, cursor, state.config.page_size, "resources")?;
+    // The user's own are read for each page: the list may have shrunk since the last one.
+    let (items, next) = page_of_changing(&all, cursor, state.config.page_size, "resources")?;
     let mut result = ListResourcesResult::with_all_items(items);
     result.next_cursor = next;
     Ok(result)
