@@ -293,10 +293,14 @@ impl ServerHandler for BrokerServer {
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
         let caller = self.caller(subscription.request_context())?;
+        // Heard from now on: an update a server sends as soon as the broker subscribed there
+        // (below) is not lost before the relay starts.
+        let signals = self.state.events.subscribe_signals();
         // Resources of servers behind the broker: subscribed to on each server while this listens.
         let held =
             Box::pin(self.hold_for_listen(&caller, subscription.accepted(), subscription.request_context())).await?;
-        let listened = Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription)).await;
+        let listened =
+            Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription, signals)).await;
         drop(held);
         listened
     }

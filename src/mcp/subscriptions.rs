@@ -44,8 +44,13 @@ pub fn accepted(state: &McpState, requested: &SubscriptionFilter) -> Subscriptio
 /// Relays signals to the subscription of `user_id` until the client goes away (its request is
 /// cancelled) or the server starts to stop (like a session's standalone stream); then rmcp
 /// sends the final result, which tells the client to listen again, elsewhere.
-pub async fn listen(state: &McpState, user_id: &str, subscription: SubscriptionContext) -> Result<(), ErrorData> {
-    let mut signals = state.events.subscribe_signals();
+/// `signals` is subscribed by the caller before anything the listen relays can change.
+pub async fn listen(
+    state: &McpState,
+    user_id: &str,
+    subscription: SubscriptionContext,
+    mut signals: tokio::sync::broadcast::Receiver<Signal>,
+) -> Result<(), ErrorData> {
     let sink = subscription.sink().clone();
     loop {
         let signal = tokio::select! {

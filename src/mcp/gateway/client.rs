@@ -278,11 +278,24 @@ impl Subscribed {
 }
 
 impl UpstreamHandler {
-    /// The server's resource `uri` changed (a 2025-11-25 server's notification, or one on a
-    /// stateless server's listen): only a URI this user's sessions hold is passed on, to this
-    /// user only (the sessions pick the URIs they subscribed to), under the gateway's URI.
+    /// The server's resource `uri` changed (a 2025-11-25 server's notification): only a URI
+    /// this user's sessions hold is passed on, to this user only (the sessions pick the URIs
+    /// they subscribed to), under the gateway's URI.
     pub(super) fn pass_on_update(&self, uri: &str) {
-        let Some(user_id) = self.user_id.clone().filter(|_| self.subscribed.holds(uri)) else { return };
+        if self.subscribed.holds(uri) {
+            self.signal_update(uri);
+        }
+    }
+
+    /// An update on the broker's own listen for `uri` (a stateless server's, whose only
+    /// updates are those it was asked for): passed on even before the subscription that made
+    /// the listen is held, which it is a moment later — the server may send one at once.
+    pub(super) fn pass_on_listened_update(&self, uri: &str) {
+        self.signal_update(uri);
+    }
+
+    fn signal_update(&self, uri: &str) {
+        let Some(user_id) = self.user_id.clone() else { return };
         let Some(gateway) = self.gateway.upgrade() else { return };
         let Some(entry) = gateway.servers().iter().find(|e| e.row.id == self.server_id).cloned() else { return };
         let uri = super::uri::wrap(&entry.row.name, uri);

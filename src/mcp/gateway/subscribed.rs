@@ -143,30 +143,41 @@ impl BrokerServer {
         let forwarded = Forwarded::Plain { request: Box::new(request), responses: None, sent_over: Some(&sent_over) };
         let started = std::time::Instant::now();
         let (answer, outcome) = self.forward(&gateway, &entry, &forwarded, caller, ctx).await;
+        // Held before anything else waits: the server may send an update at once, and one that
+        // arrives before the URI is held is not passed on.
+        let held = held(&entry, upstream, answer, &sent_over);
         // The URI is left out of the audit, as for a read.
         self.audit_call(&entry, "resource=subscribe", caller, outcome, started.elapsed()).await;
-        let subscribed = match plain(&entry, answer) {
-            Ok(Plain::Done(done)) => match *done {
-                ServerResult::EmptyResult(_) => Ok(()),
-                other => Err(unexpected(&entry, &other)),
-            },
-            // A 2025-11-25 session is never sent a round.
-            Ok(Plain::InputRequired(_)) => Err(ErrorData::internal_error("the subscription needs input first", None)),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = subscribed {
-            return Some(Err(error));
-        }
-        // The connection the subscription went over: a reconnect in the meantime (a 401's) may
-        // have put another in the pool, which never got it.
-        let connection = sent_over.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let Some(connection) = connection.filter(|connection| connection.is_usable()) else {
-            let text = format!("The server {} closed the connection; subscribe again.", entry.row.name);
-            return Some(Err(ErrorData::internal_error(text, Some(json!({"server": entry.row.name.as_str()})))));
-        };
-        let stateless = entry.revision.get() == Some(Revision::Stateless);
-        Some(Ok(Held::new(connection, upstream, stateless)))
+        Some(held)
     }
+}
+
+/// The subscription `answer` made, held on the connection it went over, or why there is none.
+fn held(
+    entry: &ServerEntry,
+    upstream: String,
+    answer: Result<Answer, crate::mcp::results::Unfinished>,
+    sent_over: &SentOver,
+) -> Result<Held, ErrorData> {
+    let subscribed = match plain(entry, answer) {
+        Ok(Plain::Done(done)) => match *done {
+            ServerResult::EmptyResult(_) => Ok(()),
+            other => Err(unexpected(entry, &other)),
+        },
+        // A 2025-11-25 session is never sent a round.
+        Ok(Plain::InputRequired(_)) => Err(ErrorData::internal_error("the subscription needs input first", None)),
+        Err(error) => Err(error),
+    };
+    subscribed?;
+    // The connection the subscription went over: a reconnect in the meantime (a 401's) may
+    // have put another in the pool, which never got it.
+    let connection = sent_over.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let Some(connection) = connection.filter(|connection| connection.is_usable()) else {
+        let text = format!("The server {} closed the connection; subscribe again.", entry.row.name);
+        return Err(ErrorData::internal_error(text, Some(json!({"server": entry.row.name.as_str()}))));
+    };
+    let stateless = entry.revision.get() == Some(Revision::Stateless);
+    Ok(Held::new(connection, upstream, stateless))
 }
 
 /// Why a listen could not hold `uri`: the gates' own reason, except that a link to a page
@@ -238,7 +249,7 @@ impl BrokerServer {
 async fn hear_updates(mut subscription: rmcp::service::Subscription, handler: super::client::UpstreamHandler) {
     while let Ok(Some(notification)) = subscription.next().await {
         if let rmcp::model::ServerNotification::ResourceUpdatedNotification(updated) = notification {
-            handler.pass_on_update(&updated.params.uri);
+            handler.pass_on_listened_update(&updated.params.uri);
         }
     }
 }
