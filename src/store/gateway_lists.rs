@@ -130,6 +130,23 @@ impl Store {
         Ok(rows.into_iter().filter_map(RawList::typed).collect())
     }
 
+    /// The stored lists of these servers (a page of the admin list), in one read.
+    pub async fn gateway_lists_for(&self, server_ids: &[&str]) -> StoreResult<Vec<StoredList>> {
+        if server_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=server_ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM gateway_server_lists WHERE server_id IN ({}) ORDER BY server_id, kind",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as::<_, RawList>(&sql);
+        for id in server_ids {
+            query = query.bind(*id);
+        }
+        Ok(query.fetch_all_in(self.read()).await?.into_iter().filter_map(RawList::typed).collect())
+    }
+
     /// Keeps `listed` as the server's `kind` list, replacing the one before; the row's new
     /// version, or `None` if the server is not registered (any more): nothing is kept for it.
     pub async fn put_gateway_list(
@@ -201,6 +218,16 @@ mod tests {
             of_a.iter().map(|l| (l.kind, l.listed.as_str(), l.version, l.stored_at)).collect();
         assert_eq!(kinds, [(ListKind::Prompts, "[2]", 1, 10), (ListKind::Tools, "[3]", 2, 12)]);
         assert_eq!(store.gateway_lists().await.unwrap().len(), 3);
+        let of_b: Vec<String> = store
+            .gateway_lists_for(&[b.as_str(), "id-nobody"])
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| l.server_id)
+            .collect();
+        assert_eq!(of_b, std::slice::from_ref(&b), "only the servers asked for");
+        assert_eq!(store.gateway_lists_for(&[a.as_str(), b.as_str()]).await.unwrap().len(), 3);
+        assert!(store.gateway_lists_for(&[]).await.unwrap().is_empty());
 
         // A server that is not registered keeps nothing; a removed one loses its lists.
         assert_eq!(store.put_gateway_list("id-nobody", ListKind::Tools, "[]", 13).await.unwrap(), None);

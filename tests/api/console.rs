@@ -255,6 +255,7 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     // from the user's page.
     let html = admin.get(app.url("/admin/servers")).send().await.unwrap().text().await.unwrap();
     assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
+    assert!(html.contains("not read yet (its connect tool is listed)"), "nothing read of it yet: {html}");
     let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("Console Client") && html.contains(&format!("href=\"/admin/users/{alice}\"")), "{html}");
     assert!(html.contains("not read yet: no user has connected it"), "nothing answers at its URL: {html}");
@@ -263,6 +264,9 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     app.state.store.put_gateway_list(&server, ListKind::Tools, tools, app.now()).await.unwrap();
     let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("2 (the list last changed ") && html.contains("not read (templates: not read)"), "{html}");
+    // The list of servers counts them too.
+    let html = admin.get(app.url("/admin/servers")).send().await.unwrap().text().await.unwrap();
+    assert!(!html.contains("not read yet") && html.contains(">2<"), "{html}");
     let html = admin.get(app.url(&format!("/admin/users/{alice}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains(&format!("href=\"/admin/servers/{server}\"")), "{html}");
     assert_eq!(admin.get(app.url("/admin/servers/no-such-server")).send().await.unwrap().status(), 404);

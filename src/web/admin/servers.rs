@@ -1,6 +1,7 @@
 //! `GET /admin/servers`: the MCP servers behind the broker (gateway mode, issue 26), read only —
 //! `oauth-broker admin servers …` changes them. One query, searched and paged like the other
-//! lists. Never a secret: a secret-header server shows its header name only.
+//! lists, and one for the page's stored lists (how many tools each has). Never a secret: a
+//! secret-header server shows its header name only.
 //!
 //! `GET /admin/servers/{id}`: one server, with how each call is authorized, how many tools,
 //! prompts and resources it listed when last read, and the newest
@@ -57,6 +58,14 @@ fn facts(s: &GatewayServerRow) -> Vec<super::listing::Field> {
     ]
 }
 
+/// How many tools the broker last read of the server (the list's one line of it).
+fn tools_field(lists: &ListSummary) -> super::listing::Field {
+    match lists.tools {
+        Some(tools) => field("tools", tools.to_string()),
+        None => field("tools", "not read yet (its connect tool is listed)"),
+    }
+}
+
 /// What the broker last read of the server's lists (shared by every instance).
 fn listed(lists: &ListSummary, per_user: bool) -> Vec<super::listing::Field> {
     let Some(tools) = lists.tools else {
@@ -78,10 +87,16 @@ fn listed(lists: &ListSummary, per_user: bool) -> Vec<super::listing::Field> {
 pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let found = state.store.page_gateway_servers(&query.search(), query.window()).await?;
+    let ids: Vec<&str> = found.rows.iter().map(|s| s.id.as_str()).collect();
+    let stored = state.store.gateway_lists_for(&ids).await?;
     let cards = found
         .rows
         .iter()
-        .map(|s| Card { link: Some(server_page(&s.id)), title: s.name.to_string(), fields: facts(s), actions: vec![] })
+        .map(|s| {
+            let mut fields = facts(s);
+            fields.push(tools_field(&ListSummary::of(&s.id, &stored)));
+            Card { link: Some(server_page(&s.id)), title: s.name.to_string(), fields, actions: vec![] }
+        })
         .collect();
     let intro = "MCP servers behind the broker: their tools are served on /mcp under the prefix, each call with the \
                  calling user's credential (`oauth-broker admin servers …` changes them).";
