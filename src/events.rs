@@ -65,12 +65,14 @@ pub enum Signal {
     /// (`store::gateway_lists`): every instance reads it back, and its sessions hear the
     /// matching `list_changed` if their list changed too. Ids only; the list is in the table.
     GatewayListsStored { server_id: String },
-    /// A server that acts as the user said over one user's connection that its resources
-    /// changed (`notifications/resources/list_changed` to every session and listen, on every
-    /// instance). Each user's resources of such a server are read when their client lists
-    /// (`mcp::gateway::own_resources`), and the server may have changed more users' than the
-    /// one whose connection heard it, so everyone is told and each lists their own again.
-    GatewayResourcesChanged { server_id: String },
+    /// The resources a server that acts as the user lists to `user_id` (to every user if
+    /// `None`) may have changed (`notifications/resources/list_changed` to their sessions and
+    /// listens, on every instance). Each user's resources of such a server are read when their
+    /// client lists (`mcp::gateway::own_resources`). `None`: the server said so over one user's
+    /// connection, and may have changed more users' than that one, so everyone is told and
+    /// each lists their own again. `Some`: that user's lists left the server out for a while,
+    /// which has ended.
+    GatewayResourcesChanged { server_id: String, user_id: Option<String> },
 }
 
 impl Signal {
@@ -252,7 +254,7 @@ mod tests {
         assert!(!Signal::PromptsChanged.crosses_instances());
         assert!(Signal::ResourcesChanged { user_id: "u".into(), uris: vec![] }.crosses_instances());
         // A user's own resources of a server may be listed on any instance.
-        assert!(Signal::GatewayResourcesChanged { server_id: "s".into() }.crosses_instances());
+        assert!(Signal::GatewayResourcesChanged { server_id: "s".into(), user_id: None }.crosses_instances());
     }
 
     #[tokio::test]

@@ -157,7 +157,11 @@ impl BrokerServer {
                         Ok(Signal::ToolsChanged) => {
                             scope.notify(ServerNotification::ToolListChangedNotification(Default::default()))
                         }
-                        Ok(Signal::ResourceListChanged | Signal::GatewayResourcesChanged { .. }) => {
+                        Ok(Signal::ResourceListChanged) => {
+                            scope.notify(ServerNotification::ResourceListChangedNotification(Default::default()))
+                        }
+                        Ok(Signal::GatewayResourcesChanged { user_id: changed_for, .. }) => {
+                            if changed_for.is_some_and(|changed_for| changed_for != user_id) { continue; }
                             scope.notify(ServerNotification::ResourceListChangedNotification(Default::default()))
                         }
                         Ok(

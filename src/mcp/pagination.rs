@@ -2,7 +2,8 @@
 //!
 //! A cursor is opaque to clients: here the base64url of `v1:<kind>:<offset>`. A cursor that
 //! does not decode, names another list, or points past the end is an invalid-params error
-//! (-32602), as the spec asks.
+//! (-32602), as the spec asks — except past the end of a list read anew for each page
+//! ([`page_of_changing`]: `resources/list`), which may have shrunk since: there it is the end.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -314,9 +314,9 @@ impl ServerHandler for BrokerServer {
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx)?;
         // A server behind the broker's resource: subscribed to on that server, held by this session.
-        if let Some(held) = Box::pin(self.gateway_subscribe(&caller, &request.uri, &ctx)).await {
-            self.scope().subscribe_holding(request.uri, Some(Box::new(held?)));
-            return Ok(());
+        let keep = |held| self.scope().subscribe_holding(request.uri.clone(), Some(Box::new(held)));
+        if let Some(kept) = Box::pin(self.gateway_subscribe(&caller, &request.uri, &ctx, keep)).await {
+            return kept;
         }
         let ext = self.extension_context(&ctx, &caller);
         if !Box::pin(super::resources::exists(&self.state, &ext, &request.uri)).await {

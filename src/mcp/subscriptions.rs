@@ -61,7 +61,10 @@ pub async fn listen(
         let delivered = match signal {
             Ok(Signal::PromptsChanged) => deliver(sink.notify_prompt_list_changed().await),
             Ok(Signal::ToolsChanged) => deliver(sink.notify_tool_list_changed().await),
-            Ok(Signal::ResourceListChanged | Signal::GatewayResourcesChanged { .. }) => {
+            Ok(Signal::ResourceListChanged) => deliver(sink.notify_resource_list_changed().await),
+            Ok(Signal::GatewayResourcesChanged { user_id: changed_for, .. })
+                if changed_for.as_deref().is_none_or(|changed_for| changed_for == user_id) =>
+            {
                 deliver(sink.notify_resource_list_changed().await)
             }
             Ok(
@@ -71,7 +74,8 @@ pub async fn listen(
             Ok(
                 Signal::ResourcesChanged { .. }
                 | Signal::ServerResourcesUpdated { .. }
-                | Signal::GatewayListsStored { .. },
+                | Signal::GatewayListsStored { .. }
+                | Signal::GatewayResourcesChanged { .. },
             )
             | Err(RecvError::Lagged(_)) => true,
             Err(RecvError::Closed) => return Ok(()),

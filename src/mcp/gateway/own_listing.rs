@@ -1,31 +1,40 @@
 //! A server's state for its users' own resources lists ([`super::own_resources`]), kept in its
-//! entry ([`super::registry`]): when lists leave it out after it did not answer, and whether a
-//! change it announced is about to be passed on.
+//! entry ([`super::registry`]): which users' lists leave it out after it did not answer them,
+//! and whether a change it announced is about to be passed on.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-/// How long lists leave out a server that did not answer or could not be reached.
+/// How long a user's lists leave out a server that did not answer them or could not be reached.
 pub const PAUSE: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 pub(crate) struct OwnListing {
-    paused_until: Mutex<Option<Instant>>,
+    /// User id → until when that user's lists leave the server out. Per user: one user's slow
+    /// list or refused credential says nothing of the server for the others.
+    paused_until: Mutex<HashMap<String, Instant>>,
     /// A change is gathered and about to be signalled.
     pub(super) change_pending: AtomicBool,
 }
 
 impl OwnListing {
-    /// Whether lists leave the server out at `now`.
-    pub(super) fn paused(&self, now: Instant) -> bool {
-        let until = *self.paused_until.lock().unwrap_or_else(|p| p.into_inner());
-        until.is_some_and(|until| now < until)
+    fn paused_until(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.paused_until.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The server did not answer at `now`: lists leave it out for [`PAUSE`].
-    pub(super) fn pause(&self, now: Instant) {
-        *self.paused_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(now + PAUSE);
+    /// Whether `user`'s lists leave the server out at `now`.
+    pub(super) fn paused(&self, user: &str, now: Instant) -> bool {
+        self.paused_until().get(user).is_some_and(|until| now < *until)
+    }
+
+    /// The server did not answer `user` at `now`: their lists leave it out for [`PAUSE`]. Ended
+    /// pauses are forgotten here, so the map holds only users paused now.
+    pub(super) fn pause(&self, user: &str, now: Instant) {
+        let mut paused = self.paused_until();
+        paused.retain(|_, until| now < *until);
+        paused.insert(user.to_owned(), now + PAUSE);
     }
 }
 
@@ -34,13 +43,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_server_that_did_not_answer_is_left_out_for_the_pause_then_asked_again() {
+    fn a_server_that_did_not_answer_a_user_is_left_out_of_their_lists_for_the_pause_only() {
         let listing = OwnListing::default();
         let failed = Instant::now();
-        assert!(!listing.paused(failed), "asked until it fails");
-        listing.pause(failed);
-        assert!(listing.paused(failed));
-        assert!(listing.paused(failed + PAUSE - Duration::from_millis(1)), "for the whole pause");
-        assert!(!listing.paused(failed + PAUSE), "then asked again");
+        assert!(!listing.paused("alice", failed), "asked until it fails");
+        listing.pause("alice", failed);
+        assert!(listing.paused("alice", failed));
+        assert!(!listing.paused("bob", failed), "another user's lists still ask it");
+        assert!(listing.paused("alice", failed + PAUSE - Duration::from_millis(1)), "for the whole pause");
+        assert!(!listing.paused("alice", failed + PAUSE), "then asked again");
+        // An ended pause is forgotten when another begins.
+        listing.pause("bob", failed + PAUSE);
+        assert_eq!(listing.paused_until().len(), 1);
     }
 }

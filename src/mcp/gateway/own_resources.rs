@@ -11,11 +11,11 @@
 //!   server, or whose credential is not ready (not connected, scopes missing, the provider
 //!   away), sees none of its resources; the first call or read sends them to the broker's page.
 //! - **Bounded:** all such servers are read at once, each within [`LIST_WAIT`] (or
-//!   `gateway.call_timeout` if shorter) from the credential to the answer; one that does not
-//!   answer is left out of this answer (logged), and left out of every list for
-//!   [`PAUSE`](super::own_listing::PAUSE)
-//!   after it did not answer or could not be reached, so a server that is down costs one wait,
-//!   not one per list.
+//!   `gateway.call_timeout` if shorter) for the user's credential and again for the server's
+//!   answer; one that does not answer is left out of this answer (logged), and out of that
+//!   user's lists for [`PAUSE`](super::own_listing::PAUSE) after it did not answer them or
+//!   could not be reached, so a server that is down costs each user one wait, not one per
+//!   list; when the pause ends, their clients are told to list again.
 //! - **Changes:** a server says its resources changed over one user's connection, but may have
 //!   changed others' too; every session and listen on every instance is told to list again
 //!   (`Signal::GatewayResourcesChanged`), once per [`GATHER`] however many connections heard it.
@@ -23,8 +23,8 @@
 //! Only servers whose resources a read found offered are asked.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use rmcp::RoleServer;
@@ -58,6 +58,17 @@ enum Skipped {
 }
 
 impl Gateway {
+    /// `user`'s lists leave `entry` out for the pause; when it ends, that user's clients are
+    /// told to list again (their list lacks the server's resources until they do).
+    fn pause_own_resources(self: &Arc<Self>, entry: &Arc<ServerEntry>, user: &str) {
+        entry.own.pause(user, Instant::now());
+        let (gateway, server_id, user_id) = (self.clone(), entry.row.id.clone(), user.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(super::own_listing::PAUSE).await;
+            gateway.app.events.signal(Signal::GatewayResourcesChanged { server_id, user_id: Some(user_id) });
+        });
+    }
+
     /// A server that acts as the user said its resources changed, over one user's connection:
     /// every client is told to list again, once for what arrives within [`GATHER`].
     pub(super) fn own_resources_changed(self: &Arc<Self>, entry: &Arc<ServerEntry>) {
@@ -68,7 +79,10 @@ impl Gateway {
         tokio::spawn(async move {
             tokio::time::sleep(GATHER).await;
             entry.own.change_pending.store(false, Ordering::Release);
-            gateway.app.events.signal(Signal::GatewayResourcesChanged { server_id: entry.row.id.clone() });
+            gateway
+                .app
+                .events
+                .signal(Signal::GatewayResourcesChanged { server_id: entry.row.id.clone(), user_id: None });
         });
     }
 }
@@ -96,13 +110,27 @@ impl BrokerServer {
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Vec<Resource> {
-        if entry.own.paused(std::time::Instant::now()) {
+        let user = caller.user.user_id.as_str();
+        if entry.own.paused(user, Instant::now()) {
             return Vec::new();
         }
-        // Set once the credential is ready: a wait past that point is the server's.
-        let asked_server = AtomicBool::new(false);
         let wait = LIST_WAIT.min(self.state.config.gateway.call_timeout);
-        let read = self.read_own_resources(gateway, entry, caller, ctx, &asked_server);
+        // The credential first, within the wait: one that is slow to refresh is the provider's
+        // matter, and does not pause the server.
+        let credential = tokio::select! {
+            _ = ctx.ct.cancelled() => return Vec::new(),
+            credential = tokio::time::timeout(wait, self.ready_credential(gateway, entry, caller)) => credential,
+        };
+        let credential = match credential {
+            Ok(Some(credential)) => credential,
+            Ok(None) => return Vec::new(),
+            Err(_) => {
+                tracing::warn!(server = %entry.row.name, "a user's credential for a server was not ready in time; its resources are left out of the list");
+                return Vec::new();
+            }
+        };
+        // Then the server, within the wait again.
+        let read = self.read_own_resources(gateway, entry, caller, ctx, credential);
         let read = tokio::select! {
             _ = ctx.ct.cancelled() => return Vec::new(),
             read = tokio::time::timeout(wait, read) => read,
@@ -111,16 +139,12 @@ impl BrokerServer {
             Ok(Ok(resources)) => resources,
             Ok(Err(Skipped::NotReady)) => Vec::new(),
             Ok(Err(Skipped::Unreachable)) => {
-                entry.own.pause(std::time::Instant::now());
-                Vec::new()
-            }
-            Err(_) if asked_server.load(Ordering::Acquire) => {
-                tracing::warn!(server = %entry.row.name, "a server did not answer a user's resources/list in time; lists leave it out for a while");
-                entry.own.pause(std::time::Instant::now());
+                gateway.pause_own_resources(entry, user);
                 Vec::new()
             }
             Err(_) => {
-                tracing::warn!(server = %entry.row.name, "a user's credential for a server was not ready in time; its resources are left out of the list");
+                tracing::warn!(server = %entry.row.name, "a server did not answer a user's resources/list in time; their lists leave it out for a while");
+                gateway.pause_own_resources(entry, user);
                 Vec::new()
             }
         }
@@ -132,10 +156,8 @@ impl BrokerServer {
         entry: &Arc<ServerEntry>,
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
-        asked_server: &AtomicBool,
+        credential: Option<Credential>,
     ) -> Result<Vec<Resource>, Skipped> {
-        let credential = self.ready_credential(gateway, entry, caller).await.ok_or(Skipped::NotReady)?;
-        asked_server.store(true, Ordering::Release);
         let key = gateway.pool.key(&caller.user, entry);
         let connection = match self.connection(gateway, entry, &key, credential, caller, ctx).await {
             Ok(connection) => connection,

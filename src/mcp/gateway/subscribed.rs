@@ -112,9 +112,8 @@ impl BrokerServer {
     ) -> Result<Vec<Held>, ErrorData> {
         let mut held = Vec::new();
         for uri in accepted.resource_subscriptions.iter().flatten() {
-            match Box::pin(self.gateway_subscribe(caller, uri, ctx)).await {
-                None => {}
-                Some(Ok(subscription)) => held.push(subscription),
+            match Box::pin(self.gateway_subscribe(caller, uri, ctx, |subscription| held.push(subscription))).await {
+                None | Some(Ok(())) => {}
                 Some(Err(error)) => return Err(not_listened(uri, error)),
             }
         }
@@ -122,14 +121,17 @@ impl BrokerServer {
     }
 
     /// `resources/subscribe` of a URI in the gateway's scheme ([`super::uri`]): `None` if `uri`
-    /// is not one; otherwise the subscription for the session to hold, or why there is none.
+    /// is not one; otherwise the subscription, given to `keep` (the session or listen that holds
+    /// it) before anything else waits — the server may send an update at once —, or why there
+    /// is none.
     // MCP 2025-11-25 server/resources §Subscriptions.
     pub(crate) async fn gateway_subscribe(
         &self,
         caller: &Caller,
         uri: &str,
         ctx: &RequestContext<RoleServer>,
-    ) -> Option<Result<Held, ErrorData>> {
+        keep: impl FnOnce(Held),
+    ) -> Option<Result<(), ErrorData>> {
         if !super::uri::is_gateway(uri) {
             return None;
         }
@@ -145,10 +147,10 @@ impl BrokerServer {
         let (answer, outcome) = self.forward(&gateway, &entry, &forwarded, caller, ctx).await;
         // Held before anything else waits: the server may send an update at once, and one that
         // arrives before the URI is held is not passed on.
-        let held = held(&entry, upstream, answer, &sent_over);
+        let kept = held(&entry, upstream, answer, &sent_over).map(keep);
         // The URI is left out of the audit, as for a read.
         self.audit_call(&entry, "resource=subscribe", caller, outcome, started.elapsed()).await;
-        Some(held)
+        Some(kept)
     }
 }
 
