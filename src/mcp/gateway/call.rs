@@ -116,6 +116,11 @@ pub fn shared_credential(entry: &ServerEntry) -> Option<Credential> {
     }
 }
 
+/// A `token-exchange` server's credential: the token minted for the user, as a bearer.
+pub(super) fn minted_credential(minted: &secrecy::SecretString) -> Option<Credential> {
+    Credential::new("Authorization", &format!("Bearer {}", minted.expose_secret()))
+}
+
 pub(super) fn provider_credential(auth: &GatewayAuth, token: &AccessToken) -> Option<Credential> {
     let (_, _, header, scheme) = auth.user_credential()?;
     Credential::new(header.as_str(), &scheme.value(token.token.expose_secret()))
@@ -194,7 +199,7 @@ impl BrokerServer {
                     .token_for(&self.state.identity, &self.state.store, user, &entry.row.id, service_id)
                     .await
                 {
-                    Ok(minted) => Credential::new("Authorization", &format!("Bearer {}", minted.expose_secret())),
+                    Ok(minted) => minted_credential(&minted),
                     Err(MintError::Store(error)) => return (Err(tool_failed(error).into()), "failed"),
                     Err(error) => {
                         let text = format!("The server {} cannot be called: {error}.", entry.row.name);

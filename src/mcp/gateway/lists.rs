@@ -114,8 +114,8 @@ impl Gateway {
         match tokio::time::timeout(limit, read).await {
             Ok(Ok((resources, templates))) => {
                 // A server that acts as the user lists that user's own data: not kept, stored or
-                // shown to anyone else (super::own_resources); its templates are patterns.
-                let resources = if entry.row.auth.per_user() { Vec::new() } else { resources };
+                // shown to anyone else; its templates are patterns.
+                let resources = entry.shared_resources(resources);
                 let answer = ResourcesAnswer { resources, templates };
                 let stored = serde_json::to_string(&answer);
                 let ResourcesAnswer { resources, templates } = answer;

@@ -30,10 +30,9 @@ use futures::future::join_all;
 use rmcp::RoleServer;
 use rmcp::model::Resource;
 use rmcp::service::RequestContext;
-use secrecy::ExposeSecret;
 
 use super::Gateway;
-use super::call::{provider_credential, shared_credential};
+use super::call::{minted_credential, provider_credential, shared_credential};
 use super::listed::ServerResources;
 use super::plain::Failure;
 use super::registry::ServerEntry;
@@ -214,7 +213,7 @@ impl BrokerServer {
                 .token_for(&self.state.identity, &self.state.store, user, &entry.row.id, service_id)
                 .await;
             return match minted {
-                Ok(token) => Some(Credential::new("Authorization", &format!("Bearer {}", token.expose_secret()))),
+                Ok(token) => Some(minted_credential(&token)),
                 Err(error) => {
                     tracing::debug!(server = %entry.row.name, %error, "no token for a server's resources/list");
                     None

@@ -169,6 +169,13 @@ impl ServerEntry {
         changed
     }
 
+    /// Of the resources a read of the server found, those its shared list keeps: none for a
+    /// server that acts as the user, whose resources are that user's own data
+    /// ([`super::own_resources`]), all for one that serves every user alike.
+    pub fn shared_resources(&self, read: Vec<rmcp::model::Resource>) -> Vec<rmcp::model::Resource> {
+        if self.row.auth.per_user() { Vec::new() } else { read }
+    }
+
     /// Replaces the cached resources and templates; true if what clients see changed.
     pub fn set_resources(&self, fresh: ServerResources) -> bool {
         let mut current = self.resources.write().unwrap_or_else(|p| p.into_inner());

@@ -202,7 +202,7 @@ fn apply<'a>(entry: &ServerEntry, stored: impl Iterator<Item = &'a StoredList>) 
                     // 0038) may hold one user's resources: never listed, and written over by
                     // this instance's next read of the server.
                     let stale = entry.row.auth.per_user() && !answer.resources.is_empty();
-                    let resources = if entry.row.auth.per_user() { Vec::new() } else { answer.resources };
+                    let resources = entry.shared_resources(answer.resources);
                     let fresh = ServerResources::new(&entry.row.name, resources, answer.templates);
                     changed.resources |= entry.set_resources(fresh);
                     if stale {
