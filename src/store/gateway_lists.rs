@@ -135,10 +135,9 @@ impl Store {
         if server_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=server_ids.len()).map(|i| format!("${i}")).collect();
         let sql = format!(
             "SELECT {COLUMNS} FROM gateway_server_lists WHERE server_id IN ({}) ORDER BY server_id, kind",
-            placeholders.join(", ")
+            super::numbered_values(server_ids.len())
         );
         let mut query = sqlx::query_as::<_, RawList>(&sql);
         for id in server_ids {

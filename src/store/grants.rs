@@ -291,8 +291,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id IN ({})", placeholders.join(", "));
+        let sql = format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id IN ({})", super::numbered_values(ids.len()));
         let mut query = sqlx::query_as::<_, RawGrantRow>(&sql);
         for id in ids {
             query = query.bind(*id);

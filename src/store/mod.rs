@@ -384,6 +384,12 @@ pub fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
     Some(std::path::PathBuf::from(path))
 }
 
+/// `$1, $2, …, $count`: the values of an `IN (…)` list, numbered as both backends read them
+/// (the values are bound, never written into the SQL).
+pub(crate) fn numbered_values(count: usize) -> String {
+    (1..=count).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 fn create_sqlite_parent_dir(url: &str) {
     let Some(path) = sqlite_path(url) else { return };
     if let Some(parent) = path.parent()
@@ -406,6 +412,13 @@ pub(crate) async fn migrated_for_tests() -> (tempfile::TempDir, Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_in_list_numbers_each_value_once_from_one() {
+        assert_eq!(numbered_values(1), "$1");
+        assert_eq!(numbered_values(3), "$1, $2, $3");
+        assert_eq!(numbered_values(0), "");
+    }
 
     #[test]
     fn migration_folders_have_the_same_versions() {

@@ -129,10 +129,9 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
         let sql = format!(
             "SELECT client_id, client_name FROM oauth_clients WHERE client_id IN ({})",
-            placeholders.join(", ")
+            super::numbered_values(ids.len())
         );
         let mut query = sqlx::query_as::<_, (String, Option<String>)>(&sql);
         for id in ids {

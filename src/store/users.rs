@@ -248,8 +248,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
-        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id IN ({})", placeholders.join(", "));
+        let sql = format!("SELECT {USER_COLUMNS} FROM users WHERE id IN ({})", super::numbered_values(ids.len()));
         let mut query = sqlx::query_as::<_, User>(&sql);
         for id in ids {
             query = query.bind(*id);
