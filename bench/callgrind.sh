@@ -30,13 +30,10 @@ fi
 dir="$(mktemp -d /tmp/oauth-broker-callgrind.XXXXXX)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:$port"
-if [[ $echo_mode -eq 1 ]]; then
-  valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$dir/callgrind.out.%p" "$server" \
-    --listen "127.0.0.1:$port" >"$dir/stdout" 2>"$dir/log" &
-else
-  valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$dir/callgrind.out.%p" "$server" serve --demo \
-    --listen "127.0.0.1:$port" --data-dir "$dir/data" >"$dir/stdout" 2>"$dir/log" &
-fi
+server_args=(--listen "127.0.0.1:$port")
+[[ $echo_mode -eq 1 ]] || server_args=(serve --demo "${server_args[@]}" --data-dir "$dir/data")
+valgrind --tool=callgrind --compress-strings=no --callgrind-out-file="$dir/callgrind.out.%p" "$server" "${server_args[@]}" \
+  >"$dir/stdout" 2>"$dir/log" &
 vg=$!
 trap 'kill $vg 2>/dev/null || true' EXIT
 if [[ $echo_mode -eq 1 ]]; then
