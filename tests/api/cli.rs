@@ -695,6 +695,7 @@ async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(ap
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut stderr = follow.stderr.take().unwrap();
     // The server writes an entry after the command started: a wrong password.
     let browser = app.browser();
     let login = browser.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
@@ -703,7 +704,11 @@ async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(ap
     assert_eq!(browser.post(app.url("/login")).form(&form).send().await.unwrap().status(), 401);
     let seen = tokio::time::timeout(std::time::Duration::from_secs(30), async {
         loop {
-            let line = lines.next_line().await.unwrap().expect("follow keeps running");
+            let Some(line) = lines.next_line().await.unwrap() else {
+                let mut why = String::new();
+                tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut why).await.unwrap();
+                panic!("follow ended: {why}");
+            };
             let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
             if entry["action"] == "browser.sign_in_failed" {
                 return entry;
@@ -726,6 +731,128 @@ async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(ap
     }
 }
 on_both_backends!(cli_audit_follow, audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm);
+
+/// A wrong password for `name` at the running server: one `browser.sign_in_failed` entry that
+/// names `name`.
+async fn fail_a_sign_in(app: &TestApp, name: &str) {
+    assert_eq!(sign_in_with(app, name, "a-wrong-password").await, 401);
+}
+
+/// Reads `lines` until one satisfies `wanted` (30 s at most); returns it and what came before.
+async fn read_lines_until<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut tokio::io::Lines<R>,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> (String, Vec<String>) {
+    let mut before = Vec::new();
+    let found = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match lines.next_line().await.unwrap() {
+                Some(line) if wanted(&line) => return line,
+                Some(line) => before.push(line),
+                None => panic!("the stream ended before {what}: {before:?}"),
+            }
+        }
+    })
+    .await;
+    (found.unwrap_or_else(|_| panic!("no {what} within 30 s: {before:?}")), before)
+}
+
+// A tail that dies when the database blinks leaves an operator blind exactly when something is
+// wrong. Its database connections go through a proxy the test cuts while the server (connected
+// directly) keeps writing: the tail says it is waiting, and prints what was written meanwhile
+// once the database answers again, with nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_follow_waits_out_a_database_outage_and_prints_what_was_written_meanwhile() {
+    use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+    use tokio::io::AsyncBufReadExt;
+    let Some(app) = crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await else { return };
+    let proxy = DbProxy::start(postgres_upstream()).await;
+    let config = tempfile::NamedTempFile::new().unwrap();
+    // Short enough that the outage is noticed soon, long enough for a connect on a busy machine.
+    std::fs::write(config.path(), "database_timeout = \"3s\"\n").unwrap();
+    let mut follow = broker_for(&app)
+        .env("OAUTH_BROKER_DATABASE_URL", proxy.url_for(&app.state.config.database_url))
+        .env("OAUTH_BROKER_CONFIG", config.path())
+        .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut err = tokio::io::BufReader::new(follow.stderr.take().unwrap()).lines();
+    let names = |line: &str, name: &str| line.contains("browser.sign_in_failed") && line.contains(name);
+
+    fail_a_sign_in(&app, "before-the-outage").await;
+    tokio::select! {
+        _ = read_lines_until(&mut out, "the entry written before the outage", |l| names(l, "before-the-outage")) => {}
+        ended = follow.wait() => {
+            let mut said = Vec::new();
+            while let Ok(Some(line)) = err.next_line().await { said.push(line) }
+            panic!("follow ended ({ended:?}) before the first entry: {said:?}")
+        }
+    }
+
+    proxy.set(Mode::Cut);
+    let (waiting, _) = read_lines_until(&mut err, "word of the outage", |l| l.contains("does not answer")).await;
+    assert!(!waiting.contains("postgres://"), "no database URL in what it says: {waiting}");
+    fail_a_sign_in(&app, "during-the-outage").await;
+
+    proxy.set(Mode::Forward);
+    let (_, between) =
+        read_lines_until(&mut out, "the entry written during the outage", |l| names(l, "during-the-outage")).await;
+    assert!(!between.iter().any(|l| names(l, "before-the-outage")), "nothing twice: {between:?}");
+    read_lines_until(&mut err, "word that it answers again", |l| l.contains("answers again")).await;
+    assert!(follow.try_wait().unwrap().is_none(), "the tail is still running");
+
+    let term = Command::new("kill").args(["-TERM", &follow.id().unwrap().to_string()]).status().unwrap();
+    assert!(term.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), follow.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "SIGTERM ends --follow cleanly: {status:?}");
+    app.stop().await;
+}
+
+// PostgreSQL hands out an audit id at insert, not at commit: a row that took its id before
+// `--follow` read its first window, but committed after a higher one was shown there, is still
+// printed (once) when it commits, instead of being stepped over for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_follow_prints_a_row_that_commits_after_a_higher_id_was_shown_first() {
+    use sqlx::Connection;
+    use tokio::io::AsyncBufReadExt;
+    let Some(app) = crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await else { return };
+    // A writer takes its id and has not committed yet ...
+    let mut late = sqlx::PgConnection::connect(&app.state.config.database_url).await.unwrap();
+    let mut open = late.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO audit_log (at, action, detail, actor, outcome) \
+         VALUES (0, 'browser.sign_in_failed', 'username=\"committed-late\"', 'visitor', 'refused')",
+    )
+    .execute(&mut *open)
+    .await
+    .unwrap();
+    // ... while a higher id commits, and the tail starts with it in its first window.
+    fail_a_sign_in(&app, "shown-first").await;
+    let mut follow = broker_for(&app)
+        .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
+    read_lines_until(&mut out, "the first window's entry", |l| l.contains("shown-first")).await;
+
+    open.commit().await.unwrap();
+    let (_, between) =
+        read_lines_until(&mut out, "the row that committed late", |l| l.contains("committed-late")).await;
+    assert!(!between.iter().any(|l| l.contains("shown-first")), "nothing twice: {between:?}");
+
+    let term = Command::new("kill").args(["-TERM", &follow.id().unwrap().to_string()]).status().unwrap();
+    assert!(term.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), follow.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{status:?}");
+    app.stop().await;
+}
 
 /// `admin ARGS` with `input` on standard input (a password), as an operator pipes it.
 async fn admin_with_stdin(app: &TestApp, args: &[&str], input: &str) -> std::process::Output {
