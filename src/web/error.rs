@@ -27,7 +27,8 @@ pub enum PageError {
     Page { status: StatusCode, title: String, message: String, next_step: String, sign_out: Option<SignOutForm> },
     /// 303 to `/login?next=…` (the page needs a signed-in browser).
     SignIn { next: String },
-    /// 500 with a generic page; the cause is logged (with its own causes).
+    /// 500 with a generic page; the cause is logged (with its own causes). A database that is
+    /// unavailable (`store::unavailable`) makes it a 503 saying to try again shortly.
     Internal(BoxError),
 }
 
@@ -317,6 +318,27 @@ impl IntoResponse for PageError {
                 pages::render_message(status, page)
             }
             PageError::SignIn { next } => pages::see_other(&login_path(&next)),
+            // The database away (restarting, failing over, overloaded) passes without anyone
+            // acting: the visitor is told to try again shortly, with the delay in Retry-After,
+            // and the operator's log says warn, not error, as for the token API's 503.
+            PageError::Internal(cause) if crate::store::unavailable::is_unavailable(&*cause) => {
+                tracing::warn!(cause = %Chain(&*cause), "hosted page answered 503: the database is unavailable");
+                let mut response = PageError::page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Temporarily unavailable",
+                    "The broker cannot reach its database just now; what you asked for may not have happened.",
+                    format!(
+                        "Try again in {} seconds. If it keeps happening, tell the broker's operator.",
+                        crate::store::unavailable::RETRY_AFTER_SECONDS
+                    ),
+                )
+                .into_response();
+                response.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(crate::store::unavailable::RETRY_AFTER_SECONDS),
+                );
+                response
+            }
             PageError::Internal(cause) => {
                 tracing::error!(cause = %Chain(&*cause), "hosted page failed");
                 PageError::went_wrong().into_response()

@@ -59,3 +59,32 @@ async fn a_row_lock_held_by_someone_else_gives_a_retryable_error_within_the_boun
     drop(other);
     app.stop().await;
 }
+
+// A hosted page whose database is away says so, as the token API does: 503 with Retry-After
+// and "try again", not a 500 that reads as a bug and makes the operator's log say error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosted_page_whose_database_is_away_answers_503_with_retry_after() {
+    let Some((app, proxy)) = spawn_behind_proxy().await else { return };
+    let browser = app.browser();
+    let login = browser.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&login, "csrf_token").unwrap();
+    let form = [("username", ALICE), ("password", "a-wrong-password"), ("next", "/"), ("csrf_token", csrf.as_str())];
+
+    proxy.set(Mode::Cut);
+    let answer = browser.post(app.url("/login")).form(&form).send().await.unwrap();
+    assert_eq!(answer.status(), 503);
+    assert_eq!(answer.headers()["retry-after"], "5");
+    let page = answer.text().await.unwrap();
+    assert!(page.contains("Temporarily unavailable") && page.contains("Try again in 5 seconds"), "{page}");
+    assert!(!page.contains("127.0.0.1") && !page.contains("pool"), "no error text on the page: {page}");
+
+    // Back again: the same form is answered as ever (a wrong password is refused).
+    proxy.set(Mode::Forward);
+    let status = crate::helpers::eventually("the page answers again", std::time::Duration::from_secs(10), || async {
+        let status = browser.post(app.url("/login")).form(&form).send().await.unwrap().status();
+        (status != 503).then_some(status)
+    })
+    .await;
+    assert_eq!(status, 401);
+    app.stop().await;
+}
