@@ -36,7 +36,8 @@ async fn main() -> std::process::ExitCode {
     match oauth_broker::admin::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Each cause once: a store error writes its source into its own message too.
+            eprintln!("error: {}", oauth_broker::error_chain::Chain(error.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
