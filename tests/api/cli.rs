@@ -686,44 +686,18 @@ on_both_backends!(cli_disables_users, users_disable_and_enable_take_effect_at_th
 // first, then each new one as it is written (here: a failed sign-in at the server), one JSON
 // object per line with --json; SIGTERM ends it cleanly. A bad --limit is refused.
 async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(app: &TestApp) {
-    use tokio::io::AsyncBufReadExt;
-    let mut follow = broker_for(app)
-        .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
-    let mut stderr = follow.stderr.take().unwrap();
+    let mut follow = Following::start(broker_for(app));
     // The server writes an entry after the command started: a wrong password.
     let browser = app.browser();
     let login = browser.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
     let csrf = crate::helpers::hidden_field(&login, "csrf_token").unwrap();
     let form = [("username", "alice"), ("password", "wrong-password-for-follow"), ("next", "/"), ("csrf_token", &csrf)];
     assert_eq!(browser.post(app.url("/login")).form(&form).send().await.unwrap().status(), 401);
-    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        loop {
-            let Some(line) = lines.next_line().await.unwrap() else {
-                let mut why = String::new();
-                tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut why).await.unwrap();
-                panic!("follow ended: {why}");
-            };
-            let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            if entry["action"] == "browser.sign_in_failed" {
-                return entry;
-            }
-        }
-    })
-    .await
-    .expect("the new entry is printed while following");
+    let (line, _) = follow.until("the new entry", |l| l.contains("browser.sign_in_failed")).await;
+    let seen: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
     assert_eq!((seen["actor"].as_str(), seen["outcome"].as_str()), (Some("visitor"), Some("refused")), "{seen}");
     assert!(!seen.to_string().contains("wrong-password-for-follow"), "never the password");
-
-    let term = Command::new("kill").args(["-TERM", &follow.id().unwrap().to_string()]).status().unwrap();
-    assert!(term.success());
-    let status = tokio::time::timeout(std::time::Duration::from_secs(10), follow.wait()).await.unwrap().unwrap();
-    assert!(status.success(), "SIGTERM ends --follow cleanly: {status:?}");
+    follow.stop().await;
 
     for bad in [&["audit", "--limit", "0"][..], &["audit", "--limit", "-5"][..], &["audit", "--user", "nobody"][..]] {
         let refused = admin(app, bad).await;
@@ -738,24 +712,80 @@ async fn fail_a_sign_in(app: &TestApp, name: &str) {
     assert_eq!(sign_in_with(app, name, "a-wrong-password").await, 401);
 }
 
-/// Reads `lines` until one satisfies `wanted` (30 s at most); returns it and what came before.
+/// Reads `lines` until one satisfies `wanted` (30 s at most): that line and what came before,
+/// or what came before the stream ended.
 async fn read_lines_until<R: tokio::io::AsyncBufRead + Unpin>(
     lines: &mut tokio::io::Lines<R>,
     what: &str,
     wanted: impl Fn(&str) -> bool,
-) -> (String, Vec<String>) {
+) -> Result<(String, Vec<String>), Vec<String>> {
     let mut before = Vec::new();
     let found = tokio::time::timeout(std::time::Duration::from_secs(30), async {
         loop {
             match lines.next_line().await.unwrap() {
-                Some(line) if wanted(&line) => return line,
+                Some(line) if wanted(&line) => return Some(line),
                 Some(line) => before.push(line),
-                None => panic!("the stream ended before {what}: {before:?}"),
+                None => return None,
             }
         }
     })
     .await;
-    (found.unwrap_or_else(|_| panic!("no {what} within 30 s: {before:?}")), before)
+    match found.unwrap_or_else(|_| panic!("no {what} within 30 s: {before:?}")) {
+        Some(line) => Ok((line, before)),
+        None => Err(before),
+    }
+}
+
+/// `admin audit --follow --json --limit 5` run by `command` (the binary set up for an app),
+/// its standard output and error read line by line.
+struct Following {
+    child: tokio::process::Child,
+    out: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    err: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+}
+
+impl Following {
+    fn start(mut command: tokio::process::Command) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = command
+            .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        Self { child, out, err }
+    }
+
+    /// The first printed line `wanted` accepts, and the lines before it; fails with what the
+    /// command said on standard error if it ended first.
+    async fn until(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> (String, Vec<String>) {
+        match read_lines_until(&mut self.out, what, wanted).await {
+            Ok(found) => found,
+            Err(printed) => {
+                let said = read_lines_until(&mut self.err, "the end of its errors", |_| false).await.unwrap_err();
+                panic!("follow ended before {what}: {said:?} (it printed {printed:?})")
+            }
+        }
+    }
+
+    /// The first line on standard error that `wanted` accepts.
+    async fn said(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let found = read_lines_until(&mut self.err, what, wanted).await;
+        found.unwrap_or_else(|said| panic!("follow ended before {what}: {said:?}")).0
+    }
+
+    /// SIGTERM, as a service manager stops it: the tail ends cleanly within 10 s.
+    async fn stop(mut self) {
+        assert!(self.child.try_wait().unwrap().is_none(), "the tail was still running");
+        let term = Command::new("kill").args(["-TERM", &self.child.id().unwrap().to_string()]).status().unwrap();
+        assert!(term.success());
+        let status =
+            tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait()).await.unwrap().unwrap();
+        assert!(status.success(), "SIGTERM ends --follow cleanly: {status:?}");
+    }
 }
 
 // A tail that dies when the database blinks leaves an operator blind exactly when something is
@@ -765,51 +795,33 @@ async fn read_lines_until<R: tokio::io::AsyncBufRead + Unpin>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_follow_waits_out_a_database_outage_and_prints_what_was_written_meanwhile() {
     use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
-    use tokio::io::AsyncBufReadExt;
     let Some(app) = crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await else { return };
     let proxy = DbProxy::start(postgres_upstream()).await;
     let config = tempfile::NamedTempFile::new().unwrap();
     // Short enough that the outage is noticed soon, long enough for a connect on a busy machine.
     std::fs::write(config.path(), "database_timeout = \"3s\"\n").unwrap();
-    let mut follow = broker_for(&app)
-        .env("OAUTH_BROKER_DATABASE_URL", proxy.url_for(&app.state.config.database_url))
-        .env("OAUTH_BROKER_CONFIG", config.path())
-        .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
-    let mut err = tokio::io::BufReader::new(follow.stderr.take().unwrap()).lines();
+    let mut follow = Following::start({
+        let mut command = broker_for(&app);
+        command
+            .env("OAUTH_BROKER_DATABASE_URL", proxy.url_for(&app.state.config.database_url))
+            .env("OAUTH_BROKER_CONFIG", config.path());
+        command
+    });
     let names = |line: &str, name: &str| line.contains("browser.sign_in_failed") && line.contains(name);
 
     fail_a_sign_in(&app, "before-the-outage").await;
-    tokio::select! {
-        _ = read_lines_until(&mut out, "the entry written before the outage", |l| names(l, "before-the-outage")) => {}
-        ended = follow.wait() => {
-            let mut said = Vec::new();
-            while let Ok(Some(line)) = err.next_line().await { said.push(line) }
-            panic!("follow ended ({ended:?}) before the first entry: {said:?}")
-        }
-    }
+    follow.until("the entry written before the outage", |l| names(l, "before-the-outage")).await;
 
     proxy.set(Mode::Cut);
-    let (waiting, _) = read_lines_until(&mut err, "word of the outage", |l| l.contains("does not answer")).await;
+    let waiting = follow.said("word of the outage", |l| l.contains("does not answer")).await;
     assert!(!waiting.contains("postgres://"), "no database URL in what it says: {waiting}");
     fail_a_sign_in(&app, "during-the-outage").await;
 
     proxy.set(Mode::Forward);
-    let (_, between) =
-        read_lines_until(&mut out, "the entry written during the outage", |l| names(l, "during-the-outage")).await;
+    let (_, between) = follow.until("the entry written during the outage", |l| names(l, "during-the-outage")).await;
     assert!(!between.iter().any(|l| names(l, "before-the-outage")), "nothing twice: {between:?}");
-    read_lines_until(&mut err, "word that it answers again", |l| l.contains("answers again")).await;
-    assert!(follow.try_wait().unwrap().is_none(), "the tail is still running");
-
-    let term = Command::new("kill").args(["-TERM", &follow.id().unwrap().to_string()]).status().unwrap();
-    assert!(term.success());
-    let status = tokio::time::timeout(std::time::Duration::from_secs(10), follow.wait()).await.unwrap().unwrap();
-    assert!(status.success(), "SIGTERM ends --follow cleanly: {status:?}");
+    follow.said("word that it answers again", |l| l.contains("answers again")).await;
+    follow.stop().await;
     app.stop().await;
 }
 
@@ -819,7 +831,6 @@ async fn audit_follow_waits_out_a_database_outage_and_prints_what_was_written_me
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_follow_prints_a_row_that_commits_after_a_higher_id_was_shown_first() {
     use sqlx::Connection;
-    use tokio::io::AsyncBufReadExt;
     let Some(app) = crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await else { return };
     // A writer takes its id and has not committed yet ...
     let mut late = sqlx::PgConnection::connect(&app.state.config.database_url).await.unwrap();
@@ -833,24 +844,13 @@ async fn audit_follow_prints_a_row_that_commits_after_a_higher_id_was_shown_firs
     .unwrap();
     // ... while a higher id commits, and the tail starts with it in its first window.
     fail_a_sign_in(&app, "shown-first").await;
-    let mut follow = broker_for(&app)
-        .args(["admin", "audit", "--follow", "--json", "--limit", "5"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut out = tokio::io::BufReader::new(follow.stdout.take().unwrap()).lines();
-    read_lines_until(&mut out, "the first window's entry", |l| l.contains("shown-first")).await;
+    let mut follow = Following::start(broker_for(&app));
+    follow.until("the first window's entry", |l| l.contains("shown-first")).await;
 
     open.commit().await.unwrap();
-    let (_, between) =
-        read_lines_until(&mut out, "the row that committed late", |l| l.contains("committed-late")).await;
+    let (_, between) = follow.until("the row that committed late", |l| l.contains("committed-late")).await;
     assert!(!between.iter().any(|l| l.contains("shown-first")), "nothing twice: {between:?}");
-
-    let term = Command::new("kill").args(["-TERM", &follow.id().unwrap().to_string()]).status().unwrap();
-    assert!(term.success());
-    let status = tokio::time::timeout(std::time::Duration::from_secs(10), follow.wait()).await.unwrap().unwrap();
-    assert!(status.success(), "{status:?}");
+    follow.stop().await;
     app.stop().await;
 }
 
