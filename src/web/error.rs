@@ -90,6 +90,20 @@ impl PageError {
         )
     }
 
+    /// 503 while the database is briefly unavailable (`Internal` with such a cause becomes it,
+    /// with a Retry-After header).
+    pub fn database_away() -> Self {
+        Self::page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Temporarily unavailable",
+            "The broker cannot reach its database just now; what you asked for may not have happened.",
+            format!(
+                "Try again in {} seconds. If it keeps happening, tell the broker's operator.",
+                crate::store::unavailable::RETRY_AFTER_SECONDS
+            ),
+        )
+    }
+
     /// The 500 page for a failure on our side whose cause is logged elsewhere.
     pub fn went_wrong() -> Self {
         Self::page(
@@ -323,16 +337,7 @@ impl IntoResponse for PageError {
             // and the operator's log says warn, not error, as for the token API's 503.
             PageError::Internal(cause) if crate::store::unavailable::is_unavailable(&*cause) => {
                 tracing::warn!(cause = %Chain(&*cause), "hosted page answered 503: the database is unavailable");
-                let mut response = PageError::page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Temporarily unavailable",
-                    "The broker cannot reach its database just now; what you asked for may not have happened.",
-                    format!(
-                        "Try again in {} seconds. If it keeps happening, tell the broker's operator.",
-                        crate::store::unavailable::RETRY_AFTER_SECONDS
-                    ),
-                )
-                .into_response();
+                let mut response = PageError::database_away().into_response();
                 response.headers_mut().insert(
                     header::RETRY_AFTER,
                     axum::http::HeaderValue::from(crate::store::unavailable::RETRY_AFTER_SECONDS),
@@ -510,6 +515,7 @@ mod tests {
                 PageError::bad_request(),
                 PageError::csrf(),
                 PageError::busy(),
+                PageError::database_away(),
                 PageError::went_wrong(),
                 PageError::internal("cause"),
             ]);
