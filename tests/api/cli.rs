@@ -688,11 +688,7 @@ on_both_backends!(cli_disables_users, users_disable_and_enable_take_effect_at_th
 async fn audit_follow_prints_what_a_running_server_writes_and_ends_on_sigterm(app: &TestApp) {
     let mut follow = Following::start(broker_for(app));
     // The server writes an entry after the command started: a wrong password.
-    let browser = app.browser();
-    let login = browser.get(app.url("/login")).send().await.unwrap().text().await.unwrap();
-    let csrf = crate::helpers::hidden_field(&login, "csrf_token").unwrap();
-    let form = [("username", "alice"), ("password", "wrong-password-for-follow"), ("next", "/"), ("csrf_token", &csrf)];
-    assert_eq!(browser.post(app.url("/login")).form(&form).send().await.unwrap().status(), 401);
+    assert_eq!(sign_in_with(app, "alice", "wrong-password-for-follow").await, 401);
     let (line, _) = follow.until("the new entry", |l| l.contains("browser.sign_in_failed")).await;
     let seen: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
     assert_eq!((seen["actor"].as_str(), seen["outcome"].as_str()), (Some("visitor"), Some("refused")), "{seen}");
