@@ -57,7 +57,7 @@ impl AppBuilder {
     }
 
     /// For the one test that shows the gateway's cross-user test failing when every user's
-    /// calls to a server share one connection (issue 26). Never reachable from configuration.
+    /// calls to a server share one connection. Never reachable from configuration.
     pub fn shared_gateway_connections_for_tests(mut self) -> Self {
         self.gateway_sharing = crate::mcp::gateway::pool::Sharing::EveryoneForTests;
         self
@@ -66,42 +66,46 @@ impl AppBuilder {
     pub async fn build(self) -> anyhow::Result<App> {
         crate::telemetry::install();
         let mut state = build_state(self.config, self.clock).await?;
-        // Issue 11: what other processes write reaches this server's caches (see
+        // What other processes write reaches this server's caches (see
         // `store::generations`); started before the first request is served.
-        state.store.watch_other_writers(state.shutdown.clone()).await;
+        state.core.store.watch_other_writers(state.shutdown.clone()).await;
         // The token API's audit events go to the database in batches; flushed as `run` ends.
-        state.store.start_audit_writer();
-        if state.store.backend() == crate::store::Backend::Postgres {
-            let (store, clock, shutdown) = (state.store.clone(), state.clock.clone(), state.shutdown.clone());
-            state.events.listen_to_other_instances(state.config.signal_listener_url(), store, clock, shutdown).await?;
+        state.core.store.start_audit_writer();
+        if state.core.store.backend() == crate::store::Backend::Postgres {
+            let (store, clock, shutdown) = (state.core.store.clone(), state.core.clock.clone(), state.shutdown.clone());
+            state
+                .core
+                .events
+                .listen_to_other_instances(state.core.config.signal_listener_url(), store, clock, shutdown)
+                .await?;
         }
         if let Some(oidc) = &state.identity.oidc {
-            oidc.start(state.clock.clone(), state.shutdown.clone()).await;
+            oidc.start(state.core.clock.clone(), state.shutdown.clone()).await;
         }
         if let Some(name) = self.fixed_identity {
             ensure_local_user(&state, &name).await?;
             state.set_fixed_identity(name);
         }
         settle_abandoned_exchanges(&state);
-        // Issue 27: events for services' webhooks, delivered from the outbox.
+        // Events for services' webhooks, delivered from the outbox.
         crate::events::webhooks::start(
             crate::events::webhooks::Deliveries::new(
-                state.store.clone(),
-                state.sealer.clone(),
-                state.clock.clone(),
-                state.config.webhooks.clone(),
+                state.core.store.clone(),
+                state.core.sealer.clone(),
+                state.core.clock.clone(),
+                state.core.config.webhooks.clone(),
             ),
             state.shutdown.clone(),
         );
         crate::keyring::reload_periodically(&state);
         let extensions = Extensions(Arc::new(self.extensions));
-        let prompts = Arc::new(PromptCatalogue::new(&state.config, extensions.clone(), state.events.clone()));
+        let prompts = Arc::new(PromptCatalogue::new(&state.core.config, extensions.clone(), state.core.events.clone()));
         prompts.start_watching(state.shutdown.clone());
         let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
         let gateway = crate::mcp::gateway::Gateway::start(state.clone(), self.gateway_sharing).await?;
         let mcp = McpState {
             app: state.clone(),
-            sessions: Arc::new(crate::mcp::session::SessionTable::new(state.clock.clone())),
+            sessions: Arc::new(crate::mcp::session::SessionTable::new(state.core.clock.clone())),
             parked: Default::default(),
             extensions,
             prompts,
@@ -135,10 +139,10 @@ fn settle_abandoned_exchanges(state: &AppState) {
 }
 
 async fn ensure_local_user(state: &AppState, name: &str) -> anyhow::Result<()> {
-    if state.store.user_by_username(name).await?.is_none() {
+    if state.core.store.user_by_username(name).await?.is_none() {
         let password = crate::identity::password::generate_password();
         let hash = crate::identity::password::hash_password(&password)?;
-        state.store.create_local_user(&state.config.issuer(), name, &hash, state.now()).await?;
+        state.core.store.create_local_user(&state.core.config.issuer(), name, &hash, state.core.now()).await?;
     }
     Ok(())
 }
@@ -179,10 +183,10 @@ impl App {
     ) -> std::io::Result<()> {
         // Logged here, under this module's target, with the address really bound (a port of 0
         // gets its number).
-        let bound_address = listener.local_addr().unwrap_or(self.state.config.listen);
+        let bound_address = listener.local_addr().unwrap_or(self.state.core.config.listen);
         let bound = bound_address.to_string();
         // Other instances pass on a 2026-07-28 client's answer to a question waiting here.
-        let config = &self.state.config;
+        let config = &self.state.core.config;
         let homed =
             self.gateway.home.set_address(config.gateway.instance_url.as_ref(), bound_address, &config.public_url);
         if !homed && config.database_url.starts_with("postgres") {
@@ -193,8 +197,8 @@ impl App {
         }
         tracing::info!(
             version = env!("CARGO_PKG_VERSION"),
-            mcp = %self.state.config.mcp_url(),
-            database = %crate::config::redact_database_url(&self.state.config.database_url),
+            mcp = %self.state.core.config.mcp_url(),
+            database = %crate::config::redact_database_url(&self.state.core.config.database_url),
             "oauth-broker listening on {bound}"
         );
         // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
@@ -203,10 +207,10 @@ impl App {
                 tracing::warn!(%error, "could not set TCP_NODELAY");
             }
         });
-        let grace = self.state.config.shutdown_grace;
+        let grace = self.state.core.config.shutdown_grace;
         let (draining, cancel) = (self.state.draining.clone(), self.state.shutdown.clone());
-        // Issue 10: /metrics on its own address, served until the process stops.
-        if let Some(address) = self.state.config.ops.metrics_listen {
+        // /metrics on its own address, served until the process stops.
+        if let Some(address) = self.state.core.config.ops.metrics_listen {
             let metrics = TcpListener::bind(address).await?;
             tracing::info!(%address, "serving /metrics");
             let stop = cancel.clone();
@@ -258,7 +262,7 @@ impl App {
 
 /// A refresh runs detached from the request that started it, so the connections closing does
 /// not mean it ended: the rotated tokens a provider already issued must be stored before the
-/// process exits, or the user has to connect again (issue 14). Waits for running refreshes
+/// process exits, or the user has to connect again. Waits for running refreshes
 /// until the grace period ends, then gives up this process's leases so another instance need
 /// not wait for them to lapse.
 async fn finish_refreshes(core: &Core, grace_ends: tokio::time::Instant) {
@@ -311,7 +315,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         }
     }
     let oidc = crate::identity::oidc::OidcContext::from_config(&config).context("[identity] mode = \"oidc\"")?;
-    // PostgreSQL: several instances may share the database, so signals travel (issue 9).
+    // PostgreSQL: several instances may share the database, so signals travel.
     let events = match store.backend() {
         crate::store::Backend::Postgres => Events::sending_to_other_instances(store.clone(), clock.clone()),
         crate::store::Backend::Sqlite => Events::new(),
@@ -355,7 +359,7 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .merge(crate::authorization_server::router())
         .merge(crate::web::router())
         .merge(crate::web::oidc_login::router(state.identity.oidc.clone()));
-    if state.config.demo {
+    if state.core.config.demo {
         pages = pages.nest("/demo-provider", crate::demo_provider::router());
     }
     let pages = pages
@@ -369,7 +373,7 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .route("/readyz", axum::routing::get(crate::health::readyz))
         .route("/metrics", axum::routing::get(metrics_on_main_listener))
         .layer(axum::Extension(open_mcp_sessions))
-        // Issue 10: every route counted and timed under its template (`MatchedPath`).
+        // Every route counted and timed under its template (`MatchedPath`).
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::telemetry::trace_layer())
         .layer(axum::middleware::from_fn(crate::telemetry::assign_request_id))
@@ -396,7 +400,7 @@ async fn metrics_on_main_listener(
     headers: axum::http::HeaderMap,
 ) -> axum::response::Response {
     use crate::telemetry::MetricsAccess;
-    let ops = &state.config.ops;
+    let ops = &state.core.config.ops;
     let access = match (&ops.metrics_listen, &ops.metrics_token) {
         (Some(_), _) => MetricsAccess::ElsewhereOnly,
         (None, Some(token)) => MetricsAccess::Token(token),

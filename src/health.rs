@@ -48,7 +48,7 @@ pub struct Readiness {
 pub async fn readiness(state: &AppState) -> Readiness {
     let draining = state.draining.is_cancelled();
     let (database, migrations) =
-        match tokio::time::timeout(READY_DATABASE_BOUND, state.store.applied_migrations()).await {
+        match tokio::time::timeout(READY_DATABASE_BOUND, state.core.store.applied_migrations()).await {
             Err(_) => ("timeout", "unknown"),
             Ok(Err(error)) => {
                 tracing::warn!(%error, "readiness: the database did not answer");
@@ -58,6 +58,7 @@ pub async fn readiness(state: &AppState) -> Readiness {
                 let migrations = if applied.iter().any(|m| !m.success) {
                     "failed"
                 } else if state
+                    .core
                     .store
                     .known_migrations()
                     .iter()

@@ -11,7 +11,7 @@ use crate::state::AppState;
 pub fn reload_periodically(state: &AppState) {
     let state = state.clone();
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(state.config.key_reload_interval);
+        let mut every = tokio::time::interval(state.core.config.key_reload_interval);
         every.tick().await;
         loop {
             tokio::select! {
@@ -26,10 +26,10 @@ pub fn reload_periodically(state: &AppState) {
 /// Reads both kinds of keys again, logging (never failing) what could not be read: the keys
 /// already loaded keep working.
 pub async fn reload_now(state: &AppState) {
-    if let Err(error) = state.sealer.reload() {
+    if let Err(error) = state.core.sealer.reload() {
         tracing::warn!(%error, "could not read the encryption keys again; keeping the loaded ones");
     }
-    match state.identity.keys.reload(&state.store, &state.sealer, state.now()).await {
+    match state.identity.keys.reload(&state.core.store, &state.core.sealer, state.core.now()).await {
         Ok(true) => tracing::info!(kid = %state.identity.keys.active_kid(), "a new signing key signs from now on"),
         Ok(false) => {}
         Err(error) => tracing::warn!(%error, "could not read the signing keys again; keeping the loaded ones"),

@@ -3,7 +3,7 @@
 
 use oauth_broker::admin::Cli;
 
-/// Issue 11: see `Cargo.toml` and `.cargo/config.toml`.
+/// See `Cargo.toml` and `.cargo/config.toml`.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -14,7 +14,7 @@ async fn main() -> std::process::ExitCode {
     if !matches!(cli.command, oauth_broker::admin::Command::Serve) {
         end_quietly_on_a_closed_pipe();
     }
-    // Issue 10: `--log-format json` (or OAUTH_BROKER_LOG_FORMAT, or `log_format` in the file)
+    // `--log-format json` (or OAUTH_BROKER_LOG_FORMAT, or `log_format` in the file)
     // writes one JSON object per line, with the request's and tool call's spans in it.
     let format = match oauth_broker::config::LogFormat::of(&cli.settings) {
         Ok(format) => format,

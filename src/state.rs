@@ -1,12 +1,12 @@
 //! What handlers share: [`AppState`], the core ([`crate::broker::Core`]: what the broker needs
 //! to decide) with the identity layer's context ([`IdentityContext`]: the broker's own signing
-//! keys, the OIDC issuer, the verified-token cache) and what only the faces need. It
-//! dereferences to its `Core`, so a face hands `&state` straight to a core function, and to its
-//! identity context through `state.identity`. The MCP face keeps its own sessions, prompts and
+//! keys, the OIDC issuer, the verified-token cache) and what only the faces need. The
+//! core is one explicit field, `state.core`: a face hands `&state.core` to a core function and
+//! reads its identity context through `state.identity`. The MCP face keeps its own sessions, prompts and
 //! extensions in `crate::mcp::McpState`, so nothing here knows MCP. `AppState` is one `Arc`:
 //! axum clones the state for every request and every middleware, and cloning the fields one by
 //! one (a dozen reference counts, two cancellation tokens that take a lock each) was ~5% of a
-//! tool call's CPU (issue 11).
+//! tool call's CPU.
 
 use std::sync::Arc;
 
@@ -54,14 +54,6 @@ pub struct AppStateFields {
     pub shutdown: tokio_util::sync::CancellationToken,
 }
 
-impl std::ops::Deref for AppStateFields {
-    type Target = Core;
-
-    fn deref(&self) -> &Core {
-        &self.core
-    }
-}
-
 impl AsRef<IdentityContext> for AppState {
     fn as_ref(&self) -> &IdentityContext {
         &self.identity
@@ -70,12 +62,12 @@ impl AsRef<IdentityContext> for AppState {
 
 impl crate::net::TrustedProxies for AppState {
     fn trusted_proxies(&self) -> &[ipnet::IpNet] {
-        &self.config.trusted_proxies
+        &self.core.config.trusted_proxies
     }
 }
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").field("public_url", &self.config.public_url.as_str()).finish_non_exhaustive()
+        f.debug_struct("AppState").field("public_url", &self.core.config.public_url.as_str()).finish_non_exhaustive()
     }
 }

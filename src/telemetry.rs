@@ -1,4 +1,4 @@
-//! Metrics (issue 10): counters and histograms recorded through the `metrics` facade into one
+//! Metrics: counters and histograms recorded through the `metrics` facade into one
 //! process-wide Prometheus recorder (`metrics-exporter-prometheus`), rendered at `/metrics`.
 //!
 //! | metric | labels | recorded where |
@@ -189,7 +189,7 @@ const MCP_METHODS: &[&str] = &[
 /// Counts one JSON-RPC message the /mcp guard let through: its method (`None`: a client's
 /// answer to a server request, counted as `response`) and, for `tools/call`, its tool's label
 /// (from the MCP face's closed set of tools; `None` counts as `other`). The guard has parsed
-/// the body already and hands over what it read (issue 11: one parse).
+/// the body already and hands over what it read (one parse).
 pub fn mcp_message(method: Option<&str>, tool: Option<&'static str>) {
     let (method, tool) = mcp_labels(method, tool);
     handles::mcp_counted(method, tool);
@@ -380,7 +380,7 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
     response
 }
 
-/// The request-id header (issue 10): taken from the request when well formed, else made.
+/// The request-id header: taken from the request when well formed, else made.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// The id of the HTTP request being handled (a request extension).

@@ -26,8 +26,8 @@ pub async fn run_audit(
     // Before the first window, and before anything is printed: once the first lines are out, a
     // database that goes away only pauses the tail.
     let before = if follow { Some(follow::Before::read(state, user_id.as_deref()).await?) } else { None };
-    let entries = state.store.audit_entries(user_id.as_deref(), limit).await?;
-    let mut names = UserNames::of_ids(&state.store, entry_user_ids(&entries)).await?;
+    let entries = state.core.store.audit_entries(user_id.as_deref(), limit).await?;
+    let mut names = UserNames::of_ids(&state.core.store, entry_user_ids(&entries)).await?;
     let Some(before) = before else {
         if json {
             let rows: Vec<_> = entries.iter().map(|e| entry_json(e, &names)).collect();
@@ -41,7 +41,7 @@ pub async fn run_audit(
     // first lines appear.
     let stop = super::shutdown_signal();
     let window: Vec<i64> = entries.iter().map(|e| e.id).collect();
-    let tail = before.tail(&window, state.store.backend() == crate::store::Backend::Sqlite);
+    let tail = before.tail(&window, state.core.store.backend() == crate::store::Backend::Sqlite);
     // Oldest first from here on, as a tail does.
     if !json {
         println!("{}", HEADERS.join("  "));

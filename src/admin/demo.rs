@@ -34,22 +34,22 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
              {issuer} (its access token for {mcp} is the bearer token), and sign in to the broker's\n\
              pages with the same identity provider.\n",
             issuer = oidc.issuer(),
-            mcp = state.config.mcp_url(),
-            provider = state.config.url("/demo-provider/"),
+            mcp = state.core.config.mcp_url(),
+            provider = state.core.config.url("/demo-provider/"),
         );
         return Ok(());
     }
-    let created_password = match state.store.user_by_username(DEMO_USER).await? {
+    let created_password = match state.core.store.user_by_username(DEMO_USER).await? {
         Some(_) => None,
         None => {
             let secret = password::generate_password();
             let hash = password::hash_password(&secret)?;
-            state.store.create_local_user(&state.config.issuer(), DEMO_USER, &hash, state.now()).await?;
+            state.core.store.create_local_user(&state.core.config.issuer(), DEMO_USER, &hash, state.core.now()).await?;
             Some(secret)
         }
     };
     let token = super::users::issue_token_for(state, DEMO_USER, Some(DEMO_CLIENT), DEMO_TOKEN_TTL_SECONDS).await?;
-    let mcp = state.config.mcp_url();
+    let mcp = state.core.config.mcp_url();
     let sign_in = match &created_password {
         Some(secret) => format!(
             "  username: {DEMO_USER}\n  password: {}   (shown once; to reset: `oauth-broker admin users passwd {DEMO_USER}` reads a new one from stdin)",
@@ -71,7 +71,7 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
          or any MCP client with the header `Authorization: Bearer <token>`.\n\
          A new token for the same client (keeps its approvals; give admin the same settings as serve):\n  \
          oauth-broker admin tokens issue {DEMO_USER} --client {DEMO_CLIENT} --ttl 24h --public-url {public_url}\n",
-        public_url = state.config.issuer(),
+        public_url = state.core.config.issuer(),
     );
     Ok(())
 }

@@ -83,7 +83,7 @@ pub enum AuthorizationsCommand {
 }
 
 pub(super) async fn user_id(state: &AppState, name: &str) -> anyhow::Result<String> {
-    Ok(state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?.id)
+    Ok(state.core.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?.id)
 }
 
 pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Result<()> {
@@ -100,20 +100,20 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             let mut window = Some(Window::first(BATCH));
             while let Some(this) = window.take() {
                 let grants = match &user_id {
-                    Some(id) => state.store.grants_for_user(id).await?,
+                    Some(id) => state.core.store.grants_for_user(id).await?,
                     None => {
-                        let page = state.store.page_grants(&Search::new(""), this).await?;
+                        let page = state.core.store.page_grants(&Search::new(""), this).await?;
                         window = page.next.map(|next| Window::after(BATCH, next));
                         page.rows
                     }
                 };
-                let names = UserNames::of_ids(&state.store, grants.iter().map(|g| g.user_id.as_str())).await?;
-                let now = state.now();
+                let names = UserNames::of_ids(&state.core.store, grants.iter().map(|g| g.user_id.as_str())).await?;
+                let now = state.core.now();
                 if json {
                     let rows: Vec<_> = grants
                         .iter()
                         .map(|g| {
-                            // The core's status (issue 27), beside the stored one.
+                            // The core's status, beside the stored one.
                             let state = Status::of(Some(g), now, &Scopes::default(), None);
                             json!({"id": g.id, "user_id": g.user_id, "user": names.of(&g.user_id), "provider": g.provider, "account": g.account_label, "scopes": g.scopes.to_space_separated(), "status": g.status, "state": state.code(), "last_refresh_error": state.last_error().map(|e| e.as_str()), "next_refresh_at": state.retry_at(), "expires_at": g.expires_at, "key_id": g.key_id, "has_refresh_token": g.refresh_token_sealed.is_some(), "updated_at": g.updated_at})
                         })
@@ -143,15 +143,17 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
         }
         GrantsCommand::Revoke { user, provider, account } => {
             let id = user_id(state, &user).await?;
-            let provider_config = state.providers.find(&provider).with_context(|| {
+            let provider_config = state.core.providers.find(&provider).with_context(|| {
                 format!("unknown provider {provider} (give admin the same settings as serve, e.g. --config or --demo)")
             })?;
             let grants = match &account {
-                Some(account) => state.store.grant_for_account(&id, &provider, account).await?.into_iter().collect(),
-                None => state.store.grants_at(&id, &provider).await?,
+                Some(account) => {
+                    state.core.store.grant_for_account(&id, &provider, account).await?.into_iter().collect()
+                }
+                None => state.core.store.grants_at(&id, &provider).await?,
             };
             if grants.is_empty() {
-                let held = state.store.grants_for_user(&id).await?;
+                let held = state.core.store.grants_for_user(&id).await?;
                 let matching: Vec<String> = held
                     .iter()
                     .filter(|g| g.provider == provider)
@@ -166,7 +168,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             }
             for grant in &grants {
                 let outcome = crate::broker::tokens::disconnect_grant_by(
-                    state,
+                    &state.core,
                     &provider_config,
                     grant,
                     crate::broker::connection_events::RevokedBy::Admin,
@@ -179,7 +181,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                     .provider(Some(&grant.provider))
                     .detail(Some(&detail))
                     .outcome(if failed { Outcome::Failure } else { Outcome::Success });
-                state.store.record(state.now(), event).await?;
+                state.core.store.record(state.core.now(), event).await?;
                 println!("{}: {}", account_of(Some(grant)), revocation_said(outcome));
             }
             Ok(())
@@ -192,11 +194,11 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
         ConsentsCommand::List { user, limit, json } => {
             let consents = match user {
                 Some(name) => {
-                    let mut consents = state.store.consents_for_user(&user_id(state, &name).await?).await?;
+                    let mut consents = state.core.store.consents_for_user(&user_id(state, &name).await?).await?;
                     consents.truncate(usize::try_from(limit).unwrap_or(0));
                     consents
                 }
-                None => state.store.all_consents(limit).await?,
+                None => state.core.store.all_consents(limit).await?,
             };
             // Only the grants and users these consents name.
             let mut grant_ids: Vec<&str> = consents.iter().map(|c| c.grant_id.as_str()).collect();
@@ -204,10 +206,10 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
             grant_ids.dedup();
             let mut grants = Vec::new();
             for chunk in grant_ids.chunks(BATCH) {
-                grants.extend(state.store.grants_by_ids(chunk).await?);
+                grants.extend(state.core.store.grants_by_ids(chunk).await?);
             }
             let grant_of = |id: &str| grants.iter().find(|g| g.id == id);
-            let names = UserNames::of_ids(&state.store, consents.iter().map(|c| c.user_id.as_str())).await?;
+            let names = UserNames::of_ids(&state.core.store, consents.iter().map(|c| c.user_id.as_str())).await?;
             if json {
                 let rows: Vec<_> = consents
                     .iter()
@@ -238,8 +240,8 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
         }
         ConsentsCommand::Revoke { user, client, provider, account } => {
             let id = user_id(state, &user).await?;
-            let grants = state.store.grants_for_user(&id).await?;
-            let consents = state.store.consents_for_user(&id).await?;
+            let grants = state.core.store.grants_for_user(&id).await?;
+            let consents = state.core.store.consents_for_user(&id).await?;
             let grant_of = |consent: &ConsentRow| grants.iter().find(|g| g.id == consent.grant_id);
             let matching: Vec<(&ConsentRow, &GrantRow)> = consents
                 .iter()
@@ -258,13 +260,13 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
             }
             let mut removed = 0;
             for (_, grant) in matching {
-                if state.store.revoke_consent(&id, &grant.id, &client).await? {
+                if state.core.store.revoke_consent(&id, &grant.id, &client).await? {
                     removed += 1;
                     let detail = format!("grant={} client={client}", grant.id);
                     let event = AuditEvent::new(Actor::Cli, "consent.revoked", Some(&id))
                         .provider(Some(&grant.provider))
                         .detail(Some(&detail));
-                    state.store.record(state.now(), event).await?;
+                    state.core.store.record(state.core.now(), event).await?;
                 }
             }
             println!("withdrew {removed} consent(s)");
@@ -316,12 +318,13 @@ fn account_of(grant: Option<&GrantRow>) -> String {
 pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand) -> anyhow::Result<()> {
     match command {
         AuthorizationsCommand::List { limit, json } => {
-            let now = state.now();
-            let rows = state.store.all_authorizations(limit).await?;
-            let names = UserNames::of_ids(&state.store, rows.iter().map(|r| r.user_id.as_str())).await?;
+            let now = state.core.now();
+            let rows = state.core.store.all_authorizations(limit).await?;
+            let names = UserNames::of_ids(&state.core.store, rows.iter().map(|r| r.user_id.as_str())).await?;
             // Named by what the broker knows (the client key: client id, token label,
             // service); the name a client reports for itself only beside it, marked.
-            let known = crate::broker::consent::client_names(state, rows.iter().map(|r| r.client_key.as_str())).await;
+            let known =
+                crate::broker::consent::client_names(&state.core, rows.iter().map(|r| r.client_key.as_str())).await;
             if json {
                 let rows: Vec<_> = rows
                     .iter()
@@ -370,7 +373,7 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
             Ok(())
         }
         AuthorizationsCommand::Purge => {
-            let removed = state.store.purge_authorizations(state.now()).await?;
+            let removed = state.core.store.purge_authorizations(state.core.now()).await?;
             println!("removed {removed} expired authorizations");
             Ok(())
         }

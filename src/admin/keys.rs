@@ -145,7 +145,7 @@ struct KnownKey {
 }
 
 fn known_keys(state: &AppState) -> anyhow::Result<Vec<KnownKey>> {
-    let config = &state.config;
+    let config = &state.core.config;
     let mut keys = Vec::new();
     let (active, source) = match &config.encryption_key {
         Some(key) => (key.clone(), "OAUTH_BROKER_ENCRYPTION_KEY / encryption_key".to_owned()),
@@ -176,7 +176,7 @@ fn key_id(encoded: &SecretString) -> anyhow::Result<String> {
 
 async fn status(state: &AppState, as_json: bool) -> anyhow::Result<()> {
     let keys = known_keys(state)?;
-    let counts = state.store.sealed_counts().await?;
+    let counts = state.core.store.sealed_counts().await?;
     let mut ids: Vec<String> = keys.iter().map(|k| k.id.clone()).collect();
     for count in &counts {
         if !ids.contains(&count.key_id) {
@@ -184,7 +184,7 @@ async fn status(state: &AppState, as_json: bool) -> anyhow::Result<()> {
         }
     }
     ids.dedup();
-    let signing = state.store.signing_keys().await?;
+    let signing = state.core.store.signing_keys().await?;
     if as_json {
         let keys: Vec<_> = ids
             .iter()
@@ -249,7 +249,7 @@ async fn status(state: &AppState, as_json: bool) -> anyhow::Result<()> {
 }
 
 fn rotate(state: &AppState) -> anyhow::Result<()> {
-    let config = &state.config;
+    let config = &state.core.config;
     let new = Sealer::generate_key();
     let new_id = key_id(&new)?;
     if let Some(current) = &config.encryption_key {
@@ -308,18 +308,19 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
 const PASSES: usize = 5;
 
 async fn rewrap(state: &AppState, batch: i64) -> anyhow::Result<()> {
-    let active = state.sealer.active_key_id();
+    let active = state.core.sealer.active_key_id();
     let mut moved = 0;
     let mut unreadable = Vec::new();
     for _ in 0..PASSES {
-        let report = crate::broker::rewrap::rewrap_all(state, batch).await?;
+        let report = crate::broker::rewrap::rewrap_all(&state.core, batch).await?;
         moved += report.moved();
         unreadable = report.unreadable;
         if report.skipped == 0 {
             break;
         }
     }
-    let left: i64 = state.store.sealed_counts().await?.iter().filter(|c| c.key_id != active).map(|c| c.count).sum();
+    let left: i64 =
+        state.core.store.sealed_counts().await?.iter().filter(|c| c.key_id != active).map(|c| c.count).sum();
     println!("{moved} sealed values moved to the active key {active}");
     for what in &unreadable {
         eprintln!("could not open {what}; left as it is");
@@ -344,7 +345,7 @@ async fn drop_key(state: &AppState, id: &str) -> anyhow::Result<()> {
     if matching.iter().any(|k| k.active) {
         bail!("{id} is the active key; rotate first (`oauth-broker admin keys rotate`)");
     }
-    let needed: i64 = state.store.sealed_counts().await?.iter().filter(|c| c.key_id == id).map(|c| c.count).sum();
+    let needed: i64 = state.core.store.sealed_counts().await?.iter().filter(|c| c.key_id == id).map(|c| c.count).sum();
     if needed > 0 {
         bail!(
             "key {id} still seals {needed} stored values; run `oauth-broker admin keys rewrap` first (nothing was deleted)"
@@ -363,14 +364,15 @@ async fn drop_key(state: &AppState, id: &str) -> anyhow::Result<()> {
 }
 
 async fn rotate_signing(state: &AppState) -> anyhow::Result<()> {
-    let now = state.now();
-    let kid = TokenKeys::rotate(&state.store, &state.sealer, now).await.context("rotating the signing key")?;
+    let now = state.core.now();
+    let kid =
+        TokenKeys::rotate(&state.core.store, &state.core.sealer, now).await.context("rotating the signing key")?;
     println!("new signing key {kid}");
     println!(
         "tokens signed by the previous key keep verifying, and its public key stays in the JWKS, until they expire \
          (at the latest {}); running servers sign with the new key within key_reload_interval ({}s)",
         iso_time(now + MAX_TOKEN_LIFETIME_SECONDS),
-        state.config.key_reload_interval.as_secs_f64()
+        state.core.config.key_reload_interval.as_secs_f64()
     );
     Ok(())
 }

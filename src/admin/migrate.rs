@@ -14,8 +14,8 @@ pub async fn migrate(config: Config) -> anyhow::Result<()> {
     // The whole initialisation `serve` does — schema, sealing key, first signing key — so every
     // `admin` command after it finds a complete data directory (and none creates one).
     let state = crate::app::build_state(config, Arc::new(SystemClock)).await?;
-    println!("database is up to date ({} migrations)", state.store.known_migrations().len());
-    state.store.close().await;
+    println!("database is up to date ({} migrations)", state.core.store.known_migrations().len());
+    state.core.store.close().await;
     Ok(())
 }
 

@@ -67,7 +67,7 @@ pub fn with_hints(mut error: clap::Error) -> clap::Error {
 
 /// The command line, with the global settings listed once, in the top-level help.
 ///
-/// clap repeats every `global = true` argument in every subcommand's help (clap issue 5355), so
+/// clap repeats every `global = true` argument in every subcommand's help (a known clap behaviour), so
 /// six settings buried each command's own options, even on `admin users`. clap copies a global
 /// argument into a subcommand only when the subcommand has none with that id, so each
 /// subcommand gets a hidden copy instead: still accepted after the subcommand name (its value
@@ -215,8 +215,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             // Signals to the running servers (a revoked grant's resources/updated) are written
             // off the command's path: wait for them before the process ends.
-            state.events.flush().await;
-            state.store.close().await;
+            state.core.events.flush().await;
+            state.core.store.close().await;
             result
         }
     }
@@ -234,19 +234,19 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     app.run(listener, shutdown_signal()).await.context("serving")?;
     // What the drain's last callbacks and revocations told the other instances is written
     // before the process ends.
-    state.events.flush().await;
+    state.core.events.flush().await;
     // Fold SQLite's write-ahead log into the database file, so a copy of the `.db` file alone
     // after a stop holds everything.
-    if let Err(error) = state.store.checkpoint().await {
+    if let Err(error) = state.core.store.checkpoint().await {
         tracing::warn!(%error, "could not checkpoint the database on shutdown");
     }
-    state.store.close().await;
+    state.core.store.close().await;
     tracing::info!("stopped");
     Ok(())
 }
 
 async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyhow::Result<()> {
-    if state.store.backend() == crate::store::Backend::Postgres {
+    if state.core.store.backend() == crate::store::Backend::Postgres {
         anyhow::bail!(
             "the database is PostgreSQL: back it up with `pg_dump --format=custom DATABASE_URL > FILE` \
              (restore with `pg_restore`), and keep the encryption key with it"
@@ -255,10 +255,10 @@ async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyho
     if file.exists() {
         anyhow::bail!("{} already exists; choose a new file (nothing was written)", file.display());
     }
-    state.store.backup_to(file).await.with_context(|| format!("writing the copy to {}", file.display()))?;
-    let key = state.config.data_dir.join("encryption.key");
+    state.core.store.backup_to(file).await.with_context(|| format!("writing the copy to {}", file.display()))?;
+    let key = state.core.config.data_dir.join("encryption.key");
     println!("database copied to {}", file.display());
-    if state.config.encryption_key.is_none() {
+    if state.core.config.encryption_key.is_none() {
         println!("also back up {} — without it the copy's tokens cannot be read", key.display());
     } else {
         println!(

@@ -1,4 +1,4 @@
-//! `admin servers …`: MCP servers behind the broker (gateway mode, issue 26). Everything is
+//! `admin servers …`: MCP servers behind the broker (gateway mode). Everything is
 //! validated before anything is written, in the operator's words. A secret header's value is
 //! read from standard input or from a named environment variable — never from the command
 //! line, where `ps` and shell history would keep it — sealed at once, and never shown again.
@@ -230,8 +230,8 @@ pub async fn build_row(
         AuthKind::Provider => {
             let Some(asked) = args.provider else { bail!("--auth provider needs --provider ID") };
             // Unknown ids are refused naming the configured ones, as for services.
-            let ids = super::services::parse_providers(&[asked.to_owned()], &state.providers)?;
-            let Some(provider) = ids.iter().next().and_then(|id| state.providers.find(id.as_str())) else {
+            let ids = super::services::parse_providers(&[asked.to_owned()], &state.core.providers)?;
+            let Some(provider) = ids.iter().next().and_then(|id| state.core.providers.find(id.as_str())) else {
                 bail!("--provider must name a configured provider");
             };
             let scopes = Scopes::parse(args.scopes.iter().map(|s| s.trim()))?;
@@ -252,7 +252,7 @@ pub async fn build_row(
             if value.len() > SECRET_MAX || http::HeaderValue::from_str(value).is_err() {
                 bail!("the secret cannot be sent as a header value (at most {SECRET_MAX} visible ASCII characters)");
             }
-            let secret_sealed = state.sealer.seal(value.as_bytes(), secret_seal_context(&id));
+            let secret_sealed = state.core.sealer.seal(value.as_bytes(), secret_seal_context(&id));
             GatewayAuth::SecretHeader { header, secret_sealed }
         }
         AuthKind::McpOauth => {
@@ -268,7 +268,7 @@ pub async fn build_row(
     };
     // Checked again: discovery took a while, and another operator may have added one meanwhile.
     check_free(state, &name, &prefix).await?;
-    let now = state.now();
+    let now = state.core.now();
     Ok(GatewayServerRow { id, name, url, prefix, auth, created_at: now, updated_at: now })
 }
 
@@ -279,8 +279,8 @@ async fn token_exchange(state: &AppState, service: Option<&str>) -> anyhow::Resu
         bail!("--auth token-exchange needs --service NAME (a service registered with `admin services add`)")
     };
     let name = crate::store::services::ServiceRow::name_of_client_id(name);
-    let Some(service) = state.store.service_by_name(name).await? else {
-        let known: Vec<String> = state.store.list_services().await?.into_iter().map(|s| s.name).collect();
+    let Some(service) = state.core.store.service_by_name(name).await? else {
+        let known: Vec<String> = state.core.store.list_services().await?.into_iter().map(|s| s.name).collect();
         if known.is_empty() {
             bail!("--service {name}: no such service, and none is registered (add one with `admin services add`)");
         }
@@ -303,7 +303,7 @@ async fn token_exchange(state: &AppState, service: Option<&str>) -> anyhow::Resu
 
 /// Refuses a name that is taken or a prefix that overlaps another server's.
 async fn check_free(state: &AppState, name: &ServerName, prefix: &ToolPrefix) -> anyhow::Result<()> {
-    for other in state.store.list_gateway_servers().await? {
+    for other in state.core.store.list_gateway_servers().await? {
         if other.name == *name {
             bail!("a server named {name} already exists (remove it first to change it)");
         }
@@ -364,7 +364,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 client_secret_stdin,
             };
             let row = build_row(state, args, read_secret).await?;
-            match state.store.create_gateway_server(&row).await {
+            match state.core.store.create_gateway_server(&row).await {
                 Ok(()) => {}
                 Err(StoreError::Conflict) => {
                     bail!("a server named {name} or with prefix {} already exists", row.prefix)
@@ -377,7 +377,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 detail.push_str(&format!(" service_id={service_id}"));
             }
             let provider = row.auth.user_credential().map(|(provider, ..)| provider.as_str());
-            state.store.audit(row.created_at, None, "gateway_server.added", provider, Some(&detail)).await?;
+            state.core.store.audit(row.created_at, None, "gateway_server.added", provider, Some(&detail)).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&describe(&row))?);
             } else {
@@ -386,8 +386,8 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             Ok(())
         }
         ServersCommand::List { json } => {
-            let servers = state.store.list_gateway_servers().await?;
-            let stored = state.store.gateway_lists().await?;
+            let servers = state.core.store.list_gateway_servers().await?;
+            let stored = state.core.store.gateway_lists().await?;
             if json {
                 let described: Vec<Value> = servers
                     .iter()
@@ -421,7 +421,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             Ok(())
         }
         ServersCommand::Rediscover { name, client_id, client_secret_env, client_secret_stdin } => {
-            let Some(server) = state.store.gateway_server_by_name(&name).await? else {
+            let Some(server) = state.core.store.gateway_server_by_name(&name).await? else {
                 bail!("no server named {name}");
             };
             if client_id.is_none() && (client_secret_env.is_some() || client_secret_stdin) {
@@ -436,11 +436,11 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             rediscover(state, &server, args).await
         }
         ServersCommand::Remove { name } => {
-            if !state.store.remove_gateway_server(&name).await? {
+            if !state.core.store.remove_gateway_server(&name).await? {
                 bail!("no server named {name}");
             }
             let detail = format!("server={name}");
-            state.store.audit(state.now(), None, "gateway_server.removed", None, Some(&detail)).await?;
+            state.core.store.audit(state.core.now(), None, "gateway_server.removed", None, Some(&detail)).await?;
             println!("removed server {name}; running brokers close its connections within a second");
             Ok(())
         }
@@ -488,21 +488,21 @@ async fn rediscover(
             (auth, detail, said, true)
         }
     };
-    let now = state.now();
-    if !state.store.update_gateway_server_oauth(&server.id, &auth, now).await? {
+    let now = state.core.now();
+    if !state.core.store.update_gateway_server_oauth(&server.id, &auth, now).await? {
         bail!("the server {name} was removed meanwhile");
     }
     let provider = auth.user_credential().map(|(provider, ..)| provider.as_str());
     if moved && let Some(provider) = provider {
         // Tokens of the old authorization server: no use at the new one, and no longer trusted.
-        let deleted = state.store.delete_grants_at(provider).await?;
+        let deleted = state.core.store.delete_grants_at(provider).await?;
         detail.push_str(&format!(" connections_deleted={deleted}"));
         said.push_str(&format!(
             "; {deleted} user connection(s) made through the old one were deleted, and each user connects again on \
              their next call"
         ));
     }
-    state.store.audit(now, None, "gateway_server.rediscovered", provider, Some(&detail)).await?;
+    state.core.store.audit(now, None, "gateway_server.rediscovered", provider, Some(&detail)).await?;
     println!("{said}; running brokers use it within a second");
     Ok(())
 }

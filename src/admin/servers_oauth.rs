@@ -38,14 +38,14 @@ pub async fn discover_and_register(
 ) -> anyhow::Result<GatewayAuth> {
     let provider = provider_id(name);
     // The admin CLI holds only the configured providers (no server's), so any match is one.
-    if state.providers.get(&provider).is_some() {
+    if state.core.providers.get(&provider).is_some() {
         bail!(
             "a configured provider is named {provider}, which this server's tokens would be kept under; choose another name"
         );
     }
     let scopes = Scopes::parse(args.scopes.iter().map(|s| s.trim()))?;
     let client_secret = client_secret(&args, secret)?;
-    let found = discovery::discover(&state.http, url)
+    let found = discovery::discover(&state.core.http, url)
         .await
         .with_context(|| format!("discovering the authorization server of {url}"))?;
     let (settings, secret_sealed) = register(state, &provider, id, found, args.client_id, client_secret).await?;
@@ -87,19 +87,19 @@ async fn register(
             registration::operator(&found, client_id.to_owned(), client_secret)
         }
         None => {
-            let https = state.config.public_url.scheme() == "https";
+            let https = state.core.config.public_url.scheme() == "https";
             let client = BrokerClient {
-                client_name: client_name(&state.config.public_url),
-                redirect_uri: state.config.provider_redirect_uri(provider),
-                metadata_document: https.then(|| state.config.url(&metadata_document_path(provider))),
+                client_name: client_name(&state.core.config.public_url),
+                redirect_uri: state.core.config.provider_redirect_uri(provider),
+                metadata_document: https.then(|| state.core.config.url(&metadata_document_path(provider))),
             };
-            registration::automatic(&state.http, &found, &client)
+            registration::automatic(&state.core.http, &found, &client)
                 .await
                 .with_context(|| format!("registering the broker at {}", found.issuer))?
         }
     };
     let secret_sealed = registered.client_secret.as_ref().map(|secret| {
-        state.sealer.seal(secrecy::ExposeSecret::expose_secret(secret).as_bytes(), secret_seal_context(id))
+        state.core.sealer.seal(secrecy::ExposeSecret::expose_secret(secret).as_bytes(), secret_seal_context(id))
     });
     let settings = McpOauthSettings {
         resource: found.resource,
@@ -139,7 +139,7 @@ pub async fn rediscover(
     let GatewayAuth::McpOauth { provider, scopes, settings, secret_sealed } = &server.auth else {
         bail!("the server {} is not an mcp-oauth server: it has no authorization server to find", server.name);
     };
-    let found = discovery::discover(&state.http, &server.url)
+    let found = discovery::discover(&state.core.http, &server.url)
         .await
         .with_context(|| format!("discovering the authorization server of {}", server.url))?;
     if found.issuer != settings.issuer {

@@ -64,7 +64,7 @@ pub enum ServicesCommand {
         /// The service's name, as `services list` shows it without `svc_`.
         name: String,
     },
-    /// Its webhook (issue 27).
+    /// Its webhook.
     #[command(flatten)]
     Webhook(super::webhooks::ServiceWebhookCommand),
 }
@@ -157,7 +157,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
     match command {
         ServicesCommand::Add { name, providers, resource, proxy_only, trusted, json } => {
             validate_service_name(&name)?;
-            let providers = parse_providers(&providers, &state.providers)?;
+            let providers = parse_providers(&providers, &state.core.providers)?;
             let resource = resource.as_deref().map(parse_resource).transpose()?;
             if let Some(resource) = &resource {
                 // A user token names one audience: two holders of it could act for each
@@ -165,7 +165,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 if crate::identity::bearer::is_own_audience(&state.identity, resource.as_str()) {
                     bail!("--resource {resource} is the broker's own audience; give the tool server's MCP URL");
                 }
-                if let Some(other) = state.store.service_by_resource(resource.as_str()).await? {
+                if let Some(other) = state.core.store.service_by_resource(resource.as_str()).await? {
                     bail!("--resource {resource} is already registered for service {}", other.name);
                 }
             }
@@ -178,8 +178,8 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 trusted,
                 secret_hash: secret.hash(),
             };
-            let now = state.now();
-            let row = match state.store.create_service(&new, now).await {
+            let now = state.core.now();
+            let row = match state.core.store.create_service(&new, now).await {
                 Ok(row) => row,
                 Err(StoreError::Conflict) => bail!("a service named {name} already exists"),
                 Err(e) => return Err(e.into()),
@@ -190,11 +190,11 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 row.providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(","),
                 row.resource.as_ref().map_or("-", Url::as_str),
             );
-            state.store.audit(now, None, "service.added", None, Some(&detail)).await?;
+            state.core.store.audit(now, None, "service.added", None, Some(&detail)).await?;
             print_credentials(&row, &secret, json)
         }
         ServicesCommand::List { json } => {
-            let services = state.store.list_services().await?;
+            let services = state.core.store.list_services().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&services.iter().map(describe).collect::<Vec<_>>())?);
             } else {
@@ -216,24 +216,25 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
         }
         ServicesCommand::RotateSecret { name, json } => {
             let secret = OneTimeSecret::generate(SECRET_PREFIX, SECRET_BYTES);
-            let now = state.now();
-            if !state.store.rotate_service_secret(&name, secret.hash(), now).await? {
+            let now = state.core.now();
+            if !state.core.store.rotate_service_secret(&name, secret.hash(), now).await? {
                 bail!("no service named {name}");
             }
-            let row = state.store.service_by_name(&name).await?.with_context(|| format!("no service named {name}"))?;
+            let row =
+                state.core.store.service_by_name(&name).await?.with_context(|| format!("no service named {name}"))?;
             let detail = format!("client_id={}", row.id);
-            state.store.audit(now, None, "service.secret_rotated", None, Some(&detail)).await?;
+            state.core.store.audit(now, None, "service.secret_rotated", None, Some(&detail)).await?;
             print_credentials(&row, &secret, json)
         }
         ServicesCommand::Webhook(command) => super::webhooks::run_service_webhook(state, command).await,
         ServicesCommand::Remove { name } => {
-            let now = state.now();
-            let Some(consents) = state.store.remove_service(&name, now).await? else {
+            let now = state.core.now();
+            let Some(consents) = state.core.store.remove_service(&name, now).await? else {
                 bail!("no service named {name}");
             };
             let client_id = ServiceRow::client_id_for(&name);
             let detail = format!("client_id={client_id} consents_removed={consents}");
-            state.store.audit(now, None, "service.removed", None, Some(&detail)).await?;
+            state.core.store.audit(now, None, "service.removed", None, Some(&detail)).await?;
             println!("removed service {name} ({client_id}) and {consents} consent(s)");
             Ok(())
         }

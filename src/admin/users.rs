@@ -117,20 +117,21 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
     match command {
         UsersCommand::Add { name, password_stdin, admin } => {
             validate_username(&name)?;
-            state.config.require_public_url("admin users add")?;
+            state.core.config.require_public_url("admin users add")?;
             let (secret, generated) =
                 if password_stdin { (read_password_stdin()?, false) } else { (password::generate_password(), true) };
             let hash = password::hash_password(&secret)?;
-            match state.store.create_local_user(&state.config.issuer(), &name, &hash, state.now()).await {
+            match state.core.store.create_local_user(&state.core.config.issuer(), &name, &hash, state.core.now()).await
+            {
                 Ok(user) => {
                     let detail = format!("username={}", crate::store::audit::quoted(&name, 64));
                     let event = AuditEvent::new(Actor::Cli, "admin.user_added", Some(&user.id)).detail(Some(&detail));
-                    state.store.record(state.now(), event).await?;
+                    state.core.store.record(state.core.now(), event).await?;
                     if admin {
-                        state.store.set_admin(&user.id, true).await?;
+                        state.core.store.set_admin(&user.id, true).await?;
                         let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id))
                             .detail(Some("admin=true"));
-                        state.store.record(state.now(), event).await?;
+                        state.core.store.record(state.core.now(), event).await?;
                     }
                     let role = if admin { " as an admin" } else { "" };
                     println!("created user {name}{role} (id {})", user.id);
@@ -144,12 +145,13 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             }
         }
         UsersCommand::SetAdmin { name, admin, force } => {
-            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let user =
+                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             if admin {
-                state.store.set_admin(&user.id, true).await?;
+                state.core.store.set_admin(&user.id, true).await?;
             } else {
                 let guard = if force { AdminGuard::Force } else { AdminGuard::KeepOne };
-                match state.store.disable_or_demote(&user.id, AdminChange::Demote, guard).await? {
+                match state.core.store.disable_or_demote(&user.id, AdminChange::Demote, guard).await? {
                     Guarded::Done => {}
                     Guarded::LastAdmin => bail!(last_admin(&name, "unmake")),
                     Guarded::NoSuchUser => bail!("no user named {name}"),
@@ -157,7 +159,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             }
             let detail = format!("admin={admin}");
             let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id)).detail(Some(&detail));
-            state.store.record(state.now(), event).await?;
+            state.core.store.record(state.core.now(), event).await?;
             if admin {
                 println!("{name} is now an admin (may open /admin)");
             } else {
@@ -166,7 +168,8 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             Ok(())
         }
         UsersCommand::Disable { name, force } => {
-            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let user =
+                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let guard = if force { AdminGuard::Force } else { AdminGuard::KeepOne };
             match crate::identity::accounts::disable(&state.identity, &user.id, guard, Actor::Cli).await? {
                 Disabled::Done(ended) => {
@@ -179,10 +182,11 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
         }
         UsersCommand::Enable { name } => enable(state, &name).await,
         UsersCommand::Passwd { name } => {
-            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let user =
+                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let hash = password::hash_password(&read_password_stdin()?)?;
-            state.store.set_password_hash(&user.id, &hash).await?;
-            let ended = state.store.delete_browser_sessions_for_user(&user.id).await?;
+            state.core.store.set_password_hash(&user.id, &hash).await?;
+            let ended = state.core.store.delete_browser_sessions_for_user(&user.id).await?;
             println!("password changed for {name}; {ended} browser session(s) signed out");
             Ok(())
         }
@@ -195,7 +199,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             let mut array = StreamJson::default();
             let mut window = Some(Window::first(BATCH));
             while let Some(this) = window.take() {
-                let page = state.store.page_users(&Search::new(""), this).await?;
+                let page = state.core.store.page_users(&Search::new(""), this).await?;
                 window = page.next.map(|next| Window::after(BATCH, next));
                 if json {
                     let rows: Vec<_> = page
@@ -237,7 +241,7 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
             }
             // The token names the public URL as its issuer: a guessed one makes a token the
             // server refuses.
-            state.config.require_public_url("admin tokens issue")?;
+            state.core.config.require_public_url("admin tokens issue")?;
             let audience = match &service {
                 Some(service) => Some(service_audience(state, service).await?),
                 None => None,
@@ -247,7 +251,8 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
                     .await?;
             // Audited like every admin action: for whom, which client and audience, how long;
             // never the token.
-            let user = state.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+            let user =
+                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let detail = format!(
                 "client={} service={} ttl={}s",
                 client.as_deref().map_or("-".into(), |c| crate::store::audit::quoted(c, 64)),
@@ -255,7 +260,7 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
                 ttl.as_secs()
             );
             let event = AuditEvent::new(Actor::Cli, "admin.token_issued", Some(&user.id)).detail(Some(&detail));
-            state.store.record(state.now(), event).await?;
+            state.core.store.record(state.core.now(), event).await?;
             println!("{token}");
             Ok(())
         }
@@ -265,6 +270,7 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
 /// The resource URL of a registered service, the audience of user tokens meant for it.
 async fn service_audience(state: &AppState, service: &str) -> anyhow::Result<String> {
     let row = state
+        .core
         .store
         .service_by_name(service)
         .await?
@@ -303,7 +309,7 @@ pub async fn issue_token_for_audience(
     if ttl_seconds <= 0 || ttl_seconds > 366 * 24 * 3600 {
         bail!("--ttl must be between 1s and 366d");
     }
-    let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
+    let user = state.core.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
     // A local account's identity is its id: it keeps working when the public URL changes. The
     // token names this broker's public URL, so it must be the one the server runs with.
     if !user.is_local() {
@@ -315,7 +321,7 @@ pub async fn issue_token_for_audience(
         user.username.as_deref(),
         client,
         audience,
-        state.now(),
+        state.core.now(),
         ttl_seconds,
     )?)
 }
@@ -329,7 +335,7 @@ fn last_admin(name: &str, verb: &str) -> String {
 }
 
 async fn enable(state: &AppState, name: &str) -> anyhow::Result<()> {
-    let user = state.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
+    let user = state.core.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
     crate::identity::accounts::set_disabled(&state.identity, &user.id, false, Actor::Cli).await?;
     println!("{name} is enabled again");
     Ok(())

@@ -1,5 +1,5 @@
 //! `admin services set-webhook | rotate-webhook-secret | remove-webhook` and `admin webhooks
-//! list | resend` (issue 27). A signing secret is printed once, to standard output, and stored
+//! list | resend`. A signing secret is printed once, to standard output, and stored
 //! sealed; every change is audited without it.
 
 use anyhow::{Context, bail};
@@ -73,6 +73,7 @@ pub enum WebhooksCommand {
 
 async fn service(state: &AppState, name: &str) -> anyhow::Result<ServiceRow> {
     state
+        .core
         .store
         .service_by_name(name)
         .await?
@@ -92,47 +93,48 @@ fn print_secret(service: &ServiceRow, url: &str, secret: &WebhookSecret, json: b
 }
 
 pub async fn run_service_webhook(state: &AppState, command: ServiceWebhookCommand) -> anyhow::Result<()> {
-    let now = state.now();
+    let now = state.core.now();
     match command {
         ServiceWebhookCommand::SetWebhook { name, url, json } => {
             let service = service(state, &name).await?;
-            let url = endpoint::check(&url, &state.config.webhooks)?;
+            let url = endpoint::check(&url, &state.core.config.webhooks)?;
             let secret = WebhookSecret::generate();
             if !state
+                .core
                 .store
-                .set_webhook(&service.id, url.as_str(), &secret.seal(&state.sealer, &service.id), now)
+                .set_webhook(&service.id, url.as_str(), &secret.seal(&state.core.sealer, &service.id), now)
                 .await?
             {
                 bail!("no service named {name}");
             }
             let detail = format!("client_id={} url={url}", service.id);
-            state.store.audit(now, None, "admin.webhook_set", None, Some(&format!("{detail} actor=cli"))).await?;
+            state.core.store.audit(now, None, "admin.webhook_set", None, Some(&format!("{detail} actor=cli"))).await?;
             print_secret(&service, url.as_str(), &secret, json)
         }
         ServiceWebhookCommand::RotateWebhookSecret { name, json } => {
             let service = service(state, &name).await?;
             let webhook =
-                state.store.webhook(&service.id).await?.with_context(|| {
+                state.core.store.webhook(&service.id).await?.with_context(|| {
                     format!("service {name} has no webhook; set one with `admin services set-webhook`")
                 })?;
             let secret = WebhookSecret::generate();
-            let overlap = i64::try_from(state.config.webhooks.secret_overlap.as_secs()).unwrap_or(0);
-            let sealed = secret.seal(&state.sealer, &service.id);
-            if !state.store.rotate_webhook_secret(&service.id, &sealed, now + overlap, now).await? {
+            let overlap = i64::try_from(state.core.config.webhooks.secret_overlap.as_secs()).unwrap_or(0);
+            let sealed = secret.seal(&state.core.sealer, &service.id);
+            if !state.core.store.rotate_webhook_secret(&service.id, &sealed, now + overlap, now).await? {
                 bail!("service {name} has no webhook");
             }
             let detail = format!("client_id={} previous_valid_until={} actor=cli", service.id, iso_time(now + overlap));
-            state.store.audit(now, None, "admin.webhook_secret_rotated", None, Some(&detail)).await?;
+            state.core.store.audit(now, None, "admin.webhook_secret_rotated", None, Some(&detail)).await?;
             eprintln!("the previous secret keeps signing until {}", iso_time(now + overlap));
             print_secret(&service, &webhook.url, &secret, json)
         }
         ServiceWebhookCommand::RemoveWebhook { name } => {
             let service = service(state, &name).await?;
-            if !state.store.remove_webhook(&service.id, now).await? {
+            if !state.core.store.remove_webhook(&service.id, now).await? {
                 bail!("service {name} has no webhook");
             }
             let detail = format!("client_id={} actor=cli", service.id);
-            state.store.audit(now, None, "admin.webhook_removed", None, Some(&detail)).await?;
+            state.core.store.audit(now, None, "admin.webhook_removed", None, Some(&detail)).await?;
             println!("removed the webhook of service {name}; its undelivered events are dead letters");
             Ok(())
         }
@@ -153,7 +155,7 @@ pub async fn run_webhooks(state: &AppState, command: WebhooksCommand) -> anyhow:
                         .with_context(|| format!("--status must be pending, delivered or dead, got {text:?}"))?,
                 ),
             };
-            let rows = state.store.list_deliveries(service_id.as_deref(), status, limit).await?;
+            let rows = state.core.store.list_deliveries(service_id.as_deref(), status, limit).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
@@ -182,8 +184,8 @@ pub async fn run_webhooks(state: &AppState, command: WebhooksCommand) -> anyhow:
                 None => None,
             };
             let event_id = event_id.trim();
-            let now = state.now();
-            let resent = state.store.resend_event(event_id, service_id.as_deref(), now).await?;
+            let now = state.core.now();
+            let resent = state.core.store.resend_event(event_id, service_id.as_deref(), now).await?;
             if resent == 0 {
                 bail!(
                     "no delivered or dead event {event_id:?}{}; see `admin webhooks list` (a pending one is still being tried)",
@@ -191,7 +193,7 @@ pub async fn run_webhooks(state: &AppState, command: WebhooksCommand) -> anyhow:
                 );
             }
             let detail = format!("event_id={event_id} deliveries={resent} actor=cli");
-            state.store.audit(now, None, "admin.webhook_resent", None, Some(&detail)).await?;
+            state.core.store.audit(now, None, "admin.webhook_resent", None, Some(&detail)).await?;
             println!("queued {resent} delivery(ies) of {event_id} again");
             Ok(())
         }

@@ -68,7 +68,7 @@ pub async fn user_for(state: &AppState, service: &ServiceRow, subject: Subject<'
                     "only a trusted service may name a user; present the user's access token instead",
                 ));
             }
-            match state.store.user_by_id(user_id).await? {
+            match state.core.store.user_by_id(user_id).await? {
                 Some(user) if user.is_disabled() => Err(Problem::invalid_request("user_id names a disabled user")),
                 Some(user) => Ok(user.id),
                 None => Err(Problem::invalid_request("user_id names no user")),
@@ -83,7 +83,7 @@ pub fn provider_for(
     service: &ServiceRow,
     provider: &str,
 ) -> Result<std::sync::Arc<ProviderConfig>, Problem> {
-    let provider = state.providers.find(provider).ok_or_else(Problem::unknown_provider)?;
+    let provider = state.core.providers.find(provider).ok_or_else(Problem::unknown_provider)?;
     if !service.allows(&provider.id) {
         return Err(Problem::forbidden(format!(
             "this service was not given the provider {}; the operator can add it",

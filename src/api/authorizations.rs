@@ -82,13 +82,13 @@ pub async fn show(
     };
     let wait = Duration::from_secs(query.wait.unwrap_or(0).min(MAX_WAIT_SECONDS));
     // Subscribe before the first read, so a finish in between still wakes us.
-    let mut events = state.events.subscribe();
+    let mut events = state.core.events.subscribe();
     let mut row = match owned_row(&state, &service, &id).await {
         Ok(row) => row,
         Err(problem) => return problem.into_response(),
     };
     // A wait holds one of the service's slots until it answers (dropped on return).
-    let _slot = if wait.is_zero() || Outcome::of(&row, state.now()).is_final() {
+    let _slot = if wait.is_zero() || Outcome::of(&row, state.core.now()).is_final() {
         None
     } else {
         match WaitSlot::take(&state, &service).await {
@@ -97,7 +97,7 @@ pub async fn show(
         }
     };
     let deadline = tokio::time::Instant::now() + wait;
-    while !Outcome::of(&row, state.now()).is_final() && tokio::time::Instant::now() < deadline {
+    while !Outcome::of(&row, state.core.now()).is_final() && tokio::time::Instant::now() < deadline {
         tokio::select! {
             // Stopping: the status as it is now; the caller asks again (another instance).
             _ = state.draining.cancelled() => break,
@@ -130,7 +130,7 @@ pub async fn events(
     AuthenticatedService(service): AuthenticatedService,
     Path(id): Path<String>,
 ) -> Response {
-    let events = state.events.subscribe();
+    let events = state.core.events.subscribe();
     let row = match owned_row(&state, &service, &id).await {
         Ok(row) => row,
         Err(problem) => return problem.into_response(),
@@ -199,20 +199,20 @@ async fn owned_row(state: &AppState, service: &ServiceRow, id: &str) -> Result<A
     if ElicitationId::parse(id).is_err() {
         return Err(Problem::unknown_authorization());
     }
-    match state.store.authorization(id).await? {
+    match state.core.store.authorization(id).await? {
         Some(row) if row.client_key == service.client().key() => Ok(row),
         _ => Err(Problem::unknown_authorization()),
     }
 }
 
 fn status_body(state: &AppState, row: &AuthorizationRow) -> AuthorizationStatusBody {
-    let outcome = Outcome::of(row, state.now());
+    let outcome = Outcome::of(row, state.core.now());
     AuthorizationStatusBody {
         is_final: outcome.is_final(),
         id: row.id.clone(),
         status: outcome.as_str(),
         provider: row.provider.clone(),
-        url: authorizations::connect_url(state, &row.id).to_string(),
+        url: authorizations::connect_url(&state.core, &row.id).to_string(),
         expires_at: row.expires_at,
         failure: match outcome {
             Outcome::Failed(reason) => Some(reason),

@@ -1,5 +1,5 @@
 //! `GET /v1/connections`: where the user's connections to the providers this service may use
-//! stand (issue 27) — so a tool server can tell its user "reconnect GitHub" before a call fails,
+//! stand — so a tool server can tell its user "reconnect GitHub" before a call fails,
 //! or see that a refresh is failing and when it is retried. Never a token.
 //!
 //! The user is named as on the other token-API endpoints ([`super::acting`]): the user's access
@@ -146,7 +146,7 @@ async fn listing(
     };
     let user_id = user_for(state, service, Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, user_id)?).await?;
     let client = service.client();
-    let listing = connections::connections_requiring(state, &user_id, Some(&client), &required).await?;
+    let listing = connections::connections_requiring(&state.core, &user_id, Some(&client), &required).await?;
     let connections = listing
         .iter()
         .filter_map(|c| {

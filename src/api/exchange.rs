@@ -95,7 +95,7 @@ async fn answer<'p>(
         get("provider").filter(|p| !p.is_empty()).ok_or_else(|| Problem::invalid_request("provider is required"))?;
     let scopes: Vec<String> = get("scope").unwrap_or_default().split_whitespace().map(str::to_owned).collect();
     let asked = TokenAsk { provider, scopes: &scopes, account: get("account") };
-    let now = state.now();
+    let now = state.core.now();
     let token = token_for_service(state, &service, Subject::Token(token), asked, Purpose::RawToken).await?;
     Ok(ExchangeResponse {
         access_token: token.token.expose_secret().to_owned(),

@@ -1,5 +1,5 @@
 //! Reading the token API's own request headers so that a caller's mistake is a 400 naming the
-//! header, never a silent "absent" (issue 27: an `X-Account: zürich` used to be dropped, and
+//! header, never a silent "absent" (an `X-Account: zürich` used to be dropped, and
 //! the call went out with the user's *default* account's token).
 //!
 //! - Every header the API reads must be visible ASCII (RFC 9110 §5.5 field values; obs-text is

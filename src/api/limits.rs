@@ -1,5 +1,4 @@
-//! Limits of the token API, counted in the database so they hold across every instance on it
-//! (issue 9 "Shared limits"):
+//! Limits of the token API, counted in the database so they hold across every instance on it:
 //!
 //! - a **request budget** per service: `requests_per_minute` authenticated requests, at most a
 //!   minute's worth at once, held by GCRA on one row per service with shares leased by each
@@ -39,8 +38,8 @@ const WAIT_RETRY_SECONDS: u64 = 2;
 
 /// Takes one request from the service's budget, or refuses with 429 and when to retry.
 pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), Problem> {
-    let per_minute = state.config.token_api.of(&service.id).requests_per_minute;
-    match state.store.request_budget_take(&service.id, state.now(), per_minute).await? {
+    let per_minute = state.core.config.token_api.of(&service.id).requests_per_minute;
+    match state.core.store.request_budget_take(&service.id, state.core.now(), per_minute).await? {
         Budget::Taken => Ok(()),
         Budget::Refused { retry_after } => {
             refused(state, Actor::Service(&service.id), "requests").await;
@@ -55,17 +54,17 @@ pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), 
 /// much later; one set here at once (a counted failure forgets the address).
 pub async fn check_address(state: &AppState, address: &str) -> Result<(), Problem> {
     let bucket = auth_bucket(address);
-    if state.store.recently_unlocked(&bucket) {
+    if state.core.store.recently_unlocked(&bucket) {
         return Ok(());
     }
-    let now = state.now();
-    match state.store.throttle_lock(&bucket).await? {
+    let now = state.core.now();
+    match state.core.store.throttle_lock(&bucket).await? {
         Some(lock) if lock.locked_until > now => {
             refused(state, Actor::Visitor, "failed_authentication").await;
             Err(Problem::rate_limited((lock.locked_until - now) as u64, "failed_authentication"))
         }
         _ => {
-            state.store.found_unlocked(&bucket);
+            state.core.store.found_unlocked(&bucket);
             Ok(())
         }
     }
@@ -74,18 +73,19 @@ pub async fn check_address(state: &AppState, address: &str) -> Result<(), Proble
 /// Counts a failed authentication from `address`; the one that reaches [`AUTH_FAILURES`]
 /// locks the address for [`AUTH_WINDOW_SECONDS`].
 pub async fn count_failed_authentication(state: &AppState, address: &str) -> Result<(), Problem> {
-    let now = state.now();
+    let now = state.core.now();
     let bucket = auth_bucket(address);
-    state.store.forget_unlocked(&bucket);
-    let failures = state.store.throttle_count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
+    state.core.store.forget_unlocked(&bucket);
+    let failures = state.core.store.throttle_count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
     if failures >= AUTH_FAILURES {
         tracing::warn!(%address, "token API: too many failed service authentications; address locked");
         state
+            .core
             .store
             .throttle_set_lock(&bucket, ThrottleLock { locked_until: now + AUTH_WINDOW_SECONDS, strikes: 1 })
             .await?;
         // A request that found the address unlocked meanwhile must not keep that answer.
-        state.store.forget_unlocked(&bucket);
+        state.core.store.forget_unlocked(&bucket);
     }
     Ok(())
 }
@@ -98,7 +98,7 @@ fn auth_bucket(address: &str) -> String {
 async fn refused(state: &AppState, actor: Actor<'_>, limit: &'static str) {
     let detail = format!("limit={limit}");
     let event = AuditEvent::new(actor, "token_api.limited", None).detail(Some(&detail)).outcome(Outcome::Refused);
-    if let Err(error) = state.store.record(state.now(), event).await {
+    if let Err(error) = state.core.store.record(state.core.now(), event).await {
         tracing::warn!(%error, "token API: could not audit a rate-limited request");
     }
     crate::telemetry::token_api_answer("rate_limited");
@@ -116,18 +116,18 @@ pub struct WaitSlot {
 impl WaitSlot {
     /// Takes a slot for `service`, or refuses with 429 when its cap is reached.
     pub async fn take(state: &AppState, service: &ServiceRow) -> Result<Self, Problem> {
-        let limits = &state.config.token_api;
+        let limits = &state.core.config.token_api;
         let max = i64::from(limits.of(&service.id).open_waits);
         let lease = limits.wait_lease;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let now = state.now();
-        if !state.store.wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max).await? {
+        let now = state.core.now();
+        if !state.core.store.wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max).await? {
             refused(state, Actor::Service(&service.id), "open_waits").await;
             return Err(Problem::rate_limited(WAIT_RETRY_SECONDS, "open_waits"));
         }
         let renewing = CancellationToken::new();
-        tokio::spawn(renew(state.store.clone(), state.clock.clone(), id.clone(), lease, renewing.clone()));
-        Ok(Self { id, store: state.store.clone(), renewing })
+        tokio::spawn(renew(state.core.store.clone(), state.core.clock.clone(), id.clone(), lease, renewing.clone()));
+        Ok(Self { id, store: state.core.store.clone(), renewing })
     }
 }
 

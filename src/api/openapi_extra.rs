@@ -1,5 +1,5 @@
-//! The parts of the token API's OpenAPI document that no single handler annotation can say
-//! (issue 27): `POST /token`'s RFC 8693 exchange (the token endpoint dispatches it among the
+//! The parts of the token API's OpenAPI document that no single handler annotation can say:
+//! `POST /token`'s RFC 8693 exchange (the token endpoint dispatches it among the
 //! authorization server's grants, so it has no handler of its own here), and one operation per
 //! method of `/v1/proxy/{provider}/{path}` (one axum handler serves them all; OpenAPI wants each
 //! method as an operation with its own `operationId`, and no request body for GET or HEAD).

@@ -93,7 +93,7 @@ async fn call(
     let provider = super::acting::provider_for(state, service, provider_id)?;
     let provider = &*provider;
     // A header that is there but unreadable is the caller's mistake (400 naming it), never
-    // "absent" (issue 27: an unreadable X-Account used to select the default account).
+    // "absent" (an unreadable X-Account used to select the default account).
     let header = |name: &str| super::headers::text(headers, name);
     let account = super::headers::account(headers, ACCOUNT_HEADER)?;
     // The body is buffered (`Bytes`): it can be sent again after a 401 and a refresh.
@@ -106,13 +106,13 @@ async fn call(
         .accepting(header(header::ACCEPT.as_str())?);
     let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, header(USER_ID_HEADER)?)?;
     let asked = TokenAsk { provider: provider_id, scopes: &[], account: account.as_deref() };
-    // The provider may refuse the token and then its refresh (issue 27): the grant is marked for
+    // The provider may refuse the token and then its refresh: the grant is marked for
     // a new consent, and the core's decision, asked again, is the reconnect link (409
     // `needs_reconsent`), not the provider's 401. Should the user have reconnected in between,
     // the call is made once more.
     for _ in 0..2 {
         let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
-        match provider_call::call(state, provider, &request, token).await {
+        match provider_call::call(&state.core, provider, &request, token).await {
             Ok(answer) => return Ok(response(answer)),
             Err(CallError::Request(e)) => return Err(invalid(e)),
             Err(CallError::Unreachable(e)) => return Err(unreachable(provider, &e)),

@@ -47,7 +47,7 @@ async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<Serv
         tracing::info!("service authentication failed: no single valid Basic Authorization header");
         return Err(Problem::invalid_client());
     };
-    let row = if looks_like_client_id(&client_id) { state.store.service_by_id(&client_id).await? } else { None };
+    let row = if looks_like_client_id(&client_id) { state.core.store.service_by_id(&client_id).await? } else { None };
     match row {
         Some(row) if row.secret_hash.verify(secret.expose_secret()) => Ok(row),
         Some(row) => {

@@ -105,7 +105,7 @@ pub async fn create(
     let asked = TokenAsk { provider: &request.provider, scopes: &request.scopes, account: request.account.as_deref() };
     match token_for_service(&state, &service, subject, asked, Purpose::RawToken).await {
         Ok(token) => {
-            let provider = state.providers.find(&token.grant.provider);
+            let provider = state.core.providers.find(&token.grant.provider);
             let mut response = Json(token_response(&token, provider.as_deref())).into_response();
             response
                 .headers_mut()
@@ -137,7 +137,7 @@ async fn used_by_service(
         .detail(Some(&detail))
         .outcome(outcome);
     // Batched: the request waits only for room on the queue (`store::audit_queue`).
-    state.store.record_queued(state.now(), event).await?;
+    state.core.store.record_queued(state.core.now(), event).await?;
     crate::telemetry::token_api_answer(answer);
     Ok(())
 }
@@ -179,7 +179,7 @@ pub async fn token_for_service(
     let user_id = user_for(state, service, subject).await?;
     let client = service.client();
     let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None, server: None };
-    let answer = access::access(state, &who, provider, asked.account, &required).await.map_err(|error| {
+    let answer = access::access(&state.core, &who, provider, asked.account, &required).await.map_err(|error| {
         tracing::error!(error = %crate::error_chain::Chain(&error), service = %service.id, "token API: access decision failed");
         Problem::server_error()
     })?;
@@ -230,7 +230,7 @@ fn authorization_required(
 ) -> Problem {
     let link = AuthorizationLink {
         id: row.id.clone(),
-        url: authorizations::connect_url(state, &row.id),
+        url: authorizations::connect_url(&state.core, &row.id),
         expires_at: row.expires_at,
     };
     Problem::authorization_required(reason, missing, &link).with("provider", provider.id.as_str())

@@ -160,11 +160,11 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
     // RFC 8707 §2: the resource becomes the token's `aud`: the broker's MCP endpoint, or a
     // registered tool server's (`admin services add --resource`), which presents the token to
     // the token API. Compared exactly.
-    let mcp_url = state.config.mcp_url().to_string();
+    let mcp_url = state.core.config.mcp_url().to_string();
     let resource = match params.get("resource") {
         None => mcp_url,
         Some(resource) if resource == mcp_url => mcp_url,
-        Some(resource) => match state.store.service_by_resource(resource).await {
+        Some(resource) => match state.core.store.service_by_resource(resource).await {
             Ok(Some(_)) => resource.to_owned(),
             Ok(None) => {
                 return Err(fail(
@@ -178,7 +178,7 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
             }
         },
     };
-    let scope = scopes::for_request(&state.config, params.get("scope"), client.scope.as_ref())
+    let scope = scopes::for_request(&state.core.config, params.get("scope"), client.scope.as_ref())
         .map_err(|_| fail("invalid_scope", "a requested scope is unknown or not allowed for this client"))?;
     Ok(AuthorizeRequest {
         redirect_uri: redirect_uri.to_owned(),
@@ -266,7 +266,7 @@ async fn approve(
     request: &AuthorizeRequest,
     session: &BrowserSession,
 ) -> Result<Response, PageError> {
-    let now = state.now();
+    let now = state.core.now();
     // RFC 6749 §10.10: 256 random bits, stored only as a hash.
     let code = random_token(32);
     let code_hash = sha256_hex(&code);
@@ -286,13 +286,14 @@ async fn approve(
         code_challenge: &request.code_challenge,
         expires_at: now + CODE_TTL_SECS,
     };
-    state.store.create_oauth_grant_with_code(&grant, &new_code, now).await?;
+    state.core.store.create_oauth_grant_with_code(&grant, &new_code, now).await?;
     state
+        .core
         .store
         .audit(now, Some(&session.user.id), "oauth_client.authorized", None, Some(&request.client.client_id))
         .await?;
     tracing::info!(client_id = %request.client.client_id, user_id = %session.user.id, "MCP client authorized");
-    let issuer = state.config.issuer();
+    let issuer = state.core.config.issuer();
     let mut pairs = vec![("code", code.as_str())];
     if let Some(client_state) = &request.state {
         pairs.push(("state", client_state));
@@ -305,7 +306,7 @@ fn refuse(state: &AppState, refusal: Refusal) -> Response {
     match refusal {
         Refusal::Page(error) => error.into_response(),
         Refusal::Redirect { redirect_uri, error, description, state: client_state } => {
-            let issuer = state.config.issuer();
+            let issuer = state.core.config.issuer();
             let mut pairs = vec![("error", error), ("error_description", description)];
             if let Some(s) = client_state.as_deref() {
                 pairs.push(("state", s));
@@ -369,22 +370,23 @@ async fn connections_allowed(
     request: &AuthorizeRequest,
     session: &BrowserSession,
 ) -> Result<Vec<String>, crate::store::StoreError> {
-    let key = if request.resource == state.config.mcp_url().as_str() {
+    let key = if request.resource == state.core.config.mcp_url().as_str() {
         crate::identity::ClientIdentity::OAuthClient(request.client.client_id.clone()).key()
     } else {
-        match state.store.service_by_resource(&request.resource).await? {
+        match state.core.store.service_by_resource(&request.resource).await? {
             Some(service) => service.client().key(),
             None => return Ok(Vec::new()),
         }
     };
-    let consents = state.store.consents_for_user(&session.user.id).await?;
-    let grants = state.store.grants_for_user(&session.user.id).await?;
+    let consents = state.core.store.consents_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants_for_user(&session.user.id).await?;
     Ok(consents
         .iter()
         .filter(|c| c.client_key == key)
         .filter_map(|c| grants.iter().find(|g| g.id == c.grant_id))
         .map(|g| {
-            let provider = state.providers.find(&g.provider).map_or(g.provider.clone(), |p| p.display_name.clone());
+            let provider =
+                state.core.providers.find(&g.provider).map_or(g.provider.clone(), |p| p.display_name.clone());
             match &g.account_label {
                 Some(account) => format!("{provider} ({})", safe_text(account)),
                 None => provider,
@@ -395,10 +397,10 @@ async fn connections_allowed(
 
 /// How the consent page names the resource a token is for.
 async fn resource_name(state: &AppState, resource: &str) -> String {
-    if resource == state.config.mcp_url().as_str() {
+    if resource == state.core.config.mcp_url().as_str() {
         return "this broker's MCP server".into();
     }
-    match state.store.service_by_resource(resource).await {
+    match state.core.store.service_by_resource(resource).await {
         Ok(Some(service)) => service.client().name().to_string(),
         _ => "a tool server".into(),
     }
@@ -412,7 +414,7 @@ async fn consent_page(
 ) -> Response {
     let client = &request.client;
     let page = ConsentPage {
-        action: state.config.url("/authorize").path().to_owned(),
+        action: state.core.config.url("/authorize").path().to_owned(),
         client: registered_client_name(client.client_name.as_deref(), &client.client_id),
         client_id: client.client_id.clone(),
         document_host: (client.source == ClientSource::MetadataDocument)

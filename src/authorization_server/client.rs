@@ -72,7 +72,7 @@ impl Client {
 
     /// The registered client with this id, if any.
     pub async fn registered(state: &AppState, client_id: &str) -> Result<Option<Self>, StoreError> {
-        Ok(state.store.oauth_client(client_id).await?.map(Self::from_row))
+        Ok(state.core.store.oauth_client(client_id).await?.map(Self::from_row))
     }
 }
 

@@ -119,13 +119,13 @@ impl DocumentCache {
 
     /// The client described by the document at `client_id`, from the cache or fetched now.
     pub async fn resolve(&self, state: &AppState, client_id: &str) -> Result<Client, DocumentError> {
-        let now = state.now();
+        let now = state.core.now();
         if let Some(client) = self.cached(client_id, now) {
             return Ok(client);
         }
         let url = check_url(client_id)?;
         let body = fetch(&url).await?;
-        let client = parse_document(&body, client_id, &state.config)?;
+        let client = parse_document(&body, client_id, &state.core.config)?;
         tracing::info!(client_id, "client metadata document fetched");
         self.store(client_id, now, client.clone());
         Ok(client)

@@ -20,7 +20,7 @@ use crate::state::AppState;
 
 // RFC 8414 §2; MCP 2025-11-25 basic/authorization §Authorization Server Metadata Discovery.
 pub async fn metadata(_: LocalMode, State(state): State<AppState>) -> Response {
-    let config = &state.config;
+    let config = &state.core.config;
     let body = json!({
         "issuer": config.issuer(),
         "authorization_endpoint": config.url("/authorize").as_str(),

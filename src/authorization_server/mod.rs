@@ -82,6 +82,6 @@ impl FromRequestParts<AppState> for LocalMode {
     type Rejection = StatusCode;
 
     async fn from_request_parts(_parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        if state.config.identity.mode == IdentityMode::Local { Ok(LocalMode) } else { Err(StatusCode::NOT_FOUND) }
+        if state.core.config.identity.mode == IdentityMode::Local { Ok(LocalMode) } else { Err(StatusCode::NOT_FOUND) }
     }
 }

@@ -33,7 +33,7 @@ pub const WINDOW_SECONDS: i64 = crate::store::throttle::LONGEST_WINDOW_SECONDS;
 
 /// Takes one registration from `ip`'s budget, or says how many seconds until one frees up.
 /// The attempts are counted in the database (`throttle_failures`, bucket `register` + address),
-/// so every instance on one database shares the budget (issue 9); `ip` is the client address
+/// so every instance on one database shares the budget; `ip` is the client address
 /// as [`ClientIp`] resolves it, through the configured trusted proxies.
 pub async fn take_budget(store: &Store, ip: &str, now: Timestamp) -> Result<(), RegistrationError> {
     let bucket = format!("register\n{ip}");
@@ -63,8 +63,8 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, RegistrationError> {
-    let now = state.now();
-    take_budget(&state.store, ip, now).await?;
+    let now = state.core.now();
+    take_budget(&state.core.store, ip, now).await?;
     // A body over the limit is refused by the extractor (413) before it is read in full.
     let body = match body {
         Ok(body) => body,
@@ -75,10 +75,11 @@ async fn handle(
     }
     let input: ClientMetadataInput = serde_json::from_slice(&body)
         .map_err(|_| RegistrationError::InvalidClientMetadata("the body is not a JSON object of client metadata"))?;
-    let metadata = validate_metadata(&input, &state.config, MetadataContext::Registration).map_err(|e| match e {
-        MetadataError::InvalidRedirectUri(d) => RegistrationError::InvalidRedirectUri(d),
-        MetadataError::InvalidClientMetadata(d) => RegistrationError::InvalidClientMetadata(d),
-    })?;
+    let metadata =
+        validate_metadata(&input, &state.core.config, MetadataContext::Registration).map_err(|e| match e {
+            MetadataError::InvalidRedirectUri(d) => RegistrationError::InvalidRedirectUri(d),
+            MetadataError::InvalidClientMetadata(d) => RegistrationError::InvalidClientMetadata(d),
+        })?;
     // 144 random bits; never contains ':' so it cannot be mistaken for a metadata-document URL.
     let client_id = random_token(18);
     let secret = (metadata.auth_method != AuthMethod::None).then(|| random_token(32));
@@ -92,9 +93,9 @@ async fn handle(
         scope: metadata.scope.clone(),
         created_at: now,
     };
-    state.store.insert_oauth_client(&row).await?;
+    state.core.store.insert_oauth_client(&row).await?;
     let event = AuditEvent::new(Actor::Client(&client_id), "oauth_client.registered", None).detail(Some(&client_id));
-    state.store.record(now, event).await?;
+    state.core.store.record(now, event).await?;
     tracing::info!(%client_id, method = metadata.auth_method.as_str(), "MCP client registered");
 
     let mut body = json!({

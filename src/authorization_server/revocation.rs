@@ -42,27 +42,27 @@ async fn revoke_grant(state: &AppState, request: RevocationRequest) -> Result<()
         None => access_token_grant(state, token, client_id),
     };
     let Some(grant_id) = grant else { return Ok(()) };
-    if state.store.revoke_oauth_grant(&grant_id, state.now()).await? {
+    if state.core.store.revoke_oauth_grant(&grant_id, state.core.now()).await? {
         tracing::info!(%client_id, "a client revoked its tokens");
-        let user_id = state.store.oauth_grant_user(&grant_id).await?;
+        let user_id = state.core.store.oauth_grant_user(&grant_id).await?;
         let detail = format!("client={client_id}");
         let event = AuditEvent::new(Actor::Client(client_id), "oauth_grant.revoked_by_client", user_id.as_deref())
             .detail(Some(&detail));
-        state.store.record(state.now(), event).await?;
+        state.core.store.record(state.core.now(), event).await?;
     }
     Ok(())
 }
 
 /// The grant of one of this client's refresh tokens.
 async fn refresh_token_grant(state: &AppState, token: &str, client_id: &str) -> Result<Option<String>, OAuthError> {
-    let row = state.store.oauth_refresh_token(&sha256_hex(token)).await?;
+    let row = state.core.store.oauth_refresh_token(&sha256_hex(token)).await?;
     Ok(row.filter(|r| r.grant.client_id == client_id).map(|r| r.grant.grant_id))
 }
 
 /// The grant of one of this client's (unexpired) access tokens, whichever resource it is for
 /// (our MCP endpoint or a tool server's).
 fn access_token_grant(state: &AppState, token: &str, client_id: &str) -> Option<String> {
-    let claims = state.identity.keys.verify_any_audience(token, state.now()).ok()?;
+    let claims = state.identity.keys.verify_any_audience(token, state.core.now()).ok()?;
     match (claims.grant_id, claims.client_id) {
         (Some(grant_id), Some(owner)) if owner == client_id => Some(grant_id),
         _ => None,

@@ -65,7 +65,7 @@ pub async fn token(
             return crate::api::exchange::exchange(&state, &headers, &address, |name| params.get(name)).await;
         }
     }
-    if state.config.identity.mode != crate::config::IdentityMode::Local {
+    if state.core.config.identity.mode != crate::config::IdentityMode::Local {
         return StatusCode::NOT_FOUND.into_response();
     }
     endpoint::token(REALM, &state, &headers, body, client_auth::verify, grant).await
@@ -90,11 +90,12 @@ fn check_resource(params: &Params, grant: &OAuthGrantFields) -> Result<(), OAuth
 
 /// Revokes the grant after a replay and says so in the log (never the code or token itself).
 async fn revoke_after_replay(state: &AppState, grant: &OAuthGrantFields, what: &str) -> Result<(), OAuthError> {
-    state.store.revoke_oauth_grant(&grant.grant_id, state.now()).await?;
+    state.core.store.revoke_oauth_grant(&grant.grant_id, state.core.now()).await?;
     tracing::warn!(client_id = %grant.client_id, user_id = %grant.user_id, "{what} reused; the grant was revoked");
     state
+        .core
         .store
-        .audit(state.now(), Some(&grant.user_id), "oauth_grant.revoked_on_reuse", None, Some(&grant.client_id))
+        .audit(state.core.now(), Some(&grant.user_id), "oauth_grant.revoked_on_reuse", None, Some(&grant.client_id))
         .await?;
     Ok(())
 }
@@ -103,12 +104,12 @@ async fn revoke_after_replay(state: &AppState, grant: &OAuthGrantFields, what: &
 async fn authorization_code(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
     let code = params.get("code").ok_or(OAuthError::InvalidRequest("code is required"))?;
     let code_hash = sha256_hex(code);
-    let row = state.store.oauth_code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    let row = state.core.store.oauth_code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
     // Another client's code: refused without touching it (the rightful client may still use it).
     if row.grant.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
     }
-    let now = state.now();
+    let now = state.core.now();
     if row.used_at.is_some() {
         // RFC 6749 §4.1.2: a code used twice revokes the tokens issued from it.
         revoke_after_replay(state, &row.grant, "authorization code").await?;
@@ -119,7 +120,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
     }
     check_code_binding(params, &row.redirect_uri, &row.code_challenge)?;
     check_resource(params, &row.grant)?;
-    if !state.store.consume_oauth_code(&code_hash, now).await? {
+    if !state.core.store.consume_oauth_code(&code_hash, now).await? {
         // Lost the race to a concurrent redemption of the same code: treat it as a replay.
         revoke_after_replay(state, &row.grant, "authorization code").await?;
         return Err(OAuthError::InvalidGrant);
@@ -131,14 +132,14 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
 async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
     let presented = params.get("refresh_token").ok_or(OAuthError::InvalidRequest("refresh_token is required"))?;
     let token_hash = sha256_hex(presented);
-    let row = state.store.oauth_refresh_token(&token_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    let row = state.core.store.oauth_refresh_token(&token_hash).await?.ok_or(OAuthError::InvalidGrant)?;
     if row.grant.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
     }
     if !row.grant.refresh_allowed {
         return Err(OAuthError::UnauthorizedClient);
     }
-    let now = state.now();
+    let now = state.core.now();
     if row.grant.grant_revoked_at.is_some() {
         return Err(OAuthError::InvalidGrant);
     }
@@ -161,7 +162,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
             scopes::join(&requested)
         }
     };
-    if !state.store.rotate_oauth_refresh_token(&token_hash, now).await? {
+    if !state.core.store.rotate_oauth_refresh_token(&token_hash, now).await? {
         revoke_after_replay(state, &row.grant, "refresh token").await?;
         return Err(OAuthError::InvalidGrant);
     }
@@ -175,7 +176,7 @@ async fn issue(
     access_scope: &str,
     now: Timestamp,
 ) -> Result<TokenResponse, OAuthError> {
-    let user = state.store.user_by_id(&grant.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
+    let user = state.core.store.user_by_id(&grant.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
     // A disabled user's clients get no new tokens (their current ones fail at /mcp already).
     if user.is_disabled() {
         return Err(OAuthError::InvalidGrant);
@@ -190,7 +191,7 @@ async fn issue(
     // The audience: our MCP endpoint, or a tool server that is still registered (a removed
     // one's grants issue nothing more).
     if grant.resource != state.identity.keys.audience()
-        && state.store.service_by_resource(&grant.resource).await?.is_none()
+        && state.core.store.service_by_resource(&grant.resource).await?.is_none()
     {
         tracing::warn!(user_id = %user.id, "grant's resource is no longer a registered tool server");
         return Err(OAuthError::InvalidGrant);
@@ -216,6 +217,7 @@ async fn issue(
     let refresh_token = if grant.refresh_allowed {
         let token = random_token(32);
         state
+            .core
             .store
             .insert_oauth_refresh_token(&sha256_hex(&token), &grant.grant_id, now, now + REFRESH_TOKEN_TTL_SECS)
             .await?;

@@ -57,34 +57,33 @@ pub enum KeyError {
 /// completed as a callback completes an OAuth one. A refused key leaves the row open, so the
 /// user can paste the right one.
 pub async fn connect(
-    state: &Core,
+    core: &Core,
     row: &AuthorizationRow,
     session: &BrowserSession,
     raw_key: &str,
 ) -> Result<Connected, KeyError> {
-    flow::check_consent(state, row, session)?;
+    flow::check_consent(core, row, session)?;
     if row.kind != AuthorizationKind::Connect {
         return Err(FlowError::NotActionable.into());
     }
-    let provider = api_key_provider(state, &row.provider)?;
+    let provider = api_key_provider(core, &row.provider)?;
     let provider = &*provider;
     let key = api_key::check_key(raw_key)?;
-    let account = validate(state, provider, &key).await?;
-    let stored = tokens::store_grant(state, &row.user_id, provider, key_tokens(key, account), &row.scopes).await?;
-    if super::consent::complete_connect(state, row, &stored.grant_id).await.map_err(TokenError::from)?
+    let account = validate(core, provider, &key).await?;
+    let stored = tokens::store_grant(core, &row.user_id, provider, key_tokens(key, account), &row.scopes).await?;
+    if super::consent::complete_connect(core, row, &stored.grant_id).await.map_err(TokenError::from)?
         == ConnectCompleted::FinishedMeanwhile
     {
         tracing::warn!(authorization_id = %row.id, "authorization was finished by someone else while the key was checked");
     }
-    let now = state.now();
+    let now = core.now();
     let detail = format!("id={} credential=api_key", row.id);
-    state
-        .store
+    core.store
         .audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail))
         .await
         .map_err(TokenError::from)?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization completed with an API key");
-    flow::publish(state, row, "completed");
+    flow::publish(core, row, "completed");
     Ok(Connected {
         authorization_id: row.id.clone(),
         provider_id: provider.id.to_string(),
@@ -95,22 +94,21 @@ pub async fn connect(
 /// The user replaced the key of one of their API-key connections (`/connections`). The new key
 /// is checked first; a key for another account at the provider becomes that account's
 /// connection and the replaced one goes, so the user ends with the key they entered.
-pub async fn replace(state: &Core, user_id: &str, grant: &GrantRow, raw_key: &str) -> Result<(), KeyError> {
+pub async fn replace(core: &Core, user_id: &str, grant: &GrantRow, raw_key: &str) -> Result<(), KeyError> {
     if grant.user_id != user_id {
         return Err(FlowError::WrongUser.into());
     }
-    let provider = api_key_provider(state, &grant.provider)?;
+    let provider = api_key_provider(core, &grant.provider)?;
     let provider = &*provider;
     let key = api_key::check_key(raw_key)?;
-    let account = validate(state, provider, &key).await?;
-    let stored = tokens::store_grant(state, user_id, provider, key_tokens(key, account), &grant.scopes).await?;
+    let account = validate(core, provider, &key).await?;
+    let stored = tokens::store_grant(core, user_id, provider, key_tokens(key, account), &grant.scopes).await?;
     if stored.grant_id != grant.id {
-        tokens::disconnect_grant(state, provider, grant).await?;
+        tokens::disconnect_grant(core, provider, grant).await?;
     }
     let detail = format!("grant={} credential=api_key", stored.grant_id);
-    state
-        .store
-        .audit(state.now(), Some(user_id), "grant.key_replaced", Some(&grant.provider), Some(&detail))
+    core.store
+        .audit(core.now(), Some(user_id), "grant.key_replaced", Some(&grant.provider), Some(&detail))
         .await
         .map_err(TokenError::from)?;
     Ok(())
@@ -118,9 +116,9 @@ pub async fn replace(state: &Core, user_id: &str, grant: &GrantRow, raw_key: &st
 
 /// The provider answered 401 to a call with this grant's key: the key no longer works and there
 /// is nothing to refresh, so the connection needs a new key. Logged, never failing the call.
-pub async fn rejected(state: &Core, grant: &GrantRow) {
+pub async fn rejected(core: &Core, grant: &GrantRow) {
     match super::sealed_grant::mark_needs_reconsent(
-        state,
+        core,
         grant,
         RefreshFailure::KeyRefused,
         "the provider refused the API key",
@@ -137,14 +135,14 @@ pub async fn rejected(state: &Core, grant: &GrantRow) {
 
 /// What a page may show of an API-key grant's key: its last four characters ([`api_key::hint`]);
 /// `None` for a grant of an OAuth provider or a key that no longer opens.
-pub async fn hint(state: &Core, grant: &GrantRow) -> Option<String> {
-    state.providers.find(&grant.provider).filter(|p| p.is_api_key())?;
-    let opened = super::sealed_grant::open_access(state, grant.clone()).await.ok()?;
+pub async fn hint(core: &Core, grant: &GrantRow) -> Option<String> {
+    core.providers.find(&grant.provider).filter(|p| p.is_api_key())?;
+    let opened = super::sealed_grant::open_access(core, grant.clone()).await.ok()?;
     Some(api_key::hint(&opened.token))
 }
 
-fn api_key_provider(state: &Core, id: &str) -> Result<std::sync::Arc<ProviderConfig>, FlowError> {
-    let provider = state.providers.find(id).ok_or_else(|| FlowError::UnknownProvider(id.to_owned()))?;
+fn api_key_provider(core: &Core, id: &str) -> Result<std::sync::Arc<ProviderConfig>, FlowError> {
+    let provider = core.providers.find(id).ok_or_else(|| FlowError::UnknownProvider(id.to_owned()))?;
     if !provider.is_api_key() {
         return Err(FlowError::NotActionable);
     }
@@ -158,12 +156,12 @@ fn key_tokens(key: SecretString, account: Option<AccountRef>) -> TokenSet {
 
 /// Asks the provider whether `key` is good, when its entry says how: the account it names
 /// (if the entry says where), or why not.
-async fn validate(state: &Core, provider: &ProviderConfig, key: &SecretString) -> Result<Option<AccountRef>, KeyError> {
+async fn validate(core: &Core, provider: &ProviderConfig, key: &SecretString) -> Result<Option<AccountRef>, KeyError> {
     let Some(spec) = &provider.api_key else { return Err(FlowError::NotActionable.into()) };
     let Some(check) = &spec.validation else { return Ok(None) };
     let url = provider.api_base_url.join(&check.path).map_err(|_| KeyError::Unavailable)?;
     let mut request =
-        provider.with_credential(state.http.request(check.method.clone(), url), key).timeout(Duration::from_secs(10));
+        provider.with_credential(core.http.request(check.method.clone(), url), key).timeout(Duration::from_secs(10));
     if let Some(agent) = &provider.user_agent {
         request = request.header(reqwest::header::USER_AGENT, agent);
     }

@@ -1,4 +1,4 @@
-//! What the services with a webhook are told about a connection change (issue 27): the core
+//! What the services with a webhook are told about a connection change: the core
 //! decides which event a change is, and what it carries — ids, the account's name, scopes,
 //! times, never a token. The store writes it beside the change ([`crate::store::grant_events`]);
 //! `src/events/webhooks` delivers it.

@@ -1,4 +1,4 @@
-//! Where one connection stands, decided once for every face (issue 27): the token API's
+//! Where one connection stands, decided once for every face: the token API's
 //! `GET /v1/connections`, `list_connections` and the `broker://` resources, the connections
 //! page and the admin views all render this [`Status`]; none of them looks at a grant's columns
 //! to decide for itself.

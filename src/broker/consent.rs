@@ -18,19 +18,19 @@ use crate::store::grants::GrantRow;
 use crate::store::webhook_events::EventType;
 
 /// Whether `client` may use `grant` as it stands (its current scopes).
-pub async fn client_may_use(state: &Core, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
-    let Some(consent) = state.store.consent(&grant.id, &client.key()).await? else { return Ok(false) };
+pub async fn client_may_use(core: &Core, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
+    let Some(consent) = core.store.consent(&grant.id, &client.key()).await? else { return Ok(false) };
     Ok(consent.covers(&grant.scopes))
 }
 
 /// How every page names a client: the name it registered with the broker's authorization
 /// server (with its id), or what its token says ([`ClientIdentity::name`]). Never the
 /// self-reported `clientInfo` name alone, which any program can claim.
-pub async fn client_name(state: &Core, client: &ClientIdentity) -> ClientName {
+pub async fn client_name(core: &Core, client: &ClientIdentity) -> ClientName {
     if let ClientIdentity::OAuthClient(id) = client
-        && state.config.identity.mode == crate::config::IdentityMode::Local
+        && core.config.identity.mode == crate::config::IdentityMode::Local
     {
-        match state.store.oauth_client(id).await {
+        match core.store.oauth_client(id).await {
             Ok(Some(row)) => return registered_client_name(row.client_name.as_deref(), id),
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, "could not look up a client's registered name"),
@@ -42,15 +42,15 @@ pub async fn client_name(state: &Core, client: &ClientIdentity) -> ClientName {
 /// [`client_name`] for each of `keys` (client keys; an empty one is a row from before the
 /// broker recorded which client asks), with one query for the registered names.
 pub async fn client_names<'a>(
-    state: &Core,
+    core: &Core,
     keys: impl Iterator<Item = &'a str>,
 ) -> std::collections::HashMap<String, ClientName> {
     let mut keys: Vec<&str> = keys.collect();
     keys.sort_unstable();
     keys.dedup();
-    let local = state.config.identity.mode == crate::config::IdentityMode::Local;
+    let local = core.config.identity.mode == crate::config::IdentityMode::Local;
     let ids: Vec<&str> = keys.iter().filter_map(|k| k.strip_prefix("client:")).filter(|_| local).collect();
-    let registered: std::collections::HashMap<String, Option<String>> = match state.store.oauth_client_names(&ids).await
+    let registered: std::collections::HashMap<String, Option<String>> = match core.store.oauth_client_names(&ids).await
     {
         Ok(rows) => rows.into_iter().collect(),
         Err(error) => {
@@ -89,14 +89,14 @@ pub fn registered_client_name(registered: Option<&str>, client_id: &str) -> Clie
 /// before the extra ones are used for it. Rows from before consents were per client (no client
 /// key) record no consent.
 pub async fn complete_connect(
-    state: &Core,
+    core: &Core,
     row: &AuthorizationRow,
     grant_id: &str,
 ) -> Result<ConnectCompleted, StoreError> {
-    let now = state.now();
+    let now = core.now();
     let name = match row.client_key.is_empty() {
         true => None,
-        false => Some(client_name(state, &ClientIdentity::from_key(&row.client_key)).await.to_string()),
+        false => Some(client_name(core, &ClientIdentity::from_key(&row.client_key)).await.to_string()),
     };
     let consent = name.as_deref().map(|name| NewConsent {
         authorization_id: &row.id,
@@ -108,17 +108,17 @@ pub async fn complete_connect(
     });
     let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
     let pair = super::pair_approval::pair_of(row, name.as_deref());
-    let outcome = state
+    let outcome = core
         .store
         .complete_connect(&row.id, &row.user_id, consent.as_ref(), pair.as_ref(), now, event.as_ref())
         .await?;
     if matches!(outcome, ConnectCompleted::Completed { .. }) {
-        super::pair_approval::audit_granted(state, row).await?;
+        super::pair_approval::audit_granted(core, row).await?;
     }
     match outcome {
         ConnectCompleted::Completed { consent_recorded: true } => {
             let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
-            state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+            core.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
         }
         ConnectCompleted::Completed { consent_recorded: false } if consent.is_some() => {
             tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");

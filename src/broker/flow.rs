@@ -123,13 +123,13 @@ pub(super) fn verifier_ctx_of<'a>(id: &'a str, user_id: &'a str) -> SealContext<
 }
 
 /// Checks shared by approve and decline: the owner, unexpired, still awaiting consent.
-pub(crate) fn check_consent(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+pub(crate) fn check_consent(core: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
     // MCP 2025-11-25 client/elicitation §Phishing: the user who finishes the flow MUST be the
     // user who started it (the URL may have been forwarded or edited).
     if session.user.id != row.user_id {
         return Err(FlowError::WrongUser);
     }
-    if row.is_expired(state.now()) {
+    if row.is_expired(core.now()) {
         return Err(FlowError::Expired);
     }
     match row.status {
@@ -139,13 +139,13 @@ pub(crate) fn check_consent(state: &Core, row: &AuthorizationRow, session: &Brow
 }
 
 /// The owner approved on the consent page: returns the provider URL to redirect to.
-pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
-    check_consent(state, row, session)?;
+pub async fn begin(core: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<Url, FlowError> {
+    check_consent(core, row, session)?;
     if row.kind != AuthorizationKind::Connect {
         return Err(FlowError::NotActionable);
     }
     let provider =
-        state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
+        core.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
     // An API-key provider has no OAuth to start: its key is entered on the page (`api_key`).
     if provider.is_api_key() {
         return Err(FlowError::NotActionable);
@@ -158,12 +158,12 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
     let verifier = client::new_pkce_verifier();
     // RFC 9700 §4.4.2: a redirect URI of this provider's own, kept with the row, so the
     // response is taken only there and exchanged with exactly it.
-    let redirect_uri = state.config.provider_redirect_uri(&provider.id);
+    let redirect_uri = core.config.provider_redirect_uri(&provider.id);
     let url = client::authorization_url(&provider, &redirect_uri, &row.scopes, &oauth_state, &verifier)
         .map_err(|e| FlowError::Internal(because("the provider's authorization URL could not be built", e)))?;
-    let sealed = state.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
-    let now = state.now();
-    let stored = state
+    let sealed = core.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
+    let now = core.now();
+    let stored = core
         .store
         .mark_redirected(&row.id, &sha256_hex(&oauth_state), &session.id_hash, &sealed, redirect_uri.as_str(), now)
         .await?;
@@ -171,7 +171,7 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
         return Err(FlowError::NotActionable);
     }
     let detail = format!("id={}", row.id);
-    state.store.audit(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail)).await?;
+    core.store.audit(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail)).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization approved, redirecting to provider");
     Ok(url)
 }
@@ -179,17 +179,17 @@ pub async fn begin(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
 /// The grant a consent-only authorization asks to use, as long as it still exists and carries no
 /// scope beyond those the row lists (what its page shows). Otherwise the row ends — a tool
 /// waiting on it stops waiting — and the error says why.
-pub async fn consent_target(state: &Core, row: &AuthorizationRow) -> Result<GrantRow, FlowError> {
+pub async fn consent_target(core: &Core, row: &AuthorizationRow) -> Result<GrantRow, FlowError> {
     let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
-    let grants = state.store.grants_at(&row.user_id, &row.provider).await?;
+    let grants = core.store.grants_at(&row.user_id, &row.provider).await?;
     let Some(grant) = grants.into_iter().find(|g| g.id == grant_id) else {
-        fail(state, row, "grant_gone").await;
+        fail(core, row, "grant_gone").await;
         return Err(FlowError::GrantGone);
     };
     // The connection gained scopes after the row was made: approving what it lists would not
     // cover them, so this request ends and the client asks again with the current list.
     if !row.scopes.is_superset_of(&grant.scopes) {
-        fail(state, row, "connection_changed").await;
+        fail(core, row, "connection_changed").await;
         return Err(FlowError::ConnectionChanged);
     }
     Ok(grant)
@@ -198,15 +198,15 @@ pub async fn consent_target(state: &Core, row: &AuthorizationRow) -> Result<Gran
 /// The owner approved a consent-only authorization: the row's client may now use the grant it
 /// names, with exactly the scopes the page showed. Nothing goes to the provider. The row and
 /// the consent change together, or not at all.
-pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
-    check_consent(state, row, session)?;
+pub async fn allow(core: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+    check_consent(core, row, session)?;
     if row.kind != AuthorizationKind::Consent || row.client_key.is_empty() {
         return Err(FlowError::NotActionable);
     }
-    let grant = consent_target(state, row).await?;
+    let grant = consent_target(core, row).await?;
     let grant_id = grant.id.as_str();
     let client = ClientIdentity::from_key(&row.client_key);
-    let name = consent::client_name(state, &client).await.to_string();
+    let name = consent::client_name(core, &client).await.to_string();
     let new = NewConsent {
         authorization_id: &row.id,
         grant_id,
@@ -215,37 +215,37 @@ pub async fn allow(state: &Core, row: &AuthorizationRow, session: &BrowserSessio
         client_name: Some(&name),
         scopes: &row.scopes,
     };
-    let now = state.now();
+    let now = core.now();
     let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
     let pair = super::pair_approval::pair_of(row, Some(&name));
-    match state.store.allow_client(&new, pair.as_ref(), now, event.as_ref()).await? {
+    match core.store.allow_client(&new, pair.as_ref(), now, event.as_ref()).await? {
         AllowOutcome::Allowed => {}
         AllowOutcome::NotPending => return Err(FlowError::NotActionable),
         AllowOutcome::GrantGone => {
-            fail(state, row, "grant_gone").await;
+            fail(core, row, "grant_gone").await;
             return Err(FlowError::GrantGone);
         }
     }
     let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
-    state.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
-    super::pair_approval::audit_granted(state, row).await?;
+    core.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+    super::pair_approval::audit_granted(core, row).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
-    publish(state, row, "completed");
+    publish(core, row, "completed");
     Ok(())
 }
 
 /// The owner declined on the consent page.
-pub async fn decline(state: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
-    check_consent(state, row, session)?;
-    let now = state.now();
+pub async fn decline(core: &Core, row: &AuthorizationRow, session: &BrowserSession) -> Result<(), FlowError> {
+    check_consent(core, row, session)?;
+    let now = core.now();
     let event = super::connection_events::authorization(row, EventType::AuthorizationDeclined);
-    if !state.store.decline_authorization_noting(&row.id, now, event.as_ref()).await? {
+    if !core.store.decline_authorization_noting(&row.id, now, event.as_ref()).await? {
         return Err(FlowError::NotActionable);
     }
     let detail = format!("id={}", row.id);
-    state.store.audit(now, Some(&row.user_id), "authorization.declined", Some(&row.provider), Some(&detail)).await?;
+    core.store.audit(now, Some(&row.user_id), "authorization.declined", Some(&row.provider), Some(&detail)).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization declined");
-    publish(state, row, "declined");
+    publish(core, row, "declined");
     Ok(())
 }
 
@@ -274,39 +274,39 @@ pub enum Arrival<'a> {
 }
 
 /// The redirect URI `row` was sent to its provider with.
-fn sent_with(state: &Core, row: &AuthorizationRow) -> Result<url::Url, FlowError> {
+fn sent_with(core: &Core, row: &AuthorizationRow) -> Result<url::Url, FlowError> {
     match &row.redirect_uri {
         Some(uri) => {
             url::Url::parse(uri).map_err(|e| FlowError::Internal(because("the stored redirect_uri is not a URL", e)))
         }
-        None => Ok(state.config.redirect_uri()),
+        None => Ok(core.config.redirect_uri()),
     }
 }
 
 /// The provider sent the browser back. Every check that can reject the response runs before
 /// the token request; once the state is consumed the row ends `completed` or `failed`.
 pub async fn complete(
-    state: &Core,
+    core: &Core,
     params: &CallbackParams,
     session: Option<&BrowserSession>,
     arrival: Arrival<'_>,
 ) -> Result<Connected, CallbackError> {
-    let (row, state_hash) = own_row(state, params, session).await?;
+    let (row, state_hash) = own_row(core, params, session).await?;
     // RFC 9700 §4.4.2 (mix-up): the response must arrive where this authorization told its
     // provider to send it. Refused before the state is consumed or any token request, so a
     // response from another provider (which uses its own URI) cannot complete this one.
     let arrived = match arrival {
-        Arrival::Shared => Some(state.config.redirect_uri()),
+        Arrival::Shared => Some(core.config.redirect_uri()),
         Arrival::Provider(name) => {
-            crate::domain::ProviderId::parse(name).ok().map(|id| state.config.provider_redirect_uri(&id))
+            crate::domain::ProviderId::parse(name).ok().map(|id| core.config.provider_redirect_uri(&id))
         }
     };
-    let expected = sent_with(state, &row).map_err(CallbackError::from)?;
+    let expected = sent_with(core, &row).map_err(CallbackError::from)?;
     if arrived.as_ref() != Some(&expected) {
         tracing::warn!(authorization_id = %row.id, provider = %row.provider, "callback arrived at another provider's redirect URI");
         return Err(CallbackError { error: FlowError::WrongCallback, authorization_id: None });
     }
-    finish(state, params, &row, &state_hash)
+    finish(core, params, &row, &state_hash)
         .await
         .map_err(|error| CallbackError { error, authorization_id: Some(row.id.clone()) })
 }
@@ -314,14 +314,14 @@ pub async fn complete(
 /// The row `params.state` belongs to (and the state's hash), if it was approved in this very
 /// browser session.
 async fn own_row(
-    state: &Core,
+    core: &Core,
     params: &CallbackParams,
     session: Option<&BrowserSession>,
 ) -> Result<(AuthorizationRow, String), FlowError> {
     // RFC 6749 §10.12, RFC 9700 §2.1: a missing or unknown state is rejected outright.
     let oauth_state = params.state.as_deref().filter(|s| !s.is_empty()).ok_or(FlowError::UnknownState)?;
     let state_hash = sha256_hex(oauth_state);
-    let row = state.store.authorization_by_state_hash(&state_hash).await?.ok_or(FlowError::UnknownState)?;
+    let row = core.store.authorization_by_state_hash(&state_hash).await?.ok_or(FlowError::UnknownState)?;
     // RFC 9700 §2.1 / §4.5: the state is bound to the browser session that approved, so a code
     // injected into another browser (or a signed-out one) goes nowhere.
     let same_browser = match (session, row.browser_session_hash.as_deref()) {
@@ -339,17 +339,17 @@ async fn own_row(
 
 /// The rest of [`complete`], for a row this browser approved.
 async fn finish(
-    state: &Core,
+    core: &Core,
     params: &CallbackParams,
     row: &AuthorizationRow,
     state_hash: &str,
 ) -> Result<Connected, FlowError> {
-    let now = state.now();
+    let now = core.now();
     // The state was consumed already: a reload while the exchange runs, or after the process
     // stopped during it. The code cannot be used twice either way.
     if row.status == AuthorizationStatus::Exchanging {
         if exchange_interrupted(row, now) {
-            fail(state, row, INTERRUPTED).await;
+            fail(core, row, INTERRUPTED).await;
             return Err(FlowError::Interrupted);
         }
         return Err(FlowError::AlreadyUsed);
@@ -358,7 +358,7 @@ async fn finish(
         return Err(FlowError::Expired);
     }
     let provider =
-        state.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
+        core.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
     // RFC 9207 §2.4, RFC 9700 §4.4.2.1 (mix-up): a provider with a known issuer must name it in
     // every response, errors included; compared as plain strings.
     if let Some(expected) = &provider.issuer
@@ -368,62 +368,62 @@ async fn finish(
         return Err(FlowError::IssuerMismatch);
     }
     // MCP 2025-11-25 security best practices: state is single-use (compare-and-swap).
-    if !state.store.consume_state(&row.id, state_hash, now).await? {
+    if !core.store.consume_state(&row.id, state_hash, now).await? {
         return Err(FlowError::AlreadyUsed);
     }
     // RFC 6749 §4.1.2.1: the provider refused (the user denied, or a bad request).
     if let Some(error) = params.error.as_deref() {
         let code = error_code(error);
-        fail(state, row, &format!("provider_error:{code}")).await;
+        fail(core, row, &format!("provider_error:{code}")).await;
         return Err(FlowError::ProviderRefused(code));
     }
     let Some(code) = params.code.as_deref().filter(|c| !c.is_empty()) else {
-        fail(state, row, "missing_code").await;
+        fail(core, row, "missing_code").await;
         return Err(FlowError::MissingCode);
     };
-    let verifier = match open_verifier(state, row) {
+    let verifier = match open_verifier(core, row) {
         Ok(verifier) => verifier,
         Err(error) => {
             tracing::error!(authorization_id = %row.id, error = %Chain(&error), "the stored PKCE verifier could not be opened");
-            fail(state, row, "verifier_unreadable").await;
+            fail(core, row, "verifier_unreadable").await;
             return Err(FlowError::VerifierUnreadable);
         }
     };
     // RFC 6749 §4.1.3, RFC 7636 §4.5: the code with the verifier and the exact redirect_uri.
-    let redirect_uri = sent_with(state, row)?;
-    let exchange = client::exchange_code(&state.http, &provider, &redirect_uri, code, &verifier);
+    let redirect_uri = sent_with(core, row)?;
+    let exchange = client::exchange_code(&core.http, &provider, &redirect_uri, code, &verifier);
     let tokens = match crate::telemetry::provider_call(provider.id.as_str(), "token", exchange).await {
         Ok(tokens) => tokens,
         Err(error) => {
             let reason = exchange_reason(&error);
-            fail(state, row, &format!("exchange_failed:{reason}")).await;
+            fail(core, row, &format!("exchange_failed:{reason}")).await;
             return Err(FlowError::ExchangeFailed(reason));
         }
     };
-    let stored = match tokens::store_grant(state, &row.user_id, &provider, tokens, &row.scopes).await {
+    let stored = match tokens::store_grant(core, &row.user_id, &provider, tokens, &row.scopes).await {
         Ok(stored) => stored,
         // The provider would not say whose tokens these are: reported, not stored as nobody's.
         Err(tokens::TokenError::IdentityFailed(why)) => {
             tracing::warn!(authorization_id = %row.id, provider = %row.provider, why, "identity lookup failed");
-            fail(state, row, "exchange_failed:identity_lookup_failed").await;
+            fail(core, row, "exchange_failed:identity_lookup_failed").await;
             return Err(FlowError::ExchangeFailed("identity_lookup_failed".into()));
         }
         Err(error) => {
-            fail(state, row, "store_failed").await;
+            fail(core, row, "store_failed").await;
             return Err(FlowError::Internal(because("the provider's tokens could not be stored", error)));
         }
     };
-    let now = state.now();
+    let now = core.now();
     // The client that asked may use what the user just approved (other clients still ask),
     // recorded with the completion itself.
-    if consent::complete_connect(state, row, &stored.grant_id).await? == ConnectCompleted::FinishedMeanwhile {
+    if consent::complete_connect(core, row, &stored.grant_id).await? == ConnectCompleted::FinishedMeanwhile {
         // Declined in the client meanwhile: the grant is stored, but no client was allowed.
         tracing::warn!(authorization_id = %row.id, "authorization was finished by someone else during the exchange");
     }
     let detail = format!("id={}", row.id);
-    state.store.audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail)).await?;
+    core.store.audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail)).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization completed");
-    publish(state, row, "completed");
+    publish(core, row, "completed");
     Ok(Connected {
         authorization_id: row.id.clone(),
         provider_id: provider.id.to_string(),
@@ -445,10 +445,10 @@ pub fn exchange_interrupted(row: &AuthorizationRow, now: i64) -> bool {
 
 /// Marks every abandoned exchange failed (and tells whoever waits on it), so a row never
 /// stays `exchanging` until an operator purges it. Returns how many were settled.
-pub async fn settle_interrupted_exchanges(state: &Core) -> Result<usize, StoreError> {
-    let rows = state.store.stale_exchanges(state.now() - EXCHANGE_TIMEOUT_SECONDS).await?;
+pub async fn settle_interrupted_exchanges(core: &Core) -> Result<usize, StoreError> {
+    let rows = core.store.stale_exchanges(core.now() - EXCHANGE_TIMEOUT_SECONDS).await?;
     for row in &rows {
-        fail(state, row, INTERRUPTED).await;
+        fail(core, row, INTERRUPTED).await;
     }
     Ok(rows.len())
 }
@@ -472,11 +472,11 @@ pub fn failure_error(reason: &str) -> Option<FlowError> {
     }
 }
 
-fn open_verifier(state: &Core, row: &AuthorizationRow) -> Result<SecretString, FlowError> {
+fn open_verifier(core: &Core, row: &AuthorizationRow) -> Result<SecretString, FlowError> {
     // The row says where it stands (`redirected`) only with a verifier: a missing one is the
     // whole cause.
     let sealed = row.pkce_verifier_sealed.as_deref().ok_or_else(|| FlowError::Internal("no verifier stored".into()))?;
-    let bytes = state.sealer.open(sealed, verifier_ctx(row)).map_err(|e| FlowError::Internal(Box::new(e)))?;
+    let bytes = core.sealer.open(sealed, verifier_ctx(row)).map_err(|e| FlowError::Internal(Box::new(e)))?;
     String::from_utf8(bytes)
         .map(SecretString::from)
         .map_err(|e| FlowError::Internal(because("the verifier is not UTF-8", e)))
@@ -484,25 +484,25 @@ fn open_verifier(state: &Core, row: &AuthorizationRow) -> Result<SecretString, F
 
 /// Marks the row failed, records it and tells listeners. Store errors are logged: the caller is
 /// already reporting a failure to the browser.
-async fn fail(state: &Core, row: &AuthorizationRow, reason: &str) {
-    let now = state.now();
-    match state.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
+async fn fail(core: &Core, row: &AuthorizationRow, reason: &str) {
+    let now = core.now();
+    match core.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(authorization_id = %row.id, "authorization already finished"),
         Err(error) => tracing::error!(authorization_id = %row.id, %error, "could not mark authorization failed"),
     }
     let detail = format!("id={} reason={reason}", row.id);
     if let Err(error) =
-        state.store.audit(now, Some(&row.user_id), "authorization.failed", Some(&row.provider), Some(&detail)).await
+        core.store.audit(now, Some(&row.user_id), "authorization.failed", Some(&row.provider), Some(&detail)).await
     {
         tracing::error!(authorization_id = %row.id, %error, "could not audit failed authorization");
     }
     tracing::warn!(authorization_id = %row.id, provider = %row.provider, reason, "authorization failed");
-    publish(state, row, "failed");
+    publish(core, row, "failed");
 }
 
-pub(crate) fn publish(state: &Core, row: &AuthorizationRow, status: &str) {
-    state.events.publish(AuthorizationFinished {
+pub(crate) fn publish(core: &Core, row: &AuthorizationRow, status: &str) {
+    core.events.publish(AuthorizationFinished {
         authorization_id: row.id.clone(),
         user_id: row.user_id.clone(),
         provider: row.provider.clone(),

@@ -1,4 +1,4 @@
-//! The user approves each (client, server) pair (issue 26, item 5): a client the user connected
+//! The user approves each (client, server) pair: a client the user connected
 //! may call a server behind the broker only once the user approved that client for that server,
 //! on the broker's own consent pages — whatever the server's auth kind, `none` included.
 //!

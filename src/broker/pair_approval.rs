@@ -1,5 +1,5 @@
-//! What finishing an authorization that carries a server behind the broker records besides
-//! (issue 26, item 5): the (client, server) approval, written in the same transaction that
+//! What finishing an authorization that carries a server behind the broker records besides:
+//! the (client, server) approval, written in the same transaction that
 //! completes the row, and its audit entry. Asking for and withdrawing approvals is
 //! [`super::gateway_consent`]'s; this is the part the connect and consent flows share with it.
 

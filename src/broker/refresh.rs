@@ -21,7 +21,7 @@
 //!   [`crate::store::Store::store_refreshed_tokens`]), so a lease that lapsed during an outage
 //!   cannot make the rotated token lose against a stale one.
 //!
-//! - **A provider that fails is left alone for a while** (issue 12): after a 429, 5xx,
+//! - **A provider that fails is left alone for a while**: after a 429, 5xx,
 //!   timeout or connection failure the grant is not refreshed again before its
 //!   `refresh_not_before` ([`super::backoff`]), and no grant sends its provider more than
 //!   `refresh_attempts_per_minute` refreshes — both in the row, checked by the same statement
@@ -49,8 +49,8 @@ use crate::store::grants::{GrantRow, GrantStatus, RefreshFailure, SealedTokens};
 const POLL: Duration = Duration::from_millis(100);
 /// How long storing a provider's answer is retried while the database is unavailable: three
 /// call bounds (15 s by default) — longer than a blip, short enough to answer the caller.
-fn commit_budget(state: &Core) -> Duration {
-    state.config.database_timeout * 3
+fn commit_budget(core: &Core) -> Duration {
+    core.config.database_timeout * 3
 }
 /// The longest pause between two attempts to store it.
 const COMMIT_BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -71,34 +71,34 @@ pub(super) enum Want<'a> {
 /// returned as it is; an expired one gives [`TokenError::ProviderUnavailable`] with when to
 /// retry.
 pub(super) async fn refresh_grant(
-    state: &Core,
+    core: &Core,
     provider: &ProviderConfig,
     grant_id: &str,
     want: Want<'_>,
 ) -> Result<AccessToken, TokenError> {
-    let lock = state.refresh_locks.lock_for(grant_id);
+    let lock = core.refresh_locks.lock_for(grant_id);
     // A caller gives up waiting for someone else's refresh after this long (real time: the
     // lease's own expiry is judged by the clock in state) and may retry.
-    let give_up = Instant::now() + state.config.refresh_lease * 2 + commit_budget(state);
-    let margin = refresh_margin::max_margin(state, provider);
-    let cap = i64::from(state.config.refresh_attempts_per_minute);
+    let give_up = Instant::now() + core.config.refresh_lease * 2 + commit_budget(core);
+    let margin = refresh_margin::max_margin(core, provider);
+    let cap = i64::from(core.config.refresh_attempts_per_minute);
     // A token that still works may stand in for a refresh that cannot happen now; not one the
     // provider has just refused.
     let serve_valid = matches!(want, Want::Due);
     loop {
         let guard = lock.clone().lock_owned().await;
-        store_pending(state, grant_id).await?;
+        store_pending(core, grant_id).await?;
         // Re-read under the lock: someone may have refreshed while we waited.
-        let current = state.store.grant_by_id(grant_id).await?.ok_or(TokenError::NotConnected)?;
+        let current = core.store.grant_by_id(grant_id).await?.ok_or(TokenError::NotConnected)?;
         if current.status != GrantStatus::Active {
             return Err(TokenError::NeedsReconsent);
         }
-        let now = state.now();
+        let now = core.now();
         match want {
-            Want::Due if refresh_margin::is_fresh(&current, now, margin) => return open_access(state, current).await,
+            Want::Due if refresh_margin::is_fresh(&current, now, margin) => return open_access(core, current).await,
             Want::Due => {}
             Want::Rejected(rejected) => {
-                let stored = open_access(state, current.clone()).await?;
+                let stored = open_access(core, current.clone()).await?;
                 if stored.token.expose_secret() != rejected.expose_secret() {
                     return Ok(stored);
                 }
@@ -109,20 +109,20 @@ pub(super) async fn refresh_grant(
         }
         if let Some(wait) = current.refresh_gate.wait(now, cap) {
             if serve_valid && refresh_margin::still_valid(&current, now) {
-                return open_access(state, current).await;
+                return open_access(core, current).await;
             }
             return Err(TokenError::ProviderUnavailable { retry_after: seconds(wait) });
         }
-        let holder = state.refresh_locks.holder();
-        if state
+        let holder = core.refresh_locks.holder();
+        if core
             .store
-            .claim_refresh_lease(&current.id, current.version, holder, now, lease_until(state, now), cap)
+            .claim_refresh_lease(&current.id, current.version, holder, now, lease_until(core, now), cap)
             .await?
         {
             // The claim moved the row to the next version; only we expect it.
             let leased = GrantRow { version: current.version + 1, ..current };
-            let running = state.refresh_locks.start();
-            let task_state = state.clone();
+            let running = core.refresh_locks.start();
+            let task_state = core.clone();
             let task_provider = provider.clone();
             let task = tokio::spawn(async move {
                 let _guard = guard;
@@ -142,15 +142,15 @@ pub(super) async fn refresh_grant(
             // Another holder is refreshing (or the gate just closed): a token that still works
             // is used meanwhile; else wait for its answer, then re-read.
             if serve_valid && refresh_margin::still_valid(&current, now) {
-                return open_access(state, current).await;
+                return open_access(core, current).await;
             }
             if Instant::now() > give_up {
-                return Err(TokenError::ProviderUnavailable { retry_after: state.config.refresh_lease });
+                return Err(TokenError::ProviderUnavailable { retry_after: core.config.refresh_lease });
             }
             tokio::time::sleep(POLL).await;
         }
         if Instant::now() > give_up {
-            return Err(TokenError::ProviderUnavailable { retry_after: state.config.refresh_lease });
+            return Err(TokenError::ProviderUnavailable { retry_after: core.config.refresh_lease });
         }
     }
 }
@@ -159,20 +159,20 @@ fn seconds(wait: i64) -> Duration {
     Duration::from_secs(u64::try_from(wait.max(1)).unwrap_or(1))
 }
 
-fn lease_until(state: &Core, now: i64) -> i64 {
-    now + i64::try_from(state.config.refresh_lease.as_secs()).unwrap_or(i64::MAX / 2).max(1)
+fn lease_until(core: &Core, now: i64) -> i64 {
+    now + i64::try_from(core.config.refresh_lease.as_secs()).unwrap_or(i64::MAX / 2).max(1)
 }
 
 /// Stores tokens an earlier refresh in this process brought but could not store. Until that
 /// succeeds nothing may call the provider: the stored refresh token is already spent.
-async fn store_pending(state: &Core, grant_id: &str) -> Result<(), TokenError> {
-    let Some(pending) = state.refresh_locks.pending(grant_id) else { return Ok(()) };
-    match state.store.store_refreshed_tokens(grant_id, &pending.redeemed, &pending.tokens, pending.issued_at).await {
+async fn store_pending(core: &Core, grant_id: &str) -> Result<(), TokenError> {
+    let Some(pending) = core.refresh_locks.pending(grant_id) else { return Ok(()) };
+    match core.store.store_refreshed_tokens(grant_id, &pending.redeemed, &pending.tokens, pending.issued_at).await {
         Ok(stored) => {
-            state.refresh_locks.forget_pending(grant_id);
+            core.refresh_locks.forget_pending(grant_id);
             if let Some(row) = stored {
                 tracing::info!(grant = %grant_id, "stored the rotated tokens a refresh had kept in memory");
-                refreshed(state, &row).await;
+                refreshed(core, &row).await;
             } else {
                 tracing::warn!(grant = %grant_id, "the grant changed since the refresh; its kept tokens are dropped");
             }
@@ -187,40 +187,40 @@ async fn store_pending(state: &Core, grant_id: &str) -> Result<(), TokenError> {
 type Outcome = Result<Option<AccessToken>, TokenError>;
 
 /// `serve_valid`: after a transient failure, a token that has not expired yet is returned.
-async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, serve_valid: bool) -> Outcome {
+async fn run_refresh(core: &Core, provider: &ProviderConfig, grant: GrantRow, serve_valid: bool) -> Outcome {
     let owner = owner(&grant.user_id, &grant.provider);
-    let holder = state.refresh_locks.holder();
+    let holder = core.refresh_locks.holder();
     let Some(redeemed) = grant.refresh_token_sealed.clone() else {
         // Expired and nothing to refresh with.
-        mark_needs_reconsent(state, &grant, RefreshFailure::NoRefreshToken, "expired without a refresh token").await?;
+        mark_needs_reconsent(core, &grant, RefreshFailure::NoRefreshToken, "expired without a refresh token").await?;
         return Err(TokenError::NeedsReconsent);
     };
-    let opened = state
+    let opened = core
         .sealer
         .open(&redeemed, refresh_ctx(&grant.id, &owner))
         .map_err(|e| e.to_string())
         .and_then(|plain| String::from_utf8(plain).map_err(|_| "the refresh token is not UTF-8".to_owned()));
     let refresh_token = match opened {
         Ok(token) => SecretString::from(token),
-        Err(why) => return Err(broken(state, &grant, "refresh token", &why).await),
+        Err(why) => return Err(broken(core, &grant, "refresh token", &why).await),
     };
     let answer = with_renewed_lease(
-        state,
+        core,
         &grant,
         crate::telemetry::provider_call(
             provider.id.as_str(),
             "refresh",
-            client::refresh(&state.http, provider, &state.config.redirect_uri(), &refresh_token),
+            client::refresh(&core.http, provider, &core.config.redirect_uri(), &refresh_token),
         ),
     )
     .await;
     match answer {
-        Ok(tokens) => commit(state, &grant, redeemed, &refresh_token, tokens).await,
+        Ok(tokens) => commit(core, &grant, redeemed, &refresh_token, tokens).await,
         Err(ProviderError::InvalidGrant) => {
             // Version-checked: if someone stored newer tokens meanwhile, the grant stays active
             // and the caller reads them.
             let why = "provider answered invalid_grant to refresh";
-            if mark_needs_reconsent(state, &grant, RefreshFailure::InvalidGrant, why).await? {
+            if mark_needs_reconsent(core, &grant, RefreshFailure::InvalidGrant, why).await? {
                 Err(TokenError::NeedsReconsent)
             } else {
                 Ok(None)
@@ -230,12 +230,11 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
             // Held back on every instance until the provider's Retry-After, else a backoff.
             let failures = grant.refresh_gate.failures.saturating_add(1);
             let wait = backoff::delay_seconds(failures, transient.retry_after, backoff::jitter());
-            let now = state.now();
+            let now = core.now();
             tracing::warn!(grant = %grant.id, provider = %grant.provider, reason = %transient, failures, wait, "refresh failed transiently; backing off");
             let kind = failure_kind(transient.kind);
             let event = connection_events::refresh_failed(&grant, kind.as_str(), now + wait);
-            state
-                .store
+            core.store
                 .record_refresh_failure_noting(
                     &grant.id,
                     &grant.user_id,
@@ -248,13 +247,13 @@ async fn run_refresh(state: &Core, provider: &ProviderConfig, grant: GrantRow, s
                 )
                 .await?;
             if serve_valid && refresh_margin::still_valid(&grant, now) {
-                return open_access(state, grant).await.map(Some);
+                return open_access(core, grant).await.map(Some);
             }
             Err(TokenError::ProviderUnavailable { retry_after: seconds(wait) })
         }
         Err(other) => {
             tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
-            state.store.record_refresh_refusal(&grant.id, grant.version, holder).await?;
+            core.store.record_refresh_refusal(&grant.id, grant.version, holder).await?;
             Err(TokenError::ProviderRefused(other.to_string()))
         }
     }
@@ -273,15 +272,15 @@ fn failure_kind(kind: TransientKind) -> RefreshFailure {
 /// Runs `call` while renewing the lease every third of its length, so others see a live holder
 /// for as long as the provider takes. A failed renewal is only logged: the provider's answer
 /// must still be stored (its write does not depend on the lease).
-async fn with_renewed_lease<T>(state: &Core, grant: &GrantRow, call: impl std::future::Future<Output = T>) -> T {
-    let period = (state.config.refresh_lease / 3).max(Duration::from_millis(100));
+async fn with_renewed_lease<T>(core: &Core, grant: &GrantRow, call: impl std::future::Future<Output = T>) -> T {
+    let period = (core.config.refresh_lease / 3).max(Duration::from_millis(100));
     let renew = async {
         let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
         loop {
             ticks.tick().await;
-            let now = state.now();
-            let until = lease_until(state, now);
-            match state.store.renew_refresh_lease(&grant.id, grant.version, state.refresh_locks.holder(), until).await {
+            let now = core.now();
+            let until = lease_until(core, now);
+            match core.store.renew_refresh_lease(&grant.id, grant.version, core.refresh_locks.holder(), until).await {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::warn!(grant = %grant.id, "the refresh lease was taken over while the provider answered")
@@ -299,38 +298,38 @@ async fn with_renewed_lease<T>(state: &Core, grant: &GrantRow, call: impl std::f
 /// Seals the provider's answer and stores it, retrying while the database is unavailable;
 /// what cannot be stored is kept in memory for the next attempt.
 async fn commit(
-    state: &Core,
+    core: &Core,
     grant: &GrantRow,
     redeemed: Vec<u8>,
     old_refresh: &SecretString,
     tokens: TokenSet,
 ) -> Outcome {
     let owner = owner(&grant.user_id, &grant.provider);
-    let issued_at = state.now();
+    let issued_at = core.now();
     // RFC 6749 §6: a new refresh token replaces the old; none means keep using the old.
     let refresh = tokens.refresh_token.as_ref().unwrap_or(old_refresh);
     let sealed = SealedTokens {
-        access_token_sealed: state
+        access_token_sealed: core
             .sealer
             .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant.id, &owner)),
         refresh_token_sealed: Some(
-            state.sealer.seal(refresh.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner)),
+            core.sealer.seal(refresh.expose_secret().as_bytes(), refresh_ctx(&grant.id, &owner)),
         ),
-        key_id: state.sealer.active_key_id(),
+        key_id: core.sealer.active_key_id(),
         expires_at: expiry(issued_at, tokens.expires_in),
         // Scopes the provider never echoes (providers::scopes::granted) stay with the grant.
-        scopes: match state.providers.find(&grant.provider) {
+        scopes: match core.providers.find(&grant.provider) {
             Some(provider) => crate::providers::scopes::granted(&provider, tokens.scopes.clone(), &grant.scopes),
             None => tokens.scopes.clone().unwrap_or_else(|| grant.scopes.clone()),
         },
     };
     let pending = PendingRotation { redeemed, tokens: sealed, issued_at };
     let started = Instant::now();
-    let budget = commit_budget(state);
+    let budget = commit_budget(core);
     let mut pause = Duration::from_millis(100);
     let event = connection_events::refreshed(grant, &pending.tokens.scopes);
     let stored = loop {
-        match state
+        match core
             .store
             .store_refreshed_tokens_noting(
                 &grant.id,
@@ -350,7 +349,7 @@ async fn commit(
             }
             Err(error) => {
                 tracing::error!(grant = %grant.id, %error, "could not store refreshed tokens; keeping them in memory for the next attempt");
-                state.refresh_locks.keep_pending(&grant.id, pending);
+                core.refresh_locks.keep_pending(&grant.id, pending);
                 return Err(TokenError::Store(error));
             }
         }
@@ -363,21 +362,21 @@ async fn commit(
     // against `api_base_domains`) replaces the stored one. The tokens are durable already: a
     // failure here is logged and the old base kept until the next refresh.
     if let Some(base) = &tokens.api_base_url
-        && let Err(error) = state.store.set_grant_api_base(&row.id, base.as_str()).await
+        && let Err(error) = core.store.set_grant_api_base(&row.id, base.as_str()).await
     {
         tracing::warn!(grant = %row.id, %error, "could not store the API base a refresh named");
     }
-    refreshed(state, &row).await;
+    refreshed(core, &row).await;
     Ok(Some(AccessToken { token: tokens.access_token, grant: row }))
 }
 
 /// Audits a stored refresh and tells the faces. The tokens are already durable, so a failure
 /// here is logged, not returned: the caller gets its token.
-async fn refreshed(state: &Core, row: &GrantRow) {
+async fn refreshed(core: &Core, row: &GrantRow) {
     if let Err(error) =
-        state.store.audit(state.now(), Some(&row.user_id), "grant.refreshed", Some(&row.provider), None).await
+        core.store.audit(core.now(), Some(&row.user_id), "grant.refreshed", Some(&row.provider), None).await
     {
         tracing::warn!(grant = %row.id, %error, "the refresh is stored but its audit entry could not be written");
     }
-    state.events.connections_changed(&row.user_id, &row.provider);
+    core.events.connections_changed(&row.user_id, &row.provider);
 }

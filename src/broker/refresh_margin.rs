@@ -14,8 +14,8 @@ use crate::config::ProviderConfig;
 use crate::store::grants::GrantRow;
 
 /// The longest margin for `provider`'s tokens, in seconds.
-pub(super) fn max_margin(state: &Core, provider: &ProviderConfig) -> i64 {
-    let margin = provider.refresh_margin.unwrap_or(state.config.refresh_margin);
+pub(super) fn max_margin(core: &Core, provider: &ProviderConfig) -> i64 {
+    let margin = provider.refresh_margin.unwrap_or(core.config.refresh_margin);
     i64::try_from(margin.as_secs()).unwrap_or(i64::MAX / 4)
 }
 

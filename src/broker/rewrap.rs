@@ -44,14 +44,14 @@ impl RewrapReport {
 }
 
 /// Rewraps everything not sealed by the active key, `batch` rows per query.
-pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
-    let sealer = &state.sealer;
+pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
+    let sealer = &core.sealer;
     let active = sealer.active_key_id();
     let mut report = RewrapReport::default();
 
     let mut after = String::new();
     loop {
-        let rows = state.store.grants_to_rewrap(&active, &after, batch).await?;
+        let rows = core.store.grants_to_rewrap(&active, &after, batch).await?;
         let Some(last) = rows.last() else { break };
         after = last.id.clone();
         for grant in rows {
@@ -64,7 +64,7 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
                 .transpose();
             match (access, refresh) {
                 (Ok(access), Ok(refresh)) => {
-                    if state.store.rewrap_grant(&grant, &access, refresh.as_deref(), &active).await? {
+                    if core.store.rewrap_grant(&grant, &access, refresh.as_deref(), &active).await? {
                         report.grants += 1;
                     } else {
                         report.skipped += 1;
@@ -77,14 +77,14 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
 
     let mut after = String::new();
     loop {
-        let rows = state.store.verifiers_to_rewrap(&active, &after, batch).await?;
+        let rows = core.store.verifiers_to_rewrap(&active, &after, batch).await?;
         let Some(last) = rows.last() else { break };
         after = last.id.clone();
         for row in rows {
             let ctx = verifier_ctx_of(&row.id, &row.user_id);
             match reseal(sealer, &row.pkce_verifier_sealed, ctx) {
                 Ok(new) => {
-                    if state.store.rewrap_verifier(&row.id, &row.pkce_verifier_sealed, &new).await? {
+                    if core.store.rewrap_verifier(&row.id, &row.pkce_verifier_sealed, &new).await? {
                         report.verifiers += 1;
                     } else {
                         report.skipped += 1;
@@ -95,10 +95,10 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
         }
     }
 
-    for row in state.store.signing_keys_to_rewrap(&active).await? {
+    for row in core.store.signing_keys_to_rewrap(&active).await? {
         match reseal(sealer, &row.private_key_sealed, key_context(&row.kid)) {
             Ok(new) => {
-                if state.store.rewrap_signing_key(&row.kid, &row.private_key_sealed, &new).await? {
+                if core.store.rewrap_signing_key(&row.kid, &row.private_key_sealed, &new).await? {
                     report.signing_keys += 1;
                 } else {
                     report.skipped += 1;
@@ -108,11 +108,11 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
         }
     }
 
-    for (id, sealed) in state.store.gateway_secrets_to_rewrap(&active).await? {
+    for (id, sealed) in core.store.gateway_secrets_to_rewrap(&active).await? {
         let ctx = crate::store::gateway_servers::secret_seal_context(&id);
         match reseal(sealer, &sealed, ctx) {
             Ok(new) => {
-                if state.store.rewrap_gateway_secret(&id, &sealed, &new).await? {
+                if core.store.rewrap_gateway_secret(&id, &sealed, &new).await? {
                     report.gateway_secrets += 1;
                 } else {
                     report.skipped += 1;
@@ -121,12 +121,12 @@ pub async fn rewrap_all(state: &Core, batch: i64) -> StoreResult<RewrapReport> {
             Err(why) => report.unreadable.push(format!("gateway server {id}: {why}")),
         }
     }
-    for row in state.store.webhook_secrets_to_rewrap(&active).await? {
+    for row in core.store.webhook_secrets_to_rewrap(&active).await? {
         let ctx = crate::events::webhooks::signing::seal_context(&row.service_id);
         let moved = |sealed: &Option<Vec<u8>>| sealed.as_deref().map(|sealed| reseal(sealer, sealed, ctx)).transpose();
         match (moved(&row.current), moved(&row.previous)) {
             (Ok(current), Ok(previous)) => {
-                if state.store.rewrap_webhook_secrets(&row, current.as_deref(), previous.as_deref()).await? {
+                if core.store.rewrap_webhook_secrets(&row, current.as_deref(), previous.as_deref()).await? {
                     report.webhook_secrets += u64::from(current.is_some()) + u64::from(previous.is_some());
                 } else {
                     report.skipped += 1;

@@ -61,16 +61,16 @@ pub(super) fn refresh_ctx<'a>(grant_id: &'a str, owner: &'a str) -> SealContext<
     SealContext { table: "grants", column: "refresh_token", row_id: grant_id, owner }
 }
 
-pub(super) async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
+pub(super) async fn open_access(core: &Core, grant: GrantRow) -> Result<AccessToken, TokenError> {
     let owner = owner(&grant.user_id, &grant.provider);
-    let opened = state
+    let opened = core
         .sealer
         .open(&grant.access_token_sealed, access_ctx(&grant.id, &owner))
         .map_err(|e| e.to_string())
         .and_then(|plain| String::from_utf8(plain).map_err(|_| "the access token is not UTF-8".to_owned()));
     match opened {
         Ok(token) => Ok(AccessToken { token: SecretString::from(token), grant }),
-        Err(why) => Err(broken(state, &grant, "access token", &why).await),
+        Err(why) => Err(broken(core, &grant, "access token", &why).await),
     }
 }
 
@@ -78,9 +78,9 @@ pub(super) async fn open_access(state: &Core, grant: GrantRow) -> Result<AccessT
 /// this instance no longer holds — makes the grant unusable, not the user stuck: it is marked
 /// `needs_reconsent` (audited), so every face sends the user through a fresh connect link as
 /// for a revoked grant, and the connection shows as needing consent.
-pub(super) async fn broken(state: &Core, grant: &GrantRow, what: &str, why: &str) -> TokenError {
+pub(super) async fn broken(core: &Core, grant: &GrantRow, what: &str, why: &str) -> TokenError {
     tracing::error!(grant = %grant.id, provider = %grant.provider, %why, "a stored {what} could not be opened; the grant needs a new consent");
-    match mark_needs_reconsent(state, grant, RefreshFailure::Unreadable, &format!("stored {what} could not be opened"))
+    match mark_needs_reconsent(core, grant, RefreshFailure::Unreadable, &format!("stored {what} could not be opened"))
         .await
     {
         Ok(_) => TokenError::NeedsReconsent,
@@ -92,17 +92,17 @@ pub(super) async fn broken(state: &Core, grant: &GrantRow, what: &str, why: &str
 /// connection status. False when the row changed meanwhile (a new consent, or newer tokens
 /// stored): then it stays as it is.
 pub(super) async fn mark_needs_reconsent(
-    state: &Core,
+    core: &Core,
     grant: &GrantRow,
     kind: RefreshFailure,
     why: &str,
 ) -> Result<bool, TokenError> {
-    let now = state.now();
+    let now = core.now();
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
     let event = super::connection_events::needs_reauthorization(grant, why);
-    if state.store.set_grant_status_noting(grant, GrantStatus::NeedsReconsent, Some(kind), now, Some(&event)).await? {
-        state.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
-        state.events.connections_changed(&grant.user_id, &grant.provider);
+    if core.store.set_grant_status_noting(grant, GrantStatus::NeedsReconsent, Some(kind), now, Some(&event)).await? {
+        core.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
+        core.events.connections_changed(&grant.user_id, &grant.provider);
         return Ok(true);
     }
     Ok(false)

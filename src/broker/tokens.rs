@@ -34,7 +34,7 @@ use super::sealed_grant::{access_ctx, expiry, open_access, owner, refresh_ctx};
 /// replace). The account is the provider's name for it (its userinfo), so connecting the same
 /// account again updates it and a different one adds a grant. Returns the grant and its scopes.
 pub async fn store_grant(
-    state: &Core,
+    core: &Core,
     user_id: &str,
     provider: &ProviderConfig,
     tokens: TokenSet,
@@ -46,7 +46,7 @@ pub async fn store_grant(
     // Before sealing: the account decides the row, and the row id is bound into the seal.
     let account = match tokens.account.clone() {
         Some(account) => Some(account),
-        None => fetch_account(state, provider, &tokens.access_token).await?,
+        None => fetch_account(core, provider, &tokens.access_token).await?,
     };
     let account_id = account.as_ref().map_or("", |a| a.id.as_str());
     let account_label = account.as_ref().and_then(|a| a.label.clone().or_else(|| Some(a.id.clone())));
@@ -58,20 +58,20 @@ pub async fn store_grant(
     // look-up and the write (disconnected and connected again), the write does nothing and we
     // seal again for the new row.
     for _ in 0..3 {
-        let now = state.now();
+        let now = core.now();
         let same_account = match account_id {
             "" => None,
-            id => state.store.grant_for_account_id(user_id, provider_id, id).await?,
+            id => core.store.grant_for_account_id(user_id, provider_id, id).await?,
         };
         // The row as it was, for the event services with a webhook hear of.
         let before = match same_account {
             Some(existing) => {
                 if existing.account_label.as_deref() != account_label.as_deref() {
-                    state.store.relabel_grant(&existing.id, account_label.as_deref()).await?;
+                    core.store.relabel_grant(&existing.id, account_label.as_deref()).await?;
                 }
                 Some(existing)
             }
-            None => state.store.grant_for_account(user_id, provider_id, account).await?,
+            None => core.store.grant_for_account(user_id, provider_id, account).await?,
         };
         let grant_id = match &before {
             Some(existing) => existing.id.clone(),
@@ -82,14 +82,14 @@ pub async fn store_grant(
             ),
         };
         let sealed = SealedTokens {
-            access_token_sealed: state
+            access_token_sealed: core
                 .sealer
                 .seal(tokens.access_token.expose_secret().as_bytes(), access_ctx(&grant_id, &owner)),
             refresh_token_sealed: tokens
                 .refresh_token
                 .as_ref()
-                .map(|t| state.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
-            key_id: state.sealer.active_key_id(),
+                .map(|t| core.sealer.seal(t.expose_secret().as_bytes(), refresh_ctx(&grant_id, &owner))),
+            key_id: core.sealer.active_key_id(),
             expires_at: expiry(now, tokens.expires_in),
             scopes: scopes.clone(),
         };
@@ -101,7 +101,7 @@ pub async fn store_grant(
             account_label.as_deref(),
             &scopes,
         );
-        if !state
+        if !core
             .store
             .upsert_grant_noting(
                 &grant_id,
@@ -117,13 +117,13 @@ pub async fn store_grant(
             continue;
         }
         let api_base = tokens.api_base_url.as_ref().map(url::Url::as_str);
-        state.store.set_grant_account(&grant_id, account_id, api_base).await?;
+        core.store.set_grant_account(&grant_id, account_id, api_base).await?;
         let detail = match &account_label {
             Some(label) => format!("account={label} scopes={}", scopes.to_space_separated()),
             None => format!("scopes={}", scopes.to_space_separated()),
         };
-        state.store.audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
-        state.events.connections_changed(user_id, provider_id);
+        core.store.audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
+        core.events.connections_changed(user_id, provider_id);
         return Ok(StoredGrant { grant_id, scopes });
     }
     Err(TokenError::KeptChanging)
@@ -137,7 +137,7 @@ pub async fn store_grant(
 /// tokens through [`crate::mcp::extension::ExtensionContext::access_token`] and the handler's
 /// `token_for_tool`, which check the client's consent first.
 pub(crate) async fn access_token_for(
-    state: &Core,
+    core: &Core,
     user_id: &str,
     provider: &ProviderConfig,
     account: Option<&str>,
@@ -145,25 +145,25 @@ pub(crate) async fn access_token_for(
 ) -> Result<AccessToken, TokenError> {
     let provider_id = provider.id.as_str();
     let grant = match account {
-        Some(account) => state.store.grant_for_account(user_id, provider_id, account).await?,
-        None => state.store.grant(user_id, provider_id).await?,
+        Some(account) => core.store.grant_for_account(user_id, provider_id, account).await?,
+        None => core.store.grant(user_id, provider_id).await?,
     };
     let grant = grant.ok_or(TokenError::NotConnected)?;
-    access_token_from(state, provider, grant, required).await
+    access_token_from(core, provider, grant, required).await
 }
 
 /// [`access_token_for`] from a grant row the caller has just read (saves reading it again).
 pub(crate) async fn access_token_from(
-    state: &Core,
+    core: &Core,
     provider: &ProviderConfig,
     grant: GrantRow,
     required: &Scopes,
 ) -> Result<AccessToken, TokenError> {
     check_usable(&grant, required)?;
-    if super::refresh_margin::is_fresh(&grant, state.now(), super::refresh_margin::max_margin(state, provider)) {
-        return open_access(state, grant).await;
+    if super::refresh_margin::is_fresh(&grant, core.now(), super::refresh_margin::max_margin(core, provider)) {
+        return open_access(core, grant).await;
     }
-    super::refresh::refresh_grant(state, provider, &grant.id, super::refresh::Want::Due).await
+    super::refresh::refresh_grant(core, provider, &grant.id, super::refresh::Want::Due).await
 }
 
 fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
@@ -178,10 +178,10 @@ fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
 }
 
 /// Revokes every account the user holds at `provider` and deletes them. True if there was one.
-pub async fn disconnect(state: &Core, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
+pub async fn disconnect(core: &Core, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
     let mut any = false;
-    for grant in state.store.grants_at(user_id, provider.id.as_str()).await? {
-        any |= disconnect_grant(state, provider, &grant).await?.deleted;
+    for grant in core.store.grants_at(user_id, provider.id.as_str()).await? {
+        any |= disconnect_grant(core, provider, &grant).await?.deleted;
     }
     Ok(any)
 }
@@ -228,16 +228,16 @@ pub struct Disconnected {
 
 /// Revokes one grant at the provider (best effort) and deletes it, at the user's request.
 pub async fn disconnect_grant(
-    state: &Core,
+    core: &Core,
     provider: &ProviderConfig,
     grant: &GrantRow,
 ) -> Result<Disconnected, TokenError> {
-    disconnect_grant_by(state, provider, grant, RevokedBy::User).await
+    disconnect_grant_by(core, provider, grant, RevokedBy::User).await
 }
 
 /// [`disconnect_grant`], saying who asked (services with a webhook hear it).
 pub async fn disconnect_grant_by(
-    state: &Core,
+    core: &Core,
     provider: &ProviderConfig,
     grant: &GrantRow,
     by: RevokedBy,
@@ -252,12 +252,12 @@ pub async fn disconnect_grant_by(
     };
     // The audit entry says what the provider was told and, when it failed, why (the provider's
     // error or the transport's, never a token).
-    let (revocation, outcome) = match state.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
+    let (revocation, outcome) = match core.sealer.open(sealed, ctx).ok().and_then(|p| String::from_utf8(p).ok()) {
         Some(_) if provider.revocation_url.is_none() => (Revocation::NotOffered, "not_offered".to_owned()),
         Some(token) => match crate::telemetry::provider_call(
             provider_id,
             "revoke",
-            client::revoke(&state.http, provider, &SecretString::from(token), is_refresh),
+            client::revoke(&core.http, provider, &SecretString::from(token), is_refresh),
         )
         .await
         {
@@ -273,8 +273,8 @@ pub async fn disconnect_grant_by(
         }
     };
     let revoked = connection_events::revoked(grant, by);
-    let deleted = state.store.delete_grant_noting(grant, state.now(), Some(&revoked)).await?;
-    // Issue 10: the audit entry says what the provider answered, with its outcome.
+    let deleted = core.store.delete_grant_noting(grant, core.now(), Some(&revoked)).await?;
+    // The audit entry says what the provider answered, with its outcome.
     let detail = match &grant.account_label {
         Some(label) => format!("account={label} revocation={outcome}"),
         None => format!("revocation={outcome}"),
@@ -289,11 +289,10 @@ pub async fn disconnect_grant_by(
         "grant.disconnected",
         Some(&grant.user_id),
     );
-    state
-        .store
-        .record(state.now(), event.provider(Some(provider_id)).detail(Some(&detail)).outcome(audit_outcome))
+    core.store
+        .record(core.now(), event.provider(Some(provider_id)).detail(Some(&detail)).outcome(audit_outcome))
         .await?;
-    state.events.connections_changed(&grant.user_id, provider_id);
+    core.events.connections_changed(&grant.user_id, provider_id);
     Ok(Disconnected { deleted, revocation })
 }
 
@@ -303,7 +302,7 @@ pub async fn disconnect_grant_by(
 /// identity endpoint (one account per user); an endpoint that fails is an error, never an empty
 /// account.
 async fn fetch_account(
-    state: &Core,
+    core: &Core,
     provider: &ProviderConfig,
     access_token: &SecretString,
 ) -> Result<Option<AccountRef>, TokenError> {
@@ -312,7 +311,7 @@ async fn fetch_account(
         tracing::warn!(provider = %provider.id, why, "identity lookup failed");
         TokenError::IdentityFailed(why.to_owned())
     };
-    let mut request = state.http.get(url).bearer_auth(access_token.expose_secret()).timeout(Duration::from_secs(5));
+    let mut request = core.http.get(url).bearer_auth(access_token.expose_secret()).timeout(Duration::from_secs(5));
     if let Some(agent) = &provider.user_agent {
         request = request.header(reqwest::header::USER_AGENT, agent);
     }

@@ -1,4 +1,4 @@
-//! `[gateway]`: the connections to the MCP servers behind the broker (gateway mode, issue 26;
+//! `[gateway]`: the connections to the MCP servers behind the broker (gateway mode;
 //! `crate::mcp::gateway`).
 
 use std::time::Duration;

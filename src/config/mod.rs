@@ -92,14 +92,14 @@ impl LogFormat {
 /// a request.
 pub const MCP_SESSION_IDLE: Duration = Duration::from_secs(300);
 /// `mcp_session_park` when not set: a session with nothing in flight this long gives up its
-/// rmcp service (issue 11).
+/// rmcp service.
 pub const MCP_SESSION_PARK: Duration = Duration::from_secs(10);
 /// The shortest `mcp_session_park`.
 pub const MCP_SESSION_PARK_AT_LEAST: Duration = Duration::from_secs(1);
 
 /// `refresh_margin` when not set.
 pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(60);
-/// Operators' settings (issue 10): where /metrics is served and who may read it.
+/// Operators' settings: where /metrics is served and who may read it.
 #[derive(Debug, Clone, Default)]
 pub struct OpsConfig {
     /// `metrics_listen`: /metrics on its own listener (and not on the main one).
@@ -167,16 +167,16 @@ struct FileConfig {
     /// `text` or `json`, as `--log-format`.
     log_format: Option<String>,
     /// Reverse proxies / load balancers (addresses or CIDR ranges) whose `X-Forwarded-For` is
-    /// believed (issue 9).
+    /// believed.
     #[serde(default)]
     trusted_proxies: Vec<String>,
-    /// `[token_api]`: limits per service, shared by every instance (issue 9).
+    /// `[token_api]`: limits per service, shared by every instance.
     #[serde(default)]
     token_api: token_api::TokenApiFile,
-    /// `[webhooks]`: delivery of events to services' webhooks (issue 27).
+    /// `[webhooks]`: delivery of events to services' webhooks.
     #[serde(default)]
     webhooks: webhooks::WebhooksFile,
-    /// `[gateway]`: connections to the MCP servers behind the broker (issue 26).
+    /// `[gateway]`: connections to the MCP servers behind the broker.
     #[serde(default)]
     gateway: gateway::GatewayFile,
     /// PostgreSQL: where the signal listener connects, when not `database_url`.
@@ -317,7 +317,7 @@ pub struct Config {
     pub mcp_session_idle: Duration,
     /// An MCP session with nothing in flight for this long gives up its rmcp service until its
     /// next message, keeping its streams and state (`mcp_session_park`, default 10 s, at least
-    /// 1 s; issue 11).
+    /// 1 s).
     pub mcp_session_park: Duration,
     /// Operator prompt templates, watched for changes [default: {data_dir}/prompts].
     pub prompts_dir: PathBuf,
@@ -343,7 +343,7 @@ pub struct Config {
     pub key_reload_interval: Duration,
     pub identity: IdentityConfig,
     pub providers: BTreeMap<ProviderId, ProviderConfig>,
-    /// Metrics and logs (issue 10).
+    /// Metrics and logs.
     pub ops: OpsConfig,
     /// Peers whose `X-Forwarded-For` names the client ([`crate::net::client_address`]); empty:
     /// the TCP peer is the client [default: none].

@@ -1,4 +1,4 @@
-//! `[token_api]`: the token API's limits per service (issue 9 "Shared limits"), read by
+//! `[token_api]`: the token API's limits per service, read by
 //! [`crate::api::limits`], which counts them across instances.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
-//! `[webhooks]`: how the broker delivers events to services' webhooks (issue 27,
-//! `src/events/webhooks`).
+//! `[webhooks]`: how the broker delivers events to services' webhooks
+//! (`src/events/webhooks`).
 
 use std::time::Duration;
 

@@ -66,7 +66,7 @@ async fn authenticate(
         .ok_or(ApiError::InvalidToken)?;
     let live = live_token(state, cache, &sha256_hex(token)).await?.ok_or(ApiError::InvalidToken)?;
     // Checked on every use, cached or not: a kept token still expires.
-    if live.expires_at <= state.now() {
+    if live.expires_at <= state.core.now() {
         return Err(ApiError::InvalidToken);
     }
     Ok(Caller { scopes: live.scopes.clone(), account: live.account.clone() })
@@ -80,11 +80,12 @@ async fn live_token(
     cache: &TokenCache,
     token_hash: &str,
 ) -> Result<Option<Arc<LiveToken>>, ApiError> {
-    let generation = state.store.cache_shared_generation();
+    let generation = state.core.store.cache_shared_generation();
     if let Some(kept) = generation.and_then(|g| cache.get(g, token_hash)) {
         return Ok(Some(kept));
     }
     let Some(row) = state
+        .core
         .store
         .demo_token(token_hash)
         .await?
@@ -94,7 +95,7 @@ async fn live_token(
     };
     let live = Arc::new(LiveToken { account: row.account, scopes: row.scopes, expires_at: row.expires_at });
     if let Some(generation) = generation {
-        cache.insert(generation, state.store.cache_shared_generation(), token_hash, live.clone());
+        cache.insert(generation, state.core.store.cache_shared_generation(), token_hash, live.clone());
     }
     Ok(Some(live))
 }
@@ -121,7 +122,7 @@ pub async fn list_notes(
 ) -> Result<Json<Value>, ApiError> {
     let caller = authenticate(&state, &cache, &headers, &uri).await?;
     caller.require(DemoScope::NotesRead)?;
-    let notes = state.store.demo_notes(&caller.account).await?;
+    let notes = state.core.store.demo_notes(&caller.account).await?;
     Ok(Json(json!({ "notes": notes })))
 }
 
@@ -154,7 +155,7 @@ pub async fn create_note(
     if !(1..=MAX_NOTE_CHARS).contains(&note.text.chars().count()) {
         return Err(ApiError::InvalidRequest("text must be 1-1000 characters"));
     }
-    let row = state.store.demo_insert_note(&caller.account, &note.text, state.now()).await?;
+    let row = state.core.store.demo_insert_note(&caller.account, &note.text, state.core.now()).await?;
     Ok((StatusCode::CREATED, Json(row)))
 }
 

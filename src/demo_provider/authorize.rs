@@ -109,7 +109,7 @@ fn validate(state: &AppState, params: &Params) -> Result<AuthorizeRequest, Refus
     // OAuth 2.1 §2.3.1 / §4.1.3: exact string comparison, no prefix or normalisation. The
     // broker's registered URIs: its callback for this provider, and the older shared one.
     let registered =
-        [state.config.provider_redirect_uri(&crate::domain::ProviderId::demo()), state.config.redirect_uri()];
+        [state.core.config.provider_redirect_uri(&crate::domain::ProviderId::demo()), state.core.config.redirect_uri()];
     if !registered.iter().any(|uri| uri.as_str() == redirect_uri) {
         return Err(Refusal::Page("The redirect_uri is not registered for this client."));
     }
@@ -172,10 +172,10 @@ async fn issue_code(
         scopes: request.scopes.clone(),
         account: account.to_owned(),
         code_challenge: request.code_challenge.clone(),
-        expires_at: state.now() + CODE_TTL_SECS,
+        expires_at: state.core.now() + CODE_TTL_SECS,
         used_at: None,
     };
-    state.store.demo_insert_code(&row).await?;
+    state.core.store.demo_insert_code(&row).await?;
     Ok(code)
 }
 
@@ -254,7 +254,7 @@ fn approve_page(
     .collect();
     let page = AuthorizePage {
         fatal: None,
-        action: state.config.url("/demo-provider/authorize").path().to_owned(),
+        action: state.core.config.url("/demo-provider/authorize").path().to_owned(),
         client_name: "oauth-broker",
         scopes: request.scopes.iter().map(|s| ScopeView { name: s.as_str(), description: s.describe() }).collect(),
         hidden,

@@ -68,7 +68,7 @@ pub fn router() -> Router<AppState> {
 
 /// The issuer identifier, without a trailing slash; also the `iss` of authorization responses.
 pub fn issuer(state: &AppState) -> String {
-    state.config.url("/demo-provider").as_str().trim_end_matches('/').to_owned()
+    state.core.config.url("/demo-provider").as_str().trim_end_matches('/').to_owned()
 }
 
 // RFC 8414 §2 (served at the issuer + /.well-known path, as OpenID Connect Discovery does).

@@ -82,7 +82,7 @@ impl Demo {
         // As `serve` does: with the watcher, live access tokens are kept between API calls
         // (token_cache), so every test below also checks that what is kept never outlives a
         // revocation or an expiry.
-        state.store.watch_other_writers(state.shutdown.clone()).await;
+        state.core.store.watch_other_writers(state.shutdown.clone()).await;
         let router = super::router().with_state(state.clone());
         Self { _dir: dir, state, clock, router }
     }
@@ -358,9 +358,9 @@ impl Drop for Demo {
 async fn until_kept(demo: &Demo, token: &str) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::time::Instant::now() < deadline {
-        let before = demo.state.store.queries_run();
+        let before = demo.state.core.store.queries_run();
         assert_eq!(demo.get("/api/me", Some(token)).await.status, StatusCode::OK);
-        if demo.state.store.queries_run() == before {
+        if demo.state.core.store.queries_run() == before {
             return true;
         }
         tokio::task::yield_now().await;
@@ -396,9 +396,10 @@ async fn a_revocation_made_by_another_process_reaches_a_kept_access_token() {
 
     // Another instance on the same database: its own store, sharing nothing with this one but
     // the database. It revokes the family (as its /revoke would for the refresh token).
-    let other = crate::store::Store::connect(&demo.state.config.database_url).await.unwrap();
-    let family = demo.state.store.demo_token(&crate::crypto::sha256_hex(&refresh)).await.unwrap().unwrap().family_id;
-    assert_eq!(other.demo_revoke_family(&family, demo.state.now()).await.unwrap(), 2);
+    let other = crate::store::Store::connect(&demo.state.core.config.database_url).await.unwrap();
+    let family =
+        demo.state.core.store.demo_token(&crate::crypto::sha256_hex(&refresh)).await.unwrap().unwrap().family_id;
+    assert_eq!(other.demo_revoke_family(&family, demo.state.core.now()).await.unwrap(), 2);
 
     assert!(until_refused(&demo, &access).await, "another process's revocation was never seen");
 }
@@ -413,9 +414,9 @@ async fn a_revocation_by_hand_written_sql_reaches_a_kept_access_token() {
     // An operator's own statement on a connection of its own: no store, only the database and
     // its triggers (migration 0017).
     use sqlx::Connection;
-    let mut conn = sqlx::AnyConnection::connect(&demo.state.config.database_url).await.unwrap();
+    let mut conn = sqlx::AnyConnection::connect(&demo.state.core.config.database_url).await.unwrap();
     let revoked = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE token_hash = $2")
-        .bind(demo.state.now())
+        .bind(demo.state.core.now())
         .bind(crate::crypto::sha256_hex(&access))
         .execute(&mut conn)
         .await

@@ -1,4 +1,4 @@
-//! The demo provider's live access tokens, kept after their first check (issue 11).
+//! The demo provider's live access tokens, kept after their first check.
 //!
 //! The broker presents the same access token on every `provider_request`, and looking it up
 //! was a database round trip per API call — the demo provider's own time, which a real

@@ -1,4 +1,4 @@
-//! The names a gateway server is registered under (issue 26): its name, the prefix of its tools,
+//! The names a gateway server is registered under: its name, the prefix of its tools,
 //! the header its credential goes in. Parsed once, at the admin CLI and in the store; the
 //! messages are the operator's words.
 

@@ -1,4 +1,4 @@
-//! Verified bearer tokens, remembered until they expire (issue 11).
+//! Verified bearer tokens, remembered until they expire.
 //!
 //! The same token arrives thousands of times; verifying its Ed25519 signature and reading its
 //! user and its authorization every time was most of what a tool call cost. A verified token's

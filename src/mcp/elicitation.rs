@@ -28,7 +28,7 @@ pub fn ask_message(row: &AuthorizationRow, provider: &ProviderConfig, scopes: &S
     }
 }
 
-/// A (client, server) approval: the server by its registered name (issue 26, item 5).
+/// A (client, server) approval: the server by its registered name.
 pub fn server_message(server: &str) -> String {
     format!(
         "Allow this client to call the server {server} behind the broker. The broker asks before each client uses a server; nothing is sent to {server} for this client until you allow it."
@@ -50,7 +50,7 @@ pub fn server_elicitation_required(state: &AppState, row: &AuthorizationRow) -> 
             "elicitations": [{
                 "mode": "url",
                 "elicitationId": row.id,
-                "url": authorizations::connect_url(state, &row.id).as_str(),
+                "url": authorizations::connect_url(&state.core, &row.id).as_str(),
                 "message": server_message(server),
             }],
             "server": server,
@@ -64,8 +64,8 @@ pub fn manual_server_text(state: &AppState, row: &AuthorizationRow) -> String {
     format!(
         "This client may not call the server {server} yet. {message} Open this link in your browser, sign in to the broker and approve: {url} — then call this tool again. (The link is valid for {minutes} minutes.)",
         message = server_message(server),
-        url = authorizations::connect_url(state, &row.id),
-        minutes = state.config.authorization_ttl.as_secs() / 60,
+        url = authorizations::connect_url(&state.core, &row.id),
+        minutes = state.core.config.authorization_ttl.as_secs() / 60,
     )
 }
 
@@ -122,7 +122,7 @@ pub fn url_elicitation_required(
             "elicitations": [{
                 "mode": "url",
                 "elicitationId": row.id,
-                "url": authorizations::connect_url(state, &row.id).as_str(),
+                "url": authorizations::connect_url(&state.core, &row.id).as_str(),
                 "message": ask_message(row, provider, scopes),
             }],
             "provider": provider.id.as_str(),
@@ -148,8 +148,8 @@ pub fn manual_connect_text(
     format!(
         "{situation} {message} Open this link in your browser, sign in to the broker and approve: {url} — then call this tool again. (The link is valid for {minutes} minutes.)",
         message = ask_message(row, provider, scopes),
-        url = authorizations::connect_url(state, &row.id),
-        minutes = state.config.authorization_ttl.as_secs() / 60,
+        url = authorizations::connect_url(&state.core, &row.id),
+        minutes = state.core.config.authorization_ttl.as_secs() / 60,
     )
 }
 

@@ -138,7 +138,7 @@ impl ExtensionContext {
     /// (`notifications/prompts/list_changed` to sessions and to `subscriptions/listen` streams
     /// that asked for it). [`Extension::prompts`] is asked again on the next listing.
     pub fn prompts_changed(&self) {
-        self.server.state.events.signal(crate::events::Signal::PromptsChanged);
+        self.server.state.app.core.events.signal(crate::events::Signal::PromptsChanged);
     }
 
     /// Tells listening clients that the tool list changed (`notifications/tools/list_changed`
@@ -146,7 +146,7 @@ impl ExtensionContext {
     /// whose tools' behaviour or availability changed at run time. The broker's own list
     /// changes (servers behind it) are announced by the broker.
     pub fn tools_changed(&self) {
-        self.server.state.events.signal(crate::events::Signal::ToolsChanged);
+        self.server.state.app.core.events.signal(crate::events::Signal::ToolsChanged);
     }
 
     /// A token for the user's account at `provider` (`account` as `list_connections` names it,
@@ -164,8 +164,8 @@ impl ExtensionContext {
         required: &[&str],
     ) -> Result<crate::broker::tokens::AccessToken, TokenUnavailable> {
         let state = &self.server.state;
-        let Some(provider) = state.providers.find(provider) else {
-            let message = crate::mcp::tools::unknown_provider(&state.providers.ids(), provider);
+        let Some(provider) = state.app.core.providers.find(provider) else {
+            let message = crate::mcp::tools::unknown_provider(&state.app.core.providers.ids(), provider);
             return Err(TokenUnavailable::Result(crate::mcp::results::error_result(message)));
         };
         let required = crate::domain::Scopes::parse(required.iter().copied())

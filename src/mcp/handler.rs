@@ -68,7 +68,7 @@ impl BrokerServer {
 
     /// The session's scope, or the request's own when it has no session (stateless).
     pub(crate) fn scope(&self) -> &Arc<SessionScope> {
-        self.scope.get_or_init(|| Arc::new(SessionScope::detached(self.state.shutdown.child_token())))
+        self.scope.get_or_init(|| Arc::new(SessionScope::detached(self.state.app.shutdown.child_token())))
     }
 
     /// Binds this handler to its session's scope, once.
@@ -115,7 +115,7 @@ impl BrokerServer {
         scope.remember_elicitation(id);
         // The session must still be there when the user finishes, however long the link lives.
         if let Some(session) = &scope.session_id {
-            let until = self.state.now() + self.state.config.authorization_ttl.as_secs() as i64;
+            let until = self.state.app.core.now() + self.state.app.core.config.authorization_ttl.as_secs() as i64;
             self.state.sessions.pending_until(session, until);
         }
     }
@@ -132,8 +132,8 @@ impl BrokerServer {
         if scope.session_id.is_none() || scope.listener.set(()).is_err() {
             return;
         }
-        let mut events = self.state.events.subscribe();
-        let mut signals = self.state.events.subscribe_signals();
+        let mut events = self.state.app.core.events.subscribe();
+        let mut signals = self.state.app.core.events.subscribe_signals();
         let user_id = caller.user.user_id.clone();
         tokio::spawn(async move {
             use tokio::sync::broadcast::error::RecvError;

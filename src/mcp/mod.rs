@@ -49,7 +49,7 @@ use handler::BrokerServer;
 
 /// What the MCP face adds to [`AppState`]: its live sessions, the extensions, the prompt
 /// catalogue. Kept here, not in `AppState`, so nothing below the faces (the core, identity,
-/// the store) can reach an MCP session or a prompt. Dereferences to the `AppState` it wraps.
+/// the store) can reach an MCP session or a prompt. The core is `app.core`.
 #[derive(Clone)]
 pub struct McpState {
     pub app: AppState,
@@ -70,7 +70,7 @@ pub struct McpState {
 impl McpState {
     /// The broker's tools, then each extension's that does not reuse a built-in name.
     pub fn tool_catalogue(app: &AppState, extensions: &extension::Extensions) -> tools::schema::ToolCatalogue {
-        let mut all = tools::catalogue(&app.providers.ids());
+        let mut all = tools::catalogue(&app.core.providers.ids());
         let builtin: std::collections::HashSet<String> = all.iter().map(|t| t.name.to_string()).collect();
         for extension in extensions.iter() {
             all.extend(extension.tools().into_iter().filter(|t| !builtin.contains(t.name.as_ref())));
@@ -79,27 +79,19 @@ impl McpState {
     }
 }
 
-impl std::ops::Deref for McpState {
-    type Target = AppState;
-
-    fn deref(&self) -> &AppState {
-        &self.app
-    }
-}
-
 pub fn router(state: McpState) -> Router<AppState> {
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts(&state))
-        .with_allowed_origins(allowed_origins(&state))
+        .with_allowed_hosts(allowed_hosts(&state.app))
+        .with_allowed_origins(allowed_origins(&state.app))
         .enforce_origin_validation()
-        .with_cancellation_token(state.shutdown.child_token());
+        .with_cancellation_token(state.app.shutdown.child_token());
     let factory_state = state.clone();
     let revive_state = state.clone();
     // A parked session's new service skips the handshake: the client's `initialize` parameters
     // are what rmcp's peer would have kept. Ended with the server, as rmcp's own.
     let reviver: transport::session_transport::Reviver = Arc::new(move |transport, peer_info| {
         let handler = BrokerServer::new(revive_state.clone());
-        let ct = revive_state.shutdown.child_token();
+        let ct = revive_state.app.shutdown.child_token();
         Box::new(rmcp::service::serve_directly_with_ct::<
             rmcp::RoleServer,
             _,
@@ -109,14 +101,14 @@ pub fn router(state: McpState) -> Router<AppState> {
         >(handler, transport, Some(peer_info), ct))
     });
     let sessions = Arc::new(
-        session::manager::BrokerSessions::new(state.sessions.clone(), state.draining.clone())
-            .with_idle(state.config.mcp_session_idle)
+        session::manager::BrokerSessions::new(state.sessions.clone(), state.app.draining.clone())
+            .with_idle(state.app.core.config.mcp_session_idle)
             .with_parking(
-                state.config.mcp_session_park,
+                state.app.core.config.mcp_session_park,
                 transport::session_transport::Parking { reviver, parked: state.parked.clone() },
             ),
     );
-    sessions.start_sweeping(state.shutdown.clone());
+    sessions.start_sweeping(state.app.shutdown.clone());
     let service = transport::http_service::SharedService::new(StreamableHttpService::new(
         move || Ok(BrokerServer::new(factory_state.clone())),
         sessions,
@@ -138,7 +130,7 @@ pub fn router(state: McpState) -> Router<AppState> {
 
 /// DNS-rebinding defence: only our public host (and loopback names when we listen locally).
 fn allowed_hosts(state: &AppState) -> Vec<String> {
-    let public = &state.config.public_url;
+    let public = &state.core.config.public_url;
     let mut hosts = Vec::new();
     if let Some(host) = public.host_str() {
         hosts.push(host.to_owned());
@@ -146,7 +138,7 @@ fn allowed_hosts(state: &AppState) -> Vec<String> {
             hosts.push(format!("{host}:{port}"));
         }
     }
-    if state.config.listen.ip().is_loopback() || crate::net::is_loopback(public) {
+    if state.core.config.listen.ip().is_loopback() || crate::net::is_loopback(public) {
         hosts.extend(["localhost", "127.0.0.1", "::1", "[::1]"].map(String::from));
     }
     hosts
@@ -154,8 +146,8 @@ fn allowed_hosts(state: &AppState) -> Vec<String> {
 
 /// Browser origins allowed to call /mcp: our own. A foreign `Origin` gets 403.
 fn allowed_origins(state: &AppState) -> Vec<String> {
-    let origin = state.config.public_url.origin().ascii_serialization();
-    let with_port = match state.config.public_url.port_or_known_default() {
+    let origin = state.core.config.public_url.origin().ascii_serialization();
+    let with_port = match state.core.config.public_url.port_or_known_default() {
         Some(port) if !origin.ends_with(&format!(":{port}")) => format!("{origin}:{port}"),
         _ => origin,
     };

@@ -59,7 +59,7 @@ impl BrokerServer {
             // A retry's state is checked before the tool runs: one that does not fit changes nothing.
             let client = caller.user.client.key();
             let round = Box::pin(Round::open(
-                &self.state,
+                &self.state.app,
                 RoundRequest {
                     user_id: &caller.user.user_id,
                     client: &client,
@@ -140,7 +140,7 @@ impl BrokerServer {
 // and that future is sized for the largest request future of the handler (one `match` over
 // all of them). Unboxed, every idle session carried ~11 KB of room for a tool call, and rmcp's
 // task per request moved that multi-kilobyte future in: a quarter of a tool call's
-// instructions under callgrind (issue 11).
+// instructions under callgrind.
 impl ServerHandler for BrokerServer {
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::new("oauth-broker", env!("CARGO_PKG_VERSION"));
@@ -203,7 +203,7 @@ impl ServerHandler for BrokerServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Issue 10: everything a tool call logs carries its tool and the HTTP request's id.
+        // Everything a tool call logs carries its tool and the HTTP request's id.
         let span = crate::telemetry::tool_call_span(&ctx, super::tools::label(&request.name));
         let response = Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await?;
         super::results::tool_answer(response)
@@ -232,7 +232,7 @@ impl ServerHandler for BrokerServer {
             return answer.map(super::results::prompt_complete);
         }
         let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
-        Box::pin(self.state.prompts.get(&self.state, &request.name, request.arguments, ext))
+        Box::pin(self.state.prompts.get(&self.state.app, &request.name, request.arguments, ext))
             .await
             .map(super::results::prompt_complete)
     }
@@ -295,7 +295,7 @@ impl ServerHandler for BrokerServer {
         let caller = self.caller(subscription.request_context())?;
         // Heard from now on: an update a server sends as soon as the broker subscribed there
         // (below) is not lost before the relay starts.
-        let signals = self.state.events.subscribe_signals();
+        let signals = self.state.app.core.events.subscribe_signals();
         // Resources of servers behind the broker: subscribed to on each server while this listens.
         let held =
             Box::pin(self.hold_for_listen(&caller, subscription.accepted(), subscription.request_context())).await?;

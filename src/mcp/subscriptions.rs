@@ -55,7 +55,7 @@ pub async fn listen(
     loop {
         let signal = tokio::select! {
             _ = subscription.cancelled() => return Ok(()),
-            _ = state.draining.cancelled() => return Ok(()),
+            _ = state.app.draining.cancelled() => return Ok(()),
             signal = signals.recv() => signal,
         };
         let delivered = match signal {

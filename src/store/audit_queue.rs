@@ -1,5 +1,4 @@
-//! The token API's audit rows, written in batches (issue: the token API as fast as the MCP
-//! face). Every answered token request is audited; one insert per request was one of two
+//! The token API's audit rows, written in batches. Every answered token request is audited; one insert per request was one of two
 //! database writes on a path that otherwise only reads.
 //!
 //! A request puts its event on a bounded queue ([`CAPACITY`]) and is answered once the event is

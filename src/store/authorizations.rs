@@ -196,7 +196,7 @@ pub enum AuthorizationKind {
     /// Only lets the client use an existing grant (`grant_id`): no trip to the provider.
     Consent,
     /// Only lets the client call a server behind the broker (`server_id`): no provider, no
-    /// grant (issue 26, item 5).
+    /// grant.
     Server,
 }
 
@@ -498,7 +498,7 @@ fn shown_status_matches(term: &str) -> Vec<&'static str> {
 }
 
 impl Store {
-    /// One page of authorizations matching `search` at `now`, newest first (issue 10), of those
+    /// One page of authorizations matching `search` at `now`, newest first, of those
     /// `chosen` admits (a shown status: `store::console_lists`).
     pub(super) async fn page_authorizations_with(
         &self,

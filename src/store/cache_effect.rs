@@ -95,7 +95,7 @@ impl CacheEffect<'_> {
 
 impl Store {
     fn timed(&self) -> Timed<'_> {
-        // Issue 11: tests count what one request costs.
+        // Tests count what one request costs.
         self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Timed { pool: &self.pool, limit: self.timeouts.query }
     }

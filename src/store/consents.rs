@@ -357,7 +357,7 @@ const CONSENT_TEXT: TextIndex = TextIndex {
 };
 
 impl Store {
-    /// One page of consents matching `search`, most recently changed first (issue 10).
+    /// One page of consents matching `search`, most recently changed first.
     pub async fn page_consents(&self, search: &Search, window: Window) -> StoreResult<Paged<ConsentRow>> {
         let sql = ListSql {
             columns: CONSENT_COLUMNS,

@@ -1,4 +1,4 @@
-//! The admin lists' filters and sort orders (issue 29): each one fixed SQL on an indexed
+//! The admin lists' filters and sort orders: each one fixed SQL on an indexed
 //! column, chosen from a closed set (never typed text), and combined with the text search
 //! (`store::paging`, `store::search`):
 //!
@@ -62,12 +62,12 @@ fn shown_status_is(status: &str) -> Option<Chosen> {
 }
 
 impl Store {
-    /// One page of audit entries matching `search`, newest first (issue 10).
+    /// One page of audit entries matching `search`, newest first.
     pub async fn page_audit(&self, search: &Search, window: Window) -> StoreResult<Paged<AuditEntry>> {
         self.page_audit_filtered(search, AuditFilter::default(), window).await
     }
 
-    /// One page of authorizations matching `search` at `now`, newest first (issue 10).
+    /// One page of authorizations matching `search` at `now`, newest first.
     pub async fn page_authorizations(
         &self,
         search: &Search,

@@ -1,4 +1,4 @@
-//! The user's approvals of (client, server) pairs (issue 26, item 5; migration 0030): a client
+//! The user's approvals of (client, server) pairs (migration 0030): a client
 //! may call a server behind the broker only once the user approved that pair on the consent
 //! pages. Read on every forwarded call, so a (user, client)'s approvals are kept under the user's
 //! generation ([`super::generations`]) like the grants ([`super::grant_cache`]): an approval or

@@ -1,4 +1,4 @@
-//! MCP servers behind the broker (gateway mode, issue 26; migration 0022): registered by
+//! MCP servers behind the broker (gateway mode; migration 0022): registered by
 //! `admin servers add`, read by every instance's gateway (`src/mcp/gateway/`). Each row is
 //! parsed once, here, into a [`GatewayServerRow`] whose [`GatewayAuth`] says what each call
 //! carries; nothing above compares the stored strings. A secret header's value is sealed by the

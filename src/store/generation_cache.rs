@@ -1,4 +1,4 @@
-//! What every cache of database reads does the same way (issue 11): an answer is kept under
+//! What every cache of database reads does the same way: an answer is kept under
 //! the generation ([`super::generations`]) it was read in, used only while that generation has not
 //! moved, and kept at all only if the generation did not move while it was being read.
 //!

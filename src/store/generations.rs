@@ -1,5 +1,5 @@
 //! Cache generations: when may an answer read from the database earlier still be used?
-//! (issue 11)
+//!
 //!
 //! Caches of what every tool call reads (verified bearer tokens in
 //! `src/identity/bearer_cache.rs`, a user's grants with a client's consents in

@@ -1,4 +1,4 @@
-//! A user's grants, each with one client's consent, kept between tool calls (issue 11).
+//! A user's grants, each with one client's consent, kept between tool calls.
 //!
 //! `list_connections` reads them all, `provider_request` the account pick and the grant with
 //! its consent: the same rows on every call, which change only when the user connects,

@@ -1,4 +1,4 @@
-//! A grant and one client's consent to use it, read together (issue 11: one query per
+//! A grant and one client's consent to use it, read together (one query per
 //! decision). The consent check runs on every tool call and every token request; reading the
 //! grant and then its consent was two database calls for one decision.
 //!

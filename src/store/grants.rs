@@ -593,7 +593,7 @@ impl Store {
 }
 
 impl Store {
-    /// One page of grants matching `search`, newest first (issue 10).
+    /// One page of grants matching `search`, newest first.
     pub async fn page_grants(&self, search: &Search, window: Window) -> StoreResult<Paged<GrantRow>> {
         // Provider, account, status, scopes, id, and the user's name (see `search`).
         let sql = ListSql {

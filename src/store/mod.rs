@@ -126,7 +126,7 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     timeouts: DatabaseTimeouts,
-    /// Statements run outside transactions since start (issue 11: what a tool call costs).
+    /// Statements run outside transactions since start (what a tool call costs).
     queries: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Whether what was read earlier may still be used ([`generations`]).
     generations: std::sync::Arc<generations::Generations>,
@@ -178,7 +178,7 @@ impl Store {
             // sqlx pings an idle connection before handing it out. A SQLite connection has no
             // socket that could have died while idle, and the ping is one more hand-off to its
             // worker thread: measured alone, a one-row read took 63 µs with it and 40 µs
-            // without (issue 11). PostgreSQL keeps it: a server restart or a proxy that closed
+            // without. PostgreSQL keeps it: a server restart or a proxy that closed
             // an idle connection is then found before a query fails on it.
             .test_before_acquire(backend == Backend::Postgres)
             .after_connect(move |conn, _meta| {
@@ -213,7 +213,7 @@ impl Store {
                 // the kernel gives up on it (minutes), so the ping gets the same deadline and a
                 // connection that fails it is closed rather than reused. SQLite has no socket to
                 // go silent, and the ping was one more hand-off to its worker thread on every
-                // query (issue 11), so only PostgreSQL connections are pinged.
+                // query, so only PostgreSQL connections are pinged.
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
                         return Ok(true);

@@ -158,7 +158,7 @@ impl Store {
 const SEARCH_CLIENTS: &str = "LOWER(COALESCE(client_name, '') || ' ' || client_id || ' ' || token_endpoint_auth_method || ' ' || redirect_uris || ' ' || COALESCE(scope, '')) LIKE {q} ESCAPE '\\'";
 
 impl Store {
-    /// One page of registered MCP clients matching `search`, newest first (issue 10).
+    /// One page of registered MCP clients matching `search`, newest first.
     pub async fn page_oauth_clients(&self, search: &Search, window: Window) -> StoreResult<Paged<OAuthClientRow>> {
         let sql = ListSql {
             columns: CLIENT_COLUMNS,

@@ -1,4 +1,4 @@
-//! This process's own moves of the `auth_epoch` counter, counted apart (issue 11, migration
+//! This process's own moves of the `auth_epoch` counter, counted apart (migration
 //! 0016), so the watcher in [`super::generations`] reacts only to other processes' changes: this
 //! process's writes have moved its caches' generations already, and a second move up to one poll
 //! later emptied them again for nothing.

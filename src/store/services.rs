@@ -270,7 +270,7 @@ const SEARCH_SERVICES: &str =
     "LOWER(name || ' ' || id || ' ' || providers || ' ' || COALESCE(resource, '')) LIKE {q} ESCAPE '\\'";
 
 impl Store {
-    /// One page of tool-server services matching `search`, by name (issue 10).
+    /// One page of tool-server services matching `search`, by name.
     pub async fn page_services(&self, search: &Search, window: Window) -> StoreResult<Paged<ServiceRow>> {
         let sql = ListSql {
             columns: SERVICE_COLUMNS,

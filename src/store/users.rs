@@ -219,7 +219,7 @@ const USER_TEXT: TextIndex = TextIndex {
 };
 
 impl Store {
-    /// One page of users matching `search`, oldest first (the admin pages, issue 10).
+    /// One page of users matching `search`, oldest first (the admin pages).
     pub async fn page_users(&self, search: &Search, window: Window) -> StoreResult<Paged<User>> {
         let sql = ListSql {
             columns: USER_COLUMNS,

@@ -1,4 +1,4 @@
-//! Metric handles remembered by their labels (issue 11). `metrics::counter!` with labels builds
+//! Metric handles remembered by their labels. `metrics::counter!` with labels builds
 //! a key (allocating its label values) and looks it up in the recorder's registry on every
 //! call: about 1.5% of a `list_connections` call's instructions, twice per request. The hot
 //! paths (every HTTP request, every MCP message) take their handles from here instead after

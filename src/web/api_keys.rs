@@ -85,7 +85,7 @@ pub(super) async fn submit(
     raw_key: &str,
     client: (ClientName, Option<String>),
 ) -> Result<Response, PageError> {
-    match api_key::connect(state, row, session, raw_key).await {
+    match api_key::connect(&state.core, row, session, raw_key).await {
         Ok(connected) => Ok(pages::see_other(&format!("/connect/{}/result", connected.authorization_id))),
         Err(error) => {
             let shown = refusal(provider, error)?;
@@ -152,9 +152,9 @@ pub async fn replace(
         return Err(PageError::csrf());
     }
     // Looked up among this user's own connections: another user's id replaces nothing.
-    let grants = state.store.grants_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants_for_user(&session.user.id).await?;
     let found = grants.iter().find(|g| g.id == form.grant_id);
-    let (Some(grant), Some(provider)) = (found, found.and_then(|g| state.providers.find(&g.provider))) else {
+    let (Some(grant), Some(provider)) = (found, found.and_then(|g| state.core.providers.find(&g.provider))) else {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
             "Not found",
@@ -162,7 +162,7 @@ pub async fn replace(
             BACK,
         ));
     };
-    match api_key::replace(&state, &session.user.id, grant, &form.api_key).await {
+    match api_key::replace(&state.core, &session.user.id, grant, &form.api_key).await {
         Ok(()) => {
             tracing::info!(user_id = %session.user.id, provider = %grant.provider, "API key replaced from the connections page");
             Ok(pages::see_other("/connections"))

@@ -51,7 +51,7 @@ async fn answer(
 ) -> Response {
     // An unparseable query (a repeated parameter, say) is treated like a missing state.
     let Ok(Query(params)) = query else { return pages::see_other(&Problem::NotValid.path()) };
-    match flow::complete(state, &params, session.as_ref(), arrival).await {
+    match flow::complete(&state.core, &params, session.as_ref(), arrival).await {
         Ok(connected) => pages::see_other(&result_path(&connected.authorization_id)),
         Err(CallbackError { error, authorization_id }) => {
             if matches!(error, FlowError::Store(_) | FlowError::Internal(_)) {

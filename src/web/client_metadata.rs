@@ -13,14 +13,14 @@ use crate::providers::mcp_oauth::{client_name, metadata_document_path};
 use crate::state::AppState;
 
 pub async fn show(State(state): State<AppState>, Path(provider): Path<String>) -> Response {
-    let Some(provider) = state.providers.find(&provider) else { return StatusCode::NOT_FOUND.into_response() };
-    let url = state.config.url(&metadata_document_path(&provider.id));
+    let Some(provider) = state.core.providers.find(&provider) else { return StatusCode::NOT_FOUND.into_response() };
+    let url = state.core.config.url(&metadata_document_path(&provider.id));
     if provider.client_id != url.as_str() {
         return StatusCode::NOT_FOUND.into_response();
     }
     let client = BrokerClient {
-        client_name: client_name(&state.config.public_url),
-        redirect_uri: state.config.provider_redirect_uri(&provider.id),
+        client_name: client_name(&state.core.config.public_url),
+        redirect_uri: state.core.config.provider_redirect_uri(&provider.id),
         metadata_document: Some(url.clone()),
     };
     Json(metadata_document(&url, &client)).into_response()

@@ -62,7 +62,7 @@ async fn actionable_row(
     id: &ElicitationId,
     session: &BrowserSession,
 ) -> Result<AuthorizationRow, PageError> {
-    let row = state.store.authorization(id.as_str()).await?.ok_or_else(PageError::not_found)?;
+    let row = state.core.store.authorization(id.as_str()).await?.ok_or_else(PageError::not_found)?;
     // MCP 2025-11-25 client/elicitation §Phishing: the user who opens the URL must be the user
     // the elicitation was created for; a forwarded link must not bind another account's tokens.
     if row.user_id != session.user.id {
@@ -108,7 +108,7 @@ async fn actionable_row(
             "The broker is finishing this connection with the provider right now.",
             "Return to your MCP client; it hears when the connection is ready.",
         ),
-        AuthorizationStatus::Pending | AuthorizationStatus::Redirected if row.is_expired(state.now()) => {
+        AuthorizationStatus::Pending | AuthorizationStatus::Redirected if row.is_expired(state.core.now()) => {
             Err(PageError::from(flow::FlowError::Expired))
         }
         AuthorizationStatus::Pending | AuthorizationStatus::Redirected => Ok(row),
@@ -139,7 +139,7 @@ pub async fn show(
         };
         return Ok(pages::render(StatusCode::OK, &page));
     }
-    let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
+    let provider = state.core.providers.find(&row.provider).ok_or_else(provider_missing)?;
     if row.kind == AuthorizationKind::Consent {
         return allow_page(&state, &row, &provider, client, server, &session).await;
     }
@@ -154,7 +154,7 @@ pub async fn show(
         provider_id: provider.id.to_string(),
         scopes: ScopeLine::list(&provider, &row.scopes),
         authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
-        redirect_uri: state.config.provider_redirect_uri(&provider.id).to_string(),
+        redirect_uri: state.core.config.provider_redirect_uri(&provider.id).to_string(),
         server,
         nav: SignedIn::of(&session),
     };
@@ -183,16 +183,16 @@ pub async fn act(
     }
     match (form.action.as_str(), row.kind) {
         ("approve", AuthorizationKind::Connect) => {
-            let url = flow::begin(&state, &row, &session).await?;
+            let url = flow::begin(&state.core, &row, &session).await?;
             Ok(pages::see_other(url.as_str()))
         }
         ("connect_key", AuthorizationKind::Connect) => {
-            let provider = state.providers.find(&row.provider).ok_or_else(provider_missing)?;
+            let provider = state.core.providers.find(&row.provider).ok_or_else(provider_missing)?;
             let client = (client_of(&state, &row).await, self_reported_name(&row));
             super::api_keys::submit(&state, &row, &provider, &session, &form.api_key, client).await
         }
         ("approve", AuthorizationKind::Consent) => {
-            flow::allow(&state, &row, &session).await?;
+            flow::allow(&state.core, &row, &session).await?;
             Ok(pages::message(
                 StatusCode::OK,
                 "Allowed",
@@ -201,7 +201,7 @@ pub async fn act(
             ))
         }
         ("approve", AuthorizationKind::Server) => {
-            crate::broker::gateway_consent::approve(&state, &row, &session).await?;
+            crate::broker::gateway_consent::approve(&state.core, &row, &session).await?;
             Ok(pages::message(
                 StatusCode::OK,
                 "Allowed",
@@ -210,7 +210,7 @@ pub async fn act(
             ))
         }
         ("deny", _) => {
-            flow::decline(&state, &row, &session).await?;
+            flow::decline(&state.core, &row, &session).await?;
             Ok(pages::message(
                 StatusCode::OK,
                 "Declined",
@@ -231,8 +231,8 @@ async fn allow_page(
     server: Option<String>,
     session: &BrowserSession,
 ) -> Result<Response, PageError> {
-    let grant = flow::consent_target(state, row).await?;
-    let previously_allowed = match state.store.consent(&grant.id, &row.client_key).await? {
+    let grant = flow::consent_target(&state.core, row).await?;
+    let previously_allowed = match state.core.store.consent(&grant.id, &row.client_key).await? {
         Some(consent) => consent.scopes.iter().map(str::to_owned).collect(),
         None => Vec::new(),
     };
@@ -257,7 +257,7 @@ async fn client_of(state: &AppState, row: &AuthorizationRow) -> ClientName {
         // Created before consents were per client: the token's client was not recorded.
         ClientName::new("An MCP client", "asked before this broker recorded which client asks")
     } else {
-        consent::client_name(state, &ClientIdentity::from_key(&row.client_key)).await
+        consent::client_name(&state.core, &ClientIdentity::from_key(&row.client_key)).await
     }
 }
 
@@ -265,7 +265,7 @@ async fn client_of(state: &AppState, row: &AuthorizationRow) -> ClientName {
 /// the page refuses a row whose server was removed meanwhile.
 async fn server_of(state: &AppState, row: &AuthorizationRow) -> Result<Option<String>, PageError> {
     let Some(server_id) = row.server_id.as_deref() else { return Ok(None) };
-    match state.store.gateway_server_name(server_id).await? {
+    match state.core.store.gateway_server_name(server_id).await? {
         Some(name) => Ok(Some(safe_text(&name))),
         None => Err(PageError::from(flow::FlowError::ServerGone)),
     }

@@ -42,16 +42,16 @@ pub async fn show(
     let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
     // The core's listing; this page shows the accounts the user holds (not the providers they
     // have not connected), each with every client allowed to use it.
-    let listing = connections::connections(&state, &session.user.id, None).await?;
-    let consents = state.store.consents_for_user(&session.user.id).await?;
+    let listing = connections::connections(&state.core, &session.user.id, None).await?;
+    let consents = state.core.store.consents_for_user(&session.user.id).await?;
     let mut names = Vec::with_capacity(consents.len());
     for consent in &consents {
-        names.push(consent::client_name(&state, &ClientIdentity::from_key(&consent.client_key)).await);
+        names.push(consent::client_name(&state.core, &ClientIdentity::from_key(&consent.client_key)).await);
     }
     let mut key_hints = Vec::new();
     for connection in &listing {
         key_hints.push(match &connection.grant {
-            Some(grant) => crate::broker::api_key::hint(&state, grant).await,
+            Some(grant) => crate::broker::api_key::hint(&state.core, grant).await,
             None => None,
         });
     }
@@ -70,7 +70,7 @@ pub async fn show(
                 status: c.state.describe(),
                 status_code: c.state.code(),
                 // A connection the provider no longer honours, or whose refresh keeps failing,
-                // is offered a reconnect (issue 27).
+                // is offered a reconnect.
                 reconnect: c.state.needs_reconnect() || c.state.last_error().is_some(),
             })
         })
@@ -85,7 +85,7 @@ pub async fn show(
 /// The outcome of a revocation, told truthfully: fixed text per outcome, and only a configured
 /// provider's own name (a crafted link can show nothing else).
 fn notice_text(state: &AppState, notice: &Notice) -> Option<String> {
-    let name = &state.providers.find(notice.provider.as_deref()?)?.display_name;
+    let name = &state.core.providers.find(notice.provider.as_deref()?)?.display_name;
     let revocation = Revocation::from_code(notice.revocation.as_deref()?)?;
     Some(match revocation {
         Revocation::Revoked => format!("Your {name} connection was revoked at {name} and deleted here."),
@@ -103,7 +103,7 @@ fn notice_text(state: &AppState, notice: &Notice) -> Option<String> {
 
 /// The MCP clients with a live approval at the broker's authorization server, one row each.
 async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageError> {
-    let grants = state.store.active_oauth_grants_for_user(user_id).await?;
+    let grants = state.core.store.active_oauth_grants_for_user(user_id).await?;
     // Scopes gathered per client first, then written once: the page shows text.
     let mut apps: Vec<(AppRow, Scopes)> = Vec::new();
     for grant in grants {
@@ -111,7 +111,7 @@ async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageEr
             *held = held.union(&grant.scope);
             continue;
         }
-        let client = consent::client_name(state, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
+        let client = consent::client_name(&state.core, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
         let row = AppRow { client_id: grant.client_id, client, scopes: String::new(), since: day(grant.created_at) };
         apps.push((row, grant.scope));
     }
@@ -139,8 +139,8 @@ pub async fn revoke_app(
     form: Result<Form<RevokeAppForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
-    let now = state.now();
-    let revoked = state.store.revoke_oauth_grants_of_client(&session.user.id, &form.client_id, now).await?;
+    let now = state.core.now();
+    let revoked = state.core.store.revoke_oauth_grants_of_client(&session.user.id, &form.client_id, now).await?;
     if revoked == 0 {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
@@ -150,10 +150,10 @@ pub async fn revoke_app(
         ));
     }
     let client_key = ClientIdentity::OAuthClient(form.client_id.clone()).key();
-    let consents = state.store.revoke_client_consents(&session.user.id, &client_key).await?;
-    let servers = state.store.withdraw_client_gateway_consents(&session.user.id, &client_key).await?;
+    let consents = state.core.store.revoke_client_consents(&session.user.id, &client_key).await?;
+    let servers = state.core.store.withdraw_client_gateway_consents(&session.user.id, &client_key).await?;
     let detail = format!("client={} grants={revoked} consents={consents} servers={servers}", form.client_id);
-    state.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
+    state.core.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
     tracing::info!(user_id = %session.user.id, "an MCP client was signed out of the broker");
     Ok(pages::see_other("/connections"))
 }
@@ -176,7 +176,7 @@ pub async fn revoke(
     form: Result<Form<RevokeForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
-    let grants = state.store.grants_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants_for_user(&session.user.id).await?;
     let Some(grant) = grants.iter().find(|g| g.id == form.grant_id) else {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
@@ -185,7 +185,7 @@ pub async fn revoke(
             BACK,
         ));
     };
-    let Some(provider) = state.providers.find(&grant.provider) else {
+    let Some(provider) = state.core.providers.find(&grant.provider) else {
         return Err(PageError::page(
             StatusCode::CONFLICT,
             "Provider not configured",
@@ -193,7 +193,8 @@ pub async fn revoke(
             "Ask the broker's operator to remove the connection.",
         ));
     };
-    let done = crate::broker::tokens::disconnect_grant(&state, &provider, grant).await.map_err(PageError::internal)?;
+    let done =
+        crate::broker::tokens::disconnect_grant(&state.core, &provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
     Ok(pages::see_other(&format!(
         "/connections?revocation={}&provider={}",
@@ -242,8 +243,8 @@ fn client_rows(grant: &GrantRow, consents: &[ConsentRow], names: &[ClientName]) 
 
 /// The user's (client, server) approvals for servers behind the broker, by server then client, each client named as every page names it.
 async fn server_rows(state: &AppState, user_id: &str) -> Result<Vec<ServerApprovalRow>, PageError> {
-    let approvals = state.store.gateway_consents_for_user(user_id).await?;
-    let names = consent::client_names(state, approvals.iter().map(|a| a.client_key.as_str())).await;
+    let approvals = state.core.store.gateway_consents_for_user(user_id).await?;
+    let names = consent::client_names(&state.core, approvals.iter().map(|a| a.client_key.as_str())).await;
     Ok(approvals
         .into_iter()
         .map(|a| ServerApprovalRow {
@@ -283,7 +284,7 @@ pub async fn revoke_client(
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
     // Scoped to this user in the query itself: another user's grant id deletes nothing.
-    if !state.store.revoke_consent(&session.user.id, &form.grant_id, &form.client_key).await? {
+    if !state.core.store.revoke_consent(&session.user.id, &form.grant_id, &form.client_key).await? {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
             "Not found",
@@ -291,10 +292,14 @@ pub async fn revoke_client(
             BACK,
         ));
     }
-    let grant = state.store.grants_for_user(&session.user.id).await?.into_iter().find(|g| g.id == form.grant_id);
+    let grant = state.core.store.grants_for_user(&session.user.id).await?.into_iter().find(|g| g.id == form.grant_id);
     let provider = grant.as_ref().map(|g| g.provider.as_str());
     let detail = format!("grant={} client={}", form.grant_id, form.client_key);
-    state.store.audit(state.now(), Some(&session.user.id), "consent.revoked", provider, Some(&detail)).await?;
+    state
+        .core
+        .store
+        .audit(state.core.now(), Some(&session.user.id), "consent.revoked", provider, Some(&detail))
+        .await?;
     tracing::info!(user_id = %session.user.id, "a client's access to a connection was withdrawn");
     Ok(pages::see_other("/connections"))
 }
@@ -315,11 +320,12 @@ pub async fn logout_everywhere(
     if !super::csrf::session_token_matches(&session, &form.csrf_token) {
         return Err(PageError::csrf());
     }
-    let ended = state.store.delete_browser_sessions_for_user(&session.user.id).await?;
+    let ended = state.core.store.delete_browser_sessions_for_user(&session.user.id).await?;
     state
+        .core
         .store
         .audit(
-            state.now(),
+            state.core.now(),
             Some(&session.user.id),
             "browser.signed_out_everywhere",
             None,

@@ -55,16 +55,16 @@ fn verify(key: &[u8], username: &str, value: &str) -> Option<String> {
 
 /// The `Set-Cookie` header recognising this browser for `username` from now on.
 pub fn remember(state: &AppState, username: &str) -> HeaderValue {
-    let key = state.sealer.derive_secret(HKDF_LABEL);
+    let key = state.core.sealer.derive_secret(HKDF_LABEL);
     let value = sign(key.expose_secret().as_bytes(), username);
-    set_cookie(DEVICE_COOKIE, &value, DEVICE_COOKIE_TTL_SECONDS, state.config.secure_cookies())
+    set_cookie(DEVICE_COOKIE, &value, DEVICE_COOKIE_TTL_SECONDS, state.core.config.secure_cookies())
 }
 
 /// The device id, if the browser's device cookie was issued for `username` by this broker.
 pub fn recognised(state: &AppState, headers: &HeaderMap, username: &str) -> Option<String> {
     let jar = CookieJar::from_headers(headers);
-    let cookie = jar.get(&cookie_name(DEVICE_COOKIE, state.config.secure_cookies()))?;
-    let key = state.sealer.derive_secret(HKDF_LABEL);
+    let cookie = jar.get(&cookie_name(DEVICE_COOKIE, state.core.config.secure_cookies()))?;
+    let key = state.core.sealer.derive_secret(HKDF_LABEL);
     verify(key.expose_secret().as_bytes(), username, cookie.value())
 }
 

@@ -42,7 +42,7 @@ async fn spawn() -> TestApp {
     tokio::spawn(app.run(listener, std::future::pending()));
     for name in ["alice", "bob"] {
         let hash = hash_password(&SecretString::from(PASSWORD.to_owned())).unwrap();
-        state.store.create_local_user(&state.config.issuer(), name, &hash, state.now()).await.unwrap();
+        state.core.store.create_local_user(&state.core.config.issuer(), name, &hash, state.core.now()).await.unwrap();
     }
     TestApp { base: format!("http://{addr}"), state, clock, _dir: dir }
 }
@@ -87,9 +87,9 @@ impl TestApp {
     }
 
     async fn authorization(&self, user: &str) -> String {
-        let user = self.state.store.user_by_username(user).await.unwrap().unwrap();
+        let user = self.state.core.store.user_by_username(user).await.unwrap().unwrap();
         let id = ElicitationId::generate();
-        let now = self.state.now();
+        let now = self.state.core.now();
         let new = NewAuthorization {
             id: id.as_str(),
             user_id: &user.id,
@@ -103,12 +103,12 @@ impl TestApp {
             server_id: None,
             expires_at: now + 600,
         };
-        self.state.store.create_authorization(&new, now).await.unwrap();
+        self.state.core.store.create_authorization(&new, now).await.unwrap();
         id.to_string()
     }
 
     async fn status(&self, id: &str) -> AuthorizationStatus {
-        self.state.store.authorization(id).await.unwrap().unwrap().status
+        self.state.core.store.authorization(id).await.unwrap().unwrap().status
     }
 
     /// Consent page → Approve → the provider URL.
@@ -160,7 +160,7 @@ async fn the_owner_connects_and_the_callback_works_once() {
     assert_eq!(app.status(&id).await, AuthorizationStatus::Redirected);
     let callback = app.provider_approves(&authorize_url).await;
 
-    let mut events = app.state.events.subscribe();
+    let mut events = app.state.core.events.subscribe();
     let done = app.land(&alice, &callback).await;
     assert_eq!(done.status(), StatusCode::OK);
     assert_eq!(done.url().path(), format!("/connect/{id}/result"));
@@ -169,12 +169,12 @@ async fn the_owner_connects_and_the_callback_works_once() {
     assert_eq!(app.status(&id).await, AuthorizationStatus::Completed);
     let event = events.try_recv().unwrap();
     assert_eq!((event.authorization_id.as_str(), event.status.as_str()), (id.as_str(), "completed"));
-    let alice_id = app.state.store.user_by_username("alice").await.unwrap().unwrap().id;
-    let grant = app.state.store.grant(&alice_id, "demo").await.unwrap().unwrap();
+    let alice_id = app.state.core.store.user_by_username("alice").await.unwrap().unwrap().id;
+    let grant = app.state.core.store.grant(&alice_id, "demo").await.unwrap().unwrap();
     // The client that asked may use the new connection; no other client may.
-    let consent = app.state.store.consent(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");
+    let consent = app.state.core.store.consent(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");
     assert!(consent.covers(&grant.scopes));
-    assert!(app.state.store.consent(&grant.id, "token:").await.unwrap().is_none());
+    assert!(app.state.core.store.consent(&grant.id, "token:").await.unwrap().is_none());
 
     let replay = app.land(&alice, &callback).await;
     assert_eq!(replay.status(), StatusCode::BAD_REQUEST);
@@ -288,7 +288,7 @@ async fn a_provider_refusal_fails_the_row_and_signing_out_ends_the_session() {
     let page = app.land(&alice, &location(&denied)).await;
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
     assert!(page.text().await.unwrap().contains("access_denied"));
-    let row = app.state.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
     assert_eq!(
         (row.status, row.failure.as_deref()),
         (AuthorizationStatus::Failed, Some("provider_error:access_denied"))
@@ -312,14 +312,14 @@ async fn a_verifier_that_no_longer_opens_ends_the_attempt_with_a_way_forward_not
     let alice = browser();
     app.login(&alice, "alice", PASSWORD, &format!("/connect/{id}")).await;
     let authorize_url = app.approve(&alice, &id).await;
-    let row = app.state.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
     let mut tampered = row.pkce_verifier_sealed.clone().unwrap();
     let last = tampered.len() - 1;
     tampered[last] ^= 0x01;
     sqlx::query("UPDATE authorizations SET pkce_verifier_sealed = $1 WHERE id = $2")
         .bind(tampered)
         .bind(&id)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     let callback = app.provider_approves(&authorize_url).await;
@@ -328,6 +328,6 @@ async fn a_verifier_that_no_longer_opens_ends_the_attempt_with_a_way_forward_not
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
     assert!(page.text().await.unwrap().contains("Start again from your MCP client"));
     assert_eq!(app.status(&id).await, AuthorizationStatus::Failed);
-    let row = app.state.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
     assert_eq!(row.failure.as_deref(), Some("verifier_unreadable"));
 }

@@ -91,7 +91,7 @@ pub async fn form(
     if state.identity.oidc.is_some() {
         return pages::see_other(&crate::identity::oidc::login_path(&next));
     }
-    let token = csrf::login_token(&headers, state.config.secure_cookies());
+    let token = csrf::login_token(&headers, state.core.config.secure_cookies());
     form_page(StatusCode::OK, &next, "", None, token)
 }
 
@@ -107,7 +107,7 @@ pub async fn submit(
         return Err(PageError::not_found());
     }
     let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    let secure = state.config.secure_cookies();
+    let secure = state.core.config.secure_cookies();
     // RFC 9700 §2.1 / login CSRF: the hidden field must equal the cookie.
     if !csrf::login_token_matches(&headers, secure, &form.csrf_token) {
         let message = "This sign-in form expired. Please try again.";
@@ -120,10 +120,10 @@ pub async fn submit(
         ));
     }
     let token = (form.csrf_token.clone(), None);
-    let now = state.now();
+    let now = state.core.now();
     let device = device::recognised(&state, &headers, &form.username);
     let attempt = Attempt { username: &form.username, ip: &ip, device: device.as_deref() };
-    if let Some(refusal) = throttle::check(&state.store, &attempt, now).await? {
+    if let Some(refusal) = throttle::check(&state.core.store, &attempt, now).await? {
         let user_id = known_user_id(&state, &form.username).await?;
         let reason = format!("throttled:{}", refusal.budget.as_str());
         audit_failure(&state, now, user_id.as_deref(), &form.username, &ip, &reason).await?;
@@ -136,24 +136,24 @@ pub async fn submit(
     let user = match check_credentials(&state, &form.username, form.password).await? {
         Credentials::Valid(user) => user,
         Credentials::Refused { user_id, reason } => {
-            throttle::record_failure(&state.store, &attempt, now).await?;
+            throttle::record_failure(&state.core.store, &attempt, now).await?;
             audit_failure(&state, now, user_id.as_deref(), &form.username, &ip, reason).await?;
             tracing::info!(reason, "browser sign-in failed");
             return Ok(form_page(StatusCode::UNAUTHORIZED, &form.next, &form.username, Some(WRONG_CREDENTIALS), token));
         }
     };
-    throttle::record_success(&state.store, &attempt, now).await?;
+    throttle::record_success(&state.core.store, &attempt, now).await?;
     if user.is_disabled() {
-        state.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
+        state.core.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
         tracing::info!(user_id = %user.id, "browser sign-in refused: the user is disabled");
         return Ok(form_page(StatusCode::FORBIDDEN, &form.next, &form.username, Some(DISABLED), token));
     }
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
     if let Some(old) = browser::presented_session_hash(&state.identity, &headers) {
-        state.store.delete_browser_session(&old).await?;
+        state.core.store.delete_browser_session(&old).await?;
     }
     let (session, cookie) = browser::sign_in(&state.identity, user).await?;
-    state.store.audit(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
+    state.core.store.audit(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
     tracing::info!(user_id = %session.user.id, "browser signed in");
     let mut response = pages::see_other(safe_next(&form.next));
     response.headers_mut().append(header::SET_COOKIE, cookie);
@@ -176,7 +176,7 @@ async fn audit_failure(
     reason: &str,
 ) -> Result<(), PageError> {
     let detail = format!("username={} address={ip} reason={reason}", quoted(username, AUDITED_USERNAME_CHARS));
-    state.store.audit(now, user_id, "browser.sign_in_failed", None, Some(&detail)).await?;
+    state.core.store.audit(now, user_id, "browser.sign_in_failed", None, Some(&detail)).await?;
     Ok(())
 }
 
@@ -185,7 +185,7 @@ async fn known_user_id(state: &AppState, username: &str) -> Result<Option<String
     if username.is_empty() || username.len() > MAX_USERNAME_LEN {
         return Ok(None);
     }
-    Ok(state.store.user_by_username(username).await?.map(|u| u.id))
+    Ok(state.core.store.user_by_username(username).await?.map(|u| u.id))
 }
 
 /// What the password check found.
@@ -210,7 +210,7 @@ async fn check_credentials(state: &AppState, username: &str, password: SecretStr
     let Ok(_permit) = argon2_permits().try_acquire() else {
         return Err(PageError::busy());
     };
-    let user = state.store.user_by_username(username).await?;
+    let user = state.core.store.user_by_username(username).await?;
     let hash = user.as_ref().and_then(|u| u.password_hash.clone());
     let verified = tokio::task::spawn_blocking(move || match hash {
         Some(hash) => verify_password(&password, &hash),

@@ -256,8 +256,7 @@ pub struct AllowClientPage {
     pub nav: SignedIn,
 }
 
-/// The consent page for a client that wants to call a server behind the broker (issue 26, item
-/// 5): the server by the name the operator registered, never by what it says about itself.
+/// The consent page for a client that wants to call a server behind the broker: the server by the name the operator registered, never by what it says about itself.
 #[derive(Template)]
 #[template(path = "allow_server.html")]
 pub struct AllowServerPage {

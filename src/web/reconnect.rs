@@ -1,5 +1,5 @@
 //! `POST /connections/reconnect`: the connections page's Reconnect button, offered where the
-//! core's status says the connection is dead or its refresh keeps failing (issue 27). It opens
+//! core's status says the connection is dead or its refresh keeps failing. It opens
 //! the same authorization a tool would ([`connections::reconnect`]) and sends the browser to its
 //! `/connect/{id}` page, where the usual checks apply (same user, consent, provider).
 //!
@@ -37,7 +37,7 @@ pub async fn reconnect(
     form: Result<Form<ReconnectForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
-    let grants = state.store.grants_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants_for_user(&session.user.id).await?;
     let Some(grant) = grants.iter().find(|g| g.id == form.grant_id) else {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
@@ -46,7 +46,7 @@ pub async fn reconnect(
             BACK,
         ));
     };
-    let Some(provider) = state.providers.find(&grant.provider) else {
+    let Some(provider) = state.core.providers.find(&grant.provider) else {
         return Err(PageError::page(
             StatusCode::CONFLICT,
             "Provider not configured",
@@ -54,7 +54,7 @@ pub async fn reconnect(
             "Ask the broker's operator about it.",
         ));
     };
-    match connections::reconnect(&state, &provider, grant).await? {
+    match connections::reconnect(&state.core, &provider, grant).await? {
         Some(authorization) => Ok(pages::see_other(&format!("/connect/{}", authorization.id))),
         None => Err(PageError::page(
             StatusCode::CONFLICT,

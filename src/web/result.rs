@@ -29,12 +29,14 @@ pub async fn show(
     let id = parse_id(path)?;
     let session = session.ok_or_else(|| PageError::SignIn { next: format!("/connect/{id}/result") })?;
     let row = state
+        .core
         .store
         .authorization(id.as_str())
         .await?
         .filter(|row| row.user_id == session.user.id)
         .ok_or_else(PageError::not_found)?;
-    let provider = state.providers.find(&row.provider).map_or_else(|| row.provider.clone(), |p| p.display_name.clone());
+    let provider =
+        state.core.providers.find(&row.provider).map_or_else(|| row.provider.clone(), |p| p.display_name.clone());
     let (title, message, next_step) = match (row.status, row.kind) {
         (AuthorizationStatus::Completed, AuthorizationKind::Connect) => (
             format!("Connected to {provider}"),
@@ -71,7 +73,7 @@ pub async fn show(
             "Reload this page in a moment, or return to your MCP client: it hears when the connection is ready."
                 .to_owned(),
         ),
-        (AuthorizationStatus::Pending | AuthorizationStatus::Redirected, _) if row.is_expired(state.now()) => {
+        (AuthorizationStatus::Pending | AuthorizationStatus::Redirected, _) if row.is_expired(state.core.now()) => {
             return Err(PageError::from(FlowError::Expired));
         }
         (AuthorizationStatus::Pending | AuthorizationStatus::Redirected, _) => (

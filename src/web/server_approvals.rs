@@ -1,4 +1,4 @@
-//! Withdrawing a (client, server) approval listed on `/connections` (issue 26, item 5; the
+//! Withdrawing a (client, server) approval listed on `/connections` (the
 //! list itself is built in `super::connections`). Withdrawing takes effect at the
 //! client's next call, which asks again. The form carries the session's CSRF token, and the
 //! pair posted back is deleted among this user's own rows only.
@@ -37,7 +37,7 @@ pub async fn withdraw(
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
     // Scoped to this user in the query itself: another user's pair deletes nothing.
-    if !gateway_consent::withdraw(&state, &session.user.id, &form.client_key, &form.server_id).await? {
+    if !gateway_consent::withdraw(&state.core, &session.user.id, &form.client_key, &form.server_id).await? {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
             "Not found",

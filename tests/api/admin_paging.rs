@@ -25,8 +25,8 @@ fn next_link(html: &str) -> Option<String> {
 // it, with a bound LIKE pattern. At a million rows: pages start after the previous page's last
 // row (no OFFSET), with no count per page, and an empty search filters nothing.
 async fn admin_lists_search_and_page_by_keyset_in_sql_with_like_wildcards_taken_literally(app: &TestApp) {
-    let store = &app.state.store;
-    let issuer = app.state.config.issuer();
+    let store = &app.state.core.store;
+    let issuer = app.state.core.config.issuer();
     for name in ["pct%name", "under_score", "underXscore", "UPPER-Case"] {
         store.create_local_user(&issuer, name, "x", app.now()).await.unwrap();
     }
@@ -127,7 +127,7 @@ on_both_backends!(
 // consent by its connection's provider still works once the database searches.
 async fn searches_find_rows_by_their_users_name_and_their_shown_status(app: &TestApp) {
     let client = app.connected_client(crate::helpers::ALICE).await;
-    let store = &app.state.store;
+    let store = &app.state.core.store;
     let window = || Window::first(20);
     assert_eq!(store.page_grants(&Search::new("ALIC"), window()).await.unwrap().rows.len(), 1);
     assert_eq!(store.page_grants(&Search::new("bob"), window()).await.unwrap().rows.len(), 0);
@@ -156,7 +156,7 @@ on_both_backends!(admin_searches_by_user_and_status, searches_find_rows_by_their
 // way finds exactly the rows holding it, as text. The odd rows are the oldest, behind more
 // rows than the first step reads, so the index (or the scan) must find them.
 async fn any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_indexes(app: &TestApp) {
-    let store = &app.state.store;
+    let store = &app.state.core.store;
     let odd = [
         "100%_off",
         "100x_off",
@@ -178,7 +178,7 @@ async fn any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_i
         .await
         .unwrap();
     }
-    let issuer = app.state.config.issuer();
+    let issuer = app.state.core.config.issuer();
     store.create_local_user(&issuer, "Quentin Quux", "x", app.now()).await.unwrap();
     let quentin = store.user_by_username("Quentin Quux").await.unwrap().unwrap();
     sqlx::query("INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) VALUES (20, $1, 'test.byuser', NULL, 'nothing here', 'broker', 'success')")

@@ -11,6 +11,7 @@ use oauth_broker::store::Store;
 async fn entries(app: &TestApp) -> Vec<(String, String, String, String)> {
     let mut all: Vec<_> = app
         .state
+        .core
         .store
         .audit_entries(None, 1000)
         .await

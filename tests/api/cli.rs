@@ -472,8 +472,8 @@ async fn migrate_status_says_which_migrations_are_applied_and_which_are_pending(
 }
 
 async fn applied_versions_are_read_from_the_database(app: &TestApp) {
-    let applied = app.state.store.applied_migrations().await.unwrap();
-    let known = app.state.store.known_migrations();
+    let applied = app.state.core.store.applied_migrations().await.unwrap();
+    let known = app.state.core.store.known_migrations();
     assert_eq!(applied.iter().map(|a| a.version).collect::<Vec<_>>(), known.iter().map(|k| k.0).collect::<Vec<_>>());
     assert!(applied.iter().all(|a| a.success), "{applied:?}");
 }
@@ -482,10 +482,10 @@ on_both_backends!(migrate_status_reads_the_migration_table, applied_versions_are
 /// The binary with `app`'s database and key (given by environment, as an operator would).
 pub(crate) fn broker_for(app: &TestApp) -> tokio::process::Command {
     use secrecy::ExposeSecret;
-    let key = app.state.config.encryption_key.as_ref().unwrap().expose_secret().to_owned();
-    let mut command = broker(&app.state.config.data_dir, &app.address);
+    let key = app.state.core.config.encryption_key.as_ref().unwrap().expose_secret().to_owned();
+    let mut command = broker(&app.state.core.config.data_dir, &app.address);
     command
-        .env("OAUTH_BROKER_DATABASE_URL", &app.state.config.database_url)
+        .env("OAUTH_BROKER_DATABASE_URL", &app.state.core.config.database_url)
         .env("OAUTH_BROKER_ENCRYPTION_KEY", key)
         .env("OAUTH_BROKER_DEMO", "true");
     tokio::process::Command::from(command)
@@ -612,7 +612,7 @@ async fn users_add_admin_and_set_admin_change_who_may_open_the_admin_pages(app: 
 
     // Issue 29: `users add` and `tokens issue` from the CLI are audited (never the token).
     let token = admin_ok(app, &["tokens", "issue", "dora", "--client", "ci"]).await;
-    let audited = app.state.store.audit_entries(None, 50).await.unwrap();
+    let audited = app.state.core.store.audit_entries(None, 50).await.unwrap();
     let cli_did = |action: &str| {
         audited.iter().find(|e| e.action == action && e.actor.as_deref() == Some("cli")).map(|e| e.detail.clone())
     };
@@ -799,7 +799,7 @@ async fn audit_follow_waits_out_a_database_outage_and_prints_what_was_written_me
     let mut follow = Following::start({
         let mut command = broker_for(&app);
         command
-            .env("OAUTH_BROKER_DATABASE_URL", proxy.url_for(&app.state.config.database_url))
+            .env("OAUTH_BROKER_DATABASE_URL", proxy.url_for(&app.state.core.config.database_url))
             .env("OAUTH_BROKER_CONFIG", config.path());
         command
     });
@@ -829,7 +829,7 @@ async fn audit_follow_prints_a_row_that_commits_after_a_higher_id_was_shown_firs
     use sqlx::Connection;
     let Some(app) = crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await else { return };
     // A writer takes its id and has not committed yet ...
-    let mut late = sqlx::PgConnection::connect(&app.state.config.database_url).await.unwrap();
+    let mut late = sqlx::PgConnection::connect(&app.state.core.config.database_url).await.unwrap();
     let mut open = late.begin().await.unwrap();
     sqlx::query(
         "INSERT INTO audit_log (at, action, detail, actor, outcome) \
@@ -889,7 +889,7 @@ async fn users_passwd_and_authorizations_purge_act_on_a_running_servers_database
     assert!(client.call("provider_request", ask.clone()).await.is_err(), "-32042: an attempt is open");
     let attempts = || async {
         let (n,): (i64,) =
-            sqlx::query_as("SELECT COUNT(*) FROM authorizations").fetch_one(app.state.store.pool()).await.unwrap();
+            sqlx::query_as("SELECT COUNT(*) FROM authorizations").fetch_one(app.state.core.store.pool()).await.unwrap();
         n
     };
     assert_eq!(attempts().await, 1);
@@ -923,7 +923,7 @@ async fn users_passwd_and_authorizations_purge_act_on_a_running_servers_database
     assert_eq!(attempts().await, 1, "an open attempt is kept");
     sqlx::query("UPDATE authorizations SET expires_at = $1")
         .bind(app.now() - 3600)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     // Issue 29: the list said `pending` for an attempt past its expiry; it reads as the pages do.
@@ -1083,7 +1083,7 @@ async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they
     use oauth_broker::domain::Scopes;
     use oauth_broker::store::authorizations::{AuthorizationKind, NewAuthorization};
     use oauth_broker::store::oauth_clients::OAuthClientRow;
-    let store = &app.state.store;
+    let store = &app.state.core.store;
     let alice = app.user_id(crate::helpers::ALICE).await;
     for id in ["app-one", "app-two"] {
         let row = OAuthClientRow {

@@ -202,14 +202,14 @@ async fn a_callback_handled_by_instance_b_notifies_only_the_session_on_instance_
     assert_eq!(same_user_on_b.next_completion(Duration::from_millis(500)).await, None);
     assert_eq!(bob_on_a.next_completion(Duration::from_millis(200)).await, None);
     assert!(!bob_watcher.heard_within(Duration::from_millis(200)).await, "Bob's subscriber hears nothing");
-    let row = a.state.store.authorization(&id).await.unwrap().unwrap();
+    let row = a.state.core.store.authorization(&id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Completed);
     let retried =
         starter.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await.unwrap();
     assert_eq!(retried.structured_content.unwrap()["status"], 200);
     // What travelled holds ids only.
     let payloads: Vec<(String,)> =
-        sqlx::query_as("SELECT payload FROM signal_outbox").fetch_all(a.state.store.pool()).await.unwrap();
+        sqlx::query_as("SELECT payload FROM signal_outbox").fetch_all(a.state.core.store.pool()).await.unwrap();
     assert!(!payloads.is_empty(), "B wrote its signals to the outbox");
     for (payload,) in &payloads {
         assert!(!payload.contains("code") && !payload.contains("token") && !payload.contains("state\""), "{payload}");
@@ -224,12 +224,12 @@ async fn a_callback_handled_by_instance_b_notifies_only_the_session_on_instance_
 
 /// Ends instance A's signal listener connection (as a database restart or an operator would).
 async fn terminate_listener_of(app: &TestApp) -> u64 {
-    let name = format!("{} {}", oauth_broker::events::LISTENER_APPLICATION_NAME, app.state.events.origin());
+    let name = format!("{} {}", oauth_broker::events::LISTENER_APPLICATION_NAME, app.state.core.events.origin());
     let ended: Vec<(bool,)> = sqlx::query_as(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
     )
     .bind(&name)
-    .fetch_all(app.state.store.pool())
+    .fetch_all(app.state.core.store.pool())
     .await
     .unwrap();
     ended.len() as u64
@@ -247,7 +247,7 @@ async fn a_listener_connection_killed_and_reestablished_loses_no_completion() {
     // Act: while B handles the callback, A's listener connection is ended again and again,
     // so B's announcement finds nobody listening on A; then A may reconnect.
     let killer = tokio::spawn({
-        let (pool, name) = (a.state.store.pool().clone(), a.state.events.origin().to_owned());
+        let (pool, name) = (a.state.core.store.pool().clone(), a.state.core.events.origin().to_owned());
         async move {
             loop {
                 let _ = sqlx::query(
@@ -412,7 +412,7 @@ async fn a_spoofed_forwarded_for_from_a_peer_that_is_not_a_trusted_proxy_is_igno
     }
     // Assert: they were all counted for the real peer, which is now locked whatever it claims.
     assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.99")).await, 429);
-    let audit = app.state.store.audit_entries(None, 20).await.unwrap();
+    let audit = app.state.core.store.audit_entries(None, 20).await.unwrap();
     let failures: Vec<_> = audit.iter().filter(|e| e.action == "browser.sign_in_failed").collect();
     assert!(!failures.is_empty());
     for entry in failures {
@@ -431,7 +431,7 @@ async fn behind_a_listed_proxy_each_client_address_has_its_own_budget() {
     }
     assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.1")).await, 429);
     assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.2")).await, 303);
-    let audit = app.state.store.audit_entries(None, 20).await.unwrap();
+    let audit = app.state.core.store.audit_entries(None, 20).await.unwrap();
     assert!(
         audit.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains("address=198.51.100.1"))),
         "the client's address is audited"
@@ -479,12 +479,12 @@ async fn an_instance_killed_mid_flow_the_user_finishes_on_the_other_and_the_clie
         on_a.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await.unwrap();
     assert_eq!(retried.structured_content.unwrap()["status"], 200);
     // Nothing lost in the database: the authorization is completed, one active grant.
-    let row = a.state.store.authorization(&id).await.unwrap().unwrap();
+    let row = a.state.core.store.authorization(&id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Completed);
     let (grants,): (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM grants WHERE user_id = $1 AND provider = 'demo' AND status = 'active'")
             .bind(a.user_id(ALICE).await)
-            .fetch_one(a.state.store.pool())
+            .fetch_one(a.state.core.store.pool())
             .await
             .unwrap();
     assert_eq!(grants, 1);
@@ -752,7 +752,7 @@ async fn a_wait_slot_held_by_a_killed_instance_is_freed_after_its_lease() {
     assert!(long_poll.await.unwrap().is_err(), "B's long poll ended with B");
     // Assert: the slot still counts until its lease ends (nobody renews it), then it is free.
     assert_rate_limited(&poll(&a.address, &notes, &id, 1).await, "open_waits", 2);
-    let lease = a.state.config.token_api.wait_lease.as_secs() as i64;
+    let lease = a.state.core.config.token_api.wait_lease.as_secs() as i64;
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     // B stamped its lease from the wall clock; A's clock is the test's.
     a.clock.advance(wall - a.now() + lease + 1);
@@ -764,12 +764,12 @@ async fn a_wait_slot_held_by_a_killed_instance_is_freed_after_its_lease() {
 
 /// How many listener connections A has open on the database.
 async fn listeners_of(app: &TestApp) -> i64 {
-    let name = format!("{} {}", oauth_broker::events::LISTENER_APPLICATION_NAME, app.state.events.origin());
+    let name = format!("{} {}", oauth_broker::events::LISTENER_APPLICATION_NAME, app.state.core.events.origin());
     let (count,): (i64,) = sqlx::query_as(
         "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
     )
     .bind(&name)
-    .fetch_one(app.state.store.pool())
+    .fetch_one(app.state.core.store.pool())
     .await
     .unwrap();
     count
@@ -804,19 +804,19 @@ async fn a_completion_sent_while_the_listener_is_away_arrives_through_the_outbox
     eventually("A's listener connection ends", Duration::from_secs(20), || async { listeners_of(&a).await == 0 }).await;
     callback_on(&b, &a, &browser, &callback).await;
     eventually("B's signal is in the outbox", Duration::from_secs(20), || {
-        let (store, id) = (a.state.store.clone(), id.clone());
+        let (store, id) = (a.state.core.store.clone(), id.clone());
         async move { store.signals_after(0, 1000).await.unwrap().iter().any(|row| row.payload.contains(&id)) }
     })
     .await;
     // Nothing has reached A so far (looked at, not waited for: that the completion did not come
     // by the announcement is proved below, by the catch-up counter).
     assert_eq!(starter.next_completion(Duration::ZERO).await, None, "nothing reaches A while away");
-    let caught_up_before = a.state.events.signals_caught_up();
+    let caught_up_before = a.state.core.events.signals_caught_up();
     proxy.set(Mode::Forward);
 
     // Assert: once A reconnects, the completion arrives, read from the outbox.
     assert_eq!(starter.next_completion(Duration::from_secs(20)).await.as_deref(), Some(id.as_str()));
-    assert!(a.state.events.signals_caught_up() > caught_up_before, "delivered by the catch-up read");
+    assert!(a.state.core.events.signals_caught_up() > caught_up_before, "delivered by the catch-up read");
     // Delivered once: a second completion on the same session is the session's next one.
     starter.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
     let (url, second) = needs_connecting(&starter).await;

@@ -30,7 +30,7 @@ async fn audit_rows(app: &TestApp, n: u32, outcome: &str, detail: &str) {
          SELECT {at}, NULL, 'test.filtered', NULL, '{detail}', 'broker', '{outcome}' FROM n",
         at = app.now()
     ))
-    .execute(app.state.store.pool())
+    .execute(app.state.core.store.pool())
     .await
     .unwrap();
 }
@@ -92,7 +92,7 @@ async fn a_filter_and_a_search_combine_on_the_audit_log_and_the_authorizations(a
              SELECT '{id}', user_id, provider, scopes, client_key, kind, '{status}', {now}, {expires_at}, {now} \
              FROM authorizations WHERE status = 'completed' AND id NOT LIKE 'authz-%'"
         ))
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     }
@@ -134,7 +134,7 @@ async fn the_expired_filter_pages_newest_first_across_the_open_statuses(app: &Te
                  FROM authorizations WHERE status = 'completed' AND id NOT LIKE 'authz-%'",
                 created = now - 1000 + i,
             ))
-            .execute(app.state.store.pool())
+            .execute(app.state.core.store.pool())
             .await
             .unwrap();
         }

@@ -40,7 +40,7 @@ async fn connect_demo_account(app: &TestApp, account: &str) {
 
 async fn accounts(app: &TestApp) -> Vec<(String, String)> {
     let user = app.user_id(ALICE).await;
-    let grants = app.state.store.grants_at(&user, "demo").await.unwrap();
+    let grants = app.state.core.store.grants_at(&user, "demo").await.unwrap();
     grants.into_iter().map(|g| (g.account_label.unwrap_or_default(), g.scopes.to_space_separated())).collect()
 }
 
@@ -48,7 +48,7 @@ async fn connecting_again_asks_which_scopes_and_honours_accept_decline_and_cance
     // Arrange: connected once with the default scopes, as "work".
     connect_demo_account(app, "work").await;
     let client = std::sync::Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
-    let authorizations_before = app.state.store.all_authorizations(100).await.unwrap().len();
+    let authorizations_before = app.state.core.store.all_authorizations(100).await.unwrap().len();
 
     // Decline: nothing connected, no link, nothing changed.
     client.answer_forms([answer(ElicitationAction::Decline)]);
@@ -80,7 +80,7 @@ async fn connecting_again_asks_which_scopes_and_honours_accept_decline_and_cance
         assert!(text_of(&invalid).contains("could not be used"), "{}", text_of(&invalid));
         assert!(client.no_elicitation_was_sent().await, "no link for an invalid answer");
     }
-    let authorizations_after = app.state.store.all_authorizations(100).await.unwrap().len();
+    let authorizations_after = app.state.core.store.all_authorizations(100).await.unwrap().len();
     assert_eq!(authorizations_before, authorizations_after, "no connect attempt was opened");
     assert_eq!(accounts(app).await, [("work".to_owned(), "notes:read profile".to_owned())]);
 
@@ -371,24 +371,25 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     connect_demo_account(app, "demo-user").await;
     let user = app.user_id(ALICE).await;
     let owner = format!("{user}/demo");
-    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
     let ctx = |row_id| SealContext { table: "grants", column: "access_token", row_id, owner: &owner };
     let refresh_ctx = |row_id| SealContext { table: "grants", column: "refresh_token", row_id, owner: &owner };
-    let access = app.state.sealer.open(&grant.access_token_sealed, ctx(&grant.id)).unwrap();
-    let refresh = app.state.sealer.open(grant.refresh_token_sealed.as_ref().unwrap(), refresh_ctx(&grant.id)).unwrap();
+    let access = app.state.core.sealer.open(&grant.access_token_sealed, ctx(&grant.id)).unwrap();
+    let refresh =
+        app.state.core.sealer.open(grant.refresh_token_sealed.as_ref().unwrap(), refresh_ctx(&grant.id)).unwrap();
     // Turn it into a row as 0001 would have written it (consents came later, in 0004).
     let legacy = legacy_grant_id(&user, "demo");
     sqlx::query("DELETE FROM client_consents WHERE grant_id = $1")
         .bind(&grant.id)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     sqlx::query("UPDATE grants SET id = $1, access_token_sealed = $2, refresh_token_sealed = $3 WHERE id = $4")
         .bind(&legacy)
-        .bind(app.state.sealer.seal(&access, ctx(&legacy)))
-        .bind(app.state.sealer.seal(&refresh, refresh_ctx(&legacy)))
+        .bind(app.state.core.sealer.seal(&access, ctx(&legacy)))
+        .bind(app.state.core.sealer.seal(&refresh, refresh_ctx(&legacy)))
         .bind(&grant.id)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
 
@@ -402,7 +403,7 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     assert_eq!(app.approve_in_browser_as(&app.browser(), &url, ALICE, "demo-user").await.status(), 200);
 
     // Assert: one row, the old id, the new scope, and its token opens.
-    let grants = app.state.store.grants_at(&user, "demo").await.unwrap();
+    let grants = app.state.core.store.grants_at(&user, "demo").await.unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].id, legacy);
     assert!(grants[0].scopes.iter().any(|s| s == "notes:write"));

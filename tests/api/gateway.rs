@@ -107,7 +107,7 @@ pub async fn add_provider_server(app: &TestApp, name: &str, upstream: &Upstream)
     .await;
     let prefix = format!("{}_", name.replace('-', "_"));
     eventually("the broker serves the new server", Duration::from_secs(10), || async {
-        app.state.store.gateway_server_by_name(name).await.unwrap().is_some() && served(app, &prefix).await
+        app.state.core.store.gateway_server_by_name(name).await.unwrap().is_some() && served(app, &prefix).await
     })
     .await;
 }
@@ -201,8 +201,8 @@ async fn a_users_first_call_gets_the_brokers_link_and_the_call_proceeds_after_th
 
     // Every forwarded call is audited without arguments or results.
     let alice = app.user_id(ALICE).await;
-    app.state.store.flush_audit_queue().await;
-    let entries = app.state.store.audit_entries(Some(&alice), 100).await.unwrap();
+    app.state.core.store.flush_audit_queue().await;
+    let entries = app.state.core.store.audit_entries(Some(&alice), 100).await.unwrap();
     let calls: Vec<_> = entries.iter().filter(|e| e.action == "gateway.call").collect();
     assert!(calls.len() >= 4, "{entries:?}");
     assert!(
@@ -333,11 +333,11 @@ async fn a_token_the_server_refuses_is_refreshed_once_and_the_call_retried(app: 
     let first = client.call("notes_whoami", json!({})).await.unwrap();
     let before = first.structured_content.unwrap()["credential_sha256"].as_str().unwrap().to_owned();
     let alice = app.user_id(ALICE).await;
-    let version = app.state.store.grants_for_user(&alice).await.unwrap().remove(0).version;
+    let version = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0).version;
 
     // Act: the access token is revoked at the provider behind everyone's back (another
     // process's SQL), so the server answers the next call 401.
-    let mut conn = sqlx::AnyConnection::connect(&app.state.config.database_url).await.unwrap();
+    let mut conn = sqlx::AnyConnection::connect(&app.state.core.config.database_url).await.unwrap();
     sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE kind = 'access' AND revoked_at IS NULL")
         .bind(app.now())
         .execute(&mut conn)
@@ -353,7 +353,7 @@ async fn a_token_the_server_refuses_is_refreshed_once_and_the_call_retried(app: 
     })
     .await;
     assert_eq!(after.0, "alice-demo");
-    let grant = app.state.store.grants_for_user(&alice).await.unwrap().remove(0);
+    let grant = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
     assert!(grant.version > version, "the grant was refreshed");
     client.close().await;
     upstream.stop().await;
@@ -407,12 +407,12 @@ async fn a_secret_header_reaches_the_server_and_is_never_shown(app: &TestApp) {
     let tools_at = header.find("TOOLS").unwrap();
     assert!(lines[1][tools_at..].starts_with(&format!("{served} ")), "{plain}");
     let audit = sqlx::query_as::<_, (String,)>("SELECT COALESCE(detail, '') FROM audit_log")
-        .fetch_all(app.state.store.pool())
+        .fetch_all(app.state.core.store.pool())
         .await
         .unwrap();
     assert!(audit.iter().all(|(d,)| !d.contains(SECRET)));
     let stored = sqlx::query_as::<_, (Vec<u8>,)>("SELECT secret_sealed FROM gateway_servers")
-        .fetch_one(app.state.store.pool())
+        .fetch_one(app.state.core.store.pool())
         .await
         .unwrap();
     assert!(!String::from_utf8_lossy(&stored.0).contains(SECRET), "sealed at rest");

@@ -38,18 +38,20 @@ async fn ready_unless_draining_or_behind_on_migrations(app: &TestApp) {
 
     // A migration this binary knows that the database lacks (an instance started against an
     // older schema): not ready, and the body says why.
-    let (version,): (i64,) =
-        sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations").fetch_one(app.state.store.pool()).await.unwrap();
+    let (version,): (i64,) = sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations")
+        .fetch_one(app.state.core.store.pool())
+        .await
+        .unwrap();
     sqlx::query("UPDATE _sqlx_migrations SET version = -version WHERE version = $1")
         .bind(version)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     let (status, body) = readyz(app).await;
     assert_eq!((status, &body["migrations"], &body["ready"]), (503, &json!("pending"), &json!(false)), "{body}");
     sqlx::query("UPDATE _sqlx_migrations SET version = -version WHERE version = $1")
         .bind(-version)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     assert_eq!(readyz(app).await.0, 200);

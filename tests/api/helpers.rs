@@ -195,7 +195,12 @@ pub async fn spawn_app_opts(
     if options.instance_of.is_none() {
         for name in [ALICE, BOB] {
             let hash = password::hash_password(&SecretString::from(PASSWORD.to_string())).unwrap();
-            state.store.create_local_user(&state.config.issuer(), name, &hash, clock.now_secs()).await.unwrap();
+            state
+                .core
+                .store
+                .create_local_user(&state.core.config.issuer(), name, &hash, clock.now_secs())
+                .await
+                .unwrap();
         }
     }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -244,7 +249,7 @@ impl TestApp {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        self.state.store.close().await;
+        self.state.core.store.close().await;
         if let Some(db) = self.postgres.take() {
             db.drop_database().await;
         }
@@ -259,8 +264,8 @@ impl TestApp {
     pub fn instance(&self) -> Instance {
         Instance {
             database_url: self.database_url.clone(),
-            encryption_key: self.state.config.encryption_key.clone().expect("tests set the key"),
-            public_url: self.state.config.public_url.as_str().trim_end_matches('/').to_owned(),
+            encryption_key: self.state.core.config.encryption_key.clone().expect("tests set the key"),
+            public_url: self.state.core.config.public_url.as_str().trim_end_matches('/').to_owned(),
         }
     }
 
@@ -280,12 +285,12 @@ impl TestApp {
     }
 
     pub async fn user_id(&self, name: &str) -> String {
-        self.state.store.user_by_username(name).await.unwrap().unwrap().id
+        self.state.core.store.user_by_username(name).await.unwrap().unwrap().id
     }
 
     /// A bearer token for a test user, signed by the broker's own key.
     pub async fn token_for(&self, name: &str) -> String {
-        let user = self.state.store.user_by_username(name).await.unwrap().unwrap();
+        let user = self.state.core.store.user_by_username(name).await.unwrap().unwrap();
         self.state.identity.keys.issue(&user.subject, Some(name), self.now(), 400 * 24 * 3600).unwrap()
     }
 
@@ -293,7 +298,7 @@ impl TestApp {
     /// to the broker, a different client from [`Self::token_for`]'s.
     #[allow(dead_code, reason = "used by the consent tests")]
     pub async fn token_for_client(&self, name: &str, client: &str) -> String {
-        let user = self.state.store.user_by_username(name).await.unwrap().unwrap();
+        let user = self.state.core.store.user_by_username(name).await.unwrap().unwrap();
         self.state
             .identity
             .keys

@@ -113,18 +113,18 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
     assert_ne!(new, old);
     assert_eq!(key_in(&after, "active")["total"].as_i64().unwrap(), before_total, "{after}");
     assert_eq!(key_in(&after, "retired")["total"], 0, "the old key seals nothing any more: {after}");
-    assert_eq!(app.state.sealer.active_key_id(), new, "the running server read the new key on its own");
+    assert_eq!(app.state.core.sealer.active_key_id(), new, "the running server read the new key on its own");
     let raw = sqlx::query_as::<_, (Vec<u8>,)>("SELECT access_token_sealed FROM grants")
-        .fetch_all(app.state.store.pool())
+        .fetch_all(app.state.core.store.pool())
         .await
         .unwrap();
     assert!(raw.iter().all(|(blob,)| oauth_broker::crypto::Sealer::key_id_of(blob).as_deref() == Some(&new)));
     // The webhook signs with the same two secrets, now sealed with the new key.
-    let webhook = app.state.store.webhook(&service).await.unwrap().unwrap();
+    let webhook = app.state.core.store.webhook(&service).await.unwrap().unwrap();
     let previous = webhook.previous_secret_sealed.as_deref().unwrap();
     for (sealed, secret) in [(webhook.secret_sealed.as_slice(), &second_secret), (previous, &first_secret)] {
         assert_eq!(oauth_broker::crypto::Sealer::key_id_of(sealed).as_deref(), Some(new.as_str()));
-        assert_eq!(WebhookSecret::open(&app.state.sealer, sealed, &service).unwrap().expose(), secret);
+        assert_eq!(WebhookSecret::open(&app.state.core.sealer, sealed, &service).unwrap().expose(), secret);
     }
 
     let dropped = run(app, &["admin", "keys", "drop", &old]);
@@ -145,8 +145,8 @@ async fn webhook_in_rotation(app: &TestApp) -> (String, String, String) {
     let service = crate::token_api::register_service(app, "notes", &["demo"], options).await.client_id;
     let first = crate::webhooks::set_webhook(app, &service, "https://hooks.example/notes").await;
     let second = WebhookSecret::generate();
-    let sealed = second.seal(&app.state.sealer, &service);
-    let store = &app.state.store;
+    let sealed = second.seal(&app.state.core.sealer, &service);
+    let store = &app.state.core.store;
     assert!(store.rotate_webhook_secret(&service, &sealed, app.now() + 86_400, app.now()).await.unwrap());
     (service, first, second.expose().to_owned())
 }
@@ -373,7 +373,10 @@ async fn a_key_lost_for_good_is_forgotten_and_the_broker_starts(app: &TestApp) {
     assert!(forgotten.status.success(), "{}", text(&forgotten.stderr));
     assert!(text(&forgotten.stdout).contains("1 grant(s) need a new consent"), "{}", text(&forgotten.stdout));
     assert!(text(&forgotten.stdout).contains("1 webhook(s) removed"), "{}", text(&forgotten.stdout));
-    assert!(app.state.store.webhook(&service).await.unwrap().is_none(), "the webhook it could not sign for is gone");
+    assert!(
+        app.state.core.store.webhook(&service).await.unwrap().is_none(),
+        "the webhook it could not sign for is gone"
+    );
     let grants = run(app, &["admin", "grants", "list", "--json"]);
     assert!(grants.status.success(), "{}", text(&grants.stderr));
     let grants: Value = serde_json::from_slice(&grants.stdout).unwrap();

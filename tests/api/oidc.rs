@@ -413,7 +413,7 @@ impl Setup {
         for tx in self.shutdown {
             let _ = tx.send(());
         }
-        self.state.store.close().await;
+        self.state.core.store.close().await;
         if let Some(database) = self.database {
             database.drop_now().await;
         }
@@ -471,7 +471,7 @@ impl Setup {
     }
 
     async fn users_of_the_issuer(&self) -> Vec<oauth_broker::store::users::User> {
-        let users = self.state.store.list_users().await.unwrap();
+        let users = self.state.core.store.list_users().await.unwrap();
         users.into_iter().filter(|u| u.issuer == self.issuer.url).collect()
     }
 
@@ -974,7 +974,7 @@ async fn a_tool_server_exchanges_the_issuers_token_for_its_resource_only() {
         trusted: false,
         secret_hash: secret.hash(),
     };
-    setup.state.store.create_service(&new, setup.now()).await.unwrap();
+    setup.state.core.store.create_service(&new, setup.now()).await.unwrap();
     let ask = |token: String| {
         http()
             .post(setup.url("/v1/tokens"))
@@ -1040,7 +1040,7 @@ async fn the_configured_group_claim_makes_an_admin_at_sign_in_and_losing_it_unma
     assert_eq!(sign_in(json!(["staff", "broker-admins"])).await, 200, "in the group: an admin");
     assert_eq!(sign_in(json!("broker-admins")).await, 200, "a single string counts too");
     assert_eq!(sign_in(json!(["staff"])).await, 403, "removed from the group at the issuer: no longer");
-    let changes = setup.state.store.audit_entries(None, 100).await.unwrap();
+    let changes = setup.state.core.store.audit_entries(None, 100).await.unwrap();
     assert_eq!(changes.iter().filter(|e| e.action == "user.admin_from_claim").count(), 2, "each change audited");
     setup.stop().await;
 }
@@ -1053,7 +1053,7 @@ async fn a_disabled_users_issuer_tokens_and_sign_in_are_refused_until_enabled() 
     let token = setup.token(&setup.claims());
     assert_eq!(setup.post_mcp(&token).await.status(), 200);
     let user = setup.users_of_the_issuer().await.remove(0);
-    setup.state.store.set_disabled(&user.id, Some(setup.clock.now())).await.unwrap();
+    setup.state.core.store.set_disabled(&user.id, Some(setup.clock.now())).await.unwrap();
     assert_invalid_token(&setup, "a disabled user's token", &token).await;
     let browser = browser();
     let (authorize_url, _) = setup.start_sign_in(&browser, "/").await;
@@ -1062,7 +1062,7 @@ async fn a_disabled_users_issuer_tokens_and_sign_in_are_refused_until_enabled() 
     assert_eq!(refused.status(), 403);
     assert!(refused.text().await.unwrap().contains("Account disabled"));
     assert_eq!(setup.signed_in_as(&browser).await, None);
-    setup.state.store.set_disabled(&user.id, None).await.unwrap();
+    setup.state.core.store.set_disabled(&user.id, None).await.unwrap();
     assert_eq!(setup.post_mcp(&token).await.status(), 200);
     setup.stop().await;
 }

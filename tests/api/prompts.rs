@@ -25,7 +25,7 @@ use crate::on_both_backends;
 const WATCH_WAIT: Duration = Duration::from_secs(15);
 
 fn write_prompt_file(app: &TestApp, file: &str, text: &str) {
-    let dir = &app.state.config.prompts_dir;
+    let dir = &app.state.core.config.prompts_dir;
     std::fs::create_dir_all(dir).unwrap();
     // Write then rename, as a deploy would: the watcher never sees half a file.
     let partial = dir.join(format!(".{file}.partial"));
@@ -177,7 +177,7 @@ async fn use_provider_api_guides_the_model_with_the_base_url_and_the_task() {
             .unwrap();
 
     let text = text_of(&result);
-    let base = app.state.providers.find("demo").unwrap().api_base_url.to_string();
+    let base = app.state.core.providers.find("demo").unwrap().api_base_url.to_string();
     assert!(text.contains(&base), "{text}");
     assert!(text.contains("provider_request") && text.contains("Paging") && text.contains("429"), "{text}");
     assert!(text.ends_with("List my notes about {{cats}}"), "the task, as given: {text}");
@@ -207,7 +207,7 @@ async fn argument_values_are_inserted_as_data_and_never_reinterpreted() {
 async fn markdown_files_with_images_and_resources_are_served() {
     let app = spawn_app(Backend::Sqlite).await.unwrap();
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
-    let dir = &app.state.config.prompts_dir;
+    let dir = &app.state.core.config.prompts_dir;
     std::fs::create_dir_all(dir.join("img")).unwrap();
     std::fs::write(dir.join("img/pixel.png"), b"\x89PNG\r\n\x1a\nfake").unwrap();
     let rich = "name = \"rich\"\n\
@@ -292,7 +292,7 @@ async fn adding_changing_and_removing_a_file_notifies_connected_clients() {
     write_prompt_file(&app, "added.md", "+++\n+++\nA new prompt");
     assert!(next(&mut rx, Duration::from_millis(2500)).await.is_none(), "an identical catalogue is no change");
 
-    std::fs::remove_file(app.state.config.prompts_dir.join("added.md")).unwrap();
+    std::fs::remove_file(app.state.core.config.prompts_dir.join("added.md")).unwrap();
     assert!(next(&mut rx, WATCH_WAIT).await.is_some(), "notified of the removal");
     assert_eq!(all_names(service.peer()).await.len(), 3);
     let _ = service.cancel().await;
@@ -339,16 +339,16 @@ async fn connections_are_reviewed_and_completed_for_their_owner_only(app: &TestA
     );
     wait_for_prompts(alice.peer(), |names| names.iter().any(|n| n == "switch")).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let open = |sealed: &[u8], column| {
         let ctx = SealContext { table: "grants", column, row_id: &grant.id, owner: &owner };
-        String::from_utf8(app.state.sealer.open(sealed, ctx).unwrap()).unwrap()
+        String::from_utf8(app.state.core.sealer.open(sealed, ctx).unwrap()).unwrap()
     };
     let secrets = [
         open(&grant.access_token_sealed, "access_token"),
         open(grant.refresh_token_sealed.as_deref().unwrap(), "refresh_token"),
-        app.state.providers.find("demo").unwrap().client_secret.as_ref().unwrap().expose_secret().to_owned(),
+        app.state.core.providers.find("demo").unwrap().client_secret.as_ref().unwrap().expose_secret().to_owned(),
     ];
     let account = grant.account_label.clone().expect("the demo provider names the account");
 

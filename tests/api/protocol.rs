@@ -269,11 +269,11 @@ async fn logging_follows_the_sessions_level_and_never_carries_a_secret() {
     assert_eq!(logged[1]["data"]["status"], 200);
     assert_eq!(logged[1]["data"]["path"], "/me");
     let user = app.user_id(ALICE).await;
-    let grant = app.state.store.grant(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let ctx =
         oauth_broker::crypto::SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };
-    let access = String::from_utf8(app.state.sealer.open(&grant.access_token_sealed, ctx).unwrap()).unwrap();
+    let access = String::from_utf8(app.state.core.sealer.open(&grant.access_token_sealed, ctx).unwrap()).unwrap();
     let text = serde_json::to_string(&logged).unwrap();
     assert!(!text.contains(&access) && !text.contains(&token), "no secret in a log message");
     client.cancel().await.unwrap();

@@ -42,7 +42,7 @@ fn retry_after_of(result: &CallToolResult) -> u64 {
 }
 
 async fn grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
 }
 
 // ---- backoff honouring Retry-After ----
@@ -268,7 +268,7 @@ async fn a_401_without_a_refresh_token_is_passed_through_without_a_refresh(backe
     let row = grant(&app).await;
     sqlx::query("UPDATE grants SET refresh_token_sealed = NULL WHERE id = $1")
         .bind(&row.id)
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     provider.revoke_access_tokens();
@@ -304,7 +304,7 @@ async fn a_refresh_naming_a_new_instance_moves_the_grants_calls_there_with_the_p
     let moved = me(&client).await.unwrap();
     assert_eq!(status_of(&moved), 200);
     assert_eq!(host(&moved), provider.instance.trim_start_matches("http://"));
-    let stored = app.state.store.grant_account(&grant(&app).await.id).await.unwrap().unwrap().1;
+    let stored = app.state.core.store.grant_account(&grant(&app).await.id).await.unwrap().unwrap().1;
     assert_eq!(stored.as_deref(), Some(format!("{}/api/", provider.instance).as_str()));
 
     // The proxy calls the grant's instance too.

@@ -54,14 +54,14 @@ pub(crate) async fn connect_strict(app: &TestApp) -> McpClient {
     let at_provider = browser.get(crate::helpers::location(&approved)).send().await.unwrap();
     let callback = browser.get(crate::helpers::location(&at_provider)).send().await.unwrap();
     assert!(callback.status().is_success() || callback.status().is_redirection(), "callback: {}", callback.status());
-    let grant = app.state.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap();
+    let grant = app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap();
     assert!(grant.is_some_and(|g| g.status == GrantStatus::Active), "connected");
     assert_eq!(status_of(&me(&client).await.unwrap()), 200, "the connection works");
     client
 }
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
 }
 
 // ---- 50 concurrent calls on a 30-second token: one refresh ----
@@ -144,10 +144,11 @@ async fn a_refresh_whose_caller_went_away_still_stores_the_rotated_token(backend
         let state = app.state.clone();
         let user = app.user_id(ALICE).await;
         async move {
-            let provider = state.providers.find("strict").unwrap().clone();
+            let provider = state.core.providers.find("strict").unwrap().clone();
             let client = oauth_broker::identity::ClientIdentity::IssuedToken(None);
             let required = oauth_broker::domain::Scopes::default();
-            let _ = oauth_broker::broker::access::standing(&state, &user, &client, &provider, None, &required).await;
+            let _ =
+                oauth_broker::broker::access::standing(&state.core, &user, &client, &provider, None, &required).await;
         }
     });
     provider.wait_until_held().await;
@@ -155,7 +156,7 @@ async fn a_refresh_whose_caller_went_away_still_stores_the_rotated_token(backend
     assert!(caller.await.unwrap_err().is_cancelled(), "the caller is gone");
     // Act: the provider answers (and rotates) after the caller is gone.
     provider.release();
-    app.state.refresh_locks.wait_idle().await;
+    app.state.core.refresh_locks.wait_idle().await;
 
     // Assert: the rotated token was stored; the next call uses it without refreshing again.
     let after = strict_grant(&app).await;
@@ -250,11 +251,11 @@ async fn rotated_tokens_that_outlast_the_commit_budget_are_stored_by_the_next_ca
         answer.is_err() || answer.as_ref().is_ok_and(|r| r.is_error == Some(true)),
         "the first call could not store the tokens: {answer:?}"
     );
-    assert_eq!(app.state.refresh_locks.pending_count(), 1, "the rotated tokens are kept (sealed) in memory");
+    assert_eq!(app.state.core.refresh_locks.pending_count(), 1, "the rotated tokens are kept (sealed) in memory");
 
     // Act: the next call stores them before anything else, instead of redeeming the spent token.
     assert_eq!(status_of(&me(&client).await.unwrap()), 200, "no new consent needed");
-    assert_eq!(app.state.refresh_locks.pending_count(), 0);
+    assert_eq!(app.state.core.refresh_locks.pending_count(), 0);
     assert_eq!(strict_grant(&app).await.status, GrantStatus::Active);
     assert_eq!(
         (provider.refresh_requests(), provider.invalid_grants()),
@@ -303,7 +304,7 @@ async fn second_process_mid_refresh(first: &TestApp, provider: &StrictProvider, 
     sqlx::query("UPDATE grants SET expires_at = $1 WHERE user_id = $2 AND provider = 'strict'")
         .bind(wall_now() - 10)
         .bind(&user)
-        .execute(first.state.store.pool())
+        .execute(first.state.core.store.pool())
         .await
         .unwrap();
     let second_mcp = format!("http://127.0.0.1:{port}/mcp");
@@ -342,11 +343,11 @@ async fn a_lease_left_by_a_killed_process_is_taken_over_once_its_short_lease_lap
         "SELECT refresh_lease_until, refresh_lease_holder FROM grants WHERE user_id = $1 AND provider = 'strict'",
     )
     .bind(&user)
-    .fetch_one(first.state.store.pool())
+    .fetch_one(first.state.core.store.pool())
     .await
     .unwrap();
     let lease_until = lease_until.expect("the killed process left its lease");
-    assert_ne!(holder.as_deref(), Some(first.state.refresh_locks.holder()), "held by the other process");
+    assert_ne!(holder.as_deref(), Some(first.state.core.refresh_locks.holder()), "held by the other process");
 
     // Assert: the lease lapses at most `refresh_lease` (10 s) after its holder last renewed it
     // (it was 45 s and unrenewable before), and once it has, the next call takes it over and
@@ -409,7 +410,7 @@ async fn sigterm_during_a_refresh_stores_the_rotated_tokens_before_the_process_e
         "SELECT refresh_lease_until, refresh_lease_holder FROM grants WHERE user_id = $1 AND provider = 'strict'",
     )
     .bind(&user)
-    .fetch_one(first.state.store.pool())
+    .fetch_one(first.state.core.store.pool())
     .await
     .unwrap();
     assert_eq!((lease_until, holder), (None, None), "no lease left for others to wait on");

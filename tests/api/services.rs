@@ -20,7 +20,7 @@ use crate::on_both_backends;
 
 /// The binary, pointed at `app`'s database and key, with the demo provider configured.
 fn admin(app: &TestApp, args: &[&str]) -> Output {
-    let config = &app.state.config;
+    let config = &app.state.core.config;
     let mut command = Command::new(crate::helpers::binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command
@@ -138,7 +138,7 @@ async fn a_service_is_added_listed_rotated_and_authenticates(app: &TestApp) {
     refused(&admin(app, &["services", "rotate-secret", "nobody"]), "no service named nobody");
 
     // Every change is audited, never with a secret.
-    let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
     let actions: Vec<_> = audit.iter().map(|e| e.action.as_str()).collect();
     assert!(actions.contains(&"service.added") && actions.contains(&"service.secret_rotated"), "{actions:?}");
     for entry in &audit {
@@ -152,7 +152,7 @@ on_both_backends!(add_list_rotate_authenticate, a_service_is_added_listed_rotate
 
 async fn bad_registrations_are_refused_and_change_nothing(app: &TestApp) {
     succeeded(&admin(app, &["services", "add", "notes", "--providers", "demo", "--json"]));
-    let before = app.state.store.service_by_name("notes").await.unwrap().unwrap();
+    let before = app.state.core.store.service_by_name("notes").await.unwrap().unwrap();
 
     refused(&admin(app, &["services", "add", "notes", "--providers", "demo"]), "already exists");
     refused(&admin(app, &["services", "add", "other", "--providers", "demo,github"]), "configured providers: demo");
@@ -170,9 +170,9 @@ async fn bad_registrations_are_refused_and_change_nothing(app: &TestApp) {
         );
     }
 
-    assert!(app.state.store.service_by_name("other").await.unwrap().is_none(), "nothing was created");
-    assert_eq!(app.state.store.list_services().await.unwrap(), vec![before], "the first service is unchanged");
-    let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+    assert!(app.state.core.store.service_by_name("other").await.unwrap().is_none(), "nothing was created");
+    assert_eq!(app.state.core.store.list_services().await.unwrap(), vec![before], "the first service is unchanged");
+    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
     assert_eq!(audit.iter().filter(|e| e.action.starts_with("service.")).count(), 1, "only the first add");
 }
 
@@ -183,7 +183,7 @@ async fn removing_a_service_removes_its_consents_only(app: &TestApp) {
     let credentials = succeeded(&admin(app, &["services", "add", "notes", "--providers", "demo", "--json"]));
     let secret = credentials["client_secret"].as_str().unwrap().to_owned();
     let alice = app.user_id(ALICE).await;
-    let store = &app.state.store;
+    let store = &app.state.core.store;
     let grant_id = oauth_broker::store::Store::grant_id_for(&alice, "demo", "");
     let tokens = SealedTokens {
         access_token_sealed: vec![1],

@@ -142,7 +142,7 @@ fn id_of(event: &Event) -> u64 {
 
 /// Sends `prompts/list_changed` to every session of the app.
 fn prompts_changed(app: &TestApp) {
-    app.state.events.signal(Signal::PromptsChanged);
+    app.state.core.events.signal(Signal::PromptsChanged);
 }
 
 async fn a_session(app: &TestApp) -> RawSession {

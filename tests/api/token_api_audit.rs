@@ -19,7 +19,7 @@ async fn token_rows(app: &TestApp) -> i64 {
     let (count,): (i64,) = sqlx::query_as(
         "SELECT COUNT(*) FROM audit_log WHERE action = 'token_api.token' AND actor = 'service:svc_notes'",
     )
-    .fetch_one(app.state.store.pool())
+    .fetch_one(app.state.core.store.pool())
     .await
     .unwrap();
     count
@@ -99,7 +99,7 @@ async fn batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(bac
     use oauth_broker::store::paging::{Search, Window};
 
     let Some(app) = spawn_app(backend).await else { return };
-    let store = &app.state.store;
+    let store = &app.state.core.store;
     let now = app.now();
     for _ in 0..5 {
         let event = AuditEvent::new(Actor::Service("svc_rarely"), "token_api.token", None)

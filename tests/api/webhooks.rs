@@ -48,8 +48,8 @@ macro_rules! on_both_with_webhooks {
 /// What `admin services set-webhook` does, on the app's database: the signing secret.
 pub async fn set_webhook(app: &TestApp, service_id: &str, url: &str) -> String {
     let secret = WebhookSecret::generate();
-    let sealed = secret.seal(&app.state.sealer, service_id);
-    assert!(app.state.store.set_webhook(service_id, url, &sealed, app.now()).await.unwrap());
+    let sealed = secret.seal(&app.state.core.sealer, service_id);
+    assert!(app.state.core.store.set_webhook(service_id, url, &sealed, app.now()).await.unwrap());
     secret.expose().to_owned()
 }
 
@@ -81,7 +81,7 @@ async fn ask(app: &TestApp, service: &ServiceCredentials, user: &str, scopes: &[
 
 /// The admin CLI on the app's database and key (the demo provider configured).
 pub fn admin(app: &TestApp, args: &[&str]) -> Output {
-    let config = &app.state.config;
+    let config = &app.state.core.config;
     let mut command = Command::new(binary());
     command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
     command
@@ -107,14 +107,14 @@ fn refused(output: &Output, message: &str) {
 }
 
 async fn deliveries(app: &TestApp) -> Vec<DeliveryRow> {
-    let mut rows = app.state.store.list_deliveries(None, None, 1000).await.unwrap();
+    let mut rows = app.state.core.store.list_deliveries(None, None, 1000).await.unwrap();
     rows.reverse();
     rows
 }
 
 async fn all_settled(app: &TestApp) {
     eventually("no delivery is pending", Duration::from_secs(30), || async {
-        let pending = app.state.store.list_deliveries(None, Some(DeliveryStatus::Pending), 10).await.unwrap();
+        let pending = app.state.core.store.list_deliveries(None, Some(DeliveryStatus::Pending), 10).await.unwrap();
         pending.is_empty()
     })
     .await;
@@ -227,7 +227,7 @@ async fn a_declined_and_an_expired_authorization_of_the_service_reach_its_webhoo
     let (_, problem) = ask(app, &service, &alice, &["profile"]).await;
     let expired_id = problem["authorization"]["id"].as_str().unwrap().to_owned();
     assert_ne!(expired_id, declined_id);
-    app.clock.advance(app.state.config.authorization_ttl.as_secs() as i64 + 1);
+    app.clock.advance(app.state.core.config.authorization_ttl.as_secs() as i64 + 1);
     let got = receiver.wait_for(2).await;
     assert_eq!(got[1].event_type(), "authorization.expired");
     assert_eq!(got[1].body["data"]["authorization_id"], expired_id.as_str());
@@ -379,11 +379,11 @@ async fn a_receiver_answering_410_disables_its_webhook_and_the_operator_sees_why
     })
     .await;
     assert!(dead.last_error.unwrap().contains("410"));
-    let webhook = app.state.store.webhook("svc_notes").await.unwrap().unwrap();
+    let webhook = app.state.core.store.webhook("svc_notes").await.unwrap().unwrap();
     assert!(webhook.disabled_at.is_some());
     // The delivery task audits it; waited for, not assumed to be there with the dead row.
     eventually("the disabled webhook is audited", Duration::from_secs(10), || async {
-        let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+        let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
         let actions: Vec<String> = audit.iter().map(|e| e.action.clone()).collect();
         if actions.iter().any(|a| a == "webhook.disabled") { Ok(()) } else { Err(format!("{actions:?}")) }
     })
@@ -433,7 +433,7 @@ async fn the_webhook_commands_refuse_bad_values_in_the_operators_words_and_show_
         "no service named nope",
     );
     refused(&admin(&app, &["services", "rotate-webhook-secret", "notes"]), "has no webhook");
-    assert!(app.state.store.webhook("svc_notes").await.unwrap().is_none(), "nothing was written");
+    assert!(app.state.core.store.webhook("svc_notes").await.unwrap().is_none(), "nothing was written");
 
     let printed = succeeded(&admin(
         &app,
@@ -441,9 +441,9 @@ async fn the_webhook_commands_refuse_bad_values_in_the_operators_words_and_show_
     ));
     let secret = serde_json::from_str::<Value>(&printed).unwrap()["signing_secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("whsec_"));
-    let stored = app.state.store.webhook("svc_notes").await.unwrap().unwrap();
+    let stored = app.state.core.store.webhook("svc_notes").await.unwrap().unwrap();
     assert!(!String::from_utf8_lossy(&stored.secret_sealed).contains(&secret[6..]), "stored sealed");
-    let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
     let set = audit.iter().find(|e| e.action == "admin.webhook_set").expect("audited");
     assert!(!set.detail.as_deref().unwrap_or_default().contains(&secret[6..]), "never the secret");
 
@@ -533,6 +533,7 @@ async fn webhook_latency(backend: Backend) {
             let at = std::time::Instant::now();
             assert!(
                 app.state
+                    .core
                     .store
                     .upsert_grant_noting(&id, &user, "demo", Some(&account), &tokens, app.now(), event.as_ref())
                     .await
@@ -603,7 +604,7 @@ async fn the_admin_page_lists_dead_letters_and_sends_one_again_with_its_csrf_tok
         .unwrap();
     assert_eq!(location(&resend), "/admin/webhooks?notice=resent");
     assert_eq!(receiver.wait_for(1).await[0].id, dead.event_id);
-    let audit = app.state.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "admin.webhook_resent"));
     client.close().await;
     receiver.stop();

@@ -43,14 +43,20 @@ async fn a_failing_refresh_its_recovery_and_a_lost_grant_reach_the_webhook(backe
 
     // The stored refresh token no longer opens (as after a key loss): a new consent is needed.
     sqlx::query("UPDATE grants SET refresh_token_sealed = access_token_sealed")
-        .execute(app.state.store.pool())
+        .execute(app.state.core.store.pool())
         .await
         .unwrap();
     app.clock.advance(31);
     let _ = me(&client).await;
     let user = app.user_id(ALICE).await;
     eventually("the grant needs a new consent", Duration::from_secs(30), || async {
-        app.state.store.grant(&user, "strict").await.unwrap().is_some_and(|g| g.status == GrantStatus::NeedsReconsent)
+        app.state
+            .core
+            .store
+            .grant(&user, "strict")
+            .await
+            .unwrap()
+            .is_some_and(|g| g.status == GrantStatus::NeedsReconsent)
     })
     .await;
     let got = receiver.wait_for(4).await;
@@ -60,6 +66,7 @@ async fn a_failing_refresh_its_recovery_and_a_lost_grant_reach_the_webhook(backe
     // Once each.
     eventually("nothing is pending", Duration::from_secs(30), || async {
         app.state
+            .core
             .store
             .list_deliveries(None, Some(oauth_broker::store::webhook_events::DeliveryStatus::Pending), 10)
             .await

@@ -22,7 +22,7 @@
 //!    `invalid_grant` (the grant is then marked for a new consent), every call that met the
 //!    401 — the one that refreshed and those waiting on it — ends in
 //!    [`CallError::NeedsReconsent`], so its face hands out the reconnect link, not the
-//!    provider's raw 401 (issue 27).
+//!    provider's raw 401.
 //! 5. **The answer** ([`ProviderAnswer`]): status, the headers worth showing, at most
 //!    [`MAX_BODY_BYTES`] of body, with every token the call used replaced by `[redacted]`. A
 //!    provider's 4xx or 5xx is an answer; [`CallError`] is for a call that got none.

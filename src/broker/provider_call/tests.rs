@@ -108,8 +108,12 @@ async fn setup() -> Setup {
     let config = Config::from_toml(&args, &toml).unwrap();
     let app = crate::App::build(config, Arc::new(ManualClock::starting_now())).await.unwrap();
     let state = app.state().clone();
-    let user =
-        state.store.create_local_user(&state.config.issuer(), "alice", "no password", state.now()).await.unwrap();
+    let user = state
+        .core
+        .store
+        .create_local_user(&state.core.config.issuer(), "alice", "no password", state.core.now())
+        .await
+        .unwrap();
     let tokens = TokenSet {
         access_token: SecretString::from(FIRST_TOKEN.to_owned()),
         refresh_token: Some(SecretString::from("first-refresh-token".to_owned())),
@@ -118,18 +122,20 @@ async fn setup() -> Setup {
         api_base_url: None,
         account: None,
     };
-    crate::broker::tokens::store_grant(&state, &user.id, &provider(&state), tokens, &Scopes::default()).await.unwrap();
+    crate::broker::tokens::store_grant(&state.core, &user.id, &provider(&state), tokens, &Scopes::default())
+        .await
+        .unwrap();
     Setup { state, api, user_id: user.id, _dir: dir }
 }
 
 fn provider(state: &AppState) -> std::sync::Arc<ProviderConfig> {
-    state.providers.find("echo").unwrap()
+    state.core.providers.find("echo").unwrap()
 }
 
 impl Setup {
     async fn token(&self) -> AccessToken {
         let provider = &*provider(&self.state);
-        crate::broker::tokens::access_token_for(&self.state, &self.user_id, provider, None, &Scopes::default())
+        crate::broker::tokens::access_token_for(&self.state.core, &self.user_id, provider, None, &Scopes::default())
             .await
             .unwrap()
     }
@@ -138,7 +144,7 @@ impl Setup {
         let provider = &*provider(&self.state);
         let request =
             ProviderRequest::new(provider, ApiMethod::parse("GET").unwrap(), path, Query::None, None).unwrap();
-        call(&self.state, provider, &request, self.token().await).await.unwrap()
+        call(&self.state.core, provider, &request, self.token().await).await.unwrap()
     }
 }
 

@@ -1,4 +1,4 @@
-//! Delivering webhook events to services (issue 27), after the Standard Webhooks convention.
+//! Delivering webhook events to services, after the Standard Webhooks convention.
 //!
 //! Events are rows of the outbox (`crate::store::webhook_events`), written in the transaction
 //! of the change they report. A background task on every instance ([`start`]) delivers them:

@@ -1,4 +1,4 @@
-//! One `tools/call` forwarded to a server behind the broker (issue 26 "Per call"), and the
+//! One `tools/call` forwarded to a server behind the broker, and the
 //! gates every forwarded request passes (a server's `prompts/get` and `resources/read` too,
 //! [`super::content`]):
 //!
@@ -178,10 +178,11 @@ impl BrokerServer {
         // 0. The (client, server) pair: approved by the user, or asked for — together with the
         //    credential when that is missing too, so one visit covers both.
         let user = &caller.user;
-        let approved = match gateway_consent::approved(&self.state, &user.user_id, &user.client, &entry.row.id).await {
-            Ok(approved) => approved,
-            Err(error) => return (Err(tool_failed(error).into()), "failed"),
-        };
+        let approved =
+            match gateway_consent::approved(&self.state.app.core, &user.user_id, &user.client, &entry.row.id).await {
+                Ok(approved) => approved,
+                Err(error) => return (Err(tool_failed(error).into()), "failed"),
+            };
         let asking = (!approved).then_some(entry.as_ref());
         // 1. The credential.
         let token = match self.user_token(entry, caller, asking).await {
@@ -196,7 +197,7 @@ impl BrokerServer {
             (None, GatewayAuth::TokenExchange { service_id }) => {
                 match gateway
                     .minted
-                    .token_for(&self.state.identity, &self.state.store, user, &entry.row.id, service_id)
+                    .token_for(&self.state.app.identity, &self.state.app.core.store, user, &entry.row.id, service_id)
                     .await
                 {
                     Ok(minted) => minted_credential(&minted),
@@ -228,10 +229,10 @@ impl BrokerServer {
             return self.settle(entry, caller, first);
         };
         // 4. A 401: one forced refresh and one retry, then a new consent.
-        let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.providers.get(p));
+        let provider = entry.row.auth.user_credential().and_then(|(p, ..)| self.state.app.core.providers.get(p));
         if let Some(provider) = provider
             && let Some(fresh) =
-                crate::broker::provider_call::retry_token_after_401(&self.state, &provider, token).await
+                crate::broker::provider_call::retry_token_after_401(&self.state.app.core, &provider, token).await
         {
             let credential = provider_credential(&entry.row.auth, &fresh);
             let second = self.attempt_rounds(gateway, entry, &key, credential, forwarded, caller, ctx).await;
@@ -253,7 +254,7 @@ impl BrokerServer {
         asking: Option<&ServerEntry>,
     ) -> Result<Option<AccessToken>, Result<CallToolResponse, Unfinished>> {
         let Some((provider, scopes, ..)) = entry.row.auth.user_credential() else { return Ok(None) };
-        let Some(provider) = self.state.providers.get(provider) else {
+        let Some(provider) = self.state.app.core.providers.get(provider) else {
             let text = format!("The server {} needs provider {provider}, which is not configured.", entry.row.name);
             return Err(Ok(error_result(text).into()));
         };
@@ -273,20 +274,21 @@ impl BrokerServer {
     async fn ask_pair(&self, entry: &ServerEntry, caller: &Caller) -> Result<CallToolResponse, Unfinished> {
         let mut who = caller.requester();
         who.server = Some(entry.row.id.as_str());
-        let row = match gateway_consent::open(&self.state, &who, &entry.row.id, entry.row.name.as_str()).await {
+        let row = match gateway_consent::open(&self.state.app.core, &who, &entry.row.id, entry.row.name.as_str()).await
+        {
             Ok(row) => row,
             Err(error) => return Err(tool_failed(error).into()),
         };
         self.remember_elicitation(&row.id);
         if !caller.url_mode {
-            return Ok(error_result(elicitation::manual_server_text(&self.state, &row)).into());
+            return Ok(error_result(elicitation::manual_server_text(&self.state.app, &row)).into());
         }
         match &caller.round {
             Some(round) => {
-                let url = crate::broker::authorizations::connect_url(&self.state, &row.id).to_string();
+                let url = crate::broker::authorizations::connect_url(&self.state.app.core, &row.id).to_string();
                 Err(round.ask_to_open(&row.id, elicitation::server_message(entry.row.name.as_str()), url).into())
             }
-            None => Err(elicitation::server_elicitation_required(&self.state, &row).into()),
+            None => Err(elicitation::server_elicitation_required(&self.state.app, &row).into()),
         }
     }
 
@@ -300,7 +302,7 @@ impl BrokerServer {
     ) -> Result<CallToolResponse, Unfinished> {
         tracing::info!(server = %entry.row.name, grant = %token.grant.id, "a server behind the broker refused the user's token after a refresh; a new consent is needed");
         if let Err(error) =
-            crate::broker::provider_call::refused_again(&self.state, token, entry.row.name.as_str()).await
+            crate::broker::provider_call::refused_again(&self.state.app.core, token, entry.row.name.as_str()).await
         {
             return Err(crate::mcp::tools::failure::tool_failed(error).into());
         }
@@ -344,7 +346,7 @@ impl BrokerServer {
         caller: &Caller,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<Arc<Connection>, Failure> {
-        let limit = self.state.config.gateway.call_timeout;
+        let limit = self.state.app.core.config.gateway.call_timeout;
         let open = {
             let credential = credential.clone();
             move || {
@@ -399,7 +401,7 @@ impl BrokerServer {
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, Failure> {
-        let limit = self.state.config.gateway.call_timeout;
+        let limit = self.state.app.core.config.gateway.call_timeout;
         let peer = connection.service.peer();
         let tool = match target {
             Target::Connect => {
@@ -504,7 +506,7 @@ impl BrokerServer {
             .provider(provider)
             .detail(Some(&detail))
             .outcome(result);
-        if let Err(error) = self.state.store.record_queued(self.state.now(), event).await {
+        if let Err(error) = self.state.app.core.store.record_queued(self.state.app.core.now(), event).await {
             tracing::warn!(error = %crate::error_chain::Chain(&error), "a forwarded call could not be audited");
         }
     }

@@ -299,7 +299,7 @@ impl UpstreamHandler {
         let Some(gateway) = self.gateway.upgrade() else { return };
         let Some(entry) = gateway.servers().iter().find(|e| e.row.id == self.server_id).cloned() else { return };
         let uri = super::uri::wrap(&entry.row.name, uri);
-        gateway.app.events.signal(Signal::ServerResourcesUpdated { user_id, uris: vec![uri] });
+        gateway.app.core.events.signal(Signal::ServerResourcesUpdated { user_id, uris: vec![uri] });
     }
 
     #[allow(deprecated, reason = "notifications/message is what a 2025-11-25 server sends")]

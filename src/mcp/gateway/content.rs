@@ -170,7 +170,7 @@ impl BrokerServer {
         }
         let client = caller.user.client.key();
         let round = Round::open(
-            &self.state,
+            &self.state.app,
             RoundRequest {
                 user_id: &caller.user.user_id,
                 client: &client,

@@ -1,5 +1,5 @@
 //! Which instance a flight waits on, so that a 2026-07-28 client's answer reaches it from any
-//! instance (issue 26, item 6: "stateless clients can hit any instance").
+//! instance ("stateless clients can hit any instance").
 //!
 //! A flight ([`super::flights`]) is a server's request waiting on the instance that asked: its
 //! upstream connection, with the server's question open on it, cannot move. A stateless client

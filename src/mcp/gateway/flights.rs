@@ -1,6 +1,5 @@
 //! A forwarded request in flight — a tool call, a `prompts/get`, a `resources/read` — and a
-//! 2025-11-25 server's question asked mid-request of a 2026-07-28 client (issue 26, "The
-//! server's own questions reach the user").
+//! 2025-11-25 server's question asked mid-request of a 2026-07-28 client.
 //!
 //! [`BrokerServer::fly`] waits on one upstream request: its answer, the server's questions on its
 //! stream ([`super::relay`]), the call timeout (not counting the user's time), the client's
@@ -317,8 +316,10 @@ impl BrokerServer {
                 Ok(id) => {
                     let flight = FlightRound { server_id: entry.row.id.clone(), flight: id, key: FLIGHT_KEY.into() };
                     // The home is good for as long as the flight waits (rounded up).
-                    let until = self.state.now() + self.state.config.gateway.question_wait.as_secs() as i64 + 1;
-                    let home = gateway.home.tag(&self.state.sealer, &caller.user.user_id, until);
+                    let until = self.state.app.core.now()
+                        + self.state.app.core.config.gateway.question_wait.as_secs() as i64
+                        + 1;
+                    let home = gateway.home.tag(&self.state.app.core.sealer, &caller.user.user_id, until);
                     return Err(Failure::Asked(Box::new(round.ask_for_flight(shown, flight, home.as_deref()))));
                 }
                 Err(back) => {

@@ -89,13 +89,13 @@ impl Gateway {
 
     /// Reads the server's prompts into its entry; tells listening clients if they changed.
     pub(crate) async fn fill_prompts(&self, entry: &ServerEntry, peer: &Peer<RoleClient>) {
-        let limit = self.app.config.gateway.call_timeout;
+        let limit = self.app.core.config.gateway.call_timeout;
         match tokio::time::timeout(limit, peer.list_all_prompts()).await {
             Ok(Ok(prompts)) => {
                 let answer = serde_json::to_string(&prompts);
                 let changed = entry.set_prompts(ServerPrompts::new(&entry.row.prefix, &entry.row.name, prompts));
                 if changed {
-                    self.app.events.signal(Signal::PromptsChanged);
+                    self.app.core.events.signal(Signal::PromptsChanged);
                 }
                 if changed || entry.shared.not_stored(ListKind::Prompts) {
                     self.share_list(entry, ListKind::Prompts, answer).await;
@@ -109,7 +109,7 @@ impl Gateway {
     /// Reads the server's resources and templates into its entry; tells listening clients if
     /// they changed.
     pub(crate) async fn fill_resources(&self, entry: &ServerEntry, peer: &Peer<RoleClient>) {
-        let limit = self.app.config.gateway.call_timeout;
+        let limit = self.app.core.config.gateway.call_timeout;
         let read = async { Ok::<_, rmcp::ServiceError>((peer.list_all_resources().await?, templates(peer).await?)) };
         match tokio::time::timeout(limit, read).await {
             Ok(Ok((resources, templates))) => {
@@ -121,7 +121,7 @@ impl Gateway {
                 let ResourcesAnswer { resources, templates } = answer;
                 let changed = entry.set_resources(ServerResources::new(&entry.row.name, resources, templates));
                 if changed {
-                    self.app.events.signal(Signal::ResourceListChanged);
+                    self.app.core.events.signal(Signal::ResourceListChanged);
                 }
                 if changed || entry.shared.not_stored(ListKind::Resources) {
                     self.share_list(entry, ListKind::Resources, stored).await;

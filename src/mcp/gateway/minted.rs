@@ -1,4 +1,4 @@
-//! The credential of a `token-exchange` server (issue 26): a short-lived token the broker mints
+//! The credential of a `token-exchange` server: a short-lived token the broker mints
 //! for the calling user, meant for the resource of the token-API service the server is tied to
 //! — the same kind of token a user's MCP client presents to that tool server, and the one the
 //! exchange at `/token` accepts as `subject_token` (`crate::api::exchange`). The server

@@ -1,4 +1,4 @@
-//! Gateway mode (issue 26, first slice): MCP servers run by others sit behind `/mcp`. The
+//! Gateway mode: MCP servers run by others sit behind `/mcp`. The
 //! client connects to the broker only; it sees each server's tools under the server's prefix,
 //! and each call goes to that server over a connection of the calling user's own, carrying that
 //! user's credential (`docs/mcp.md`, "Servers behind the broker", has the table per auth kind).
@@ -115,7 +115,7 @@ impl Gateway {
     /// Reads the registered servers and starts watching for changes and sweeping idle
     /// connections, until the app shuts down.
     pub async fn start(app: AppState, sharing: pool::Sharing) -> anyhow::Result<Arc<Self>> {
-        let settings = &app.config.gateway;
+        let settings = &app.core.config.gateway;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(5))
@@ -191,7 +191,7 @@ impl Gateway {
     /// connections, changed ones get a new entry (and provider) with the lists read so far and
     /// new connections; listening clients hear of a changed tool list.
     pub async fn reload(self: &Arc<Self>) -> anyhow::Result<()> {
-        let rows = self.app.store.list_gateway_servers().await?;
+        let rows = self.app.core.store.list_gateway_servers().await?;
         let current = self.servers();
         let mut entries = Vec::new();
         let mut added = Vec::new();
@@ -201,7 +201,7 @@ impl Gateway {
                 // Compared whole, not by `updated_at` (seconds: two changes may share one).
                 Some(entry) if entry.row == row => entries.push(entry.clone()),
                 _ => {
-                    if let Some(entry) = ServerEntry::load(row, &self.app.sealer) {
+                    if let Some(entry) = ServerEntry::load(row, &self.app.core.sealer) {
                         let entry = Arc::new(entry);
                         // Changed in place (its authorization server, `servers rediscover`; its
                         // secret, `keys rewrap`): the same server, whose lists stand; its
@@ -223,7 +223,7 @@ impl Gateway {
         }
         // `mcp-oauth` servers' authorization servers, as providers (before the servers are
         // served, so a user's first call finds its provider).
-        self.app.providers.set_server_providers(entries.iter().filter_map(|e| e.provider()).collect());
+        self.app.core.providers.set_server_providers(entries.iter().filter_map(|e| e.provider()).collect());
         // What any instance read of the new ones, listed from the first request on.
         let stored = self.take_stored_lists(&added).await;
         let changed: Vec<bool> = removed.iter().map(|old| entries.iter().any(|e| e.row.id == old.row.id)).collect();
@@ -253,7 +253,8 @@ impl Gateway {
     async fn fetch_shared_tools(self: &Arc<Self>, entry: &Arc<ServerEntry>) {
         let cell = Arc::new(transport::CredentialCell::default());
         cell.set(call::shared_credential(entry));
-        let opened = tokio::time::timeout(self.app.config.gateway.call_timeout, self.open(entry, cell, None)).await;
+        let opened =
+            tokio::time::timeout(self.app.core.config.gateway.call_timeout, self.open(entry, cell, None)).await;
         match opened {
             Ok(Ok(connection)) => {
                 self.fill_tools(entry, connection.service.peer()).await;
@@ -270,7 +271,7 @@ impl Gateway {
     /// Reads the server's tools over `peer` into its entry; tells listening clients if they
     /// changed.
     pub(crate) async fn fill_tools(&self, entry: &ServerEntry, peer: &rmcp::Peer<rmcp::RoleClient>) -> bool {
-        match tokio::time::timeout(self.app.config.gateway.call_timeout, peer.list_all_tools()).await {
+        match tokio::time::timeout(self.app.core.config.gateway.call_timeout, peer.list_all_tools()).await {
             Ok(Ok(tools)) => {
                 let answer = serde_json::to_string(&tools);
                 let changed = entry.set_tools(tools);
@@ -298,17 +299,17 @@ impl Gateway {
     /// instance (each instance keeps its own lists, and hears of another's through
     /// `shared_lists`).
     fn tools_changed(&self) {
-        self.app.events.signal(Signal::ToolsChanged);
+        self.app.core.events.signal(Signal::ToolsChanged);
     }
 
     /// Reloads when everyone's generation moves (or, while it is not trusted, now and then).
     fn watch(gateway: &Arc<Self>) {
         let every = crate::every::Every::new(gateway, WATCH_EVERY, gateway.app.shutdown.clone());
-        let mut seen = gateway.app.store.cache_shared_generation();
+        let mut seen = gateway.app.core.store.cache_shared_generation();
         tokio::spawn(async move {
             let mut last_read = tokio::time::Instant::now();
             while let Some(gateway) = every.tick().await {
-                let now_seen = gateway.app.store.cache_shared_generation();
+                let now_seen = gateway.app.core.store.cache_shared_generation();
                 let due = match now_seen {
                     Some(_) => now_seen != seen,
                     None => last_read.elapsed() >= READ_ANYWAY_EVERY,

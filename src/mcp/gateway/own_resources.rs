@@ -64,7 +64,7 @@ impl Gateway {
         let (gateway, server_id, user_id) = (self.clone(), entry.row.id.clone(), user.to_owned());
         tokio::spawn(async move {
             tokio::time::sleep(super::own_listing::PAUSE).await;
-            gateway.app.events.signal(Signal::GatewayResourcesChanged { server_id, user_id: Some(user_id) });
+            gateway.app.core.events.signal(Signal::GatewayResourcesChanged { server_id, user_id: Some(user_id) });
         });
     }
 
@@ -80,6 +80,7 @@ impl Gateway {
             entry.own.change_pending.store(false, Ordering::Release);
             gateway
                 .app
+                .core
                 .events
                 .signal(Signal::GatewayResourcesChanged { server_id: entry.row.id.clone(), user_id: None });
         });
@@ -113,7 +114,7 @@ impl BrokerServer {
         if entry.own.paused(user, Instant::now()) {
             return Vec::new();
         }
-        let wait = LIST_WAIT.min(self.state.config.gateway.call_timeout);
+        let wait = LIST_WAIT.min(self.state.app.core.config.gateway.call_timeout);
         // The credential first, within the wait: one that is slow to refresh is the provider's
         // matter, and does not pause the server.
         let credential = tokio::select! {
@@ -188,7 +189,7 @@ impl BrokerServer {
         caller: &Caller,
     ) -> Option<Option<Credential>> {
         let user = &caller.user;
-        match gateway_consent::approved(&self.state, &user.user_id, &user.client, &entry.row.id).await {
+        match gateway_consent::approved(&self.state.app.core, &user.user_id, &user.client, &entry.row.id).await {
             Ok(true) => {}
             Ok(false) => return None,
             Err(error) => {
@@ -197,8 +198,8 @@ impl BrokerServer {
             }
         }
         if let Some((provider_id, scopes, ..)) = entry.row.auth.user_credential() {
-            let provider = self.state.providers.get(provider_id)?;
-            return match standing(&self.state, &user.user_id, &user.client, &provider, None, scopes).await {
+            let provider = self.state.app.core.providers.get(provider_id)?;
+            return match standing(&self.state.app.core, &user.user_id, &user.client, &provider, None, scopes).await {
                 Ok(Standing::Ready(token)) => Some(provider_credential(&entry.row.auth, &token)),
                 Ok(_) => None,
                 Err(error) => {
@@ -210,7 +211,7 @@ impl BrokerServer {
         if let GatewayAuth::TokenExchange { service_id } = &entry.row.auth {
             let minted = gateway
                 .minted
-                .token_for(&self.state.identity, &self.state.store, user, &entry.row.id, service_id)
+                .token_for(&self.state.app.identity, &self.state.app.core.store, user, &entry.row.id, service_id)
                 .await;
             return match minted {
                 Ok(token) => Some(minted_credential(&token)),

@@ -44,7 +44,7 @@ impl BrokerServer {
         {
             return self.listen_upstream(gateway, entry, key, connection, &subscribe.params.uri, sent_over).await;
         }
-        let limit = gateway.app.config.gateway.call_timeout;
+        let limit = gateway.app.core.config.gateway.call_timeout;
         let request = match self.send_upstream(entry, connection, request, ctx, limit).await {
             Ok(request) => request,
             Err(error) => {

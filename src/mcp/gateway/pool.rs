@@ -5,7 +5,7 @@
 //! registered server ([`ConnectionKey::new`]): there is no way to ask for "the connection to
 //! server S" without saying whose. A connection carries its user's credential
 //! (`super::transport`), so sharing one between users would send one user's calls with another
-//! user's token — the bug issue 26 names in another gateway's tracker.
+//! user's token, a bug other gateways have had.
 //!
 //! A connection is opened on its user's first call, kept while used, and closed after
 //! `gateway_idle` without a call, when its server is removed, or when the instance holds
@@ -42,9 +42,8 @@ impl ConnectionKey {
         Self { user_id: user.user_id.clone(), server_id: server.row.id.clone() }
     }
 
-    /// One key for every user of `server`: the shared connection the cross-user test must catch
-    /// (issue 26, "cannot pass with a shared connection"). Only [`Sharing::EveryoneForTests`]
-    /// makes it.
+    /// One key for every user of `server`: the shared connection the cross-user test must catch.
+    /// Only [`Sharing::EveryoneForTests`] makes it.
     fn everyones(server: &ServerEntry) -> Self {
         Self { user_id: String::new(), server_id: server.row.id.clone() }
     }

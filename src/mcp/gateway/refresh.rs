@@ -19,7 +19,7 @@ use crate::every::Every;
 impl Gateway {
     /// Reads every server's lists again each `list_refresh`, until the app shuts down.
     pub(super) fn start_refreshing(gateway: &Arc<Self>) {
-        let every = Every::new(gateway, gateway.app.config.gateway.list_refresh, gateway.app.shutdown.clone());
+        let every = Every::new(gateway, gateway.app.core.config.gateway.list_refresh, gateway.app.shutdown.clone());
         tokio::spawn(async move {
             while let Some(gateway) = every.tick().await {
                 gateway.refresh_lists().await;

@@ -1,4 +1,4 @@
-//! A server's own questions reach the user (issue 26, "The server's own questions"): a server
+//! A server's own questions reach the user: a server
 //! behind the broker sends `elicitation/create` during a forwarded request (a tool call, a
 //! `prompts/get`, a `resources/read`); the broker asks the user's client in its place and passes
 //! the answer back.
@@ -304,11 +304,11 @@ impl BrokerServer {
     /// the server's completion notification ([`Questions::take_link`]).
     pub(super) fn remember_server_link(&self, questions: &Questions, theirs: String, ours: String) {
         let scope = self.scope();
-        let ttl = self.state.config.authorization_ttl;
+        let ttl = self.state.app.core.config.authorization_ttl;
         questions.remember_link(theirs, ours, scope, ttl);
         // The session must still be there when the server says the page is done.
         if let Some(session) = &scope.session_id {
-            self.state.sessions.pending_until(session, self.state.now() + ttl.as_secs() as i64);
+            self.state.sessions.pending_until(session, self.state.app.core.now() + ttl.as_secs() as i64);
         }
     }
 
@@ -330,9 +330,9 @@ impl BrokerServer {
         if let Some((theirs, ours)) = link {
             self.remember_server_link(questions, theirs, ours);
         }
-        let wait = self.state.config.connect_wait;
+        let wait = self.state.app.core.config.connect_wait;
         let asked = tokio::select! {
-            _ = self.state.draining.cancelled() => {
+            _ = self.state.app.draining.cancelled() => {
                 return Err(ErrorData::internal_error("the broker is stopping", None));
             }
             asked = ctx.peer.create_elicitation_with_timeout(ask, Some(wait)) => asked,

@@ -1,5 +1,5 @@
 //! A 2026-07-28 client's retry that reaches an instance other than the one its flight waits on
-//! is passed on there (issue 26, item 6; [`super::flight_home`] says why and how the home is
+//! is passed on there ([`super::flight_home`] says why and how the home is
 //! named).
 //!
 //! This runs on `/mcp` after the bearer check and the JSON-RPC framing check (which reads the
@@ -71,7 +71,7 @@ pub async fn forward_retries_to_their_flight(
     }
     // A tag that does not open (altered, another user's, expired) names no home: the request is
     // handled here, where its flight is not.
-    let Some(home) = flight_home::open(&forward.app.sealer, tag, &user.user_id, forward.app.now()) else {
+    let Some(home) = flight_home::open(&forward.app.core.sealer, tag, &user.user_id, forward.app.core.now()) else {
         return next.run(request).await;
     };
     if forward.gateway.home.is_here(&home) {
@@ -82,7 +82,7 @@ pub async fn forward_retries_to_their_flight(
     let Ok(bytes) = to_bytes(body, MAX_MESSAGE_BYTES).await else {
         return next.run(Request::from_parts(parts, Body::empty())).await;
     };
-    let public = &forward.app.config.public_url;
+    let public = &forward.app.core.config.public_url;
     let host = public.host_str().map(|host| match public.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),

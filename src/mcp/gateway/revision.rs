@@ -1,5 +1,5 @@
 //! Which protocol revision a server behind the broker speaks, and how the broker's connection
-//! to it opens (issue 26 item 3: "2025-11-25 session or stateless 2026-07-28, whichever the
+//! to it opens ("2025-11-25 session or stateless 2026-07-28, whichever the
 //! server speaks").
 //!
 //! MCP 2026-07-28 has no `initialize`: a client asks `server/discover` which revisions a server

@@ -39,7 +39,7 @@ impl BrokerServer {
         error: ErrorData,
         questions: Option<Arc<Questions>>,
     ) -> (Result<CallToolResponse, Unfinished>, &'static str) {
-        match own_link(&self.state, caller, &error).await {
+        match own_link(&self.state.app, caller, &error).await {
             Ok(Some((row, provider))) => {
                 self.remember_elicitation(&row.id);
                 let hint = format!("The server {} behind the broker needs it.", entry.row.name);
@@ -64,7 +64,7 @@ impl BrokerServer {
             return None;
         }
         let error = as_url_elicitation_required(asked)?;
-        match own_link(&self.state, caller, &error).await {
+        match own_link(&self.state.app, caller, &error).await {
             Ok(None) => None,
             // A store failure is reported where the link is answered.
             Ok(Some(_)) | Err(_) => Some(error),
@@ -102,19 +102,19 @@ async fn own_link(
 ) -> StoreResult<Option<(AuthorizationRow, Arc<ProviderConfig>)>> {
     let elicitations = error.data.as_ref().and_then(|data| data.get("elicitations")).and_then(Value::as_array);
     let Some(elicitations) = elicitations.filter(|list| !list.is_empty()) else { return Ok(None) };
-    let now = state.now();
+    let now = state.core.now();
     let mut first = None;
     for elicitation in elicitations {
         let text = |field: &str| elicitation.get(field).and_then(Value::as_str);
         let (Some(id), Some(url)) = (text("elicitationId"), text("url")) else { return Ok(None) };
-        if url != connect_url(state, id).as_str() {
+        if url != connect_url(&state.core, id).as_str() {
             return Ok(None);
         }
-        let Some(row) = state.store.authorization(id).await? else { return Ok(None) };
+        let Some(row) = state.core.store.authorization(id).await? else { return Ok(None) };
         if row.user_id != caller.user.user_id || row.is_expired(now) {
             return Ok(None);
         }
-        let Some(provider) = state.providers.find(&row.provider) else { return Ok(None) };
+        let Some(provider) = state.core.providers.find(&row.provider) else { return Ok(None) };
         first.get_or_insert((row, provider));
     }
     Ok(first)

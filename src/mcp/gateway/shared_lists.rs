@@ -74,11 +74,11 @@ impl Gateway {
                 return;
             }
         };
-        let now = self.app.clock.now();
-        match self.app.store.put_gateway_list(&entry.row.id, kind, &answer, now).await {
+        let now = self.app.core.clock.now();
+        match self.app.core.store.put_gateway_list(&entry.row.id, kind, &answer, now).await {
             Ok(Some(version)) => {
                 entry.shared.set(kind, version);
-                self.app.events.signal(Signal::GatewayListsStored { server_id: entry.row.id.clone() });
+                self.app.core.events.signal(Signal::GatewayListsStored { server_id: entry.row.id.clone() });
             }
             // Removed meanwhile: nothing to share.
             Ok(None) => {}
@@ -97,7 +97,7 @@ impl Gateway {
         if entries.is_empty() {
             return changed;
         }
-        let stored = match self.app.store.gateway_lists().await {
+        let stored = match self.app.core.store.gateway_lists().await {
             Ok(stored) => stored,
             Err(error) => {
                 tracing::warn!(%error, "could not read the servers' stored lists; they are read from the servers");
@@ -114,8 +114,8 @@ impl Gateway {
     /// this one) stored them; this instance's clients hear of what changed.
     async fn reread_stored_lists(&self, server_id: Option<&str>) {
         let stored = match server_id {
-            Some(id) => self.app.store.gateway_lists_of(id).await,
-            None => self.app.store.gateway_lists().await,
+            Some(id) => self.app.core.store.gateway_lists_of(id).await,
+            None => self.app.core.store.gateway_lists().await,
         };
         let stored = match stored {
             Ok(stored) => stored,
@@ -138,10 +138,10 @@ impl Gateway {
             self.tools_changed();
         }
         if changed.prompts {
-            self.app.events.signal(Signal::PromptsChanged);
+            self.app.core.events.signal(Signal::PromptsChanged);
         }
         if changed.resources {
-            self.app.events.signal(Signal::ResourceListChanged);
+            self.app.core.events.signal(Signal::ResourceListChanged);
         }
     }
 
@@ -149,7 +149,7 @@ impl Gateway {
     /// shuts down.
     pub(super) fn hear_stored_lists(gateway: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(gateway);
-        let mut signals = gateway.app.events.subscribe_signals();
+        let mut signals = gateway.app.core.events.subscribe_signals();
         let stop = gateway.app.shutdown.clone();
         tokio::spawn(async move {
             loop {

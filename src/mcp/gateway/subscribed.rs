@@ -215,7 +215,7 @@ impl BrokerServer {
         let handler = connection.service.service();
         if !handler.subscribed.listening(uri) {
             let filter = SubscriptionFilter::builder().resource_subscription(uri).build();
-            let limit = gateway.app.config.gateway.call_timeout;
+            let limit = gateway.app.core.config.gateway.call_timeout;
             let subscription = match tokio::time::timeout(limit, connection.service.peer().listen(filter)).await {
                 Ok(Ok(subscription)) => subscription,
                 Ok(Err(ServiceError::McpError(error))) => return Ok(Answer::Plain(Err(passed_on(entry, error)))),

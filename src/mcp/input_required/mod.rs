@@ -96,9 +96,9 @@ impl Round {
     /// or a question's state used before, is refused (`-32602`) before anything else happens.
     pub(crate) async fn open(state: &AppState, request: RoundRequest<'_>) -> Result<Self, ErrorData> {
         let binding = Binding::new(request.user_id, request.client, request.method, request.name, request.arguments);
-        let now = state.now();
+        let now = state.core.now();
         let carried = match request.request_state {
-            Some(sealed) => state::open(&state.sealer, &binding, sealed, now)?,
+            Some(sealed) => state::open(&state.core.sealer, &binding, sealed, now)?,
             None => Carried::default(),
         };
         let responses = request.input_responses.filter(|_| request.request_state.is_some());
@@ -113,6 +113,7 @@ impl Round {
             // Acted on once (an answer used, or a server's round carried back to it): a second
             // retry with this state is a replay.
             let spent = state
+                .core
                 .store
                 .spend_request_state(&carried.nonce, carried.expires_at, now)
                 .await
@@ -126,10 +127,10 @@ impl Round {
             None => None,
         };
         Ok(Self {
-            sealer: state.sealer.clone(),
+            sealer: state.core.sealer.clone(),
             binding,
             now,
-            ttl_seconds: state.config.authorization_ttl.as_secs() as i64,
+            ttl_seconds: state.core.config.authorization_ttl.as_secs() as i64,
             echoed: request.request_state.map(str::to_owned),
             answers: Mutex::new(carried.answers.clone()),
             carried,

@@ -84,9 +84,9 @@ pub async fn render(
 
 fn provider(state: &AppState, values: &BTreeMap<String, String>) -> Result<std::sync::Arc<ProviderConfig>, ErrorData> {
     let asked = values.get("provider").map(String::as_str).unwrap_or_default();
-    state.providers.find(asked.trim()).ok_or_else(|| {
+    state.core.providers.find(asked.trim()).ok_or_else(|| {
         ErrorData::invalid_params(
-            format!("unknown provider {}; known providers: {}", shown(asked), state.providers.ids().join(", ")),
+            format!("unknown provider {}; known providers: {}", shown(asked), state.core.providers.ids().join(", ")),
             Some(json!({ "argument": "provider" })),
         )
     })
@@ -181,6 +181,7 @@ fn connect_provider(state: &AppState, values: &BTreeMap<String, String>) -> Resu
 
 async fn grants(state: &AppState, user: &AuthenticatedUser) -> Result<Vec<GrantRow>, ErrorData> {
     state
+        .core
         .store
         .grants_for_user(&user.user_id)
         .await
@@ -198,7 +199,7 @@ async fn review_connections(state: &AppState, user: &AuthenticatedUser) -> Resul
     let connections: Vec<_> = grants
         .iter()
         .map(|g| {
-            let display_name = state.providers.find(&g.provider).map(|p| p.display_name.clone());
+            let display_name = state.core.providers.find(&g.provider).map(|p| p.display_name.clone());
             json!({
                 "provider": g.provider,
                 "display_name": display_name,
@@ -211,7 +212,7 @@ async fn review_connections(state: &AppState, user: &AuthenticatedUser) -> Resul
         })
         .collect();
     let unconnected: Vec<String> =
-        state.providers.ids().into_iter().filter(|id| !grants.iter().any(|g| &g.provider == id)).collect();
+        state.core.providers.ids().into_iter().filter(|id| !grants.iter().any(|g| &g.provider == id)).collect();
     let mut text = String::from(
         "Please review the accounts I have connected through the OAuth broker and suggest which to revoke.\n\n",
     );

@@ -47,7 +47,7 @@ pub fn templates(state: &AppState) -> Vec<ResourceTemplate> {
             .with_title("One connection")
             .with_description(format!(
                 "Your connection to one provider, as in broker://connections. Providers: {}.",
-                state.providers.ids().join(", ")
+                state.core.providers.ids().join(", ")
             ))
             .with_mime_type(JSON),
     ]
@@ -57,7 +57,7 @@ pub fn templates(state: &AppState) -> Vec<ResourceTemplate> {
 pub fn exists(state: &AppState, uri: &BrokerUri) -> bool {
     match uri {
         BrokerUri::Connections | BrokerUri::Providers => true,
-        BrokerUri::Connection(id) => state.providers.get(id).is_some(),
+        BrokerUri::Connection(id) => state.core.providers.get(id).is_some(),
     }
 }
 
@@ -70,20 +70,25 @@ pub async fn read(
 ) -> Result<ReadResourceResult, ErrorData> {
     let body = match target {
         BrokerUri::Connections => {
-            let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
-            let connections: Vec<Value> =
-                state.providers.iter().map(|p| connection_entry(&p, find(&grants, &p), state.now())).collect();
+            let grants = connections::all_accounts(&state.core, user_id).await.map_err(super::internal)?;
+            let connections: Vec<Value> = state
+                .core
+                .providers
+                .iter()
+                .map(|p| connection_entry(&p, find(&grants, &p), state.core.now()))
+                .collect();
             json!({ "connections": connections })
         }
         BrokerUri::Providers => {
-            let grants = connections::all_accounts(state, user_id).await.map_err(super::internal)?;
-            let providers: Vec<Value> = state.providers.iter().map(|p| provider_entry(&p, find(&grants, &p))).collect();
+            let grants = connections::all_accounts(&state.core, user_id).await.map_err(super::internal)?;
+            let providers: Vec<Value> =
+                state.core.providers.iter().map(|p| provider_entry(&p, find(&grants, &p))).collect();
             json!({ "providers": providers })
         }
         BrokerUri::Connection(id) => {
-            let provider = state.providers.get(id).ok_or_else(|| uri::not_found(raw))?;
-            let grant = connections::latest_account(state, user_id, &provider).await.map_err(super::internal)?;
-            connection_entry(&provider, grant.as_ref(), state.now())
+            let provider = state.core.providers.get(id).ok_or_else(|| uri::not_found(raw))?;
+            let grant = connections::latest_account(&state.core, user_id, &provider).await.map_err(super::internal)?;
+            connection_entry(&provider, grant.as_ref(), state.core.now())
         }
     };
     let text = serde_json::to_string_pretty(&body).map_err(super::internal)?;

@@ -39,7 +39,7 @@ pub async fn list(
     all.extend(state.gateway.resources());
     all.extend(own);
     // The user's own are read for each page: the list may have shrunk since the last one.
-    let (items, next) = page_of_changing(&all, cursor, state.config.page_size, "resources")?;
+    let (items, next) = page_of_changing(&all, cursor, state.app.core.config.page_size, "resources")?;
     let mut result = ListResourcesResult::with_all_items(items);
     result.next_cursor = next;
     Ok(result)
@@ -51,7 +51,7 @@ pub async fn templates(
     _ctx: &ExtensionContext,
     cursor: Option<&str>,
 ) -> Result<ListResourceTemplatesResult, ErrorData> {
-    let mut all = broker::templates(state);
+    let mut all = broker::templates(&state.app);
     for extension in state.extensions.iter() {
         for template in extension.resource_templates() {
             if extensions_may_list(&template.uri_template)
@@ -62,7 +62,7 @@ pub async fn templates(
         }
     }
     all.extend(state.gateway.templates());
-    let (items, next) = page(&all, cursor, state.config.page_size, "resource-templates")?;
+    let (items, next) = page(&all, cursor, state.app.core.config.page_size, "resource-templates")?;
     let mut result = ListResourceTemplatesResult::with_all_items(items);
     result.next_cursor = next;
     Ok(result)
@@ -72,7 +72,7 @@ pub async fn templates(
 // resource may answer a 2026-07-28 request with an `InputRequiredResult`.
 pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<ReadResourceResponse, ErrorData> {
     match uri::route(uri) {
-        Route::Broker(target) => broker::read(state, &ctx.user.user_id, &target, uri).await.map(Into::into),
+        Route::Broker(target) => broker::read(&state.app, &ctx.user.user_id, &target, uri).await.map(Into::into),
         Route::BrokerMalformed => Err(uri::not_found(uri)),
         Route::Other => {
             for extension in state.extensions.iter() {
@@ -102,7 +102,7 @@ pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> boo
 /// filter is accepted before the request's user is looked at.
 pub fn known(state: &McpState, uri: &str) -> bool {
     match uri::route(uri) {
-        Route::Broker(target) => broker::exists(state, &target),
+        Route::Broker(target) => broker::exists(&state.app, &target),
         Route::BrokerMalformed => false,
         // A server behind the broker's resource: subscribed to on that server, by a session or
         // for a listen (`crate::mcp::gateway::subscribed`), when the server keeps a session.

@@ -1,4 +1,4 @@
-//! Giving the memory of closed sessions back to the operating system (issue 11).
+//! Giving the memory of closed sessions back to the operating system.
 //!
 //! Each MCP session costs about 80 KiB while it is open, most of it rmcp's per-session tasks
 //! and channels and hyper's connection buffers (docs/performance.md "Memory"). When sessions

@@ -1,5 +1,5 @@
 //! The broker's MCP sessions, served to rmcp's HTTP service through its `SessionManager`
-//! trait (rmcp's own `LocalSessionManager` is not used; issue 11):
+//! trait (rmcp's own `LocalSessionManager` is not used):
 //!
 //! - **One table** ([`SessionTable`]): every live session is one entry, found by its id, that
 //!   holds its owner, era, scope, liveness, transport and event log; it leaves the table in one
@@ -15,7 +15,7 @@
 //!   each new session.
 //! - **Idle sessions hold no rmcp service** ([`Session::park`]): a session with nothing in
 //!   flight for `mcp_session_park` (default [`crate::config::MCP_SESSION_PARK`]) is parked, and
-//!   comes back with a new service at its next message (issue 11).
+//!   comes back with a new service at its next message.
 //! - **Each event is delivered once** ([`crate::mcp::transport::event_log`], kept in the
 //!   table): unique increasing ids; a resume replays strictly after `Last-Event-ID`, only the
 //!   asking session's own events; a GET without it replays nothing old.
@@ -23,7 +23,7 @@
 //!   every standalone stream gets an SSE `retry:` hint and ends, so clients come back (to
 //!   another instance); request streams run on until their answer.
 //! - **Closed sessions give their memory back** ([`HeapTrim`]): glibc keeps freed memory, so
-//!   the heap is trimmed once enough sessions have closed (issue 11).
+//!   the heap is trimmed once enough sessions have closed.
 //!
 //! `event_store()` stays `None`: with a store rmcp would also offer stateless resumption by
 //! event id alone, which cannot check whose events they are.

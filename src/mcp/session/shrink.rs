@@ -1,4 +1,4 @@
-//! Maps and queues keyed by session give their memory back as sessions close (issue 11).
+//! Maps and queues keyed by session give their memory back as sessions close.
 //!
 //! A `HashMap` or `VecDeque` keeps its capacity when entries are removed: after 10,000 sessions
 //! had closed, the maps that had held them (the session table, the event log's streams and

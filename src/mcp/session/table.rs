@@ -339,7 +339,7 @@ impl SessionTable {
 }
 
 impl State {
-    /// The one place memory is given back (issue 11): the map of sessions, the event log's
+    /// The one place memory is given back: the map of sessions, the event log's
     /// queues, and the stream maps of the sessions whose streams the log dropped, each once at
     /// most a quarter of it is in use ([`super::shrink`]). Each check is a comparison.
     fn give_back(&mut self) {

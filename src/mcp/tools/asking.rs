@@ -34,8 +34,8 @@ impl BrokerServer {
         let Some(round) = &caller.round else {
             return tokio::select! {
                 // A stop does not wait for the user's answer: nothing was done yet.
-                _ = self.state.draining.cancelled() => Err(AskError::Stopping),
-                reply = forms::ask(&ctx.peer, &ctx.ct, message, form, self.state.config.connect_wait) => reply,
+                _ = self.state.app.draining.cancelled() => Err(AskError::Stopping),
+                reply = forms::ask(&ctx.peer, &ctx.ct, message, form, self.state.app.core.config.connect_wait) => reply,
             };
         };
         let ask =
@@ -65,7 +65,7 @@ impl BrokerServer {
         };
         if !caller.url_mode {
             return Ok(error_result(with_hint(elicitation::manual_connect_text(
-                &self.state,
+                &self.state.app,
                 row,
                 provider,
                 &row.scopes,
@@ -73,11 +73,11 @@ impl BrokerServer {
         }
         match &caller.round {
             Some(round) => {
-                let url = authorizations::connect_url(&self.state, &row.id).to_string();
+                let url = authorizations::connect_url(&self.state.app.core, &row.id).to_string();
                 let message = with_hint(elicitation::ask_message(row, provider, &row.scopes));
                 Err(round.ask_to_open(&row.id, message, url).into())
             }
-            None => Err(elicitation::url_elicitation_required(&self.state, row, provider, &row.scopes).into()),
+            None => Err(elicitation::url_elicitation_required(&self.state.app, row, provider, &row.scopes).into()),
         }
     }
 }

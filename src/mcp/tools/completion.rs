@@ -9,7 +9,7 @@
 //!
 //! The spec says servers MUST rate-limit completions: at most [`PER_WINDOW`] per user in any
 //! [`WINDOW_SECONDS`], counted in the database ([`take_budget`]) so the budget holds across the
-//! user's sessions and across instances (issue 9): opening more sessions, or reaching another
+//! user's sessions and across instances: opening more sessions, or reaching another
 //! instance, buys no more. Typing produces a burst well inside it; a loop produces a flood.
 //!
 //! Extension prompts and templates ask the extensions first. A prompt or template that does not
@@ -33,9 +33,11 @@ pub const WINDOW_SECONDS: i64 = 10;
 /// Takes one completion from the user's budget (shared by every session and instance), or
 /// refuses with "slow down".
 pub async fn take_budget(state: &McpState, user_id: &str) -> Result<(), ErrorData> {
-    let now = state.now();
+    let now = state.app.core.now();
     let bucket = format!("complete\n{user_id}");
     let taken = state
+        .app
+        .core
         .store
         .budget_take(&bucket, now, now - WINDOW_SECONDS, PER_WINDOW)
         .await
@@ -125,11 +127,13 @@ async fn known_values(
     let context_provider =
         request.context.as_ref().and_then(|c| c.get_argument("provider")).map(|p| p.trim()).filter(|p| !p.is_empty());
     let candidates = match request.argument.name.as_str() {
-        "provider" => state.providers.ids(),
+        "provider" => state.app.core.providers.ids(),
         "account" => accounts(state, ctx, context_provider).await?,
         "scopes" if prompt == Some(CONNECT_PROVIDER) => {
-            let scopes =
-                context_provider.and_then(|p| state.providers.find(p)).map(|p| known_scopes(&p)).unwrap_or_default();
+            let scopes = context_provider
+                .and_then(|p| state.app.core.providers.find(p))
+                .map(|p| known_scopes(&p))
+                .unwrap_or_default();
             return Ok(scope_values(&scopes, typed));
         }
         _ => Vec::new(),
@@ -140,7 +144,7 @@ async fn known_values(
 /// The caller's own account labels (for one provider when it is known).
 async fn accounts(state: &McpState, ctx: &ExtensionContext, provider: Option<&str>) -> Result<Vec<String>, ErrorData> {
     let grants =
-        state.store.grants_for_user(&ctx.user.user_id).await.map_err(|error| {
+        state.app.core.store.grants_for_user(&ctx.user.user_id).await.map_err(|error| {
             crate::mcp::tools::failure::internal(&error, "reading connections for completion failed")
         })?;
     Ok(grants

@@ -59,8 +59,8 @@ impl BrokerServer {
         args: ConnectArgs,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Unfinished> {
-        let Some(provider) = self.state.providers.find(&args.provider) else {
-            return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
+        let Some(provider) = self.state.app.core.providers.find(&args.provider) else {
+            return Ok(error_result(unknown_provider(&self.state.app.core.providers.ids(), &args.provider)));
         };
         let named_scopes = match &args.scopes {
             Some(list) => match Scopes::parse(list) {
@@ -76,7 +76,8 @@ impl BrokerServer {
                 ErrorData::invalid_params(e.to_string(), Some(serde_json::json!({"argument": "scopes"})))
             })?;
         }
-        let grants = connections::accounts(&self.state, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
+        let grants =
+            connections::accounts(&self.state.app.core, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
         let (target, requested) =
             match self.connect_choice(caller, &provider, &args, named_scopes, &grants, ctx).await? {
                 Ok(choice) => choice,
@@ -237,23 +238,23 @@ impl BrokerServer {
             return self.send_to_browser(caller, provider, &row, hint);
         }
         // Subscribe before asking, so a fast browser cannot finish unseen.
-        let mut events = self.state.events.subscribe();
-        let url = authorizations::connect_url(&self.state, &row.id);
+        let mut events = self.state.app.core.events.subscribe();
+        let url = authorizations::connect_url(&self.state.app.core, &row.id);
         let still = |row: &AuthorizationRow| {
             format!(
                 "Still waiting for you to approve in the browser. Finish at {} and call connect_account again.",
-                authorizations::connect_url(&self.state, &row.id)
+                authorizations::connect_url(&self.state.app.core, &row.id)
             )
         };
         let asked = tokio::select! {
             // The server is stopping while the client still shows the link: answer now (the
             // link stays valid; the next call, to any instance, picks it up).
-            _ = self.state.draining.cancelled() => return Ok(error_result(still(&row))),
+            _ = self.state.app.draining.cancelled() => return Ok(error_result(still(&row))),
             asked = ctx.peer.elicit_url_with_timeout(
                 with_hint(elicitation::ask_message(&row, provider, scopes)),
                 url,
                 row.id.clone(),
-                Some(self.state.config.connect_wait),
+                Some(self.state.app.core.config.connect_wait),
             ) => asked,
         };
         match asked {
@@ -262,7 +263,7 @@ impl BrokerServer {
             Ok(_) => return Ok(error_result(cancelled_text(provider, CONNECT_ACCOUNT))),
             // A client that cannot take the request now: the error form still works.
             Err(ElicitationError::CapabilityNotSupported) | Err(ElicitationError::Service(_)) => {
-                return Err(elicitation::url_elicitation_required(&self.state, &row, provider, scopes).into());
+                return Err(elicitation::url_elicitation_required(&self.state.app, &row, provider, scopes).into());
             }
             Err(other) => return Err(tool_failed(other).into()),
         }
@@ -272,7 +273,7 @@ impl BrokerServer {
             json!({"message": "waiting for the user to approve in the browser", "provider": provider.id.as_str(), "elicitationId": row.id}),
         )
         .await;
-        let deadline = Instant::now() + self.state.config.connect_wait;
+        let deadline = Instant::now() + self.state.app.core.config.connect_wait;
         match self.wait_for_row(&row.id, &provider.display_name, deadline, &mut events, ctx).await? {
             Waited::Finished => Ok(self
                 .final_outcome(caller, provider, &row.id, before)
@@ -287,9 +288,11 @@ impl BrokerServer {
 
     /// The user said no in the client: the row ends declined, and the result says so.
     async fn declined_in_client(&self, row: &AuthorizationRow, provider: &ProviderConfig) -> CallToolResult {
-        let now = self.state.now();
+        let now = self.state.app.core.now();
         let _ = self
             .state
+            .app
+            .core
             .store
             .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
             .await;
@@ -311,8 +314,8 @@ impl BrokerServer {
         let Some(round) = &caller.round else { return Ok(None) };
         let Some(id) = round.authorization() else { return Ok(None) };
         // Subscribe before the first read, so a browser finishing in between is not missed.
-        let mut events = self.state.events.subscribe();
-        let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+        let mut events = self.state.app.core.events.subscribe();
+        let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
         // The state is bound to this user already; a row of anyone else is never described.
         let Some(row) = row.filter(|r| r.user_id == caller.user.user_id) else {
             return Err(refused().into());
@@ -320,22 +323,22 @@ impl BrokerServer {
         if row.kind == AuthorizationKind::Server {
             return self.after_server_approval(caller, &row, tool, ctx, &mut events).await;
         }
-        let Some(provider) = self.state.providers.find(&row.provider) else {
-            return Ok(Some(error_result(unknown_provider(&self.state.providers.ids(), &row.provider))));
+        let Some(provider) = self.state.app.core.providers.find(&row.provider) else {
+            return Ok(Some(error_result(unknown_provider(&self.state.app.core.providers.ids(), &row.provider))));
         };
         match round.authorize_response() {
             Some(ElicitationAction::Decline) => return Ok(Some(self.declined_in_client(&row, &provider).await)),
             Some(ElicitationAction::Cancel) => return Ok(Some(error_result(cancelled_text(&provider, tool)))),
             _ => {}
         }
-        let deadline = Instant::now() + self.state.config.mrtr_wait;
+        let deadline = Instant::now() + self.state.app.core.config.mrtr_wait;
         match self.wait_for_row(&row.id, &provider.display_name, deadline, &mut events, ctx).await? {
             Waited::Finished => {}
             Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
             // A stopping server answers at once: the client retries, to another instance.
             Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
         }
-        let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
         if tool != CONNECT_ACCOUNT && row.as_ref().is_some_and(|r| r.status == AuthorizationStatus::Completed) {
             return Ok(None);
         }
@@ -345,8 +348,8 @@ impl BrokerServer {
         })))
     }
 
-    /// [`Self::after_browser`] for a row that approves only a (client, server) pair (issue 26,
-    /// item 5): `None` once approved, so the server's tool runs.
+    /// [`Self::after_browser`] for a row that approves only a (client, server) pair:
+    /// `None` once approved, so the server's tool runs.
     async fn after_server_approval(
         &self,
         caller: &Caller,
@@ -359,9 +362,11 @@ impl BrokerServer {
         let server = crate::broker::gateway_consent::server_named(row);
         match round.authorize_response() {
             Some(ElicitationAction::Decline) => {
-                let now = self.state.now();
+                let now = self.state.app.core.now();
                 let _ = self
                     .state
+                    .app
+                    .core
                     .store
                     .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
                     .await;
@@ -370,14 +375,14 @@ impl BrokerServer {
             Some(ElicitationAction::Cancel) => return Ok(Some(error_result("Cancelled."))),
             _ => {}
         }
-        let deadline = Instant::now() + self.state.config.mrtr_wait;
+        let deadline = Instant::now() + self.state.app.core.config.mrtr_wait;
         let what = format!("the server {server}");
         match self.wait_for_row(&row.id, &what, deadline, events, ctx).await? {
             Waited::Finished => {}
             Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
             Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
         }
-        let row = self.state.store.authorization(&row.id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorization(&row.id).await.map_err(tool_failed)?;
         Ok(match row.map(|r| r.status) {
             Some(AuthorizationStatus::Completed) => None,
             Some(AuthorizationStatus::Declined) => {
@@ -401,21 +406,21 @@ impl BrokerServer {
         let progress_token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
         loop {
-            let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+            let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
             let open = row.as_ref().is_some_and(|row| {
                 !matches!(
                     row.status,
                     AuthorizationStatus::Completed | AuthorizationStatus::Declined | AuthorizationStatus::Failed
-                ) && !row.is_expired(self.state.now())
+                ) && !row.is_expired(self.state.app.core.now())
             });
             if !open {
                 return Ok(Waited::Finished);
             }
             tokio::select! {
                 _ = ctx.ct.cancelled() => return Ok(Waited::Cancelled),
-                _ = self.state.draining.cancelled() => return Ok(Waited::Stopping),
+                _ = self.state.app.draining.cancelled() => return Ok(Waited::Stopping),
                 _ = tokio::time::sleep_until(deadline) => return Ok(Waited::TimedOut),
-                _ = tokio::time::sleep(self.state.config.progress_interval) => {
+                _ = tokio::time::sleep(self.state.app.core.config.progress_interval) => {
                     ticks += 1;
                     if let Some(token) = &progress_token {
                         let note = ProgressNotificationParam::new(token.clone(), f64::from(ticks))
@@ -438,7 +443,7 @@ impl BrokerServer {
         id: &str,
         before: &Snapshot,
     ) -> Result<Option<CallToolResult>, ErrorData> {
-        let row = self.state.store.authorization(id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
         let Some(row) = row else {
             return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
         };
@@ -446,7 +451,7 @@ impl BrokerServer {
             AuthorizationStatus::Completed => match row.grant_id.as_deref() {
                 // Consent-only: the grant the user allowed, whatever else changed meanwhile.
                 Some(grant_id) if row.kind == AuthorizationKind::Consent => {
-                    let grants = connections::accounts(&self.state, &caller.user.user_id, provider)
+                    let grants = connections::accounts(&self.state.app.core, &caller.user.user_id, provider)
                         .await
                         .map_err(tool_failed)?;
                     Some(match grants.iter().find(|g| g.id == grant_id) {
@@ -465,7 +470,7 @@ impl BrokerServer {
                 provider.display_name,
                 row.failure.as_deref().unwrap_or("unknown reason")
             ))),
-            _ if row.is_expired(self.state.now()) => {
+            _ if row.is_expired(self.state.app.core.now()) => {
                 Some(error_result("The connect link expired; call connect_account again."))
             }
             _ => None,
@@ -480,7 +485,8 @@ impl BrokerServer {
         provider: &ProviderConfig,
         before: &Snapshot,
     ) -> Result<CallToolResult, ErrorData> {
-        let grants = connections::accounts(&self.state, &caller.user.user_id, provider).await.map_err(tool_failed)?;
+        let grants =
+            connections::accounts(&self.state.app.core, &caller.user.user_id, provider).await.map_err(tool_failed)?;
         let changed = grants
             .iter()
             .filter(|g| !before.iter().any(|(id, version)| *id == g.id && *version == g.version))
@@ -501,7 +507,7 @@ impl BrokerServer {
         account: Option<&str>,
         required: &Scopes,
     ) -> Result<Standing, ErrorData> {
-        access::standing(&self.state, &caller.user.user_id, &caller.user.client, provider, account, required)
+        access::standing(&self.state.app.core, &caller.user.user_id, &caller.user.client, provider, account, required)
             .await
             .map_err(tool_failed)
     }
@@ -530,7 +536,7 @@ impl BrokerServer {
         required: &Scopes,
         hint: Option<&str>,
     ) -> Result<AccessToken, Result<CallToolResult, Unfinished>> {
-        let answer = access::access(&self.state, who, provider, account, required).await;
+        let answer = access::access(&self.state.app.core, who, provider, account, required).await;
         let row = match answer.map_err(|e| Err(tool_failed(e).into()))? {
             Access::Ready(token) => return Ok(*token),
             Access::Unavailable { retry_after } => {
@@ -553,8 +559,9 @@ impl BrokerServer {
         scopes: &Scopes,
         ask: Ask<'_>,
     ) -> Result<AuthorizationRow, ErrorData> {
-        let row =
-            authorizations::open(&self.state, &caller.requester(), provider, scopes, ask).await.map_err(tool_failed)?;
+        let row = authorizations::open(&self.state.app.core, &caller.requester(), provider, scopes, ask)
+            .await
+            .map_err(tool_failed)?;
         self.remember_elicitation(&row.id);
         Ok(row)
     }

@@ -35,7 +35,7 @@ pub(crate) enum AccountPick {
 
 impl BrokerServer {
     pub(crate) async fn list_connections(&self, caller: &Caller) -> Result<CallToolResult, ErrorData> {
-        let listing = connections::connections(&self.state, &caller.user.user_id, Some(&caller.user.client))
+        let listing = connections::connections(&self.state.app.core, &caller.user.user_id, Some(&caller.user.client))
             .await
             .map_err(tool_failed)?;
         // Providers no longer configured are not offered to tools.
@@ -80,10 +80,11 @@ impl BrokerServer {
         args: DisconnectArgs,
         ctx: Option<&RequestContext<RoleServer>>,
     ) -> Result<CallToolResult, Unfinished> {
-        let Some(provider) = self.state.providers.find(&args.provider) else {
-            return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
+        let Some(provider) = self.state.app.core.providers.find(&args.provider) else {
+            return Ok(error_result(unknown_provider(&self.state.app.core.providers.ids(), &args.provider)));
         };
-        let grants = connections::accounts(&self.state, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
+        let grants =
+            connections::accounts(&self.state.app.core, &caller.user.user_id, &provider).await.map_err(tool_failed)?;
         if grants.is_empty() {
             return Ok(text_result(format!("You were not connected to {}.", provider.display_name)));
         }
@@ -155,14 +156,14 @@ impl BrokerServer {
         provider: &ProviderConfig,
         grant: &GrantRow,
     ) -> Result<Option<CallToolResult>, ErrorData> {
-        if consent::client_may_use(&self.state, &caller.user.client, grant).await.map_err(tool_failed)? {
+        if consent::client_may_use(&self.state.app.core, &caller.user.client, grant).await.map_err(tool_failed)? {
             return Ok(None);
         }
         Ok(Some(error_result(format!(
             "This client is not allowed to use your {} connection{}, so it cannot disconnect it. You can disconnect it yourself at {}. Nothing was disconnected.",
             provider.display_name,
             grant.account_label.as_ref().map(|a| format!(" “{a}”")).unwrap_or_default(),
-            self.state.config.url("/connections"),
+            self.state.app.core.config.url("/connections"),
         ))))
     }
 
@@ -177,7 +178,7 @@ impl BrokerServer {
         }
         let account = grant.account_label.as_ref().map(|a| format!(" account “{a}”")).unwrap_or_default();
         let name = &provider.display_name;
-        match crate::broker::tokens::disconnect_grant(&self.state, provider, grant).await {
+        match crate::broker::tokens::disconnect_grant(&self.state.app.core, provider, grant).await {
             Ok(Disconnected { deleted: false, .. }) => {
                 Ok(text_result(format!("Your {name}{account} was already disconnected.")))
             }
@@ -211,7 +212,7 @@ impl BrokerServer {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<AccountPick, Unfinished> {
         let mut grants =
-            connections::accounts_seen_by(&self.state, &caller.user.user_id, provider, &caller.user.client)
+            connections::accounts_seen_by(&self.state.app.core, &caller.user.user_id, provider, &caller.user.client)
                 .await
                 .map_err(tool_failed)?;
         if grants.is_empty() {

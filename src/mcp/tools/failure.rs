@@ -21,7 +21,7 @@ const TEMPORARILY_UNAVAILABLE: &str = "temporarily_unavailable";
 const PROVIDER_UNAVAILABLE: &str = "provider_unavailable";
 
 /// A tool call the provider cannot serve now — a refresh failed transiently, or is held back
-/// by its backoff or the per-minute attempt cap (issue 12): an `isError` result saying when to
+/// by its backoff or the per-minute attempt cap: an `isError` result saying when to
 /// try again, with `structuredContent` `{"error": "provider_unavailable", "retryAfter": N}` in
 /// the shape of [`database_unavailable`]. The connection is fine; no new consent is asked for.
 pub fn provider_unavailable(

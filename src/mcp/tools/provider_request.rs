@@ -49,8 +49,8 @@ impl BrokerServer {
         args: ProviderRequestArgs,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, Unfinished> {
-        let Some(provider) = self.state.providers.find(&args.provider) else {
-            return Ok(error_result(unknown_provider(&self.state.providers.ids(), &args.provider)));
+        let Some(provider) = self.state.app.core.providers.find(&args.provider) else {
+            return Ok(error_result(unknown_provider(&self.state.app.core.providers.ids(), &args.provider)));
         };
         // Checked before an account is picked or a token read: a refused request costs nothing.
         let query = args.query.as_ref().map_or(Query::None, Query::Values);
@@ -70,7 +70,7 @@ impl BrokerServer {
         // Any grant will do: which scopes an API path needs is the provider's business, and
         // its 403 is returned as is. The client must be allowed to use the connection (consent
         // per client) before its token is used, or even refreshed, on its behalf.
-        // The provider may refuse the token and then its refresh (issue 27): the grant is then
+        // The provider may refuse the token and then its refresh: the grant is then
         // marked for a new consent, and the core's decision, asked again, is the reconnect link
         // (`-32042`, URL elicitation or `input_required` by era) instead of the provider's 401.
         let mut attempts = 0;
@@ -82,7 +82,7 @@ impl BrokerServer {
             let answer = tokio::select! {
                 // MCP cancellation: a cancelled call stops its upstream request.
                 _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
-                answer = provider_call::call(&self.state, &provider, &request, token) => answer,
+                answer = provider_call::call(&self.state.app.core, &provider, &request, token) => answer,
             };
             match answer {
                 Ok(answer) => break answer,

@@ -7,7 +7,7 @@
 //! increasing sequence (`1`, `2`, …) across all streams, and replay strictly after the id a
 //! client names (MCP 2025-11-25 basic/transports §Resumability and Redelivery).
 //!
-//! The log has no map or lock of its own (issue 24). Each session's streams ([`SessionLog`])
+//! The log has no map or lock of its own. Each session's streams ([`SessionLog`])
 //! are kept in its entry of the session table ([`crate::mcp::session::table`]), so the entry's
 //! removal drops them in the same step and ends their followers; what spans sessions (the
 //! sequence, the count of streams, the queues that bound them: [`LogIndex`]) sits beside the
@@ -130,7 +130,7 @@ pub struct LogIndex {
     /// When answered streams were last dropped.
     pruned_at: Timestamp,
     /// Request streams in the order they were answered, for pruning and eviction without
-    /// scanning every stream under the lock (issue 11: the scans made each new stream cost
+    /// scanning every stream under the lock (the scans made each new stream cost
     /// O(streams) once the log was full, which capped tool calls at ~1k/s). Entries whose
     /// stream is gone, or was answered again later, are skipped when reached.
     answered: VecDeque<(Timestamp, StreamKey)>,

@@ -3,7 +3,7 @@
 //! axum clones a route's service for every request, and rmcp's own `call` clones it once more;
 //! each clone copies its configuration (the allowed hosts and origins, a few `String`s each)
 //! and drops it again. Measured under callgrind, those clones and drops were ~10% of a tool
-//! call's instructions (issue 11). This wrapper clones one reference count instead and calls
+//! call's instructions. This wrapper clones one reference count instead and calls
 //! rmcp's `handle` on the shared service.
 
 use std::convert::Infallible;

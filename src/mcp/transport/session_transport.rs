@@ -1,4 +1,4 @@
-//! One MCP session's transport, without a task of its own (issue 11).
+//! One MCP session's transport, without a task of its own.
 //!
 //! rmcp's `LocalSessionManager` puts a worker task between the HTTP service and each session's
 //! handler, talking to both over channels of unboxed messages; a tokio channel allocates its
@@ -18,7 +18,7 @@
 //! the first still listens only keeps its connection (as rmcp's "shadow" streams do), so
 //! competing reconnections do not take each other's messages.
 //!
-//! A session with nothing in flight is **parked** ([`Session::park`], issue 11): its input
+//! A session with nothing in flight is **parked** ([`Session::park`]): its input
 //! ends, so its rmcp service (two channels of unboxed messages, a task, a peer: most of what an
 //! idle session cost) stops, and the session keeps only what it needs to come back: the
 //! client's `initialize` parameters, its streams and its log (its per-session state is in
@@ -606,7 +606,7 @@ pub const PRIMING_WAITS: Duration = Duration::from_millis(10);
 /// The HTTP response starts when this returns, and hyper writes what the body has ready in
 /// one go: a quick call's headers, priming event and answer leave in one write, where sending
 /// the priming event at once took two (headers and priming, then the answer): one system call
-/// and one loopback packet more per call, on both ends (issue 11). A call that takes longer
+/// and one loopback packet more per call, on both ends. A call that takes longer
 /// gets its priming event after `wait`, as its reconnection point (SEP-1699).
 pub async fn request_events(
     mut events: Events,

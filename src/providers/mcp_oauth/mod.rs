@@ -1,5 +1,5 @@
-//! Servers behind the broker protected by the MCP authorization spec (`--auth mcp-oauth`,
-//! issue 26; MCP 2025-11-25 basic/authorization). The broker is an OAuth client of the server's
+//! Servers behind the broker protected by the MCP authorization spec (`--auth mcp-oauth`;
+//! MCP 2025-11-25 basic/authorization). The broker is an OAuth client of the server's
 //! own authorization server, exactly as of a catalogue provider:
 //!
 //! - [`discovery`]: at `admin servers add`, the server's 401 names its protected-resource

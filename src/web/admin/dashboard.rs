@@ -86,9 +86,9 @@ pub async fn show(
             "Go back to the dashboard and pick one of its ranges; nothing was changed.",
         )
     })?;
-    let now = state.now();
-    let c = state.store.admin_counts(now).await?;
-    let sessions = state.store.active_browser_sessions(now).await?;
+    let now = state.core.now();
+    let c = state.core.store.admin_counts(now).await?;
+    let sessions = state.core.store.active_browser_sessions(now).await?;
     let mcp_sessions = i64::try_from(mcp_sessions.now()).unwrap_or(i64::MAX);
     let n = |count: Count| count.shown();
     let counts = vec![
@@ -117,7 +117,7 @@ pub async fn show(
         ("tool-server services".into(), n(c.services), "/admin/services".into()),
     ];
     let window = range.window(now);
-    let hourly = state.store.console_counts(window.start).await?;
+    let hourly = state.core.store.console_counts(window.start).await?;
     let charts = vec![
         charts::stacked(
             "authorizations",
@@ -156,7 +156,7 @@ pub async fn show(
             "Nobody signed in in this time.",
         ),
     ];
-    let recent = state.store.audit_failures(RECENT).await?;
+    let recent = state.core.store.audit_failures(RECENT).await?;
     let names = user_labels(&state, audit_user_ids(&recent)).await?;
     let failures = recent.iter().map(|e| audit_card(e, &names)).collect();
     let page = DashboardPage {

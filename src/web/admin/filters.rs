@@ -1,4 +1,4 @@
-//! The form controls above a list that filter it or change its order (issue 29), each mapped
+//! The form controls above a list that filter it or change its order, each mapped
 //! to an indexed predicate in the store (`store::console_lists`): the audit log by outcome,
 //! newest or oldest first; authorizations by status as shown. A filter combines with the
 //! search (`q`): the search narrows by its index, the filter keeps the rows it admits.

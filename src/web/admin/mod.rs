@@ -1,4 +1,4 @@
-//! The operators' pages under `/admin` (issue 10), for users marked admin
+//! The operators' pages under `/admin`, for users marked admin
 //! (`oauth-broker admin users add NAME --admin`, `admin users set-admin NAME true`).
 //!
 //! | route | file | what |

@@ -1,4 +1,4 @@
-//! `GET /admin/servers`: the MCP servers behind the broker (gateway mode, issue 26), read only —
+//! `GET /admin/servers`: the MCP servers behind the broker (gateway mode), read only —
 //! `oauth-broker admin servers …` changes them. One query, searched and paged like the other
 //! lists, and one for the page's stored lists (how many tools each has). Never a secret: a
 //! secret-header server shows its header name only.
@@ -86,9 +86,9 @@ fn listed(lists: &ListSummary, per_user: bool) -> Vec<super::listing::Field> {
 
 pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.store.page_gateway_servers(&query.search(), query.window()).await?;
+    let found = state.core.store.page_gateway_servers(&query.search(), query.window()).await?;
     let ids: Vec<&str> = found.rows.iter().map(|s| s.id.as_str()).collect();
-    let stored = state.store.gateway_lists_for(&ids).await?;
+    let stored = state.core.store.gateway_lists_for(&ids).await?;
     let cards = found
         .rows
         .iter()
@@ -108,11 +108,11 @@ pub async fn server(
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let Some(server) = state.store.gateway_server_by_id(&id).await? else {
+    let Some(server) = state.core.store.gateway_server_by_id(&id).await? else {
         return Err(super::views::not_found("server"));
     };
-    let approvals = state.store.gateway_consents_for_server(&server.id, APPROVALS_SHOWN).await?;
-    let lists = ListSummary::of(&server.id, &state.store.gateway_lists_of(&server.id).await?);
+    let approvals = state.core.store.gateway_consents_for_server(&server.id, APPROVALS_SHOWN).await?;
+    let lists = ListSummary::of(&server.id, &state.core.store.gateway_lists_of(&server.id).await?);
     let names = user_labels(&state, approvals.iter().map(|a| a.user_id.as_str())).await?;
     let cards = approvals
         .iter()

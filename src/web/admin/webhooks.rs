@@ -1,4 +1,4 @@
-//! `GET /admin/webhooks`: the newest deliveries to services' webhooks (issue 27), dead letters
+//! `GET /admin/webhooks`: the newest deliveries to services' webhooks, dead letters
 //! first, with a button that queues a delivered or dead event again. Shows what the outbox
 //! holds — type, status, attempts, the last error — never a secret.
 
@@ -24,9 +24,15 @@ pub async fn list(
     query: Result<Query<RawListQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let mut rows = state.store.list_deliveries(None, Some(DeliveryStatus::Dead), SHOWN).await?;
+    let mut rows = state.core.store.list_deliveries(None, Some(DeliveryStatus::Dead), SHOWN).await?;
     rows.extend(
-        state.store.list_deliveries(None, None, SHOWN).await?.into_iter().filter(|r| r.status != DeliveryStatus::Dead),
+        state
+            .core
+            .store
+            .list_deliveries(None, None, SHOWN)
+            .await?
+            .into_iter()
+            .filter(|r| r.status != DeliveryStatus::Dead),
     );
     let cards = rows
         .iter()
