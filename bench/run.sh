@@ -7,6 +7,7 @@
 #                [--only list_connections|provider_request]   (that load alone, e.g. to profile it)
 #                [--rates 1000,4000,8000] [--fixed-seconds 8]   (the fixed-rate latency table)
 #                [--fixed-rate-only]  (that table alone; no wrk needed)
+#                [--baseline-broker BIN]  (another build, e.g. of main, in the same rounds and rates)
 #   bench/run.sh --token-api [sqlite|postgres|both]   (issue 28: /v1/tokens, /token exchange and
 #                /v1/proxy beside a bare axum handler, 16 and 64 connections, then fixed rates;
 #                TOKEN_BENCH_RATES=1000,3000 and TOKEN_BENCH_SUSTAIN=300 pass through; postgres

@@ -21,7 +21,9 @@
 //!    session × 16 connections, then 64 sessions × 64 connections, after one unrecorded second
 //!    per case (warm-up, mostly for Node's JIT). Medians; each case's req/s against the bare
 //!    rmcp echo and, with the TypeScript server, against it (issue 11 asks `list_connections`
-//!    ≥ 3× the TypeScript SDK echo).
+//!    ≥ 3× the TypeScript SDK echo). With `--baseline-broker`, that build's two tools run in the
+//!    same rounds (on a database of its own, its grant made through the same flow), and the
+//!    report gives this build's rate as a multiple of the baseline's.
 //!
 //!    Then (step 3b) latency at fixed offered rates (`--rates`): open loop, 64 connections
 //!    over 64 sessions, requests sent on a schedule and timed from their scheduled send time
@@ -33,8 +35,7 @@
 //!    stream open, and after they are closed (DELETE) — for every server; then, for the broker,
 //!    after as many sessions were left without DELETE and expired (`mcp_session_idle`, 10 s
 //!    here). The broker's "with sessions" is read once they are all parked (idle, without an
-//!    rmcp service: `mcp_session_park`, 1 s here, 10 s by default). `--baseline-broker` measures
-//!    another broker binary (e.g. a build of `main`) the same way in the same run.
+//!    rmcp service: `mcp_session_park`, 1 s here, 10 s by default); the baseline broker's too.
 //! 5. Cold start to ready (`/readyz` 200) on the existing database, `--starts` times.
 //!
 //! `--memory-only` runs step 4 alone (no browser flow, no wrk, no restarts), to iterate on
@@ -103,7 +104,9 @@ struct Args {
     /// figure, no cold starts.
     #[arg(long, value_parser = ["list_connections", "provider_request"])]
     only: Option<String>,
-    /// Another broker binary whose memory figure is taken too, in the same run, as a baseline.
+    /// Another broker binary (e.g. a build of `main`), measured the same way in the same run as
+    /// a baseline: its `list_connections` and `provider_request` beside this build's, in the
+    /// same interleaved rounds and at the same fixed rates, and its memory figure.
     #[arg(long)]
     baseline_broker: Option<PathBuf>,
     /// Offered rates (requests per second) of the fixed-rate load, comma-separated; every
@@ -173,6 +176,25 @@ async fn main() -> anyhow::Result<()> {
     flow.connect(ACCOUNT).await.with_context(|| format!("connecting {ACCOUNT}"))?;
     flow.check_ready(ACCOUNT).await?;
 
+    // The baseline broker, when one is given: on a database of its own, its grant made through
+    // the same browser flow, its tools loaded beside this build's.
+    let baseline = match (&args.baseline_broker, args.memory_only) {
+        (Some(bin), false) => {
+            let port = procs::free_port()?;
+            let log = dir.path().join("broker-baseline.log");
+            let (server, setup, _) =
+                procs::spawn_broker(bin, &dir.path().join("data-baseline-load"), port, &log, None, None).await?;
+            let password = setup.password.clone().context("a fresh database prints the demo password")?;
+            let mut flow = flow::Flow::start(&server.base, &setup.token, &password).await?;
+            flow.connect(ACCOUNT).await.with_context(|| format!("connecting {ACCOUNT} on the baseline broker"))?;
+            flow.check_ready(ACCOUNT).await?;
+            flow.close().await;
+            println!("baseline broker: {} (log {})", server.base, log.display());
+            Some((server, setup))
+        }
+        _ => None,
+    };
+
     // 3. Throughput. The bare rmcp echo comes first (the "vs bare rmcp" base), the TypeScript
     // SDK echo second when it runs.
     let broker_at = Endpoint { http: http.clone(), mcp: broker.mcp(), token: Some(demo.token.clone()) };
@@ -199,8 +221,23 @@ async fn main() -> anyhow::Result<()> {
         args: json!({"provider": "demo", "method": "GET", "path": "/me", "account": ACCOUNT}),
         at: broker_at.clone(),
     });
+    if let Some((server, setup)) = &baseline {
+        let at = Endpoint { http: http.clone(), mcp: server.mcp(), token: Some(setup.token.clone()) };
+        cases.push(Case {
+            name: "baseline broker list_connections",
+            tool: "list_connections",
+            args: json!({}),
+            at: at.clone(),
+        });
+        cases.push(Case {
+            name: "baseline broker provider_request",
+            tool: "provider_request",
+            args: json!({"provider": "demo", "method": "GET", "path": "/me", "account": ACCOUNT}),
+            at,
+        });
+    }
     if let Some(only) = &args.only {
-        cases.retain(|case| case.name != format!("broker {}", case.tool) || case.tool == only);
+        cases.retain(|case| !case.name.contains("broker ") || case.tool == only);
     }
     let mut tables = Vec::new();
     let saturated: &[(usize, usize, usize)] = if args.fixed_rate_only { &[] } else { &[(1, 16, 2), (64, 64, 4)] };
@@ -244,6 +281,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|case| match case.name {
             "bare rmcp echo" => echo.pid(),
             "TypeScript SDK echo" => ts.as_ref().map_or(0, Server::pid),
+            name if name.starts_with("baseline ") => baseline.as_ref().map_or(0, |(server, _)| server.pid()),
             _ => broker.pid(),
         })
         .collect();
@@ -259,6 +297,9 @@ async fn main() -> anyhow::Result<()> {
         answered.push(timing.callback_answered);
     }
     flow.close().await;
+    if let Some((server, _)) = baseline {
+        server.stop().await;
+    }
 
     // 4. Memory per idle session with its GET stream open; 5. cold start on the existing
     // database. Neither with `--only` or `--fixed-rate-only` (a profiling run).
@@ -322,6 +363,19 @@ async fn main() -> anyhow::Result<()> {
                 "\nbroker / TypeScript SDK echo: `list_connections` {:.2}× (issue 11 asks ≥ 3×), `provider_request` {:.2}×",
                 ratio("list_connections"),
                 ratio("provider_request")
+            );
+        }
+        if args.baseline_broker.is_some() {
+            let rate = |name: &str| cases.iter().zip(medians).find(|(c, _)| c.name == name).map(|(_, m)| m.per_second);
+            let against = |tool: &str| match (rate(&format!("broker {tool}")), rate(&format!("baseline broker {tool}")))
+            {
+                (Some(this), Some(baseline)) if baseline > 0.0 => format!("{:.3}×", this / baseline),
+                _ => "—".to_owned(),
+            };
+            println!(
+                "\nthis build / baseline broker, same run: `list_connections` {}, `provider_request` {}",
+                against("list_connections"),
+                against("provider_request")
             );
         }
         println!();

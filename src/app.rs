@@ -17,9 +17,9 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::events::Events;
 use crate::identity::jwt::TokenKeys;
-use crate::mcp::McpState;
 use crate::mcp::extension::{Extension, Extensions};
 use crate::mcp::prompts::PromptCatalogue;
+use crate::mcp::state::McpState;
 use crate::providers::registry::Providers;
 use crate::startup::{Opening, load_sealer, open_store};
 use crate::state::AppState;
@@ -28,7 +28,7 @@ pub struct App {
     state: AppState,
     router: Router,
     parked: Arc<crate::mcp::transport::session_transport::ParkedCount>,
-    gateway: Arc<crate::mcp::gateway::Gateway>,
+    gateway: Arc<crate::mcp::gateway::state::Gateway>,
 }
 
 /// Assembles an [`App`]: configuration, clock, and optional extensions.
@@ -37,7 +37,7 @@ pub struct AppBuilder {
     clock: SharedClock,
     extensions: Vec<Arc<dyn Extension>>,
     fixed_identity: Option<String>,
-    gateway_sharing: crate::mcp::gateway::pool::Sharing,
+    gateway_sharing: crate::mcp::gateway::upstream::pool::Sharing,
 }
 
 impl AppBuilder {
@@ -59,7 +59,7 @@ impl AppBuilder {
     /// For the one test that shows the gateway's cross-user test failing when every user's
     /// calls to a server share one connection. Never reachable from configuration.
     pub fn shared_gateway_connections_for_tests(mut self) -> Self {
-        self.gateway_sharing = crate::mcp::gateway::pool::Sharing::EveryoneForTests;
+        self.gateway_sharing = crate::mcp::gateway::upstream::pool::Sharing::EveryoneForTests;
         self
     }
 
@@ -102,7 +102,7 @@ impl AppBuilder {
         let prompts = Arc::new(PromptCatalogue::new(&state.core.config, extensions.clone(), state.core.events.clone()));
         prompts.start_watching(state.shutdown.clone());
         let tools = Arc::new(McpState::tool_catalogue(&state, &extensions));
-        let gateway = crate::mcp::gateway::Gateway::start(state.clone(), self.gateway_sharing).await?;
+        let gateway = crate::mcp::gateway::state::Gateway::start(state.clone(), self.gateway_sharing).await?;
         let mcp = McpState {
             app: state.clone(),
             sessions: Arc::new(crate::mcp::session::SessionTable::new(state.core.clock.clone())),
@@ -167,7 +167,7 @@ impl App {
     }
 
     /// The servers behind the broker as this app serves them (tests read what it minted).
-    pub fn gateway(&self) -> Arc<crate::mcp::gateway::Gateway> {
+    pub fn gateway(&self) -> Arc<crate::mcp::gateway::state::Gateway> {
         self.gateway.clone()
     }
 

@@ -68,7 +68,7 @@ pub enum Signal {
     /// The resources a server that acts as the user lists to `user_id` (to every user if
     /// `None`) may have changed (`notifications/resources/list_changed` to their sessions and
     /// listens, on every instance). Each user's resources of such a server are read when their
-    /// client lists (`mcp::gateway::own_resources`). `None`: the server said so over one user's
+    /// client lists (`mcp::gateway::forward::own_resources`). `None`: the server said so over one user's
     /// connection, and may have changed more users' than that one, so everyone is told and
     /// each lists their own again. `Some`: that user's lists left the server out for a while,
     /// which has ended.

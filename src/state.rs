@@ -3,7 +3,7 @@
 //! keys, the OIDC issuer, the verified-token cache) and what only the faces need. The
 //! core is one explicit field, `state.core`: a face hands `&state.core` to a core function and
 //! reads its identity context through `state.identity`. The MCP face keeps its own sessions, prompts and
-//! extensions in `crate::mcp::McpState`, so nothing here knows MCP. `AppState` is one `Arc`:
+//! extensions in `crate::mcp::state::McpState`, so nothing here knows MCP. `AppState` is one `Arc`:
 //! axum clones the state for every request and every middleware, and cloning the fields one by
 //! one (a dozen reference counts, two cancellation tokens that take a lock each) was ~5% of a
 //! tool call's CPU.

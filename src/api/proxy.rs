@@ -24,7 +24,7 @@ use super::acting::Subject;
 use super::problem::Problem;
 use super::service_auth::AuthenticatedService;
 use super::tokens::{Purpose, TokenAsk, token_for_service};
-use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ProviderRequest, Query};
+use crate::broker::provider_call::{self, ApiMethod, ApiRequest, Body, CallError, ProviderAnswer, Query};
 use crate::config::ProviderConfig;
 use crate::state::AppState;
 
@@ -101,7 +101,7 @@ async fn call(
     let body = (!body.is_empty()).then(|| Body::Raw { content_type, bytes: body });
     let query = query.as_deref().map_or(Query::None, Query::Raw);
     // Checked before the token is asked for: a path leaving the API base never costs a refresh.
-    let request = ProviderRequest::new(provider, method, path, query, body)
+    let request = ApiRequest::new(provider, method, path, query, body)
         .map_err(invalid)?
         .accepting(header(header::ACCEPT.as_str())?);
     let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, header(USER_ID_HEADER)?)?;

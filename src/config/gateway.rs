@@ -35,18 +35,18 @@ pub struct GatewaySettings {
     /// told the server is not answering [default: 60 s, at least 1 s].
     pub call_timeout: Duration,
     /// How long a server's question asked mid-call waits for a 2026-07-28 client's retry
-    /// before the server is answered `cancel` (`crate::mcp::gateway::flights`)
+    /// before the server is answered `cancel` (`crate::mcp::gateway::forward::flights`)
     /// [default: 2 min, at least 1 s].
     pub question_wait: Duration,
     /// A server's tools, prompts and resources are read again after this long, over a user's
     /// open connection to it: a stateless 2026-07-28 server cannot say its lists changed, and a
     /// 2025-11-25 server says so only on a connection that is open
-    /// (`crate::mcp::gateway::refresh`) [default: 5 min, at least 1 s].
+    /// (`crate::mcp::gateway::catalogue::reread`) [default: 5 min, at least 1 s].
     pub list_refresh: Duration,
     /// Where the other instances reach this one (scheme, host and port; e.g.
     /// `http://10.0.0.7:8080`): a 2026-07-28 client's answer to a server's question that reaches
     /// another instance is passed on to the instance whose call waits for it
-    /// (`crate::mcp::gateway::flight_home`) [default: `http://{listen}` as bound, unless
+    /// (`crate::mcp::gateway::forward::flight_home`) [default: `http://{listen}` as bound, unless
     /// `listen` is an unspecified address such as 0.0.0.0 (it names no one host), or a loopback
     /// one while `public_url` is not on this machine (another host's 127.0.0.1 is another
     /// process): then such an answer is told to send the request again].

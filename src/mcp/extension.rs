@@ -22,6 +22,7 @@
 //! built-in one is shadowed by the built-in.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmcp::RoleServer;
@@ -31,7 +32,13 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 
+use super::access::token_for_tool;
+use super::caller::Caller;
+use super::context::Context;
+use super::session::scope::SessionScope;
+use super::session::table::SessionTable;
 use crate::identity::AuthenticatedUser;
+use crate::state::AppState;
 
 /// What an extension knows about the request it serves.
 #[derive(Clone)]
@@ -42,9 +49,12 @@ pub struct ExtensionContext {
     pub request: RequestContext<RoleServer>,
     /// The session's `logging/setLevel` choice, for [`ExtensionContext::log`].
     pub(crate) log_level: crate::mcp::logging::SessionLogLevel,
-    /// The session's handler and caller, for [`ExtensionContext::access_token`].
-    pub(crate) server: crate::mcp::handler::BrokerServer,
-    pub(crate) caller: crate::mcp::handler::Caller,
+    /// The faces' state, the live sessions, the session and the caller, for
+    /// [`ExtensionContext::access_token`].
+    pub(crate) app: AppState,
+    pub(crate) sessions: Arc<SessionTable>,
+    pub(crate) session: Arc<SessionScope>,
+    pub(crate) caller: Caller,
     /// What a retried 2026-07-28 request carries (MCP 2026-07-28 basic/utilities/mrtr).
     pub(crate) input_responses: Option<InputResponses>,
     pub(crate) request_state: Option<String>,
@@ -90,6 +100,21 @@ impl TokenUnavailable {
 }
 
 impl ExtensionContext {
+    /// What an extension is given about the request of `cx`.
+    pub(crate) fn of(cx: Context<'_>) -> Self {
+        ExtensionContext {
+            user: cx.caller.user.clone(),
+            request: cx.request.clone(),
+            log_level: cx.session.log_level.clone(),
+            app: cx.app.clone(),
+            sessions: cx.sessions.clone(),
+            session: cx.session.clone(),
+            caller: cx.caller.clone(),
+            input_responses: None,
+            request_state: None,
+        }
+    }
+
     /// The retry's `inputResponses` and `requestState`, for the tool, prompt or resource
     /// methods (the broker's own code builds the context).
     pub(crate) fn with_input(mut self, input_responses: Option<InputResponses>, request_state: Option<String>) -> Self {
@@ -138,7 +163,7 @@ impl ExtensionContext {
     /// (`notifications/prompts/list_changed` to sessions and to `subscriptions/listen` streams
     /// that asked for it). [`Extension::prompts`] is asked again on the next listing.
     pub fn prompts_changed(&self) {
-        self.server.state.app.core.events.signal(crate::events::Signal::PromptsChanged);
+        self.app.core.events.signal(crate::events::Signal::PromptsChanged);
     }
 
     /// Tells listening clients that the tool list changed (`notifications/tools/list_changed`
@@ -146,7 +171,7 @@ impl ExtensionContext {
     /// whose tools' behaviour or availability changed at run time. The broker's own list
     /// changes (servers behind it) are announced by the broker.
     pub fn tools_changed(&self) {
-        self.server.state.app.core.events.signal(crate::events::Signal::ToolsChanged);
+        self.app.core.events.signal(crate::events::Signal::ToolsChanged);
     }
 
     /// A token for the user's account at `provider` (`account` as `list_connections` names it,
@@ -163,9 +188,9 @@ impl ExtensionContext {
         account: Option<&str>,
         required: &[&str],
     ) -> Result<crate::broker::tokens::AccessToken, TokenUnavailable> {
-        let state = &self.server.state;
-        let Some(provider) = state.app.core.providers.find(provider) else {
-            let message = crate::mcp::tools::unknown_provider(&state.app.core.providers.ids(), provider);
+        let core = &self.app.core;
+        let Some(provider) = core.providers.find(provider) else {
+            let message = crate::mcp::tools::catalogue::unknown_provider(&core.providers.ids(), provider);
             return Err(TokenUnavailable::Result(crate::mcp::results::error_result(message)));
         };
         let required = crate::domain::Scopes::parse(required.iter().copied())
@@ -174,7 +199,8 @@ impl ExtensionContext {
                 crate::providers::scopes::check(&provider, &scopes).map(|()| scopes).map_err(|e| e.to_string())
             })
             .map_err(|e| TokenUnavailable::Result(crate::mcp::results::error_result(e)))?;
-        self.server.token_for_tool(&self.caller, &provider, account, &required).await.map_err(|answer| match answer {
+        let cx = Context::new(&self.app, &self.sessions, &self.caller, &self.request, &self.session);
+        token_for_tool(cx, &provider, account, &required).await.map_err(|answer| match answer {
             Ok(result) => TokenUnavailable::Result(result),
             Err(crate::mcp::results::Unfinished::Error(error)) => TokenUnavailable::Error(error),
             Err(crate::mcp::results::Unfinished::InputRequired(result)) => TokenUnavailable::InputRequired(result),

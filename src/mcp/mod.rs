@@ -1,32 +1,43 @@
-//! The MCP server (protocol 2025-11-25 over Streamable HTTP, served by rmcp), in rooms:
+//! The MCP server (protocol 2025-11-25 sessions and 2026-07-28 stateless requests over
+//! Streamable HTTP, served by rmcp), in rooms:
 //!
-//! - [`transport`]: how messages travel between rmcp's HTTP service and a session's handler:
-//!   the shared HTTP service, the JSON-RPC framing check, each session's transport and the
-//!   streams its messages go on, the event log that delivers each SSE event once, request ids.
-//! - [`session`]: the live sessions, one entry each in one table (owner, protocol era, scope,
-//!   liveness, transport), the one sweep that parks and closes them, the owner check.
-//! - [`tools`]: the tool catalogue and its compiled schemas, the broker's tools (`connect`,
-//!   `connections`, `provider_request`), completion, and how failures reach the client.
-//! - [`prompts`], [`resources`]: the prompt catalogue and the broker's resources.
-//! - [`forms`]: form-mode elicitation; [`elicitation`]: URL elicitation, `-32042`, the
-//!   completion notification.
-//!
-//! At the root: [`handler`] (the handler one session's service runs, and who calls),
-//! [`server`] (the protocol methods and the dispatch of `tools/call`), [`logging`],
-//! [`results`], [`pagination`], [`revision`] (which revision a request speaks),
-//! [`subscriptions`] (2026-07-28 `subscriptions/listen`), and [`extension`] (tools, prompts and resources added by an
-//! embedding program).
+//! - [`server`]: the handler of one session's service ([`server::BrokerServer`]) and the
+//!   protocol's methods; [`caller`] who calls; [`context`] the one request context every tool
+//!   and forwarded request is handed; [`state`] what the MCP face adds to the faces' state.
+//! - [`tools`]: the broker's tools, each a type parsed once and run with the context, and the
+//!   one `tools/call` ([`tools::call`]).
+//! - [`access`]: the access decisions tools, the gateway and the extension API share (a token,
+//!   or the broker's link in the client's era); [`browser_wait`]: waiting for what the user does
+//!   in the browser.
+//! - [`gateway`]: the MCP servers behind the broker — forwarding a request, the upstream link,
+//!   the catalogue of servers and their lists.
+//! - [`prompts`], [`resources`], [`completion`], [`subscriptions`] (2026-07-28
+//!   `subscriptions/listen`), [`logging`], [`notifications`] (what a session hears that relates
+//!   to no request).
+//! - Asking the user: [`forms`] (form mode), [`elicitation`] (URL mode, `-32042`, the completion
+//!   notification), [`input_required`] (2026-07-28 round trips and their sealed state).
+//! - How answers are shaped: [`results`], [`failure`], [`pagination`], [`revision`] (which
+//!   revision a request speaks).
+//! - [`transport`]: how messages travel between rmcp's HTTP service and a session's handler;
+//!   [`session`]: the live sessions, their sweep and the owner check.
+//! - [`extension`]: tools, prompts and resources added by an embedding program.
 //!
 //! The endpoint sits behind bearer authentication ([`crate::identity::bearer`]) and the session
 //! owner check ([`session::owner`]), and rmcp validates `Host` and `Origin` against our public URL.
 
+pub mod access;
+pub mod browser_wait;
+pub mod caller;
+pub mod completion;
+pub mod context;
 pub mod elicitation;
 pub mod extension;
+pub mod failure;
 pub mod forms;
 pub mod gateway;
-pub mod handler;
 pub mod input_required;
 pub mod logging;
+pub mod notifications;
 pub mod pagination;
 pub mod prompts;
 pub mod resources;
@@ -34,6 +45,7 @@ pub mod results;
 pub mod revision;
 pub mod server;
 pub mod session;
+pub mod state;
 pub mod subscriptions;
 pub mod tools;
 pub mod transport;
@@ -45,39 +57,8 @@ use axum::middleware;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::state::AppState;
-use handler::BrokerServer;
-
-/// What the MCP face adds to [`AppState`]: its live sessions, the extensions, the prompt
-/// catalogue. Kept here, not in `AppState`, so nothing below the faces (the core, identity,
-/// the store) can reach an MCP session or a prompt. The core is `app.core`.
-#[derive(Clone)]
-pub struct McpState {
-    pub app: AppState,
-    /// The live MCP sessions: owner, protocol era, scope, liveness and transport of each.
-    pub sessions: Arc<session::SessionTable>,
-    /// How many sessions are parked (idle, without an rmcp service).
-    pub parked: Arc<transport::session_transport::ParkedCount>,
-    /// Tools, prompts and resources added through [`crate::app::AppBuilder::extension`].
-    pub extensions: extension::Extensions,
-    /// The prompt catalogue (built-in, operator files, extensions).
-    pub prompts: Arc<prompts::PromptCatalogue>,
-    /// The tools served (built-in, then extensions'), with their schemas compiled once.
-    pub tools: Arc<tools::schema::ToolCatalogue>,
-    /// The MCP servers behind the broker, their tools, and this instance's connections to them.
-    pub gateway: Arc<gateway::Gateway>,
-}
-
-impl McpState {
-    /// The broker's tools, then each extension's that does not reuse a built-in name.
-    pub fn tool_catalogue(app: &AppState, extensions: &extension::Extensions) -> tools::schema::ToolCatalogue {
-        let mut all = tools::catalogue(&app.core.providers.ids());
-        let builtin: std::collections::HashSet<String> = all.iter().map(|t| t.name.to_string()).collect();
-        for extension in extensions.iter() {
-            all.extend(extension.tools().into_iter().filter(|t| !builtin.contains(t.name.as_ref())));
-        }
-        tools::schema::ToolCatalogue::new(all)
-    }
-}
+use server::BrokerServer;
+use state::McpState;
 
 pub fn router(state: McpState) -> Router<AppState> {
     let config = StreamableHttpServerConfig::default()
@@ -120,11 +101,11 @@ pub fn router(state: McpState) -> Router<AppState> {
         // framing check (so an unauthenticated request learns nothing but 401), then a retry
         // whose server's question waits on another instance is passed on there.
         .layer(middleware::from_fn_with_state(
-            gateway::retry_forward::RetryForward { app: state.app.clone(), gateway: state.gateway.clone() },
-            gateway::retry_forward::forward_retries_to_their_flight,
+            gateway::forward::retry_forward::RetryForward { app: state.app.clone(), gateway: state.gateway.clone() },
+            gateway::forward::retry_forward::forward_retries_to_their_flight,
         ))
         .layer(middleware::from_fn(transport::jsonrpc_guard::check_jsonrpc_body))
-        .layer(middleware::from_fn_with_state(state.clone(), session::owner::enforce_session_owner))
+        .layer(middleware::from_fn_with_state(state.sessions.clone(), session::owner::enforce_session_owner))
         .layer(middleware::from_fn_with_state(state.app.clone(), crate::identity::bearer::require_bearer::<AppState>))
 }
 

@@ -1,12 +1,16 @@
-//! The MCP protocol methods ([`ServerHandler`] for [`BrokerServer`]), the dispatch of
-//! `tools/call` to the broker's tools and the extensions', and the context an extension is
-//! given. The handler itself and its caller are in [`super::handler`].
+//! The MCP handler ([`BrokerServer`], one per session service) and the protocol's methods
+//! ([`ServerHandler`]). Each method reads who calls ([`Caller`]), builds the request's
+//! [`Context`] and hands it down: the broker's tools and the servers behind the broker's
+//! ([`super::tools::call`]), prompts, resources, completion, subscriptions and logging.
+//!
+//! The session's scope ([`super::session::scope`]) keeps what the session asked for between
+//! requests; a handler binds to it at the first request that names the session.
 
 // `logging/setLevel` is deprecated by SEP-2577 (2026-07-28) but is part of 2025-11-25, which
 // this server speaks.
 #![allow(deprecated)]
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams,
@@ -17,121 +21,53 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
+use super::caller::Caller;
+use super::completion;
+use super::context::Context;
 use super::extension::ExtensionContext;
-use super::handler::{BrokerServer, Caller};
-use super::input_required::state;
-use super::input_required::{Round, RoundRequest};
-use super::results::{Unfinished, error_result, finished};
-use super::tools::{self, CONNECT_ACCOUNT, DISCONNECT_ACCOUNT, LIST_CONNECTIONS, PROVIDER_REQUEST};
+use super::gateway::forward::{content, own_resources, subscribe};
+use super::notifications::relay_to_session;
+use super::results::{prompt_complete, resource_complete, tool_answer};
+use super::session::scope::SessionScope;
+use super::state::McpState;
+use super::tools::call;
+use super::tools::catalogue::label;
+use super::{resources, subscriptions};
+use crate::telemetry::tool_call_span;
+
+#[derive(Clone)]
+pub struct BrokerServer {
+    state: McpState,
+    /// The session's state, shared by every handler instance of the session (a parked session
+    /// comes back with a new one); bound at the first request, which names the session.
+    scope: Arc<OnceLock<Arc<SessionScope>>>,
+}
 
 impl BrokerServer {
-    pub(crate) fn extension_context(&self, ctx: &RequestContext<RoleServer>, caller: &Caller) -> ExtensionContext {
-        ExtensionContext {
-            user: caller.user.clone(),
-            request: ctx.clone(),
-            log_level: self.scope().log_level.clone(),
-            server: self.clone(),
-            caller: caller.clone(),
-            input_responses: None,
-            request_state: None,
-        }
+    pub fn new(state: McpState) -> Self {
+        Self { state, scope: Arc::default() }
     }
 
-    /// `tools/call`, inside its span ([`ServerHandler::call_tool`]).
-    async fn dispatch_tool(
-        &self,
-        request: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let mut caller = self.caller(&ctx)?;
-        // MCP server/tools: inputs are validated against the schema the client was shown (a
-        // server behind the broker's tools: in `gateway_call`).
-        self.state.tools.check(&request.name, request.arguments.as_ref())?;
-        // A `requestState` the broker did not make is an extension's own, for the extension to
-        // read with the answers to its own requests; the broker's tools never hand one out.
-        // After the broker's own link (a state of the broker's) the broker reads both.
-        let ours = request.request_state.as_deref().is_some_and(state::is_ours);
-        let foreign = request.request_state.is_some() && !ours;
-        if foreign && tools::label(&request.name) != "other" {
-            return Err(state::refused());
-        }
-        if caller.round_trips {
-            // A retry's state is checked before the tool runs: one that does not fit changes nothing.
-            let client = caller.user.client.key();
-            let round = Box::pin(Round::open(
-                &self.state.app,
-                RoundRequest {
-                    user_id: &caller.user.user_id,
-                    client: &client,
-                    method: "tools/call",
-                    name: &request.name,
-                    arguments: request.arguments.as_ref(),
-                    input_responses: request.input_responses.as_ref().filter(|_| ours),
-                    request_state: request.request_state.as_deref().filter(|_| ours),
-                },
-            ))
-            .await?;
-            caller.round = Some(Arc::new(round));
-        }
-        let for_extension = !ours;
-        let outcome = match Box::pin(self.run_tool(&caller, request, for_extension, &ctx)).await {
-            Err(Unfinished::Error(error)) => {
-                tools::failure::into_tool_answer(error).map(CallToolResponse::Complete).map_err(Unfinished::Error)
-            }
-            other => other,
-        };
-        finished(outcome)
+    /// The session's scope, or the request's own when it has no session (stateless).
+    fn scope(&self) -> &Arc<SessionScope> {
+        self.scope.get_or_init(|| Arc::new(SessionScope::detached(self.state.app.shutdown.child_token())))
     }
 
-    async fn run_tool(
-        &self,
-        caller: &Caller,
-        request: CallToolRequestParams,
-        input_for_extension: bool,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, Unfinished> {
-        // MCP 2026-07-28: a retry after the broker's browser link waits for the user first.
-        // Boxed here and below: the tools' futures are kilobytes, and rmcp moves the request's
-        // future more than once (see the note above `impl ServerHandler`).
-        if caller.round.is_some()
-            && let Some(ended) = Box::pin(self.after_browser(caller, &request.name, ctx)).await?
+    /// Who calls, with this handler bound to the caller's session (once) and the session's
+    /// relay of notifications started (once).
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        let caller = Caller::of(ctx)?;
+        if self.scope.get().is_none()
+            && let Some(scope) = caller.session_id.as_deref().and_then(|id| self.state.sessions.scope(id))
         {
-            return Ok(ended.into());
+            let _ = self.scope.set(scope);
         }
-        let result = match request.name.as_ref() {
-            LIST_CONNECTIONS => Ok(Box::pin(self.list_connections(caller)).await?),
-            CONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => Box::pin(self.connect_account(caller, args, ctx)).await,
-                Err(e) => Ok(error_result(e)),
-            },
-            DISCONNECT_ACCOUNT => match tools::parse_args(request.arguments) {
-                Ok(args) => Box::pin(self.disconnect_account_in(caller, args, ctx)).await,
-                Err(e) => Ok(error_result(e)),
-            },
-            PROVIDER_REQUEST => match tools::parse_args(request.arguments) {
-                Ok(args) => Box::pin(self.provider_request(caller, args, ctx)).await,
-                Err(e) => Ok(error_result(e)),
-            },
-            other => {
-                // A server behind the broker (gateway mode) serves this name.
-                if let Some(answer) = Box::pin(self.gateway_call(caller, &request, ctx)).await {
-                    return answer;
-                }
-                let ext = match input_for_extension {
-                    true => {
-                        self.extension_context(ctx, caller).with_input(request.input_responses, request.request_state)
-                    }
-                    false => self.extension_context(ctx, caller),
-                };
-                for extension in self.state.extensions.iter() {
-                    if let Some(result) = extension.call_tool(other, request.arguments.clone(), ext.clone()).await {
-                        return result.map_err(Unfinished::from);
-                    }
-                }
-                Err(ErrorData::invalid_params(format!("unknown tool: {other}"), None).into())
-            }
-        };
-        result.map(Into::into)
+        relay_to_session(&self.state, self.scope(), &caller.user.user_id);
+        Ok(caller)
+    }
+
+    fn context<'a>(&'a self, caller: &'a Caller, ctx: &'a RequestContext<RoleServer>) -> Context<'a> {
+        Context::new(&self.state.app, &self.state.sessions, caller, ctx, self.scope())
     }
 }
 
@@ -190,7 +126,7 @@ impl ServerHandler for BrokerServer {
         _request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        // Binds the session (its listener relays `tools/list_changed` from then on).
+        // Binds the session (its relay passes `tools/list_changed` on from then on).
         self.caller(&ctx)?;
         let builtin = self.state.tools.tools();
         let mut tools = builtin.to_vec();
@@ -204,9 +140,13 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // Everything a tool call logs carries its tool and the HTTP request's id.
-        let span = crate::telemetry::tool_call_span(&ctx, super::tools::label(&request.name));
-        let response = Box::pin(tracing::Instrument::instrument(self.dispatch_tool(request, ctx), span)).await?;
-        super::results::tool_answer(response)
+        let span = tool_call_span(&ctx, label(&request.name));
+        let called = async {
+            let caller = self.caller(&ctx)?;
+            Box::pin(call::call(&self.state, self.context(&caller, &ctx), request)).await
+        };
+        let response = Box::pin(tracing::Instrument::instrument(called, span)).await?;
+        tool_answer(response)
     }
 
     async fn list_prompts(
@@ -225,16 +165,17 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
+        let cx = self.context(&caller, &ctx);
         // A server behind the broker's prompt (the broker's own names win, as in the list).
         if self.state.prompts.find(&request.name).is_none()
-            && let Some(answer) = Box::pin(self.gateway_prompt(&caller, &request, &ctx)).await
+            && let Some(answer) = Box::pin(content::get_prompt(cx, &self.state.gateway, &request)).await
         {
-            return answer.map(super::results::prompt_complete);
+            return answer.map(prompt_complete);
         }
-        let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
+        let ext = ExtensionContext::of(cx).with_input(request.input_responses, request.request_state);
         Box::pin(self.state.prompts.get(&self.state.app, &request.name, request.arguments, ext))
             .await
-            .map(super::results::prompt_complete)
+            .map(prompt_complete)
     }
 
     async fn complete(
@@ -243,9 +184,9 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        Box::pin(super::tools::completion::take_budget(&self.state, &caller.user.user_id)).await?;
-        let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::tools::completion::complete(&self.state, request, ext)).await
+        Box::pin(completion::take_budget(&self.state, &caller.user.user_id)).await?;
+        let ext = ExtensionContext::of(self.context(&caller, &ctx));
+        Box::pin(completion::complete(&self.state, request, ext)).await
     }
 
     async fn list_resources(
@@ -254,10 +195,10 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = self.caller(&ctx)?;
-        let ext = self.extension_context(&ctx, &caller);
-        let own = Box::pin(self.gateway_own_resources(&caller, &ctx)).await;
+        let cx = self.context(&caller, &ctx);
+        let own = Box::pin(own_resources::list(cx, &self.state.gateway)).await;
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        Box::pin(super::resources::list(&self.state, &ext, own, cursor)).await
+        Box::pin(resources::list(&self.state, own, cursor)).await
     }
 
     async fn list_resource_templates(
@@ -265,10 +206,8 @@ impl ServerHandler for BrokerServer {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let caller = self.caller(&ctx)?;
-        let ext = self.extension_context(&ctx, &caller);
-        Box::pin(super::resources::templates(&self.state, &ext, request.as_ref().and_then(|r| r.cursor.as_deref())))
-            .await
+        self.caller(&ctx)?;
+        Box::pin(resources::templates(&self.state, request.as_ref().and_then(|r| r.cursor.as_deref()))).await
     }
 
     async fn read_resource(
@@ -277,18 +216,19 @@ impl ServerHandler for BrokerServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = self.caller(&ctx)?;
+        let cx = self.context(&caller, &ctx);
         // A server behind the broker's resource: its URIs are in a scheme of their own.
-        if let Some(answer) = Box::pin(self.gateway_read(&caller, &request, &ctx)).await {
-            return answer.map(super::results::resource_complete);
+        if let Some(answer) = Box::pin(content::read(cx, &self.state.gateway, &request)).await {
+            return answer.map(resource_complete);
         }
-        let ext = self.extension_context(&ctx, &caller).with_input(request.input_responses, request.request_state);
-        Box::pin(super::resources::read(&self.state, ext, &request.uri)).await.map(super::results::resource_complete)
+        let ext = ExtensionContext::of(cx).with_input(request.input_responses, request.request_state);
+        Box::pin(resources::read(&self.state, ext, &request.uri)).await.map(resource_complete)
     }
 
     // MCP 2026-07-28 basic/subscriptions: what a session hears on its GET stream, for a
     // stateless client ([`super::subscriptions`]). rmcp answers -32601 to 2025-11-25 sessions.
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        Some(super::subscriptions::accepted(&self.state, requested))
+        Some(subscriptions::accepted(&self.state, requested))
     }
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
@@ -297,29 +237,28 @@ impl ServerHandler for BrokerServer {
         // (below) is not lost before the relay starts.
         let signals = self.state.app.core.events.subscribe_signals();
         // Resources of servers behind the broker: subscribed to on each server while this listens.
-        let held =
-            Box::pin(self.hold_for_listen(&caller, subscription.accepted(), subscription.request_context())).await?;
-        let listened =
-            Box::pin(super::subscriptions::listen(&self.state, &caller.user.user_id, subscription, signals)).await;
+        let cx = self.context(&caller, subscription.request_context());
+        let held = Box::pin(subscribe::hold_for_listen(cx, &self.state.gateway, subscription.accepted())).await?;
+        let listened = Box::pin(subscriptions::listen(&self.state, &caller.user.user_id, subscription, signals)).await;
         drop(held);
         listened
     }
 
     // MCP server/resources §Subscriptions: updates go to this session only, for this user's
-    // resources only (the listener filters by user).
+    // resources only (the relay filters by user).
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let caller = self.caller(&ctx)?;
+        let cx = self.context(&caller, &ctx);
         // A server behind the broker's resource: subscribed to on that server, held by this session.
         let keep = |held| self.scope().subscribe_holding(request.uri.clone(), Some(Box::new(held)));
-        if let Some(kept) = Box::pin(self.gateway_subscribe(&caller, &request.uri, &ctx, keep)).await {
+        if let Some(kept) = Box::pin(subscribe::subscribe(cx, &self.state.gateway, &request.uri, keep)).await {
             return kept;
         }
-        let ext = self.extension_context(&ctx, &caller);
-        if !Box::pin(super::resources::exists(&self.state, &ext, &request.uri)).await {
+        if !resources::known(&self.state, &request.uri) {
             return Err(ErrorData::resource_not_found(format!("unknown resource: {}", request.uri), None));
         }
         self.scope().subscribe(request.uri);

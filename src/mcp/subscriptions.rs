@@ -3,7 +3,7 @@
 //! `notifications/prompts/list_changed`, `notifications/tools/list_changed` and
 //! `notifications/resources/list_changed` (servers behind the broker) and `notifications/resources/updated` for its user's
 //! resources, the broker's and those of servers behind it (subscribed to on each server while
-//! the listen lasts, `crate::mcp::gateway::subscribed`) — from the same source
+//! the listen lasts, `crate::mcp::gateway::forward::subscribe`) — from the same source
 //! ([`crate::events::Events::subscribe_signals`]).
 //!
 //! rmcp sends the acknowledgement (the accepted filter) before [`listen`] runs, and its sink
@@ -16,7 +16,7 @@ use rmcp::service::{SubscriptionContext, SubscriptionSendError, SubscriptionSink
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::events::Signal;
-use crate::mcp::McpState;
+use crate::mcp::state::McpState;
 
 /// What the broker can deliver of `requested`: prompt, tool and resource list changes (servers
 /// behind the broker change all three), and updates of resources it serves (unknown URIs are

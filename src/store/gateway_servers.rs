@@ -31,7 +31,7 @@ pub enum GatewayAuth {
     McpOauth { provider: ProviderId, scopes: Scopes, settings: Box<McpOauthSettings>, secret_sealed: Option<Vec<u8>> },
     /// A token the broker mints per user for a registered token-API service (`services.id`),
     /// for that service's resource, sent as `Authorization: Bearer`; the server exchanges it
-    /// at `/token` with its own service credentials (`crate::mcp::gateway::minted`).
+    /// at `/token` with its own service credentials (`crate::mcp::gateway::upstream::minted`).
     TokenExchange { service_id: String },
 }
 

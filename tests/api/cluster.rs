@@ -860,7 +860,7 @@ async fn a_grant_the_admin_cli_revokes_on_postgresql_reaches_a_subscribed_sessio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_completion_budget_counts_completions_made_on_both_instances() {
-    use oauth_broker::mcp::tools::completion::PER_WINDOW;
+    use oauth_broker::mcp::completion::PER_WINDOW;
     let Some((a, b)) = two_instances().await else { return };
     let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
     let on_b = b.mcp_client(&a, ALICE, ClientKind::Url).await;

@@ -44,7 +44,7 @@ pub struct TestApp {
     /// How many of this app's MCP sessions are parked now.
     pub parked: Arc<oauth_broker::mcp::transport::session_transport::ParkedCount>,
     /// The servers behind this app, with what it minted for them.
-    pub gateway: Arc<oauth_broker::mcp::gateway::Gateway>,
+    pub gateway: Arc<oauth_broker::mcp::gateway::state::Gateway>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     /// The server's run, to wait for its graceful stop ([`TestApp::stop_serving`]).
     serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,

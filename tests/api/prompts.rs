@@ -390,7 +390,7 @@ on_both_backends!(
 );
 
 async fn completions_are_rate_limited_per_user_across_her_sessions(app: &TestApp) {
-    use oauth_broker::mcp::tools::completion::{PER_WINDOW, WINDOW_SECONDS};
+    use oauth_broker::mcp::completion::{PER_WINDOW, WINDOW_SECONDS};
     let first = app.mcp_client(ALICE, ClientKind::Url).await;
     let second = app.mcp_client(ALICE, ClientKind::Url).await;
     let bob = app.mcp_client(BOB, ClientKind::Url).await;

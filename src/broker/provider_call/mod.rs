@@ -5,7 +5,7 @@
 //! rmcp or axum.
 //!
 //! The rules, in order:
-//! 1. **Checked before any token** ([`ProviderRequest::new`], in `request.rs`): one of six
+//! 1. **Checked before any token** ([`ApiRequest::new`], in `request.rs`): one of six
 //!    methods, a path that stays under the API base whatever its encoding, scalar query
 //!    values, no body on GET or HEAD.
 //! 2. **Where**: under the grant's own API base when the provider names one per grant
@@ -34,7 +34,7 @@ mod tests;
 
 use secrecy::SecretString;
 
-pub use request::{ApiMethod, Body, ProviderRequest, Query, RequestError};
+pub use request::{ApiMethod, ApiRequest, Body, Query, RequestError};
 pub use send::{MAX_BODY_BYTES, ProviderAnswer, Unreachable};
 
 use super::Core;
@@ -67,7 +67,7 @@ pub enum CallError {
 pub async fn call(
     core: &Core,
     provider: &ProviderConfig,
-    request: &ProviderRequest<'_>,
+    request: &ApiRequest<'_>,
     token: AccessToken,
 ) -> Result<ProviderAnswer, CallError> {
     let answer = send_with(core, provider, request, &token, None).await?;
@@ -95,7 +95,7 @@ enum AfterRejection {
 async fn send_with(
     core: &Core,
     provider: &ProviderConfig,
-    request: &ProviderRequest<'_>,
+    request: &ApiRequest<'_>,
     token: &AccessToken,
     refused: Option<&SecretString>,
 ) -> Result<ProviderAnswer, CallError> {

@@ -67,7 +67,7 @@ pub enum Body<'a> {
 }
 
 /// A request that passed every check that needs no token; [`super::call`] sends it.
-pub struct ProviderRequest<'a> {
+pub struct ApiRequest<'a> {
     method: ApiMethod,
     path: &'a str,
     query: Query<'a>,
@@ -77,7 +77,7 @@ pub struct ProviderRequest<'a> {
     url: Url,
 }
 
-impl<'a> ProviderRequest<'a> {
+impl<'a> ApiRequest<'a> {
     /// `path` and `query` under `provider`'s API base, and `body` if `method` may carry one.
     pub fn new(
         provider: &ProviderConfig,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use super::request::{Body, ProviderRequest};
+use super::request::{ApiRequest, Body};
 use crate::config::ProviderConfig;
 
 /// Largest upstream body returned; the rest is cut (and flagged).
@@ -51,7 +51,7 @@ pub enum Unreachable {
 pub(super) async fn send(
     http: &reqwest::Client,
     provider: &ProviderConfig,
-    request: &ProviderRequest<'_>,
+    request: &ApiRequest<'_>,
     url: Url,
     token: &SecretString,
     earlier: Option<&SecretString>,

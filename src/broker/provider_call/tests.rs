@@ -142,8 +142,7 @@ impl Setup {
 
     async fn get(&self, path: &str) -> ProviderAnswer {
         let provider = &*provider(&self.state);
-        let request =
-            ProviderRequest::new(provider, ApiMethod::parse("GET").unwrap(), path, Query::None, None).unwrap();
+        let request = ApiRequest::new(provider, ApiMethod::parse("GET").unwrap(), path, Query::None, None).unwrap();
         call(&self.state.core, provider, &request, self.token().await).await.unwrap()
     }
 }
@@ -164,11 +163,11 @@ async fn a_path_leaving_the_api_base_is_refused_before_anything_is_sent() {
     let provider = &*provider(&setup.state);
     let get = || ApiMethod::parse("GET").unwrap();
     for evil in ["../token", "%2e%2e/token", "//evil.example/x", "https://evil.example/x", "/..;/token"] {
-        let refused = ProviderRequest::new(provider, get(), evil, Query::None, None).err();
+        let refused = ApiRequest::new(provider, get(), evil, Query::None, None).err();
         assert_eq!(refused, Some(RequestError::BadPath), "{evil}");
     }
     let body = Body::Json(&serde_json::Value::Null);
-    let refused = ProviderRequest::new(provider, get(), "echo", Query::None, Some(body)).err();
+    let refused = ApiRequest::new(provider, get(), "echo", Query::None, Some(body)).err();
     assert_eq!(refused, Some(RequestError::BodyNotAllowed(reqwest::Method::GET)));
     assert_eq!(setup.api.seen(|seen| seen.api_requests), 0);
 }

@@ -9,8 +9,8 @@ use super::{Answers, AskError};
 use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
+use crate::mcp::failure::tool_failed;
 use crate::mcp::results::{Unfinished, error_result};
-use crate::mcp::tools::failure::tool_failed;
 use crate::store::grants::GrantRow;
 
 pub const ACCOUNT: &str = "account";

@@ -18,7 +18,7 @@
 //!
 //! A server behind the broker that asks the user by a round trip of its own gets its
 //! `InputRequiredResult` relayed with a state of the broker's that carries the server's
-//! ([`Round::ask_for_server`], `crate::mcp::gateway::rounds`).
+//! ([`Round::ask_for_server`], `crate::mcp::gateway::forward::rounds`).
 //!
 //! A state that asked a question (the broker's or a server's) is spent when the answer to it is used, on every instance
 //! (`store::request_state_uses`): replaying it is refused. A state that only waits on the browser
@@ -117,7 +117,7 @@ impl Round {
                 .store
                 .spend_request_state(&carried.nonce, carried.expires_at, now)
                 .await
-                .map_err(crate::mcp::tools::failure::tool_failed)?;
+                .map_err(crate::mcp::failure::tool_failed)?;
             if !spent {
                 return Err(state::refused());
             }
@@ -205,7 +205,7 @@ impl Round {
 
     /// An `InputRequiredResult` asking a server's question (already worded for the client)
     /// under `flight.key`, for the call waiting in `flight` on the instance `home` names (a
-    /// sealed tag, `crate::mcp::gateway::flight_home`; none when this instance has no address
+    /// sealed tag, `crate::mcp::gateway::forward::flight_home`; none when this instance has no address
     /// for the others).
     pub(crate) fn ask_for_flight(
         &self,

@@ -36,7 +36,7 @@ pub(crate) fn is_ours(state: &str) -> bool {
     state.starts_with(PREFIX)
 }
 
-/// What separates a state from the home of the flight it names (`crate::mcp::gateway::flight_home`):
+/// What separates a state from the home of the flight it names (`crate::mcp::gateway::forward::flight_home`):
 /// not in base64url's alphabet.
 const HOME_SEPARATOR: char = '.';
 
@@ -76,13 +76,13 @@ pub(crate) struct Carried {
     pub server: Option<ServerRound>,
     /// A server behind the broker asked the user mid-call (a nested `elicitation/create`) while
     /// its call keeps running on the instance that made this state: which call, and the key the
-    /// client answers under (`crate::mcp::gateway::flights`).
+    /// client answers under (`crate::mcp::gateway::forward::flights`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flight: Option<FlightRound>,
 }
 
 /// A server's question asked mid-call, waiting in this instance's table of flights for the
-/// client's answer (`crate::mcp::gateway::flights`).
+/// client's answer (`crate::mcp::gateway::forward::flights`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct FlightRound {
     /// The registered server's id.
@@ -93,7 +93,7 @@ pub(crate) struct FlightRound {
     pub key: String,
 }
 
-/// A round trip of a server behind the broker (`crate::mcp::gateway::rounds`), as carried in the
+/// A round trip of a server behind the broker (`crate::mcp::gateway::forward::rounds`), as carried in the
 /// broker's own state.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct ServerRound {

@@ -185,7 +185,7 @@ async fn grants(state: &AppState, user: &AuthenticatedUser) -> Result<Vec<GrantR
         .store
         .grants_for_user(&user.user_id)
         .await
-        .map_err(|error| crate::mcp::tools::failure::internal(&error, "reading connections for a prompt failed"))
+        .map_err(|error| crate::mcp::failure::internal(&error, "reading connections for a prompt failed"))
 }
 
 /// JSON for a Markdown fence: backticks escaped so provider-supplied text cannot close it.

@@ -14,17 +14,16 @@ pub mod uri;
 use rmcp::model::{ErrorData, ListResourceTemplatesResult, ListResourcesResult, ReadResourceResponse};
 
 use self::uri::Route;
-use crate::mcp::McpState;
 use crate::mcp::extension::ExtensionContext;
 use crate::mcp::pagination::{page, page_of_changing};
+use crate::mcp::state::McpState;
 
 /// Every resource the user may read: the broker's, the extensions', those of the servers
 /// behind the broker that serve every user alike, then `own` — the user's own on the servers
-/// that act as the user (`crate::mcp::gateway::own_resources`, read for this request).
+/// that act as the user (`crate::mcp::gateway::forward::own_resources`, read for this request).
 // MCP 2025-11-25 server/resources §Listing Resources; utilities/pagination.
 pub async fn list(
     state: &McpState,
-    _ctx: &ExtensionContext,
     own: Vec<rmcp::model::Resource>,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, ErrorData> {
@@ -46,11 +45,7 @@ pub async fn list(
 }
 
 // MCP 2025-11-25 server/resources §Resource Templates.
-pub async fn templates(
-    state: &McpState,
-    _ctx: &ExtensionContext,
-    cursor: Option<&str>,
-) -> Result<ListResourceTemplatesResult, ErrorData> {
+pub async fn templates(state: &McpState, cursor: Option<&str>) -> Result<ListResourceTemplatesResult, ErrorData> {
     let mut all = broker::templates(&state.app);
     for extension in state.extensions.iter() {
         for template in extension.resource_templates() {
@@ -86,18 +81,13 @@ pub async fn read(state: &McpState, ctx: ExtensionContext, uri: &str) -> Result<
 }
 
 /// Whether an extension may list `uri`: not in the broker's namespace, nor in the gateway's
-/// (`gateway://…`, the servers behind the broker, [`crate::mcp::gateway::uri`]).
+/// (`gateway://…`, the servers behind the broker, [`crate::mcp::gateway::catalogue::uri`]).
 fn extensions_may_list(uri: &str) -> bool {
-    matches!(uri::route(uri), Route::Other) && !crate::mcp::gateway::uri::is_gateway(uri)
+    matches!(uri::route(uri), Route::Other) && !crate::mcp::gateway::catalogue::uri::is_gateway(uri)
 }
 
-/// Whether `uri` names a resource this user may subscribe to.
-// MCP 2025-11-25 server/resources §Subscriptions.
-pub async fn exists(state: &McpState, _ctx: &ExtensionContext, uri: &str) -> bool {
-    known(state, uri)
-}
-
-/// Whether `uri` names a resource anyone may subscribe to: the broker's (each user reads only
+/// Whether `uri` names a resource anyone may subscribe to (MCP 2025-11-25 server/resources
+/// §Subscriptions): the broker's (each user reads only
 /// their own) or one an extension lists or templates. For `subscriptions/listen` too, whose
 /// filter is accepted before the request's user is looked at.
 pub fn known(state: &McpState, uri: &str) -> bool {
@@ -105,8 +95,8 @@ pub fn known(state: &McpState, uri: &str) -> bool {
         Route::Broker(target) => broker::exists(&state.app, &target),
         Route::BrokerMalformed => false,
         // A server behind the broker's resource: subscribed to on that server, by a session or
-        // for a listen (`crate::mcp::gateway::subscribed`), when the server keeps a session.
-        Route::Other if crate::mcp::gateway::uri::is_gateway(uri) => state.gateway.subscribable(uri),
+        // for a listen (`crate::mcp::gateway::forward::subscribe`), when the server keeps a session.
+        Route::Other if crate::mcp::gateway::catalogue::uri::is_gateway(uri) => state.gateway.subscribable(uri),
         Route::Other => state.extensions.iter().any(|extension| {
             extension.resources().iter().any(|r| r.uri == uri)
                 || extension.resource_templates().iter().any(|t| uri::matches_template(&t.uri_template, uri))
@@ -117,5 +107,5 @@ pub fn known(state: &McpState, uri: &str) -> bool {
 /// A store or encoding failure: logged here, shown to the client as a bare internal error (or
 /// a retryable one when the database is away).
 fn internal(error: impl std::error::Error + 'static) -> ErrorData {
-    crate::mcp::tools::failure::internal(&error, "reading a resource failed")
+    crate::mcp::failure::internal(&error, "reading a resource failed")
 }

@@ -25,7 +25,6 @@ use serde_json::json;
 
 use super::table::{SessionCheck, SessionTable, primes};
 use crate::identity::AuthenticatedUser;
-use crate::mcp::McpState;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -36,14 +35,18 @@ pub(crate) fn owner_key(user: &AuthenticatedUser) -> String {
 }
 
 /// Runs after bearer authentication on /mcp.
-pub async fn enforce_session_owner(State(state): State<McpState>, request: Request, next: Next) -> Response {
+pub async fn enforce_session_owner(
+    State(sessions): State<Arc<SessionTable>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(user) = request.extensions().get::<AuthenticatedUser>().cloned() else {
         return StatusCode::UNAUTHORIZED.into_response();
     };
     let named = request.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut priming = true;
     if let Some(session_id) = &named {
-        match state.sessions.check(session_id, &owner_key(&user)) {
+        match sessions.check(session_id, &owner_key(&user)) {
             SessionCheck::Allowed { priming: primes } => priming = primes,
             SessionCheck::Foreign => {
                 tracing::warn!(user = %user.user_id, "request named an MCP session of another user or client; refused");
@@ -62,14 +65,14 @@ pub async fn enforce_session_owner(State(state): State<McpState>, request: Reque
         // The initialize response names the new session: it belongs to this user, and its
         // result names the negotiated version.
         (None, Some(created)) => {
-            state.sessions.bind(&created, &owner_key(&user));
-            Some(PrimingFilter::Learn { table: state.sessions.clone(), session_id: created, held: Vec::new() })
+            sessions.bind(&created, &owner_key(&user));
+            Some(PrimingFilter::Learn { table: sessions.clone(), session_id: created, held: Vec::new() })
         }
         // rmcp closed it (which took it out of the table); should that close have been
         // skipped (rmcp's own close of a parked session's first service came at the same
         // moment), its owner is forgotten all the same, and the session refused from now on.
         (Some(ended), _) if is_delete && response.status().is_success() => {
-            state.sessions.disown(ended);
+            sessions.disown(ended);
             None
         }
         _ => (!priming).then_some(PrimingFilter::Drop),

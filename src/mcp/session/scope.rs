@@ -28,7 +28,7 @@ pub trait Outbox: Send + Sync {
 }
 
 /// What keeps a subscription alive elsewhere while the session holds it: a server behind the
-/// broker's subscription over the user's connection (`crate::mcp::gateway::subscribed`), let
+/// broker's subscription over the user's connection (`crate::mcp::gateway::forward::subscribe`), let
 /// go when the session unsubscribes or ends.
 pub type KeptUpstream = Box<dyn Send + Sync>;
 

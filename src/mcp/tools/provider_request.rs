@@ -1,24 +1,38 @@
 //! `provider_request`: a call to a provider's API with the user's token injected, as one of
-//! the user's accounts there (named, the only one, or chosen: see [`BrokerServer::pick_account`]).
+//! the user's accounts there (named, the only one, or chosen: see [`super::accounts`]).
 //! The call itself is [`crate::broker::provider_call`]'s; this face picks the account, gets the
 //! token through the core's access decision, and turns the answer into a tool result.
 
 use std::collections::BTreeMap;
 
-use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock};
-use rmcp::service::RequestContext;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ProviderRequest, Query};
+use super::accounts::{AccountPick, pick_account};
+use super::catalogue::{PROVIDER_REQUEST, unknown_provider};
+use crate::broker::provider_call::{self, ApiMethod, ApiRequest, Body, CallError, ProviderAnswer, Query};
 use crate::domain::Scopes;
+use crate::mcp::access::token_for_tool;
+use crate::mcp::context::Context;
+use crate::mcp::failure::tool_failed;
 use crate::mcp::forms::questions::account_name;
-use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::logging::LogLevel;
 use crate::mcp::results::{Unfinished, error_result};
-use crate::mcp::tools::connections::AccountPick;
-use crate::mcp::tools::failure::tool_failed;
-use crate::mcp::tools::{PROVIDER_REQUEST, ProviderRequestArgs, unknown_provider};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderRequest {
+    pub provider: String,
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub query: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub body: Option<Value>,
+    #[serde(default)]
+    pub account: Option<String>,
+}
 
 /// The tool's structured result.
 #[derive(Serialize)]
@@ -42,27 +56,22 @@ impl From<ProviderAnswer> for ToolAnswer {
     }
 }
 
-impl BrokerServer {
-    pub(crate) async fn provider_request(
-        &self,
-        caller: &Caller,
-        args: ProviderRequestArgs,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, Unfinished> {
-        let Some(provider) = self.state.app.core.providers.find(&args.provider) else {
-            return Ok(error_result(unknown_provider(&self.state.app.core.providers.ids(), &args.provider)));
+impl ProviderRequest {
+    pub async fn run(self, cx: Context<'_>) -> Result<CallToolResult, Unfinished> {
+        let args = self;
+        let Some(provider) = cx.core.providers.find(&args.provider) else {
+            return Ok(error_result(unknown_provider(&cx.core.providers.ids(), &args.provider)));
         };
         // Checked before an account is picked or a token read: a refused request costs nothing.
         let query = args.query.as_ref().map_or(Query::None, Query::Values);
         let checked = ApiMethod::parse(&args.method).and_then(|method| {
-            ProviderRequest::new(&provider, method, &args.path, query, args.body.as_ref().map(Body::Json))
+            ApiRequest::new(&provider, method, &args.path, query, args.body.as_ref().map(Body::Json))
         });
         let request = match checked {
             Ok(request) => request.accepting(Some("application/json")),
             Err(e) => return Ok(error_result(e.to_string())),
         };
-        let account = match self.pick_account(caller, &provider, args.account.as_deref(), PROVIDER_REQUEST, ctx).await?
-        {
+        let account = match pick_account(cx, &provider, args.account.as_deref(), PROVIDER_REQUEST).await? {
             AccountPick::One(grant) => Some(account_name(&grant).to_owned()),
             AccountPick::NoAccount => None,
             AccountPick::Answer(result) => return Ok(result),
@@ -75,14 +84,14 @@ impl BrokerServer {
         // (`-32042`, URL elicitation or `input_required` by era) instead of the provider's 401.
         let mut attempts = 0;
         let answer = loop {
-            let token = match self.token_for_tool(caller, &provider, account.as_deref(), &Scopes::default()).await {
+            let token = match token_for_tool(cx, &provider, account.as_deref(), &Scopes::default()).await {
                 Ok(token) => token,
                 Err(answer) => return answer,
             };
             let answer = tokio::select! {
                 // MCP cancellation: a cancelled call stops its upstream request.
-                _ = ctx.ct.cancelled() => return Ok(error_result("Cancelled.")),
-                answer = provider_call::call(&self.state.app.core, &provider, &request, token) => answer,
+                _ = cx.request.ct.cancelled() => return Ok(error_result("Cancelled.")),
+                answer = provider_call::call(cx.core, &provider, &request, token) => answer,
             };
             match answer {
                 Ok(answer) => break answer,
@@ -101,7 +110,7 @@ impl BrokerServer {
         // MCP utilities/logging: what was called and how it went; never the token.
         let level = if answer.status >= 400 { LogLevel::Warning } else { LogLevel::Info };
         let logged = serde_json::json!({"provider": provider.id.as_str(), "method": request.method().as_str(), "path": args.path, "status": answer.status});
-        self.log(ctx, level, logged).await;
+        cx.log(level, logged).await;
         let failed = answer.status >= 400;
         let structured = serde_json::to_value(ToolAnswer::from(answer)).map_err(tool_failed)?;
         let mut result = CallToolResult::structured(structured.clone());

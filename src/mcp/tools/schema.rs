@@ -117,7 +117,7 @@ mod tests {
     use super::*;
 
     fn catalogue() -> ToolCatalogue {
-        let mut tools = crate::mcp::tools::catalogue(&["demo".into(), "github".into()]);
+        let mut tools = crate::mcp::tools::catalogue::tools(&["demo".into(), "github".into()]);
         let schema = json!({"type": "object", "properties": {"when": {"type": "string", "format": "date"}}});
         tools.push(Tool::new("ext", "an extension tool", Arc::new(schema.as_object().cloned().unwrap())));
         let broken = json!({"type": "object", "properties": {"x": {"type": "no-such-type"}}});

@@ -9,7 +9,7 @@
 //! rmcp's 415, which is right for it. The body is parsed by serde_json, never by hand.
 //!
 //! The same parse reads what the request metrics count (method, tool) and the home tag of a
-//! 2026-07-28 retry's `requestState` ([`FlightHomeTag`], for `crate::mcp::gateway::retry_forward`).
+//! 2026-07-28 retry's `requestState` ([`FlightHomeTag`], for `crate::mcp::gateway::forward::retry_forward`).
 
 use axum::Json;
 use axum::body::{Body, to_bytes};
@@ -40,7 +40,7 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
     };
     let home = match classify(&bytes) {
         Verdict::Message { method, tool, home } => {
-            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(crate::mcp::tools::label));
+            crate::telemetry::mcp_message(method.as_deref(), tool.as_deref().map(crate::mcp::tools::catalogue::label));
             home.map(|tag| FlightHomeTag(tag.into_owned()))
         }
         Verdict::NotJson => return error(StatusCode::BAD_REQUEST, -32700, "Parse error: the body is not valid JSON"),
@@ -60,7 +60,7 @@ pub async fn check_jsonrpc_body(request: Request, next: Next) -> Response {
 }
 
 /// The home tag of a request's `params.requestState`: the broker's state of a server's question
-/// waiting on some instance (`crate::mcp::gateway::retry_forward` reads it; nothing is opened
+/// waiting on some instance (`crate::mcp::gateway::forward::retry_forward` reads it; nothing is opened
 /// here).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlightHomeTag(pub String);
