@@ -4,8 +4,9 @@
 
 use rmcp::model::CallToolResult;
 
+use super::ask::AskError;
+use super::content::Answers;
 use super::field::{Choice, Field};
-use super::{Answers, AskError};
 use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;

@@ -21,8 +21,8 @@ pub const CONNECT_WAIT: Duration = Duration::from_secs(2);
 
 /// The servers behind the broker, their tools and this instance's connections to them.
 pub struct Gateway {
-    pub(in crate::mcp::gateway) app: AppState,
-    pub(in crate::mcp::gateway) servers: RwLock<Arc<Servers>>,
+    pub(crate) app: AppState,
+    pub(crate) servers: RwLock<Arc<Servers>>,
     pub(crate) pool: Arc<Pool>,
     /// `token-exchange` servers' per-user tokens.
     pub minted: MintedTokens,
@@ -32,7 +32,7 @@ pub struct Gateway {
     pub home: FlightHome,
     /// rmcp's reqwest client for every upstream connection: no redirects (an MCP endpoint that
     /// redirects is misconfigured or hostile, as for provider endpoints), bounded connect time.
-    pub(in crate::mcp::gateway) http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     /// The client that passes a retry on to the instance whose flight waits for it
     /// ([`super::forward::retry_forward`]): no redirects, no proxy from the environment (the instances reach
     /// each other directly), a short connect wait.
@@ -123,7 +123,7 @@ impl Gateway {
     /// `notifications/tools/list_changed` to every session and listening stream of this
     /// instance (each instance keeps its own lists, and hears of another's through
     /// `shared_lists`).
-    pub(in crate::mcp::gateway) fn tools_changed(&self) {
+    pub(crate) fn tools_changed(&self) {
         self.app.core.events.signal(Signal::ToolsChanged);
     }
 }

@@ -11,12 +11,13 @@
 //! a file or saving it unchanged notifies nobody.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
+use super::files::OperatorPrompt;
+use crate::events::Events;
 use crate::events::Signal;
 
 /// How often and how patiently the directory is looked at.
@@ -38,8 +39,36 @@ const MAX_SETTLE_ROUNDS: usize = 10;
 const MAX_DEPTH: usize = 4;
 const MAX_ENTRIES: usize = 10_000;
 
+/// What the watcher updates.
+pub(crate) struct Shared {
+    operator: RwLock<Arc<Vec<Arc<OperatorPrompt>>>>,
+    pub(crate) events: Events,
+}
+
+impl Shared {
+    pub(crate) fn new(events: Events) -> Self {
+        Self { operator: RwLock::default(), events }
+    }
+
+    /// The operator prompts now (a cheap clone; readers never block the watcher for long).
+    pub(crate) fn snapshot(&self) -> Arc<Vec<Arc<OperatorPrompt>>> {
+        self.operator.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Installs `loaded`; true when it differs from what was there.
+    pub(crate) fn replace(&self, loaded: Vec<OperatorPrompt>) -> bool {
+        let loaded: Vec<Arc<OperatorPrompt>> = loaded.into_iter().map(Arc::new).collect();
+        let mut current = self.operator.write().unwrap_or_else(|p| p.into_inner());
+        if **current == loaded {
+            return false;
+        }
+        *current = Arc::new(loaded);
+        true
+    }
+}
+
 /// Polls until `shutdown` fires.
-pub async fn run(shared: Arc<Shared>, dir: PathBuf, timing: Timing, shutdown: CancellationToken) {
+pub(crate) async fn run(shared: Arc<Shared>, dir: PathBuf, timing: Timing, shutdown: CancellationToken) {
     let mut last = fingerprint(&dir).await;
     // Whatever changed between the start-up load and now.
     reload(&shared, &dir).await;

@@ -70,7 +70,7 @@ pub async fn read(
 ) -> Result<ReadResourceResult, ErrorData> {
     let body = match target {
         BrokerUri::Connections => {
-            let grants = connections::all_accounts(&state.core, user_id).await.map_err(super::internal)?;
+            let grants = connections::all_accounts(&state.core, user_id).await.map_err(internal)?;
             let connections: Vec<Value> = state
                 .core
                 .providers
@@ -80,18 +80,18 @@ pub async fn read(
             json!({ "connections": connections })
         }
         BrokerUri::Providers => {
-            let grants = connections::all_accounts(&state.core, user_id).await.map_err(super::internal)?;
+            let grants = connections::all_accounts(&state.core, user_id).await.map_err(internal)?;
             let providers: Vec<Value> =
                 state.core.providers.iter().map(|p| provider_entry(&p, find(&grants, &p))).collect();
             json!({ "providers": providers })
         }
         BrokerUri::Connection(id) => {
             let provider = state.core.providers.get(id).ok_or_else(|| uri::not_found(raw))?;
-            let grant = connections::latest_account(&state.core, user_id, &provider).await.map_err(super::internal)?;
+            let grant = connections::latest_account(&state.core, user_id, &provider).await.map_err(internal)?;
             connection_entry(&provider, grant.as_ref(), state.core.now())
         }
     };
-    let text = serde_json::to_string_pretty(&body).map_err(super::internal)?;
+    let text = serde_json::to_string_pretty(&body).map_err(internal)?;
     Ok(ReadResourceResult::new(vec![ResourceContents::text(text, raw).with_mime_type(JSON)]))
 }
 
@@ -151,4 +151,10 @@ fn provider_entry(provider: &ProviderConfig, grant: Option<&GrantRow>) -> Value 
         "status": status,
         "connection_uri": uri::connection_uri(&provider.id),
     })
+}
+
+/// A store or encoding failure: logged here, shown to the client as a bare internal error (or
+/// a retryable one when the database is away).
+fn internal(error: impl std::error::Error + 'static) -> ErrorData {
+    crate::mcp::failure::internal(&error, "reading a resource failed")
 }

@@ -103,9 +103,3 @@ pub fn known(state: &McpState, uri: &str) -> bool {
         }),
     }
 }
-
-/// A store or encoding failure: logged here, shown to the client as a bare internal error (or
-/// a retryable one when the database is away).
-fn internal(error: impl std::error::Error + 'static) -> ErrorData {
-    crate::mcp::failure::internal(&error, "reading a resource failed")
-}

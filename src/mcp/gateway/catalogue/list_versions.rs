@@ -11,7 +11,7 @@ use crate::store::gateway_lists::ListKind;
 pub(crate) struct SharedVersions([AtomicI64; 3]);
 
 /// This process's list is newer than what is stored: the next read stores it.
-pub(in crate::mcp::gateway) const NOT_STORED: i64 = -1;
+pub(crate) const NOT_STORED: i64 = -1;
 
 impl SharedVersions {
     fn slot(&self, kind: ListKind) -> &AtomicI64 {
@@ -22,21 +22,21 @@ impl SharedVersions {
         }]
     }
 
-    pub(in crate::mcp::gateway) fn get(&self, kind: ListKind) -> i64 {
+    pub(crate) fn get(&self, kind: ListKind) -> i64 {
         self.slot(kind).load(Ordering::Acquire)
     }
 
-    pub(in crate::mcp::gateway) fn set(&self, kind: ListKind, version: i64) {
+    pub(crate) fn set(&self, kind: ListKind, version: i64) {
         self.slot(kind).store(version, Ordering::Release);
     }
 
     /// Whether a read that left the cached list as it was must store it anyway.
-    pub(in crate::mcp::gateway) fn not_stored(&self, kind: ListKind) -> bool {
+    pub(crate) fn not_stored(&self, kind: ListKind) -> bool {
         self.get(kind) == NOT_STORED
     }
 
     /// An entry that replaces `earlier` (its row changed in place) keeps its lists' versions.
-    pub(in crate::mcp::gateway) fn take_over(&self, earlier: &SharedVersions) {
+    pub(crate) fn take_over(&self, earlier: &SharedVersions) {
         for (mine, theirs) in self.0.iter().zip(&earlier.0) {
             mine.store(theirs.load(Ordering::Acquire), Ordering::Release);
         }

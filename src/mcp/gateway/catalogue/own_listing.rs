@@ -20,7 +20,7 @@ pub(crate) struct OwnListing {
     /// list or refused credential says nothing of the server for the others.
     paused_until: Mutex<HashMap<String, Instant>>,
     /// A change is gathered and about to be signalled.
-    pub(in crate::mcp::gateway) change_pending: AtomicBool,
+    pub(crate) change_pending: AtomicBool,
 }
 
 impl OwnListing {
@@ -29,13 +29,13 @@ impl OwnListing {
     }
 
     /// Whether `user`'s lists leave the server out at `now`.
-    pub(in crate::mcp::gateway) fn paused(&self, user: &str, now: Instant) -> bool {
+    pub(crate) fn paused(&self, user: &str, now: Instant) -> bool {
         self.paused_until().get(user).is_some_and(|until| now < *until)
     }
 
     /// The server did not answer `user` at `now`: their lists leave it out for [`PAUSE`]. Ended
     /// pauses are forgotten here, so the map holds only users paused now.
-    pub(in crate::mcp::gateway) fn pause(&self, user: &str, now: Instant) {
+    pub(crate) fn pause(&self, user: &str, now: Instant) {
         let mut paused = self.paused_until();
         paused.retain(|_, until| now < *until);
         paused.insert(user.to_owned(), now + PAUSE);

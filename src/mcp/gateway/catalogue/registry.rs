@@ -45,13 +45,13 @@ pub struct ServerEntry {
     /// The protocol revision the server speaks, once a connection found out.
     pub revision: crate::mcp::gateway::upstream::revision::Remembered,
     /// Which stored version of each list (`super::shared_lists`) the cached one is.
-    pub(in crate::mcp::gateway) shared: super::list_versions::SharedVersions,
+    pub(crate) shared: super::list_versions::SharedVersions,
     /// Whether this process read the server's tools itself, rather than only taking what
     /// another instance (or an earlier start) stored.
     read_here: std::sync::atomic::AtomicBool,
     /// Users' own resources of this server ([`crate::mcp::gateway::forward::own_resources`]): when lists skip it
     /// after it did not answer, and whether a change it announced is about to be passed on.
-    pub(in crate::mcp::gateway) own: super::own_listing::OwnListing,
+    pub(crate) own: super::own_listing::OwnListing,
 }
 
 impl std::fmt::Debug for ServerEntry {
@@ -126,18 +126,18 @@ impl ServerEntry {
     /// once, until [`ServerEntry::read_failed`]): lists taken from the database are read from
     /// the server once per process too, so a change made while no instance had a connection
     /// open is found.
-    pub(in crate::mcp::gateway) fn claim_first_read(&self) -> bool {
+    pub(crate) fn claim_first_read(&self) -> bool {
         // A load first: every forwarded call asks, and only the first may write.
         !self.read_here.load(Ordering::Acquire) && !self.read_here.swap(true, Ordering::AcqRel)
     }
 
     /// The tools were read from the server by this process.
-    pub(in crate::mcp::gateway) fn read_done(&self) {
+    pub(crate) fn read_done(&self) {
         self.read_here.store(true, Ordering::Release);
     }
 
     /// A claimed first read failed: the next connection tries again.
-    pub(in crate::mcp::gateway) fn read_failed(&self) {
+    pub(crate) fn read_failed(&self) {
         self.read_here.store(false, Ordering::Release);
     }
 

@@ -122,7 +122,7 @@ impl Gateway {
     }
 
     /// Reloads when everyone's generation moves (or, while it is not trusted, now and then).
-    pub(in crate::mcp::gateway) fn watch(gateway: &Arc<Self>) {
+    pub(crate) fn watch(gateway: &Arc<Self>) {
         let every = crate::every::Every::new(gateway, WATCH_EVERY, gateway.app.shutdown.clone());
         let mut seen = gateway.app.core.store.cache_shared_generation();
         tokio::spawn(async move {

@@ -18,7 +18,7 @@ use crate::mcp::gateway::state::Gateway;
 
 impl Gateway {
     /// Reads every server's lists again each `list_refresh`, until the app shuts down.
-    pub(in crate::mcp::gateway) fn start_refreshing(gateway: &Arc<Self>) {
+    pub(crate) fn start_refreshing(gateway: &Arc<Self>) {
         let every = Every::new(gateway, gateway.app.core.config.gateway.list_refresh, gateway.app.shutdown.clone());
         tokio::spawn(async move {
             while let Some(gateway) = every.tick().await {

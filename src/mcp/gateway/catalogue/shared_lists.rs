@@ -39,14 +39,14 @@ use crate::store::gateway_lists::{ListKind, StoredList};
 
 /// A server's resources and templates, read together, as stored.
 #[derive(Serialize, Deserialize)]
-pub(in crate::mcp::gateway) struct ResourcesAnswer {
+pub(crate) struct ResourcesAnswer {
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
 }
 
 /// Which lists changed for this instance's clients.
 #[derive(Default, Clone, Copy)]
-pub(in crate::mcp::gateway) struct Changed {
+pub(crate) struct Changed {
     pub tools: bool,
     pub prompts: bool,
     pub resources: bool,
@@ -65,12 +65,7 @@ impl Gateway {
     /// process could not store before): keeps `answer` (the server's answer as JSON) for every
     /// instance and tells them. A failure is logged and remembered: this instance lists the read
     /// anyway, and its next read stores it.
-    pub(in crate::mcp::gateway) async fn share_list(
-        &self,
-        entry: &ServerEntry,
-        kind: ListKind,
-        answer: serde_json::Result<String>,
-    ) {
+    pub(crate) async fn share_list(&self, entry: &ServerEntry, kind: ListKind, answer: serde_json::Result<String>) {
         let answer = match answer {
             Ok(answer) => answer,
             Err(error) => {
@@ -97,7 +92,7 @@ impl Gateway {
     /// Lists what is stored for `entries` (servers this instance has just loaded), before they
     /// are served; what changed, for the clients to hear once they are served. A failed read
     /// leaves them to their first connection, as before lists were shared.
-    pub(in crate::mcp::gateway) async fn take_stored_lists(&self, entries: &[Arc<ServerEntry>]) -> Changed {
+    pub(crate) async fn take_stored_lists(&self, entries: &[Arc<ServerEntry>]) -> Changed {
         let mut changed = Changed::default();
         if entries.is_empty() {
             return changed;
@@ -138,7 +133,7 @@ impl Gateway {
     }
 
     /// `list_changed` to this instance's sessions and listening streams, for what changed.
-    pub(in crate::mcp::gateway) fn tell_clients(&self, changed: Changed) {
+    pub(crate) fn tell_clients(&self, changed: Changed) {
         if changed.tools {
             self.tools_changed();
         }
@@ -152,7 +147,7 @@ impl Gateway {
 
     /// Reads back a server's lists whenever an instance signals it stored them, until the app
     /// shuts down.
-    pub(in crate::mcp::gateway) fn hear_stored_lists(gateway: &Arc<Self>) {
+    pub(crate) fn hear_stored_lists(gateway: &Arc<Self>) {
         let weak: Weak<Self> = Arc::downgrade(gateway);
         let mut signals = gateway.app.core.events.subscribe_signals();
         let stop = gateway.app.shutdown.clone();

@@ -39,7 +39,7 @@ const SEND_AGAIN: &str = "send the request again";
 
 /// The user's connection to the server (opened if there is none), carrying `credential` from
 /// now on.
-pub(in crate::mcp::gateway) async fn open_upstream(
+pub(crate) async fn open_upstream(
     cx: Context<'_>,
     gateway: &Arc<Gateway>,
     entry: &Arc<ServerEntry>,
@@ -90,7 +90,7 @@ pub(in crate::mcp::gateway) async fn open_upstream(
 
 /// One try of a tool call: the user's connection with `credential`, then the call as it goes
 /// to the server (`params`: the server's tool name, with what a retry carries back).
-pub(in crate::mcp::gateway) async fn tool(
+pub(crate) async fn tool(
     forward: &Forward<'_>,
     target: &Target,
     params: CallToolRequestParams,
@@ -140,7 +140,7 @@ pub(in crate::mcp::gateway) async fn tool(
 /// server's JSON-RPC error comes back as an answer — its code and message, with `data` naming
 /// the server ([`server_error`]) — except a `-32042`, which the gates decide on; a 2026-07-28
 /// server's `InputRequiredResult` comes back as its result, for [`super::rounds`] to relay.
-pub(in crate::mcp::gateway) async fn plain(
+pub(crate) async fn plain(
     forward: &Forward<'_>,
     request: ClientRequest,
     credential: Option<Credential>,
@@ -168,7 +168,7 @@ pub(in crate::mcp::gateway) async fn plain(
 
 /// A retry that answers a server's question asked mid-request: the request is still waiting
 /// (its state is bound to this very method, name and arguments).
-pub(in crate::mcp::gateway) async fn resumed(forward: &Forward<'_>) -> Result<Answer, Failure> {
+pub(crate) async fn resumed(forward: &Forward<'_>) -> Result<Answer, Failure> {
     match forward.what {
         Forwarded::Tool { .. } => {
             let landing = resume(forward, CALL_AGAIN).await?;

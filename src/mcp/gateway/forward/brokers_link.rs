@@ -32,7 +32,7 @@ use crate::store::authorizations::AuthorizationRow;
 use crate::store::gateway_servers::GatewayAuth;
 
 /// The answer to a `token-exchange` server's `-32042`, and the call's outcome label.
-pub(in crate::mcp::gateway) async fn brokers_link_from_server(
+pub(crate) async fn brokers_link_from_server(
     cx: Context<'_>,
     entry: &ServerEntry,
     error: ErrorData,
@@ -53,7 +53,7 @@ pub(in crate::mcp::gateway) async fn brokers_link_from_server(
 /// A `token-exchange` server's `InputRequiredResult` that only passes on the broker's own
 /// links, as the `-32042` for [`brokers_link_from_server`]; `None` for any other server or
 /// round, which is relayed as the server's own ([`super::rounds`]).
-pub(in crate::mcp::gateway) async fn brokers_link_in_round(
+pub(crate) async fn brokers_link_in_round(
     cx: Context<'_>,
     entry: &ServerEntry,
     asked: &InputRequiredResult,

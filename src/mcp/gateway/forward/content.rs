@@ -207,16 +207,13 @@ impl Ended {
 }
 
 /// A plain request's outcome, before the method's own type.
-pub(in crate::mcp::gateway) enum Plain {
+pub(crate) enum Plain {
     Done(Box<ServerResult>),
     InputRequired(Box<rmcp::model::InputRequiredResult>),
 }
 
 /// What the gates answered ([`super::gates::pass`]), in a plain request's terms.
-pub(in crate::mcp::gateway) fn plain(
-    entry: &ServerEntry,
-    answer: Result<Answer, Unfinished>,
-) -> Result<Plain, ErrorData> {
+pub(crate) fn plain(entry: &ServerEntry, answer: Result<Answer, Unfinished>) -> Result<Plain, ErrorData> {
     match answer {
         Err(Unfinished::Error(error)) => Err(error),
         Err(Unfinished::InputRequired(result)) => Ok(Plain::InputRequired(result)),
@@ -244,7 +241,7 @@ fn tool_shaped(server: Option<&str>, answer: Answer) -> Result<Plain, ErrorData>
     }
 }
 
-pub(in crate::mcp::gateway) fn unexpected(entry: &ServerEntry, _result: &ServerResult) -> ErrorData {
+pub(crate) fn unexpected(entry: &ServerEntry, _result: &ServerResult) -> ErrorData {
     tracing::warn!(server = %entry.row.name, "a server behind the broker answered with another method's result");
     ErrorData::internal_error(format!("The server {} answered with an unexpected result.", entry.row.name), None)
 }

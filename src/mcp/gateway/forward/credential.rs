@@ -34,12 +34,12 @@ use crate::mcp::results::{Unfinished, error_result};
 use crate::store::gateway_servers::GatewayAuth;
 
 /// What a forwarded request answers instead of reaching the server.
-pub(in crate::mcp::gateway) type Instead = Result<CallToolResponse, Unfinished>;
+pub(crate) type Instead = Result<CallToolResponse, Unfinished>;
 
 /// A `provider` server's token for this user and client, `Ok(None)` for other kinds, or the
 /// answer that sends the user to the broker's page first — a page that approves the (client,
 /// server) pair too when `asking` names the server.
-pub(in crate::mcp::gateway) async fn user_token(
+pub(crate) async fn user_token(
     cx: Context<'_>,
     entry: &ServerEntry,
     asking: Option<&ServerEntry>,
@@ -62,7 +62,7 @@ pub(in crate::mcp::gateway) async fn user_token(
 /// The credential a request to the server carries: the user's `token` for a `provider`
 /// server, a minted token for a `token-exchange` one, the server's secret otherwise; or what to
 /// answer when a minted token cannot be had.
-pub(in crate::mcp::gateway) async fn credential_for(
+pub(crate) async fn credential_for(
     forward: &Forward<'_>,
     token: Option<&AccessToken>,
 ) -> Result<Option<Credential>, (Instead, &'static str)> {
@@ -91,7 +91,7 @@ pub(in crate::mcp::gateway) async fn credential_for(
 /// The user has not approved this client for this server (and nothing else is missing): the
 /// broker's own link to the page that asks, in the client's era — as for a missing grant
 /// (`-32042` / `InputRequiredResult` / `isError` text).
-pub(in crate::mcp::gateway) async fn ask_pair(cx: Context<'_>, entry: &ServerEntry) -> Instead {
+pub(crate) async fn ask_pair(cx: Context<'_>, entry: &ServerEntry) -> Instead {
     let mut who = cx.caller.requester();
     who.server = Some(entry.row.id.as_str());
     let row = match gateway_consent::open(cx.core, &who, &entry.row.id, entry.row.name.as_str()).await {
@@ -113,11 +113,7 @@ pub(in crate::mcp::gateway) async fn ask_pair(cx: Context<'_>, entry: &ServerEnt
 
 /// The server refused a token after a refresh (or one that cannot be refreshed): the grant
 /// needs a new consent; the answer is the broker's link to give it.
-pub(in crate::mcp::gateway) async fn refused_again(
-    cx: Context<'_>,
-    entry: &ServerEntry,
-    token: &AccessToken,
-) -> Instead {
+pub(crate) async fn refused_again(cx: Context<'_>, entry: &ServerEntry, token: &AccessToken) -> Instead {
     tracing::info!(server = %entry.row.name, grant = %token.grant.id, "a server behind the broker refused the user's token after a refresh; a new consent is needed");
     if let Err(error) = provider_call::refused_again(cx.core, token, entry.row.name.as_str()).await {
         return Err(tool_failed(error).into());
@@ -134,7 +130,7 @@ pub(in crate::mcp::gateway) async fn refused_again(
 
 /// The credential the caller's requests to `entry` carry, if it is ready without asking the
 /// user anything (`Some(None)`: the server needs none); `None` if the user must act first.
-pub(in crate::mcp::gateway) async fn ready_credential(
+pub(crate) async fn ready_credential(
     cx: Context<'_>,
     gateway: &Gateway,
     entry: &ServerEntry,

@@ -65,14 +65,14 @@ impl Drop for CancelUpstream {
 /// A server's JSON-RPC error as the client of a plain request gets it: its code and message,
 /// with `data` naming the server. (A `-32042` never comes here: it is relayed as the server's
 /// page, [`super::server_pages`].)
-pub(in crate::mcp::gateway) fn server_error(entry: &ServerEntry, error: ErrorData) -> ErrorData {
+pub(crate) fn server_error(entry: &ServerEntry, error: ErrorData) -> ErrorData {
     ErrorData::new(error.code, error.message, Some(json!({"server": entry.row.name.as_str()})))
 }
 
 /// A server's JSON-RPC error as the client of a tool call gets it: an `isError` naming the
 /// server. A URL elicitation (`-32042`) is relayed as the server's own ([`super::server_pages`])
 /// before it gets here; one that reaches this is never passed off as the broker's.
-pub(in crate::mcp::gateway) fn server_error_result(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
+pub(crate) fn server_error_result(entry: &ServerEntry, error: ErrorData) -> CallToolResponse {
     if error.code == URL_ELICITATION_REQUIRED {
         return error_result(format!(
             "The server {} asked you to open a page, which the broker could not relay.",

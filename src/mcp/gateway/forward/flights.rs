@@ -54,26 +54,26 @@ pub const MAX_FLIGHTS: usize = 1000;
 type Response = Pin<Box<dyn Future<Output = Result<ServerResult, ServiceError>> + Send>>;
 
 /// Where the user's answer to a server's question goes.
-pub(in crate::mcp::gateway) type Answer = oneshot::Sender<Result<ElicitResult, ErrorData>>;
+pub(crate) type Answer = oneshot::Sender<Result<ElicitResult, ErrorData>>;
 
 /// One upstream request, waited on by [`super::in_flight::fly`] or parked in [`Flights`].
 pub struct InFlight {
-    pub(in crate::mcp::gateway) connection: Arc<Upstream>,
-    pub(in crate::mcp::gateway) response: Response,
-    pub(in crate::mcp::gateway) asked: mpsc::Receiver<Question>,
+    pub(crate) connection: Arc<Upstream>,
+    pub(crate) response: Response,
+    pub(crate) asked: mpsc::Receiver<Question>,
     _route: CallRoute,
-    pub(in crate::mcp::gateway) cancel: CancelUpstream,
+    pub(crate) cancel: CancelUpstream,
     /// The progress token rmcp gave the upstream call.
-    pub(in crate::mcp::gateway) progress: ProgressToken,
+    pub(crate) progress: ProgressToken,
     /// What is left of `[gateway] call_timeout` for the server.
-    pub(in crate::mcp::gateway) remaining: Duration,
+    pub(crate) remaining: Duration,
     /// The log route made before the request was sent ([`super::in_flight::send_upstream`]), taken
     /// by the first wait on it.
-    pub(in crate::mcp::gateway) logs: Option<LogRouteGuard>,
+    pub(crate) logs: Option<LogRouteGuard>,
 }
 
 impl InFlight {
-    pub(in crate::mcp::gateway) fn new(
+    pub(crate) fn new(
         connection: Arc<Upstream>,
         handle: rmcp::service::RequestHandle<rmcp::RoleClient>,
         limit: Duration,
@@ -96,11 +96,11 @@ impl InFlight {
 }
 
 /// A flight waiting for its client's retry: the call and where the user's answer goes.
-pub(in crate::mcp::gateway) type Parked = (InFlight, Answer);
+pub(crate) type Parked = (InFlight, Answer);
 
 /// This instance's flights, by id.
 pub struct Flights {
-    pub(in crate::mcp::gateway) parking: Parking<Parked>,
+    pub(crate) parking: Parking<Parked>,
     wait: Duration,
 }
 
@@ -120,7 +120,7 @@ impl Flights {
 
     /// Parks `call` for `owner`'s retry to the server `server_id` until the retry or
     /// `question_wait`; its id, or everything back when the table is full.
-    pub(in crate::mcp::gateway) fn park(
+    pub(crate) fn park(
         self: &Arc<Self>,
         owner: &str,
         server_id: &str,
@@ -139,7 +139,7 @@ impl Flights {
 
 /// Values parked by id, each for one owner's retry to one server: who may take what. Kept apart
 /// from the calls themselves so the rule is tested on its own.
-pub(in crate::mcp::gateway) struct Parking<T> {
+pub(crate) struct Parking<T> {
     table: Mutex<HashMap<String, Held<T>>>,
     max: usize,
 }
@@ -176,7 +176,7 @@ impl<T> Parking<T> {
 
     /// The value `id`, if it is here and was parked for `owner` and `server_id`. Anyone else's
     /// attempt leaves it in place for its owner.
-    pub(in crate::mcp::gateway) fn take(&self, id: &str, owner: &str, server_id: &str) -> Option<T> {
+    pub(crate) fn take(&self, id: &str, owner: &str, server_id: &str) -> Option<T> {
         let mut table = self.table();
         let held = table.get(id)?;
         if held.owner != owner || held.server_id != server_id {

@@ -36,7 +36,7 @@ use crate::store::gateway_servers::GatewayAuth;
 
 /// `forward` through every gate (steps 0–5 above): the answer, and the outcome label audited
 /// and counted.
-pub(in crate::mcp::gateway) async fn pass(forward: &Forward<'_>) -> (Result<Answer, Unfinished>, &'static str) {
+pub(crate) async fn pass(forward: &Forward<'_>) -> (Result<Answer, Unfinished>, &'static str) {
     let (cx, entry) = (forward.cx, forward.entry);
     // 0. The (client, server) pair: approved by the user, or asked for — together with the
     //    credential when that is missing too, so one visit covers both.

@@ -27,7 +27,7 @@ use crate::mcp::logging::LogWanted;
 /// sent on), or the broker's own in a tool's shape (a question that could not be asked, a
 /// flight no longer here).
 #[allow(clippy::large_enum_variant, reason = "returned once per forwarded request, never stored")]
-pub(in crate::mcp::gateway) enum Landing {
+pub(crate) enum Landing {
     Answered { connection: Arc<Upstream>, answer: Result<ServerResult, ServiceError> },
     Broker(CallToolResult),
 }
@@ -42,7 +42,7 @@ enum Next {
 /// Sends `request` to the server over `connection` and returns it in flight, to be waited on
 /// by [`fly`]. The client's log route is made before the request leaves, so a message the
 /// server sends at once finds it.
-pub(in crate::mcp::gateway) async fn send_upstream(
+pub(crate) async fn send_upstream(
     forward: &Forward<'_>,
     connection: &Arc<Upstream>,
     request: ClientRequest,
@@ -68,7 +68,7 @@ fn log_route(forward: &Forward<'_>, connection: &Upstream) -> LogRouteGuard {
 /// Waits on `call` for the client of `forward`: relays the server's questions in the client's
 /// era and returns the server's answer, or `Failure::Asked` when a 2026-07-28 client must
 /// answer first (the request parked as a flight).
-pub(in crate::mcp::gateway) async fn fly(forward: &Forward<'_>, mut call: InFlight) -> Result<Landing, Failure> {
+pub(crate) async fn fly(forward: &Forward<'_>, mut call: InFlight) -> Result<Landing, Failure> {
     let (cx, entry, gateway) = (forward.cx, forward.entry, forward.gateway);
     let server = entry.row.name.as_str();
     // What the server reports goes to this client call under its own token, if it gave one.
@@ -151,7 +151,7 @@ pub(in crate::mcp::gateway) async fn fly(forward: &Forward<'_>, mut call: InFlig
 /// A 2026-07-28 client's retry after a server's mid-request question: the answer to the
 /// waiting server request, then the same request waited on again. `again` is what an expired
 /// flight's answer tells the client to do ([`question_expired`]).
-pub(in crate::mcp::gateway) async fn resume(forward: &Forward<'_>, again: &str) -> Result<Landing, Failure> {
+pub(crate) async fn resume(forward: &Forward<'_>, again: &str) -> Result<Landing, Failure> {
     let (cx, entry) = (forward.cx, forward.entry);
     let server = entry.row.name.as_str();
     let Some((flight, answer)) = cx.caller.round.as_ref().and_then(|round| round.flight()) else {

@@ -33,7 +33,7 @@ pub fn server_unavailable(server: &str) -> CallToolResult {
 }
 
 /// The answer for the client and the outcome label of one attempt.
-pub(in crate::mcp::gateway) fn settle(
+pub(crate) fn settle(
     cx: Context<'_>,
     entry: &ServerEntry,
     attempt: Result<Answer, Failure>,
@@ -66,19 +66,13 @@ pub(in crate::mcp::gateway) fn settle(
 }
 
 /// What the gates answered instead of the server, as an answer.
-pub(in crate::mcp::gateway) fn instead(answer: Instead) -> Result<Answer, Unfinished> {
+pub(crate) fn instead(answer: Instead) -> Result<Answer, Unfinished> {
     answer.map(Answer::from)
 }
 
 /// Audited on the batched queue (never a write per call on the request's path), counted.
 /// `what` names what was forwarded (`tool=whoami`, `prompt=greeting`, `resource=read`).
-pub(in crate::mcp::gateway) async fn audit(
-    cx: Context<'_>,
-    entry: &ServerEntry,
-    what: &str,
-    outcome: &'static str,
-    took: Duration,
-) {
+pub(crate) async fn audit(cx: Context<'_>, entry: &ServerEntry, what: &str, outcome: &'static str, took: Duration) {
     crate::telemetry::gateway_call(entry.row.name.as_str(), outcome, took.as_secs_f64());
     let detail = format!("server={} {what} outcome={outcome} latency_ms={}", entry.row.name, took.as_millis());
     let provider = entry.row.auth.user_credential().map(|(provider, ..)| provider.as_str());

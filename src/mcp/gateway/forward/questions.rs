@@ -104,7 +104,7 @@ pub fn unaskable_result(server: &str, params: &ElicitRequestParams) -> CallToolR
 
 /// Why a server's question is not shown to the user's client.
 #[derive(Debug)]
-pub(in crate::mcp::gateway) enum NotShown {
+pub(crate) enum NotShown {
     /// The client did not declare this elicitation mode (`"form"` or `"url"`).
     Undeclared(&'static str),
     /// The URL is not one a client may be sent.
@@ -115,7 +115,7 @@ pub(in crate::mcp::gateway) enum NotShown {
 
 impl NotShown {
     /// The mode asked for, as the refusals name it.
-    pub(in crate::mcp::gateway) fn mode(&self) -> &'static str {
+    pub(crate) fn mode(&self) -> &'static str {
         match self {
             NotShown::Undeclared(mode) => mode,
             NotShown::Url(_) => "url",
@@ -124,7 +124,7 @@ impl NotShown {
     }
 
     /// The reason, for the server (the error it reads as the answer to its question).
-    pub(in crate::mcp::gateway) fn for_server(&self, server: &str) -> ErrorData {
+    pub(crate) fn for_server(&self, server: &str) -> ErrorData {
         refused(match self {
             NotShown::Undeclared(mode) => format!(
                 "the user's client did not declare {} elicitation; the broker cannot ask it for {server}",
@@ -136,7 +136,7 @@ impl NotShown {
     }
 
     /// The reason, for the user (the tool result their client shows).
-    pub(in crate::mcp::gateway) fn for_user(&self) -> String {
+    pub(crate) fn for_user(&self) -> String {
         match self {
             NotShown::Undeclared(mode) => format!("your client did not declare {} elicitation", declared_name(mode)),
             NotShown::Url(why) => why.to_string(),
@@ -153,7 +153,7 @@ fn declared_name(mode: &str) -> &str {
 /// its message, a URL only when [`checked_url`] passes it, and `elicitation_id` in place of the
 /// server's own (2025-11-25: an id of the broker's; 2026-07-28: empty, the retry answers it).
 /// With the server's own elicitation id, for a URL question.
-pub(in crate::mcp::gateway) fn shown_question(
+pub(crate) fn shown_question(
     server: &str,
     caller: &Caller,
     params: ElicitRequestParams,
@@ -188,12 +188,12 @@ pub(in crate::mcp::gateway) fn shown_question(
     }
 }
 
-pub(in crate::mcp::gateway) fn refused(text: String) -> ErrorData {
+pub(crate) fn refused(text: String) -> ErrorData {
     ErrorData::invalid_params(text, None)
 }
 
 /// The `isError` for a question of `server`'s that cannot reach the user.
-pub(in crate::mcp::gateway) fn not_relayable(server: &str, mode: &str, why: &str) -> CallToolResult {
+pub(crate) fn not_relayable(server: &str, mode: &str, why: &str) -> CallToolResult {
     let mut result = error_result(format!("The server {server} asked for input that the broker cannot relay: {why}"));
     result.structured_content = Some(json!({"error": "question_not_relayable", "server": server, "mode": mode}));
     result
@@ -201,12 +201,7 @@ pub(in crate::mcp::gateway) fn not_relayable(server: &str, mode: &str, why: &str
 
 /// Remembers that the session of `cx` knows the server's URL elicitation `theirs` as `ours`,
 /// for the server's completion notification ([`Questions::take_link`]).
-pub(in crate::mcp::gateway) fn remember_server_link(
-    cx: Context<'_>,
-    questions: &Questions,
-    theirs: String,
-    ours: String,
-) {
+pub(crate) fn remember_server_link(cx: Context<'_>, questions: &Questions, theirs: String, ours: String) {
     let ttl = cx.core.config.authorization_ttl;
     questions.remember_link(theirs, ours, cx.session, ttl);
     // The session must still be there when the server says the page is done.
@@ -217,7 +212,7 @@ pub(in crate::mcp::gateway) fn remember_server_link(
 
 /// Asks the user's client the server's question on the client's own call stream and returns
 /// the answer for the server.
-pub(in crate::mcp::gateway) async fn relay_question(
+pub(crate) async fn relay_question(
     cx: Context<'_>,
     entry: &ServerEntry,
     questions: &Questions,

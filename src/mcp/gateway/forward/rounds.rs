@@ -136,10 +136,7 @@ fn for_round_trip(
 /// One try of what is forwarded ([`attempt::tool`] or [`attempt::plain`]) with the server's
 /// round trips relayed: a 2026-07-28 client's retry is carried back to the server, and a
 /// 2025-11-25 client is asked within its request.
-pub(in crate::mcp::gateway) async fn attempt(
-    forward: &Forward<'_>,
-    credential: Option<Credential>,
-) -> Result<Answer, Failure> {
+pub(crate) async fn attempt(forward: &Forward<'_>, credential: Option<Credential>) -> Result<Answer, Failure> {
     let (cx, entry) = (forward.cx, forward.entry);
     // A retry that answers a server's question asked mid-request: the request is still
     // waiting (its state is bound to this very method, name and arguments).

@@ -63,7 +63,7 @@ fn checked_pages(server: &str, error: &ErrorData) -> Result<Vec<Page>, String> {
 
 /// The server's `-32042`, relayed in the client's era; the call's outcome label.
 /// `questions`: the connection's, which matches the server's completion notifications.
-pub(in crate::mcp::gateway) fn relay_server_link(
+pub(crate) fn relay_server_link(
     cx: Context<'_>,
     entry: &ServerEntry,
     error: ErrorData,

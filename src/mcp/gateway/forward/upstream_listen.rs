@@ -25,7 +25,7 @@ use crate::mcp::gateway::upstream::pool::Upstream;
 /// passed): a `subscriptions/listen` of the broker's naming it, unless one already listens on
 /// this connection, answered as the server's empty `resources/subscribe` result once the server
 /// acknowledged it.
-pub(in crate::mcp::gateway) async fn listen_upstream(
+pub(crate) async fn listen_upstream(
     forward: &Forward<'_>,
     connection: &Arc<Upstream>,
     uri: &str,

@@ -249,12 +249,12 @@ impl Subscribed {
     }
 
     /// Whether a listen to the server hears `uri`'s updates on this connection now.
-    pub(in crate::mcp::gateway) fn listening(&self, uri: &str) -> bool {
+    pub(crate) fn listening(&self, uri: &str) -> bool {
         self.listens().get(uri).is_some_and(|task| !task.is_finished())
     }
 
     /// Keeps `task` as the listen for `uri`; one already running stays, and `task` is ended.
-    pub(in crate::mcp::gateway) fn keep_listen(&self, uri: &str, task: tokio::task::AbortHandle) {
+    pub(crate) fn keep_listen(&self, uri: &str, task: tokio::task::AbortHandle) {
         let mut listens = self.listens();
         match listens.get(uri) {
             Some(running) if !running.is_finished() => task.abort(),
@@ -265,7 +265,7 @@ impl Subscribed {
     }
 
     /// Ends the listen for `uri`, if there is one: `true` if there was.
-    pub(in crate::mcp::gateway) fn end_listen(&self, uri: &str) -> bool {
+    pub(crate) fn end_listen(&self, uri: &str) -> bool {
         let Some(task) = self.listens().remove(uri) else { return false };
         task.abort();
         true
@@ -276,12 +276,12 @@ impl Subscribed {
         self.counts().contains_key(uri)
     }
 
-    pub(in crate::mcp::gateway) fn hold(&self, uri: &str) {
+    pub(crate) fn hold(&self, uri: &str) {
         *self.counts().entry(uri.to_owned()).or_default() += 1;
     }
 
     /// One holder fewer; `true` when it was the last.
-    pub(in crate::mcp::gateway) fn release(&self, uri: &str) -> bool {
+    pub(crate) fn release(&self, uri: &str) -> bool {
         let mut counts = self.counts();
         let Some(count) = counts.get_mut(uri) else { return false };
         *count -= 1;
@@ -297,7 +297,7 @@ impl UpstreamHandler {
     /// The server's resource `uri` changed (a 2025-11-25 server's notification): only a URI
     /// this user's sessions hold is passed on, to this user only (the sessions pick the URIs
     /// they subscribed to), under the gateway's URI.
-    pub(in crate::mcp::gateway) fn pass_on_update(&self, uri: &str) {
+    pub(crate) fn pass_on_update(&self, uri: &str) {
         if self.subscribed.holds(uri) {
             self.signal_update(uri);
         }
@@ -306,7 +306,7 @@ impl UpstreamHandler {
     /// An update on the broker's own listen for `uri` (a stateless server's, whose only
     /// updates are those it was asked for): passed on even before the subscription that made
     /// the listen is held, which it is a moment later — the server may send one at once.
-    pub(in crate::mcp::gateway) fn pass_on_listened_update(&self, uri: &str) {
+    pub(crate) fn pass_on_listened_update(&self, uri: &str) {
         self.signal_update(uri);
     }
 

@@ -47,15 +47,12 @@ impl CredentialCell {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = credential;
     }
 
-    pub(in crate::mcp::gateway) fn current(&self) -> Option<Credential> {
+    pub(crate) fn current(&self) -> Option<Credential> {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// `headers` with the current credential added (replacing one of the same name).
-    pub(in crate::mcp::gateway) fn apply(
-        &self,
-        mut headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HashMap<HeaderName, HeaderValue> {
+    pub(crate) fn apply(&self, mut headers: HashMap<HeaderName, HeaderValue>) -> HashMap<HeaderName, HeaderValue> {
         if let Some(credential) = self.current() {
             headers.insert(credential.header, credential.value);
         }

@@ -89,7 +89,7 @@ impl Upstream {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(in crate::mcp::gateway) fn is_usable(&self) -> bool {
+    pub(crate) fn is_usable(&self) -> bool {
         !self.is_closing() && !self.service.is_closed() && !self.service.peer().is_transport_closed()
     }
 
