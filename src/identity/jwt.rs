@@ -68,10 +68,10 @@ pub struct Claims {
 impl Claims {
     /// The client this token was issued to. Only the authorization server's tokens (which
     /// carry a `grant_id`) name an OAuth client; anything else is an operator-issued token.
-    pub fn client(&self) -> super::ClientIdentity {
+    pub fn client(&self) -> crate::domain::ClientIdentity {
         match (&self.grant_id, &self.client_id) {
-            (Some(_), Some(client_id)) => super::ClientIdentity::OAuthClient(client_id.clone()),
-            _ => super::ClientIdentity::IssuedToken(self.client_label.clone()),
+            (Some(_), Some(client_id)) => crate::domain::ClientIdentity::OAuthClient(client_id.clone()),
+            _ => crate::domain::ClientIdentity::IssuedToken(self.client_label.clone()),
         }
     }
 }

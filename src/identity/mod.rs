@@ -7,6 +7,7 @@
 //! (`src/web/`) turn into pages.
 
 pub mod accounts;
+mod authenticated_user;
 pub mod bearer;
 pub mod bearer_cache;
 pub mod browser;
@@ -19,17 +20,5 @@ pub mod password;
 /// The client a token was issued to, and the prefix of a service's client id, are plain values
 /// of [`crate::domain`], re-exported where identity establishes them.
 pub use crate::domain::{ClientIdentity, SERVICE_CLIENT_ID_PREFIX};
+pub use authenticated_user::AuthenticatedUser;
 pub use context::IdentityContext;
-
-/// The user behind a request, as established by a verified credential.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthenticatedUser {
-    /// `users.id`.
-    pub user_id: String,
-    pub issuer: String,
-    pub subject: String,
-    /// For display only (consent page, logs never).
-    pub display_name: Option<String>,
-    /// The client holding the token: a user's consent to use a connection is per client.
-    pub client: ClientIdentity,
-}
