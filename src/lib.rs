@@ -50,6 +50,7 @@ pub mod error_chain;
 pub mod events;
 pub mod every;
 pub mod health;
+pub mod html;
 pub mod identity;
 pub mod keyring;
 pub mod mcp;

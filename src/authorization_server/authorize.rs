@@ -33,14 +33,12 @@ use super::{CODE_TTL_SECS, LocalMode, redirect_uri, scopes};
 use crate::broker::consent::registered_client_name;
 use crate::crypto::{random_token, sha256_hex};
 use crate::display::{ClientName, safe_text};
+use crate::html::{self, PageError, csrf};
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::pkce;
 use crate::state::AppState;
 use crate::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};
 use crate::token_endpoint::params::{Params, is_form};
-use crate::web::csrf;
-use crate::web::error::PageError;
-use crate::web::pages;
 
 /// Longer `state` values are refused (they travel in URLs and hidden fields).
 const MAX_STATE_LEN: usize = 1024;
@@ -429,10 +427,10 @@ async fn consent_page(
         hidden: request.fields().into_iter().map(|(name, value)| HiddenField { name, value }).collect(),
         already_allowed,
     };
-    let mut response = pages::render(StatusCode::OK, &page);
-    // Approving or denying answers the POST with a redirect to the client (web::security_headers).
+    let mut response = html::render(StatusCode::OK, &page);
+    // Approving or denying answers the POST with a redirect to the client (`crate::html::security_headers`).
     if let Ok(redirect) = Url::parse(&request.redirect_uri) {
-        crate::web::security_headers::allow_form_redirects_to(&mut response, [&redirect]);
+        crate::html::security_headers::allow_form_redirects_to(&mut response, [&redirect]);
     }
     response
 }

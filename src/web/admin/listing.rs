@@ -9,9 +9,8 @@ use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 
 use super::filters::{Control, Filters};
+use crate::html::{PageError, SignedIn};
 use crate::store::paging::{Cursor, Search, Window};
-use crate::web::error::PageError;
-use crate::web::pages::SignedIn;
 
 /// Rows per page.
 pub const PAGE_SIZE: usize = 20;

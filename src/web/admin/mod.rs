@@ -31,7 +31,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::routing::{get, post};
 
-use super::error::PageError;
+use crate::html::PageError;
 use crate::identity::browser::BrowserSession;
 use crate::state::AppState;
 use crate::store::audit::Actor;

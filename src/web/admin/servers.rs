@@ -16,10 +16,10 @@ use super::listing::{Card, ListQuery};
 use super::tables::{Q, field, page, server_page, user_labels, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;
+use crate::html::PageError;
 use crate::state::AppState;
 use crate::store::gateway_lists::ListSummary;
 use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow};
-use crate::web::error::PageError;
 
 /// Approvals shown on a server's page.
 const APPROVALS_SHOWN: i64 = 20;

@@ -16,12 +16,11 @@ use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::domain::Scopes;
+use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
 use crate::store::paging::Cursor;
 use crate::store::users::User;
-use crate::web::error::PageError;
-use crate::web::pages::{self, SignedIn};
 
 pub(super) type Q = Result<Query<RawListQuery>, QueryRejection>;
 
@@ -39,7 +38,7 @@ pub(super) fn page(
     next: Option<Cursor>,
 ) -> Result<Response, PageError> {
     let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, title_label, cards, next);
-    Ok(pages::render(StatusCode::OK, &page))
+    Ok(html::render(StatusCode::OK, &page))
 }
 
 pub(super) fn field(label: &str, value: impl Into<String>) -> Field {

@@ -26,9 +26,8 @@ use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::domain::Scopes;
+use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
-use crate::web::error::PageError;
-use crate::web::pages::{self, SignedIn};
 
 /// Rows shown per section.
 const SHOWN: i64 = 20;
@@ -62,7 +61,7 @@ pub(super) fn render(
         facts,
         sections,
     };
-    pages::render(StatusCode::OK, &page)
+    html::render(StatusCode::OK, &page)
 }
 
 pub(super) fn section(

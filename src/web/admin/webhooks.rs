@@ -11,9 +11,9 @@ use super::listing::{Card, CardAction, ListQuery, RawListQuery};
 use super::tables::{field, hidden};
 use crate::clock::iso_time;
 use crate::display::safe_text;
+use crate::html::PageError;
 use crate::state::AppState;
 use crate::store::webhook_events::DeliveryStatus;
-use crate::web::error::PageError;
 
 /// How many deliveries the page shows.
 const SHOWN: i64 = 200;
