@@ -388,7 +388,7 @@ fn router(state: AppState, mcp: McpState) -> Router {
 async fn unknown_path(uri: axum::http::Uri) -> axum::response::Response {
     use axum::response::IntoResponse;
     if uri.path().starts_with("/v1/") {
-        crate::api::problem::Problem::unknown_path().into_response()
+        crate::problem::Problem::unknown_path().into_response()
     } else {
         crate::html::page_error::unknown_path().await
     }

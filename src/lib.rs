@@ -56,6 +56,7 @@ pub mod keyring;
 pub mod mcp;
 pub mod net;
 pub mod pkce;
+pub mod problem;
 pub mod providers;
 pub mod startup;
 pub mod state;

@@ -9,6 +9,7 @@
 //! GET  /authorize    validate → /login?next=… → consent page naming the client  (authorize)
 //! POST /authorize    re-validate + session CSRF → code (60 s, single use) or access_denied
 //! POST /token        client auth → authorization_code (PKCE S256) | refresh_token (rotation) (token)
+//!                    service auth → RFC 8693 token exchange, in either identity mode (token_exchange)
 //! POST /revoke       RFC 7009: client auth → the token's grant revoked          (revocation)
 //! ```
 //!
@@ -37,6 +38,7 @@ pub mod registration;
 pub mod revocation;
 pub mod scopes;
 pub mod token;
+pub mod token_exchange;
 
 use std::sync::Arc;
 

@@ -25,7 +25,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::client_auth::{self, REALM};
-use super::{ACCESS_TOKEN_TTL_SECS, REFRESH_TOKEN_TTL_SECS, scopes};
+use super::{ACCESS_TOKEN_TTL_SECS, REFRESH_TOKEN_TTL_SECS, scopes, token_exchange};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::state::AppState;
@@ -46,8 +46,8 @@ struct TokenResponse {
     scope: String,
 }
 
-// OAuth 2.1 §3.2. RFC 8693 token exchange is the token API's (registered tool servers, in
-// either identity mode); every other grant is this authorization server's (local mode only).
+// OAuth 2.1 §3.2. RFC 8693 token exchange is for registered tool servers, in either identity
+// mode ([`token_exchange`]); every other grant is for MCP clients, in local mode only.
 pub async fn token(
     State(state): State<AppState>,
     crate::net::ClientIp(address): crate::net::ClientIp,
@@ -58,11 +58,11 @@ pub async fn token(
         && is_form(&headers)
     {
         let params = Params::parse(bytes);
-        if params.get("grant_type") == Some(crate::api::exchange::GRANT_TYPE) {
+        if params.get("grant_type") == Some(token_exchange::GRANT_TYPE) {
             if params.has_duplicates() {
                 return OAuthError::InvalidRequest("a parameter was sent more than once").into_response_for(REALM);
             }
-            return crate::api::exchange::exchange(&state, &headers, &address, |name| params.get(name)).await;
+            return token_exchange::exchange(&state, &headers, &address, |name| params.get(name)).await;
         }
     }
     if state.core.config.identity.mode != crate::config::IdentityMode::Local {

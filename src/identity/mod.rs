@@ -1,10 +1,12 @@
 //! Who is asking. On /mcp, only a verified bearer JWT says who the user is ([`bearer`]); in the
 //! browser, a sign-in session cookie does ([`browser`]). The consent pages act only when both
-//! name the same user. Where a browser goes after signing in is checked by [`next`].
+//! name the same user. Where a browser goes after signing in is checked by [`next`]. A
+//! registered service proves itself with HTTP Basic ([`service_auth`]), within the limits of
+//! [`service_limits`].
 //!
 //! Identity decides and imports no face: refusals are its own error enums
-//! ([`browser::BrowserSessionError`], [`oidc::browser_login::SignInError`]), which the hosted pages
-//! (`src/web/`) turn into pages.
+//! ([`browser::BrowserSessionError`], [`oidc::browser_login::SignInError`],
+//! [`service_auth::ServiceAuthRefusal`]), which the faces turn into pages or problems.
 
 pub mod accounts;
 mod authenticated_user;
@@ -16,6 +18,8 @@ pub mod jwt;
 pub mod next;
 pub mod oidc;
 pub mod password;
+pub mod service_auth;
+pub mod service_limits;
 
 /// The client a token was issued to, and the prefix of a service's client id, are plain values
 /// of [`crate::domain`], re-exported where identity establishes them.

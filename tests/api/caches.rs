@@ -297,7 +297,7 @@ async fn authenticate(app: &TestApp, client_id: &str, secret: &str) -> Result<St
     let mut headers = axum::http::HeaderMap::new();
     let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("{client_id}:{secret}"));
     headers.insert(axum::http::header::AUTHORIZATION, format!("Basic {basic}").parse().unwrap());
-    oauth_broker::api::service_auth::authenticate_service(&app.state, &headers, "192.0.2.7")
+    oauth_broker::api::authenticated_service::authenticate_service(&app.state, &headers, "192.0.2.7")
         .await
         .map(|service| service.id)
         .map_err(|problem| problem.status.as_u16())

@@ -1,43 +1,87 @@
-//! Service authentication: HTTP Basic with the client id and secret `admin services add`
-//! printed (RFC 6749 §2.3.1: each form-urlencoded, then joined by ':' and base64 encoded, RFC
-//! 7617). The secret is compared as a SHA-256 hash in constant time ([`SecretHash::verify`]).
-//! A missing or malformed header, an unknown client id and a wrong secret all get the same
-//! `invalid_client` answer, and the secret is never logged.
+//! A registered service ("tool server", `admin services add`) proves who it is: HTTP Basic with
+//! the client id and secret `admin services add` printed (RFC 6749 §2.3.1: each
+//! form-urlencoded, then joined by ':' and base64 encoded, RFC 7617), at the token API and at
+//! the token exchange alike. The secret is compared as a SHA-256 hash in constant time
+//! ([`SecretHash::verify`]). A missing or malformed header, an unknown client id and a wrong
+//! secret all get the same answer ([`ServiceAuthRefusal::InvalidClient`]), and the secret is
+//! never logged. The limits it enforces are [`super::service_limits`]'.
 
-use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
 use secrecy::{ExposeSecret, SecretString};
 
-use super::limits;
-use super::problem::Problem;
+use super::context::IdentityContext;
+use super::service_limits;
 use crate::crypto::SecretHash;
-use crate::state::AppState;
+use crate::store::StoreError;
 use crate::store::services::{CLIENT_ID_PREFIX, ServiceRow};
 
-/// The service whose credentials `headers` carry, with one request taken from its budget;
-/// `invalid_client` (counted against `address`), or 429 when the address is locked for failed
-/// authentications or the service's budget is used up ([`super::limits`]); 500 only when the
-/// database fails.
-pub async fn authenticate_service(state: &AppState, headers: &HeaderMap, address: &str) -> Result<ServiceRow, Problem> {
-    // Before the secret is checked: a locked address learns nothing, right or wrong.
-    limits::check_address(state, address).await?;
-    match check_credentials(state, headers).await {
-        Ok(service) => {
-            limits::take_request(state, &service).await?;
-            Ok(service)
-        }
-        Err(problem) => {
-            if problem.code == Problem::invalid_client().code {
-                limits::count_failed_authentication(state, address).await?;
-            }
-            Err(problem)
+/// Why a service's request was not let through; each face words it (problem JSON at the token
+/// API, an RFC 6749 error at the token exchange).
+#[derive(Debug)]
+pub enum ServiceAuthRefusal {
+    /// The credentials are missing, malformed or wrong: one answer for every cause, so it
+    /// reveals nothing about which services exist.
+    InvalidClient,
+    /// A limit is reached: try again in `retry_after` seconds.
+    Limited { retry_after: u64, limit: Limit },
+    /// The database failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for ServiceAuthRefusal {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+/// Which limit refused a service (the `limit` of the answer and of its audit entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The service's request budget is used up.
+    Requests,
+    /// Too many of the service's waits are open (the token API's long polls and streams).
+    OpenWaits,
+    /// The address is locked after too many failed authentications.
+    FailedAuthentication,
+}
+
+impl Limit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Requests => "requests",
+            Limit::OpenWaits => "open_waits",
+            Limit::FailedAuthentication => "failed_authentication",
         }
     }
 }
 
-async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<ServiceRow, Problem> {
+/// The service whose credentials `headers` carry, with one request taken from its budget;
+/// [`ServiceAuthRefusal::InvalidClient`] (counted against `address`), or
+/// [`ServiceAuthRefusal::Limited`] when the address is locked for failed authentications or the
+/// service's budget is used up; [`ServiceAuthRefusal::Store`] only when the database fails.
+pub async fn authenticate(
+    identity: &IdentityContext,
+    headers: &HeaderMap,
+    address: &str,
+) -> Result<ServiceRow, ServiceAuthRefusal> {
+    // Before the secret is checked: a locked address learns nothing, right or wrong.
+    service_limits::check_address(identity, address).await?;
+    match check_credentials(identity, headers).await {
+        Ok(service) => {
+            service_limits::take_request(identity, &service).await?;
+            Ok(service)
+        }
+        Err(refusal) => {
+            if matches!(refusal, ServiceAuthRefusal::InvalidClient) {
+                service_limits::count_failed_authentication(identity, address).await?;
+            }
+            Err(refusal)
+        }
+    }
+}
+
+async fn check_credentials(identity: &IdentityContext, headers: &HeaderMap) -> Result<ServiceRow, ServiceAuthRefusal> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let credentials = match (values.next(), values.next()) {
         (Some(value), None) => value.to_str().ok().and_then(parse_basic),
@@ -45,20 +89,20 @@ async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<Serv
     };
     let Some((client_id, secret)) = credentials else {
         tracing::info!("service authentication failed: no single valid Basic Authorization header");
-        return Err(Problem::invalid_client());
+        return Err(ServiceAuthRefusal::InvalidClient);
     };
-    let row = if looks_like_client_id(&client_id) { state.core.store.service_by_id(&client_id).await? } else { None };
+    let row = if looks_like_client_id(&client_id) { identity.store.service_by_id(&client_id).await? } else { None };
     match row {
         Some(row) if row.secret_hash.verify(secret.expose_secret()) => Ok(row),
         Some(row) => {
             tracing::info!(client_id = %row.id, "service authentication failed: wrong secret");
-            Err(Problem::invalid_client())
+            Err(ServiceAuthRefusal::InvalidClient)
         }
         None => {
             // Hash anyway, so an unknown id costs what a wrong secret does.
             let _ = UNKNOWN_CLIENT_HASH.verify(secret.expose_secret());
             tracing::info!("service authentication failed: unknown client id");
-            Err(Problem::invalid_client())
+            Err(ServiceAuthRefusal::InvalidClient)
         }
     }
 }
@@ -75,21 +119,6 @@ fn looks_like_client_id(client_id: &str) -> bool {
 /// A service's Basic credentials: the OAuth client parser, and a secret is never empty.
 pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
     crate::token_endpoint::client_auth::parse_basic(header).filter(|(_, secret)| !secret.expose_secret().is_empty())
-}
-
-/// The authenticated service, for handlers: `AuthenticatedService(service): AuthenticatedService`.
-/// Rejects with [`Problem::invalid_client`] or 429 ([`authenticate_service`]).
-#[derive(Debug, Clone)]
-pub struct AuthenticatedService(pub ServiceRow);
-
-impl FromRequestParts<AppState> for AuthenticatedService {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let crate::net::ClientIp(address) =
-            crate::net::ClientIp::from_request_parts(parts, state).await.unwrap_or_else(|never| match never {});
-        authenticate_service(state, &parts.headers, &address).await.map(AuthenticatedService)
-    }
 }
 
 #[cfg(test)]
