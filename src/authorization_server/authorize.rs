@@ -10,8 +10,9 @@
 //! A request whose client is unknown or whose redirect URI is not exactly one the client
 //! registered gets an error page and is never redirected (RFC 6749 §4.1.2.1; no open
 //! redirector). Every other problem goes back to that redirect URI with `error`, `state` and
-//! `iss`. Approval stores a grant and a code (256 random bits, hashed, 60 s, single use) bound
-//! to the client, redirect URI, PKCE challenge, user, scope and resource.
+//! `iss`. Approval stores a delegation (the user's approval of the client, which its codes and
+//! refresh tokens hang off) and a code (256 random bits, hashed, 60 s, single use) bound to the
+//! client, redirect URI, PKCE challenge, user, scope and resource.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -258,7 +259,7 @@ pub async fn decide(
     }
 }
 
-/// Stores the grant and a one-time code, and sends the browser back to the client with it.
+/// Stores the delegation and a one-time code, and sends the browser back to the client with it.
 async fn approve(
     state: &AppState,
     request: &AuthorizeRequest,
@@ -268,10 +269,10 @@ async fn approve(
     // RFC 6749 §10.10: 256 random bits, stored only as a hash.
     let code = random_token(32);
     let code_hash = sha256_hex(&code);
-    let grant_id = uuid::Uuid::new_v4().to_string();
+    let delegation_id = uuid::Uuid::new_v4().to_string();
     let scope = scopes::join(&request.scope);
-    let grant = NewOAuthGrant {
-        id: &grant_id,
+    let delegation = NewOAuthGrant {
+        id: &delegation_id,
         client_id: &request.client.client_id,
         user_id: &session.user.id,
         scope: &scope,
@@ -284,7 +285,7 @@ async fn approve(
         code_challenge: &request.code_challenge,
         expires_at: now + CODE_TTL_SECS,
     };
-    state.core.store.create_oauth_grant_with_code(&grant, &new_code, now).await?;
+    state.core.store.create_oauth_grant_with_code(&delegation, &new_code, now).await?;
     state
         .core
         .store

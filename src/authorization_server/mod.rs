@@ -10,14 +10,20 @@
 //! POST /authorize    re-validate + session CSRF → code (60 s, single use) or access_denied
 //! POST /token        client auth → authorization_code (PKCE S256) | refresh_token (rotation) (token)
 //!                    service auth → RFC 8693 token exchange, in either identity mode (token_exchange)
-//! POST /revoke       RFC 7009: client auth → the token's grant revoked          (revocation)
+//! POST /revoke       RFC 7009: client auth → the token's delegation revoked     (revocation)
 //! ```
 //!
 //! Access tokens are the broker's own EdDSA JWTs ([`crate::identity::jwt::TokenKeys`]): `iss` =
 //! the public URL, `aud` = the MCP endpoint URL (RFC 8707 `resource`, which must be exactly that),
-//! `sub` = the user, plus `client_id`, `scope` and `grant_id`, so the /mcp bearer check accepts
-//! them unchanged. Codes, client secrets and refresh tokens are stored only as hashes
-//! ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
+//! `sub` = the user, plus `client_id`, `scope` and `grant_id` (the delegation), so the /mcp
+//! bearer check accepts them unchanged. Codes, client secrets and refresh tokens are stored only
+//! as hashes ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
+//!
+//! A user's approval of a client here is a **delegation** (a row of `oauth_grants`): the codes
+//! and refresh tokens it issues hang off it, its access tokens name it, and revoking it (a
+//! replayed code or refresh token, `/revoke`, the user ending the app's access on their
+//! connections page, where these are their "apps") ends them all. A *grant* elsewhere in the
+//! broker is a user's connection at a provider.
 //!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
 //! checks are shared with the demo provider ([`crate::token_endpoint`]).
@@ -28,13 +34,13 @@
 
 pub mod authorize;
 pub mod client;
-mod client_auth;
 pub mod client_metadata_document;
-mod errors;
+mod client_verification;
 pub mod lookup;
 pub mod metadata;
 pub mod redirect_uri;
 pub mod registration;
+mod registration_error;
 pub mod revocation;
 pub mod scopes;
 pub mod token;

@@ -25,7 +25,7 @@ use crate::broker::service_acting::Subject;
 use crate::identity::service_auth;
 use crate::problem::Problem;
 use crate::state::AppState;
-use crate::token_endpoint::errors::no_store;
+use crate::token_endpoint::oauth_error::no_store;
 
 /// RFC 8693 §2.1 `grant_type`.
 pub const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";

@@ -21,10 +21,10 @@
 //! between API calls until a revocation anywhere ([`token_cache`]).
 
 pub mod api;
+mod api_error;
 mod authorize;
-mod client_auth;
+mod demo_client;
 pub mod entry;
-mod errors;
 pub mod keys;
 mod revoke;
 mod token;

@@ -237,8 +237,8 @@ async fn verify_local(
             _ => Rejection::Invalid("the token is not valid for this server"),
         }
     })?;
-    if let Some(grant_id) = &claims.grant_id {
-        let active = state.store.oauth_grant_is_active(grant_id).await.map_err(|e| {
+    if let Some(delegation_id) = &claims.delegation_id {
+        let active = state.store.oauth_grant_is_active(delegation_id).await.map_err(|e| {
             tracing::error!(error = %e, "grant lookup failed");
             Rejection::Unavailable
         })?;

@@ -118,7 +118,8 @@ fn looks_like_client_id(client_id: &str) -> bool {
 
 /// A service's Basic credentials: the OAuth client parser, and a secret is never empty.
 pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
-    crate::token_endpoint::client_auth::parse_basic(header).filter(|(_, secret)| !secret.expose_secret().is_empty())
+    crate::token_endpoint::presented_client::parse_basic(header)
+        .filter(|(_, secret)| !secret.expose_secret().is_empty())
 }
 
 #[cfg(test)]

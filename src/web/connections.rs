@@ -101,19 +101,25 @@ fn notice_text(state: &AppState, notice: &Notice) -> Option<String> {
     })
 }
 
-/// The MCP clients with a live approval at the broker's authorization server, one row each.
+/// The MCP clients with a live delegation at the broker's authorization server, one row each.
 async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageError> {
-    let grants = state.core.store.active_oauth_grants_for_user(user_id).await?;
+    let delegations = state.core.store.active_oauth_grants_for_user(user_id).await?;
     // Scopes gathered per client first, then written once: the page shows text.
     let mut apps: Vec<(AppRow, Scopes)> = Vec::new();
-    for grant in grants {
-        if let Some((_, held)) = apps.iter_mut().find(|(a, _)| a.client_id == grant.client_id) {
-            *held = held.union(&grant.scope);
+    for delegation in delegations {
+        if let Some((_, held)) = apps.iter_mut().find(|(a, _)| a.client_id == delegation.client_id) {
+            *held = held.union(&delegation.scope);
             continue;
         }
-        let client = consent::client_name(&state.core, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
-        let row = AppRow { client_id: grant.client_id, client, scopes: String::new(), since: day(grant.created_at) };
-        apps.push((row, grant.scope));
+        let client =
+            consent::client_name(&state.core, &ClientIdentity::OAuthClient(delegation.client_id.clone())).await;
+        let row = AppRow {
+            client_id: delegation.client_id,
+            client,
+            scopes: String::new(),
+            since: day(delegation.created_at),
+        };
+        apps.push((row, delegation.scope));
     }
     Ok(apps.into_iter().map(|(row, scopes)| AppRow { scopes: scopes.to_space_separated(), ..row }).collect())
 }
@@ -130,9 +136,9 @@ impl PostedForm for RevokeAppForm {
     }
 }
 
-/// `POST /connections/apps/revoke`: signs an MCP client out of the broker for this user. Its
-/// access and refresh tokens stop working at once, and its consents to use connections go too,
-/// so if it signs in again it asks again.
+/// `POST /connections/apps/revoke`: signs an MCP client out of the broker for this user (its
+/// delegations are revoked). Its access and refresh tokens stop working at once, and its
+/// consents to use connections go too, so if it signs in again it asks again.
 pub async fn revoke_app(
     State(state): State<AppState>,
     OptionalBrowserSession(session): OptionalBrowserSession,

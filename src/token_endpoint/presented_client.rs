@@ -10,7 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use secrecy::SecretString;
 
-use super::errors::OAuthError;
+use super::oauth_error::OAuthError;
 use super::params::{Params, decode_form_component};
 
 /// RFC 7591 §2 `token_endpoint_auth_method`: a plain value of [`crate::domain`] (the store
