@@ -7,7 +7,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 
 use super::Admin;
-use super::listing::{Card, CardAction, ListQuery, RawListQuery};
+use super::listing::{Card, CardAction, ListHeader, ListQuery, RawListQuery};
 use super::tables::{field, hidden};
 use crate::clock::iso_time;
 use crate::display::safe_text;
@@ -62,5 +62,11 @@ pub async fn list(
         .collect();
     let intro = "Events sent to tool servers' webhooks, dead letters first, then the newest. \
                  `oauth-broker admin services set-webhook …` sets a webhook.";
-    super::tables::page(&admin, "Webhooks", "/admin/webhooks", intro, &query, "service · event · status", cards, None)
+    super::tables::page(
+        &admin,
+        ListHeader { title: "Webhooks", path: "/admin/webhooks", intro, title_label: "service · event · status" },
+        &query,
+        cards,
+        None,
+    )
 }
