@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::identity::service_auth::Limit;
+use crate::identity::service_auth_refusal::Limit;
 use crate::identity::service_limits::refused;
 use crate::problem::Problem;
 use crate::state::AppState;

@@ -6,7 +6,7 @@
 //!
 //! Identity decides and imports no face: refusals are its own error enums
 //! ([`browser::BrowserSessionError`], [`oidc::browser_login::SignInError`],
-//! [`service_auth::ServiceAuthRefusal`]), which the faces turn into pages or problems.
+//! [`service_auth_refusal::ServiceAuthRefusal`]), which the faces turn into pages or problems.
 
 pub mod accounts;
 mod authenticated_user;
@@ -19,6 +19,7 @@ pub mod next;
 pub mod oidc;
 pub mod password;
 pub mod service_auth;
+pub mod service_auth_refusal;
 pub mod service_limits;
 
 /// The client a token was issued to, and the prefix of a service's client id, are plain values

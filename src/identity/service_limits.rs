@@ -16,7 +16,7 @@
 //! counted in the token-API answer metric.
 
 use super::context::IdentityContext;
-use super::service_auth::{Limit, ServiceAuthRefusal};
+use super::service_auth_refusal::{Limit, ServiceAuthRefusal};
 use crate::store::StoreError;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::request_budget::Budget;

@@ -4,7 +4,7 @@
 
 use super::details::{AuthorizationLink, Problem};
 use crate::broker::service_refusal::ServiceRefusal;
-use crate::identity::service_auth::ServiceAuthRefusal;
+use crate::identity::service_auth_refusal::ServiceAuthRefusal;
 
 impl From<ServiceRefusal> for Problem {
     fn from(refusal: ServiceRefusal) -> Self {
