@@ -29,8 +29,9 @@ use url::Url;
 
 use super::client::{Client, ClientSource};
 use super::client_metadata_document::DocumentCache;
+use super::local_mode::LocalMode;
 use super::lookup::{self, LookupError};
-use super::{CODE_TTL_SECS, LocalMode, redirect_uri, scopes};
+use super::{redirect_uri, scopes};
 use crate::broker::consent::registered_client_name;
 use crate::crypto::{random_token, sha256_hex};
 use crate::display::{ClientName, safe_text};
@@ -41,6 +42,8 @@ use crate::state::AppState;
 use crate::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};
 use crate::token_endpoint::params::{Params, is_form};
 
+/// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
+pub const CODE_TTL_SECS: i64 = 60;
 /// Longer `state` values are refused (they travel in URLs and hidden fields).
 const MAX_STATE_LEN: usize = 1024;
 

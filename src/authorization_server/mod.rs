@@ -36,6 +36,7 @@ pub mod authorize;
 pub mod client;
 pub mod client_metadata_document;
 mod client_verification;
+mod local_mode;
 pub mod lookup;
 pub mod metadata;
 pub mod redirect_uri;
@@ -46,23 +47,16 @@ pub mod scopes;
 pub mod token;
 pub mod token_exchange;
 
+pub use local_mode::LocalMode;
+
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, FromRequestParts};
-use axum::http::StatusCode;
-use axum::http::request::Parts;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 
-use crate::config::IdentityMode;
 use crate::state::AppState;
 
-/// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
-pub const CODE_TTL_SECS: i64 = 60;
-/// Access tokens (JWTs, not revocable at /mcp by themselves) live one hour.
-pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
-/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
-pub const REFRESH_TOKEN_TTL_SECS: i64 = 30 * 24 * 3600;
 /// Request bodies of /register, /authorize (POST) and /token.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
@@ -79,17 +73,4 @@ pub fn router() -> Router<AppState> {
         .route("/revoke", post(revocation::revoke))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(Extension(documents))
-}
-
-/// Extractor that lets a request through only in local identity mode; otherwise 404 (an
-/// external issuer is the authorization server then, and the PRM names it).
-#[derive(Debug, Clone, Copy)]
-pub struct LocalMode;
-
-impl FromRequestParts<AppState> for LocalMode {
-    type Rejection = StatusCode;
-
-    async fn from_request_parts(_parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        if state.core.config.identity.mode == IdentityMode::Local { Ok(LocalMode) } else { Err(StatusCode::NOT_FOUND) }
-    }
 }

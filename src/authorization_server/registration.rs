@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::LocalMode;
 use super::client::{AuthMethod, ClientMetadataInput, MetadataContext, MetadataError, validate_metadata};
+use super::local_mode::LocalMode;
 use super::registration_error::RegistrationError;
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};

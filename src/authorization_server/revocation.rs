@@ -14,8 +14,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::LocalMode;
 use super::client_verification::{self, REALM};
+use super::local_mode::LocalMode;
 use crate::crypto::sha256_hex;
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent};

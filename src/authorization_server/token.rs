@@ -26,7 +26,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::client_verification::{self, REALM};
-use super::{ACCESS_TOKEN_TTL_SECS, REFRESH_TOKEN_TTL_SECS, scopes, token_exchange};
+use super::{scopes, token_exchange};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::state::AppState;
@@ -34,6 +34,11 @@ use crate::store::oauth_codes::OAuthGrantFields;
 use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
 use crate::token_endpoint::oauth_error::OAuthError;
 use crate::token_endpoint::params::{Params, is_form};
+
+/// Access tokens (JWTs, not revocable at /mcp by themselves) live one hour.
+pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
+/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
+pub const REFRESH_TOKEN_TTL_SECS: i64 = 30 * 24 * 3600;
 
 /// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
 #[derive(serde::Serialize)]

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use url::Url;
 
 use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
-use super::{CODE_TTL_SECS, issuer};
+use super::metadata::issuer;
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
 use crate::html::render;
@@ -28,6 +28,9 @@ use crate::pkce;
 use crate::state::AppState;
 use crate::store::demo::DemoCodeRow;
 use crate::token_endpoint::params::{Params, is_form};
+
+/// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
+pub const CODE_TTL_SECS: i64 = 60;
 
 const DEFAULT_ACCOUNT: &str = "demo-user";
 const MAX_STATE_LEN: usize = 1024;

@@ -15,7 +15,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::demo_client::{self, REALM};
-use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
@@ -24,6 +23,11 @@ use crate::store::demo::{DemoTokenKind, NewDemoToken};
 use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
 use crate::token_endpoint::oauth_error::OAuthError;
 use crate::token_endpoint::params::Params;
+
+/// Access tokens live an hour.
+pub const ACCESS_TTL_SECS: i64 = 3600;
+/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
+pub const REFRESH_TTL_SECS: i64 = 30 * 24 * 3600;
 
 /// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
 #[derive(serde::Serialize)]
