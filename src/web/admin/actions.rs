@@ -9,7 +9,7 @@ use axum::extract::rejection::FormRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use super::Admin;
+use super::signed_in_admin::Admin;
 use crate::broker::tokens::{self, Revocation};
 use crate::html::{self, PageError};
 use crate::state::AppState;

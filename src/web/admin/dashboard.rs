@@ -15,9 +15,9 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::Admin;
 use super::charts::{self, Chart, Range};
 use super::listing::Rows;
+use super::signed_in_admin::Admin;
 use super::tables::{audit_card, audit_user_ids, user_labels};
 use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;

@@ -11,8 +11,8 @@
 use axum::extract::{Path, State};
 use axum::response::Response;
 
-use super::Admin;
 use super::listing::{Card, ListHeader, ListQuery};
+use super::signed_in_admin::Admin;
 use super::tables::{Q, field, page, server_page, user_labels, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;

@@ -10,8 +10,8 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::Admin;
 use super::listing::{Card, CardAction, Field, ListHeader, ListQuery, RawListQuery, TablePage};
+use super::signed_in_admin::Admin;
 use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;

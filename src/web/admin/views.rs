@@ -16,9 +16,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::Admin;
 use super::charts::Range;
 use super::listing::{Card, Field, Rows};
+use super::signed_in_admin::Admin;
 use super::tables::{
     audit_card, audit_user_ids, field, server_page, service_page, shown_status, user_label, user_labels, user_page,
 };

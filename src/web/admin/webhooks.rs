@@ -6,8 +6,8 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::Response;
 
-use super::Admin;
 use super::listing::{Card, CardAction, ListHeader, ListQuery, RawListQuery};
+use super::signed_in_admin::Admin;
 use super::tables::{field, hidden};
 use crate::clock::iso_time;
 use crate::display::safe_text;
