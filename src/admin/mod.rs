@@ -1,5 +1,8 @@
 //! The command line: `serve`, `migrate` and the operator's `admin …` commands. Every command
 //! reads the same settings ([`SettingsArgs`]), so `admin` finds the server's database and keys.
+//! This file holds the commands and their dispatch ([`run`]); each command is a file of its own
+//! (`serve`, `migrate`, `backup`, `users`, `grants`, `services`, `webhooks`, `servers`,
+//! `servers_oauth`, `providers`, `keys`, `audit`, `demo`), printing through `display`.
 
 mod audit;
 mod backup;

@@ -25,6 +25,12 @@
 //! connections page, where these are their "apps") ends them all. A *grant* elsewhere in the
 //! broker is a user's connection at a provider.
 //!
+//! Beside the endpoints: [`client`] (an MCP client as this server knows it), [`lookup`] (the
+//! client a `client_id` names), [`client_verification`] (a presented client checked by the method
+//! it registered), [`redirect_uri`] (which redirect URIs a client may register), [`scopes`] (what
+//! this server grants), [`registration_error`] (`/register`'s RFC 7591 errors) and
+//! [`LocalMode`] (the endpoints answer only in local mode; the token exchange in either).
+//!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
 //! checks are shared with the demo provider ([`crate::token_endpoint`]).
 //!

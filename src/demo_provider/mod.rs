@@ -13,6 +13,10 @@
 //! GET  /.well-known/oauth-authorization-server   RFC 8414 metadata
 //! ```
 //!
+//! Files: [`metadata`] (the issuer and its RFC 8414 document), [`authorize`], [`token`],
+//! [`revoke`], [`demo_client`] (the one client it knows: the broker), [`api`] and its
+//! [`api_error`]s, [`keys`], [`token_cache`], and [`entry`] (how the broker sees this provider).
+//!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
 //! checks are shared with the broker's own authorization server ([`crate::token_endpoint`]).
 //!

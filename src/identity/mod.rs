@@ -4,6 +4,11 @@
 //! registered service proves itself with HTTP Basic ([`service_auth`]), within the limits of
 //! [`service_limits`].
 //!
+//! Also: [`AuthenticatedUser`] (who a verified credential says is asking), [`IdentityContext`]
+//! (what the checks read), [`jwt`] (the broker's own signing keys and tokens), [`bearer_cache`]
+//! (verified tokens until something they rest on changes), [`oidc`] (an external issuer),
+//! [`accounts`] and [`password`] (local accounts).
+//!
 //! Identity decides and imports no face: refusals are its own error enums
 //! ([`browser::BrowserSessionError`], [`oidc::browser_login::SignInError`],
 //! [`service_auth_refusal::ServiceAuthRefusal`]), which the faces turn into pages or problems.

@@ -62,7 +62,7 @@ pub fn presented_client(headers: &HeaderMap, params: &Params) -> Result<Presente
 /// Parses `Basic base64(urlencode(id) ":" urlencode(secret))` (RFC 6749 §2.3.1, RFC 7617).
 /// Only the first ':' separates, so a secret that was not encoded may still contain one; a
 /// malformed escape or invalid UTF-8 refuses the whole header. Also the token API's service
-/// authentication ([`crate::api::service_auth`]).
+/// authentication ([`crate::identity::service_auth`]).
 pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
     let (scheme, credentials) = header.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {

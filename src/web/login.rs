@@ -1,11 +1,11 @@
 //! Local sign-in and sign-out (`GET/POST /login`, `POST /logout`).
 //!
-//! The sign-in form is protected by a double-submit CSRF cookie ([`super::csrf`]), failures are
+//! The sign-in form is protected by a double-submit CSRF cookie ([`crate::html::csrf`]), failures are
 //! throttled per (username, IP), per IP and per account ([`super::throttle`]; a device cookie
 //! from [`super::device`] lets the owner through an account lock), unknown usernames cost the
 //! same argon2 time as known ones, every failure says the same thing to the visitor, and each
 //! is audited (`browser.sign_in_failed`, with the username tried, the address and why). Success always mints a new session
-//! (session fixation) and redirects only to a local `next` ([`super::next`]).
+//! (session fixation) and redirects only to a local `next` ([`crate::identity::next`]).
 
 use axum::Form;
 use axum::extract::rejection::{FormRejection, QueryRejection};

@@ -13,6 +13,8 @@
 //! Every handler takes an [`Admin`] ([`signed_in_admin`]): a signed-out browser is sent to sign
 //! in, a signed-in non-admin gets 403, checked at every request (so `set-admin NAME false` acts
 //! at once).
+//! Every list is a [`listing::TablePage`] (search, keyset paging) with its [`filters`]; the
+//! admin sections' links are [`sections`]'.
 //! Data comes from the store and the broker core; these modules only translate it to pages.
 
 pub mod actions;
