@@ -25,7 +25,8 @@
 //! connections page, where these are their "apps") ends them all. A *grant* elsewhere in the
 //! broker is a user's connection at a provider.
 //!
-//! Beside the endpoints: [`client`] (an MCP client as this server knows it), [`lookup`] (the
+//! `/authorize` is three files: [`authorize`] (the handlers), [`authorize_request`] (the
+//! checks) and [`authorize_consent`] (the page). Beside the endpoints: [`client`] (an MCP client as this server knows it), [`lookup`] (the
 //! client a `client_id` names), [`client_verification`] (a presented client checked by the method
 //! it registered), [`redirect_uri`] (which redirect URIs a client may register), [`scopes`] (what
 //! this server grants), [`registration_error`] (`/register`'s RFC 7591 errors) and
@@ -39,6 +40,8 @@
 //! registered redirect URI with `state` and `iss` (RFC 9207).
 
 pub mod authorize;
+mod authorize_consent;
+mod authorize_request;
 pub mod client;
 pub mod client_metadata_document;
 mod client_verification;
