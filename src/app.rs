@@ -364,7 +364,7 @@ fn router(state: AppState, mcp: McpState) -> Router {
     }
     let pages = pages
         .fallback(unknown_path)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::web::error::top_bar_on_error_pages));
+        .layer(axum::middleware::from_fn_with_state(state.clone(), crate::html::top_bar::top_bar_on_error_pages));
     Router::new()
         .merge(crate::mcp::router(mcp))
         .merge(crate::api::router())
@@ -377,9 +377,9 @@ fn router(state: AppState, mcp: McpState) -> Router {
         .layer(axum::middleware::from_fn(crate::telemetry::track_http))
         .layer(crate::telemetry::trace_layer())
         .layer(axum::middleware::from_fn(crate::telemetry::assign_request_id))
-        .layer(crate::web::security_headers::layer())
+        .layer(crate::html::security_headers::layer())
         // Outermost: reads what a refusal left of the request body, so keep-alive survives.
-        .layer(axum::middleware::from_fn(crate::web::drain_body::drain_unread_body))
+        .layer(axum::middleware::from_fn(crate::net::drain_body::drain_unread_body))
         .with_state(state)
 }
 
@@ -388,9 +388,9 @@ fn router(state: AppState, mcp: McpState) -> Router {
 async fn unknown_path(uri: axum::http::Uri) -> axum::response::Response {
     use axum::response::IntoResponse;
     if uri.path().starts_with("/v1/") {
-        crate::api::problem::Problem::unknown_path().into_response()
+        crate::problem::Problem::unknown_path().into_response()
     } else {
-        crate::web::error::unknown_path().await
+        crate::html::page_error::unknown_path().await
     }
 }
 

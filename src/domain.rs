@@ -1,7 +1,7 @@
 //! Values parsed at the edge: once a `ProviderId` or a `Scopes` exists, it is known to be
 //! well formed, so the rest of the code does not re-check. Plain values that several layers
-//! share live here too, below all of them: who a client is ([`ClientIdentity`]) and the demo
-//! provider's scopes ([`demo_scopes`]), which the store keeps.
+//! share live here too, below all of them: who a client is ([`ClientIdentity`]), the demo
+//! provider's id ([`DEMO_PROVIDER_ID`]) and its scopes ([`demo_scopes`]), which the store keeps.
 
 mod client;
 pub mod demo_scopes;
@@ -22,6 +22,9 @@ pub enum DomainError {
     BadElicitationId,
 }
 
+/// The built-in demo provider's id (served by the broker itself under `/demo-provider/`).
+pub const DEMO_PROVIDER_ID: &str = "demo";
+
 /// A configured provider's key, e.g. `github`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(transparent)]
@@ -41,7 +44,7 @@ impl ProviderId {
 
     /// The built-in demo provider's id.
     pub fn demo() -> Self {
-        Self("demo".to_owned())
+        Self(DEMO_PROVIDER_ID.to_owned())
     }
 }
 

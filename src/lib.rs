@@ -4,8 +4,8 @@
 //! behalf at third-party services without ever seeing the user's credentials.
 //!
 //! ```text
-//! MCP client ─ tools/call ─▶ /mcp (mcp)         tool server ─ Basic + user token ─▶ /v1, /token (api)
-//!        user = verified bearer JWT (identity::bearer)      user = token for its resource (api::acting)
+//! MCP client ─ tools/call ─▶ /mcp (mcp)     tool server ─ Basic + user token ─▶ /v1 (api), /token (authorization_server)
+//!        user = verified bearer JWT (identity::bearer)  user = token for its resource (broker::service_acting)
 //!                      └──────────────┬──────────────────────────────┘
 //!                                     ▼  broker::access — one decision for every face:
 //!           Ready(token) · Connect · MoreScopes · AllowClient (authorization row = elicitationId)
@@ -17,25 +17,46 @@
 //! MCP session ◀─ notifications/elicitation/complete (mcp::handler) · tool server ◀─ /v1/authorizations/{id}
 //! ```
 //!
-//! Modules: [`config`] settings; [`app`] builds the router and runs it; [`state`] what handlers
-//! share ([`state::AppState`] for the faces, around the core's [`broker::Core`]); [`clock`] the
-//! injected time; [`domain`] identifiers parsed at the edge; [`error_chain`] errors that keep
-//! their cause, logged whole; [`display`] names others chose, made safe to show; [`events`] the signal that an
-//! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
-//! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
-//! passwords; [`providers`] the client side of third-party OAuth (provider catalogue, token
-//! endpoint calls); [`broker`] the core: access decisions, authorizations, consent,
-//! the browser flow, refresh, connections, the call to a provider's API; [`keyring`] key rotations reaching a running server. Faces over the core: [`mcp`] the MCP server (its rooms: transport, session, tools, prompts,
-//! resources, forms); [`web`]
-//! hosted pages; [`api`] the token API for registered tool servers; [`admin`] the operator CLI.
-//! Beside them: [`authorization_server`] the broker's own OAuth 2.1 authorization server for MCP
-//! clients; [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and
-//! for tests; [`token_endpoint`] the token/revocation plumbing those two share.
+//! # Layout
+//!
+//! Lowest first: each module uses only those listed before it, and the faces, side by side, use
+//! none of each other (`tests/api/layers.rs` holds the order and checks it).
+//!
+//! - [`clock`]: the injected time, in Unix seconds.
+//! - [`every`]: the loop of every background sweeper and refresher.
+//! - [`error_chain`]: errors that keep their cause, logged whole.
+//! - [`display`]: names others chose, made safe to show.
+//! - [`crypto`]: sealing secrets at rest (AES-256-GCM under a key id), hashes, random values.
+//! - [`pkce`]: RFC 7636 S256, for the broker's two authorization servers.
+//! - [`domain`]: identifiers parsed at the edge (`ProviderId`, `Scopes`, who a client is, …).
+//! - [`net`]: loopback and public addresses, the client of a request, draining unread bodies.
+//! - [`telemetry`]: metrics, request ids, trace spans.
+//! - [`providers`]: the client side of third-party OAuth (provider catalogue, token endpoint calls).
+//! - [`config`]: settings, from flags, environment, file and defaults.
+//! - [`store`]: the database, SQLite or PostgreSQL.
+//! - [`events`]: the signal that something happened, on every instance; webhooks to services.
+//! - [`token_endpoint`]: the token and revocation endpoints' plumbing both authorization servers share.
+//! - [`identity`]: bearer tokens, browser sessions, sign-in (local and OIDC), passwords, services' Basic.
+//! - [`broker`]: the core — access decisions, authorizations, consent, the browser flow, refresh,
+//!   connections, the call to a provider's API, a service's access to a user's token.
+//! - [`state`]: what handlers share ([`state::AppState`] for the faces, around [`broker::Core`]).
+//! - [`keyring`]: key rotations reaching a running server.
+//! - [`health`]: `/healthz` and `/readyz`.
+//! - [`html`]: what every face's pages share — rendering, message and error pages, CSRF, security headers.
+//! - [`problem`]: a registered service's refusals, worded once (problem JSON, RFC 6749 errors).
+//! - Faces, side by side:
+//!   [`mcp`] the MCP server (transport, session, tools, prompts, resources, forms, gateway) ·
+//!   [`web`] the hosted pages ·
+//!   [`api`] the token API for registered tool servers ·
+//!   [`authorization_server`] the broker's own OAuth 2.1 authorization server, and the token exchange ·
+//!   [`demo_provider`] a strict built-in OAuth provider for trying the flow offline and for tests.
+//! - [`startup`]: opening the database and the sealing key without stranding data.
+//! - [`app`]: builds the router from each face's `router()` and runs it.
+//! - [`admin`]: the command line (`serve`, `migrate`, `admin …`), the composition root.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod admin;
-/// The token API for registered tool servers (`/v1/…`, service authentication, problem JSON).
 pub mod api;
 pub mod app;
 pub mod authorization_server;
@@ -50,11 +71,13 @@ pub mod error_chain;
 pub mod events;
 pub mod every;
 pub mod health;
+pub mod html;
 pub mod identity;
 pub mod keyring;
 pub mod mcp;
 pub mod net;
 pub mod pkce;
+pub mod problem;
 pub mod providers;
 pub mod startup;
 pub mod state;

@@ -5,12 +5,11 @@
 //! complete on PostgreSQL and through a database outage.
 
 mod follow;
+mod lines;
 
-use serde_json::json;
-
-use super::display::{UserNames, iso_time, printable, table};
+use self::lines::{HEADERS, entry_json, entry_row, entry_user_ids, print_lines};
+use super::display::{UserNames, table};
 use crate::state::AppState;
-use crate::store::audit::AuditEntry;
 
 pub async fn run_audit(
     state: &AppState,
@@ -39,7 +38,7 @@ pub async fn run_audit(
     };
     // Installed before anything is printed: whoever stops the tail may do so as soon as the
     // first lines appear.
-    let stop = super::shutdown_signal();
+    let stop = super::serve::shutdown_signal();
     let window: Vec<i64> = entries.iter().map(|e| e.id).collect();
     let tail = before.tail(&window, state.core.store.backend() == crate::store::Backend::Sqlite);
     // Oldest first from here on, as a tail does.
@@ -48,64 +47,4 @@ pub async fn run_audit(
     }
     print_lines(entries.iter().rev(), &names, json)?;
     follow::follow(state, user_id.as_deref(), &mut names, json, tail, stop).await
-}
-
-/// The users entries name: as the target, or as the acting user or admin.
-fn entry_user_ids(entries: &[AuditEntry]) -> impl Iterator<Item = &str> {
-    entries.iter().flat_map(|e| {
-        let actor = e.actor.as_deref().and_then(|a| a.strip_prefix("admin:").or_else(|| a.strip_prefix("user:")));
-        e.user_id.as_deref().into_iter().chain(actor)
-    })
-}
-
-const HEADERS: [&str; 7] = ["TIME", "ACTION", "OUTCOME", "ACTOR", "USER", "PROVIDER", "DETAIL"];
-
-fn print_lines<'a>(entries: impl Iterator<Item = &'a AuditEntry>, names: &UserNames, json: bool) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    for e in entries {
-        if json {
-            writeln!(out, "{}", serde_json::to_string(&entry_json(e, names))?)?;
-        } else {
-            writeln!(out, "{}", entry_row(e, names).join("  "))?;
-        }
-    }
-    out.flush()?;
-    Ok(())
-}
-
-fn entry_json(e: &AuditEntry, names: &UserNames) -> serde_json::Value {
-    json!({
-        "id": e.id,
-        "at": e.at,
-        "actor": e.actor,
-        "actor_name": actor_name(e.actor.as_deref(), names),
-        "outcome": e.outcome,
-        "user_id": e.user_id,
-        "user": e.user_id.as_deref().map(|id| names.of(id)),
-        "action": e.action,
-        "provider": e.provider,
-        "detail": e.detail,
-    })
-}
-
-fn entry_row(e: &AuditEntry, names: &UserNames) -> Vec<String> {
-    vec![
-        iso_time(e.at),
-        printable(&e.action),
-        e.outcome.as_deref().map_or("-".to_owned(), printable),
-        actor_name(e.actor.as_deref(), names),
-        names.of_opt(e.user_id.as_deref()).to_owned(),
-        e.provider.as_deref().map_or("-".to_owned(), printable),
-        e.detail.as_deref().map_or(String::new(), printable),
-    ]
-}
-
-/// `admin:<id>` as `admin:alice`; other actors as stored.
-fn actor_name(actor: Option<&str>, names: &UserNames) -> String {
-    match actor.and_then(|a| a.split_once(':')) {
-        Some((kind @ ("user" | "admin"), id)) => format!("{kind}:{}", names.of(id)),
-        Some(_) => actor.map_or("-".to_owned(), printable),
-        None => actor.map_or("-".to_owned(), printable),
-    }
 }

@@ -1,13 +1,18 @@
 //! The command line: `serve`, `migrate` and the operator's `admin …` commands. Every command
 //! reads the same settings ([`SettingsArgs`]), so `admin` finds the server's database and keys.
+//! This file holds the commands and their dispatch ([`run`]); each command is a file of its own
+//! (`serve`, `migrate`, `backup`, `users`, `grants`, `services`, `webhooks`, `servers`,
+//! `servers_oauth`, `providers`, `keys`, `audit`, `demo`), printing through `display`.
 
 mod audit;
+mod backup;
 mod demo;
 pub(crate) mod display;
 mod grants;
 mod keys;
 mod migrate;
 mod providers;
+mod serve;
 mod servers;
 mod servers_oauth;
 mod services;
@@ -16,7 +21,6 @@ mod webhooks;
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::clock::SystemClock;
@@ -189,7 +193,7 @@ pub enum AdminCommand {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = Config::load(&cli.settings)?;
     match cli.command {
-        Command::Serve => serve(config).await,
+        Command::Serve => serve::serve(config).await,
         Command::Migrate { status: false } => migrate::migrate(config).await,
         Command::Migrate { status: true } => migrate::status(config).await,
         Command::Providers { command } => providers::run(&config, command),
@@ -210,7 +214,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Audit { user, limit, json, follow } => {
                     audit::run_audit(&state, user, limit, json, follow).await
                 }
-                AdminCommand::Backup { file } => backup(&state, &file).await,
+                AdminCommand::Backup { file } => backup::backup(&state, &file).await,
                 AdminCommand::Keys { command } => keys::run_keys(&state, command).await,
             };
             // Signals to the running servers (a revoked grant's resources/updated) are written
@@ -219,86 +223,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             state.core.store.close().await;
             result
         }
-    }
-}
-
-async fn serve(config: Config) -> anyhow::Result<()> {
-    let listener =
-        tokio::net::TcpListener::bind(config.listen).await.with_context(|| format!("binding {}", config.listen))?;
-    let demo = config.demo;
-    let app = crate::App::build(config, Arc::new(SystemClock)).await?;
-    let state = app.state().clone();
-    if demo {
-        demo::print_demo_setup(&state).await?;
-    }
-    app.run(listener, shutdown_signal()).await.context("serving")?;
-    // What the drain's last callbacks and revocations told the other instances is written
-    // before the process ends.
-    state.core.events.flush().await;
-    // Fold SQLite's write-ahead log into the database file, so a copy of the `.db` file alone
-    // after a stop holds everything.
-    if let Err(error) = state.core.store.checkpoint().await {
-        tracing::warn!(%error, "could not checkpoint the database on shutdown");
-    }
-    state.core.store.close().await;
-    tracing::info!("stopped");
-    Ok(())
-}
-
-async fn backup(state: &crate::state::AppState, file: &std::path::Path) -> anyhow::Result<()> {
-    if state.core.store.backend() == crate::store::Backend::Postgres {
-        anyhow::bail!(
-            "the database is PostgreSQL: back it up with `pg_dump --format=custom DATABASE_URL > FILE` \
-             (restore with `pg_restore`), and keep the encryption key with it"
-        );
-    }
-    if file.exists() {
-        anyhow::bail!("{} already exists; choose a new file (nothing was written)", file.display());
-    }
-    state.core.store.backup_to(file).await.with_context(|| format!("writing the copy to {}", file.display()))?;
-    let key = state.core.config.data_dir.join("encryption.key");
-    println!("database copied to {}", file.display());
-    if state.core.config.encryption_key.is_none() {
-        println!("also back up {} — without it the copy's tokens cannot be read", key.display());
-    } else {
-        println!(
-            "also back up the encryption key (OAUTH_BROKER_ENCRYPTION_KEY) — without it the copy's tokens cannot be read"
-        );
-    }
-    Ok(())
-}
-
-/// Completes on Ctrl-C or SIGTERM. The handlers are installed when this is called, not when
-/// the future is first polled: a signal that comes between the two (a command still printing
-/// what it read first) is not the default action's, which kills the process.
-pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut interrupt = signal(SignalKind::interrupt()).ok();
-        let mut terminate = signal(SignalKind::terminate()).ok();
-        async move {
-            let interrupted = async {
-                match interrupt.as_mut() {
-                    Some(signal) => signal.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let terminated = async {
-                match terminate.as_mut() {
-                    Some(signal) => signal.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = interrupted => {},
-                _ = terminated => {},
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    async {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -17,11 +17,11 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::limits::WaitSlot;
-use super::problem::Problem;
-use super::service_auth::AuthenticatedService;
+use super::authenticated_service::AuthenticatedService;
+use super::wait_slots::WaitSlot;
 use crate::broker::authorizations::{self, Outcome};
 use crate::domain::ElicitationId;
+use crate::problem::Problem;
 use crate::state::AppState;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::services::ServiceRow;

@@ -2,7 +2,7 @@
 //! stand — so a tool server can tell its user "reconnect GitHub" before a call fails,
 //! or see that a refresh is failing and when it is retried. Never a token.
 //!
-//! The user is named as on the other token-API endpoints ([`super::acting`]): the user's access
+//! The user is named as on the other token-API endpoints ([`crate::broker::service_acting`]): the user's access
 //! token for this service in `X-Subject-Token` (a header, never the query string: a token in a
 //! URL ends up in logs), or — for a trusted service only — `user_id` (query) or `X-User-Id`.
 //! Each entry's status is the core's ([`crate::broker::connection_status::Status`]), for this
@@ -15,12 +15,12 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::acting::{Subject, user_for};
-use super::problem::Problem;
+use super::authenticated_service::AuthenticatedService;
 use super::proxy::{SUBJECT_TOKEN_HEADER, USER_ID_HEADER};
-use super::service_auth::AuthenticatedService;
 use crate::broker::connections;
+use crate::broker::service_acting::{Subject, provider_for, user_for};
 use crate::domain::Scopes;
+use crate::problem::Problem;
 use crate::state::AppState;
 use crate::store::services::ServiceRow;
 
@@ -136,7 +136,7 @@ async fn listing(
         (None, None) => None,
     };
     let provider = match query.provider.as_deref() {
-        Some(id) => Some(super::acting::provider_for(state, service, id)?),
+        Some(id) => Some(provider_for(&state.core, service, id)?),
         None => None,
     };
     let provider = provider.as_deref();
@@ -144,7 +144,8 @@ async fn listing(
         Some(scopes) => Scopes::from_space_separated(scopes).map_err(|e| Problem::invalid_scope(e.to_string()))?,
         None => Scopes::default(),
     };
-    let user_id = user_for(state, service, Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, user_id)?).await?;
+    let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, user_id)?;
+    let user_id = user_for(&state.core, &state.identity, service, subject).await?;
     let client = service.client();
     let listing = connections::connections_requiring(&state.core, &user_id, Some(&client), &required).await?;
     let connections = listing

@@ -11,7 +11,7 @@
 
 use axum::http::HeaderMap;
 
-use super::problem::Problem;
+use crate::problem::Problem;
 
 /// The header's value, `None` when absent; 400 when it is sent twice or is not visible ASCII.
 pub fn text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Problem> {

@@ -129,3 +129,38 @@ impl Modify for ServiceAuth {
 pub async fn document() -> impl IntoResponse {
     Json(ApiDoc::openapi())
 }
+
+#[cfg(test)]
+mod tests {
+    use url::Url;
+
+    use super::*;
+    use crate::broker::service_refusal::RequiredReason;
+    use crate::problem::{AuthorizationLink, Problem};
+
+    #[test]
+    fn every_code_a_constructor_makes_is_listed_in_the_openapi_document() {
+        let link = AuthorizationLink {
+            id: "a".into(),
+            url: Url::parse("https://b.example/connect/a").unwrap(),
+            expires_at: 1,
+        };
+        for problem in [
+            Problem::authorization_required(RequiredReason::NotConnected, None, &link),
+            Problem::provider_unavailable(1),
+            Problem::database_unavailable(),
+            Problem::forbidden("x"),
+            Problem::invalid_client(),
+            Problem::invalid_subject_token(),
+            Problem::unknown_provider(),
+            Problem::unknown_authorization(),
+            Problem::unknown_path(),
+            Problem::invalid_request("x"),
+            Problem::invalid_scope("x"),
+            Problem::rate_limited(1, "requests"),
+            Problem::server_error(),
+        ] {
+            assert!(PROBLEM_CODES.contains(&problem.code), "{} is documented", problem.code);
+        }
+    }
+}

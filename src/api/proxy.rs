@@ -20,13 +20,14 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::acting::Subject;
-use super::problem::Problem;
-use super::service_auth::AuthenticatedService;
-use super::tokens::{Purpose, TokenAsk, token_for_service};
-use crate::broker::provider_call::{self, ApiMethod, ApiRequest, Body, CallError, ProviderAnswer, Query};
+use super::authenticated_service::AuthenticatedService;
+use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ApiRequest, Query};
+use crate::broker::service_access::{self, Purpose, TokenAsk};
+use crate::broker::service_acting::{Subject, provider_for};
 use crate::config::ProviderConfig;
+use crate::problem::Problem;
 use crate::state::AppState;
+use crate::store::services::ServiceRow;
 
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
 pub const USER_ID_HEADER: &str = "x-user-id";
@@ -71,26 +72,31 @@ pub async fn forward(
     let Ok(Path((provider, path))) = path else {
         return Problem::invalid_request("the path is not valid percent-encoded UTF-8").into_response();
     };
-    match call(&state, &service, method, &provider, &path, query, &headers, body).await {
+    let forwarded = Forwarded { method, provider, path, query, headers, body };
+    match call(&state, &service, forwarded).await {
         Ok(response) => response,
         Err(problem) => problem.into_response(),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn call(
-    state: &AppState,
-    service: &crate::store::services::ServiceRow,
+/// The service's request as it arrived, to be sent on to the provider.
+struct Forwarded {
     method: Method,
-    provider_id: &str,
-    path: &str,
+    /// The provider's id, from the path.
+    provider: String,
+    /// The API path under the provider's API base.
+    path: String,
     query: Option<String>,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Bytes,
-) -> Result<Response, Problem> {
+}
+
+async fn call(state: &AppState, service: &ServiceRow, forwarded: Forwarded) -> Result<Response, Problem> {
+    let Forwarded { method, provider: provider_id, path, query, headers, body } = forwarded;
+    let headers = &headers;
     let invalid = |e: provider_call::RequestError| Problem::invalid_request(e.to_string());
     let method = ApiMethod::parse(method.as_str()).map_err(invalid)?;
-    let provider = super::acting::provider_for(state, service, provider_id)?;
+    let provider = provider_for(&state.core, service, &provider_id)?;
     let provider = &*provider;
     // A header that is there but unreadable is the caller's mistake (400 naming it), never
     // "absent" (an unreadable X-Account used to select the default account).
@@ -101,17 +107,18 @@ async fn call(
     let body = (!body.is_empty()).then(|| Body::Raw { content_type, bytes: body });
     let query = query.as_deref().map_or(Query::None, Query::Raw);
     // Checked before the token is asked for: a path leaving the API base never costs a refresh.
-    let request = ApiRequest::new(provider, method, path, query, body)
+    let request = ApiRequest::new(provider, method, &path, query, body)
         .map_err(invalid)?
         .accepting(header(header::ACCEPT.as_str())?);
     let subject = Subject::from_parts(header(SUBJECT_TOKEN_HEADER)?, header(USER_ID_HEADER)?)?;
-    let asked = TokenAsk { provider: provider_id, scopes: &[], account: account.as_deref() };
+    let asked = TokenAsk { provider: &provider_id, scopes: &[], account: account.as_deref() };
     // The provider may refuse the token and then its refresh: the grant is marked for
     // a new consent, and the core's decision, asked again, is the reconnect link (409
     // `needs_reconsent`), not the provider's 401. Should the user have reconnected in between,
     // the call is made once more.
     for _ in 0..2 {
-        let token = token_for_service(state, service, subject, asked, Purpose::Proxy).await?;
+        let token =
+            service_access::decide(&state.core, &state.identity, service, subject, asked, Purpose::Proxy).await?;
         match provider_call::call(&state.core, provider, &request, token).await {
             Ok(answer) => return Ok(response(answer)),
             Err(CallError::Request(e)) => return Err(invalid(e)),

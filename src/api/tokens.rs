@@ -1,8 +1,8 @@
 //! `POST /v1/tokens`: a user's provider token for a service, or what the user must do first.
 //!
-//! The core decides ([`crate::broker::access::access`], the same decision the MCP tools get);
-//! this face renders its answer as JSON or a [`Problem`]. For consent a service is a client like
-//! any other: the user allows *that tool server* to use a connection, on the same pages.
+//! The core decides ([`crate::broker::service_access::decide`]: the token API's checks, then the
+//! same access decision the MCP tools get); this face renders its answer as JSON or a
+//! [`Problem`].
 
 use axum::Json;
 use axum::extract::State;
@@ -11,18 +11,13 @@ use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 
-use super::acting::{Subject, provider_for, user_for};
-use super::problem::{AuthorizationLink, Problem, RequiredReason};
-use super::service_auth::AuthenticatedService;
-use crate::broker::access::{self, Access, ConnectReason};
-use crate::broker::authorizations::{self, Requester};
+use super::authenticated_service::AuthenticatedService;
+use crate::broker::service_access::{self, Purpose, TokenAsk};
+use crate::broker::service_acting::Subject;
 use crate::broker::tokens::AccessToken;
 use crate::config::ProviderConfig;
-use crate::domain::Scopes;
+use crate::problem::Problem;
 use crate::state::AppState;
-use crate::store::audit::{Actor, AuditEvent, Outcome};
-use crate::store::authorizations::AuthorizationRow;
-use crate::store::services::ServiceRow;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -100,10 +95,10 @@ pub async fn create(
     };
     let subject = match Subject::from_parts(request.subject_token.as_deref(), request.user_id.as_deref()) {
         Ok(subject) => subject,
-        Err(problem) => return problem.into_response(),
+        Err(refusal) => return Problem::from(refusal).into_response(),
     };
     let asked = TokenAsk { provider: &request.provider, scopes: &request.scopes, account: request.account.as_deref() };
-    match token_for_service(&state, &service, subject, asked, Purpose::RawToken).await {
+    match service_access::decide(&state.core, &state.identity, &service, subject, asked, Purpose::RawToken).await {
         Ok(token) => {
             let provider = state.core.providers.find(&token.grant.provider);
             let mut response = Json(token_response(&token, provider.as_deref())).into_response();
@@ -112,128 +107,8 @@ pub async fn create(
                 .insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
             response
         }
-        Err(problem) => problem.into_response(),
+        Err(refusal) => Problem::from(refusal).into_response(),
     }
-}
-
-/// Audits one token-API answer (`token_api.token` for a token that leaves the broker,
-/// `token_api.proxy` for a call the broker makes for the service) and counts it in the metrics.
-async fn used_by_service(
-    state: &AppState,
-    service: &ServiceRow,
-    user_id: &str,
-    provider: &str,
-    purpose: Purpose,
-    answer: &'static str,
-    outcome: Outcome,
-) -> Result<(), Problem> {
-    let action = match purpose {
-        Purpose::RawToken => "token_api.token",
-        Purpose::Proxy => "token_api.proxy",
-    };
-    let detail = format!("answer={answer}");
-    let event = AuditEvent::new(Actor::Service(&service.id), action, Some(user_id))
-        .provider(Some(provider))
-        .detail(Some(&detail))
-        .outcome(outcome);
-    // Batched: the request waits only for room on the queue (`store::audit_queue`).
-    state.core.store.record_queued(state.core.now(), event).await?;
-    crate::telemetry::token_api_answer(answer);
-    Ok(())
-}
-
-/// What a service asks for.
-#[derive(Clone, Copy)]
-pub struct TokenAsk<'a> {
-    pub provider: &'a str,
-    pub scopes: &'a [String],
-    pub account: Option<&'a str>,
-}
-
-/// Whether the service will hold the token or the broker uses it on its behalf.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// The token leaves the broker (`/v1/tokens`, token exchange): refused to proxy-only services.
-    RawToken,
-    /// The broker calls the provider itself (`/v1/proxy`).
-    Proxy,
-}
-
-/// Every check of a token-API request, then the core's answer: a token, or a problem.
-pub async fn token_for_service(
-    state: &AppState,
-    service: &ServiceRow,
-    subject: Subject<'_>,
-    asked: TokenAsk<'_>,
-    purpose: Purpose,
-) -> Result<AccessToken, Problem> {
-    let provider = provider_for(state, service, asked.provider)?;
-    let provider = &*provider;
-    if purpose == Purpose::RawToken && service.proxy_only {
-        return Err(Problem::forbidden(
-            "this service is proxy-only: it calls providers through /v1/proxy and never holds a token",
-        ));
-    }
-    let required = Scopes::parse(asked.scopes).map_err(|e| Problem::invalid_scope(e.to_string()))?;
-    crate::providers::scopes::check(provider, &required).map_err(|e| Problem::invalid_scope(e.to_string()))?;
-    let user_id = user_for(state, service, subject).await?;
-    let client = service.client();
-    let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None, server: None };
-    let answer = access::access(&state.core, &who, provider, asked.account, &required).await.map_err(|error| {
-        tracing::error!(error = %crate::error_chain::Chain(&error), service = %service.id, "token API: access decision failed");
-        Problem::server_error()
-    })?;
-    let used = |answer: &'static str, outcome: Outcome| {
-        used_by_service(state, service, &user_id, provider.id.as_str(), purpose, answer, outcome)
-    };
-    let (reason, missing, row) = match answer {
-        Access::Ready(token) => {
-            used("issued", Outcome::Success).await?;
-            return Ok(*token);
-        }
-        Access::Unavailable { retry_after } => {
-            used("provider_unavailable", Outcome::Failure).await?;
-            return Err(Problem::provider_unavailable(retry_after.as_secs()));
-        }
-        Access::Refused(why) => {
-            tracing::warn!(service = %service.id, provider = %provider.id, %why, "token API: provider refused the refresh");
-            used("provider_refused", Outcome::Failure).await?;
-            let mut problem = Problem::provider_unavailable(access::RETRY_AFTER_UNAVAILABLE.as_secs());
-            problem.detail = format!("{} refused to refresh the connection ({why}).", provider.display_name);
-            return Err(problem);
-        }
-        Access::Connect { authorization, reason: ConnectReason::NotConnected } => {
-            (RequiredReason::NotConnected, None, authorization)
-        }
-        Access::Connect { authorization, reason: ConnectReason::NeedsReconsent } => {
-            (RequiredReason::NeedsReconsent, None, authorization)
-        }
-        Access::MoreScopes { authorization, missing } => (RequiredReason::MissingScopes, Some(missing), authorization),
-        Access::AllowClient { authorization } => (RequiredReason::ConsentRequired, None, authorization),
-    };
-    let answer = match reason {
-        RequiredReason::NotConnected => "not_connected",
-        RequiredReason::NeedsReconsent => "needs_reconsent",
-        RequiredReason::MissingScopes => "missing_scopes",
-        RequiredReason::ConsentRequired => "consent_required",
-    };
-    used(answer, Outcome::Refused).await?;
-    Err(authorization_required(state, provider, reason, missing.as_ref(), &row))
-}
-
-fn authorization_required(
-    state: &AppState,
-    provider: &ProviderConfig,
-    reason: RequiredReason,
-    missing: Option<&Scopes>,
-    row: &AuthorizationRow,
-) -> Problem {
-    let link = AuthorizationLink {
-        id: row.id.clone(),
-        url: authorizations::connect_url(&state.core, &row.id),
-        expires_at: row.expires_at,
-    };
-    Problem::authorization_required(reason, missing, &link).with("provider", provider.id.as_str())
 }
 
 pub fn token_response(token: &AccessToken, provider: Option<&ProviderConfig>) -> TokenResponse {

@@ -15,7 +15,7 @@ use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::oauth_clients::OAuthClientRow;
-pub use crate::token_endpoint::client_auth::AuthMethod;
+pub use crate::token_endpoint::presented_client::AuthMethod;
 
 /// Longer names are refused (they are shown on the consent page).
 pub const MAX_CLIENT_NAME_CHARS: usize = 100;

@@ -15,7 +15,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{LocalMode, scopes};
+use super::local_mode::LocalMode;
+use super::scopes;
 use crate::state::AppState;
 
 // RFC 8414 §2; MCP 2025-11-25 basic/authorization §Authorization Server Metadata Discovery.

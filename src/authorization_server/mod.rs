@@ -9,14 +9,28 @@
 //! GET  /authorize    validate → /login?next=… → consent page naming the client  (authorize)
 //! POST /authorize    re-validate + session CSRF → code (60 s, single use) or access_denied
 //! POST /token        client auth → authorization_code (PKCE S256) | refresh_token (rotation) (token)
-//! POST /revoke       RFC 7009: client auth → the token's grant revoked          (revocation)
+//!                    service auth → RFC 8693 token exchange, in either identity mode (token_exchange)
+//! POST /revoke       RFC 7009: client auth → the token's delegation revoked     (revocation)
 //! ```
 //!
 //! Access tokens are the broker's own EdDSA JWTs ([`crate::identity::jwt::TokenKeys`]): `iss` =
 //! the public URL, `aud` = the MCP endpoint URL (RFC 8707 `resource`, which must be exactly that),
-//! `sub` = the user, plus `client_id`, `scope` and `grant_id`, so the /mcp bearer check accepts
-//! them unchanged. Codes, client secrets and refresh tokens are stored only as hashes
-//! ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
+//! `sub` = the user, plus `client_id`, `scope` and `grant_id` (the delegation), so the /mcp
+//! bearer check accepts them unchanged. Codes, client secrets and refresh tokens are stored only
+//! as hashes ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
+//!
+//! A user's approval of a client here is a **delegation** (a row of `oauth_grants`): the codes
+//! and refresh tokens it issues hang off it, its access tokens name it, and revoking it (a
+//! replayed code or refresh token, `/revoke`, the user ending the app's access on their
+//! connections page, where these are their "apps") ends them all. A *grant* elsewhere in the
+//! broker is a user's connection at a provider.
+//!
+//! `/authorize` is three files: [`authorize`] (the handlers), [`authorize_request`] (the
+//! checks) and [`authorize_consent`] (the page). Beside the endpoints: [`client`] (an MCP client as this server knows it), [`lookup`] (the
+//! client a `client_id` names), [`client_verification`] (a presented client checked by the method
+//! it registered), [`redirect_uri`] (which redirect URIs a client may register), [`scopes`] (what
+//! this server grants), [`registration_error`] (`/register`'s RFC 7591 errors) and
+//! [`LocalMode`] (the endpoints answer only in local mode; the token exchange in either).
 //!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
 //! checks are shared with the demo provider ([`crate::token_endpoint`]).
@@ -26,35 +40,32 @@
 //! registered redirect URI with `state` and `iss` (RFC 9207).
 
 pub mod authorize;
+mod authorize_consent;
+mod authorize_request;
 pub mod client;
-mod client_auth;
 pub mod client_metadata_document;
-mod errors;
+mod client_verification;
+mod local_mode;
 pub mod lookup;
 pub mod metadata;
 pub mod redirect_uri;
 pub mod registration;
+mod registration_error;
 pub mod revocation;
 pub mod scopes;
 pub mod token;
+pub mod token_exchange;
+
+pub use local_mode::LocalMode;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, FromRequestParts};
-use axum::http::StatusCode;
-use axum::http::request::Parts;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 
-use crate::config::IdentityMode;
 use crate::state::AppState;
 
-/// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
-pub const CODE_TTL_SECS: i64 = 60;
-/// Access tokens (JWTs, not revocable at /mcp by themselves) live one hour.
-pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
-/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
-pub const REFRESH_TOKEN_TTL_SECS: i64 = 30 * 24 * 3600;
 /// Request bodies of /register, /authorize (POST) and /token.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
@@ -71,17 +82,4 @@ pub fn router() -> Router<AppState> {
         .route("/revoke", post(revocation::revoke))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(Extension(documents))
-}
-
-/// Extractor that lets a request through only in local identity mode; otherwise 404 (an
-/// external issuer is the authorization server then, and the PRM names it).
-#[derive(Debug, Clone, Copy)]
-pub struct LocalMode;
-
-impl FromRequestParts<AppState> for LocalMode {
-    type Rejection = StatusCode;
-
-    async fn from_request_parts(_parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        if state.core.config.identity.mode == IdentityMode::Local { Ok(LocalMode) } else { Err(StatusCode::NOT_FOUND) }
-    }
 }

@@ -14,9 +14,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::LocalMode;
 use super::client::{AuthMethod, ClientMetadataInput, MetadataContext, MetadataError, validate_metadata};
-use super::errors::RegistrationError;
+use super::local_mode::LocalMode;
+use super::registration_error::RegistrationError;
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::net::ClientIp;
@@ -24,7 +24,7 @@ use crate::state::AppState;
 use crate::store::Store;
 use crate::store::audit::{Actor, AuditEvent};
 use crate::store::oauth_clients::OAuthClientRow;
-use crate::token_endpoint::errors::no_store;
+use crate::token_endpoint::oauth_error::no_store;
 use crate::token_endpoint::params::has_content_type;
 
 /// Registrations allowed per client IP per window.

@@ -1,9 +1,9 @@
 //! Token revocation (RFC 7009), at `POST /revoke`: a client signing out tells us it no longer
 //! needs its tokens. The client authenticates as at `/token`.
 //!
-//! A refresh token, or an access token (one of our JWTs, still valid), revokes the grant it
+//! A refresh token, or an access token (one of our JWTs, still valid), revokes the delegation it
 //! descends from, so every token of that approval stops working at once (the /mcp bearer check
-//! asks about the grant). A token that is unknown, expired, malformed or another client's is
+//! asks about the delegation). A token that is unknown, expired, malformed or another client's is
 //! left alone and answered 200 like a success (RFC 7009 §2.2: an invalid token is not an
 //! error), so the endpoint tells a caller nothing about tokens it does not hold. The user's
 //! consents are not touched: signing out is not forgetting what the user allowed.
@@ -14,13 +14,13 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::LocalMode;
-use super::client_auth::{self, REALM};
+use super::client_verification::{self, REALM};
+use super::local_mode::LocalMode;
 use crate::crypto::sha256_hex;
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent};
 use crate::token_endpoint::endpoint::{self, RevocationRequest};
-use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::oauth_error::OAuthError;
 
 // RFC 7009 §2.1–§2.2.
 pub async fn revoke(
@@ -29,22 +29,22 @@ pub async fn revoke(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    endpoint::revocation(REALM, &state, &headers, body, client_auth::verify, revoke_grant).await
+    endpoint::revocation(REALM, &state, &headers, body, client_verification::verify, revoke_delegation).await
 }
 
-/// The grant the token descends from, if it is one of this client's, is revoked.
-async fn revoke_grant(state: &AppState, request: RevocationRequest) -> Result<(), OAuthError> {
+/// The delegation the token descends from, if it is one of this client's, is revoked.
+async fn revoke_delegation(state: &AppState, request: RevocationRequest) -> Result<(), OAuthError> {
     let RevocationRequest { client_id, token } = request;
     let (client_id, token) = (client_id.as_str(), token.as_str());
     // RFC 7009 §2.1: the hint only orders the look-ups; both kinds are tried.
-    let grant = match refresh_token_grant(state, token, client_id).await? {
-        Some(grant) => Some(grant),
-        None => access_token_grant(state, token, client_id),
+    let delegation = match refresh_token_delegation(state, token, client_id).await? {
+        Some(delegation) => Some(delegation),
+        None => access_token_delegation(state, token, client_id),
     };
-    let Some(grant_id) = grant else { return Ok(()) };
-    if state.core.store.revoke_oauth_grant(&grant_id, state.core.now()).await? {
+    let Some(delegation_id) = delegation else { return Ok(()) };
+    if state.core.store.revoke_oauth_grant(&delegation_id, state.core.now()).await? {
         tracing::info!(%client_id, "a client revoked its tokens");
-        let user_id = state.core.store.oauth_grant_user(&grant_id).await?;
+        let user_id = state.core.store.oauth_grant_user(&delegation_id).await?;
         let detail = format!("client={client_id}");
         let event = AuditEvent::new(Actor::Client(client_id), "oauth_grant.revoked_by_client", user_id.as_deref())
             .detail(Some(&detail));
@@ -53,18 +53,22 @@ async fn revoke_grant(state: &AppState, request: RevocationRequest) -> Result<()
     Ok(())
 }
 
-/// The grant of one of this client's refresh tokens.
-async fn refresh_token_grant(state: &AppState, token: &str, client_id: &str) -> Result<Option<String>, OAuthError> {
+/// The delegation of one of this client's refresh tokens.
+async fn refresh_token_delegation(
+    state: &AppState,
+    token: &str,
+    client_id: &str,
+) -> Result<Option<String>, OAuthError> {
     let row = state.core.store.oauth_refresh_token(&sha256_hex(token)).await?;
     Ok(row.filter(|r| r.grant.client_id == client_id).map(|r| r.grant.grant_id))
 }
 
-/// The grant of one of this client's (unexpired) access tokens, whichever resource it is for
+/// The delegation of one of this client's (unexpired) access tokens, whichever resource it is for
 /// (our MCP endpoint or a tool server's).
-fn access_token_grant(state: &AppState, token: &str, client_id: &str) -> Option<String> {
+fn access_token_delegation(state: &AppState, token: &str, client_id: &str) -> Option<String> {
     let claims = state.identity.keys.verify_any_audience(token, state.core.now()).ok()?;
-    match (claims.grant_id, claims.client_id) {
-        (Some(grant_id), Some(owner)) if owner == client_id => Some(grant_id),
+    match (claims.delegation_id, claims.client_id) {
+        (Some(delegation_id), Some(owner)) if owner == client_id => Some(delegation_id),
         _ => None,
     }
 }

@@ -3,16 +3,17 @@
 //! `authorization_code`: the code must exist, be unexpired and unused, belong to the
 //! authenticated client, come with the identical `redirect_uri` and a `code_verifier` whose S256
 //! is the stored challenge. It is consumed by compare-and-swap; a second use — a replay, or a
-//! concurrent redemption — revokes the grant, which kills every refresh token issued from it.
+//! concurrent redemption — revokes the delegation, which kills every refresh token issued from
+//! it.
 //!
 //! `refresh_token`: rotation (OAuth 2.1 §4.3.1). Each use retires the presented token by
-//! compare-and-swap and issues a new one; presenting a retired token revokes the whole grant
+//! compare-and-swap and issues a new one; presenting a retired token revokes the whole delegation
 //! (the legitimate client included: the user must consent again).
 //!
 //! Access tokens are JWTs from [`crate::identity::jwt::TokenKeys::issue_for_client`] (`aud` =
-//! the grant's resource: the MCP endpoint URL, or a registered tool server's, which the token
-//! API checks — never both), so /mcp verifies them without a
-//! database lookup — and so a revoked grant's access tokens stay valid until they expire (at
+//! the delegation's resource: the MCP endpoint URL, or a registered tool server's, which the
+//! token API checks — never both), so /mcp verifies them without a
+//! database lookup — and so a revoked delegation's access tokens stay valid until they expire (at
 //! most [`ACCESS_TOKEN_TTL_SECS`]) unless the bearer check also asks
 //! [`crate::store::Store::oauth_grant_is_active`] about their `grant_id` claim.
 
@@ -24,15 +25,20 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::client_auth::{self, REALM};
-use super::{ACCESS_TOKEN_TTL_SECS, REFRESH_TOKEN_TTL_SECS, scopes};
+use super::client_verification::{self, REALM};
+use super::{scopes, token_exchange};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::state::AppState;
 use crate::store::oauth_codes::OAuthGrantFields;
 use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
-use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::oauth_error::OAuthError;
 use crate::token_endpoint::params::{Params, is_form};
+
+/// Access tokens (JWTs, not revocable at /mcp by themselves) live one hour.
+pub const ACCESS_TOKEN_TTL_SECS: i64 = 3600;
+/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
+pub const REFRESH_TOKEN_TTL_SECS: i64 = 30 * 24 * 3600;
 
 /// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
 #[derive(serde::Serialize)]
@@ -46,8 +52,8 @@ struct TokenResponse {
     scope: String,
 }
 
-// OAuth 2.1 §3.2. RFC 8693 token exchange is the token API's (registered tool servers, in
-// either identity mode); every other grant is this authorization server's (local mode only).
+// OAuth 2.1 §3.2. RFC 8693 token exchange is for registered tool servers, in either identity
+// mode ([`token_exchange`]); every other grant is for MCP clients, in local mode only.
 pub async fn token(
     State(state): State<AppState>,
     crate::net::ClientIp(address): crate::net::ClientIp,
@@ -58,17 +64,17 @@ pub async fn token(
         && is_form(&headers)
     {
         let params = Params::parse(bytes);
-        if params.get("grant_type") == Some(crate::api::exchange::GRANT_TYPE) {
+        if params.get("grant_type") == Some(token_exchange::GRANT_TYPE) {
             if params.has_duplicates() {
                 return OAuthError::InvalidRequest("a parameter was sent more than once").into_response_for(REALM);
             }
-            return crate::api::exchange::exchange(&state, &headers, &address, |name| params.get(name)).await;
+            return token_exchange::exchange(&state, &headers, &address, |name| params.get(name)).await;
         }
     }
     if state.core.config.identity.mode != crate::config::IdentityMode::Local {
         return StatusCode::NOT_FOUND.into_response();
     }
-    endpoint::token(REALM, &state, &headers, body, client_auth::verify, grant).await
+    endpoint::token(REALM, &state, &headers, body, client_verification::verify, grant).await
 }
 
 /// One arm per grant type this server issues tokens for.
@@ -80,22 +86,28 @@ async fn grant(state: &AppState, request: TokenRequest) -> Result<TokenResponse,
     }
 }
 
-/// RFC 8707 §2.2: a `resource` on the token request must be the one the grant is for.
-fn check_resource(params: &Params, grant: &OAuthGrantFields) -> Result<(), OAuthError> {
+/// RFC 8707 §2.2: a `resource` on the token request must be the one the delegation is for.
+fn check_resource(params: &Params, delegation: &OAuthGrantFields) -> Result<(), OAuthError> {
     match params.get("resource") {
-        Some(resource) if resource != grant.resource => Err(OAuthError::InvalidTarget),
+        Some(resource) if resource != delegation.resource => Err(OAuthError::InvalidTarget),
         _ => Ok(()),
     }
 }
 
-/// Revokes the grant after a replay and says so in the log (never the code or token itself).
-async fn revoke_after_replay(state: &AppState, grant: &OAuthGrantFields, what: &str) -> Result<(), OAuthError> {
-    state.core.store.revoke_oauth_grant(&grant.grant_id, state.core.now()).await?;
-    tracing::warn!(client_id = %grant.client_id, user_id = %grant.user_id, "{what} reused; the grant was revoked");
+/// Revokes the delegation after a replay and says so in the log (never the code or token itself).
+async fn revoke_after_replay(state: &AppState, delegation: &OAuthGrantFields, what: &str) -> Result<(), OAuthError> {
+    state.core.store.revoke_oauth_grant(&delegation.grant_id, state.core.now()).await?;
+    tracing::warn!(client_id = %delegation.client_id, user_id = %delegation.user_id, "{what} reused; the grant was revoked");
     state
         .core
         .store
-        .audit(state.core.now(), Some(&grant.user_id), "oauth_grant.revoked_on_reuse", None, Some(&grant.client_id))
+        .audit(
+            state.core.now(),
+            Some(&delegation.user_id),
+            "oauth_grant.revoked_on_reuse",
+            None,
+            Some(&delegation.client_id),
+        )
         .await?;
     Ok(())
 }
@@ -144,7 +156,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
         return Err(OAuthError::InvalidGrant);
     }
     if row.rotated_at.is_some() {
-        // Already rotated: whoever holds it now may be an attacker, so the grant goes.
+        // Already rotated: whoever holds it now may be an attacker, so the delegation goes.
         revoke_after_replay(state, &row.grant, "refresh token").await?;
         return Err(OAuthError::InvalidGrant);
     }
@@ -154,7 +166,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
     check_resource(params, &row.grant)?;
     let granted: BTreeSet<String> = row.grant.scope.iter().map(str::to_owned).collect();
     // §6: a requested scope may narrow the access token, never widen it; the new refresh token
-    // keeps the grant's scope.
+    // keeps the delegation's scope.
     let access_scope = match params.get("scope") {
         None => scopes::join(&granted),
         Some(requested) => {
@@ -172,11 +184,11 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
 /// A new access token (and refresh token, when the client registered that grant).
 async fn issue(
     state: &AppState,
-    grant: &OAuthGrantFields,
+    delegation: &OAuthGrantFields,
     access_scope: &str,
     now: Timestamp,
 ) -> Result<TokenResponse, OAuthError> {
-    let user = state.core.store.user_by_id(&grant.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
+    let user = state.core.store.user_by_id(&delegation.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
     // A disabled user's clients get no new tokens (their current ones fail at /mcp already).
     if user.is_disabled() {
         return Err(OAuthError::InvalidGrant);
@@ -189,9 +201,9 @@ async fn issue(
         return Err(OAuthError::InvalidGrant);
     }
     // The audience: our MCP endpoint, or a tool server that is still registered (a removed
-    // one's grants issue nothing more).
-    if grant.resource != state.identity.keys.audience()
-        && state.core.store.service_by_resource(&grant.resource).await?.is_none()
+    // one's delegations issue nothing more).
+    if delegation.resource != state.identity.keys.audience()
+        && state.core.store.service_by_resource(&delegation.resource).await?.is_none()
     {
         tracing::warn!(user_id = %user.id, "grant's resource is no longer a registered tool server");
         return Err(OAuthError::InvalidGrant);
@@ -201,11 +213,11 @@ async fn issue(
         .keys
         .issue_for_client(
             &user.subject,
-            &crate::identity::jwt::ClientGrant {
-                client_id: &grant.client_id,
+            &crate::identity::jwt::ClientDelegation {
+                client_id: &delegation.client_id,
                 scope: access_scope,
-                grant_id: &grant.grant_id,
-                audience: &grant.resource,
+                delegation_id: &delegation.grant_id,
+                audience: &delegation.resource,
             },
             now,
             ACCESS_TOKEN_TTL_SECS,
@@ -214,18 +226,18 @@ async fn issue(
             tracing::error!(%error, "signing an access token failed");
             OAuthError::Server
         })?;
-    let refresh_token = if grant.refresh_allowed {
+    let refresh_token = if delegation.refresh_allowed {
         let token = random_token(32);
         state
             .core
             .store
-            .insert_oauth_refresh_token(&sha256_hex(&token), &grant.grant_id, now, now + REFRESH_TOKEN_TTL_SECS)
+            .insert_oauth_refresh_token(&sha256_hex(&token), &delegation.grant_id, now, now + REFRESH_TOKEN_TTL_SECS)
             .await?;
         Some(token)
     } else {
         None
     };
-    tracing::info!(client_id = %grant.client_id, user_id = %grant.user_id, "access token issued to MCP client");
+    tracing::info!(client_id = %delegation.client_id, user_id = %delegation.user_id, "access token issued to MCP client");
     Ok(TokenResponse {
         access_token,
         token_type: "Bearer",

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::Core;
+use super::core::Core;
 use crate::broker::authorizations::{self, Ask, Requester};
 use crate::broker::consent;
 use crate::broker::tokens::{self, AccessToken, TokenError};

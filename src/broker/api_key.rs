@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
-use super::Core;
+use super::core::Core;
 use super::flow::{self, Connected, FlowError};
 use super::tokens::{self, TokenError};
 use crate::config::ProviderConfig;

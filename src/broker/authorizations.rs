@@ -5,7 +5,7 @@
 
 use url::Url;
 
-use super::Core;
+use super::core::Core;
 use crate::clock::Timestamp;
 use crate::config::ProviderConfig;
 use crate::domain::{ElicitationId, Scopes};

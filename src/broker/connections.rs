@@ -7,8 +7,8 @@
 
 use std::collections::HashSet;
 
-use super::Core;
 use super::connection_status::Status;
+use super::core::Core;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::identity::ClientIdentity;

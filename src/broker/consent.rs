@@ -8,7 +8,7 @@
 //! client that finds an existing connection gets a consent-only authorization (no trip to the
 //! provider, see [`crate::broker::flow::allow`]).
 
-use super::Core;
+use super::core::Core;
 use crate::display::ClientName;
 use crate::identity::ClientIdentity;
 use crate::store::StoreError;

@@ -15,7 +15,7 @@ use crate::store::webhook_events::EventType;
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
-use super::Core;
+use super::core::Core;
 use crate::broker::{consent, tokens};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
 use crate::error_chain::{BoxError, Chain, because};

@@ -9,8 +9,8 @@
 //! sees the row completed finds the pair approved. The page names the server by its registered
 //! name, never by anything the server says about itself.
 
-use super::Core;
 use super::authorizations::Requester;
+use super::core::Core;
 use super::flow::{FlowError, check_consent, publish};
 pub use super::pair_approval::server_named;
 use super::pair_approval::{SERVER_PREFIX, audit_granted, pair_of};

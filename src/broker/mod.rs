@@ -23,10 +23,15 @@
 //!   injected, one forced refresh and one retry after a 401, tokens redacted from the answer.
 //! - [`connections`]: the one listing of a user's connections that every face renders;
 //!   [`connection_status`] decides where each stands (ready, revoked, refresh failing, …).
+//! - [`service_access`]: may this registered service have this user's token — the token API's
+//!   and the token exchange's checks ([`service_acting`]: which provider, whom the service acts
+//!   for), then [`access`]; a refusal is a [`service_refusal::ServiceRefusal`].
 //!
-//! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the admin CLI
-//! (`admin`) — call in here and translate the answers. Nothing here imports a face or the MCP
-//! SDK's types; it works on [`Core`], which holds no MCP session, page or identity key.
+//! Faces — MCP (`mcp`), the hosted pages (`web`), the token API (`api`), the authorization
+//! server (`authorization_server`), the admin CLI (`admin`) — call in here and translate the
+//! answers. Nothing here imports a face or the MCP SDK's types; it works on [`Core`], which holds
+//! no MCP session, page or identity key (a service's subject token is checked with the identity
+//! context its caller hands in).
 
 pub mod access;
 pub mod api_key;
@@ -46,6 +51,9 @@ pub mod refresh_locks;
 mod refresh_margin;
 pub mod rewrap;
 mod sealed_grant;
+pub mod service_access;
+pub mod service_acting;
+pub mod service_refusal;
 pub mod tokens;
 
 pub use self::core::Core;

@@ -3,7 +3,7 @@
 //! completes the row, and its audit entry. Asking for and withdrawing approvals is
 //! [`super::gateway_consent`]'s; this is the part the connect and consent flows share with it.
 
-use super::Core;
+use super::core::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::gateway_consents::NewGatewayConsent;

@@ -35,7 +35,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 use tokio::time::Instant;
 
-use super::Core;
+use super::core::Core;
 use super::refresh_locks::PendingRotation;
 use super::sealed_grant::{
     AccessToken, TokenError, access_ctx, broken, expiry, mark_needs_reconsent, open_access, owner, refresh_ctx,

@@ -9,7 +9,7 @@
 //! Within the margin the token still works: when its refresh cannot run yet (backoff, the
 //! attempt cap) or fails transiently, callers keep getting it until it really expires.
 
-use super::Core;
+use super::core::Core;
 use crate::config::ProviderConfig;
 use crate::store::grants::GrantRow;
 

@@ -12,7 +12,7 @@
 
 use secrecy::ExposeSecret;
 
-use super::Core;
+use super::core::Core;
 use crate::crypto::Sealer;
 use crate::identity::jwt::key_context;
 use crate::store::StoreResult;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
-use super::Core;
+use super::core::Core;
 use crate::crypto::SealContext;
 use crate::domain::Scopes;
 use crate::store::grants::{GrantRow, GrantStatus, RefreshFailure};

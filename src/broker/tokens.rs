@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::Core;
 use super::connection_events::{self, RevokedBy};
+use super::core::Core;
 use crate::config::ProviderConfig;
 use crate::domain::Scopes;
 use crate::providers::client::{self, AccountRef, TokenSet};

@@ -348,7 +348,8 @@ pub struct Config {
     /// Peers whose `X-Forwarded-For` names the client ([`crate::net::client_address`]); empty:
     /// the TCP peer is the client [default: none].
     pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// The token API's limits per service (`[token_api]`, [`token_api`]; counted by `crate::api::limits`).
+    /// The token API's limits per service (`[token_api]`, [`token_api`]; counted by
+    /// `crate::identity::service_limits` and `crate::api::wait_slots`).
     pub token_api: token_api::TokenApiLimits,
     /// Webhook delivery (`[webhooks]`, [`webhooks`]; used by `crate::events::webhooks`).
     pub webhooks: webhooks::WebhookSettings,

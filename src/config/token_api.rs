@@ -1,5 +1,6 @@
 //! `[token_api]`: the token API's limits per service, read by
-//! [`crate::api::limits`], which counts them across instances.
+//! [`crate::identity::service_limits`] (the request budget) and [`crate::api::wait_slots`] (open
+//! waits), which count them across instances.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::{Extension, Json};
 use serde_json::{Value, json};
 
-use super::errors::ApiError;
+use super::api_error::ApiError;
 use super::token_cache::{LiveToken, TokenCache};
 use crate::crypto::sha256_hex;
 use crate::domain::demo_scopes::{DemoScope, ScopeSet};

@@ -16,17 +16,21 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::header::{CACHE_CONTROL, LOCATION};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use url::Url;
 
 use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
-use super::{CODE_TTL_SECS, issuer};
+use super::metadata::issuer;
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
+use crate::html::render;
 use crate::pkce;
 use crate::state::AppState;
 use crate::store::demo::DemoCodeRow;
 use crate::token_endpoint::params::{Params, is_form};
+
+/// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
+pub const CODE_TTL_SECS: i64 = 60;
 
 const DEFAULT_ACCOUNT: &str = "demo-user";
 const MAX_STATE_LEN: usize = 1024;
@@ -263,9 +267,9 @@ fn approve_page(
     };
     let mut response = render(status, &page);
     // The decision is answered with a redirect to the broker's callback, which is this origin
-    // only while the browser uses the public URL (web::security_headers).
+    // only while the browser uses the public URL (`crate::html::security_headers`).
     if let Ok(redirect) = url::Url::parse(&request.redirect_uri) {
-        crate::web::security_headers::allow_form_redirects_to(&mut response, [&redirect]);
+        crate::html::security_headers::allow_form_redirects_to(&mut response, [&redirect]);
     }
     response
 }
@@ -281,16 +285,6 @@ fn error_page(status: StatusCode, message: &str) -> Response {
         account_error: None,
     };
     render(status, &page)
-}
-
-fn render(status: StatusCode, page: &AuthorizePage<'_>) -> Response {
-    match page.render() {
-        Ok(html) => (status, [(CACHE_CONTROL, HeaderValue::from_static("no-store"))], Html(html)).into_response(),
-        Err(error) => {
-            tracing::error!(%error, "demo provider: rendering the authorize page failed");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,6 @@ use crate::config::{Config, ProviderConfig, TokenAuthMethod};
 use crate::domain::demo_scopes::DemoScope;
 use crate::domain::{ProviderId, Scopes};
 
-/// The demo provider's id; served by the broker itself under `/demo-provider/`.
-pub const PROVIDER_ID: &str = "demo";
 /// The one client the demo provider knows: the broker.
 pub const CLIENT_ID: &str = "oauth-broker-demo";
 

@@ -13,6 +13,10 @@
 //! GET  /.well-known/oauth-authorization-server   RFC 8414 metadata
 //! ```
 //!
+//! Files: [`metadata`] (the issuer and its RFC 8414 document), [`authorize`], [`token`],
+//! [`revoke`], [`demo_client`] (the one client it knows: the broker), [`api`] and its
+//! [`api_error`]s, [`keys`], [`token_cache`], and [`entry`] (how the broker sees this provider).
+//!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
 //! checks are shared with the broker's own authorization server ([`crate::token_endpoint`]).
 //!
@@ -21,11 +25,12 @@
 //! between API calls until a revocation anywhere ([`token_cache`]).
 
 pub mod api;
+mod api_error;
 mod authorize;
-mod client_auth;
+mod demo_client;
 pub mod entry;
-mod errors;
 pub mod keys;
+mod metadata;
 mod revoke;
 mod token;
 mod token_cache;
@@ -35,23 +40,14 @@ mod tests;
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::response::Json;
 use axum::routing::{any, get, post};
 use axum::{Extension, Router};
-use serde_json::{Value, json};
 
-use crate::domain::demo_scopes::DemoScope;
 use crate::state::AppState;
-
-/// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
-pub const CODE_TTL_SECS: i64 = 60;
-pub const ACCESS_TTL_SECS: i64 = 3600;
-pub const REFRESH_TTL_SECS: i64 = 30 * 24 * 3600;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/.well-known/oauth-authorization-server", get(metadata))
+        .route("/.well-known/oauth-authorization-server", get(metadata::metadata))
         .route("/authorize", get(authorize::show).post(authorize::decide))
         .route("/token", post(token::token))
         .route("/revoke", post(revoke::revoke))
@@ -64,29 +60,4 @@ pub fn router() -> Router<AppState> {
         .route("/api/echo/{*rest}", any(api::echo))
         // One cache per router, so per app (and per store: its generation is that store's).
         .layer(Extension(Arc::new(token_cache::TokenCache::default())))
-}
-
-/// The issuer identifier, without a trailing slash; also the `iss` of authorization responses.
-pub fn issuer(state: &AppState) -> String {
-    state.core.config.url("/demo-provider").as_str().trim_end_matches('/').to_owned()
-}
-
-// RFC 8414 §2 (served at the issuer + /.well-known path, as OpenID Connect Discovery does).
-async fn metadata(State(state): State<AppState>) -> Json<Value> {
-    let issuer = issuer(&state);
-    let scopes: Vec<&str> = DemoScope::ALL.iter().map(|s| s.as_str()).collect();
-    Json(json!({
-        "issuer": issuer,
-        "authorization_endpoint": format!("{issuer}/authorize"),
-        "token_endpoint": format!("{issuer}/token"),
-        "revocation_endpoint": format!("{issuer}/revoke"),
-        "scopes_supported": scopes,
-        "response_types_supported": ["code"],
-        "response_modes_supported": ["query"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "code_challenge_methods_supported": ["S256"],
-        "authorization_response_iss_parameter_supported": true,
-    }))
 }

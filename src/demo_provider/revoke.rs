@@ -7,12 +7,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::client_auth::{self, REALM};
+use super::demo_client::{self, REALM};
 use crate::crypto::sha256_hex;
 use crate::state::AppState;
 use crate::store::demo::DemoTokenKind;
 use crate::token_endpoint::endpoint::{self, RevocationRequest};
-use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::oauth_error::OAuthError;
 
 // RFC 7009 §2.1–§2.2.
 pub async fn revoke(
@@ -20,7 +20,7 @@ pub async fn revoke(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    endpoint::revocation(REALM, &state, &headers, body, client_auth::verify, revoke_token).await
+    endpoint::revocation(REALM, &state, &headers, body, demo_client::verify, revoke_token).await
 }
 
 async fn revoke_token(state: &AppState, request: RevocationRequest) -> Result<(), OAuthError> {

@@ -383,7 +383,7 @@ async fn a_kept_access_token_is_refused_at_once_when_revoked_or_expired() {
     // A new one from the refresh token, kept, then past its lifetime on the injected clock.
     let (fresh, _) = tokens(&demo.refresh(&refresh).await);
     assert!(until_kept(&demo, &fresh).await);
-    demo.clock.advance(super::ACCESS_TTL_SECS);
+    demo.clock.advance(super::token::ACCESS_TTL_SECS);
     assert_eq!(demo.get("/api/me", Some(&fresh)).await.status, StatusCode::UNAUTHORIZED);
 }
 

@@ -14,16 +14,20 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::client_auth::{self, REALM};
-use super::{ACCESS_TTL_SECS, REFRESH_TTL_SECS};
+use super::demo_client::{self, REALM};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
 use crate::state::AppState;
 use crate::store::demo::{DemoTokenKind, NewDemoToken};
 use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
-use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::oauth_error::OAuthError;
 use crate::token_endpoint::params::Params;
+
+/// Access tokens live an hour.
+pub const ACCESS_TTL_SECS: i64 = 3600;
+/// Refresh tokens rotate on every use; an unused one lapses after 30 days.
+pub const REFRESH_TTL_SECS: i64 = 30 * 24 * 3600;
 
 /// RFC 6749 §5.1. Deliberately not `Debug`: it holds live tokens.
 #[derive(serde::Serialize)]
@@ -37,7 +41,7 @@ struct TokenResponse {
 
 // RFC 6749 §3.2, §4.1.3, §6; OAuth 2.1 §3.2.
 pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
-    endpoint::token(REALM, &state, &headers, body, client_auth::verify, grant).await
+    endpoint::token(REALM, &state, &headers, body, demo_client::verify, grant).await
 }
 
 /// One arm per grant type this provider issues tokens for.

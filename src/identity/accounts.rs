@@ -4,7 +4,7 @@
 //! are verified); disabling also ends its browser sessions at once, so an open page stops
 //! working at the next request. Each change is audited with who made it.
 
-use super::IdentityContext;
+use super::context::IdentityContext;
 use crate::store::StoreResult;
 use crate::store::audit::{Actor, AuditEvent};
 use crate::store::users::{AdminChange, AdminGuard, Guarded};

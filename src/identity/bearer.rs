@@ -15,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use super::AuthenticatedUser;
+use super::authenticated_user::AuthenticatedUser;
 use super::bearer_cache::TokenKey;
-use crate::identity::IdentityContext;
+use crate::identity::context::IdentityContext;
 
 /// RFC 9728 §3 metadata for the MCP endpoint, at the root and at the path-suffixed location.
 pub fn metadata_router<S: AsRef<IdentityContext> + Clone + Send + Sync + 'static>() -> Router<S> {
@@ -130,7 +130,7 @@ async fn fixed_identity(state: &IdentityContext) -> Option<AuthenticatedUser> {
         issuer: user.issuer,
         subject: user.subject,
         display_name: user.username,
-        client: super::ClientIdentity::IssuedToken(None),
+        client: crate::domain::ClientIdentity::IssuedToken(None),
     })
 }
 
@@ -237,8 +237,8 @@ async fn verify_local(
             _ => Rejection::Invalid("the token is not valid for this server"),
         }
     })?;
-    if let Some(grant_id) = &claims.grant_id {
-        let active = state.store.oauth_grant_is_active(grant_id).await.map_err(|e| {
+    if let Some(delegation_id) = &claims.delegation_id {
+        let active = state.store.oauth_grant_is_active(delegation_id).await.map_err(|e| {
             tracing::error!(error = %e, "grant lookup failed");
             Rejection::Unavailable
         })?;
@@ -276,10 +276,12 @@ async fn verify_local(
     Ok((user, claims.exp.saturating_add(crate::identity::jwt::LEEWAY_SECONDS as i64)))
 }
 
-impl From<crate::identity::oidc::OidcError> for Rejection {
-    fn from(error: crate::identity::oidc::OidcError) -> Self {
+impl From<crate::identity::oidc::oidc_error::OidcError> for Rejection {
+    fn from(error: crate::identity::oidc::oidc_error::OidcError) -> Self {
         match error {
-            crate::identity::oidc::OidcError::InsufficientScope { scope } => Rejection::InsufficientScope(scope),
+            crate::identity::oidc::oidc_error::OidcError::InsufficientScope { scope } => {
+                Rejection::InsufficientScope(scope)
+            }
             error if error.is_unavailable() => Rejection::Unavailable,
             error => Rejection::Invalid(error.description()),
         }

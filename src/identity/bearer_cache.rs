@@ -17,7 +17,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::AuthenticatedUser;
+use super::authenticated_user::AuthenticatedUser;
 use crate::clock::Timestamp;
 use crate::store::generation_cache::GenerationCache;
 

@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, HeaderValue, Method};
 use axum_extra::extract::cookie::CookieJar;
 
 use crate::crypto::{random_token, sha256_hex};
-use crate::identity::IdentityContext;
+use crate::identity::context::IdentityContext;
 use crate::store::users::User;
 use crate::store::{StoreError, StoreResult};
 

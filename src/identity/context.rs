@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::bearer_cache::BearerCache;
 use super::jwt::TokenKeys;
-use super::oidc::OidcContext;
+use super::oidc::oidc_context::OidcContext;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::crypto::Sealer;

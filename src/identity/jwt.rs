@@ -52,10 +52,11 @@ pub struct Claims {
     pub jti: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Set on tokens the built-in authorization server issued: the grant they belong to, so a
-    /// revoked grant (code or refresh-token replay) stops its access tokens at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant_id: Option<String>,
+    /// Set on tokens the built-in authorization server issued: the delegation they belong to (the
+    /// user's approval of the client, claim `grant_id`), so a revoked delegation (code or
+    /// refresh-token replay, the user ending the app's access) stops its access tokens at once.
+    #[serde(default, rename = "grant_id", skip_serializing_if = "Option::is_none")]
+    pub delegation_id: Option<String>,
     /// Set on the authorization server's tokens (with `grant_id`): the OAuth client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
@@ -68,10 +69,10 @@ pub struct Claims {
 impl Claims {
     /// The client this token was issued to. Only the authorization server's tokens (which
     /// carry a `grant_id`) name an OAuth client; anything else is an operator-issued token.
-    pub fn client(&self) -> super::ClientIdentity {
-        match (&self.grant_id, &self.client_id) {
-            (Some(_), Some(client_id)) => super::ClientIdentity::OAuthClient(client_id.clone()),
-            _ => super::ClientIdentity::IssuedToken(self.client_label.clone()),
+    pub fn client(&self) -> crate::domain::ClientIdentity {
+        match (&self.delegation_id, &self.client_id) {
+            (Some(_), Some(client_id)) => crate::domain::ClientIdentity::OAuthClient(client_id.clone()),
+            _ => crate::domain::ClientIdentity::IssuedToken(self.client_label.clone()),
         }
     }
 }
@@ -211,7 +212,7 @@ impl TokenKeys {
             iat: now,
             jti: uuid::Uuid::new_v4().to_string(),
             name: name.map(str::to_owned),
-            grant_id: None,
+            delegation_id: None,
             client_id: None,
             client_label: client_label.map(str::to_owned),
         };
@@ -320,7 +321,7 @@ fn generate_key_row(sealer: &Sealer, now: Timestamp) -> Result<SigningKeyRow, Jw
 
 /// Claims of an access token the built-in authorization server issues to an MCP client
 /// ([`crate::authorization_server`]): the claims of [`Claims`] plus the client, the granted
-/// scope and the grant it descends from (RFC 9068 §2.2). [`TokenKeys::verify`] accepts these
+/// scope and the delegation it descends from (RFC 9068 §2.2). [`TokenKeys::verify`] accepts these
 /// tokens like any other and ignores the extra claims.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClientAccessClaims {
@@ -334,42 +335,44 @@ pub struct ClientAccessClaims {
     /// Space-separated; absent when no scope was granted.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scope: String,
-    /// The authorization server's grant (`oauth_grants.id`), so a bearer check can refuse
-    /// tokens of a revoked grant ([`crate::store::Store::oauth_grant_is_active`]).
-    pub grant_id: String,
+    /// The delegation (`oauth_grants.id`, claim `grant_id`), so a bearer check can refuse tokens
+    /// of a revoked one ([`crate::store::Store::oauth_grant_is_active`]).
+    #[serde(rename = "grant_id")]
+    pub delegation_id: String,
 }
 
-/// What an authorization-server grant puts in its access tokens.
+/// What a delegation (a user's approval of an MCP client at the authorization server) puts in
+/// its access tokens.
 #[derive(Debug, Clone, Copy)]
-pub struct ClientGrant<'a> {
+pub struct ClientDelegation<'a> {
     pub client_id: &'a str,
     /// Space-separated.
     pub scope: &'a str,
-    pub grant_id: &'a str,
+    pub delegation_id: &'a str,
     /// The RFC 8707 resource: the MCP endpoint URL or a registered tool server's.
     pub audience: &'a str,
 }
 
 impl TokenKeys {
     /// An access token for `subject` issued to MCP client `client_id` with `scope`, valid for
-    /// `ttl_seconds` from `now`, for `audience` (the grant's RFC 8707 resource).
+    /// `ttl_seconds` from `now`, for `audience` (the delegation's RFC 8707 resource).
     pub fn issue_for_client(
         &self,
         subject: &str,
-        grant: &ClientGrant<'_>,
+        delegation: &ClientDelegation<'_>,
         now: Timestamp,
         ttl_seconds: i64,
     ) -> Result<String, JwtError> {
         let claims = ClientAccessClaims {
             iss: self.issuer.clone(),
             sub: subject.to_owned(),
-            aud: grant.audience.to_owned(),
+            aud: delegation.audience.to_owned(),
             exp: now + ttl_seconds,
             iat: now,
             jti: uuid::Uuid::new_v4().to_string(),
-            client_id: grant.client_id.to_owned(),
-            scope: grant.scope.to_owned(),
-            grant_id: grant.grant_id.to_owned(),
+            client_id: delegation.client_id.to_owned(),
+            scope: delegation.scope.to_owned(),
+            delegation_id: delegation.delegation_id.to_owned(),
         };
         let set = self.current();
         let mut header = Header::new(Algorithm::EdDSA);

@@ -1,8 +1,10 @@
 //! Facts about addresses that several faces and the settings need, kept below all of them:
-//! whether a URL points at this machine ([`is_loopback`]), and who the client of a request is
-//! ([`client_address`], [`ClientIp`]).
+//! whether a URL points at this machine ([`is_loopback`]), who the client of a request is
+//! ([`client_address`], [`ClientIp`]), and keeping an HTTP/1.1 connection usable after a
+//! response that left the request body unread ([`drain_body`]).
 
 pub mod client_address;
+pub mod drain_body;
 pub mod public;
 
 pub use client_address::{ClientIp, TrustedProxies, parse_trusted_proxy};

@@ -21,7 +21,7 @@ static HTTP: LazyLock<RwLock<HashMap<(&'static str, u16), Routes>>> = LazyLock::
 static MCP: LazyLock<RwLock<HashMap<(&'static str, &'static str), Counter>>> = LazyLock::new(Default::default);
 
 fn recorder_installed() -> bool {
-    super::HANDLE.get().is_some_and(Option::is_some)
+    super::recorder::installed()
 }
 
 /// Counts one HTTP answer and records its duration.

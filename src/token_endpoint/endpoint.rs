@@ -11,9 +11,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::client_auth::{PresentedClient, presented_client};
-use super::errors::{OAuthError, no_store};
+use super::oauth_error::{OAuthError, no_store};
 use super::params::{Params, is_form};
+use super::presented_client::{PresentedClient, presented_client};
 use crate::pkce;
 
 /// A well-formed token request from an authenticated client, no parameter repeated.

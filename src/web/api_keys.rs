@@ -13,12 +13,11 @@ use axum::extract::rejection::FormRejection;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::error::PageError;
-use super::pages::{self, SignedIn};
 use crate::broker::api_key::{self, KeyError};
 use crate::broker::tokens::TokenError;
 use crate::config::ProviderConfig;
 use crate::display::ClientName;
+use crate::html::{self, PageError, SignedIn};
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::state::AppState;
 use crate::store::authorizations::AuthorizationRow;
@@ -72,7 +71,7 @@ pub(super) fn page(
         error,
         nav: SignedIn::of(session),
     };
-    pages::render(status, &page)
+    html::render(status, &page)
 }
 
 /// The owner submitted a key on the connect page (CSRF already checked): connected → the
@@ -86,7 +85,7 @@ pub(super) async fn submit(
     client: (ClientName, Option<String>),
 ) -> Result<Response, PageError> {
     match api_key::connect(&state.core, row, session, raw_key).await {
-        Ok(connected) => Ok(pages::see_other(&format!("/connect/{}/result", connected.authorization_id))),
+        Ok(connected) => Ok(html::see_other(&format!("/connect/{}/result", connected.authorization_id))),
         Err(error) => {
             let shown = refusal(provider, error)?;
             Ok(page(row, provider, client.0, client.1, session, Some(shown)))
@@ -148,7 +147,7 @@ pub async fn replace(
 ) -> Result<Response, PageError> {
     let session = session.ok_or_else(|| PageError::SignIn { next: "/connections".into() })?;
     let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
+    if !crate::html::csrf::session_token_matches(&session, &form.csrf_token) {
         return Err(PageError::csrf());
     }
     // Looked up among this user's own connections: another user's id replaces nothing.
@@ -165,7 +164,7 @@ pub async fn replace(
     match api_key::replace(&state.core, &session.user.id, grant, &form.api_key).await {
         Ok(()) => {
             tracing::info!(user_id = %session.user.id, provider = %grant.provider, "API key replaced from the connections page");
-            Ok(pages::see_other("/connections"))
+            Ok(html::see_other("/connections"))
         }
         Err(error) => {
             let (status, message) = refusal(&provider, error)?;

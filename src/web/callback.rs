@@ -13,9 +13,8 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 
-use super::error::PageError;
-use super::pages;
 use crate::broker::flow::{self, CallbackError, CallbackParams, FlowError};
+use crate::html::{self, PageError};
 use crate::identity::browser::OptionalBrowserSession;
 use crate::state::AppState;
 
@@ -28,7 +27,7 @@ pub async fn receive_for_provider(
     provider: Result<Path<String>, PathRejection>,
     query: Result<Query<CallbackParams>, QueryRejection>,
 ) -> Response {
-    let Ok(Path(provider)) = provider else { return pages::see_other(&Problem::NotValid.path()) };
+    let Ok(Path(provider)) = provider else { return html::see_other(&Problem::NotValid.path()) };
     answer(&state, session, query, flow::Arrival::Provider(&provider)).await
 }
 
@@ -50,9 +49,9 @@ async fn answer(
     arrival: flow::Arrival<'_>,
 ) -> Response {
     // An unparseable query (a repeated parameter, say) is treated like a missing state.
-    let Ok(Query(params)) = query else { return pages::see_other(&Problem::NotValid.path()) };
+    let Ok(Query(params)) = query else { return html::see_other(&Problem::NotValid.path()) };
     match flow::complete(&state.core, &params, session.as_ref(), arrival).await {
-        Ok(connected) => pages::see_other(&result_path(&connected.authorization_id)),
+        Ok(connected) => html::see_other(&result_path(&connected.authorization_id)),
         Err(CallbackError { error, authorization_id }) => {
             if matches!(error, FlowError::Store(_) | FlowError::Internal(_)) {
                 tracing::error!(error = %crate::error_chain::Chain(&error), "callback failed");
@@ -60,11 +59,11 @@ async fn answer(
             match (authorization_id, Problem::of(&error)) {
                 // A reload by the owner's browser of a callback already taken (the exchange
                 // running, finished or interrupted): its result page says which.
-                (Some(id), _) if matches!(error, FlowError::AlreadyUsed) => pages::see_other(&result_path(&id)),
-                (_, Some(problem)) => pages::see_other(&problem.path()),
+                (Some(id), _) if matches!(error, FlowError::AlreadyUsed) => html::see_other(&result_path(&id)),
+                (_, Some(problem)) => html::see_other(&problem.path()),
                 // The row now records why it failed; its result page says so, to its owner only.
-                (Some(id), None) => pages::see_other(&result_path(&id)),
-                (None, None) => pages::see_other(&Problem::Internal.path()),
+                (Some(id), None) => html::see_other(&result_path(&id)),
+                (None, None) => html::see_other(&Problem::Internal.path()),
             }
         }
     }

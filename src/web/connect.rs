@@ -12,14 +12,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::csrf;
-use super::error::{PageError, START_AGAIN};
-use super::pages::{self, AllowClientPage, AllowServerPage, ConsentPage, ScopeLine, SignOutForm, SignedIn};
+use super::pages::{AllowClientPage, AllowServerPage, ConsentPage, ScopeLine};
 use crate::broker::consent;
 use crate::broker::flow;
 use crate::config::ProviderConfig;
 use crate::display::{ClientName, safe_text};
 use crate::domain::ElicitationId;
+use crate::html::{self, PageError, START_AGAIN, SignOutForm, SignedIn, csrf};
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::identity::next::login_path;
@@ -137,7 +136,7 @@ pub async fn show(
             server,
             nav: SignedIn::of(&session),
         };
-        return Ok(pages::render(StatusCode::OK, &page));
+        return Ok(html::render(StatusCode::OK, &page));
     }
     let provider = state.core.providers.find(&row.provider).ok_or_else(provider_missing)?;
     if row.kind == AuthorizationKind::Consent {
@@ -158,9 +157,9 @@ pub async fn show(
         server,
         nav: SignedIn::of(&session),
     };
-    let mut response = pages::render(StatusCode::OK, &page);
-    // Approving answers the POST with a redirect to the provider (web::security_headers).
-    super::security_headers::allow_form_redirects_to(&mut response, [&provider.authorization_url]);
+    let mut response = html::render(StatusCode::OK, &page);
+    // Approving answers the POST with a redirect to the provider (`crate::html::security_headers`).
+    crate::html::security_headers::allow_form_redirects_to(&mut response, [&provider.authorization_url]);
     Ok(response)
 }
 
@@ -184,7 +183,7 @@ pub async fn act(
     match (form.action.as_str(), row.kind) {
         ("approve", AuthorizationKind::Connect) => {
             let url = flow::begin(&state.core, &row, &session).await?;
-            Ok(pages::see_other(url.as_str()))
+            Ok(html::see_other(url.as_str()))
         }
         ("connect_key", AuthorizationKind::Connect) => {
             let provider = state.core.providers.find(&row.provider).ok_or_else(provider_missing)?;
@@ -193,7 +192,7 @@ pub async fn act(
         }
         ("approve", AuthorizationKind::Consent) => {
             flow::allow(&state.core, &row, &session).await?;
-            Ok(pages::message(
+            Ok(html::message(
                 StatusCode::OK,
                 "Allowed",
                 "The client may now use this connection. You can withdraw that any time on My connections.",
@@ -202,7 +201,7 @@ pub async fn act(
         }
         ("approve", AuthorizationKind::Server) => {
             crate::broker::gateway_consent::approve(&state.core, &row, &session).await?;
-            Ok(pages::message(
+            Ok(html::message(
                 StatusCode::OK,
                 "Allowed",
                 "The client may now call this server. You can withdraw that any time on My connections.",
@@ -211,7 +210,7 @@ pub async fn act(
         }
         ("deny", _) => {
             flow::decline(&state.core, &row, &session).await?;
-            Ok(pages::message(
+            Ok(html::message(
                 StatusCode::OK,
                 "Declined",
                 "You declined, so nothing was connected or shared.",
@@ -248,7 +247,7 @@ async fn allow_page(
         server,
         nav: SignedIn::of(session),
     };
-    Ok(pages::render(StatusCode::OK, &page))
+    Ok(html::render(StatusCode::OK, &page))
 }
 
 /// The client that asked, as its token identifies it.

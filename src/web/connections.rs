@@ -14,13 +14,13 @@ use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::Response;
 
-use super::error::PageError;
-use super::pages::{self, AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, ServerApprovalRow, SignedIn};
+use super::pages::{AppRow, ClientConsentRow, ConnectionRow, ConnectionsPage, ServerApprovalRow};
 use crate::broker::connections;
 use crate::broker::consent;
 use crate::broker::tokens::Revocation;
 use crate::display::{ClientName, safe_text};
 use crate::domain::Scopes;
+use crate::html::{self, PageError, SignedIn};
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{self, BrowserSession, OptionalBrowserSession};
 use crate::state::AppState;
@@ -39,7 +39,7 @@ pub async fn show(
     OptionalBrowserSession(session): OptionalBrowserSession,
     Query(notice): Query<Notice>,
 ) -> Result<Response, PageError> {
-    let Some(session) = session else { return Ok(pages::see_other("/login?next=/connections")) };
+    let Some(session) = session else { return Ok(html::see_other("/login?next=/connections")) };
     // The core's listing; this page shows the accounts the user holds (not the providers they
     // have not connected), each with every client allowed to use it.
     let listing = connections::connections(&state.core, &session.user.id, None).await?;
@@ -79,7 +79,7 @@ pub async fn show(
     let servers = server_rows(&state, &session.user.id).await?;
     let notice = notice_text(&state, &notice);
     let page = ConnectionsPage { nav: SignedIn::of(&session), rows, apps, servers, notice };
-    Ok(pages::render(StatusCode::OK, &page))
+    Ok(html::render(StatusCode::OK, &page))
 }
 
 /// The outcome of a revocation, told truthfully: fixed text per outcome, and only a configured
@@ -101,19 +101,25 @@ fn notice_text(state: &AppState, notice: &Notice) -> Option<String> {
     })
 }
 
-/// The MCP clients with a live approval at the broker's authorization server, one row each.
+/// The MCP clients with a live delegation at the broker's authorization server, one row each.
 async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageError> {
-    let grants = state.core.store.active_oauth_grants_for_user(user_id).await?;
+    let delegations = state.core.store.active_oauth_grants_for_user(user_id).await?;
     // Scopes gathered per client first, then written once: the page shows text.
     let mut apps: Vec<(AppRow, Scopes)> = Vec::new();
-    for grant in grants {
-        if let Some((_, held)) = apps.iter_mut().find(|(a, _)| a.client_id == grant.client_id) {
-            *held = held.union(&grant.scope);
+    for delegation in delegations {
+        if let Some((_, held)) = apps.iter_mut().find(|(a, _)| a.client_id == delegation.client_id) {
+            *held = held.union(&delegation.scope);
             continue;
         }
-        let client = consent::client_name(&state.core, &ClientIdentity::OAuthClient(grant.client_id.clone())).await;
-        let row = AppRow { client_id: grant.client_id, client, scopes: String::new(), since: day(grant.created_at) };
-        apps.push((row, grant.scope));
+        let client =
+            consent::client_name(&state.core, &ClientIdentity::OAuthClient(delegation.client_id.clone())).await;
+        let row = AppRow {
+            client_id: delegation.client_id,
+            client,
+            scopes: String::new(),
+            since: day(delegation.created_at),
+        };
+        apps.push((row, delegation.scope));
     }
     Ok(apps.into_iter().map(|(row, scopes)| AppRow { scopes: scopes.to_space_separated(), ..row }).collect())
 }
@@ -130,9 +136,9 @@ impl PostedForm for RevokeAppForm {
     }
 }
 
-/// `POST /connections/apps/revoke`: signs an MCP client out of the broker for this user. Its
-/// access and refresh tokens stop working at once, and its consents to use connections go too,
-/// so if it signs in again it asks again.
+/// `POST /connections/apps/revoke`: signs an MCP client out of the broker for this user (its
+/// delegations are revoked). Its access and refresh tokens stop working at once, and its
+/// consents to use connections go too, so if it signs in again it asks again.
 pub async fn revoke_app(
     State(state): State<AppState>,
     OptionalBrowserSession(session): OptionalBrowserSession,
@@ -155,7 +161,7 @@ pub async fn revoke_app(
     let detail = format!("client={} grants={revoked} consents={consents} servers={servers}", form.client_id);
     state.core.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
     tracing::info!(user_id = %session.user.id, "an MCP client was signed out of the broker");
-    Ok(pages::see_other("/connections"))
+    Ok(html::see_other("/connections"))
 }
 
 #[derive(serde::Deserialize)]
@@ -196,7 +202,7 @@ pub async fn revoke(
     let done =
         crate::broker::tokens::disconnect_grant(&state.core, &provider, grant).await.map_err(PageError::internal)?;
     tracing::info!(user_id = %session.user.id, provider = %grant.provider, "connection revoked from the connections page");
-    Ok(pages::see_other(&format!(
+    Ok(html::see_other(&format!(
         "/connections?revocation={}&provider={}",
         done.revocation.code(),
         provider.id.as_str()
@@ -218,7 +224,7 @@ pub(super) fn checked<T: PostedForm>(
 ) -> Result<(BrowserSession, T), PageError> {
     let session = session.ok_or_else(|| PageError::SignIn { next: "/connections".into() })?;
     let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    if !super::csrf::session_token_matches(&session, form.csrf_token()) {
+    if !crate::html::csrf::session_token_matches(&session, form.csrf_token()) {
         return Err(PageError::csrf());
     }
     Ok((session, form))
@@ -301,7 +307,7 @@ pub async fn revoke_client(
         .audit(state.core.now(), Some(&session.user.id), "consent.revoked", provider, Some(&detail))
         .await?;
     tracing::info!(user_id = %session.user.id, "a client's access to a connection was withdrawn");
-    Ok(pages::see_other("/connections"))
+    Ok(html::see_other("/connections"))
 }
 
 #[derive(serde::Deserialize)]
@@ -315,9 +321,9 @@ pub async fn logout_everywhere(
     OptionalBrowserSession(session): OptionalBrowserSession,
     form: Result<Form<EverywhereForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Some(session) = session else { return Ok(pages::see_other("/login")) };
+    let Some(session) = session else { return Ok(html::see_other("/login")) };
     let Ok(Form(form)) = form else { return Err(PageError::bad_request()) };
-    if !super::csrf::session_token_matches(&session, &form.csrf_token) {
+    if !crate::html::csrf::session_token_matches(&session, &form.csrf_token) {
         return Err(PageError::csrf());
     }
     let ended = state.core.store.delete_browser_sessions_for_user(&session.user.id).await?;
@@ -332,7 +338,7 @@ pub async fn logout_everywhere(
             Some(&format!("sessions={ended}")),
         )
         .await?;
-    let mut response = pages::see_other("/login");
+    let mut response = html::see_other("/login");
     response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state.identity));
     Ok(response)
 }

@@ -3,10 +3,11 @@
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::pages::{self, HomePage, SignedIn};
+use super::pages::HomePage;
+use crate::html::{self, SignedIn};
 use crate::identity::browser::OptionalBrowserSession;
 
 pub async fn show(OptionalBrowserSession(session): OptionalBrowserSession) -> Response {
     let signed_in = session.as_ref().map(SignedIn::of);
-    pages::render(StatusCode::OK, &HomePage { signed_in })
+    html::render(StatusCode::OK, &HomePage { signed_in })
 }

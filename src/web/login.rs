@@ -1,11 +1,11 @@
 //! Local sign-in and sign-out (`GET/POST /login`, `POST /logout`).
 //!
-//! The sign-in form is protected by a double-submit CSRF cookie ([`super::csrf`]), failures are
+//! The sign-in form is protected by a double-submit CSRF cookie ([`crate::html::csrf`]), failures are
 //! throttled per (username, IP), per IP and per account ([`super::throttle`]; a device cookie
 //! from [`super::device`] lets the owner through an account lock), unknown usernames cost the
 //! same argon2 time as known ones, every failure says the same thing to the visitor, and each
 //! is audited (`browser.sign_in_failed`, with the username tried, the address and why). Success always mints a new session
-//! (session fixation) and redirects only to a local `next` ([`super::next`]).
+//! (session fixation) and redirects only to a local `next` ([`crate::identity::next`]).
 
 use axum::Form;
 use axum::extract::rejection::{FormRejection, QueryRejection};
@@ -14,11 +14,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use secrecy::{ExposeSecret, SecretString};
 
-use super::csrf;
 use super::device;
-use super::error::PageError;
-use super::pages::{self, LoginPage};
+use super::pages::LoginPage;
 use super::throttle::{self, Attempt};
+use crate::html::{self, PageError, csrf};
 use crate::identity::browser::{self, OptionalBrowserSession};
 use crate::identity::next::safe_next;
 use crate::identity::password::{verify_against_dummy, verify_password};
@@ -73,7 +72,7 @@ fn form_page(
         username: username.chars().take(MAX_USERNAME_LEN).collect(),
         error: error.map(str::to_owned),
     };
-    let mut response = pages::render(status, &page);
+    let mut response = html::render(status, &page);
     if let Some(cookie) = cookie {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
@@ -89,7 +88,7 @@ pub async fn form(
     let next = query.map(|Query(q)| q.next).unwrap_or_default();
     // [identity] mode = "oidc": the issuer signs browsers in; there is no local form.
     if state.identity.oidc.is_some() {
-        return pages::see_other(&crate::identity::oidc::login_path(&next));
+        return html::see_other(&crate::identity::oidc::login_path(&next));
     }
     let token = csrf::login_token(&headers, state.core.config.secure_cookies());
     form_page(StatusCode::OK, &next, "", None, token)
@@ -155,7 +154,7 @@ pub async fn submit(
     let (session, cookie) = browser::sign_in(&state.identity, user).await?;
     state.core.store.audit(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
     tracing::info!(user_id = %session.user.id, "browser signed in");
-    let mut response = pages::see_other(safe_next(&form.next));
+    let mut response = html::see_other(safe_next(&form.next));
     response.headers_mut().append(header::SET_COOKIE, cookie);
     response.headers_mut().append(header::SET_COOKIE, device::remember(&state, &form.username));
     Ok(response)
@@ -244,7 +243,7 @@ pub async fn logout(
 ) -> Result<Response, PageError> {
     let form = form.map(|Form(f)| f).unwrap_or_default();
     let Some(session) = session else {
-        let mut response = pages::see_other(safe_next(&form.next));
+        let mut response = html::see_other(safe_next(&form.next));
         response.headers_mut().append(header::SET_COOKIE, browser::clear_cookie(&state.identity));
         return Ok(response);
     };
@@ -253,7 +252,7 @@ pub async fn logout(
     }
     let cookie = browser::sign_out(&state.identity, &session.id_hash).await?;
     tracing::info!(user_id = %session.user.id, "browser signed out");
-    let mut response = pages::see_other(safe_next(&form.next));
+    let mut response = html::see_other(safe_next(&form.next));
     response.headers_mut().append(header::SET_COOKIE, cookie);
     Ok(response.into_response())
 }

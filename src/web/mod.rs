@@ -18,11 +18,12 @@
 //! | `POST /connections/key` | [`api_keys`] | replace an API-key connection's key (the connect page's key form too) |
 //! | `GET /admin…`, `POST /admin/…` | [`admin`] | operators' dashboard, tables and actions (admins only) |
 //!
-//! Every page is rendered through [`pages::render`] (HTML, `Cache-Control: no-store`); failures
-//! are [`error::PageError`]s, each saying what happened, what to do, and linking home. Signed-in
-//! pages carry a top bar (home, My connections, Sign out). Names others chose reach a page only
-//! through [`crate::display`]. Security headers for all responses are in [`security_headers`];
-//! [`drain_body`] keeps keep-alive connections usable after early refusals.
+//! The web's own pages are askama structs in [`pages`]; what every face's pages share is below
+//! the faces in [`crate::html`]: each page is rendered through [`crate::html::render`] (HTML,
+//! `Cache-Control: no-store`); failures are [`crate::html::PageError`]s, each saying what
+//! happened, what to do, and linking home ([`refusal_pages`] words the connect flow's and the
+//! sign-in's own refusals). Signed-in pages carry a top bar (home, My connections, Sign out).
+//! Names others chose reach a page only through [`crate::display`].
 
 pub mod admin;
 pub mod api_keys;
@@ -30,10 +31,7 @@ pub mod callback;
 pub mod client_metadata;
 pub mod connect;
 pub mod connections;
-pub mod csrf;
 pub mod device;
-pub mod drain_body;
-pub mod error;
 #[cfg(test)]
 mod flow_tests;
 pub mod home;
@@ -41,8 +39,8 @@ pub mod login;
 pub mod oidc_login;
 pub mod pages;
 pub mod reconnect;
+mod refusal_pages;
 pub mod result;
-pub mod security_headers;
 pub mod server_approvals;
 pub mod throttle;
 

@@ -14,8 +14,7 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use super::error::PageError;
-use super::pages;
+use crate::html::{self, PageError};
 use crate::identity::oidc::OidcContext;
 use crate::identity::oidc::browser_login::{self, CALLBACK_PATH, CallbackQuery, LOGIN_PATH};
 use crate::state::AppState;
@@ -44,7 +43,7 @@ async fn start(
 ) -> Result<Response, PageError> {
     let next = query.map(|Query(q)| q.next).unwrap_or_default();
     let started = browser_login::start(&state.identity, &ctx, &next).await?;
-    let mut response = pages::see_other(started.location.as_str());
+    let mut response = html::see_other(started.location.as_str());
     response.headers_mut().append(header::SET_COOKIE, started.cookie);
     Ok(response)
 }
@@ -60,7 +59,7 @@ async fn callback(
         Err(_) => PageError::bad_request().into_response(),
         Ok(Query(query)) => match browser_login::finish(&state.identity, &ctx, &headers, query).await {
             Ok(signed_in) => {
-                let mut response = pages::see_other(&signed_in.next);
+                let mut response = html::see_other(&signed_in.next);
                 response.headers_mut().append(header::SET_COOKIE, signed_in.cookie);
                 response
             }

@@ -1,38 +1,11 @@
-//! One askama struct per page (templates in `templates/`, all extending `base.html`), and the
-//! one way pages are sent: HTML, `Cache-Control: no-store` (pages carry CSRF tokens and
-//! per-user details). Values are HTML-escaped by askama; never pass a secret to a page.
+//! One askama struct per page of the web's own (templates in `templates/`, all extending
+//! `base.html`), sent with [`crate::html::render`]. Values are HTML-escaped by askama; never
+//! pass a secret to a page.
 
 use askama::Template;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 
-use crate::display::{ClientName, safe_text};
-use crate::identity::browser::BrowserSession;
-
-/// A sign-out button on a page (used where the fix is "sign in as someone else").
-#[derive(Debug, Clone)]
-pub struct SignOutForm {
-    /// The browser session's CSRF token.
-    pub csrf_token: String,
-    /// Where to go after signing out (a local path; checked again on submit).
-    pub next: String,
-}
-
-/// Results, refusals and errors: a title, what happened in plain words, what to do now, and a
-/// link home.
-#[derive(Template, Debug, Clone)]
-#[template(path = "message.html")]
-pub struct MessagePage {
-    pub title: String,
-    /// What happened.
-    pub message: String,
-    /// What to do now.
-    pub next_step: String,
-    pub sign_out: Option<SignOutForm>,
-    /// Who is signed in, when the page is for them (the top bar then offers My connections and
-    /// Sign out).
-    pub signed_in: Option<SignedIn>,
-}
+use crate::display::ClientName;
+use crate::html::SignedIn;
 
 /// The local sign-in form.
 #[derive(Template)]
@@ -67,27 +40,6 @@ pub struct ConsentPage {
     pub nav: SignedIn,
 }
 
-/// Who is signed in: the top bar of signed-in pages (`templates/nav_signed_in.html`: home, My
-/// connections, Sign out) and the forms that need the session's CSRF token.
-#[derive(Debug, Clone)]
-pub struct SignedIn {
-    /// Display text ([`crate::display::safe_text`]).
-    pub username: String,
-    pub csrf_token: String,
-    /// The top bar then links to the admin pages.
-    pub admin: bool,
-}
-
-impl SignedIn {
-    pub fn of(session: &BrowserSession) -> Self {
-        SignedIn {
-            username: safe_text(session.display_name()),
-            csrf_token: session.csrf_token.clone(),
-            admin: session.user.is_admin(),
-        }
-    }
-}
-
 /// One permission on a consent page: the scope, and what it allows where the provider's
 /// configuration says (`scope_descriptions`).
 #[derive(Debug, Clone)]
@@ -112,97 +64,6 @@ impl ScopeLine {
 #[template(path = "home.html")]
 pub struct HomePage {
     pub signed_in: Option<SignedIn>,
-}
-
-/// Renders `page` with `status`. A template that fails to render is a bug: logged, plain 500.
-pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
-    match page.render() {
-        Ok(html) => {
-            let mut response = (status, html).into_response();
-            let headers = response.headers_mut();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
-        Err(error) => {
-            tracing::error!(%error, "page template failed to render");
-            let mut response = (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response();
-            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
-    }
-}
-
-/// The message page a response carries, kept beside its rendered body so a later layer
-/// ([`super::error::top_bar_on_error_pages`]) can render it again for a signed-in browser.
-#[derive(Clone)]
-pub struct ShownMessage(pub std::sync::Arc<MessagePage>);
-
-/// [`render`] for a message page, which a signed-in browser then sees with its top bar.
-pub fn render_message(status: StatusCode, page: MessagePage) -> Response {
-    let mut response = render(status, &page);
-    response.extensions_mut().insert(ShownMessage(std::sync::Arc::new(page)));
-    response
-}
-
-/// A message page with `status`: what happened, and what to do now.
-pub fn message(
-    status: StatusCode,
-    title: impl Into<String>,
-    message: impl Into<String>,
-    next_step: impl Into<String>,
-) -> Response {
-    let page = MessagePage {
-        title: title.into(),
-        message: message.into(),
-        next_step: next_step.into(),
-        sign_out: None,
-        signed_in: None,
-    };
-    render_message(status, page)
-}
-
-/// A 303 See Other (after a POST the browser must GET the target): a local path we checked, or
-/// the provider's authorization URL we built.
-pub fn see_other(location: &str) -> Response {
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    match HeaderValue::from_str(location) {
-        Ok(value) => {
-            response.headers_mut().insert(header::LOCATION, value);
-        }
-        Err(_) => {
-            response.headers_mut().insert(header::LOCATION, HeaderValue::from_static("/"));
-        }
-    }
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pages_escape_what_they_show() {
-        let html = MessagePage {
-            title: "t".into(),
-            message: "<script>x</script>".into(),
-            next_step: "n".into(),
-            sign_out: None,
-            signed_in: None,
-        }
-        .render()
-        .unwrap();
-        assert!(!html.contains("<script>x"));
-        assert!(html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"));
-    }
-
-    #[test]
-    fn rendered_pages_are_not_cached() {
-        let response = message(StatusCode::OK, "t", "m", "n");
-        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
-        assert!(response.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
-    }
 }
 
 /// One connection on the "my connections" page (never a token).

@@ -13,9 +13,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::connections::{BACK, PostedForm, checked};
-use super::error::PageError;
-use super::pages;
 use crate::broker::connections;
+use crate::html::{self, PageError};
 use crate::identity::browser::OptionalBrowserSession;
 use crate::state::AppState;
 
@@ -55,7 +54,7 @@ pub async fn reconnect(
         ));
     };
     match connections::reconnect(&state.core, &provider, grant).await? {
-        Some(authorization) => Ok(pages::see_other(&format!("/connect/{}", authorization.id))),
+        Some(authorization) => Ok(html::see_other(&format!("/connect/{}", authorization.id))),
         None => Err(PageError::page(
             StatusCode::CONFLICT,
             "Reconnect from your app",

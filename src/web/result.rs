@@ -11,9 +11,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::connect::{attempt_failed, parse_id};
-use super::error::{PageError, START_AGAIN};
-use super::pages::{self, MessagePage, SignedIn};
 use crate::broker::flow::{self, FlowError};
+use crate::html::{self, MessagePage, PageError, START_AGAIN, SignedIn};
 use crate::identity::browser::OptionalBrowserSession;
 use crate::state::AppState;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationStatus};
@@ -83,5 +82,5 @@ pub async fn show(
         ),
     };
     let page = MessagePage { title, message, next_step, sign_out: None, signed_in: Some(SignedIn::of(&session)) };
-    Ok(pages::render(StatusCode::OK, &page))
+    Ok(html::render(StatusCode::OK, &page))
 }

@@ -10,9 +10,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::connections::{BACK, PostedForm, checked};
-use super::error::PageError;
-use super::pages;
 use crate::broker::gateway_consent;
+use crate::html::{self, PageError};
 use crate::identity::browser::OptionalBrowserSession;
 use crate::state::AppState;
 
@@ -46,5 +45,5 @@ pub async fn withdraw(
         ));
     }
     tracing::info!(user_id = %session.user.id, "a client's approval for a server behind the broker was withdrawn");
-    Ok(pages::see_other("/connections"))
+    Ok(html::see_other("/connections"))
 }

@@ -205,7 +205,7 @@ async fn authorization_server_token(app: &TestApp, user: &str) -> (String, Strin
     let client = OAuthClientRow {
         client_id: client_id.clone(),
         client_secret_hash: None,
-        token_endpoint_auth_method: oauth_broker::token_endpoint::client_auth::AuthMethod::None,
+        token_endpoint_auth_method: oauth_broker::token_endpoint::presented_client::AuthMethod::None,
         client_name: Some("Cache Test".into()),
         redirect_uris: vec!["http://127.0.0.1:1/cb".into()],
         refresh_allowed: false,
@@ -230,10 +230,10 @@ async fn authorization_server_token(app: &TestApp, user: &str) -> (String, Strin
         expires_at: app.now() + 60,
     };
     app.state.core.store.create_oauth_grant_with_code(&grant, &code, app.now()).await.unwrap();
-    let claims = oauth_broker::identity::jwt::ClientGrant {
+    let claims = oauth_broker::identity::jwt::ClientDelegation {
         client_id: &client_id,
         scope: "",
-        grant_id: &grant_id,
+        delegation_id: &grant_id,
         audience: &mcp,
     };
     let token = app.state.identity.keys.issue_for_client(&row.subject, &claims, app.now(), 3600).unwrap();
@@ -297,7 +297,7 @@ async fn authenticate(app: &TestApp, client_id: &str, secret: &str) -> Result<St
     let mut headers = axum::http::HeaderMap::new();
     let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("{client_id}:{secret}"));
     headers.insert(axum::http::header::AUTHORIZATION, format!("Basic {basic}").parse().unwrap());
-    oauth_broker::api::service_auth::authenticate_service(&app.state, &headers, "192.0.2.7")
+    oauth_broker::api::authenticated_service::authenticate_service(&app.state, &headers, "192.0.2.7")
         .await
         .map(|service| service.id)
         .map_err(|problem| problem.status.as_u16())

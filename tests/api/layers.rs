@@ -1,65 +1,111 @@
-//! The module graph points one way (issue 24): a test that fails when a `use` makes a lower
-//! module reach a higher one, or when files import each other in a circle.
+//! The module graph points one way: a test that fails when a `use` makes a module reach one on
+//! its own layer or above it, or when files import each other in a circle; and beside it a test
+//! that prints the structure's figures.
 //!
-//! The graph is read from the sources, as text: every `crate::`, `super::` and `self::` path
-//! (in `use` trees and inline), and every `use child::…` of a module's own child, names the file
-//! of the longest module prefix it resolves to. A module's use of its own parents (`super::X`
-//! declared in the folder's `mod.rs`) is no arrow: the parent is the room it stands in.
+//! The graph is read from the sources, as text: every `crate::`, `super::` and `self::` path,
+//! and every path that starts at a module's own child (`use child::…`, `child::f()`), in `use`
+//! trees and inline, names the file of the longest module prefix it resolves to. A child's use of what its parent declares
+//! (`super::X` from the folder's `mod.rs`) is an arrow like any other: a parent declares and
+//! imports its children, so a child that reaches back up into it closes a circle. What the
+//! children share belongs in a sibling file they all import; a `mod.rs` holds its map, its `mod`
+//! declarations, `pub use` re-exports and, where the room has routes, its `router()`.
 //! Comments, strings and `#[cfg(test)]` modules are left out: tests may reach anywhere.
 //!
 //! [`LAYERS`] is the order, lowest first. A top-level module may import only modules on a
-//! lower layer; inside one top-level module, files may import each other as long as no circle
-//! forms. A new top-level module must be given its place here before anything compiles in.
+//! lower layer: the modules on one layer are peers, and the faces ([`FACES`]) stand side by
+//! side on one, so no face imports another. Inside one top-level module, files may import each
+//! other as long as no circle forms. A new top-level module must be given its place here before
+//! anything compiles in.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The crate's top-level modules, lowest first: each may import only those before it.
-const LAYERS: &[&str] = &[
+/// The faces over the core, peers on one layer: what two of them share sits below them.
+const FACES: &[&str] = &["web", "api", "authorization_server", "demo_provider", "mcp"];
+
+/// The crate's top-level modules by layer, lowest first: each may import only those on the
+/// layers before its own.
+const LAYERS: &[&[&str]] = &[
     // Leaves: time and background loops, safe display of names others chose, sealing, PKCE,
     // identifiers.
-    "clock",
-    "every",
-    "error_chain",
-    "display",
-    "crypto",
-    "pkce",
-    "domain",
+    &["clock"],
+    &["every"],
+    &["error_chain"],
+    &["display"],
+    &["crypto"],
+    &["pkce"],
+    &["domain"],
     // Addresses, counters, the providers' own settings, then the settings that name them:
     // handed their labels and values, none of them imports a feature.
-    "net",
-    "telemetry",
-    "providers",
-    "config",
+    &["net"],
+    &["telemetry"],
+    &["providers"],
+    &["config"],
     // The database, then what sits directly on it.
-    "store",
-    "events",
-    "token_endpoint",
-    "identity",
+    &["store"],
+    &["events"],
+    &["token_endpoint"],
+    &["identity"],
     // The core and the state the faces share.
-    "broker",
-    "state",
-    "keyring",
-    "health",
-    // Faces: the hosted pages first (the authorization server and the demo provider render
-    // with them), then the token API (its exchange answers at the authorization server's
-    // `/token`), then the MCP server.
-    "web",
-    "demo_provider",
-    "api",
-    "authorization_server",
-    "mcp",
+    &["broker"],
+    &["state"],
+    &["keyring"],
+    &["health"],
+    // What several faces share, side by side: the HTML pages' rendering, message and error
+    // pages, CSRF and security headers; the words of a service's refusals.
+    &["html", "problem"],
+    FACES,
     // Assembly and the operator's commands.
-    "startup",
-    "app",
-    "admin",
+    &["startup"],
+    &["app"],
+    &["admin"],
 ];
+
+/// Temporary: rooms in the middle of their own restructuring, whose circles are tolerated
+/// until it lands and the room's line goes. Only a circle wholly inside one of these rooms is
+/// let through; a circle anywhere else fails. Lines only ever leave this list.
+const CIRCLES_BEING_UNDONE: &[&str] = &["mcp", "store"];
 
 #[test]
 fn every_import_points_to_a_lower_layer_and_no_files_import_each_other_in_a_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = Graph::read(&src);
+    let problems = problems(&Graph::read(&src));
+    assert!(problems.is_empty(), "the module graph must point one way:\n  {}", problems.join("\n  "));
+}
 
+#[test]
+fn a_face_importing_a_face_and_a_child_using_its_parents_items_fail_and_a_room_being_undone_does_not() {
+    // Arrange: a face (`api`) that imports another (`web`), whose child uses an item of the
+    // `mod.rs` that imports the child; and the same circle in a room being undone (`mcp`).
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "pub mod api; pub mod web; pub mod mcp;");
+    write("web/mod.rs", "mod form; pub use form::Form; pub fn field() {}");
+    write("web/form.rs", "use super::field; pub struct Form;");
+    write("api/mod.rs", "use crate::web::Form;");
+    write("mcp/mod.rs", "mod tools; pub fn label() {} fn f() { tools::run(); }");
+    write("mcp/tools.rs", "pub fn run() { super::label(); }");
+
+    // Act
+    let problems = problems(&Graph::read(dir.path()));
+
+    // Assert
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("api/mod.rs imports web/mod.rs: the faces `api` and `web`")
+            && problems[0].contains("move the part both need below the faces"),
+        "{problems:#?}"
+    );
+    assert!(problems[1].ends_with("in a circle (a child's use of its parent's items counts): web/form.rs, web/mod.rs"));
+}
+
+/// What breaks the rules: an import of a module that is not on a lower layer (a face's of a
+/// face said as such), and every circle outside [`CIRCLES_BEING_UNDONE`].
+fn problems(graph: &Graph) -> Vec<String> {
     let mut problems = Vec::new();
     for (from, targets) in &graph.arrows {
         let from_top = top_level(from);
@@ -73,6 +119,14 @@ fn every_import_points_to_a_lower_layer_and_no_files_import_each_other_in_a_circ
             }
             match (layer(&from_top), layer(&to_top)) {
                 (Some(a), Some(b)) if b < a => {}
+                (Some(a), Some(b)) if a == b && is_face(&from_top) && is_face(&to_top) => problems.push(format!(
+                    "{from} imports {to}: the faces `{from_top}` and `{to_top}` stand side by side and \
+                     neither imports the other; move the part both need below the faces"
+                )),
+                (Some(a), Some(b)) if a == b => problems.push(format!(
+                    "{from} imports {to}: `{from_top}` and `{to_top}` are peers on one layer in \
+                     tests/api/layers.rs LAYERS; move the part both need below them"
+                )),
                 (Some(_), Some(_)) => problems.push(format!(
                     "{from} imports {to}: `{to_top}` is not below `{from_top}` in tests/api/layers.rs LAYERS; \
                      move what both need down, or hand it in from above"
@@ -84,9 +138,29 @@ fn every_import_points_to_a_lower_layer_and_no_files_import_each_other_in_a_circ
         }
     }
     for circle in graph.circles() {
-        problems.push(format!("these files import each other in a circle: {}", circle.join(", ")));
+        if tolerated(&circle) {
+            continue;
+        }
+        problems.push(format!(
+            "these files import each other in a circle (a child's use of its parent's items counts): {}",
+            circle.join(", ")
+        ));
     }
-    assert!(problems.is_empty(), "the module graph must point one way:\n  {}", problems.join("\n  "));
+    problems
+}
+
+/// The structure's figures, printed with `--nocapture`: of this crate's `src/`, or of the
+/// directory named by `LAYERS_SRC`, so another checkout is measured the same way
+/// (`LAYERS_SRC=/other/checkout/src cargo test --test api figures -- --nocapture`).
+#[test]
+fn the_structure_figures_are_printed_for_this_checkout_or_the_one_in_layers_src() {
+    let src = std::env::var_os("LAYERS_SRC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let graph = Graph::read(&src);
+    let figures = Figures::of(&src, &graph);
+    println!("{}", figures.report(&src));
+    assert!(figures.files_per_room.values().sum::<usize>() > 0, "no Rust files under {}", src.display());
 }
 
 #[test]
@@ -107,10 +181,22 @@ fn the_reader_sees_the_paths_rust_sees_and_nothing_else() {
         paths("use std::sync::Arc; pub use child::{self, Item as Other};"),
         ["std::sync::Arc", "child", "child::Item"]
     );
+    // A child module named inline (`follow::Before` in the module that declares `mod follow;`)
+    // is a path like any other; a method's turbofish is not one.
+    assert_eq!(paths("fn f() { follow::Before::read(); x.collect::<Vec<u8>>(); }"), ["follow::Before::read"]);
 }
 
 fn layer(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|m| *m == module)
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+fn is_face(module: &str) -> bool {
+    FACES.contains(&module)
+}
+
+/// A circle wholly inside a room of [`CIRCLES_BEING_UNDONE`].
+fn tolerated(circle: &[String]) -> bool {
+    CIRCLES_BEING_UNDONE.iter().any(|room| circle.iter().all(|file| top_level(file) == *room))
 }
 
 /// `config.rs` → `config`, `mcp/session/mod.rs` → `mcp`.
@@ -122,6 +208,9 @@ fn top_level(file: &str) -> String {
 struct Graph {
     /// File (relative to `src/`, with `/`) → the files it imports.
     arrows: BTreeMap<String, BTreeSet<String>>,
+    /// The arrows of those from a child to a parent it stands in (`identity/bearer.rs` →
+    /// `identity/mod.rs`), counted apart for the figures.
+    up: BTreeSet<(String, String)>,
 }
 
 impl Graph {
@@ -130,6 +219,7 @@ impl Graph {
         collect(src, &mut files);
         let test_only = test_only_files(src, &files);
         let mut arrows: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut up = BTreeSet::new();
         for file in &files {
             if test_only.contains(file) {
                 continue;
@@ -154,21 +244,19 @@ impl Graph {
                 };
                 let Some(absolute) = absolute(&here, &path) else { continue };
                 if let Some(target) = file_of(src, &absolute) {
-                    // A module may use what its parents declare (a child of `identity/` uses
-                    // `super::ClientIdentity` from `identity/mod.rs`): the parent is the room
-                    // it stands in, not a neighbour. Every other arrow counts.
                     let target_module = module_path(src, &target);
-                    if target_module.len() < here.len() && here.starts_with(&target_module) {
-                        continue;
-                    }
+                    let to_parent = target_module.len() < here.len() && here.starts_with(&target_module);
                     let target = relative(src, &target);
                     if target != name && !test_only.contains(&src.join(&target)) {
+                        if to_parent {
+                            up.insert((name.clone(), target.clone()));
+                        }
                         entry.insert(target);
                     }
                 }
             }
         }
-        Self { arrows }
+        Self { arrows, up }
     }
 
     /// Strongly connected components of more than one file (Tarjan).
@@ -232,6 +320,88 @@ impl Graph {
     }
 }
 
+/// What the figures test prints.
+struct Figures {
+    /// `from face → to face` → how many file-to-file arrows.
+    face_to_face: BTreeMap<(String, String), usize>,
+    /// Top-level room → its arrows from a child to a parent.
+    child_to_parent: BTreeMap<String, usize>,
+    /// Every circle, its files sorted.
+    circles: Vec<Vec<String>>,
+    /// Top-level room → its `.rs` files (tests included).
+    files_per_room: BTreeMap<String, usize>,
+    /// Top-level room → its `#[allow(clippy::too_many_arguments)]` (outside comments and strings).
+    too_many_arguments: BTreeMap<String, usize>,
+}
+
+impl Figures {
+    fn of(src: &Path, graph: &Graph) -> Self {
+        let mut face_to_face = BTreeMap::new();
+        for (from, targets) in &graph.arrows {
+            for to in targets {
+                let (from_top, to_top) = (top_level(from), top_level(to));
+                if from_top != to_top && is_face(&from_top) && is_face(&to_top) {
+                    *face_to_face.entry((from_top, to_top)).or_default() += 1;
+                }
+            }
+        }
+        let mut child_to_parent = BTreeMap::new();
+        for (from, _) in &graph.up {
+            *child_to_parent.entry(top_level(from)).or_default() += 1;
+        }
+        let mut files = Vec::new();
+        collect(src, &mut files);
+        let mut files_per_room = BTreeMap::new();
+        let mut too_many_arguments = BTreeMap::new();
+        for file in &files {
+            let room = top_level(&relative(src, file));
+            *files_per_room.entry(room.clone()).or_default() += 1;
+            let code = lex(&std::fs::read_to_string(file).unwrap());
+            let allows = code.matches("#[allow(clippy::too_many_arguments)]").count();
+            if allows > 0 {
+                *too_many_arguments.entry(room).or_default() += allows;
+            }
+        }
+        Self { face_to_face, child_to_parent, circles: graph.circles(), files_per_room, too_many_arguments }
+    }
+
+    fn report(&self, src: &Path) -> String {
+        let total = |counts: &BTreeMap<String, usize>| counts.values().sum::<usize>();
+        let list = |counts: &BTreeMap<String, usize>| {
+            counts.iter().map(|(room, n)| format!("{room} {n}")).collect::<Vec<_>>().join(", ")
+        };
+        let mut out = format!("structure of {}\n", src.display());
+        let face_total: usize = self.face_to_face.values().sum();
+        out += &format!("face -> face imports (file arrows): {face_total}\n");
+        for ((from, to), n) in &self.face_to_face {
+            out += &format!("  {from} -> {to}: {n}\n");
+        }
+        out += &format!("child -> parent arrows: {} ({})\n", total(&self.child_to_parent), list(&self.child_to_parent));
+        let mut circles_per_room: BTreeMap<String, usize> = BTreeMap::new();
+        for circle in &self.circles {
+            let rooms: BTreeSet<String> = circle.iter().map(|f| top_level(f)).collect();
+            let room = rooms.into_iter().collect::<Vec<_>>().join("+");
+            *circles_per_room.entry(room).or_default() += 1;
+        }
+        out += &format!(
+            "circles: {} ({}), files in them: {}\n",
+            self.circles.len(),
+            list(&circles_per_room),
+            self.circles.iter().map(Vec::len).sum::<usize>()
+        );
+        for circle in &self.circles {
+            out += &format!("  {}\n", circle.join(", "));
+        }
+        out += &format!("files: {} ({})\n", total(&self.files_per_room), list(&self.files_per_room));
+        out += &format!(
+            "#[allow(clippy::too_many_arguments)]: {} ({})\n",
+            total(&self.too_many_arguments),
+            list(&self.too_many_arguments)
+        );
+        out
+    }
+}
+
 fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -258,11 +428,22 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// Files declared only for tests (`#[cfg(test)] mod name;`).
+/// Files declared only for tests (`#[cfg(test)] mod name;`, or `#[cfg(test)] #[path =
+/// "name_tests.rs"] mod tests;`, whose file is beside the declaring one).
 fn test_only_files(src: &Path, files: &[PathBuf]) -> BTreeSet<PathBuf> {
     let mut test_only = BTreeSet::new();
     for file in files {
-        let code = lex(&std::fs::read_to_string(file).unwrap());
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            rest = rest[at + "#[cfg(test)]".len()..].trim_start();
+            if let Some(path) = rest.strip_prefix("#[path = \"").and_then(|p| p.split('"').next())
+                && let Some(dir) = file.parent()
+            {
+                test_only.insert(dir.join(path));
+            }
+        }
+        let code = lex(&text);
         let here = module_path(src, file);
         let mut rest = code.as_str();
         while let Some(at) = rest.find("#[cfg(test)]") {
@@ -441,7 +622,7 @@ fn strip_tests(code: &str) -> String {
     out
 }
 
-/// Every path that starts at `crate`, `super` or `self`: `use` trees expanded, then inline paths.
+/// Every path: `use` trees expanded, then the paths written inline.
 fn paths(code: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut rest = code;
@@ -463,24 +644,27 @@ fn paths(code: &str) -> Vec<String> {
         rest = &rest[tree_start + end + 1..];
     }
     outside_use.push_str(rest);
+    // Inline paths: every `a::b…` that does not continue a longer path or follow a `.` (a
+    // method's turbofish). Those that start at `crate`, `super`, `self` or a child module count.
     let bytes = outside_use.as_bytes();
-    for root in ["crate::", "super::", "self::"] {
-        let mut from = 0;
-        while let Some(at) = outside_use[from..].find(root) {
-            let start = from + at;
-            from = start + root.len();
-            if start > 0
-                && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_' || bytes[start - 1] == b':')
-            {
-                continue;
-            }
-            let mut end = start;
-            while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b':')
-            {
-                end += 1;
-            }
-            found.push(outside_use[start..end].trim_end_matches(':').to_owned());
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut from = 0;
+    while let Some(at) = outside_use[from..].find("::") {
+        let colons = from + at;
+        from = colons + 2;
+        let mut start = colons;
+        while start > 0 && ident(bytes[start - 1]) {
+            start -= 1;
         }
+        if start == colons || (start > 0 && matches!(bytes[start - 1], b':' | b'.')) {
+            continue;
+        }
+        let mut end = start;
+        while end < bytes.len() && (ident(bytes[end]) || bytes[end] == b':') {
+            end += 1;
+        }
+        found.push(outside_use[start..end].trim_end_matches(':').to_owned());
+        from = from.max(end);
     }
     found
 }

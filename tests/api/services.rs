@@ -1,13 +1,13 @@
 //! `admin services …` run as the real binary against a running app's database (SQLite and
 //! PostgreSQL), and what the app then makes of the credentials it printed
-//! (`oauth_broker::api::service_auth::authenticate_service`).
+//! (`oauth_broker::api::authenticated_service::authenticate_service`).
 
 use std::process::{Command, Output};
 
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use base64::Engine;
-use oauth_broker::api::service_auth::authenticate_service;
+use oauth_broker::api::authenticated_service::authenticate_service;
 use oauth_broker::crypto::sha256_hex;
 use oauth_broker::domain::Scopes;
 use oauth_broker::store::grants::SealedTokens;

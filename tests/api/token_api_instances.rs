@@ -78,9 +78,9 @@ async fn ask(base: &str, face: Face, service: &ServiceCredentials, subject: &str
             .post(format!("{base}/v1/tokens"))
             .json(&json!({"subject_token": subject, "provider": "demo", "scopes": ["profile"]})),
         Face::Exchange => HTTP.post(format!("{base}/token")).form(&[
-            ("grant_type", oauth_broker::api::exchange::GRANT_TYPE),
+            ("grant_type", oauth_broker::authorization_server::token_exchange::GRANT_TYPE),
             ("subject_token", subject),
-            ("subject_token_type", oauth_broker::api::exchange::ACCESS_TOKEN_TYPE),
+            ("subject_token_type", oauth_broker::authorization_server::token_exchange::ACCESS_TOKEN_TYPE),
             ("provider", "demo"),
             ("scope", "profile"),
         ]),

@@ -21,7 +21,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::print_lines;
+use super::lines::{entry_user_ids, print_lines};
 use crate::admin::display::UserNames;
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
@@ -97,7 +97,7 @@ async fn print_new(
     if new.is_empty() {
         return Ok(());
     }
-    names.add(&state.core.store, super::entry_user_ids(&new)).await?;
+    names.add(&state.core.store, entry_user_ids(&new)).await?;
     print_lines(new.iter(), names, json)
 }
 

@@ -37,9 +37,9 @@ use secrecy::SecretString;
 pub use request::{ApiMethod, ApiRequest, Body, Query, RequestError};
 pub use send::{MAX_BODY_BYTES, ProviderAnswer, Unreachable};
 
-use super::Core;
 use super::refresh::{Want, refresh_grant};
 use super::tokens::{AccessToken, TokenError};
+use crate::broker::core::Core;
 use crate::config::ProviderConfig;
 use crate::store::StoreError;
 

@@ -1,6 +1,6 @@
 //! One delivery attempt: sign, POST, and record what the receiver said.
 
-use super::Deliveries;
+use super::deliveries::Deliveries;
 use super::endpoint;
 use super::signing::{WebhookSecret, signature_header};
 use crate::store::audit::{Actor, AuditEvent, Outcome};

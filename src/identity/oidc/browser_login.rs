@@ -38,17 +38,18 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 use super::discovery::ProviderMetadata;
-use super::{OidcContext, OidcError};
+use super::oidc_context::OidcContext;
+use super::oidc_error::OidcError;
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
 use crate::error_chain::{BoxError, because};
-use crate::identity::IdentityContext;
 use crate::identity::browser;
+use crate::identity::context::IdentityContext;
 use crate::identity::next::safe_next;
 use crate::store::StoreError;
 
 pub const LOGIN_PATH: &str = "/login/oidc";
 /// Registered at the issuer exactly as `{public_url}/login/oidc/callback`.
-pub use super::CALLBACK_PATH;
+pub use super::oidc_context::CALLBACK_PATH;
 const LOGIN_COOKIE: &str = "oauth_broker_oidc_login";
 /// How long the browser has to finish signing in at the issuer.
 const LOGIN_TTL_SECONDS: i64 = 10 * 60;
@@ -217,7 +218,7 @@ pub async fn finish(
     }
     let Some(code) = query.code.filter(|c| !c.is_empty()) else { return Err(SignInError::NotValid) };
     let id_token = exchange_code(ctx, &metadata, &code, &pending.verifier).await?;
-    let claims = super::verify_id_token(ctx, &id_token, &pending.nonce, now).await.map_err(|error| {
+    let claims = super::verify::verify_id_token(ctx, &id_token, &pending.nonce, now).await.map_err(|error| {
         if error.is_unavailable() {
             return issuer_unavailable(error);
         }

@@ -10,8 +10,8 @@
 use serde::Deserialize;
 use url::Url;
 
-use super::OidcError;
 use super::fetch::get_json;
+use super::oidc_error::OidcError;
 use crate::net::is_loopback;
 
 /// Discovery documents are a few kilobytes; refuse anything much larger.

@@ -8,7 +8,7 @@ use oauth2::{HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use url::Url;
 
-use super::OidcError;
+use super::oidc_error::OidcError;
 
 /// The issuer client. Separate from the provider client: tighter timeouts, since a bearer
 /// request may wait on a key refresh.

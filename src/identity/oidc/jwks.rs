@@ -14,8 +14,8 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 use url::Url;
 
-use super::OidcError;
 use super::fetch::get_json;
+use super::oidc_error::OidcError;
 
 /// Key sets are a few kilobytes; refuse anything much larger.
 const MAX_JWKS_BYTES: usize = 512 * 1024;

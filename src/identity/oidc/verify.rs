@@ -19,11 +19,12 @@
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 
-use super::{OidcContext, OidcError};
+use super::oidc_context::OidcContext;
+use super::oidc_error::OidcError;
 use crate::clock::Timestamp;
 use crate::crypto::{constant_time_eq, sha256_hex};
-use crate::identity::AuthenticatedUser;
-use crate::identity::IdentityContext;
+use crate::identity::authenticated_user::AuthenticatedUser;
+use crate::identity::context::IdentityContext;
 
 /// Tokens are at most a few kilobytes; anything larger is refused before parsing.
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -313,8 +314,8 @@ async fn user_of(
         subject: user.subject,
         display_name: claims.display_name,
         client: match claims.client_id {
-            Some(id) => crate::identity::ClientIdentity::OAuthClient(id),
-            None => crate::identity::ClientIdentity::Unidentified,
+            Some(id) => crate::domain::ClientIdentity::OAuthClient(id),
+            None => crate::domain::ClientIdentity::Unidentified,
         },
     })
 }

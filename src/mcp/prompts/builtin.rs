@@ -13,7 +13,7 @@ use serde_json::json;
 use super::args::shown;
 use crate::broker::connections::ConnectionStatus;
 use crate::config::ProviderConfig;
-use crate::demo_provider::entry::PROVIDER_ID as DEMO_PROVIDER_ID;
+use crate::domain::DEMO_PROVIDER_ID;
 use crate::domain::Scopes;
 use crate::identity::AuthenticatedUser;
 use crate::state::AppState;

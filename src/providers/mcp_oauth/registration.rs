@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::discovery::{Discovered, DiscoveryError};
-use super::{RegistrationKind, StoredAuthMethod};
+use super::settings::{RegistrationKind, StoredAuthMethod};
 
 /// Largest registration answer read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;

@@ -9,13 +9,12 @@ use axum::extract::rejection::FormRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use super::Admin;
+use super::signed_in_admin::Admin;
 use crate::broker::tokens::{self, Revocation};
+use crate::html::{self, PageError};
 use crate::state::AppState;
 use crate::store::audit::{AuditEvent, Outcome};
 use crate::store::users::AdminGuard;
-use crate::web::error::PageError;
-use crate::web::pages;
 
 /// The form fields every action takes besides its own, and where the form was sent from.
 fn checked<T: HasCsrf>(
@@ -35,7 +34,7 @@ fn checked<T: HasCsrf>(
         ));
     }
     let Ok(Form(form)) = form else { return Err(bad_form()) };
-    if !crate::web::csrf::session_token_matches(&admin.0, form.csrf_token()) {
+    if !crate::html::csrf::session_token_matches(&admin.0, form.csrf_token()) {
         tracing::warn!(user_id = %admin.0.user.id, "admin action refused: CSRF token missing or wrong");
         return Err(PageError::csrf());
     }
@@ -149,7 +148,7 @@ pub async fn revoke_grant(
         .outcome(outcome);
     state.core.store.record(state.core.now(), event).await?;
     tracing::info!(admin = %admin.0.user.id, grant = %grant.id, outcome = notice, "an admin revoked a grant");
-    Ok(pages::see_other(&format!("/admin/grants?notice={notice}")))
+    Ok(html::see_other(&format!("/admin/grants?notice={notice}")))
 }
 
 /// `POST /admin/consents/withdraw`.
@@ -172,7 +171,7 @@ pub async fn withdraw_consent(
         .provider(provider.as_deref())
         .detail(Some(&detail));
     state.core.store.record(state.core.now(), event).await?;
-    Ok(pages::see_other("/admin/consents?notice=withdrawn"))
+    Ok(html::see_other("/admin/consents?notice=withdrawn"))
 }
 
 /// `POST /admin/authorizations/expire`: only an open attempt; a finished one is refused.
@@ -203,7 +202,7 @@ pub async fn expire_authorization(
         .provider(Some(&row.provider))
         .detail(Some(&detail));
     state.core.store.record(now, event).await?;
-    Ok(pages::see_other("/admin/authorizations?notice=expired"))
+    Ok(html::see_other("/admin/authorizations?notice=expired"))
 }
 
 /// `POST /admin/users/disable` with `disabled=true|false`. Disabling ends the user's browser
@@ -251,7 +250,7 @@ pub async fn disable_user(
     } else {
         crate::identity::accounts::set_disabled(&state.identity, &user.id, false, admin.actor()).await?;
     }
-    Ok(pages::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
+    Ok(html::see_other(if disable { "/admin/users?notice=disabled" } else { "/admin/users?notice=enabled" }))
 }
 
 /// `POST /admin/webhooks/resend`: a delivered or dead event is queued again, with its id.
@@ -275,5 +274,5 @@ pub async fn resend_webhook(
     let detail = format!("event_id={} deliveries={resent}", form.event_id.trim());
     let event = AuditEvent::new(admin.actor(), "admin.webhook_resent", None).detail(Some(&detail));
     state.core.store.record(now, event).await?;
-    Ok(pages::see_other("/admin/webhooks?notice=resent"))
+    Ok(html::see_other("/admin/webhooks?notice=resent"))
 }

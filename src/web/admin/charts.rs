@@ -1,7 +1,7 @@
 //! The dashboard's charts as geometry: stacked bars over time, one colour per value (an
 //! authorization's outcome, a provider and failure kind, a service), with the totals behind
 //! them. The template draws them as inline SVG (`templates/admin/chart.html`): no script, no
-//! file from elsewhere, so they fit the pages' CSP (`web::security_headers`).
+//! file from elsewhere, so they fit the pages' CSP (`crate::html::security_headers`).
 
 use std::collections::BTreeMap;
 

@@ -15,14 +15,13 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::Admin;
 use super::charts::{self, Chart, Range};
 use super::listing::Rows;
+use super::signed_in_admin::Admin;
 use super::tables::{audit_card, audit_user_ids, user_labels};
+use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
 use crate::store::paging::Count;
-use crate::web::error::PageError;
-use crate::web::pages::{self, SignedIn};
 
 /// Recent failures shown.
 const RECENT: i64 = 10;
@@ -174,5 +173,5 @@ pub async fn show(
         tick_y: charts::TICK_Y,
         table: Rows::new("failures", "action", failures),
     };
-    Ok(pages::render(StatusCode::OK, &page))
+    Ok(html::render(StatusCode::OK, &page))
 }

@@ -9,9 +9,8 @@ use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 
 use super::filters::{Control, Filters};
+use crate::html::{PageError, SignedIn};
 use crate::store::paging::{Cursor, Search, Window};
-use crate::web::error::PageError;
-use crate::web::pages::SignedIn;
 
 /// Rows per page.
 pub const PAGE_SIZE: usize = 20;
@@ -200,20 +199,29 @@ pub struct TablePage {
     pub notice: Option<&'static str>,
 }
 
+/// What a list page says above its rows, and where it lives: the same for every page of it.
+#[derive(Debug, Clone, Copy)]
+pub struct ListHeader<'a> {
+    pub title: &'a str,
+    /// The list's own path, where its search form, filters and `Next` link point.
+    pub path: &'a str,
+    /// What the list shows, in a sentence or two.
+    pub intro: &'a str,
+    /// What each row's title names (the first column's header).
+    pub title_label: &'a str,
+}
+
 impl TablePage {
     /// A page of a list whose rows the store read (`cards`, already this page's) and, when
     /// more match, where the next page starts.
-    #[allow(clippy::too_many_arguments)]
     pub fn build(
         nav: SignedIn,
-        title: &str,
-        path: &str,
-        intro: &str,
+        header: ListHeader<'_>,
         query: &ListQuery,
-        title_label: &str,
         cards: Vec<Card>,
         next: Option<Cursor>,
     ) -> Self {
+        let ListHeader { title, path, intro, title_label } = header;
         TablePage {
             nav,
             admin_nav: super::sections::links(path),

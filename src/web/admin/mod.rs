@@ -10,8 +10,11 @@
 //! | `GET /admin/servers` | [`servers`] | the MCP servers behind the broker (gateway mode), read only |
 //! | `POST /admin/grants/revoke`, `/admin/consents/withdraw`, `/admin/authorizations/expire`, `/admin/users/disable` | [`actions`] | CSRF-checked, audited with the admin as actor |
 //!
-//! Every handler takes an [`Admin`]: a signed-out browser is sent to sign in, a signed-in
-//! non-admin gets 403, checked at every request (so `set-admin NAME false` acts at once).
+//! Every handler takes an [`Admin`] ([`signed_in_admin`]): a signed-out browser is sent to sign
+//! in, a signed-in non-admin gets 403, checked at every request (so `set-admin NAME false` acts
+//! at once).
+//! Every list is a [`listing::TablePage`] (search, keyset paging) with its [`filters`]; the
+//! admin sections' links are [`sections`]'.
 //! Data comes from the store and the broker core; these modules only translate it to pages.
 
 pub mod actions;
@@ -21,20 +24,17 @@ pub mod filters;
 pub mod listing;
 pub mod sections;
 pub mod servers;
+mod signed_in_admin;
 pub mod tables;
 pub mod views;
 pub mod webhooks;
 
+pub use signed_in_admin::Admin;
+
 use axum::Router;
-use axum::extract::FromRequestParts;
-use axum::http::StatusCode;
-use axum::http::request::Parts;
 use axum::routing::{get, post};
 
-use super::error::PageError;
-use crate::identity::browser::BrowserSession;
 use crate::state::AppState;
-use crate::store::audit::Actor;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -57,32 +57,4 @@ pub fn router() -> Router<AppState> {
         .route("/admin/consents/withdraw", post(actions::withdraw_consent))
         .route("/admin/authorizations/expire", post(actions::expire_authorization))
         .route("/admin/users/disable", post(actions::disable_user))
-}
-
-/// A signed-in admin.
-pub struct Admin(pub BrowserSession);
-
-impl FromRequestParts<AppState> for Admin {
-    type Rejection = PageError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let session = BrowserSession::from_request_parts(parts, state).await?;
-        if !session.user.is_admin() {
-            tracing::info!(user_id = %session.user.id, path = %parts.uri.path(), "admin page refused: not an admin");
-            return Err(PageError::page(
-                StatusCode::FORBIDDEN,
-                "Admins only",
-                "This page is for the broker's admins, and your account is not one, so nothing is shown or changed.",
-                "Go back home. If you need it, ask an admin to run `oauth-broker admin users set-admin NAME true` for you.",
-            ));
-        }
-        Ok(Admin(session))
-    }
-}
-
-impl Admin {
-    /// How the audit log names the acting admin (its `actor` column).
-    pub fn actor(&self) -> Actor<'_> {
-        Actor::Admin(&self.0.user.id)
-    }
 }

@@ -11,15 +11,15 @@
 use axum::extract::{Path, State};
 use axum::response::Response;
 
-use super::Admin;
-use super::listing::{Card, ListQuery};
+use super::listing::{Card, ListHeader, ListQuery};
+use super::signed_in_admin::Admin;
 use super::tables::{Q, field, page, server_page, user_labels, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;
+use crate::html::PageError;
 use crate::state::AppState;
 use crate::store::gateway_lists::ListSummary;
 use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow};
-use crate::web::error::PageError;
 
 /// Approvals shown on a server's page.
 const APPROVALS_SHOWN: i64 = 20;
@@ -100,7 +100,13 @@ pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro = "MCP servers behind the broker: their tools are served on /mcp under the prefix, each call with the \
                  calling user's credential (`oauth-broker admin servers …` changes them).";
-    page(&admin, "Servers behind the broker", "/admin/servers", intro, &query, "server", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Servers behind the broker", path: "/admin/servers", intro, title_label: "server" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 pub async fn server(

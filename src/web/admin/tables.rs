@@ -10,36 +10,31 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::Admin;
-use super::listing::{Card, CardAction, Field, ListQuery, RawListQuery, TablePage};
+use super::listing::{Card, CardAction, Field, ListHeader, ListQuery, RawListQuery, TablePage};
+use super::signed_in_admin::Admin;
 use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::domain::Scopes;
+use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
 use crate::store::paging::Cursor;
 use crate::store::users::User;
-use crate::web::error::PageError;
-use crate::web::pages::{self, SignedIn};
 
 pub(super) type Q = Result<Query<RawListQuery>, QueryRejection>;
 
 /// The list page for rows the store already searched and paged (`next`: where the next page
 /// starts, when more match).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn page(
     admin: &Admin,
-    title: &str,
-    path: &str,
-    intro: &str,
+    header: ListHeader<'_>,
     query: &ListQuery,
-    title_label: &str,
     cards: Vec<Card>,
     next: Option<Cursor>,
 ) -> Result<Response, PageError> {
-    let page = TablePage::build(SignedIn::of(&admin.0), title, path, intro, query, title_label, cards, next);
-    Ok(pages::render(StatusCode::OK, &page))
+    let page = TablePage::build(SignedIn::of(&admin.0), header, query, cards, next);
+    Ok(html::render(StatusCode::OK, &page))
 }
 
 pub(super) fn field(label: &str, value: impl Into<String>) -> Field {
@@ -118,7 +113,13 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
         })
         .collect();
     let intro = "Every account. Disabling one signs it out everywhere and stops its bearer tokens; it cannot sign in until enabled.";
-    page(&admin, "Users", "/admin/users", intro, &query, "user", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Users", path: "/admin/users", intro, title_label: "user" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -170,7 +171,13 @@ pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Re
         });
     }
     let intro = "Stored third-party grants (never their tokens). Revoking one tells the provider and deletes it; this page then says what the provider answered.";
-    page(&admin, "Grants", "/admin/grants", intro, &query, "provider · account", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Grants", path: "/admin/grants", intro, title_label: "provider · account" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 /// The latest refresh of (user, provider) in the audit log: when, and how it ended.
@@ -259,7 +266,13 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
         })
         .collect();
     let intro = "Connect attempts: pending, completed, declined, failed and expired. Expiring an open one makes its link stop working.";
-    page(&admin, "Authorizations", "/admin/authorizations", intro, &query, "provider · status", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Authorizations", path: "/admin/authorizations", intro, title_label: "provider · status" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 /// The name a client reported for itself (MCP `clientInfo`), marked as such.
@@ -310,7 +323,13 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
         });
     }
     let intro = "Which clients each user allowed to use which connection. Withdrawing one makes that client ask again.";
-    page(&admin, "Consents", "/admin/consents", intro, &query, "client", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Consents", path: "/admin/consents", intro, title_label: "client" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -335,7 +354,13 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
         .collect();
     let intro =
         "MCP clients registered with the broker's own authorization server (names are the clients' own, unchecked).";
-    page(&admin, "MCP clients", "/admin/clients", intro, &query, "name", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "MCP clients", path: "/admin/clients", intro, title_label: "name" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -359,7 +384,13 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
         })
         .collect();
     let intro = "Tool servers registered for the token API (`oauth-broker admin services …` changes them).";
-    page(&admin, "Tool-server services", "/admin/services", intro, &query, "service", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Tool-server services", path: "/admin/services", intro, title_label: "service" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
@@ -368,7 +399,13 @@ pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Res
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";
-    page(&admin, "Audit log", "/admin/audit", intro, &query, "action", cards, found.next)
+    page(
+        &admin,
+        ListHeader { title: "Audit log", path: "/admin/audit", intro, title_label: "action" },
+        &query,
+        cards,
+        found.next,
+    )
 }
 
 /// The users audit entries name: as the target, or as the acting user or admin.

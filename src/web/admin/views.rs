@@ -16,9 +16,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::Admin;
 use super::charts::Range;
 use super::listing::{Card, Field, Rows};
+use super::signed_in_admin::Admin;
 use super::tables::{
     audit_card, audit_user_ids, field, server_page, service_page, shown_status, user_label, user_labels, user_page,
 };
@@ -26,9 +26,8 @@ use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::domain::Scopes;
+use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
-use crate::web::error::PageError;
-use crate::web::pages::{self, SignedIn};
 
 /// Rows shown per section.
 const SHOWN: i64 = 20;
@@ -62,7 +61,7 @@ pub(super) fn render(
         facts,
         sections,
     };
-    pages::render(StatusCode::OK, &page)
+    html::render(StatusCode::OK, &page)
 }
 
 pub(super) fn section(

@@ -6,14 +6,14 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::Response;
 
-use super::Admin;
-use super::listing::{Card, CardAction, ListQuery, RawListQuery};
+use super::listing::{Card, CardAction, ListHeader, ListQuery, RawListQuery};
+use super::signed_in_admin::Admin;
 use super::tables::{field, hidden};
 use crate::clock::iso_time;
 use crate::display::safe_text;
+use crate::html::PageError;
 use crate::state::AppState;
 use crate::store::webhook_events::DeliveryStatus;
-use crate::web::error::PageError;
 
 /// How many deliveries the page shows.
 const SHOWN: i64 = 200;
@@ -62,5 +62,11 @@ pub async fn list(
         .collect();
     let intro = "Events sent to tool servers' webhooks, dead letters first, then the newest. \
                  `oauth-broker admin services set-webhook …` sets a webhook.";
-    super::tables::page(&admin, "Webhooks", "/admin/webhooks", intro, &query, "service · event · status", cards, None)
+    super::tables::page(
+        &admin,
+        ListHeader { title: "Webhooks", path: "/admin/webhooks", intro, title_label: "service · event · status" },
+        &query,
+        cards,
+        None,
+    )
 }

@@ -1,7 +1,8 @@
-//! Refusals of the token API as RFC 9457 problem details (`application/problem+json`), with the
-//! codes agreed for the token API: `{"type": "urn:oauth-broker:problem:<code>", "title",
-//! "status", "detail", "code", …extra}`. `/token` answers the same refusals in RFC 6749 §5.2
-//! shape ([`Problem::oauth_error_body`]). Details are fixed sentences of ours or name values we
+//! [`Problem`]: a refusal of a registered service as RFC 9457 problem details
+//! (`application/problem+json`), with the codes agreed for the token API: `{"type":
+//! "urn:oauth-broker:problem:<code>", "title", "status", "detail", "code", …extra}`. The token
+//! exchange at `/token` answers the same refusals in RFC 6749 §5.2 shape
+//! ([`Problem::oauth_error_body`]). Details are fixed sentences of ours or name values we
 //! already validated; a token or secret never appears in one. Internal causes are logged, never
 //! shown ([`Problem::server_error`]).
 
@@ -12,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use url::Url;
 
+use crate::broker::service_refusal::RequiredReason;
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
 use crate::store::StoreError;
@@ -32,20 +34,6 @@ pub struct Problem {
     pub detail: String,
     /// Members beyond RFC 9457's (`reason`, `authorization`, `retry_after`, …).
     pub extra: Map<String, Value>,
-}
-
-/// Why the user must act before a service may have a token (`authorization_required`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequiredReason {
-    /// The user has no connection at the provider.
-    NotConnected,
-    /// The connection needs the user to sign in at the provider again (revoked or expired).
-    NeedsReconsent,
-    /// The connection lacks scopes the service asked for (`missing_scopes`).
-    MissingScopes,
-    /// The user has not allowed this service to use the connection.
-    ConsentRequired,
 }
 
 /// The authorization the user must complete, as the problem names it.
@@ -175,8 +163,9 @@ impl Problem {
         Self::new(StatusCode::BAD_REQUEST, "invalid_scope", "Invalid scope", detail)
     }
 
-    /// 429 with `Retry-After`: a limit of the token API ([`super::limits`]) is reached; `limit`
-    /// says which: `requests`, `open_waits` or `failed_authentication`.
+    /// 429 with `Retry-After`: a limit of the token API (`crate::identity::service_limits`,
+    /// `crate::api::wait_slots`) is reached; `limit` says which: `requests`, `open_waits` or
+    /// `failed_authentication`.
     pub fn rate_limited(retry_after_seconds: u64, limit: &'static str) -> Self {
         let detail = match limit {
             "open_waits" => "Too many waits are open for this service; try again when one ends.",
@@ -309,32 +298,6 @@ mod tests {
         assert_eq!(headers[RETRY_AFTER], "30");
         assert_eq!(body["retry_after"], 30);
         assert!(!headers.contains_key(WWW_AUTHENTICATE));
-    }
-
-    #[test]
-    fn every_code_a_constructor_makes_is_listed_in_the_openapi_document() {
-        let link = AuthorizationLink {
-            id: "a".into(),
-            url: Url::parse("https://b.example/connect/a").unwrap(),
-            expires_at: 1,
-        };
-        for problem in [
-            Problem::authorization_required(RequiredReason::NotConnected, None, &link),
-            Problem::provider_unavailable(1),
-            Problem::database_unavailable(),
-            Problem::forbidden("x"),
-            Problem::invalid_client(),
-            Problem::invalid_subject_token(),
-            Problem::unknown_provider(),
-            Problem::unknown_authorization(),
-            Problem::unknown_path(),
-            Problem::invalid_request("x"),
-            Problem::invalid_scope("x"),
-            Problem::rate_limited(1, "requests"),
-            Problem::server_error(),
-        ] {
-            assert!(crate::api::openapi::PROBLEM_CODES.contains(&problem.code), "{} is documented", problem.code);
-        }
     }
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //! Client authentication at the token and revocation endpoints (RFC 6749 §2.3.1).
 //!
 //! Only one confidential client exists here: `client_secret_basic` or `client_secret_post`
-//! (parsed by [`crate::token_endpoint::client_auth`], never both in one request), never neither.
+//! (parsed by [`crate::token_endpoint::presented_client`], never both in one request), never neither.
 //! The id and secret are compared in constant time.
 
 use secrecy::ExposeSecret;
@@ -9,8 +9,8 @@ use secrecy::ExposeSecret;
 use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
 use crate::crypto::constant_time_eq;
 use crate::state::AppState;
-use crate::token_endpoint::client_auth::PresentedClient;
-use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::oauth_error::OAuthError;
+use crate::token_endpoint::presented_client::PresentedClient;
 
 /// RFC 7617 §2 realm of the `Basic` challenge sent with `invalid_client`.
 pub const REALM: &str = "demo-provider";

@@ -1,5 +1,5 @@
 //! Error responses of the API (RFC 6750 §3.1); the token and revocation endpoints answer with
-//! [`crate::token_endpoint::errors::OAuthError`]. Every body is a fixed string; nothing from the
+//! [`crate::token_endpoint::oauth_error::OAuthError`]. Every body is a fixed string; nothing from the
 //! request is echoed.
 
 use axum::Json;

@@ -1,5 +1,5 @@
 //! JSON error responses from `/register` (RFC 7591 §3.2.2); `/token` and `/revoke` answer with
-//! [`crate::token_endpoint::errors::OAuthError`]. Every description is a fixed sentence of ours;
+//! [`crate::token_endpoint::oauth_error::OAuthError`]. Every description is a fixed sentence of ours;
 //! nothing from the request is echoed.
 
 use axum::Json;
@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::store::StoreError;
-use crate::token_endpoint::errors::no_store;
+use crate::token_endpoint::oauth_error::no_store;
 
 /// RFC 7591 §3.2.2 error from `/register`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

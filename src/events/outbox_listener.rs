@@ -1,5 +1,6 @@
-//! Signals between instances on one PostgreSQL database: an outbox table, announced with
-//! `LISTEN/NOTIFY` (migration 0010's trigger), read again after a reconnect.
+//! The other instances' signals on one PostgreSQL database: rows of the outbox table
+//! ([`super::outbox_writer`]), announced with `LISTEN/NOTIFY` (migration 0010's trigger), read
+//! again after a reconnect, and delivered to this process's listeners ([`super::bus`]).
 //!
 //! Why both: `NOTIFY` is delivered only to connections listening at that moment, so a listener
 //! that is reconnecting (a restarted database, a dropped connection, `pg_terminate_backend`)
@@ -13,14 +14,13 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Events, Wire};
+use super::bus::Events;
+use super::signal::Wire;
 use crate::clock::SharedClock;
 use crate::store::Store;
 
@@ -44,53 +44,6 @@ const KEEP_SECONDS: i64 = 3600;
 /// Reconnection waits, doubling up to the maximum.
 const FIRST_RETRY: Duration = Duration::from_millis(200);
 const MAX_RETRY: Duration = Duration::from_secs(5);
-
-/// What the outbox writer is asked to do, in order.
-pub(super) enum Outbound {
-    Signal(Wire),
-    /// Answer once everything before it is written ([`Events::flush`]).
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-/// Appends what this process sends to the outbox, in order, off the caller's path (publishing
-/// is synchronous and must not wait for the database). A signal that cannot be written after a
-/// few tries is dropped with a warning: it was only a signal, the row it is about is the truth.
-pub(super) fn start_writer(store: Store, clock: SharedClock, origin: Arc<str>) -> mpsc::UnboundedSender<Outbound> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Outbound>();
-    tokio::spawn(async move {
-        while let Some(outbound) = receiver.recv().await {
-            let wire = match outbound {
-                Outbound::Signal(wire) => wire,
-                Outbound::Flush(done) => {
-                    let _ = done.send(());
-                    continue;
-                }
-            };
-            let payload = match serde_json::to_string(&wire) {
-                Ok(payload) => payload,
-                Err(error) => {
-                    tracing::warn!(%error, "could not encode a signal for the other instances");
-                    continue;
-                }
-            };
-            let mut wait = FIRST_RETRY;
-            for attempt in 1..=3 {
-                match store.append_signal(&origin, &payload, clock.now()).await {
-                    Ok(_) => break,
-                    Err(error) if attempt < 3 && error.is_unavailable() => {
-                        tokio::time::sleep(wait).await;
-                        wait *= 2;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "could not send a signal to the other instances; they re-read the database on their next look");
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    sender
-}
 
 /// Ids already delivered (or sent by this process), bounded.
 #[derive(Debug, Default)]

@@ -2,11 +2,12 @@
 //! code), a strict CSP for our pages.
 //!
 //! `form-action` is `'self'` everywhere: a form of ours may only post to the broker. Chrome also
-//! applies `form-action` to the redirect that answers a form's POST, so the two pages whose POST
-//! is answered by a redirect elsewhere widen it for themselves with [`allow_form_redirects_to`]:
-//! the provider consent page (to that provider's authorization endpoint) and the authorization
-//! server's consent page (to that client's redirect URI). No page allows any other origin, so
-//! an injected form cannot send what a user types to a third party.
+//! applies `form-action` to the redirect that answers a form's POST, so the pages whose POST is
+//! answered by a redirect elsewhere widen it for themselves with [`allow_form_redirects_to`]:
+//! the provider consent page (to that provider's authorization endpoint), the authorization
+//! server's consent page (to that client's redirect URI) and the demo provider's approve page
+//! (to the broker's callback). No page allows any other origin, so an injected form cannot send
+//! what a user types to a third party.
 
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::Response;

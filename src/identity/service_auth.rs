@@ -1,43 +1,47 @@
-//! Service authentication: HTTP Basic with the client id and secret `admin services add`
-//! printed (RFC 6749 §2.3.1: each form-urlencoded, then joined by ':' and base64 encoded, RFC
-//! 7617). The secret is compared as a SHA-256 hash in constant time ([`SecretHash::verify`]).
-//! A missing or malformed header, an unknown client id and a wrong secret all get the same
-//! `invalid_client` answer, and the secret is never logged.
+//! A registered service ("tool server", `admin services add`) proves who it is: HTTP Basic with
+//! the client id and secret `admin services add` printed (RFC 6749 §2.3.1: each
+//! form-urlencoded, then joined by ':' and base64 encoded, RFC 7617), at the token API and at
+//! the token exchange alike. The secret is compared as a SHA-256 hash in constant time
+//! ([`SecretHash::verify`]). A missing or malformed header, an unknown client id and a wrong
+//! secret all get the same answer ([`ServiceAuthRefusal::InvalidClient`]), and the secret is
+//! never logged. The limits it enforces are [`super::service_limits`]'.
 
-use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
 use secrecy::{ExposeSecret, SecretString};
 
-use super::limits;
-use super::problem::Problem;
+use super::context::IdentityContext;
+use super::service_auth_refusal::ServiceAuthRefusal;
+use super::service_limits;
 use crate::crypto::SecretHash;
-use crate::state::AppState;
 use crate::store::services::{CLIENT_ID_PREFIX, ServiceRow};
 
 /// The service whose credentials `headers` carry, with one request taken from its budget;
-/// `invalid_client` (counted against `address`), or 429 when the address is locked for failed
-/// authentications or the service's budget is used up ([`super::limits`]); 500 only when the
-/// database fails.
-pub async fn authenticate_service(state: &AppState, headers: &HeaderMap, address: &str) -> Result<ServiceRow, Problem> {
+/// [`ServiceAuthRefusal::InvalidClient`] (counted against `address`), or
+/// [`ServiceAuthRefusal::Limited`] when the address is locked for failed authentications or the
+/// service's budget is used up; [`ServiceAuthRefusal::Store`] only when the database fails.
+pub async fn authenticate(
+    identity: &IdentityContext,
+    headers: &HeaderMap,
+    address: &str,
+) -> Result<ServiceRow, ServiceAuthRefusal> {
     // Before the secret is checked: a locked address learns nothing, right or wrong.
-    limits::check_address(state, address).await?;
-    match check_credentials(state, headers).await {
+    service_limits::check_address(identity, address).await?;
+    match check_credentials(identity, headers).await {
         Ok(service) => {
-            limits::take_request(state, &service).await?;
+            service_limits::take_request(identity, &service).await?;
             Ok(service)
         }
-        Err(problem) => {
-            if problem.code == Problem::invalid_client().code {
-                limits::count_failed_authentication(state, address).await?;
+        Err(refusal) => {
+            if matches!(refusal, ServiceAuthRefusal::InvalidClient) {
+                service_limits::count_failed_authentication(identity, address).await?;
             }
-            Err(problem)
+            Err(refusal)
         }
     }
 }
 
-async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<ServiceRow, Problem> {
+async fn check_credentials(identity: &IdentityContext, headers: &HeaderMap) -> Result<ServiceRow, ServiceAuthRefusal> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let credentials = match (values.next(), values.next()) {
         (Some(value), None) => value.to_str().ok().and_then(parse_basic),
@@ -45,20 +49,20 @@ async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<Serv
     };
     let Some((client_id, secret)) = credentials else {
         tracing::info!("service authentication failed: no single valid Basic Authorization header");
-        return Err(Problem::invalid_client());
+        return Err(ServiceAuthRefusal::InvalidClient);
     };
-    let row = if looks_like_client_id(&client_id) { state.core.store.service_by_id(&client_id).await? } else { None };
+    let row = if looks_like_client_id(&client_id) { identity.store.service_by_id(&client_id).await? } else { None };
     match row {
         Some(row) if row.secret_hash.verify(secret.expose_secret()) => Ok(row),
         Some(row) => {
             tracing::info!(client_id = %row.id, "service authentication failed: wrong secret");
-            Err(Problem::invalid_client())
+            Err(ServiceAuthRefusal::InvalidClient)
         }
         None => {
             // Hash anyway, so an unknown id costs what a wrong secret does.
             let _ = UNKNOWN_CLIENT_HASH.verify(secret.expose_secret());
             tracing::info!("service authentication failed: unknown client id");
-            Err(Problem::invalid_client())
+            Err(ServiceAuthRefusal::InvalidClient)
         }
     }
 }
@@ -74,22 +78,8 @@ fn looks_like_client_id(client_id: &str) -> bool {
 
 /// A service's Basic credentials: the OAuth client parser, and a secret is never empty.
 pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
-    crate::token_endpoint::client_auth::parse_basic(header).filter(|(_, secret)| !secret.expose_secret().is_empty())
-}
-
-/// The authenticated service, for handlers: `AuthenticatedService(service): AuthenticatedService`.
-/// Rejects with [`Problem::invalid_client`] or 429 ([`authenticate_service`]).
-#[derive(Debug, Clone)]
-pub struct AuthenticatedService(pub ServiceRow);
-
-impl FromRequestParts<AppState> for AuthenticatedService {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let crate::net::ClientIp(address) =
-            crate::net::ClientIp::from_request_parts(parts, state).await.unwrap_or_else(|never| match never {});
-        authenticate_service(state, &parts.headers, &address).await.map(AuthenticatedService)
-    }
+    crate::token_endpoint::presented_client::parse_basic(header)
+        .filter(|(_, secret)| !secret.expose_secret().is_empty())
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
-//! OAuth 2.0 Token Exchange (RFC 8693) at `/token`, for services: a tool server authenticates as
-//! itself (HTTP Basic, RFC 6749 §2.3.1), presents the access token its user's MCP client gave it
+//! OAuth 2.0 Token Exchange (RFC 8693) at `/token`, for services, in either identity mode: a
+//! tool server authenticates as itself (HTTP Basic, RFC 6749 §2.3.1:
+//! [`crate::identity::service_auth`]), presents the access token its user's MCP client gave it
 //! (`subject_token`, whose audience is the tool server's registered resource) and names the
 //! provider; it gets that provider's access token back — the shape of Auth0 Token Vault's
-//! "access token exchange". The decision and the refusals are `/v1/tokens`' own
-//! ([`super::tokens::token_for_service`]), rendered in RFC 6749 §5.2 shape.
+//! "access token exchange". The decision is the one `/v1/tokens` gets
+//! ([`crate::broker::service_access::decide`]), and its refusals keep the token API's codes and
+//! words ([`crate::problem`]), in RFC 6749 §5.2 shape.
 //!
 //! ```text
 //! grant_type=urn:ietf:params:oauth:grant-type:token-exchange
@@ -13,16 +15,17 @@
 //! ```
 
 use axum::Json;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use secrecy::ExposeSecret;
 use serde::Serialize;
 
-use super::acting::Subject;
-use super::problem::Problem;
-use super::service_auth::authenticate_service;
-use super::tokens::{Purpose, TokenAsk, token_for_service};
+use crate::broker::service_access::{self, Purpose, TokenAsk};
+use crate::broker::service_acting::Subject;
+use crate::identity::service_auth;
+use crate::problem::Problem;
 use crate::state::AppState;
+use crate::token_endpoint::oauth_error::no_store;
 
 /// RFC 8693 §2.1 `grant_type`.
 pub const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
@@ -72,7 +75,7 @@ async fn answer<'p>(
     address: &str,
     get: &impl Fn(&str) -> Option<&'p str>,
 ) -> Result<ExchangeResponse, Problem> {
-    let service = authenticate_service(state, headers, address).await?;
+    let service = service_auth::authenticate(&state.identity, headers, address).await?;
     let token = get("subject_token")
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Problem::invalid_request("subject_token is required"))?;
@@ -96,7 +99,9 @@ async fn answer<'p>(
     let scopes: Vec<String> = get("scope").unwrap_or_default().split_whitespace().map(str::to_owned).collect();
     let asked = TokenAsk { provider, scopes: &scopes, account: get("account") };
     let now = state.core.now();
-    let token = token_for_service(state, &service, Subject::Token(token), asked, Purpose::RawToken).await?;
+    let token =
+        service_access::decide(&state.core, &state.identity, &service, Subject::Token(token), asked, Purpose::RawToken)
+            .await?;
     Ok(ExchangeResponse {
         access_token: token.token.expose_secret().to_owned(),
         issued_token_type: ACCESS_TOKEN_TYPE,
@@ -106,9 +111,4 @@ async fn answer<'p>(
         provider: token.grant.provider.clone(),
         account: token.grant.account_label.clone(),
     })
-}
-
-fn no_store(response: &mut Response) {
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response.headers_mut().insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
 }

@@ -10,7 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use secrecy::SecretString;
 
-use super::errors::OAuthError;
+use super::oauth_error::OAuthError;
 use super::params::{Params, decode_form_component};
 
 /// RFC 7591 §2 `token_endpoint_auth_method`: a plain value of [`crate::domain`] (the store
@@ -62,7 +62,7 @@ pub fn presented_client(headers: &HeaderMap, params: &Params) -> Result<Presente
 /// Parses `Basic base64(urlencode(id) ":" urlencode(secret))` (RFC 6749 §2.3.1, RFC 7617).
 /// Only the first ':' separates, so a secret that was not encoded may still contain one; a
 /// malformed escape or invalid UTF-8 refuses the whole header. Also the token API's service
-/// authentication ([`crate::api::service_auth`]).
+/// authentication ([`crate::identity::service_auth`]).
 pub fn parse_basic(header: &str) -> Option<(String, SecretString)> {
     let (scheme, credentials) = header.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {

@@ -2,7 +2,7 @@
 //! per the method the client registered: public clients (`none`, and every metadata-document
 //! client) send `client_id` alone; confidential clients send their secret with HTTP Basic
 //! (`client_secret_basic`) or in the body (`client_secret_post`) — the registered method only.
-//! The credentials are parsed by [`crate::token_endpoint::client_auth`]; this is the look-up.
+//! The credentials are parsed by [`crate::token_endpoint::presented_client`]; this is the look-up.
 //! Secrets are compared as SHA-256 hashes in constant time.
 
 use secrecy::ExposeSecret;
@@ -11,8 +11,8 @@ use super::client::Client;
 use super::client_metadata_document::is_document_client_id;
 use crate::crypto::{constant_time_eq, sha256_hex};
 use crate::state::AppState;
-use crate::token_endpoint::client_auth::{AuthMethod, PresentedClient};
-use crate::token_endpoint::errors::OAuthError;
+use crate::token_endpoint::oauth_error::OAuthError;
+use crate::token_endpoint::presented_client::{AuthMethod, PresentedClient};
 
 /// RFC 7617 §2 realm of the `Basic` challenge sent with `invalid_client`.
 pub const REALM: &str = "oauth-broker";
