@@ -93,15 +93,14 @@ struct Forwarded {
 
 async fn call(state: &AppState, service: &ServiceRow, forwarded: Forwarded) -> Result<Response, Problem> {
     let Forwarded { method, provider: provider_id, path, query, headers, body } = forwarded;
-    let headers = &headers;
     let invalid = |e: provider_call::RequestError| Problem::invalid_request(e.to_string());
     let method = ApiMethod::parse(method.as_str()).map_err(invalid)?;
     let provider = provider_for(&state.core, service, &provider_id)?;
     let provider = &*provider;
     // A header that is there but unreadable is the caller's mistake (400 naming it), never
     // "absent" (an unreadable X-Account used to select the default account).
-    let header = |name: &str| super::headers::text(headers, name);
-    let account = super::headers::account(headers, ACCOUNT_HEADER)?;
+    let header = |name: &str| super::headers::text(&headers, name);
+    let account = super::headers::account(&headers, ACCOUNT_HEADER)?;
     // The body is buffered (`Bytes`): it can be sent again after a 401 and a refresh.
     let content_type = header(header::CONTENT_TYPE.as_str())?;
     let body = (!body.is_empty()).then(|| Body::Raw { content_type, bytes: body });
