@@ -64,7 +64,7 @@ const LAYERS: &[&[&str]] = &[
 /// Temporary: rooms in the middle of their own restructuring, whose circles are tolerated
 /// until it lands and the room's line goes. Only a circle wholly inside one of these rooms is
 /// let through; a circle anywhere else fails. Lines only ever leave this list.
-const CIRCLES_BEING_UNDONE: &[&str] = &["mcp", "store"];
+const CIRCLES_BEING_UNDONE: &[&str] = &["store"];
 
 #[test]
 fn every_import_points_to_a_lower_layer_and_no_files_import_each_other_in_a_circle() {
