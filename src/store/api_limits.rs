@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::machinery::kept::Kept;
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -30,6 +31,8 @@ pub struct UnlockedAddresses {
     seen: Mutex<HashMap<String, Instant>>,
 }
 
+impl Kept for UnlockedAddresses {}
+
 impl UnlockedAddresses {
     fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner())
@@ -39,12 +42,13 @@ impl UnlockedAddresses {
 impl Store {
     /// Whether `bucket` was found not locked less than [`UNLOCKED_FRESH`] ago.
     pub fn recently_unlocked(&self, bucket: &str) -> bool {
-        self.unlocked_addresses.seen().get(bucket).is_some_and(|at| at.elapsed() < UNLOCKED_FRESH)
+        self.kept::<UnlockedAddresses>().seen().get(bucket).is_some_and(|at| at.elapsed() < UNLOCKED_FRESH)
     }
 
     /// `bucket` was just found not locked.
     pub fn found_unlocked(&self, bucket: &str) {
-        let mut seen = self.unlocked_addresses.seen();
+        let addresses = self.kept::<UnlockedAddresses>();
+        let mut seen = addresses.seen();
         if seen.len() >= UNLOCKED_KEPT && !seen.contains_key(bucket) {
             seen.clear();
         }
@@ -53,7 +57,7 @@ impl Store {
 
     /// A failure was counted for `bucket`: ask the database again next time.
     pub fn forget_unlocked(&self, bucket: &str) {
-        self.unlocked_addresses.seen().remove(bucket);
+        self.kept::<UnlockedAddresses>().seen().remove(bucket);
     }
 
     /// Takes one request from `bucket`'s budget of `max` after `since`, in one statement: the

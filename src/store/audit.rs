@@ -7,7 +7,7 @@
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
-use super::search::TextIndex;
+use super::search::{TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -336,7 +336,7 @@ fn is_invisible(c: char) -> bool {
 
 /// What the admin audit list searches: action, actor, outcome, provider, detail, and the
 /// user's name (see `search`). Rows written in batches (token-API answers) share their text
-/// through `audit_texts` ([`Via::Text`](super::search::Via::Text)); the index on this expression holds only the others.
+/// through `audit_texts` ([`BY_SHARED_TEXT`]); the index on this expression holds only the others.
 pub(super) const AUDIT_TEXT: TextIndex = TextIndex {
     table: "audit_log",
     text: "LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, ''))",
@@ -344,6 +344,14 @@ pub(super) const AUDIT_TEXT: TextIndex = TextIndex {
     column: "text",
     partial: Some("text_id IS NULL"),
 };
+
+/// The distinct texts of audit rows written in batches (token-API answers, migration 0032):
+/// such a row names its text by `text_id` and is not in the audit log's own text index.
+pub const AUDIT_TEXTS: TextIndex =
+    TextIndex { table: "audit_texts", text: "text", fts: "audit_texts_search", column: "text", partial: None };
+
+/// An audit row whose `text_id` names a shared text that holds the term matches.
+pub const BY_SHARED_TEXT: Via = Via { index: AUDIT_TEXTS, column: "text_id", prefix: 't' };
 
 impl Store {
     /// The newest refreshes and failures about (user, provider): what the grants list shows

@@ -28,10 +28,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::audit::{AuditEvent, Outcome};
+use super::machinery::kept::Kept;
 use super::{CacheEffect, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -90,48 +92,61 @@ impl AuditQueue {
     fn sender(&self) -> Option<mpsc::Sender<QueuedEvent>> {
         self.sender.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
-}
 
-impl Store {
-    /// Starts the batch writer (once; the server calls it as it starts).
-    pub fn start_audit_writer(&self) {
-        let mut sender = self.audit_queue.sender.lock().unwrap_or_else(|p| p.into_inner());
-        if sender.is_some() {
-            return;
-        }
-        let (tx, rx) = mpsc::channel(CAPACITY);
-        *sender = Some(tx);
-        let writer = tokio::spawn(write_batches(self.clone(), rx));
-        *self.audit_queue.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
-    }
-
-    /// Appends one event through the queue (see the module): returns once it is queued, waiting
-    /// for room when the queue is full. Without a writer (or after the flush) it is written now.
-    pub async fn record_queued(&self, at: Timestamp, event: AuditEvent<'_>) -> StoreResult<()> {
-        let Some(sender) = self.audit_queue.sender() else { return self.record(at, event).await };
-        if sender.send(QueuedEvent::of(at, &event)).await.is_err() {
-            return self.record(at, event).await;
-        }
-        let waiting = sender.max_capacity() - sender.capacity();
-        self.audit_queue.peak.fetch_max(waiting, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Closes the queue and waits until everything on it is written. Idempotent.
-    pub async fn flush_audit_queue(&self) {
-        drop(self.audit_queue.sender.lock().unwrap_or_else(|p| p.into_inner()).take());
-        let writer = self.audit_queue.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+    async fn flush(&self) {
+        drop(self.sender.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = writer
             && let Err(error) = writer.await
         {
             tracing::error!(%error, "the audit writer failed");
         }
     }
+}
+
+/// What is still queued is written before the pool closes.
+impl Kept for AuditQueue {
+    fn before_close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.flush())
+    }
+}
+
+impl Store {
+    /// Starts the batch writer (once; the server calls it as it starts).
+    pub fn start_audit_writer(&self) {
+        let queue = self.kept::<AuditQueue>();
+        let mut sender = queue.sender.lock().unwrap_or_else(|p| p.into_inner());
+        if sender.is_some() {
+            return;
+        }
+        let (tx, rx) = mpsc::channel(CAPACITY);
+        *sender = Some(tx);
+        let writer = tokio::spawn(write_batches(self.clone(), rx));
+        *queue.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
+    }
+
+    /// Appends one event through the queue (see the module): returns once it is queued, waiting
+    /// for room when the queue is full. Without a writer (or after the flush) it is written now.
+    pub async fn record_queued(&self, at: Timestamp, event: AuditEvent<'_>) -> StoreResult<()> {
+        let queue = self.kept::<AuditQueue>();
+        let Some(sender) = queue.sender() else { return self.record(at, event).await };
+        if sender.send(QueuedEvent::of(at, &event)).await.is_err() {
+            return self.record(at, event).await;
+        }
+        let waiting = sender.max_capacity() - sender.capacity();
+        queue.peak.fetch_max(waiting, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Closes the queue and waits until everything on it is written. Idempotent.
+    pub async fn flush_audit_queue(&self) {
+        self.kept::<AuditQueue>().flush().await;
+    }
 
     /// The most audit events seen waiting on the queue at once since start: what a kill -9
     /// at that moment would have lost.
     pub fn audit_queue_peak(&self) -> usize {
-        self.audit_queue.peak.load(Ordering::Relaxed)
+        self.kept::<AuditQueue>().peak.load(Ordering::Relaxed)
     }
 
     /// Writes one batch in one transaction: the shared texts it needs, its rows in one

@@ -7,7 +7,8 @@
 //! compare-and-swap so it works once.
 
 use super::paging::{Chosen, Cursor, ListSql, Paged, Search, Window};
-use super::search::{Indexed, TextIndex, Via};
+use super::search::{Indexed, TextIndex};
+use super::users::BY_USER_NAME;
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -512,7 +513,7 @@ impl Store {
             columns: AUTHZ_COLUMNS,
             from: "authorizations",
             filter: "",
-            indexed: Some(Indexed { own: AUTHORIZATION_TEXT, via: &[Via::User], extra }),
+            indexed: Some(Indexed { own: AUTHORIZATION_TEXT, via: &[BY_USER_NAME], extra }),
             chosen,
             order: "created_at DESC, id DESC",
             after: "(created_at, id) < ({k}, {i})",

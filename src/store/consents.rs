@@ -5,8 +5,10 @@
 //! their grant (`ON DELETE CASCADE`).
 
 use super::gateway_consents::NewGatewayConsent;
+use super::grants::BY_GRANT_TEXT;
 use super::paging::{Cursor, ListSql, Paged, Search, Window};
-use super::search::{Indexed, TextIndex, Via};
+use super::search::{Indexed, TextIndex};
+use super::users::BY_USER_NAME;
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -363,7 +365,7 @@ impl Store {
             columns: CONSENT_COLUMNS,
             from: "client_consents",
             filter: "",
-            indexed: Some(Indexed { own: CONSENT_TEXT, via: &[Via::Grant, Via::User], extra: Vec::new() }),
+            indexed: Some(Indexed { own: CONSENT_TEXT, via: &[BY_GRANT_TEXT, BY_USER_NAME], extra: Vec::new() }),
             chosen: None,
             order: "updated_at DESC, grant_id DESC, client_key DESC",
             after: "(updated_at, grant_id, client_key) < ({k}, {i}, {j})",

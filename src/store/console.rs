@@ -3,7 +3,7 @@
 //! by an index (the counts' primary key starts with the hour; sessions by expiry), so the
 //! dashboard costs the same at a thousand rows or a million.
 
-use super::paging::{COUNT_CAP, Count};
+use super::counts::{COUNT_CAP, Count};
 use super::{FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -75,4 +75,51 @@ impl Store {
         .await?;
         Ok(if n <= COUNT_CAP { Count::Exact(n) } else { Count::AtLeast(COUNT_CAP) })
     }
+}
+
+impl Store {
+    /// The dashboard's counts, each bounded (see [`Store::capped_count`]); each filter is
+    /// served by an index (migration 0020). Open authorizations past their expiry count as
+    /// expired, as the list shows them.
+    pub async fn admin_counts(&self, now: i64) -> StoreResult<AdminCounts> {
+        const OPEN: &str = "status IN ('pending', 'redirected', 'exchanging')";
+        let count = |table: &'static str, filter: Option<&'static str>| self.capped_count(table, filter, now);
+        Ok(AdminCounts {
+            users: count("users", None).await?,
+            admins: count("users", Some("is_admin <> 0")).await?,
+            disabled_users: count("users", Some("disabled_at IS NOT NULL")).await?,
+            grants: count("grants", None).await?,
+            grants_needing_consent: count("grants", Some("status = 'needs_reconsent'")).await?,
+            open_authorizations: self
+                .capped_count("authorizations", Some(&format!("{OPEN} AND expires_at > {{now}}")), now)
+                .await?,
+            completed_authorizations: count("authorizations", Some("status = 'completed'")).await?,
+            declined_authorizations: count("authorizations", Some("status = 'declined'")).await?,
+            failed_authorizations: count("authorizations", Some("status = 'failed'")).await?,
+            expired_authorizations: self
+                .capped_count("authorizations", Some(&format!("{OPEN} AND expires_at <= {{now}}")), now)
+                .await?,
+            consents: count("client_consents", None).await?,
+            oauth_clients: count("oauth_clients", None).await?,
+            services: count("services", None).await?,
+        })
+    }
+}
+
+/// What the admin dashboard counts.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminCounts {
+    pub users: Count,
+    pub admins: Count,
+    pub disabled_users: Count,
+    pub grants: Count,
+    pub grants_needing_consent: Count,
+    pub open_authorizations: Count,
+    pub completed_authorizations: Count,
+    pub declined_authorizations: Count,
+    pub failed_authorizations: Count,
+    pub expired_authorizations: Count,
+    pub consents: Count,
+    pub oauth_clients: Count,
+    pub services: Count,
 }

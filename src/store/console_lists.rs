@@ -13,10 +13,11 @@
 //!   `expired`), served by `authorizations_status_created (status, created_at, id)` (migration
 //!   0028) and `authorizations_status (status, expires_at)`, newest first.
 
-use super::audit::{AUDIT_COLUMNS, AUDIT_TEXT, AuditEntry, Outcome};
+use super::audit::{AUDIT_COLUMNS, AUDIT_TEXT, AuditEntry, BY_SHARED_TEXT, Outcome};
 use super::authorizations::{AuthorizationRow, EXPIRED_ARMS, SHOWN_STATUSES};
 use super::paging::{Chosen, Cursor, ListSql, Paged, Search, Window};
-use super::search::{Indexed, Via};
+use super::search::Indexed;
+use super::users::BY_USER_NAME;
 use super::{Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -89,7 +90,7 @@ impl Store {
             columns: AUDIT_COLUMNS,
             from: "audit_log",
             filter: "",
-            indexed: Some(Indexed { own: AUDIT_TEXT, via: &[Via::User, Via::Text], extra: Vec::new() }),
+            indexed: Some(Indexed { own: AUDIT_TEXT, via: &[BY_USER_NAME, BY_SHARED_TEXT], extra: Vec::new() }),
             chosen: filter.outcome.map(|o| Chosen::One(outcome_is(o))),
             order,
             after,

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::generation_cache::GenerationCache;
+use super::machinery::kept::Kept;
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -15,7 +16,15 @@ use crate::clock::Timestamp;
 pub const CAPACITY: usize = 50_000;
 
 /// The approved servers of each (user, client key), by server id.
-pub type ApprovalCache = GenerationCache<(String, String), Arc<Vec<String>>>;
+struct ApprovalCache(GenerationCache<(String, String), Arc<Vec<String>>>);
+
+impl Default for ApprovalCache {
+    fn default() -> Self {
+        Self(GenerationCache::new(CAPACITY))
+    }
+}
+
+impl Kept for ApprovalCache {}
 
 /// One approval, as the connections and admin pages list it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -68,8 +77,9 @@ impl Store {
     /// this (user, client) while nothing was written about the user since.
     pub async fn gateway_pair_approved(&self, user_id: &str, client_key: &str, server_id: &str) -> StoreResult<bool> {
         let key = (user_id.to_owned(), client_key.to_owned());
+        let cache = self.kept::<ApprovalCache>();
         if let Some(generation) = self.cache_generation(user_id)
-            && let Some(servers) = self.approval_cache.get(&key, |_| Some(generation))
+            && let Some(servers) = cache.0.get(&key, |_| Some(generation))
         {
             return Ok(servers.iter().any(|s| s == server_id));
         }
@@ -83,7 +93,7 @@ impl Store {
         let servers: Arc<Vec<String>> = Arc::new(servers.into_iter().map(|(s,)| s).collect());
         let approved = servers.iter().any(|s| s == server_id);
         if let Some(before) = before {
-            self.approval_cache.insert(before, self.cache_generation(user_id), key, servers);
+            cache.0.insert(before, self.cache_generation(user_id), key, servers);
         }
         Ok(approved)
     }

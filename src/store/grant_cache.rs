@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use super::generation_cache::GenerationCache;
 use super::grant_consents::GrantWithConsent;
+use super::machinery::kept::Kept;
 
 /// At most this many (user, client) reads are kept; a full cache starts over.
 pub const CAPACITY: usize = 50_000;
@@ -28,6 +29,8 @@ impl Default for GrantCache {
         Self { entries: GenerationCache::new(CAPACITY) }
     }
 }
+
+impl Kept for GrantCache {}
 
 impl GrantCache {
     /// What was read for (`user_id`, `client_key`) under the user's current `generation`, if

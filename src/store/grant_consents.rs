@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::grant_cache::GrantCache;
 use super::grants::{GRANT_COLUMNS, GrantRow, RawGrantRow};
 use super::{FetchIn, Store, StoreError, StoreResult};
 use crate::domain::Scopes;
@@ -99,15 +100,16 @@ impl Store {
     /// [`Store::grants_with_consents`] through the cache: no database call while nothing was
     /// written since the last read ([`super::generations`]).
     pub async fn user_grants(&self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
+        let cache = self.kept::<GrantCache>();
         if let Some(generation) = self.cache_generation(user_id)
-            && let Some(rows) = self.grant_cache.get(generation, user_id, client_key)
+            && let Some(rows) = cache.get(generation, user_id, client_key)
         {
             return Ok(rows);
         }
         let before = self.cache_tick();
         let rows = Arc::new(self.grants_with_consents(user_id, client_key).await?);
         if let Some(before) = before {
-            self.grant_cache.insert(before, self.cache_generation(user_id), user_id, client_key, rows.clone());
+            cache.insert(before, self.cache_generation(user_id), user_id, client_key, rows.clone());
         }
         Ok(rows)
     }

@@ -12,7 +12,8 @@
 
 use super::cache_effect::{NamesUser, ReturnedUser};
 use super::paging::{Cursor, ListSql, Paged, Search, Window};
-use super::search::{GRANT_TEXT, Indexed, Via};
+use super::search::{Indexed, TextIndex, Via};
+use super::users::BY_USER_NAME;
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
@@ -592,6 +593,18 @@ impl Store {
     }
 }
 
+/// What the grants list searches (consents also match by their grant's).
+pub const GRANT_TEXT: TextIndex = TextIndex {
+    table: "grants",
+    text: "LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id)",
+    fts: "grants_search",
+    column: "text",
+    partial: None,
+};
+
+/// A row whose `grant_id` names a grant whose text holds the term matches.
+pub const BY_GRANT_TEXT: Via = Via { index: GRANT_TEXT, column: "grant_id", prefix: 'g' };
+
 impl Store {
     /// One page of grants matching `search`, newest first.
     pub async fn page_grants(&self, search: &Search, window: Window) -> StoreResult<Paged<GrantRow>> {
@@ -600,7 +613,7 @@ impl Store {
             columns: GRANT_COLUMNS,
             from: "grants",
             filter: "",
-            indexed: Some(Indexed { own: GRANT_TEXT, via: &[Via::User], extra: Vec::new() }),
+            indexed: Some(Indexed { own: GRANT_TEXT, via: &[BY_USER_NAME], extra: Vec::new() }),
             chosen: None,
             order: "created_at DESC, id DESC",
             after: "(created_at, id) < ({k}, {i})",

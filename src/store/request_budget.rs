@@ -44,6 +44,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::machinery::kept::Kept;
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -157,6 +158,8 @@ impl ServiceShare {
     }
 }
 
+impl Kept for BudgetShares {}
+
 impl BudgetShares {
     fn of(&self, service_id: &str) -> Arc<ServiceShare> {
         let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
@@ -177,7 +180,7 @@ pub enum Budget {
 impl Store {
     /// Takes one request from `service_id`'s budget of `per_minute` at `now` (Unix seconds).
     pub async fn request_budget_take(&self, service_id: &str, now: Timestamp, per_minute: u32) -> StoreResult<Budget> {
-        let service = self.budget_shares.of(service_id);
+        let service = self.kept::<BudgetShares>().of(service_id);
         let now_ns = now.saturating_mul(1_000_000_000);
         let cost = cost_ns(per_minute);
         let size = share_size(per_minute);
@@ -240,7 +243,7 @@ impl Store {
     /// Waits for the lease under way for `service_id`, if any (tests).
     #[cfg(test)]
     async fn budget_leases_settled(&self, service_id: &str) {
-        drop(self.budget_shares.of(service_id).leasing.lock().await);
+        drop(self.kept::<BudgetShares>().of(service_id).leasing.lock().await);
     }
 
     /// Moves the account by `charge` ns (after giving back `give_back` ns of a lapsed share)
@@ -328,7 +331,7 @@ mod tests {
     }
 
     fn left(store: &Store, service_id: &str) -> u32 {
-        store.budget_shares.of(service_id).share.lock().unwrap().left
+        store.kept::<BudgetShares>().of(service_id).share.lock().unwrap().left
     }
 
     #[tokio::test]
@@ -401,7 +404,7 @@ mod tests {
         assert_eq!(taken, per_minute, "the whole minute is usable, to the last request");
         let queries = store.queries_run();
         // A second instance on the same row (its own shares) gets nothing either.
-        let other = Store { budget_shares: Default::default(), ..store.clone() };
+        let other = store.beside_with_own_memory();
         assert!(matches!(other.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Refused { .. }));
         assert!(store.queries_run() > queries);
     }

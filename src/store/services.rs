@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 
 use url::Url;
 
+use super::generation_cache::GenerationCache;
+use super::machinery::kept::Kept;
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 use crate::crypto::SecretHash;
@@ -16,6 +18,17 @@ use crate::domain::ProviderId;
 
 /// At most this many services are kept by [`Store::service_by_id`]; a full cache starts over.
 pub const CACHED: usize = 10_000;
+
+/// Services by client id, as every token-API request reads them.
+struct ServiceCache(GenerationCache<String, ServiceRow>);
+
+impl Default for ServiceCache {
+    fn default() -> Self {
+        Self(GenerationCache::new(CACHED))
+    }
+}
+
+impl Kept for ServiceCache {}
 
 /// The prefix that makes a service name its client id.
 pub const CLIENT_ID_PREFIX: &str = crate::domain::SERVICE_CLIENT_ID_PREFIX;
@@ -172,13 +185,14 @@ impl Store {
     /// watcher's interval on every other instance (migration 0019's triggers). An unknown id
     /// is not kept.
     pub async fn service_by_id(&self, id: &str) -> StoreResult<Option<ServiceRow>> {
-        if let Some(row) = self.service_cache.get(id, |_| self.cache_shared_generation()) {
+        let cache = self.kept::<ServiceCache>();
+        if let Some(row) = cache.0.get(id, |_| self.cache_shared_generation()) {
             return Ok(Some(row));
         }
         let before = self.cache_tick();
         let row = self.service_where("id", id).await?;
         if let (Some(before), Some(row)) = (before, &row) {
-            self.service_cache.insert(before, self.cache_shared_generation(), row.id.clone(), row.clone());
+            cache.0.insert(before, self.cache_shared_generation(), row.id.clone(), row.clone());
         }
         Ok(row)
     }

@@ -2,7 +2,7 @@
 //! an argon2 password hash.
 
 use super::paging::{Cursor, ListSql, Paged, Search, Window};
-use super::search::{Indexed, TextIndex};
+use super::search::{Indexed, TextIndex, Via};
 use super::{CacheEffect, FetchIn, Store, StoreError, StoreResult};
 use crate::clock::Timestamp;
 
@@ -208,6 +208,18 @@ pub enum AdminChange {
     /// No longer an admin.
     Demote,
 }
+
+/// A user's name: username, display name, subject (other lists match rows by it).
+pub const USER_NAMES: TextIndex = TextIndex {
+    table: "users",
+    text: "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject)",
+    fts: "users_search",
+    column: "name",
+    partial: None,
+};
+
+/// A row whose `user_id` names a user whose name holds the term matches.
+pub const BY_USER_NAME: Via = Via { index: USER_NAMES, column: "user_id", prefix: 'u' };
 
 /// What the admin users list searches: names, ids, issuer, role, status, kind (see `paging`).
 const USER_TEXT: TextIndex = TextIndex {

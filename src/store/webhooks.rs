@@ -10,6 +10,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::generation_cache::GenerationCache;
+use super::machinery::kept::Kept;
 use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
 
@@ -31,13 +33,35 @@ pub struct WebhookRow {
     pub disabled_at: Option<Timestamp>,
 }
 
-/// The one key of the targets cache.
-pub(super) type TargetsCache = super::generation_cache::GenerationCache<(), Arc<WebhookTargets>>;
+/// Which providers and services have a live webhook, as last read (one entry).
+pub(super) struct TargetsCache(GenerationCache<(), Arc<WebhookTargets>>);
+
+impl Default for TargetsCache {
+    fn default() -> Self {
+        Self(GenerationCache::new(1))
+    }
+}
+
+impl Kept for TargetsCache {}
+
+/// Wakes this process's webhook delivery after an event was written.
+#[derive(Debug, Default)]
+pub struct WebhookWake(tokio::sync::Notify);
+
+impl WebhookWake {
+    /// Until the next [`Store::wake_webhooks`] (or at once, if one came since the last wait).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.0.notified()
+    }
+}
+
+impl Kept for WebhookWake {}
 
 impl Store {
     /// Which providers and services have a live webhook (cached; see the module).
     pub async fn webhook_targets(&self) -> StoreResult<Arc<WebhookTargets>> {
-        if let Some(targets) = self.webhook_targets.get(&(), |_| self.cache_shared_generation()) {
+        let cache = self.kept::<TargetsCache>();
+        if let Some(targets) = cache.0.get(&(), |_| self.cache_shared_generation()) {
             return Ok(targets);
         }
         let before = self.cache_tick();
@@ -53,19 +77,19 @@ impl Store {
         }
         let targets = Arc::new(targets);
         if let Some(before) = before {
-            self.webhook_targets.insert(before, self.cache_shared_generation(), (), targets.clone());
+            cache.0.insert(before, self.cache_shared_generation(), (), targets.clone());
         }
         Ok(targets)
     }
 
     /// Wakes this process's delivery worker (a new event, a resend).
     pub fn wake_webhooks(&self) {
-        self.webhook_wake.notify_one();
+        self.kept::<WebhookWake>().0.notify_one();
     }
 
     /// What [`Store::wake_webhooks`] notifies.
-    pub fn webhook_wake(&self) -> Arc<tokio::sync::Notify> {
-        self.webhook_wake.clone()
+    pub fn webhook_wake(&self) -> Arc<WebhookWake> {
+        self.kept::<WebhookWake>()
     }
 
     /// The webhook of service `service_id`, if it has one.

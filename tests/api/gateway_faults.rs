@@ -242,7 +242,7 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
 
     // Alice withdraws the client's approval for the server on a's page: b, which had it in
     // memory, asks for it again from its caches' next poll of the database on (another
-    // process's change, src/store/generations.rs).
+    // process's change, src/store/machinery/generations.rs).
     withdraw_on_connections_page(&a, ALICE).await;
     eventually("b asks for the withdrawn approval again", Duration::from_secs(5), || async {
         matches!(on_b.call("notes_whoami", json!({})).await, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32042)

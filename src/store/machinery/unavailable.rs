@@ -3,9 +3,11 @@
 //! internal one (the way bearer authentication answers 503 `temporarily_unavailable`).
 //!
 //! Errors are recognised anywhere in a `source()` chain, so a core error that wraps a
-//! [`super::StoreError`] is classified the same as the store error itself.
+//! [`super::error::StoreError`] is classified the same as the store error itself.
 
 use std::error::Error;
+
+use crate::store::machinery::error::StoreError;
 
 /// How long to suggest waiting before trying again: a restart, failover or lock usually passes
 /// within seconds, and asking again sooner only adds load.
@@ -16,10 +18,9 @@ pub const RETRY_AFTER_SECONDS: u64 = 5;
 pub fn is_unavailable(error: &(dyn Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(error) = next {
-        if let Some(store) = error.downcast_ref::<super::StoreError>() {
-            // The store classified its own errors when it made them ([`super::StoreError::Unavailable`]).
-            return store.is_unavailable()
-                || matches!(store, super::StoreError::Database(sqlx) if sqlx_unavailable(sqlx));
+        if let Some(store) = error.downcast_ref::<StoreError>() {
+            // The store classified its own errors when it made them ([`StoreError::Unavailable`]).
+            return store.is_unavailable() || matches!(store, StoreError::Database(sqlx) if sqlx_unavailable(sqlx));
         }
         if let Some(sqlx) = error.downcast_ref::<sqlx::Error>() {
             return sqlx_unavailable(sqlx);
@@ -30,7 +31,7 @@ pub fn is_unavailable(error: &(dyn Error + 'static)) -> bool {
 }
 
 /// The one classification of sqlx errors: the store uses it to make
-/// [`super::StoreError::Unavailable`], and [`is_unavailable`] for errors from elsewhere.
+/// [`StoreError::Unavailable`], and [`is_unavailable`] for errors from elsewhere.
 pub fn sqlx_unavailable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut
@@ -74,7 +75,6 @@ fn postgres_transient(code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoreError;
 
     #[derive(Debug, thiserror::Error)]
     #[error("wrapped: {0}")]

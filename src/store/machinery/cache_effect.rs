@@ -44,10 +44,10 @@
 //!   each a few lines beside its SQL, and a function that writes names its effect where a
 //!   reviewer sees it;
 //! - debug builds check both on SQLite, on the connection the statement ran on
-//!   (`src/store/declared.rs`): a read must change no row (`total_changes()`), a write declared
-//!   `Nothing` no row of the tables whose triggers move `auth_epoch`. Every test runs a debug
-//!   build on SQLite, so every path the tests take is checked; release builds read nothing
-//!   more;
+//!   (`src/store/machinery/declared.rs`): a read must change no row (`total_changes()`), a
+//!   write declared `Nothing` no row of the tables whose triggers move `auth_epoch`. Every test
+//!   runs a debug build on SQLite, so every path the tests take is checked; release builds read
+//!   nothing more;
 //! - the caches' end-to-end tests (`tests/api/caches.rs`) change every kind of row the caches
 //!   rest on through the store's functions, on both backends, and check the very next request
 //!   sees it.
@@ -64,10 +64,11 @@ use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::query::QueryAs;
 use sqlx::{AnyConnection, Describe, Either, Execute, Executor, FromRow, IntoArguments};
 
-use super::deadlines::Timed;
-use super::declared;
-use super::generations::Generations;
-use super::{Backend, Store, StoreResult};
+use crate::store::machinery::deadlines::Timed;
+use crate::store::machinery::declared;
+use crate::store::machinery::error::StoreResult;
+use crate::store::machinery::generations::Generations;
+use crate::store::machinery::store::{Backend, Store};
 
 /// What a write may change of what the caches hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,24 +102,24 @@ impl Store {
     }
 
     /// The handle for one statement that only reads.
-    pub(super) fn read(&self) -> Reads<'_> {
+    pub(in crate::store) fn read(&self) -> Reads<'_> {
         Reads { timed: self.timed() }
     }
 
     /// The handle for one statement that writes, with what it does to the caches.
-    pub(super) fn write<'a>(&'a self, effect: CacheEffect<'a>) -> Writes<'a> {
+    pub(in crate::store) fn write<'a>(&'a self, effect: CacheEffect<'a>) -> Writes<'a> {
         Writes { timed: self.timed(), generations: &self.generations, effect }
     }
 
     /// The handle for one statement about one user's row that returns the row's `user_id`:
     /// that user's generation moves.
-    pub(super) fn write_returning_user(&self) -> WriteReturningUser<'_> {
+    pub(in crate::store) fn write_returning_user(&self) -> WriteReturningUser<'_> {
         WriteReturningUser { timed: self.timed(), generations: &self.generations }
     }
 
     /// Begins a transaction whose writes do `effect` to the caches, once it commits. Bound it
     /// with [`Store::bounded`].
-    pub(super) async fn begin<'a>(&'a self, effect: CacheEffect<'a>) -> StoreResult<Transaction<'a>> {
+    pub(in crate::store) async fn begin<'a>(&'a self, effect: CacheEffect<'a>) -> StoreResult<Transaction<'a>> {
         // On SQLite a transaction takes the write lock when it begins. A deferred one (`BEGIN`)
         // that reads first and writes later cannot wait for another writer: once another
         // connection has committed since its read, SQLite answers SQLITE_BUSY at once, past
@@ -157,7 +158,7 @@ where
     }
 
     /// On one connection, asked before and after whether the statement changed a row (debug
-    /// builds, `src/store/declared.rs`).
+    /// builds, `src/store/machinery/declared.rs`).
     async fn fetch_optional_in(self, reads: Reads<'_>) -> Result<Option<O>, sqlx::Error> {
         let sql = self.sql();
         reads

@@ -13,7 +13,7 @@
 
 use sqlx::{AnyConnection, Executor};
 
-use super::own_moves::{EpochTrigger, epoch_triggers};
+use crate::store::machinery::own_moves::{EpochTrigger, epoch_triggers};
 
 /// Whether statements on this connection are checked.
 fn checked(conn: &AnyConnection) -> bool {

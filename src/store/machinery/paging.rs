@@ -1,5 +1,5 @@
-//! One page of an admin list, searched and paged in SQL, and the dashboard's counts: each costs
-//! about the same with a thousand rows as with a million.
+//! One page of an admin list, searched and paged in SQL: each costs about the same with a
+//! thousand rows as with a million (the dashboard's counts are [`super::counts`]').
 //!
 //! - **No filter without a search.** An empty search adds no `WHERE` at all, so the first page
 //!   is the first rows of an index.
@@ -9,16 +9,13 @@
 //!   is no `OFFSET`, so a deep page costs what the first does.
 //! - **No count per page.** A page reads one row more than it shows to know whether there is a
 //!   next one.
-//! - **Counts that stop.** The dashboard counts exactly up to [`COUNT_CAP`]; a whole table past
-//!   that is estimated by the database ([`Count::About`]), a filtered count says
-//!   [`Count::AtLeast`].
 //!
 //! A search is one bound `LIKE` pattern (`%` and `_` typed by the admin are escaped, so they
 //! match themselves) compared with `LOWER(<the row's searchable text>)`. Letters A–Z match in
 //! either case on both databases; other letters are lowered by PostgreSQL but not by SQLite's
 //! built-in `LOWER`, so there an uppercase `Ż` in the data matches only `Ż` typed.
 //! The big lists (users, grants, authorizations, consents, audit) describe their search as an
-//! [`Indexed`] one, which `store::search` answers through text indexes; the small ones
+//! [`Indexed`] one, which [`super::search`] answers through text indexes; the small ones
 //! (services, clients, servers) keep a `filter` read row by row.
 //!
 //! SQL here names its parameters `{q}` (the pattern), `{m}` (the FTS5 phrase), `{now}`,
@@ -27,8 +24,13 @@
 
 use sqlx::any::AnyRow;
 
-use super::search::{Indexed, MAX_VIA_IDS, MIN_INDEXED_CHARS, PROBE_ROWS, Via, fts_phrase};
-use super::{Backend, FetchIn, Store, StoreResult};
+use crate::store::machinery::cache_effect::FetchIn;
+use crate::store::machinery::error::StoreResult;
+use crate::store::machinery::placeholders::numbered;
+use crate::store::machinery::search::{Indexed, MAX_VIA_IDS, MIN_INDEXED_CHARS, PROBE_ROWS, Via, fts_phrase};
+use crate::store::machinery::store::{Backend, Store};
+
+pub use crate::store::machinery::counts::{COUNT_CAP, Count};
 
 /// A search: the term (trimmed, lowercased) and the `LIKE` pattern a list binds as `{q}`;
 /// none for an empty search.
@@ -140,10 +142,11 @@ impl<T> Paged<T> {
 /// which an index of the table serves.
 ///
 /// `chosen` is a filter the admin picked from the list's own choices (fixed SQL from a closed
-/// set, never typed text; `store::console_lists`), applied at every step: without a search the
-/// page is the first rows of an index that leads with it (`(outcome, id)`, `(status,
-/// created_at, id)`) or of the list's order; with one, the probe reads the filtered rows in
-/// order, and the index step keeps, of the rows the text indexes yield, those it admits.
+/// set, never typed text: an audit outcome, an authorization's shown status), applied at every
+/// step: without a search the page is the first rows of an index that leads with it
+/// (`(outcome, id)`, `(status, created_at, id)`) or of the list's order; with one, the probe
+/// reads the filtered rows in order, and the index step keeps, of the rows the text indexes
+/// yield, those it admits.
 pub(crate) struct ListSql<'a> {
     pub columns: &'a str,
     pub from: &'a str,
@@ -223,7 +226,7 @@ fn ordered_read(
     }
 }
 
-/// Which of `store::search`'s steps a statement is.
+/// Which of [`super::search`]'s steps a statement is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     /// Reads the list in order, filtered, until a page (no search, or step 3).
@@ -264,7 +267,7 @@ impl Binds<'_> {
                 other => {
                     let id = other.split_at_checked(1).and_then(|(prefix, n)| {
                         let n: usize = n.parse().ok()?;
-                        let (_, ids) = self.via.iter().find(|(via, _)| prefix.starts_with(via.prefix()))?;
+                        let (_, ids) = self.via.iter().find(|(via, _)| prefix.starts_with(via.prefix))?;
                         ids.get(n).cloned()
                     });
                     match id {
@@ -288,42 +291,6 @@ enum Bound {
     Int(i64),
 }
 
-/// `sql` with each `{name}` replaced by `$n` (numbered by first appearance), and the names
-/// in that order. Other braces are left alone.
-pub(crate) fn numbered(sql: &str) -> (String, Vec<String>) {
-    let mut out = String::with_capacity(sql.len());
-    let mut names: Vec<String> = Vec::new();
-    let mut rest = sql;
-    while let Some(open) = rest.find('{') {
-        let after_open = &rest[open + 1..];
-        let close = after_open.find('}');
-        let name = close.map(|c| &after_open[..c]);
-        match name {
-            Some(name)
-                if !name.is_empty()
-                    && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
-            {
-                out.push_str(&rest[..open]);
-                let n = match names.iter().position(|known| known == name) {
-                    Some(i) => i + 1,
-                    None => {
-                        names.push(name.to_owned());
-                        names.len()
-                    }
-                };
-                out.push_str(&format!("${n}"));
-                rest = &after_open[name.len() + 1..];
-            }
-            _ => {
-                out.push_str(&rest[..=open]);
-                rest = after_open;
-            }
-        }
-    }
-    out.push_str(rest);
-    (out, names)
-}
-
 /// ` WHERE a AND b`, or nothing.
 fn where_all(conditions: &[&str]) -> String {
     if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) }
@@ -340,54 +307,10 @@ fn page_of<R>(mut rows: Vec<R>, shown: usize, key: impl Fn(&R) -> Cursor) -> Pag
     Paged { rows, next }
 }
 
-/// Dashboard counts are exact up to this many; past it they are estimates or lower bounds.
-pub const COUNT_CAP: i64 = 10_000;
-
-/// A dashboard count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Count {
-    Exact(i64),
-    /// The database's estimate of a whole table's rows (past [`COUNT_CAP`]).
-    About(i64),
-    /// More than this many match (a filtered count past [`COUNT_CAP`]).
-    AtLeast(i64),
-}
-
-impl Count {
-    /// As the dashboard shows it: `12`, `about 1,000,000`, `more than 10,000`.
-    pub fn shown(self) -> String {
-        match self {
-            Count::Exact(n) => grouped(n),
-            Count::About(n) => format!("about {}", grouped(n)),
-            Count::AtLeast(n) => format!("more than {}", grouped(n)),
-        }
-    }
-
-    /// The number (exact, estimated, or the lower bound).
-    pub fn value(self) -> i64 {
-        match self {
-            Count::Exact(n) | Count::About(n) | Count::AtLeast(n) => n,
-        }
-    }
-}
-
-/// `1234567` as `1,234,567`.
-fn grouped(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
-}
-
 impl Store {
     /// One page of `SELECT columns FROM from [WHERE filter AND after] ORDER BY order`, and the
     /// cursor of its last row (`key` gives a row's) when more rows follow. A search of a list
-    /// with an [`Indexed`] search takes `store::search`'s steps.
+    /// with an [`Indexed`] search takes [`super::search`]'s steps.
     pub(crate) async fn paged<R>(
         &self,
         sql: ListSql<'_>,
@@ -424,7 +347,7 @@ impl Store {
         if term.chars().count() >= MIN_INDEXED_CHARS {
             let mut common = false;
             for via in indexed.via {
-                let (text, names) = numbered(&via.index().ids(self.backend()));
+                let (text, names) = numbered(&via.index.ids(self.backend()));
                 let ids: Vec<(String,)> = binds.bind(sqlx::query_as(&text), &names).fetch_all_in(self.read()).await?;
                 common |= i64::try_from(ids.len()).unwrap_or(i64::MAX) > MAX_VIA_IDS;
                 binds.via.push((*via, ids.into_iter().map(|(id,)| id).collect()));
@@ -498,92 +421,6 @@ impl Store {
         let (text, names) = numbered(&text);
         Ok(binds.bind(sqlx::query_as::<_, R>(&text), &names).fetch_all_in(self.read()).await?)
     }
-
-    /// `SELECT COUNT(*) FROM table [WHERE filter]`, reading at most [`COUNT_CAP`] + 1 rows;
-    /// past the cap a whole table is estimated, a filtered count is a lower bound.
-    async fn capped_count(&self, table: &str, filter: Option<&str>, now: i64) -> StoreResult<Count> {
-        let filter = filter.map_or(String::new(), |f| format!(" WHERE {f}"));
-        let (sql, names) =
-            numbered(&format!("SELECT COUNT(*) FROM (SELECT 1 FROM {table}{filter} LIMIT {{limit}}) capped"));
-        let mut query = sqlx::query_as::<_, (i64,)>(&sql);
-        for name in &names {
-            query = query.bind(if name == "now" { now } else { COUNT_CAP + 1 });
-        }
-        let (n,) = query.fetch_one_in(self.read()).await?;
-        if n <= COUNT_CAP {
-            return Ok(Count::Exact(n));
-        }
-        if !filter.is_empty() {
-            return Ok(Count::AtLeast(COUNT_CAP));
-        }
-        Ok(Count::About(self.estimated_rows(table).await?.max(n)))
-    }
-
-    /// The database's estimate of a table's rows: PostgreSQL's planner statistics; on SQLite
-    /// the largest rowid (rows ever inserted, less any deleted from the end).
-    async fn estimated_rows(&self, table: &str) -> StoreResult<i64> {
-        let (n,): (i64,) = match self.backend() {
-            Backend::Postgres => {
-                sqlx::query_as(
-                    "SELECT CAST(GREATEST(reltuples, 0) AS BIGINT) FROM pg_class WHERE oid = CAST($1 AS regclass)",
-                )
-                .bind(table.to_owned())
-                .fetch_one_in(self.read())
-                .await?
-            }
-            Backend::Sqlite => {
-                sqlx::query_as(&format!("SELECT COALESCE(MAX(rowid), 0) FROM {table}"))
-                    .fetch_one_in(self.read())
-                    .await?
-            }
-        };
-        Ok(n)
-    }
-
-    /// The dashboard's counts, each bounded (see [`Store::capped_count`]); each filter is
-    /// served by an index (migration 0020). Open authorizations past their expiry count as
-    /// expired, as the list shows them.
-    pub async fn admin_counts(&self, now: i64) -> StoreResult<AdminCounts> {
-        const OPEN: &str = "status IN ('pending', 'redirected', 'exchanging')";
-        let count = |table: &'static str, filter: Option<&'static str>| self.capped_count(table, filter, now);
-        Ok(AdminCounts {
-            users: count("users", None).await?,
-            admins: count("users", Some("is_admin <> 0")).await?,
-            disabled_users: count("users", Some("disabled_at IS NOT NULL")).await?,
-            grants: count("grants", None).await?,
-            grants_needing_consent: count("grants", Some("status = 'needs_reconsent'")).await?,
-            open_authorizations: self
-                .capped_count("authorizations", Some(&format!("{OPEN} AND expires_at > {{now}}")), now)
-                .await?,
-            completed_authorizations: count("authorizations", Some("status = 'completed'")).await?,
-            declined_authorizations: count("authorizations", Some("status = 'declined'")).await?,
-            failed_authorizations: count("authorizations", Some("status = 'failed'")).await?,
-            expired_authorizations: self
-                .capped_count("authorizations", Some(&format!("{OPEN} AND expires_at <= {{now}}")), now)
-                .await?,
-            consents: count("client_consents", None).await?,
-            oauth_clients: count("oauth_clients", None).await?,
-            services: count("services", None).await?,
-        })
-    }
-}
-
-/// What the admin dashboard counts.
-#[derive(Debug, Clone, Copy)]
-pub struct AdminCounts {
-    pub users: Count,
-    pub admins: Count,
-    pub disabled_users: Count,
-    pub grants: Count,
-    pub grants_needing_consent: Count,
-    pub open_authorizations: Count,
-    pub completed_authorizations: Count,
-    pub declined_authorizations: Count,
-    pub failed_authorizations: Count,
-    pub expired_authorizations: Count,
-    pub consents: Count,
-    pub oauth_clients: Count,
-    pub services: Count,
 }
 
 #[cfg(test)]
@@ -610,19 +447,5 @@ mod tests {
         for bad in ["", "x", "1.5", "12a:b", "99999999999999999999", "1::x"] {
             assert_eq!(Cursor::parse(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn named_parameters_are_numbered_by_first_appearance() {
-        let (sql, names) = numbered("a = {q} OR b = {q} AND (c, d) < ({k}, {i}) LIMIT {limit} {} {Not}");
-        assert_eq!(sql, "a = $1 OR b = $1 AND (c, d) < ($2, $3) LIMIT $4 {} {Not}");
-        assert_eq!(names, vec!["q", "k", "i", "limit"]);
-    }
-
-    #[test]
-    fn counts_read_as_exact_estimated_or_at_least() {
-        assert_eq!(Count::Exact(12).shown(), "12");
-        assert_eq!(Count::About(1_234_567).shown(), "about 1,234,567");
-        assert_eq!(Count::AtLeast(10_000).shown(), "more than 10,000");
     }
 }

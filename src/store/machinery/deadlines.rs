@@ -4,7 +4,7 @@
 //! - the pool's acquire timeout bounds waiting for a connection (all busy or stuck, or a new
 //!   one that cannot connect);
 //! - PostgreSQL's `statement_timeout` and `lock_timeout` (set per connection in
-//!   [`super::Store::connect_with`]) end a slow query or a wait on a row lock on the server,
+//!   [`super::store::Store::connect_with`]) end a slow query or a wait on a row lock on the server,
 //!   which leaves the connection usable;
 //! - `Timed`, the executor under every store handle ([`super::cache_effect`]), puts a
 //!   client-side deadline around the whole call (acquire and query): a connection whose socket
@@ -12,7 +12,7 @@
 //!   can give up on it.
 //!
 //! A call that gives up reports [`sqlx::Error::Io`] with `TimedOut`, which the store turns into
-//! [`super::StoreError::Unavailable`]: the caller may retry.
+//! [`super::error::StoreError::Unavailable`]: the caller may retry.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

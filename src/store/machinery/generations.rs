@@ -3,7 +3,7 @@
 //!
 //! Caches of what every tool call reads (verified bearer tokens in
 //! `src/identity/bearer_cache.rs`, a user's grants with a client's consents in
-//! [`super::grant_cache`], the demo provider's live tokens in `src/demo_provider/token_cache.rs`)
+//! `src/store/grant_cache.rs`, the demo provider's live tokens in `src/demo_provider/token_cache.rs`)
 //! tag what they keep with the *generation* of the user it belongs to (or everyone's) and use it
 //! only while that generation has not moved; [`super::generation_cache`] is the map they share.
 //! What they read are the rows of `users`, `oauth_grants`, `grants`, `client_consents` and
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::Store;
+use crate::store::machinery::store::Store;
 
 /// How often the counter other processes move is read.
 pub const POLL_EVERY: Duration = Duration::from_millis(50);

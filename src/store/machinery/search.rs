@@ -4,9 +4,10 @@
 //! A list's searchable text is one SQL expression (its fields joined by spaces, lowercased), a
 //! [`TextIndex`]. PostgreSQL indexes that exact expression with a pg_trgm GIN index; SQLite
 //! keeps it in an FTS5 table with the trigram tokenizer under the row's rowid (migration 0023,
-//! kept by triggers). A row matches when its text contains the term, when its user's name does
-//! ([`Via::User`]), when its connection's text does ([`Via::Grant`]), or by a condition the
-//! list computes from the term ([`Indexed::extra`], an authorization's shown status).
+//! kept by triggers). A row matches when its text contains the term, when the text of a row of
+//! another table it names does ([`Via`]: its user's name, its connection's text), or by a
+//! condition the list computes from the term ([`Indexed::extra`], an authorization's shown
+//! status). Each room declares its own tables' texts; this module knows none of them.
 //!
 //! A page of matches is found in up to three steps, each exact:
 //! 1. **Probe**: the first [`PROBE_ROWS`] rows in the list's order are read and filtered. A
@@ -18,10 +19,10 @@
 //!    until a page of matches (as before these indexes; slow only for a short rare term).
 //!
 //! The term is always bound, never spliced: as a `LIKE` pattern with `%`, `_` and `\` escaped
-//! (`paging::Search`), and for FTS5 as one quoted phrase with `"` doubled, so FTS5 query syntax
+//! ([`super::paging::Search`]), and for FTS5 as one quoted phrase with `"` doubled, so FTS5 query syntax
 //! typed in a search (`OR`, `*`, `NEAR`, `:`) is text to find.
 
-use super::Backend;
+use crate::store::machinery::store::Backend;
 
 /// Rows the probe reads: a term that one row in this many holds fills a 20-row page here.
 pub const PROBE_ROWS: i64 = 3000;
@@ -45,65 +46,16 @@ pub struct TextIndex {
     pub partial: Option<&'static str>,
 }
 
-/// A user's name: username, display name, subject (other lists match rows by it).
-pub const USER_NAMES: TextIndex = TextIndex {
-    table: "users",
-    text: "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject)",
-    fts: "users_search",
-    column: "name",
-    partial: None,
-};
-
-/// What the grants list searches (consents also match by their grant's).
-pub const GRANT_TEXT: TextIndex = TextIndex {
-    table: "grants",
-    text: "LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id)",
-    fts: "grants_search",
-    column: "text",
-    partial: None,
-};
-
-/// The distinct texts of audit rows written in batches (token-API answers, migration 0032):
-/// such a row names its text by `text_id` and is not in the audit log's own text index.
-pub const AUDIT_TEXTS: TextIndex =
-    TextIndex { table: "audit_texts", text: "text", fts: "audit_texts_search", column: "text", partial: None };
-
-/// Another table whose matching rows make a row match, through a column of the row.
+/// Another table whose matching rows make a row match, through a column of the row that names
+/// theirs (a user's name, a connection's text): declared by the room that owns that table.
 #[derive(Debug, Clone, Copy)]
-pub enum Via {
-    /// `user_id` names a user whose name holds the term.
-    User,
-    /// `grant_id` names a grant whose text holds the term.
-    Grant,
-    /// `text_id` names a shared audit text that holds the term ([`AUDIT_TEXTS`]).
-    Text,
-}
-
-impl Via {
-    pub fn index(self) -> TextIndex {
-        match self {
-            Via::User => USER_NAMES,
-            Via::Grant => GRANT_TEXT,
-            Via::Text => AUDIT_TEXTS,
-        }
-    }
-
-    fn column(self) -> &'static str {
-        match self {
-            Via::User => "user_id",
-            Via::Grant => "grant_id",
-            Via::Text => "text_id",
-        }
-    }
-
-    /// The parameter-name prefix of its ids (`{u0}`, `{u1}`, …).
-    pub fn prefix(self) -> char {
-        match self {
-            Via::User => 'u',
-            Via::Grant => 'g',
-            Via::Text => 't',
-        }
-    }
+pub struct Via {
+    /// The other table's searchable text.
+    pub index: TextIndex,
+    /// The column of the listed row that holds the other row's `id`.
+    pub column: &'static str,
+    /// The parameter-name prefix of its ids (`{u0}`, `{u1}`, …); distinct within one list.
+    pub prefix: char,
 }
 
 /// How one list is searched.
@@ -150,11 +102,11 @@ impl Indexed {
     pub fn scanned(&self, table: &str) -> String {
         let mut any = vec![self.own.scanned()];
         for via in self.via {
-            let other = via.index();
+            let other = via.index;
             any.push(format!(
                 "EXISTS (SELECT 1 FROM {t} WHERE {t}.id = {table}.{column} AND {text})",
                 t = other.table,
-                column = via.column(),
+                column = via.column,
                 text = other.scanned()
             ));
         }
@@ -168,8 +120,8 @@ impl Indexed {
         let mut any = vec![self.own.indexed(backend)];
         for (via, n) in found {
             if *n > 0 {
-                let names: Vec<String> = (0..*n).map(|i| format!("{{{}{i}}}", via.prefix())).collect();
-                any.push(format!("{} IN ({})", via.column(), names.join(", ")));
+                let names: Vec<String> = (0..*n).map(|i| format!("{{{}{i}}}", via.prefix)).collect();
+                any.push(format!("{} IN ({})", via.column, names.join(", ")));
             }
         }
         any.extend(self.extra.iter().map(|e| (*e).to_owned()));
@@ -193,16 +145,27 @@ mod tests {
         assert_eq!(fts_phrase("x* NEAR(y) col:z"), "\"x* NEAR(y) col:z\"");
     }
 
+    const GRANT_TEXT: TextIndex = TextIndex {
+        table: "grants",
+        text: "LOWER(provider || ' ' || id)",
+        fts: "grants_search",
+        column: "text",
+        partial: None,
+    };
+    const USER_NAMES: TextIndex =
+        TextIndex { table: "users", text: "LOWER(subject)", fts: "users_search", column: "name", partial: None };
+    const BY_USER: Via = Via { index: USER_NAMES, column: "user_id", prefix: 'u' };
+
     #[test]
     fn the_scan_and_the_index_ask_the_same_question() {
-        let list = Indexed { own: GRANT_TEXT, via: &[Via::User], extra: vec!["status = 'x'"] };
+        let list = Indexed { own: GRANT_TEXT, via: &[BY_USER], extra: vec!["status = 'x'"] };
         let scanned = list.scanned("grants");
         assert!(scanned.contains("EXISTS (SELECT 1 FROM users WHERE users.id = grants.user_id"), "{scanned}");
-        let indexed = list.indexed(Backend::Sqlite, &[(Via::User, 2)]);
+        let indexed = list.indexed(Backend::Sqlite, &[(BY_USER, 2)]);
         assert!(indexed.contains("MATCH 'text : ' || {m}") && indexed.contains("user_id IN ({u0}, {u1})"), "{indexed}");
         assert!(indexed.ends_with(" OR status = 'x')"), "{indexed}");
         assert_eq!(
-            list.indexed(Backend::Postgres, &[(Via::User, 0)]),
+            list.indexed(Backend::Postgres, &[(BY_USER, 0)]),
             format!("({} OR status = 'x')", GRANT_TEXT.scanned())
         );
     }
