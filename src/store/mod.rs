@@ -1,52 +1,47 @@
-//! The database: one [`Store`] over SQLite (embedded default) or PostgreSQL, chosen by the URL.
+//! The database: one [`Store`] over SQLite (embedded default) or PostgreSQL, chosen by the URL,
+//! and its rooms, each holding the tables of one kind of thing.
 //!
-//! Every statement runs on a handle that says what it does to the caches of reads
-//! ([`cache_effect`]: read, or write for one user, everyone or nothing), within a deadline
-//! ([`deadlines`]); the caches follow [`generations`]. All of that is the [`machinery`], which
-//! knows no table.
+//! - [`machinery`]: what every room runs on and which knows no table: the handle, its errors,
+//!   migrations, the caches' generations and what each statement does to them, deadlines,
+//!   pages, searches and counts;
+//! - [`users`]: users, local and external, and their browser sessions;
+//! - [`grants`]: what a user connected (grants with their accounts, the reads every tool call
+//!   makes of them and their cache, refresh failures) and the clients allowed to use each one;
+//! - [`authorizations`]: connect attempts, from a tool call's ask to the user's answer;
+//! - [`authorization_server`]: the broker's own authorization server's clients and what it
+//!   issued them;
+//! - [`token_api`]: the token API's services, limits, request budgets and audit queue;
+//! - [`webhooks`]: services' webhooks and their outbox;
+//! - [`gateway`]: the servers behind the broker, their lists and the users' approvals of them;
+//! - [`audit`]: the audit log and what the admin console counts and lists;
+//! - [`sealing`]: the JWT signing keys and the inventory of sealed values;
+//! - [`demo`]: the demo provider's codes, tokens, notes and API keys;
+//! - [`signals`]: what one instance tells the others, as rows;
+//! - [`request_states`]: single use of MCP `requestState` values;
+//! - [`throttle`]: the sign-in throttle's rows.
 
-pub mod api_limits;
 pub mod audit;
-pub mod audit_queue;
+pub mod authorization_server;
 pub mod authorizations;
-pub mod consents;
-pub mod console;
-pub mod console_lists;
 pub mod demo;
-pub mod demo_keys;
-pub mod external_users;
-pub mod gateway_consents;
-pub mod gateway_lists;
-pub mod gateway_servers;
-pub mod grant_accounts;
-pub mod grant_cache;
-pub mod grant_consents;
-pub mod grant_events;
+pub mod gateway;
 pub mod grants;
-pub mod keys;
 pub mod machinery;
-pub mod oauth_clients;
-pub mod oauth_codes;
-pub mod refresh_failure;
-pub mod request_budget;
-pub mod request_state_uses;
-pub mod sealed;
-pub mod services;
-pub mod sessions;
+mod old_paths;
+pub mod request_states;
+pub mod sealing;
 pub mod signals;
 pub mod throttle;
+pub mod token_api;
 pub mod users;
-pub mod webhook_events;
 pub mod webhooks;
 
 pub use machinery::cache_effect::{CacheEffect, FetchIn, Reads, Writes};
 pub use machinery::deadlines::DatabaseTimeouts;
 pub use machinery::error::{StoreError, StoreResult};
 pub use machinery::migrations::{AppliedMigration, known_sqlite_migrations};
-pub(crate) use machinery::placeholders::numbered_values;
 #[cfg(test)]
 pub(crate) use machinery::store::migrated_for_tests;
 pub use machinery::store::{Backend, Store, sqlite_path};
-pub use machinery::{
-    cache_effect, counts, deadlines, generation_cache, generations, own_moves, paging, search, unavailable,
-};
+pub use machinery::{counts, generation_cache, generations, paging, search, unavailable};
+pub use old_paths::*;

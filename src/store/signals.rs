@@ -2,8 +2,10 @@
 //! only. A trigger (migration 0010) announces each row with `NOTIFY`; `src/events.rs` reads
 //! the table to catch up after its listener reconnected.
 
-use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
+use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::error::StoreResult;
+use crate::store::machinery::store::Store;
 
 /// One signal as stored.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

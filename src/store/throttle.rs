@@ -2,8 +2,10 @@
 //! every instance on the database (migration 0010). Buckets are opaque keys the throttle
 //! builds; they hold usernames and addresses, never a secret.
 
-use super::{CacheEffect, FetchIn, Store, StoreResult};
 use crate::clock::Timestamp;
+use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::error::StoreResult;
+use crate::store::machinery::store::Store;
 
 /// The longest window any budget counts rows of `throttle_failures` over (client
 /// registrations: 10 minutes, `authorization_server::registration`); the sweep keeps rows

@@ -1,15 +1,14 @@
 //! Cache generations: when may an answer read from the database earlier still be used?
 //!
 //!
-//! Caches of what every tool call reads (verified bearer tokens in
-//! `src/identity/bearer_cache.rs`, a user's grants with a client's consents in
-//! `src/store/grant_cache.rs`, the demo provider's live tokens in `src/demo_provider/token_cache.rs`)
-//! tag what they keep with the *generation* of the user it belongs to (or everyone's) and use it
-//! only while that generation has not moved; [`super::generation_cache`] is the map they share.
-//! What they read are the rows of `users`, `oauth_grants`, `grants`, `client_consents` and
-//! `demo_tokens`: the tables whose changes move the `auth_epoch` counter (migrations 0012, 0015
-//! and 0017). A user's generation is the later of two moves, both steps of one counter
-//! ([`Generations::tick`]):
+//! Caches of what every tool call reads (verified bearer tokens in `src/identity/bearer_cache.rs`,
+//! a user's grants with a client's consents in `src/store/grants/cache.rs`, the demo provider's
+//! live tokens in `src/demo_provider/token_cache.rs`) tag what they keep with the *generation* of
+//! the user it belongs to (or everyone's) and use it only while that generation has not moved;
+//! [`super::generation_cache`] is the map they share. What they read are the rows of `users`,
+//! `oauth_grants`, `grants`, `client_consents` and `demo_tokens`: the tables whose changes move the
+//! `auth_epoch` counter (migrations 0012, 0015 and 0017). A user's generation is the later of two
+//! moves, both steps of one counter ([`Generations::tick`]):
 //! - the user's own: a write of this process declared [`CacheEffect::User`] (their grants,
 //!   consents, their `users` row) moves only that user's, when it has finished, so a change made
 //!   through this server is seen by its very next request and other users' caches stay warm;

@@ -1,0 +1,234 @@
+//! The user's approvals of (client, server) pairs (migration 0030): a client may call a server
+//! behind the broker only once the user approved that pair on the consent pages. Read on every
+//! forwarded call, so a (user, client)'s approvals are kept under the user's generation
+//! ([`crate::store::machinery::generations`]) like the grants ([`crate::store::grants::cache`]): an
+//! approval or a withdrawal of this process moves it at once, another process's through the
+//! triggers on `gateway_consents`.
+
+use std::sync::Arc;
+
+use crate::clock::Timestamp;
+use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::error::StoreResult;
+use crate::store::machinery::generation_cache::GenerationCache;
+use crate::store::machinery::kept::Kept;
+use crate::store::machinery::store::Store;
+
+/// At most this many (user, client) reads are kept; a full cache starts over.
+pub const CAPACITY: usize = 50_000;
+
+/// The approved servers of each (user, client key), by server id.
+struct ApprovalCache(GenerationCache<(String, String), Arc<Vec<String>>>);
+
+impl Default for ApprovalCache {
+    fn default() -> Self {
+        Self(GenerationCache::new(CAPACITY))
+    }
+}
+
+impl Kept for ApprovalCache {}
+
+/// One approval, as the connections and admin pages list it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct GatewayConsentRow {
+    pub user_id: String,
+    pub client_key: String,
+    pub server_id: String,
+    /// The server's registered name (from `gateway_servers`).
+    pub server_name: String,
+    pub client_name: Option<String>,
+    pub created_at: Timestamp,
+}
+
+/// Records an approval (again: nothing changes). `$1` user, `$2` client key, `$3` server id,
+/// `$4` client name, `$5` now. INSERT … SELECT from `gateway_servers`, so nothing is written for
+/// a server removed meanwhile (the WHERE clause also keeps SQLite from reading `ON CONFLICT` as
+/// part of the SELECT).
+pub(in crate::store) const UPSERT_GATEWAY_CONSENT: &str = "INSERT INTO gateway_consents (user_id, client_key, server_id, client_name, created_at) \
+     SELECT $1, $2, id, $4, $5 FROM gateway_servers WHERE id = $3 \
+     ON CONFLICT (user_id, client_key, server_id) DO UPDATE SET client_name = excluded.client_name";
+
+/// An approval to record with an authorization's completion.
+#[derive(Debug, Clone, Copy)]
+pub struct NewGatewayConsent<'a> {
+    pub user_id: &'a str,
+    pub client_key: &'a str,
+    pub server_id: &'a str,
+    pub client_name: Option<&'a str>,
+}
+
+impl NewGatewayConsent<'_> {
+    /// Runs [`UPSERT_GATEWAY_CONSENT`] in `tx`; false when the server is gone.
+    pub(in crate::store) async fn record_in(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(UPSERT_GATEWAY_CONSENT)
+            .bind(self.user_id)
+            .bind(self.client_key)
+            .bind(self.server_id)
+            .bind(self.client_name)
+            .bind(now)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+const COLUMNS: &str = "c.user_id, c.client_key, c.server_id, s.name AS server_name, c.client_name, c.created_at";
+
+impl Store {
+    /// Whether the user approved `client_key` for server `server_id`: from the kept read of
+    /// this (user, client) while nothing was written about the user since.
+    pub async fn gateway_pair_approved(&self, user_id: &str, client_key: &str, server_id: &str) -> StoreResult<bool> {
+        let key = (user_id.to_owned(), client_key.to_owned());
+        let cache = self.kept::<ApprovalCache>();
+        if let Some(generation) = self.cache_generation(user_id)
+            && let Some(servers) = cache.0.get(&key, |_| Some(generation))
+        {
+            return Ok(servers.iter().any(|s| s == server_id));
+        }
+        let before = self.cache_tick();
+        let servers: Vec<(String,)> =
+            sqlx::query_as("SELECT server_id FROM gateway_consents WHERE user_id = $1 AND client_key = $2")
+                .bind(user_id)
+                .bind(client_key)
+                .fetch_all_in(self.read())
+                .await?;
+        let servers: Arc<Vec<String>> = Arc::new(servers.into_iter().map(|(s,)| s).collect());
+        let approved = servers.iter().any(|s| s == server_id);
+        if let Some(before) = before {
+            cache.0.insert(before, self.cache_generation(user_id), key, servers);
+        }
+        Ok(approved)
+    }
+
+    /// Records an approval outside any authorization (tests, tools); false if the server is gone.
+    pub async fn record_gateway_consent(&self, new: &NewGatewayConsent<'_>, now: Timestamp) -> StoreResult<bool> {
+        let done = sqlx::query(UPSERT_GATEWAY_CONSENT)
+            .bind(new.user_id)
+            .bind(new.client_key)
+            .bind(new.server_id)
+            .bind(new.client_name)
+            .bind(now)
+            .execute(self.write(CacheEffect::User(new.user_id)))
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The user's approvals, by server name then client.
+    pub async fn gateway_consents_for_user(&self, user_id: &str) -> StoreResult<Vec<GatewayConsentRow>> {
+        Ok(sqlx::query_as::<_, GatewayConsentRow>(&format!(
+            "SELECT {COLUMNS} FROM gateway_consents c JOIN gateway_servers s ON s.id = c.server_id \
+             WHERE c.user_id = $1 ORDER BY s.name, c.client_key"
+        ))
+        .bind(user_id)
+        .fetch_all_in(self.read())
+        .await?)
+    }
+
+    /// The newest `limit` approvals of server `server_id` (its admin page), newest first; read
+    /// from the end of the (server, time) index (migration 0035), at any number of approvals.
+    pub async fn gateway_consents_for_server(
+        &self,
+        server_id: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<GatewayConsentRow>> {
+        Ok(sqlx::query_as::<_, GatewayConsentRow>(&format!(
+            "SELECT {COLUMNS} FROM gateway_consents c JOIN gateway_servers s ON s.id = c.server_id \
+             WHERE c.server_id = $1 ORDER BY c.created_at DESC LIMIT $2"
+        ))
+        .bind(server_id)
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?)
+    }
+
+    /// Withdraws one approval of this user; false if there was none.
+    pub async fn withdraw_gateway_consent(
+        &self,
+        user_id: &str,
+        client_key: &str,
+        server_id: &str,
+    ) -> StoreResult<bool> {
+        let done =
+            sqlx::query("DELETE FROM gateway_consents WHERE user_id = $1 AND client_key = $2 AND server_id = $3")
+                .bind(user_id)
+                .bind(client_key)
+                .bind(server_id)
+                .execute(self.write(CacheEffect::User(user_id)))
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+/// How approving a `server` authorization went ([`Store::approve_gateway_pair`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairOutcome {
+    /// The authorization completed and the approval is recorded, together.
+    Approved,
+    /// The authorization was no longer pending (approved, declined or expired meanwhile).
+    NotPending,
+    /// The server was removed: nothing changed.
+    ServerGone,
+}
+
+impl Store {
+    /// Completes a pending `server` authorization and records its approval in one transaction:
+    /// both happen, or neither.
+    pub async fn approve_gateway_pair(
+        &self,
+        authorization_id: &str,
+        pair: &NewGatewayConsent<'_>,
+        now: Timestamp,
+    ) -> StoreResult<PairOutcome> {
+        self.bounded(async {
+            let mut tx = self.begin(CacheEffect::User(pair.user_id)).await?;
+            let completed = sqlx::query(
+                "UPDATE authorizations SET status = 'completed', updated_at = $1 \
+                 WHERE id = $2 AND user_id = $3 AND kind = 'server' AND status = 'pending' AND expires_at > $1",
+            )
+            .bind(now)
+            .bind(authorization_id)
+            .bind(pair.user_id)
+            .execute(&mut *tx)
+            .await?;
+            if completed.rows_affected() != 1 {
+                tx.rollback().await?;
+                return Ok(PairOutcome::NotPending);
+            }
+            if !pair.record_in(&mut tx, now).await? {
+                tx.rollback().await?;
+                return Ok(PairOutcome::ServerGone);
+            }
+            tx.commit().await?;
+            Ok(PairOutcome::Approved)
+        })
+        .await
+    }
+}
+
+impl Store {
+    /// The registered name of server `server_id`, if it is still registered.
+    pub async fn gateway_server_name(&self, server_id: &str) -> StoreResult<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT name FROM gateway_servers WHERE id = $1")
+            .bind(server_id)
+            .fetch_optional_in(self.read())
+            .await?;
+        Ok(row.map(|(name,)| name))
+    }
+}
+
+impl Store {
+    /// Withdraws every approval of this user for one client (the client was signed out);
+    /// returns how many there were.
+    pub async fn withdraw_client_gateway_consents(&self, user_id: &str, client_key: &str) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM gateway_consents WHERE user_id = $1 AND client_key = $2")
+            .bind(user_id)
+            .bind(client_key)
+            .execute(self.write(CacheEffect::User(user_id)))
+            .await?;
+        Ok(done.rows_affected())
+    }
+}

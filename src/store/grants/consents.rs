@@ -1,0 +1,434 @@
+//! Client consents: a user's permission for one MCP client to use one of their connections
+//! (MCP security best practices §Confused deputy). A consent names the grant, the client (see
+//! [`crate::domain::ClientIdentity::key`]) and the scopes the user allowed; it covers the grant
+//! only while the grant carries no scope beyond those ([`ConsentRow::covers`]). Rows go with
+//! their grant (`ON DELETE CASCADE`).
+
+use crate::clock::Timestamp;
+use crate::domain::Scopes;
+use crate::store::gateway::consents::NewGatewayConsent;
+use crate::store::grants::events::insert_event_in;
+use crate::store::grants::row::BY_GRANT_TEXT;
+use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::error::{StoreError, StoreResult};
+use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
+use crate::store::machinery::search::{Indexed, TextIndex};
+use crate::store::machinery::store::Store;
+use crate::store::users::accounts::BY_USER_NAME;
+use crate::store::webhooks::outbox::NewEvent;
+
+/// A consent as the rest of the broker sees it: scopes parsed once, here.
+#[derive(Debug, Clone)]
+pub struct ConsentRow {
+    pub grant_id: String,
+    pub client_key: String,
+    pub user_id: String,
+    pub client_name: Option<String>,
+    /// The scopes the user allowed; space separated in the column.
+    pub scopes: Scopes,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl ConsentRow {
+    /// Whether this consent lets its client use a grant that carries `granted`: every scope
+    /// the token carries must have been allowed, since the client could exercise any of them.
+    pub fn covers(&self, granted: &Scopes) -> bool {
+        self.scopes.is_superset_of(granted)
+    }
+}
+
+/// The row as stored; read only through [`ConsentRow::try_from`].
+#[derive(sqlx::FromRow)]
+struct RawConsentRow {
+    grant_id: String,
+    client_key: String,
+    user_id: String,
+    client_name: Option<String>,
+    scopes: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl TryFrom<RawConsentRow> for ConsentRow {
+    type Error = StoreError;
+
+    fn try_from(raw: RawConsentRow) -> Result<Self, Self::Error> {
+        let scopes = Scopes::from_space_separated(&raw.scopes).map_err(|e| {
+            StoreError::Corrupt(format!("consent of grant {:?} for {:?}: {e}", raw.grant_id, raw.client_key))
+        })?;
+        Ok(ConsentRow {
+            grant_id: raw.grant_id,
+            client_key: raw.client_key,
+            user_id: raw.user_id,
+            client_name: raw.client_name,
+            scopes,
+            created_at: raw.created_at,
+            updated_at: raw.updated_at,
+        })
+    }
+}
+
+/// How [`Store::complete_connect`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectCompleted {
+    /// The row is completed; the client's consent recorded with it when one was asked for and
+    /// the grant was still there.
+    Completed { consent_recorded: bool },
+    /// The row had finished meanwhile (declined in the client): nothing changed.
+    FinishedMeanwhile,
+}
+
+/// How approving a consent-only authorization went ([`Store::allow_client`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowOutcome {
+    /// The authorization completed and the consent is recorded, together.
+    Allowed,
+    /// The authorization was no longer pending (approved, declined or expired meanwhile).
+    NotPending,
+    /// The grant is gone or not the user's: nothing changed.
+    GrantGone,
+}
+
+/// The consent to record when a consent-only authorization is approved.
+#[derive(Debug, Clone)]
+pub struct NewConsent<'a> {
+    pub authorization_id: &'a str,
+    pub grant_id: &'a str,
+    pub user_id: &'a str,
+    pub client_key: &'a str,
+    pub client_name: Option<&'a str>,
+    pub scopes: &'a Scopes,
+}
+
+/// Records (or replaces) a consent: `$1` client key, `$2` client name, `$3` scopes, `$4` now,
+/// `$5` grant id, `$6` user id. INSERT … SELECT from grants, so a consent is never written for
+/// a grant that is gone or belongs to someone else, whatever the caller passed; the statement
+/// affects no row then. (The WHERE clause also keeps SQLite from reading `ON CONFLICT` as part
+/// of the SELECT: do not drop it.)
+const UPSERT_CONSENT: &str = "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
+     SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
+     ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
+     scopes = excluded.scopes, updated_at = excluded.updated_at";
+
+const CONSENT_COLUMNS: &str = "grant_id, client_key, user_id, client_name, scopes, created_at, updated_at";
+
+impl Store {
+    /// Records (or replaces) the consent for `client_key` to use `grant_id` with `scopes`.
+    /// Returns false when the grant no longer exists (it was disconnected meanwhile).
+    pub async fn record_consent(
+        &self,
+        grant_id: &str,
+        user_id: &str,
+        client_key: &str,
+        client_name: Option<&str>,
+        scopes: &Scopes,
+        now: Timestamp,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(UPSERT_CONSENT)
+            .bind(client_key)
+            .bind(client_name)
+            .bind(scopes.to_space_separated())
+            .bind(now)
+            .bind(grant_id)
+            .bind(user_id)
+            .execute(self.write(CacheEffect::User(user_id)))
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Completes a pending consent-only authorization and records its consent in one
+    /// transaction: both happen, or neither (the row stays pending if the grant is gone).
+    /// With `event` (`authorization.completed` for a service's authorization), written in the
+    /// same transaction.
+    /// With `pair`, the (client, server) approval the row carries is recorded with them.
+    pub async fn allow_client(
+        &self,
+        new: &NewConsent<'_>,
+        pair: Option<&NewGatewayConsent<'_>>,
+        now: Timestamp,
+        event: Option<&NewEvent>,
+    ) -> StoreResult<AllowOutcome> {
+        let event = self.event_worth_writing(event).await?;
+        let outcome = self.bounded(self.allow_client_unbounded(new, pair, now, event)).await?;
+        if event.is_some() && outcome == AllowOutcome::Allowed {
+            self.wake_webhooks();
+        }
+        Ok(outcome)
+    }
+
+    /// [`Store::allow_client`] without the bound.
+    async fn allow_client_unbounded(
+        &self,
+        new: &NewConsent<'_>,
+        pair: Option<&NewGatewayConsent<'_>>,
+        now: Timestamp,
+        event: Option<&NewEvent>,
+    ) -> StoreResult<AllowOutcome> {
+        let mut tx = self.begin(CacheEffect::User(new.user_id)).await?;
+        let completed = sqlx::query(
+            "UPDATE authorizations SET status = 'completed', updated_at = $1 \
+             WHERE id = $2 AND user_id = $3 AND kind = 'consent' AND status = 'pending' AND expires_at > $1",
+        )
+        .bind(now)
+        .bind(new.authorization_id)
+        .bind(new.user_id)
+        .execute(&mut *tx)
+        .await?;
+        if completed.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(AllowOutcome::NotPending);
+        }
+        let recorded = sqlx::query(UPSERT_CONSENT)
+            .bind(new.client_key)
+            .bind(new.client_name)
+            .bind(new.scopes.to_space_separated())
+            .bind(now)
+            .bind(new.grant_id)
+            .bind(new.user_id)
+            .execute(&mut *tx)
+            .await?;
+        if recorded.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(AllowOutcome::GrantGone);
+        }
+        // A server removed meanwhile: nothing of it to approve; the grant's consent stands.
+        if let Some(pair) = pair {
+            pair.record_in(&mut tx, now).await?;
+        }
+        if let Some(event) = event {
+            insert_event_in(&mut tx, event, now).await?;
+        }
+        tx.commit().await?;
+        Ok(AllowOutcome::Allowed)
+    }
+
+    /// Completes a connect authorization whose tokens are stored and, with `consent`, records that
+    /// the client that asked may use the grant — in one transaction, so nobody reads the row
+    /// completed while the client may not use the connection yet (a waiting 2026-07-28 retry
+    /// would run its tool then and be asked for a consent the user already gave). `false`, and
+    /// nothing recorded, when the row had finished meanwhile (declined in the client). A grant
+    /// gone before its consent is recorded still completes the row (`Ok(true)`), as nothing of
+    /// the client's can use it.
+    /// With `pair`, the (client, server) approval the row carries is recorded with them (one
+    /// visit approves the pair and connects).
+    pub async fn complete_connect(
+        &self,
+        authorization_id: &str,
+        user_id: &str,
+        consent: Option<&NewConsent<'_>>,
+        pair: Option<&NewGatewayConsent<'_>>,
+        now: Timestamp,
+        event: Option<&NewEvent>,
+    ) -> StoreResult<ConnectCompleted> {
+        let event = self.event_worth_writing(event).await?;
+        let outcome =
+            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, pair, now, event)).await?;
+        if event.is_some() && outcome != ConnectCompleted::FinishedMeanwhile {
+            self.wake_webhooks();
+        }
+        Ok(outcome)
+    }
+
+    async fn complete_connect_unbounded(
+        &self,
+        authorization_id: &str,
+        user_id: &str,
+        consent: Option<&NewConsent<'_>>,
+        pair: Option<&NewGatewayConsent<'_>>,
+        now: Timestamp,
+        event: Option<&NewEvent>,
+    ) -> StoreResult<ConnectCompleted> {
+        let mut tx = self.begin(CacheEffect::User(user_id)).await?;
+        let completed = sqlx::query(
+            "UPDATE authorizations SET status = 'completed', failure = NULL, pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
+             WHERE id = $2 AND status NOT IN ('completed', 'declined', 'failed')",
+        )
+        .bind(now)
+        .bind(authorization_id)
+        .execute(&mut *tx)
+        .await?;
+        if completed.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(ConnectCompleted::FinishedMeanwhile);
+        }
+        let outcome = match consent {
+            None => ConnectCompleted::Completed { consent_recorded: false },
+            Some(new) => {
+                let recorded = sqlx::query(UPSERT_CONSENT)
+                    .bind(new.client_key)
+                    .bind(new.client_name)
+                    .bind(new.scopes.to_space_separated())
+                    .bind(now)
+                    .bind(new.grant_id)
+                    .bind(new.user_id)
+                    .execute(&mut *tx)
+                    .await?;
+                ConnectCompleted::Completed { consent_recorded: recorded.rows_affected() == 1 }
+            }
+        };
+        if let Some(pair) = pair {
+            pair.record_in(&mut tx, now).await?;
+        }
+        if let Some(event) = event {
+            insert_event_in(&mut tx, event, now).await?;
+        }
+        tx.commit().await?;
+        Ok(outcome)
+    }
+
+    pub async fn consent(&self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {
+        sqlx::query_as::<_, RawConsentRow>(&format!(
+            "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE grant_id = $1 AND client_key = $2"
+        ))
+        .bind(grant_id)
+        .bind(client_key)
+        .fetch_optional_in(self.read())
+        .await?
+        .map(ConsentRow::try_from)
+        .transpose()
+    }
+
+    /// The user's consents, by grant then client.
+    pub async fn consents_for_user(&self, user_id: &str) -> StoreResult<Vec<ConsentRow>> {
+        sqlx::query_as::<_, RawConsentRow>(&format!(
+            "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE user_id = $1 ORDER BY grant_id, client_key"
+        ))
+        .bind(user_id)
+        .fetch_all_in(self.read())
+        .await?
+        .into_iter()
+        .map(ConsentRow::try_from)
+        .collect()
+    }
+
+    /// The newest consents given to one client (`service:<id>`, …): the
+    /// `client_consents_client` index (migration 0028) serves it at any size.
+    pub async fn consents_for_client(&self, client_key: &str, limit: i64) -> StoreResult<Vec<ConsentRow>> {
+        sqlx::query_as::<_, RawConsentRow>(&format!(
+            "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE client_key = $1 ORDER BY updated_at DESC LIMIT $2"
+        ))
+        .bind(client_key)
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?
+        .into_iter()
+        .map(ConsentRow::try_from)
+        .collect()
+    }
+
+    /// Every consent (admin listing), newest first.
+    pub async fn all_consents(&self, limit: i64) -> StoreResult<Vec<ConsentRow>> {
+        sqlx::query_as::<_, RawConsentRow>(&format!(
+            "SELECT {CONSENT_COLUMNS} FROM client_consents ORDER BY updated_at DESC LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all_in(self.read())
+        .await?
+        .into_iter()
+        .map(ConsentRow::try_from)
+        .collect()
+    }
+
+    /// Withdraws one consent of this user; false if there was none.
+    pub async fn revoke_consent(&self, user_id: &str, grant_id: &str, client_key: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND grant_id = $2 AND client_key = $3")
+            .bind(user_id)
+            .bind(grant_id)
+            .bind(client_key)
+            .execute(self.write(CacheEffect::User(user_id)))
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Withdraws every consent of this user for one client; returns how many there were.
+    pub async fn revoke_client_consents(&self, user_id: &str, client_key: &str) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND client_key = $2")
+            .bind(user_id)
+            .bind(client_key)
+            .execute(self.write(CacheEffect::User(user_id)))
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+/// What the admin consents list searches: the client, scopes, the connection (its provider,
+/// account, status, scopes) and the user's name (see `search`).
+const CONSENT_TEXT: TextIndex = TextIndex {
+    table: "client_consents",
+    text: "LOWER(client_key || ' ' || COALESCE(client_name, '') || ' ' || scopes || ' ' || grant_id)",
+    fts: "client_consents_search",
+    column: "text",
+    partial: None,
+};
+
+impl Store {
+    /// One page of consents matching `search`, most recently changed first.
+    pub async fn page_consents(&self, search: &Search, window: Window) -> StoreResult<Paged<ConsentRow>> {
+        let sql = ListSql {
+            columns: CONSENT_COLUMNS,
+            from: "client_consents",
+            filter: "",
+            indexed: Some(Indexed { own: CONSENT_TEXT, via: &[BY_GRANT_TEXT, BY_USER_NAME], extra: Vec::new() }),
+            chosen: None,
+            order: "updated_at DESC, grant_id DESC, client_key DESC",
+            after: "(updated_at, grant_id, client_key) < ({k}, {i}, {j})",
+        };
+        let key = |c: &RawConsentRow| Cursor { key: c.updated_at, id: c.grant_id.clone(), id2: c.client_key.clone() };
+        self.paged(sql, search, None, window, key).await?.try_map(ConsentRow::try_from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::grants::SealedTokens;
+
+    fn raw(scopes: &str) -> RawConsentRow {
+        RawConsentRow {
+            grant_id: "g1".into(),
+            client_key: "token:t".into(),
+            user_id: "u1".into(),
+            client_name: None,
+            scopes: scopes.into(),
+            created_at: 1,
+            updated_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_stored_row_becomes_a_typed_consent_and_a_malformed_scope_is_corrupt() {
+        let consent = ConsentRow::try_from(raw("profile notes:read")).unwrap();
+        assert!(consent.covers(&Scopes::parse(["profile"]).unwrap()));
+        assert!(!consent.covers(&Scopes::parse(["profile", "notes:write"]).unwrap()));
+        assert!(matches!(ConsentRow::try_from(raw("profile \"x\"")), Err(StoreError::Corrupt(_))));
+    }
+
+    #[tokio::test]
+    async fn a_consent_round_trips_through_sqlite_as_typed_scopes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
+        store.migrate().await.unwrap();
+        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let scopes = Scopes::parse(["profile", "notes:read"]).unwrap();
+        let tokens = SealedTokens {
+            access_token_sealed: vec![1],
+            refresh_token_sealed: None,
+            key_id: "k1".into(),
+            expires_at: None,
+            scopes: scopes.clone(),
+        };
+        let grant_id = Store::grant_id_for(&user, "demo", "");
+        assert!(store.upsert_grant(&grant_id, &user, "demo", None, &tokens, 10).await.unwrap());
+
+        assert!(store.record_consent(&grant_id, &user, "token:t", None, &scopes, 11).await.unwrap());
+        let consent = store.consent(&grant_id, "token:t").await.unwrap().unwrap();
+        assert_eq!(consent.scopes, scopes);
+        let (stored,): (String,) =
+            sqlx::query_as("SELECT scopes FROM client_consents").fetch_one(store.pool()).await.unwrap();
+        assert_eq!(stored, "notes:read profile");
+
+        sqlx::query("UPDATE client_consents SET scopes = 'a\\b'").execute(store.pool()).await.unwrap();
+        assert!(matches!(store.consents_for_user(&user).await, Err(StoreError::Corrupt(_))));
+    }
+}

@@ -1,0 +1,24 @@
+//! What a user connected: grants (their sealed tokens for one account at one provider) and the
+//! clients they allowed to use each one.
+//!
+//! - [`row`]: a grant as stored and as the broker sees it, and its statements;
+//! - [`refresh_failure`]: why a grant's last refresh failed;
+//! - [`accounts`]: which account at the provider a grant is (its stable id, its API base);
+//! - [`with_consent`]: a grant read with one client's consent, as every tool call reads it;
+//! - [`cache`]: those reads kept between tool calls;
+//! - [`consents`]: client consents (`client_consents`), a user's permission for one client to
+//!   use one of their connections;
+//! - [`events`]: grant changes that services with a webhook hear of.
+
+pub(in crate::store) mod accounts;
+pub(in crate::store) mod cache;
+pub(in crate::store) mod consents;
+pub(in crate::store) mod events;
+pub(in crate::store) mod refresh_failure;
+pub(in crate::store) mod row;
+pub(in crate::store) mod with_consent;
+
+pub use consents::{AllowOutcome, ConnectCompleted, ConsentRow, NewConsent};
+pub use refresh_failure::RefreshFailure;
+pub use row::{GrantRow, GrantStatus, REFRESH_WINDOW_SECONDS, RefreshGate, SealedTokens};
+pub use with_consent::GrantWithConsent;

@@ -1,0 +1,12 @@
+//! Services' webhooks and their outbox: where each service hears of the connections it may
+//! use, and the events on their way there.
+//!
+//! - [`endpoints`]: a service's webhook (URL, sealed signing secrets) and which providers and
+//!   services have one at all;
+//! - [`outbox`]: the events, one row per event per service, and their deliveries.
+
+pub(in crate::store) mod endpoints;
+pub(in crate::store) mod outbox;
+
+pub use endpoints::{WebhookRow, WebhookTargets, WebhookWake};
+pub use outbox::{AttemptOutcome, DeliveryRow, DeliveryStatus, EventType, NewEvent};
