@@ -2,7 +2,8 @@ pub mod api_limits {
     pub use crate::store::token_api::UNLOCKED_FRESH;
 }
 pub mod consents {
-    pub use crate::store::grants::{AllowOutcome, ConnectCompleted, ConsentRow, NewConsent};
+    pub use crate::store::authorizations::{AllowOutcome, ConnectCompleted};
+    pub use crate::store::grants::{ConsentRow, NewConsent};
 }
 pub mod console {
     pub use crate::store::audit::HourCount;
@@ -11,7 +12,8 @@ pub mod console_lists {
     pub use crate::store::audit::{AUTHORIZATION_STATUSES, AuditFilter};
 }
 pub mod gateway_consents {
-    pub use crate::store::gateway::{NewGatewayConsent, PairOutcome};
+    pub use crate::store::authorizations::PairOutcome;
+    pub use crate::store::gateway::NewGatewayConsent;
 }
 pub mod gateway_lists {
     pub use crate::store::gateway::{ListKind, ListSummary, StoredList};

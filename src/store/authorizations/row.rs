@@ -13,11 +13,8 @@ use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::paging::{Chosen, Cursor, ListSql, Paged, Search, Window};
 use crate::store::machinery::search::{Indexed, TextIndex};
 use crate::store::machinery::store::Store;
+use crate::store::machinery::write::{On, Write, Written};
 use crate::store::users::accounts::BY_USER_NAME;
-
-/// Shared with [`crate::store::grants::events`], which runs it beside a webhook event.
-pub(in crate::store) const DECLINE_AUTHORIZATION: &str = "UPDATE authorizations SET status = 'declined', pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
-     WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthorizationStatus {
@@ -257,6 +254,30 @@ pub struct NewAuthorization<'a> {
     pub expires_at: Timestamp,
 }
 
+/// [`Store::decline_authorization`].
+pub struct DeclineAuthorization<'a> {
+    id: &'a str,
+    now: Timestamp,
+}
+
+impl Write for DeclineAuthorization<'_> {
+    type Done = bool;
+
+    async fn run(&self, on: On<'_, '_>) -> StoreResult<bool> {
+        let decline = sqlx::query(
+            "UPDATE authorizations SET status = 'declined', pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
+             WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1",
+        )
+        .bind(self.now)
+        .bind(self.id);
+        Ok(on.execute(CacheEffect::Nothing, decline).await?.rows_affected() == 1)
+    }
+
+    fn applied(done: &bool) -> bool {
+        *done
+    }
+}
+
 impl Store {
     pub async fn create_authorization(&self, new: &NewAuthorization<'_>, now: Timestamp) -> StoreResult<()> {
         sqlx::query(
@@ -394,11 +415,10 @@ impl Store {
     }
 
     /// The owner said no on the consent page: only from `pending` or `redirected` and while
-    /// unexpired, so a decline racing a callback that already consumed the state loses.
-    pub async fn decline_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
-        let done =
-            sqlx::query(DECLINE_AUTHORIZATION).bind(now).bind(id).execute(self.write(CacheEffect::Nothing)).await?;
-        Ok(done.rows_affected() == 1)
+    /// unexpired, so a decline racing a callback that already consumed the state loses. True
+    /// when it applied.
+    pub fn decline_authorization<'a>(&'a self, id: &'a str, now: Timestamp) -> Written<'a, DeclineAuthorization<'a>> {
+        Written::new(self, DeclineAuthorization { id, now })
     }
 
     /// An admin ends an open attempt (`/admin/authorizations`): it expires now and its state

@@ -13,6 +13,7 @@ use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::generation_cache::GenerationCache;
 use crate::store::machinery::kept::Kept;
 use crate::store::machinery::store::Store;
+use crate::store::machinery::write::{On, Write, Written};
 
 /// At most this many (user, client) reads are kept; a full cache starts over.
 pub const CAPACITY: usize = 50_000;
@@ -40,14 +41,6 @@ pub struct GatewayConsentRow {
     pub created_at: Timestamp,
 }
 
-/// Records an approval (again: nothing changes). `$1` user, `$2` client key, `$3` server id,
-/// `$4` client name, `$5` now. INSERT … SELECT from `gateway_servers`, so nothing is written for
-/// a server removed meanwhile (the WHERE clause also keeps SQLite from reading `ON CONFLICT` as
-/// part of the SELECT).
-pub(in crate::store) const UPSERT_GATEWAY_CONSENT: &str = "INSERT INTO gateway_consents (user_id, client_key, server_id, client_name, created_at) \
-     SELECT $1, $2, id, $4, $5 FROM gateway_servers WHERE id = $3 \
-     ON CONFLICT (user_id, client_key, server_id) DO UPDATE SET client_name = excluded.client_name";
-
 /// An approval to record with an authorization's completion.
 #[derive(Debug, Clone, Copy)]
 pub struct NewGatewayConsent<'a> {
@@ -57,22 +50,35 @@ pub struct NewGatewayConsent<'a> {
     pub client_name: Option<&'a str>,
 }
 
-impl NewGatewayConsent<'_> {
-    /// Runs [`UPSERT_GATEWAY_CONSENT`] in `tx`; false when the server is gone.
-    pub(in crate::store) async fn record_in(
-        &self,
-        conn: &mut sqlx::AnyConnection,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(UPSERT_GATEWAY_CONSENT)
-            .bind(self.user_id)
-            .bind(self.client_key)
-            .bind(self.server_id)
-            .bind(self.client_name)
-            .bind(now)
-            .execute(conn)
-            .await?;
-        Ok(done.rows_affected() == 1)
+/// [`Store::record_gateway_consent`]: false when the server is gone.
+///
+/// Recording an approval again changes nothing. INSERT … SELECT from `gateway_servers`, so
+/// nothing is written for a server removed meanwhile (the WHERE clause also keeps SQLite from
+/// reading `ON CONFLICT` as part of the SELECT).
+pub struct RecordGatewayConsent<'a> {
+    new: NewGatewayConsent<'a>,
+    now: Timestamp,
+}
+
+impl Write for RecordGatewayConsent<'_> {
+    type Done = bool;
+
+    async fn run(&self, on: On<'_, '_>) -> StoreResult<bool> {
+        let upsert = sqlx::query(
+            "INSERT INTO gateway_consents (user_id, client_key, server_id, client_name, created_at) \
+             SELECT $1, $2, id, $4, $5 FROM gateway_servers WHERE id = $3 \
+             ON CONFLICT (user_id, client_key, server_id) DO UPDATE SET client_name = excluded.client_name",
+        )
+        .bind(self.new.user_id)
+        .bind(self.new.client_key)
+        .bind(self.new.server_id)
+        .bind(self.new.client_name)
+        .bind(self.now);
+        Ok(on.execute(CacheEffect::User(self.new.user_id), upsert).await?.rows_affected() == 1)
+    }
+
+    fn applied(done: &bool) -> bool {
+        *done
     }
 }
 
@@ -104,17 +110,14 @@ impl Store {
         Ok(approved)
     }
 
-    /// Records an approval outside any authorization (tests, tools); false if the server is gone.
-    pub async fn record_gateway_consent(&self, new: &NewGatewayConsent<'_>, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(UPSERT_GATEWAY_CONSENT)
-            .bind(new.user_id)
-            .bind(new.client_key)
-            .bind(new.server_id)
-            .bind(new.client_name)
-            .bind(now)
-            .execute(self.write(CacheEffect::User(new.user_id)))
-            .await?;
-        Ok(done.rows_affected() == 1)
+    /// Records an approval (with an authorization's completion, or outside any: tests, tools);
+    /// false if the server is gone.
+    pub fn record_gateway_consent<'a>(
+        &'a self,
+        new: &NewGatewayConsent<'a>,
+        now: Timestamp,
+    ) -> Written<'a, RecordGatewayConsent<'a>> {
+        Written::new(self, RecordGatewayConsent { new: *new, now })
     }
 
     /// The user's approvals, by server name then client.
@@ -160,52 +163,6 @@ impl Store {
                 .execute(self.write(CacheEffect::User(user_id)))
                 .await?;
         Ok(done.rows_affected() == 1)
-    }
-}
-
-/// How approving a `server` authorization went ([`Store::approve_gateway_pair`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PairOutcome {
-    /// The authorization completed and the approval is recorded, together.
-    Approved,
-    /// The authorization was no longer pending (approved, declined or expired meanwhile).
-    NotPending,
-    /// The server was removed: nothing changed.
-    ServerGone,
-}
-
-impl Store {
-    /// Completes a pending `server` authorization and records its approval in one transaction:
-    /// both happen, or neither.
-    pub async fn approve_gateway_pair(
-        &self,
-        authorization_id: &str,
-        pair: &NewGatewayConsent<'_>,
-        now: Timestamp,
-    ) -> StoreResult<PairOutcome> {
-        self.bounded(async {
-            let mut tx = self.begin(CacheEffect::User(pair.user_id)).await?;
-            let completed = sqlx::query(
-                "UPDATE authorizations SET status = 'completed', updated_at = $1 \
-                 WHERE id = $2 AND user_id = $3 AND kind = 'server' AND status = 'pending' AND expires_at > $1",
-            )
-            .bind(now)
-            .bind(authorization_id)
-            .bind(pair.user_id)
-            .execute(&mut *tx)
-            .await?;
-            if completed.rows_affected() != 1 {
-                tx.rollback().await?;
-                return Ok(PairOutcome::NotPending);
-            }
-            if !pair.record_in(&mut tx, now).await? {
-                tx.rollback().await?;
-                return Ok(PairOutcome::ServerGone);
-            }
-            tx.commit().await?;
-            Ok(PairOutcome::Approved)
-        })
-        .await
     }
 }
 

@@ -9,6 +9,6 @@ pub(in crate::store) mod consents;
 pub(in crate::store) mod lists;
 pub(in crate::store) mod servers;
 
-pub use consents::{GatewayConsentRow, NewGatewayConsent, PairOutcome};
+pub use consents::{GatewayConsentRow, NewGatewayConsent};
 pub use lists::{ListKind, ListSummary, StoredList};
 pub use servers::{GatewayAuth, GatewayServerRow, secret_seal_context};

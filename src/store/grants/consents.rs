@@ -6,16 +6,14 @@
 
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
-use crate::store::gateway::consents::NewGatewayConsent;
-use crate::store::grants::events::insert_event_in;
 use crate::store::grants::row::BY_GRANT_TEXT;
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
 use crate::store::machinery::search::{Indexed, TextIndex};
 use crate::store::machinery::store::Store;
+use crate::store::machinery::write::{On, Write, Written};
 use crate::store::users::accounts::BY_USER_NAME;
-use crate::store::webhooks::outbox::NewEvent;
 
 /// A consent as the rest of the broker sees it: scopes parsed once, here.
 #[derive(Debug, Clone)]
@@ -69,27 +67,6 @@ impl TryFrom<RawConsentRow> for ConsentRow {
     }
 }
 
-/// How [`Store::complete_connect`] went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectCompleted {
-    /// The row is completed; the client's consent recorded with it when one was asked for and
-    /// the grant was still there.
-    Completed { consent_recorded: bool },
-    /// The row had finished meanwhile (declined in the client): nothing changed.
-    FinishedMeanwhile,
-}
-
-/// How approving a consent-only authorization went ([`Store::allow_client`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AllowOutcome {
-    /// The authorization completed and the consent is recorded, together.
-    Allowed,
-    /// The authorization was no longer pending (approved, declined or expired meanwhile).
-    NotPending,
-    /// The grant is gone or not the user's: nothing changed.
-    GrantGone,
-}
-
 /// The consent to record when a consent-only authorization is approved.
 #[derive(Debug, Clone)]
 pub struct NewConsent<'a> {
@@ -101,180 +78,60 @@ pub struct NewConsent<'a> {
     pub scopes: &'a Scopes,
 }
 
-/// Records (or replaces) a consent: `$1` client key, `$2` client name, `$3` scopes, `$4` now,
-/// `$5` grant id, `$6` user id. INSERT … SELECT from grants, so a consent is never written for
-/// a grant that is gone or belongs to someone else, whatever the caller passed; the statement
-/// affects no row then. (The WHERE clause also keeps SQLite from reading `ON CONFLICT` as part
-/// of the SELECT: do not drop it.)
-const UPSERT_CONSENT: &str = "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
-     SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
-     ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
-     scopes = excluded.scopes, updated_at = excluded.updated_at";
+/// [`Store::record_consent`]: false when the grant is gone or not the user's.
+///
+/// INSERT … SELECT from grants, so a consent is never written for a grant that is gone or
+/// belongs to someone else, whatever the caller passed; the statement affects no row then.
+/// (The WHERE clause also keeps SQLite from reading `ON CONFLICT` as part of the SELECT: do not
+/// drop it.)
+pub struct RecordConsent<'a> {
+    grant_id: &'a str,
+    user_id: &'a str,
+    client_key: &'a str,
+    client_name: Option<&'a str>,
+    scopes: &'a Scopes,
+    now: Timestamp,
+}
+
+impl Write for RecordConsent<'_> {
+    type Done = bool;
+
+    async fn run(&self, on: On<'_, '_>) -> StoreResult<bool> {
+        let upsert = sqlx::query(
+            "INSERT INTO client_consents (grant_id, client_key, user_id, client_name, scopes, created_at, updated_at) \
+             SELECT id, $1, user_id, $2, $3, $4, $4 FROM grants WHERE id = $5 AND user_id = $6 \
+             ON CONFLICT (grant_id, client_key) DO UPDATE SET client_name = excluded.client_name, \
+             scopes = excluded.scopes, updated_at = excluded.updated_at",
+        )
+        .bind(self.client_key)
+        .bind(self.client_name)
+        .bind(self.scopes.to_space_separated())
+        .bind(self.now)
+        .bind(self.grant_id)
+        .bind(self.user_id);
+        Ok(on.execute(CacheEffect::User(self.user_id), upsert).await?.rows_affected() == 1)
+    }
+
+    fn applied(done: &bool) -> bool {
+        *done
+    }
+}
 
 const CONSENT_COLUMNS: &str = "grant_id, client_key, user_id, client_name, scopes, created_at, updated_at";
 
 impl Store {
     /// Records (or replaces) the consent for `client_key` to use `grant_id` with `scopes`.
-    /// Returns false when the grant no longer exists (it was disconnected meanwhile).
-    pub async fn record_consent(
-        &self,
-        grant_id: &str,
-        user_id: &str,
-        client_key: &str,
-        client_name: Option<&str>,
-        scopes: &Scopes,
+    /// False when the grant no longer exists (it was disconnected meanwhile).
+    pub fn record_consent<'a>(
+        &'a self,
+        grant_id: &'a str,
+        user_id: &'a str,
+        client_key: &'a str,
+        client_name: Option<&'a str>,
+        scopes: &'a Scopes,
         now: Timestamp,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(UPSERT_CONSENT)
-            .bind(client_key)
-            .bind(client_name)
-            .bind(scopes.to_space_separated())
-            .bind(now)
-            .bind(grant_id)
-            .bind(user_id)
-            .execute(self.write(CacheEffect::User(user_id)))
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Completes a pending consent-only authorization and records its consent in one
-    /// transaction: both happen, or neither (the row stays pending if the grant is gone).
-    /// With `event` (`authorization.completed` for a service's authorization), written in the
-    /// same transaction.
-    /// With `pair`, the (client, server) approval the row carries is recorded with them.
-    pub async fn allow_client(
-        &self,
-        new: &NewConsent<'_>,
-        pair: Option<&NewGatewayConsent<'_>>,
-        now: Timestamp,
-        event: Option<&NewEvent>,
-    ) -> StoreResult<AllowOutcome> {
-        let event = self.event_worth_writing(event).await?;
-        let outcome = self.bounded(self.allow_client_unbounded(new, pair, now, event)).await?;
-        if event.is_some() && outcome == AllowOutcome::Allowed {
-            self.wake_webhooks();
-        }
-        Ok(outcome)
-    }
-
-    /// [`Store::allow_client`] without the bound.
-    async fn allow_client_unbounded(
-        &self,
-        new: &NewConsent<'_>,
-        pair: Option<&NewGatewayConsent<'_>>,
-        now: Timestamp,
-        event: Option<&NewEvent>,
-    ) -> StoreResult<AllowOutcome> {
-        let mut tx = self.begin(CacheEffect::User(new.user_id)).await?;
-        let completed = sqlx::query(
-            "UPDATE authorizations SET status = 'completed', updated_at = $1 \
-             WHERE id = $2 AND user_id = $3 AND kind = 'consent' AND status = 'pending' AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(new.authorization_id)
-        .bind(new.user_id)
-        .execute(&mut *tx)
-        .await?;
-        if completed.rows_affected() != 1 {
-            tx.rollback().await?;
-            return Ok(AllowOutcome::NotPending);
-        }
-        let recorded = sqlx::query(UPSERT_CONSENT)
-            .bind(new.client_key)
-            .bind(new.client_name)
-            .bind(new.scopes.to_space_separated())
-            .bind(now)
-            .bind(new.grant_id)
-            .bind(new.user_id)
-            .execute(&mut *tx)
-            .await?;
-        if recorded.rows_affected() != 1 {
-            tx.rollback().await?;
-            return Ok(AllowOutcome::GrantGone);
-        }
-        // A server removed meanwhile: nothing of it to approve; the grant's consent stands.
-        if let Some(pair) = pair {
-            pair.record_in(&mut tx, now).await?;
-        }
-        if let Some(event) = event {
-            insert_event_in(&mut tx, event, now).await?;
-        }
-        tx.commit().await?;
-        Ok(AllowOutcome::Allowed)
-    }
-
-    /// Completes a connect authorization whose tokens are stored and, with `consent`, records that
-    /// the client that asked may use the grant — in one transaction, so nobody reads the row
-    /// completed while the client may not use the connection yet (a waiting 2026-07-28 retry
-    /// would run its tool then and be asked for a consent the user already gave). `false`, and
-    /// nothing recorded, when the row had finished meanwhile (declined in the client). A grant
-    /// gone before its consent is recorded still completes the row (`Ok(true)`), as nothing of
-    /// the client's can use it.
-    /// With `pair`, the (client, server) approval the row carries is recorded with them (one
-    /// visit approves the pair and connects).
-    pub async fn complete_connect(
-        &self,
-        authorization_id: &str,
-        user_id: &str,
-        consent: Option<&NewConsent<'_>>,
-        pair: Option<&NewGatewayConsent<'_>>,
-        now: Timestamp,
-        event: Option<&NewEvent>,
-    ) -> StoreResult<ConnectCompleted> {
-        let event = self.event_worth_writing(event).await?;
-        let outcome =
-            self.bounded(self.complete_connect_unbounded(authorization_id, user_id, consent, pair, now, event)).await?;
-        if event.is_some() && outcome != ConnectCompleted::FinishedMeanwhile {
-            self.wake_webhooks();
-        }
-        Ok(outcome)
-    }
-
-    async fn complete_connect_unbounded(
-        &self,
-        authorization_id: &str,
-        user_id: &str,
-        consent: Option<&NewConsent<'_>>,
-        pair: Option<&NewGatewayConsent<'_>>,
-        now: Timestamp,
-        event: Option<&NewEvent>,
-    ) -> StoreResult<ConnectCompleted> {
-        let mut tx = self.begin(CacheEffect::User(user_id)).await?;
-        let completed = sqlx::query(
-            "UPDATE authorizations SET status = 'completed', failure = NULL, pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
-             WHERE id = $2 AND status NOT IN ('completed', 'declined', 'failed')",
-        )
-        .bind(now)
-        .bind(authorization_id)
-        .execute(&mut *tx)
-        .await?;
-        if completed.rows_affected() != 1 {
-            tx.rollback().await?;
-            return Ok(ConnectCompleted::FinishedMeanwhile);
-        }
-        let outcome = match consent {
-            None => ConnectCompleted::Completed { consent_recorded: false },
-            Some(new) => {
-                let recorded = sqlx::query(UPSERT_CONSENT)
-                    .bind(new.client_key)
-                    .bind(new.client_name)
-                    .bind(new.scopes.to_space_separated())
-                    .bind(now)
-                    .bind(new.grant_id)
-                    .bind(new.user_id)
-                    .execute(&mut *tx)
-                    .await?;
-                ConnectCompleted::Completed { consent_recorded: recorded.rows_affected() == 1 }
-            }
-        };
-        if let Some(pair) = pair {
-            pair.record_in(&mut tx, now).await?;
-        }
-        if let Some(event) = event {
-            insert_event_in(&mut tx, event, now).await?;
-        }
-        tx.commit().await?;
-        Ok(outcome)
+    ) -> Written<'a, RecordConsent<'a>> {
+        Written::new(self, RecordConsent { grant_id, user_id, client_key, client_name, scopes, now })
     }
 
     pub async fn consent(&self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {

@@ -1,7 +1,9 @@
 //! What a user connected: grants (their sealed tokens for one account at one provider) and the
 //! clients they allowed to use each one.
 //!
-//! - [`row`]: a grant as stored and as the broker sees it, and its statements;
+//! - [`row`]: a grant as stored and as the broker sees it, and the reads of it;
+//! - [`writes`]: storing, marking and deleting grants;
+//! - [`refresh`]: the refresh lease, the gate after failures, and storing what a refresh brought;
 //! - [`refresh_failure`]: why a grant's last refresh failed;
 //! - [`accounts`]: which account at the provider a grant is (its stable id, its API base);
 //! - [`with_consent`]: a grant read with one client's consent, as every tool call reads it;
@@ -14,11 +16,13 @@ pub(in crate::store) mod accounts;
 pub(in crate::store) mod cache;
 pub(in crate::store) mod consents;
 pub(in crate::store) mod events;
+pub(in crate::store) mod refresh;
 pub(in crate::store) mod refresh_failure;
 pub(in crate::store) mod row;
 pub(in crate::store) mod with_consent;
+pub(in crate::store) mod writes;
 
-pub use consents::{AllowOutcome, ConnectCompleted, ConsentRow, NewConsent};
+pub use consents::{ConsentRow, NewConsent};
 pub use refresh_failure::RefreshFailure;
 pub use row::{GrantRow, GrantStatus, REFRESH_WINDOW_SECONDS, RefreshGate, SealedTokens};
 pub use with_consent::GrantWithConsent;

@@ -5,7 +5,7 @@
 //!   `query.bind(x).fetch_optional_in(self.read())` ([`FetchIn`]).
 //! - A write goes through a handle obtained by naming its [`CacheEffect`]:
 //!   [`Writes`] (`self.write(CacheEffect::User(&user_id))`, `CacheEffect::Everyone`,
-//!   `CacheEffect::Nothing`) for a single statement, [`Transaction`] (`self.begin(effect)`) for
+//!   `CacheEffect::Nothing`) for a single statement, [`Transaction`](super::transaction::Transaction) (`self.begin(effect)`) for
 //!   several, or [`WriteReturningUser`] for a statement about one user's row that returns the
 //!   row's `user_id` — the grant writes that know a grant by id alone name its owner that way,
 //!   with no look-up before.
@@ -16,7 +16,7 @@
 //! row moves nothing (the store runs no data-modifying `WITH`, whose count would be the outer
 //! `SELECT`'s), nor does a transaction that was rolled back or never committed.
 //!
-//! Only [`Writes`] and [`Transaction`] run statements the way sqlx writes (`execute`, or any
+//! Only [`Writes`] and [`Transaction`](super::transaction::Transaction) run statements the way sqlx writes (`execute`, or any
 //! `Executor`), and [`WriteReturningUser`] fetches only rows that name their user, so a write
 //! that forgets to declare its effect does not compile:
 //!
@@ -62,13 +62,12 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, Stream, StreamExt};
 use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::query::QueryAs;
-use sqlx::{AnyConnection, Describe, Either, Execute, Executor, FromRow, IntoArguments};
+use sqlx::{Describe, Either, Execute, Executor, FromRow, IntoArguments};
 
 use crate::store::machinery::deadlines::Timed;
 use crate::store::machinery::declared;
-use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::generations::Generations;
-use crate::store::machinery::store::{Backend, Store};
+use crate::store::machinery::store::Store;
 
 /// What a write may change of what the caches hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,22 +114,6 @@ impl Store {
     /// that user's generation moves.
     pub(in crate::store) fn write_returning_user(&self) -> WriteReturningUser<'_> {
         WriteReturningUser { timed: self.timed(), generations: &self.generations }
-    }
-
-    /// Begins a transaction whose writes do `effect` to the caches, once it commits. Bound it
-    /// with [`Store::bounded`].
-    pub(in crate::store) async fn begin<'a>(&'a self, effect: CacheEffect<'a>) -> StoreResult<Transaction<'a>> {
-        // On SQLite a transaction takes the write lock when it begins. A deferred one (`BEGIN`)
-        // that reads first and writes later cannot wait for another writer: once another
-        // connection has committed since its read, SQLite answers SQLITE_BUSY at once, past
-        // busy_timeout, and the request that wrote fails. `BEGIN IMMEDIATE` waits its turn in
-        // the busy handler instead. PostgreSQL locks rows, not the database.
-        let mut tx = match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
-        };
-        let before = declared::before_write(&mut tx, matches!(effect, CacheEffect::Nothing)).await;
-        Ok(Transaction { tx, generations: &self.generations, effect, before })
     }
 }
 
@@ -334,49 +317,9 @@ impl WriteReturningUser<'_> {
     }
 }
 
-/// A transaction with what its writes do to the caches; statements run on `&mut *tx`. The
-/// generation moves when [`Transaction::commit`] is done or given up on; a transaction dropped
-/// without committing is rolled back and moves nothing.
-pub struct Transaction<'p> {
-    tx: sqlx::Transaction<'static, Any>,
-    generations: &'p Generations,
-    effect: CacheEffect<'p>,
-    /// Debug builds: what [`super::declared`] compares at the commit.
-    before: declared::Before,
-}
-
-impl Transaction<'_> {
-    pub async fn commit(self) -> Result<(), sqlx::Error> {
-        let Transaction { mut tx, generations, effect, before } = self;
-        declared::after(&mut tx, before, "a transaction").await;
-        // Armed across the commit: a commit given up on may still land.
-        let _landing = Landing::new(generations, effect);
-        tx.commit().await
-    }
-
-    /// Rolls back: nothing was written.
-    pub async fn rollback(self) -> Result<(), sqlx::Error> {
-        self.tx.rollback().await
-    }
-}
-
-impl std::ops::Deref for Transaction<'_> {
-    type Target = AnyConnection;
-
-    fn deref(&self) -> &AnyConnection {
-        &self.tx
-    }
-}
-
-impl std::ops::DerefMut for Transaction<'_> {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
-        &mut self.tx
-    }
-}
-
 /// A write on its way: applies its effect when dropped, unless it is known to have changed
 /// nothing ([`Landing::settled`] after the answer said so).
-struct Landing<'p> {
+pub(super) struct Landing<'p> {
     generations: &'p Generations,
     effect: CacheEffect<'p>,
     /// The statement ran to its end and reported no row changed so far.
@@ -385,7 +328,7 @@ struct Landing<'p> {
 }
 
 impl<'p> Landing<'p> {
-    fn new(generations: &'p Generations, effect: CacheEffect<'p>) -> Self {
+    pub(super) fn new(generations: &'p Generations, effect: CacheEffect<'p>) -> Self {
         Self { generations, effect, unchanged: true, finished: false }
     }
 

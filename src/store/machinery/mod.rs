@@ -21,4 +21,6 @@ pub mod paging;
 pub mod placeholders;
 pub mod search;
 pub mod store;
+pub mod transaction;
 pub mod unavailable;
+pub mod write;

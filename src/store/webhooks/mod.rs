@@ -3,10 +3,13 @@
 //!
 //! - [`endpoints`]: a service's webhook (URL, sealed signing secrets) and which providers and
 //!   services have one at all;
+//! - [`events`]: what happened to a connection, written beside the change it reports;
 //! - [`outbox`]: the events, one row per event per service, and their deliveries.
 
 pub(in crate::store) mod endpoints;
+pub(in crate::store) mod events;
 pub(in crate::store) mod outbox;
 
 pub use endpoints::{WebhookRow, WebhookTargets, WebhookWake};
-pub use outbox::{AttemptOutcome, DeliveryRow, DeliveryStatus, EventType, NewEvent};
+pub use events::{EventType, NewEvent};
+pub use outbox::{AttemptOutcome, DeliveryRow, DeliveryStatus};

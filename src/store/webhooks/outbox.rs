@@ -1,62 +1,18 @@
 //! The webhook outbox (migration 0024): one row per event per service that has a webhook,
-//! written in the transaction of the change it reports ([`crate::store::grants::events`]), then
-//! delivered by `src/events/webhooks`.
+//! written in the transaction of the change it reports ([`crate::store::webhooks::events`]),
+//! then delivered by `src/events/webhooks`.
 //!
 //! An attempt is claimed with a compare-and-swap on `version` plus a lease, so one process
 //! delivers it whichever instance sees it first, and a killed one's lease lapses. Within one
 //! service and one connection (`ordering_key`: user and provider) only the oldest pending event
 //! is ever due: a later one waits until the earlier is delivered or dead.
 
-use crate::clock::{Timestamp, iso_time};
+use crate::clock::Timestamp;
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::store::Store;
-
-/// What happened, as the `type` a receiver reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    ConnectionCreated,
-    ConnectionUpdated,
-    ConnectionRefreshFailed,
-    ConnectionRecovered,
-    ConnectionNeedsReauthorization,
-    ConnectionRevoked,
-    AuthorizationCompleted,
-    AuthorizationDeclined,
-    AuthorizationExpired,
-}
-
-impl EventType {
-    pub const ALL: [EventType; 9] = [
-        EventType::ConnectionCreated,
-        EventType::ConnectionUpdated,
-        EventType::ConnectionRefreshFailed,
-        EventType::ConnectionRecovered,
-        EventType::ConnectionNeedsReauthorization,
-        EventType::ConnectionRevoked,
-        EventType::AuthorizationCompleted,
-        EventType::AuthorizationDeclined,
-        EventType::AuthorizationExpired,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::ConnectionCreated => "connection.created",
-            EventType::ConnectionUpdated => "connection.updated",
-            EventType::ConnectionRefreshFailed => "connection.refresh_failed",
-            EventType::ConnectionRecovered => "connection.recovered",
-            EventType::ConnectionNeedsReauthorization => "connection.needs_reauthorization",
-            EventType::ConnectionRevoked => "connection.revoked",
-            EventType::AuthorizationCompleted => "authorization.completed",
-            EventType::AuthorizationDeclined => "authorization.declined",
-            EventType::AuthorizationExpired => "authorization.expired",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == text)
-    }
-}
+use crate::store::machinery::write::{On, Write};
+use crate::store::webhooks::events::{EventType, InsertEvent, NewEvent, new_event_id};
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -86,72 +42,6 @@ impl DeliveryStatus {
         }
     }
 }
-
-/// An event to write: the connection it is about and what its type needs (`data`, merged into
-/// the body's `data` beside `user_id` and `provider`). Never a token.
-#[derive(Debug, Clone)]
-pub struct NewEvent {
-    pub event_type: EventType,
-    pub user_id: String,
-    pub provider: String,
-    pub data: serde_json::Map<String, serde_json::Value>,
-    /// Only this service hears of it (an authorization it caused); else every service with a
-    /// webhook that may use the provider.
-    pub service_id: Option<String>,
-}
-
-impl NewEvent {
-    pub fn new(event_type: EventType, user_id: &str, provider: &str) -> Self {
-        Self {
-            event_type,
-            user_id: user_id.to_owned(),
-            provider: provider.to_owned(),
-            data: serde_json::Map::new(),
-            service_id: None,
-        }
-    }
-
-    pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> Self {
-        self.data.insert(key.to_owned(), value.into());
-        self
-    }
-
-    /// The body receivers get: Standard Webhooks' `type`, `timestamp` and `data`, plus the id.
-    pub(in crate::store) fn body(&self, event_id: &str, now: Timestamp) -> String {
-        let mut data = serde_json::Map::new();
-        data.insert("user_id".into(), self.user_id.clone().into());
-        data.insert("provider".into(), self.provider.clone().into());
-        data.extend(self.data.clone());
-        serde_json::json!({
-            "id": event_id,
-            "type": self.event_type.as_str(),
-            "timestamp": iso_time(now),
-            "data": data,
-        })
-        .to_string()
-    }
-
-    pub(in crate::store) fn ordering_key(&self) -> String {
-        format!("{}\u{1f}{}", self.user_id, self.provider)
-    }
-}
-
-/// A new event id: `evt_` and 128 random bits.
-pub(in crate::store) fn new_event_id() -> String {
-    format!("evt_{}", uuid::Uuid::new_v4().simple())
-}
-
-/// `_` is a LIKE wildcard and provider ids may contain it.
-pub(in crate::store) fn provider_pattern(provider: &str) -> String {
-    format!("% {} %", provider.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"))
-}
-
-/// Fans one event out to every service with a live webhook that may use the provider (or the
-/// one service named), in one statement.
-pub(in crate::store) const INSERT_EVENT: &str = "INSERT INTO webhook_events (event_id, service_id, event_type, ordering_key, dedupe_key, payload, status, attempts, next_attempt_at, version, created_at) \
-     SELECT $1, id, $2, $3, $4, $5, 'pending', 0, $6, 0, $6 FROM services \
-     WHERE webhook_url IS NOT NULL AND webhook_disabled_at IS NULL \
-     AND (' ' || providers || ' ') LIKE $7 ESCAPE '\\' AND ($8 IS NULL OR id = $8)";
 
 /// One delivery as the worker and the operator see it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -366,7 +256,9 @@ impl Store {
             let event_id = new_event_id();
             // A second instance sweeping at the same moment hits the unique (service, dedupe
             // key) index: that event is already written.
-            match self.insert_event_row(&event, &event_id, Some(&format!("expired:{id}")), now).await {
+            let dedupe_key = format!("expired:{id}");
+            let insert = InsertEvent { event: &event, event_id: &event_id, dedupe_key: Some(&dedupe_key), now };
+            match insert.run(On::Alone(self)).await {
                 Ok(n) => written += n,
                 Err(StoreError::Conflict) => {}
                 Err(error) => return Err(error),
@@ -376,55 +268,5 @@ impl Store {
             self.wake_webhooks();
         }
         Ok(written)
-    }
-
-    async fn insert_event_row(
-        &self,
-        event: &NewEvent,
-        event_id: &str,
-        dedupe_key: Option<&str>,
-        now: Timestamp,
-    ) -> StoreResult<u64> {
-        let done = sqlx::query(INSERT_EVENT)
-            .bind(event_id)
-            .bind(event.event_type.as_str())
-            .bind(event.ordering_key())
-            .bind(dedupe_key)
-            .bind(event.body(event_id, now))
-            .bind(now)
-            .bind(provider_pattern(&event.provider))
-            .bind(event.service_id.as_deref())
-            .execute(self.write(CacheEffect::Nothing))
-            .await
-            .map_err(StoreError::from_write)?;
-        Ok(done.rows_affected())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_event_type_reads_back_as_itself() {
-        for t in EventType::ALL {
-            assert_eq!(EventType::parse(t.as_str()), Some(t));
-        }
-        assert_eq!(EventType::parse("connection.deleted"), None);
-    }
-
-    #[test]
-    fn a_provider_with_an_underscore_matches_only_itself() {
-        assert_eq!(provider_pattern("my_app"), "% my\\_app %");
-    }
-
-    #[test]
-    fn the_body_carries_the_id_type_time_and_connection() {
-        let event = NewEvent::new(EventType::ConnectionRevoked, "u1", "demo").with("by", "admin");
-        let body: serde_json::Value = serde_json::from_str(&event.body("evt_1", 0)).unwrap();
-        assert_eq!(body["id"], "evt_1");
-        assert_eq!(body["type"], "connection.revoked");
-        assert_eq!(body["timestamp"], "1970-01-01T00:00:00Z");
-        assert_eq!(body["data"], serde_json::json!({"user_id": "u1", "provider": "demo", "by": "admin"}));
     }
 }
