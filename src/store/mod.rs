@@ -26,6 +26,7 @@ pub mod authorizations;
 pub mod demo;
 pub mod gateway;
 pub mod grants;
+mod handles;
 pub mod machinery;
 mod old_paths;
 pub mod request_states;

@@ -9,7 +9,7 @@ pub mod console {
     pub use crate::store::audit::HourCount;
 }
 pub mod console_lists {
-    pub use crate::store::audit::{AUTHORIZATION_STATUSES, AuditFilter};
+    pub use crate::store::audit::AuditFilter;
 }
 pub mod gateway_consents {
     pub use crate::store::authorizations::PairOutcome;

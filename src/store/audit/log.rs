@@ -3,15 +3,20 @@
 //! ([`Outcome`]) and when. Never holds a secret. Text a visitor chose (a username typed at
 //! sign-in) goes in only through [`quoted`].
 //!
-//! New code records through [`Store::record`] with an explicit actor. [`Store::audit`] (the
+//! New code records through [`Audit::record`] with an explicit actor. [`Audit::record_implied`] (the
 //! older five-argument form, still used across the code) derives the actor and outcome from the
 //! action the same way migration 0009 backfilled the rows written before the columns existed.
 
 use crate::clock::Timestamp;
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::error::StoreResult;
-use crate::store::machinery::search::{TextIndex, Via};
 use crate::store::machinery::store::Store;
+
+/// The handle on the audit log: `store.audit()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Audit<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 #[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
 pub struct AuditEntry {
@@ -85,7 +90,7 @@ impl Outcome {
         }
     }
 
-    /// The outcome an action name implies, for [`Store::audit`] and the 0009 backfill.
+    /// The outcome an action name implies, for [`Audit::record_implied`] and the 0009 backfill.
     pub fn of_action(action: &str) -> Outcome {
         if action.starts_with("admin.") {
             Outcome::Success
@@ -99,7 +104,7 @@ impl Outcome {
     }
 }
 
-/// One event for [`Store::record`].
+/// One event for [`Audit::record`].
 #[derive(Debug, Clone, Copy)]
 pub struct AuditEvent<'a> {
     pub actor: Actor<'a>,
@@ -134,7 +139,7 @@ impl<'a> AuditEvent<'a> {
     }
 }
 
-/// The actor an older [`Store::audit`] call implies: the same rules as migration 0009's
+/// The actor an older [`Audit::record_implied`] call implies: the same rules as migration 0009's
 /// backfill. Admin actions (`admin.*`) that still name their actor in `detail` (`actor=cli`,
 /// `actor=<user id> (<name>)`) are read from there; no other action's detail is trusted for
 /// it (a failed sign-in's detail holds a username a visitor typed).
@@ -182,9 +187,9 @@ pub(in crate::store) fn counted(action: &str, outcome: Outcome) {
 
 pub(in crate::store) const AUDIT_COLUMNS: &str = "id, at, user_id, action, provider, detail, actor, outcome";
 
-impl Store {
+impl Audit<'_> {
     /// Appends one event (see [`AuditEvent`]).
-    pub async fn record(&self, at: Timestamp, event: AuditEvent<'_>) -> StoreResult<()> {
+    pub async fn record(self, at: Timestamp, event: AuditEvent<'_>) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
@@ -195,16 +200,16 @@ impl Store {
         .bind(event.detail)
         .bind(event.actor.as_text())
         .bind(event.outcome.as_str())
-        .execute(self.write(CacheEffect::Nothing))
+        .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         counted(event.action, event.outcome);
         Ok(())
     }
 
     /// Appends one event whose actor and outcome follow from the action ([`implied_actor`],
-    /// [`Outcome::of_action`]). Prefer [`Store::record`] where the caller knows who acted.
-    pub async fn audit(
-        &self,
+    /// [`Outcome::of_action`]). Prefer [`Audit::record`] where the caller knows who acted.
+    pub async fn record_implied(
+        self,
         at: Timestamp,
         user_id: Option<&str>,
         action: &str,
@@ -224,7 +229,7 @@ impl Store {
 
     /// The newest `limit` entries, about one user or all. Two statements, not
     /// `($1 IS NULL OR user_id = $1)`, which kept SQLite from the `audit_log_user` index.
-    pub async fn audit_entries(&self, user_id: Option<&str>, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+    pub async fn entries(self, user_id: Option<&str>, limit: i64) -> StoreResult<Vec<AuditEntry>> {
         Ok(match user_id {
             Some(user_id) => {
                 sqlx::query_as::<_, AuditEntry>(&format!(
@@ -232,7 +237,7 @@ impl Store {
                 ))
                 .bind(user_id)
                 .bind(limit)
-                .fetch_all_in(self.read())
+                .fetch_all_in(self.store.read())
                 .await?
             }
             None => {
@@ -240,27 +245,22 @@ impl Store {
                     "SELECT {AUDIT_COLUMNS} FROM audit_log ORDER BY id DESC LIMIT $1"
                 ))
                 .bind(limit)
-                .fetch_all_in(self.read())
+                .fetch_all_in(self.store.read())
                 .await?
             }
         })
     }
 
     /// The highest id of an entry visible now (0: none).
-    pub async fn newest_audit_id(&self) -> StoreResult<i64> {
+    pub async fn newest_id(self) -> StoreResult<i64> {
         let (newest,): (Option<i64>,) =
-            sqlx::query_as("SELECT MAX(id) FROM audit_log").fetch_one_in(self.read()).await?;
+            sqlx::query_as("SELECT MAX(id) FROM audit_log").fetch_one_in(self.store.read()).await?;
         Ok(newest.unwrap_or(0))
     }
 
     /// Entries after `after_id`, oldest first, at most `limit` (`admin audit --follow` polls
     /// with the last id it printed).
-    pub async fn audit_entries_after(
-        &self,
-        after_id: i64,
-        user_id: Option<&str>,
-        limit: i64,
-    ) -> StoreResult<Vec<AuditEntry>> {
+    pub async fn entries_after(self, after_id: i64, user_id: Option<&str>, limit: i64) -> StoreResult<Vec<AuditEntry>> {
         Ok(match user_id {
             Some(user_id) => {
                 sqlx::query_as::<_, AuditEntry>(&format!(
@@ -269,7 +269,7 @@ impl Store {
                 .bind(after_id)
                 .bind(user_id)
                 .bind(limit)
-                .fetch_all_in(self.read())
+                .fetch_all_in(self.store.read())
                 .await?
             }
             None => {
@@ -278,88 +278,40 @@ impl Store {
                 ))
                 .bind(after_id)
                 .bind(limit)
-                .fetch_all_in(self.read())
+                .fetch_all_in(self.store.read())
                 .await?
             }
         })
     }
 
     /// The newest failures and refusals (the dashboard's "recent failures").
-    pub async fn audit_failures(&self, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+    pub async fn failures(self, limit: i64) -> StoreResult<Vec<AuditEntry>> {
         Ok(sqlx::query_as::<_, AuditEntry>(&format!(
             "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE outcome <> 'success' ORDER BY id DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?)
     }
 
     /// The newest entries by one actor (`service:<id>`, …), newest first: the `audit_log_actor`
     /// index (migration 0028) serves it at any size.
-    pub async fn audit_by_actor(&self, actor: &str, limit: i64) -> StoreResult<Vec<AuditEntry>> {
+    pub async fn by_actor(self, actor: &str, limit: i64) -> StoreResult<Vec<AuditEntry>> {
         Ok(sqlx::query_as::<_, AuditEntry>(&format!(
             "SELECT {AUDIT_COLUMNS} FROM audit_log WHERE actor = $1 ORDER BY id DESC LIMIT $2"
         ))
         .bind(actor)
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?)
     }
 }
 
-/// `value` cut to `max_chars` and quoted for a `key="value"` detail: quotes, backslashes,
-/// control, format and bidi characters (U+202E would reorder what an operator reads) are
-/// escaped as `\u{…}`, so a reader sees exactly what was sent and nothing can fake a field.
-pub fn quoted(value: &str, max_chars: usize) -> String {
-    let mut out = String::from("\"");
-    for (i, c) in value.chars().enumerate() {
-        if i == max_chars {
-            out.push('…');
-            break;
-        }
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if c.is_control() || is_invisible(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Format characters that change how text reads without showing themselves: zero-width and
-/// joiners, bidi embeddings, overrides and isolates, invisible operators, the BOM.
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{ad}' | '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
-}
-
-/// What the admin audit list searches: action, actor, outcome, provider, detail, and the
-/// user's name (see `search`). Rows written in batches (token-API answers) share their text
-/// through `audit_texts` ([`BY_SHARED_TEXT`]); the index on this expression holds only the others.
-pub(in crate::store) const AUDIT_TEXT: TextIndex = TextIndex {
-    table: "audit_log",
-    text: "LOWER(action || ' ' || COALESCE(actor, '') || ' ' || COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, ''))",
-    fts: "audit_log_search",
-    column: "text",
-    partial: Some("text_id IS NULL"),
-};
-
-/// The distinct texts of audit rows written in batches (token-API answers, migration 0032):
-/// such a row names its text by `text_id` and is not in the audit log's own text index.
-pub const AUDIT_TEXTS: TextIndex =
-    TextIndex { table: "audit_texts", text: "text", fts: "audit_texts_search", column: "text", partial: None };
-
-/// An audit row whose `text_id` names a shared text that holds the term matches.
-pub const BY_SHARED_TEXT: Via = Via { index: AUDIT_TEXTS, column: "text_id", prefix: 't' };
-
-impl Store {
+impl Audit<'_> {
     /// The newest refreshes and failures about (user, provider): what the grants list shows
     /// as a grant's last refresh and last error.
-    pub async fn audit_refreshes_and_failures(
-        &self,
+    pub async fn refreshes_and_failures(
+        self,
         user_id: &str,
         provider: &str,
         limit: i64,
@@ -369,22 +321,7 @@ impl Store {
         ))
         .bind(user_id)
         .bind(provider)
-        .bind(limit).fetch_all_in(self.read())
+        .bind(limit).fetch_all_in(self.store.read())
         .await?)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quoted;
-
-    #[test]
-    fn quoted_escapes_what_could_mislead_a_reader_and_bounds_the_length() {
-        assert_eq!(quoted("alice", 64), "\"alice\"");
-        assert_eq!(quoted("a\"b\\c", 64), "\"a\\\"b\\\\c\"");
-        assert_eq!(quoted("evil\u{202e}nimda", 64), "\"evil\\u{202e}nimda\"");
-        assert_eq!(quoted("a\nreason=ok", 64), "\"a\\u{a}reason=ok\"");
-        assert_eq!(quoted(&"x".repeat(500), 8), format!("\"{}…\"", "x".repeat(8)));
-        assert_eq!(quoted("żółw", 64), "\"żółw\"", "ordinary letters stay readable");
     }
 }

@@ -5,10 +5,17 @@
 use crate::clock::Timestamp;
 use crate::domain::{AuthMethod, Scopes};
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::counts::Count;
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
 use crate::store::machinery::placeholders::numbered_values;
 use crate::store::machinery::store::Store;
+
+/// The handle on the authorization server's registered clients: `store.oauth_clients()`.
+#[derive(Debug, Clone, Copy)]
+pub struct OAuthClients<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 /// The grant types a client may register; `authorization_code` always, `refresh_token` optionally.
 const GRANT_TYPES_WITHOUT_REFRESH: &str = "authorization_code";
@@ -96,9 +103,14 @@ impl TryFrom<RawOAuthClientRow> for OAuthClientRow {
 
 const CLIENT_COLUMNS: &str = "client_id, client_secret_hash, token_endpoint_auth_method, client_name, redirect_uris, grant_types, scope, created_at";
 
-impl Store {
+impl OAuthClients<'_> {
+    /// Every registered client, for the dashboard (bounded: [`crate::store::machinery::counts`]).
+    pub(in crate::store) async fn count(self) -> StoreResult<Count> {
+        self.store.capped_count("oauth_clients", None, 0).await
+    }
+
     /// Stores a new client; [`StoreError::Conflict`] if the id is taken.
-    pub async fn insert_oauth_client(&self, row: &OAuthClientRow) -> StoreResult<()> {
+    pub async fn insert(self, row: &OAuthClientRow) -> StoreResult<()> {
         sqlx::query(&format!("INSERT INTO oauth_clients ({CLIENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"))
             .bind(&row.client_id)
             .bind(&row.client_secret_hash)
@@ -108,18 +120,18 @@ impl Store {
             .bind(if row.refresh_allowed { GRANT_TYPES_WITH_REFRESH } else { GRANT_TYPES_WITHOUT_REFRESH })
             .bind(row.scope.as_ref().map(Scopes::to_space_separated))
             .bind(row.created_at)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await
             .map_err(StoreError::from_write)?;
         Ok(())
     }
 
-    pub async fn oauth_client(&self, client_id: &str) -> StoreResult<Option<OAuthClientRow>> {
+    pub async fn by_id(self, client_id: &str) -> StoreResult<Option<OAuthClientRow>> {
         sqlx::query_as::<_, RawOAuthClientRow>(&format!(
             "SELECT {CLIENT_COLUMNS} FROM oauth_clients WHERE client_id = $1"
         ))
         .bind(client_id)
-        .fetch_optional_in(self.read())
+        .fetch_optional_in(self.store.read())
         .await?
         .map(OAuthClientRow::try_from)
         .transpose()
@@ -127,7 +139,7 @@ impl Store {
 
     /// The registered names of those of `ids` that are registered, in one query (a page names
     /// its rows' clients).
-    pub async fn oauth_client_names(&self, ids: &[&str]) -> StoreResult<Vec<(String, Option<String>)>> {
+    pub async fn names(self, ids: &[&str]) -> StoreResult<Vec<(String, Option<String>)>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -139,16 +151,16 @@ impl Store {
         for id in ids {
             query = query.bind(*id);
         }
-        Ok(query.fetch_all_in(self.read()).await?)
+        Ok(query.fetch_all_in(self.store.read()).await?)
     }
 
     /// Every registered client (admin listing), newest first.
-    pub async fn list_oauth_clients(&self, limit: i64) -> StoreResult<Vec<OAuthClientRow>> {
+    pub async fn list(self, limit: i64) -> StoreResult<Vec<OAuthClientRow>> {
         sqlx::query_as::<_, RawOAuthClientRow>(&format!(
             "SELECT {CLIENT_COLUMNS} FROM oauth_clients ORDER BY created_at DESC, client_id LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(OAuthClientRow::try_from)
@@ -159,9 +171,9 @@ impl Store {
 /// What the admin MCP clients list searches (see `paging`).
 const SEARCH_CLIENTS: &str = "LOWER(COALESCE(client_name, '') || ' ' || client_id || ' ' || token_endpoint_auth_method || ' ' || redirect_uris || ' ' || COALESCE(scope, '')) LIKE {q} ESCAPE '\\'";
 
-impl Store {
+impl OAuthClients<'_> {
     /// One page of registered MCP clients matching `search`, newest first.
-    pub async fn page_oauth_clients(&self, search: &Search, window: Window) -> StoreResult<Paged<OAuthClientRow>> {
+    pub async fn page(self, search: &Search, window: Window) -> StoreResult<Paged<OAuthClientRow>> {
         let sql = ListSql {
             columns: CLIENT_COLUMNS,
             from: "oauth_clients",
@@ -172,7 +184,7 @@ impl Store {
             after: "(created_at, client_id) < ({k}, {i})",
         };
         let key = |c: &RawOAuthClientRow| Cursor::new(c.created_at, c.client_id.clone());
-        self.paged(sql, search, None, window, key).await?.try_map(OAuthClientRow::try_from)
+        self.store.paged(sql, search, None, window, key).await?.try_map(OAuthClientRow::try_from)
     }
 }
 
@@ -238,8 +250,8 @@ mod tests {
             scope: Some(Scopes::parse(["mcp", "mcp:read"]).unwrap()),
             created_at: 10,
         };
-        store.insert_oauth_client(&row).await.unwrap();
-        let back = store.oauth_client("c1").await.unwrap().unwrap();
+        store.oauth_clients().insert(&row).await.unwrap();
+        let back = store.oauth_clients().by_id("c1").await.unwrap().unwrap();
         assert_eq!((back.token_endpoint_auth_method, &back.redirect_uris), (AuthMethod::None, &uris));
         assert_eq!((back.refresh_allowed, &back.scope), (true, &row.scope));
         let stored: (String, String, String, Option<String>) = sqlx::query_as(
@@ -254,7 +266,7 @@ mod tests {
             ("none".into(), expected_uris, "authorization_code refresh_token".into(), Some("mcp mcp:read".into())),
             "the columns hold the same text as before"
         );
-        assert!(matches!(store.insert_oauth_client(&row).await, Err(StoreError::Conflict)));
-        assert!(store.oauth_client("c2").await.unwrap().is_none());
+        assert!(matches!(store.oauth_clients().insert(&row).await, Err(StoreError::Conflict)));
+        assert!(store.oauth_clients().by_id("c2").await.unwrap().is_none());
     }
 }

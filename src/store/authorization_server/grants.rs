@@ -13,6 +13,12 @@ use crate::store::machinery::cache_effect::{CacheEffect, FetchIn, ReturnedUser};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::store::Store;
 
+/// The handle on the authorization server's grants, codes and refresh tokens: `store.oauth_grants()`.
+#[derive(Debug, Clone, Copy)]
+pub struct OAuthGrants<'s> {
+    pub(in crate::store) store: &'s Store,
+}
+
 /// How long a used or expired code is kept, so a late replay is still recognised as one.
 pub const USED_CODE_RETENTION_SECS: i64 = 24 * 60 * 60;
 
@@ -50,27 +56,6 @@ pub struct OAuthGrantFields {
     pub grant_revoked_at: Option<Timestamp>,
 }
 
-/// An authorization code, by hash, with its grant.
-#[derive(Debug, Clone)]
-pub struct OAuthCodeRow {
-    pub code_hash: String,
-    pub redirect_uri: String,
-    pub code_challenge: String,
-    pub expires_at: Timestamp,
-    pub used_at: Option<Timestamp>,
-    pub grant: OAuthGrantFields,
-}
-
-/// A refresh token, by hash, with its grant.
-#[derive(Debug, Clone)]
-pub struct OAuthRefreshTokenRow {
-    pub token_hash: String,
-    pub created_at: Timestamp,
-    pub expires_at: Timestamp,
-    pub rotated_at: Option<Timestamp>,
-    pub grant: OAuthGrantFields,
-}
-
 /// One live approval of an MCP client by a user.
 #[derive(Debug, Clone)]
 pub struct OAuthGrantRow {
@@ -83,7 +68,7 @@ pub struct OAuthGrantRow {
 
 /// The grant columns as stored; read only through [`OAuthGrantFields::try_from`].
 #[derive(sqlx::FromRow)]
-struct RawOAuthGrantFields {
+pub(in crate::store) struct RawOAuthGrantFields {
     grant_id: String,
     client_id: String,
     user_id: String,
@@ -125,58 +110,6 @@ impl TryFrom<RawOAuthGrantFields> for OAuthGrantFields {
     }
 }
 
-/// The row as stored; read only through [`OAuthCodeRow::try_from`].
-#[derive(sqlx::FromRow)]
-struct RawOAuthCodeRow {
-    code_hash: String,
-    redirect_uri: String,
-    code_challenge: String,
-    expires_at: Timestamp,
-    used_at: Option<Timestamp>,
-    #[sqlx(flatten)]
-    grant: RawOAuthGrantFields,
-}
-
-impl TryFrom<RawOAuthCodeRow> for OAuthCodeRow {
-    type Error = StoreError;
-
-    fn try_from(raw: RawOAuthCodeRow) -> Result<Self, Self::Error> {
-        Ok(OAuthCodeRow {
-            code_hash: raw.code_hash,
-            redirect_uri: raw.redirect_uri,
-            code_challenge: raw.code_challenge,
-            expires_at: raw.expires_at,
-            used_at: raw.used_at,
-            grant: raw.grant.try_into()?,
-        })
-    }
-}
-
-/// The row as stored; read only through [`OAuthRefreshTokenRow::try_from`].
-#[derive(sqlx::FromRow)]
-struct RawOAuthRefreshTokenRow {
-    token_hash: String,
-    created_at: Timestamp,
-    expires_at: Timestamp,
-    rotated_at: Option<Timestamp>,
-    #[sqlx(flatten)]
-    grant: RawOAuthGrantFields,
-}
-
-impl TryFrom<RawOAuthRefreshTokenRow> for OAuthRefreshTokenRow {
-    type Error = StoreError;
-
-    fn try_from(raw: RawOAuthRefreshTokenRow) -> Result<Self, Self::Error> {
-        Ok(OAuthRefreshTokenRow {
-            token_hash: raw.token_hash,
-            created_at: raw.created_at,
-            expires_at: raw.expires_at,
-            rotated_at: raw.rotated_at,
-            grant: raw.grant.try_into()?,
-        })
-    }
-}
-
 /// The row as stored; read only through [`OAuthGrantRow::try_from`].
 #[derive(sqlx::FromRow)]
 struct RawOAuthGrantRow {
@@ -195,28 +128,28 @@ impl TryFrom<RawOAuthGrantRow> for OAuthGrantRow {
     }
 }
 
-const GRANT_FIELDS: &str = "g.id AS grant_id, g.client_id, g.user_id, g.scope, g.resource, g.refresh_allowed, g.revoked_at AS grant_revoked_at";
+pub(in crate::store) const GRANT_FIELDS: &str = "g.id AS grant_id, g.client_id, g.user_id, g.scope, g.resource, g.refresh_allowed, g.revoked_at AS grant_revoked_at";
 
-impl Store {
+impl OAuthGrants<'_> {
     /// Records an approval and its code in one transaction. Also drops codes that expired more
     /// than [`USED_CODE_RETENTION_SECS`] ago (they can no longer be redeemed or replayed usefully).
-    pub async fn create_oauth_grant_with_code(
-        &self,
+    pub async fn create_with_code(
+        self,
         grant: &NewOAuthGrant<'_>,
         code: &NewOAuthCode<'_>,
         now: Timestamp,
     ) -> StoreResult<()> {
-        self.bounded(self.create_oauth_grant_with_code_unbounded(grant, code, now)).await
+        self.store.bounded(self.create_oauth_grant_with_code_unbounded(grant, code, now)).await
     }
 
-    /// [`Store::create_oauth_grant_with_code`] without the bound.
+    /// [`OAuthGrants::create_with_code`] without the bound.
     async fn create_oauth_grant_with_code_unbounded(
-        &self,
+        self,
         grant: &NewOAuthGrant<'_>,
         code: &NewOAuthCode<'_>,
         now: Timestamp,
     ) -> StoreResult<()> {
-        let mut tx = self.begin(CacheEffect::User(grant.user_id)).await?;
+        let mut tx = self.store.begin(CacheEffect::User(grant.user_id)).await?;
         sqlx::query(
             "INSERT INTO oauth_grants (id, client_id, user_id, scope, resource, refresh_allowed, created_at, revoked_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
@@ -251,96 +184,25 @@ impl Store {
         Ok(())
     }
 
-    pub async fn oauth_code(&self, code_hash: &str) -> StoreResult<Option<OAuthCodeRow>> {
-        sqlx::query_as::<_, RawOAuthCodeRow>(&format!(
-            "SELECT c.code_hash, c.redirect_uri, c.code_challenge, c.expires_at, c.used_at, {GRANT_FIELDS} \
-             FROM oauth_codes c JOIN oauth_grants g ON g.id = c.grant_id WHERE c.code_hash = $1"
-        ))
-        .bind(code_hash)
-        .fetch_optional_in(self.read())
-        .await?
-        .map(OAuthCodeRow::try_from)
-        .transpose()
-    }
-
-    /// Marks the code used if nobody has yet and it has not expired. True when this caller won.
-    pub async fn consume_oauth_code(&self, code_hash: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE oauth_codes SET used_at = $1 WHERE code_hash = $2 AND used_at IS NULL AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(code_hash)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    pub async fn insert_oauth_refresh_token(
-        &self,
-        token_hash: &str,
-        grant_id: &str,
-        now: Timestamp,
-        expires_at: Timestamp,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO oauth_refresh_tokens (token_hash, grant_id, created_at, expires_at, rotated_at) \
-             VALUES ($1, $2, $3, $4, NULL)",
-        )
-        .bind(token_hash)
-        .bind(grant_id)
-        .bind(now)
-        .bind(expires_at)
-        .execute(self.write(CacheEffect::Nothing))
-        .await
-        .map_err(StoreError::from_write)?;
-        Ok(())
-    }
-
-    pub async fn oauth_refresh_token(&self, token_hash: &str) -> StoreResult<Option<OAuthRefreshTokenRow>> {
-        sqlx::query_as::<_, RawOAuthRefreshTokenRow>(&format!(
-            "SELECT t.token_hash, t.created_at, t.expires_at, t.rotated_at, {GRANT_FIELDS} \
-             FROM oauth_refresh_tokens t JOIN oauth_grants g ON g.id = t.grant_id WHERE t.token_hash = $1"
-        ))
-        .bind(token_hash)
-        .fetch_optional_in(self.read())
-        .await?
-        .map(OAuthRefreshTokenRow::try_from)
-        .transpose()
-    }
-
-    /// Retires a refresh token if it is still current and unexpired. True when this caller won;
-    /// false means it was already rotated (a replay) or raced another use.
-    pub async fn rotate_oauth_refresh_token(&self, token_hash: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE oauth_refresh_tokens SET rotated_at = $1 \
-             WHERE token_hash = $2 AND rotated_at IS NULL AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(token_hash)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
     /// Revokes a grant (and with it its code and every refresh token). True if it was live.
     /// Its user's cached bearer tokens are dropped at once (the row names the user).
-    pub async fn revoke_oauth_grant(&self, grant_id: &str, now: Timestamp) -> StoreResult<bool> {
+    pub async fn revoke(self, grant_id: &str, now: Timestamp) -> StoreResult<bool> {
         let revoked = sqlx::query_as::<_, ReturnedUser>(
             "UPDATE oauth_grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL RETURNING user_id",
         )
         .bind(now)
         .bind(grant_id);
-        Ok(self.write_returning_user().fetch_optional(revoked).await?.is_some())
+        Ok(self.store.write_returning_user().fetch_optional(revoked).await?.is_some())
     }
 
     /// The user's live approvals of MCP clients, oldest first (the connections page).
-    pub async fn active_oauth_grants_for_user(&self, user_id: &str) -> StoreResult<Vec<OAuthGrantRow>> {
+    pub async fn active_for_user(self, user_id: &str) -> StoreResult<Vec<OAuthGrantRow>> {
         sqlx::query_as::<_, RawOAuthGrantRow>(
             "SELECT id, client_id, scope, created_at FROM oauth_grants WHERE user_id = $1 AND revoked_at IS NULL \
              ORDER BY created_at, id",
         )
         .bind(user_id)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(OAuthGrantRow::try_from)
@@ -349,38 +211,33 @@ impl Store {
 
     /// Revokes every live grant of this user to `client_id`: its access and refresh tokens stop
     /// working at once. Returns how many grants were live.
-    pub async fn revoke_oauth_grants_of_client(
-        &self,
-        user_id: &str,
-        client_id: &str,
-        now: Timestamp,
-    ) -> StoreResult<u64> {
+    pub async fn revoke_of_client(self, user_id: &str, client_id: &str, now: Timestamp) -> StoreResult<u64> {
         let done = sqlx::query(
             "UPDATE oauth_grants SET revoked_at = $1 WHERE user_id = $2 AND client_id = $3 AND revoked_at IS NULL",
         )
         .bind(now)
         .bind(user_id)
         .bind(client_id)
-        .execute(self.write(CacheEffect::User(user_id)))
+        .execute(self.store.write(CacheEffect::User(user_id)))
         .await?;
         Ok(done.rows_affected())
     }
 
     /// The user a grant belongs to.
-    pub async fn oauth_grant_user(&self, grant_id: &str) -> StoreResult<Option<String>> {
+    pub async fn user_of(self, grant_id: &str) -> StoreResult<Option<String>> {
         let row: Option<(String,)> = sqlx::query_as("SELECT user_id FROM oauth_grants WHERE id = $1")
             .bind(grant_id)
-            .fetch_optional_in(self.read())
+            .fetch_optional_in(self.store.read())
             .await?;
         Ok(row.map(|(user_id,)| user_id))
     }
 
     /// Whether a grant exists and is not revoked: what a bearer check can ask about the
     /// `grant_id` claim of an access token the authorization server issued.
-    pub async fn oauth_grant_is_active(&self, grant_id: &str) -> StoreResult<bool> {
+    pub async fn is_active(self, grant_id: &str) -> StoreResult<bool> {
         let row: Option<(Option<i64>,)> = sqlx::query_as("SELECT revoked_at FROM oauth_grants WHERE id = $1")
             .bind(grant_id)
-            .fetch_optional_in(self.read())
+            .fetch_optional_in(self.store.read())
             .await?;
         Ok(matches!(row, Some((None,))))
     }
@@ -394,7 +251,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         store.migrate().await.unwrap();
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap();
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap();
         (dir, store, user.id)
     }
 
@@ -411,40 +268,6 @@ mod tests {
 
     fn code(hash: &str, expires_at: i64) -> NewOAuthCode<'_> {
         NewOAuthCode { code_hash: hash, redirect_uri: "http://127.0.0.1:9/cb", code_challenge: "ch", expires_at }
-    }
-
-    #[tokio::test]
-    async fn a_code_is_consumed_exactly_once_and_not_after_expiry() {
-        let (_dir, store, user) = store_with_user().await;
-        store.create_oauth_grant_with_code(&grant("g1", &user), &code("h1", 1_060), 1_000).await.unwrap();
-        store.create_oauth_grant_with_code(&grant("g2", &user), &code("h2", 1_060), 1_000).await.unwrap();
-
-        let row = store.oauth_code("h1").await.unwrap().unwrap();
-        assert_eq!((row.grant.client_id.as_str(), row.grant.user_id.as_str()), ("c1", user.as_str()));
-        assert!(row.grant.refresh_allowed);
-        assert!(store.consume_oauth_code("h1", 1_000).await.unwrap());
-        assert!(!store.consume_oauth_code("h1", 1_001).await.unwrap());
-        assert!(!store.consume_oauth_code("h2", 1_060).await.unwrap(), "expired codes cannot be consumed");
-        assert!(store.oauth_code("missing").await.unwrap().is_none());
-    }
-
-    #[tokio::test]
-    async fn a_refresh_token_rotates_once_and_dies_with_its_grant() {
-        let (_dir, store, user) = store_with_user().await;
-        store.create_oauth_grant_with_code(&grant("g1", &user), &code("h1", 1_060), 1_000).await.unwrap();
-        store.insert_oauth_refresh_token("r1", "g1", 1_000, 5_000).await.unwrap();
-        store.insert_oauth_refresh_token("r2", "g1", 1_000, 5_000).await.unwrap();
-
-        assert!(store.rotate_oauth_refresh_token("r1", 1_010).await.unwrap());
-        assert!(!store.rotate_oauth_refresh_token("r1", 1_011).await.unwrap(), "a rotated token cannot rotate twice");
-        assert!(store.oauth_grant_is_active("g1").await.unwrap());
-        assert!(store.revoke_oauth_grant("g1", 1_020).await.unwrap());
-        assert!(!store.revoke_oauth_grant("g1", 1_021).await.unwrap());
-        assert!(!store.oauth_grant_is_active("g1").await.unwrap());
-        assert!(!store.oauth_grant_is_active("nope").await.unwrap());
-        let r2 = store.oauth_refresh_token("r2").await.unwrap().unwrap();
-        assert_eq!(r2.grant.grant_revoked_at, Some(1_020));
-        assert_eq!(store.oauth_code("h1").await.unwrap().unwrap().grant.grant_revoked_at, Some(1_020));
     }
 
     fn raw_fields(scope: &str, refresh_allowed: i64) -> RawOAuthGrantFields {
@@ -473,27 +296,27 @@ mod tests {
     #[tokio::test]
     async fn grants_read_back_with_typed_scopes_and_nonsense_is_corrupt() {
         let (_dir, store, user) = store_with_user().await;
-        store.create_oauth_grant_with_code(&grant("g1", &user), &code("h1", 1_060), 1_000).await.unwrap();
-        let live = store.active_oauth_grants_for_user(&user).await.unwrap();
+        store.oauth_grants().create_with_code(&grant("g1", &user), &code("h1", 1_060), 1_000).await.unwrap();
+        let live = store.oauth_grants().active_for_user(&user).await.unwrap();
         assert_eq!(live[0].scope, Scopes::parse(["mcp"]).unwrap());
-        assert_eq!(store.oauth_code("h1").await.unwrap().unwrap().grant.scope, live[0].scope);
+        assert_eq!(store.oauth_grants().code("h1").await.unwrap().unwrap().grant.scope, live[0].scope);
 
         sqlx::query("UPDATE oauth_grants SET refresh_allowed = 7").execute(store.pool()).await.unwrap();
-        assert!(matches!(store.oauth_code("h1").await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.oauth_grants().code("h1").await, Err(StoreError::Corrupt(_))));
         sqlx::query("UPDATE oauth_grants SET refresh_allowed = 1, scope = 'mcp \"x\"'")
             .execute(store.pool())
             .await
             .unwrap();
-        assert!(matches!(store.active_oauth_grants_for_user(&user).await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.oauth_grants().active_for_user(&user).await, Err(StoreError::Corrupt(_))));
     }
 
     #[tokio::test]
     async fn old_codes_are_swept_when_new_ones_are_issued() {
         let (_dir, store, user) = store_with_user().await;
-        store.create_oauth_grant_with_code(&grant("g1", &user), &code("old", 1_060), 1_000).await.unwrap();
+        store.oauth_grants().create_with_code(&grant("g1", &user), &code("old", 1_060), 1_000).await.unwrap();
         let later = 1_061 + USED_CODE_RETENTION_SECS;
-        store.create_oauth_grant_with_code(&grant("g2", &user), &code("new", later + 60), later).await.unwrap();
-        assert!(store.oauth_code("old").await.unwrap().is_none());
-        assert!(store.oauth_code("new").await.unwrap().is_some());
+        store.oauth_grants().create_with_code(&grant("g2", &user), &code("new", later + 60), later).await.unwrap();
+        assert!(store.oauth_grants().code("old").await.unwrap().is_none());
+        assert!(store.oauth_grants().code("new").await.unwrap().is_some());
     }
 }

@@ -6,15 +6,15 @@
 //! statements ([`crate::store::grants::consents`], [`crate::store::gateway::consents`]).
 
 use crate::clock::Timestamp;
+use crate::store::authorizations::row::Authorizations;
 use crate::store::gateway::consents::NewGatewayConsent;
 use crate::store::grants::consents::NewConsent;
 use crate::store::machinery::cache_effect::CacheEffect;
 use crate::store::machinery::error::StoreResult;
-use crate::store::machinery::store::Store;
 use crate::store::machinery::transaction::Transaction;
 use crate::store::machinery::write::{On, Steps, Written};
 
-/// How [`Store::complete_connect`] went.
+/// How [`Authorizations::complete_connect`] went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConnectCompleted {
     /// The row is completed; the client's consent recorded with it when one was asked for and
@@ -24,7 +24,7 @@ pub enum ConnectCompleted {
     FinishedMeanwhile,
 }
 
-/// How approving a consent-only authorization went ([`Store::allow_client`]).
+/// How approving a consent-only authorization went ([`Authorizations::allow_client`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllowOutcome {
     /// The authorization completed and the consent is recorded, together.
@@ -35,7 +35,7 @@ pub enum AllowOutcome {
     GrantGone,
 }
 
-/// How approving a `server` authorization went ([`Store::approve_gateway_pair`]).
+/// How approving a `server` authorization went ([`Authorizations::approve_gateway_pair`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PairOutcome {
     /// The authorization completed and the approval is recorded, together.
@@ -46,7 +46,7 @@ pub enum PairOutcome {
     ServerGone,
 }
 
-/// [`Store::allow_client`].
+/// [`Authorizations::allow_client`].
 pub struct AllowClient<'a> {
     new: &'a NewConsent<'a>,
     pair: Option<&'a NewGatewayConsent<'a>>,
@@ -69,13 +69,13 @@ impl Steps for AllowClient<'_> {
             return Ok(AllowOutcome::NotPending);
         }
         let consent =
-            store.record_consent(new.grant_id, new.user_id, new.client_key, new.client_name, new.scopes, self.now);
+            store.consents().record(new.grant_id, new.user_id, new.client_key, new.client_name, new.scopes, self.now);
         if !consent.within(tx).await? {
             return Ok(AllowOutcome::GrantGone);
         }
         // A server removed meanwhile: nothing of it to approve; the grant's consent stands.
         if let Some(pair) = self.pair {
-            store.record_gateway_consent(pair, self.now).within(tx).await?;
+            store.gateway_consents().record(pair, self.now).within(tx).await?;
         }
         Ok(AllowOutcome::Allowed)
     }
@@ -85,7 +85,7 @@ impl Steps for AllowClient<'_> {
     }
 }
 
-/// [`Store::complete_connect`].
+/// [`Authorizations::complete_connect`].
 pub struct CompleteConnect<'a> {
     authorization_id: &'a str,
     user_id: &'a str,
@@ -113,7 +113,7 @@ impl Steps for CompleteConnect<'_> {
         let outcome = match self.consent {
             None => ConnectCompleted::Completed { consent_recorded: false },
             Some(new) => {
-                let consent = store.record_consent(
+                let consent = store.consents().record(
                     new.grant_id,
                     new.user_id,
                     new.client_key,
@@ -125,7 +125,7 @@ impl Steps for CompleteConnect<'_> {
             }
         };
         if let Some(pair) = self.pair {
-            store.record_gateway_consent(pair, self.now).within(tx).await?;
+            store.gateway_consents().record(pair, self.now).within(tx).await?;
         }
         Ok(outcome)
     }
@@ -135,7 +135,7 @@ impl Steps for CompleteConnect<'_> {
     }
 }
 
-/// [`Store::approve_gateway_pair`].
+/// [`Authorizations::approve_gateway_pair`].
 pub struct ApproveGatewayPair<'a> {
     authorization_id: &'a str,
     pair: &'a NewGatewayConsent<'a>,
@@ -157,7 +157,7 @@ impl Steps for ApproveGatewayPair<'_> {
         if On::Within(tx).execute(CacheEffect::Nothing, completed).await?.rows_affected() != 1 {
             return Ok(PairOutcome::NotPending);
         }
-        if !store.record_gateway_consent(self.pair, self.now).within(tx).await? {
+        if !store.gateway_consents().record(self.pair, self.now).within(tx).await? {
             return Ok(PairOutcome::ServerGone);
         }
         Ok(PairOutcome::Approved)
@@ -168,19 +168,19 @@ impl Steps for ApproveGatewayPair<'_> {
     }
 }
 
-impl Store {
+impl<'s> Authorizations<'s> {
     /// Completes a pending consent-only authorization and records its consent in one
     /// transaction: both happen, or neither (the row stays pending if the grant is gone). A
     /// service's authorization completes beside its `authorization.completed` event
     /// ([`Written::noting`]). With `pair`, the (client, server) approval the row carries is
     /// recorded with them.
-    pub fn allow_client_written<'a>(
-        &'a self,
-        new: &'a NewConsent<'a>,
-        pair: Option<&'a NewGatewayConsent<'a>>,
+    pub fn allow_client_written(
+        self,
+        new: &'s NewConsent<'s>,
+        pair: Option<&'s NewGatewayConsent<'s>>,
         now: Timestamp,
-    ) -> Written<'a, AllowClient<'a>> {
-        Written::new(self, AllowClient { new, pair, now })
+    ) -> Written<'s, AllowClient<'s>> {
+        Written::new(self.store, AllowClient { new, pair, now })
     }
 
     /// Completes a connect authorization whose tokens are stored and, with `consent`, records
@@ -192,25 +192,25 @@ impl Store {
     /// completes the row, as nothing of the client's can use it. With `pair`, the (client,
     /// server) approval the row carries is recorded with them (one visit approves the pair and
     /// connects).
-    pub fn complete_connect_written<'a>(
-        &'a self,
-        authorization_id: &'a str,
-        user_id: &'a str,
-        consent: Option<&'a NewConsent<'a>>,
-        pair: Option<&'a NewGatewayConsent<'a>>,
+    pub fn complete_connect_written(
+        self,
+        authorization_id: &'s str,
+        user_id: &'s str,
+        consent: Option<&'s NewConsent<'s>>,
+        pair: Option<&'s NewGatewayConsent<'s>>,
         now: Timestamp,
-    ) -> Written<'a, CompleteConnect<'a>> {
-        Written::new(self, CompleteConnect { authorization_id, user_id, consent, pair, now })
+    ) -> Written<'s, CompleteConnect<'s>> {
+        Written::new(self.store, CompleteConnect { authorization_id, user_id, consent, pair, now })
     }
 
     /// Completes a pending `server` authorization and records its approval in one transaction:
     /// both happen, or neither.
-    pub fn approve_gateway_pair<'a>(
-        &'a self,
-        authorization_id: &'a str,
-        pair: &'a NewGatewayConsent<'a>,
+    pub fn approve_gateway_pair(
+        self,
+        authorization_id: &'s str,
+        pair: &'s NewGatewayConsent<'s>,
         now: Timestamp,
-    ) -> Written<'a, ApproveGatewayPair<'a>> {
-        Written::new(self, ApproveGatewayPair { authorization_id, pair, now })
+    ) -> Written<'s, ApproveGatewayPair<'s>> {
+        Written::new(self.store, ApproveGatewayPair { authorization_id, pair, now })
     }
 }

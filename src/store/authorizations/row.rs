@@ -8,13 +8,14 @@
 
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
-use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
-use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::machinery::paging::{Chosen, Cursor, ListSql, Paged, Search, Window};
-use crate::store::machinery::search::{Indexed, TextIndex};
+use crate::store::machinery::error::StoreError;
 use crate::store::machinery::store::Store;
-use crate::store::machinery::write::{On, Write, Written};
-use crate::store::users::accounts::BY_USER_NAME;
+
+/// The handle on authorizations: `store.authorizations()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Authorizations<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthorizationStatus {
@@ -133,25 +134,25 @@ impl AuthorizationRow {
 /// The row as stored; read only through [`AuthorizationRow::try_from`].
 #[derive(sqlx::FromRow)]
 pub(in crate::store) struct RawAuthorizationRow {
-    id: String,
-    user_id: String,
-    provider: String,
-    scopes: String,
-    client_name: Option<String>,
-    mcp_session: Option<String>,
-    client_key: String,
-    kind: String,
-    grant_id: Option<String>,
-    server_id: Option<String>,
-    status: String,
-    state_hash: Option<String>,
-    browser_session_hash: Option<String>,
-    pkce_verifier_sealed: Option<Vec<u8>>,
-    redirect_uri: Option<String>,
-    failure: Option<String>,
-    created_at: i64,
-    expires_at: i64,
-    updated_at: i64,
+    pub(super) id: String,
+    pub(super) user_id: String,
+    pub(super) provider: String,
+    pub(super) scopes: String,
+    pub(super) client_name: Option<String>,
+    pub(super) mcp_session: Option<String>,
+    pub(super) client_key: String,
+    pub(super) kind: String,
+    pub(super) grant_id: Option<String>,
+    pub(super) server_id: Option<String>,
+    pub(super) status: String,
+    pub(super) state_hash: Option<String>,
+    pub(super) browser_session_hash: Option<String>,
+    pub(super) pkce_verifier_sealed: Option<Vec<u8>>,
+    pub(super) redirect_uri: Option<String>,
+    pub(super) failure: Option<String>,
+    pub(super) created_at: i64,
+    pub(super) expires_at: i64,
+    pub(super) updated_at: i64,
 }
 
 impl TryFrom<RawAuthorizationRow> for AuthorizationRow {
@@ -254,297 +255,6 @@ pub struct NewAuthorization<'a> {
     pub expires_at: Timestamp,
 }
 
-/// [`Store::decline_authorization`].
-pub struct DeclineAuthorization<'a> {
-    id: &'a str,
-    now: Timestamp,
-}
-
-impl Write for DeclineAuthorization<'_> {
-    type Done = bool;
-
-    async fn run(&self, on: On<'_, '_>) -> StoreResult<bool> {
-        let decline = sqlx::query(
-            "UPDATE authorizations SET status = 'declined', pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
-             WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1",
-        )
-        .bind(self.now)
-        .bind(self.id);
-        Ok(on.execute(CacheEffect::Nothing, decline).await?.rows_affected() == 1)
-    }
-
-    fn applied(done: &bool) -> bool {
-        *done
-    }
-}
-
-impl Store {
-    pub async fn create_authorization(&self, new: &NewAuthorization<'_>, now: Timestamp) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, created_at, expires_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, 'pending', $10, $11, $10)",
-        )
-        .bind(new.id)
-        .bind(new.user_id)
-        .bind(new.provider)
-        .bind(new.scopes.to_space_separated())
-        .bind(new.client_name)
-        .bind(new.mcp_session)
-        .bind(new.client_key)
-        .bind(new.kind.as_str())
-        .bind(new.grant_id)
-        .bind(now)
-        .bind(new.expires_at)
-        .bind(new.server_id)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(())
-    }
-
-    pub async fn authorization(&self, id: &str) -> StoreResult<Option<AuthorizationRow>> {
-        sqlx::query_as::<_, RawAuthorizationRow>(&format!("SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE id = $1"))
-            .bind(id)
-            .fetch_optional_in(self.read())
-            .await?
-            .map(AuthorizationRow::try_from)
-            .transpose()
-    }
-
-    pub async fn authorization_by_state_hash(&self, state_hash: &str) -> StoreResult<Option<AuthorizationRow>> {
-        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
-            "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE state_hash = $1"
-        ))
-        .bind(state_hash)
-        .fetch_optional_in(self.read())
-        .await?
-        .map(AuthorizationRow::try_from)
-        .transpose()
-    }
-
-    /// A still-usable pending authorization asking the same thing (user, client, kind,
-    /// provider, scopes, grant) for the same session, so repeated tool calls reuse one link
-    /// instead of minting a new one each time.
-    pub async fn open_authorization(
-        &self,
-        like: &NewAuthorization<'_>,
-        now: Timestamp,
-    ) -> StoreResult<Option<AuthorizationRow>> {
-        let rows = sqlx::query_as::<_, RawAuthorizationRow>(&format!(
-            "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 AND provider = $2 AND scopes = $3 \
-             AND client_key = $4 AND kind = $5 AND status IN ('pending', 'redirected') AND expires_at > $6 ORDER BY created_at DESC"
-        ))
-        .bind(like.user_id)
-        .bind(like.provider)
-        .bind(like.scopes.to_space_separated())
-        .bind(like.client_key)
-        .bind(like.kind.as_str())
-        .bind(now).fetch_all_in(self.read())
-        .await?;
-        rows.into_iter()
-            .find(|r| {
-                r.mcp_session.as_deref() == like.mcp_session
-                    && r.grant_id.as_deref() == like.grant_id
-                    && r.server_id.as_deref() == like.server_id
-            })
-            .map(AuthorizationRow::try_from)
-            .transpose()
-    }
-
-    /// Owner approved: store the state hash, the sealed verifier and the approving browser
-    /// session; only from `pending` or `redirected` (a second click re-issues the redirect).
-    pub async fn mark_redirected(
-        &self,
-        id: &str,
-        state_hash: &str,
-        browser_session_hash: &str,
-        pkce_verifier_sealed: &[u8],
-        redirect_uri: &str,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE authorizations SET status = 'redirected', state_hash = $1, browser_session_hash = $2, pkce_verifier_sealed = $3, updated_at = $4, redirect_uri = $6 \
-             WHERE id = $5 AND status IN ('pending', 'redirected') AND expires_at > $4",
-        )
-        .bind(state_hash)
-        .bind(browser_session_hash)
-        .bind(pkce_verifier_sealed)
-        .bind(now)
-        .bind(id)
-        .bind(redirect_uri)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Consumes the state: `redirected` → `exchanging`. Only one caller can win: the status
-    /// moves on, so the hash can never be consumed again. The hash stays until the row is final,
-    /// so a reload of the callback during (or after an interrupted) exchange still finds its row
-    /// and can say what happened instead of "unknown state".
-    pub async fn consume_state(&self, id: &str, state_hash: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE authorizations SET status = 'exchanging', updated_at = $1 \
-             WHERE id = $2 AND state_hash = $3 AND status = 'redirected' AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(id)
-        .bind(state_hash)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Final states. The verifier is wiped: it is useless after the exchange.
-    pub async fn finish_authorization(
-        &self,
-        id: &str,
-        status: AuthorizationStatus,
-        failure: Option<&str>,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE authorizations SET status = $1, failure = $2, pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $3 \
-             WHERE id = $4 AND status NOT IN ('completed', 'declined', 'failed')",
-        )
-        .bind(status.as_str())
-        .bind(failure)
-        .bind(now)
-        .bind(id)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// The owner said no on the consent page: only from `pending` or `redirected` and while
-    /// unexpired, so a decline racing a callback that already consumed the state loses. True
-    /// when it applied.
-    pub fn decline_authorization<'a>(&'a self, id: &'a str, now: Timestamp) -> Written<'a, DeclineAuthorization<'a>> {
-        Written::new(self, DeclineAuthorization { id, now })
-    }
-
-    /// An admin ends an open attempt (`/admin/authorizations`): it expires now and its state
-    /// and verifier are wiped, so a late callback finds nothing to complete. False if it was
-    /// not open (finished, already expired, or unknown).
-    pub async fn expire_authorization(&self, id: &str, now: Timestamp) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE authorizations SET expires_at = $1, pkce_verifier_sealed = NULL, state_hash = NULL, updated_at = $1 \
-             WHERE id = $2 AND status IN ('pending', 'redirected') AND expires_at > $1",
-        )
-        .bind(now)
-        .bind(id)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    pub async fn authorizations_for_user(&self, user_id: &str, limit: i64) -> StoreResult<Vec<AuthorizationRow>> {
-        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
-            "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2"
-        ))
-        .bind(user_id)
-        .bind(limit)
-        .fetch_all_in(self.read())
-        .await?
-        .into_iter()
-        .map(AuthorizationRow::try_from)
-        .collect()
-    }
-
-    pub async fn all_authorizations(&self, limit: i64) -> StoreResult<Vec<AuthorizationRow>> {
-        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
-            "SELECT {AUTHZ_COLUMNS} FROM authorizations ORDER BY created_at DESC LIMIT $1"
-        ))
-        .bind(limit)
-        .fetch_all_in(self.read())
-        .await?
-        .into_iter()
-        .map(AuthorizationRow::try_from)
-        .collect()
-    }
-
-    /// Rows left in `exchanging` since before `before`: an exchange that started then and never
-    /// finished (the process stopped mid-exchange), so nobody else will ever settle them.
-    pub async fn stale_exchanges(&self, before: Timestamp) -> StoreResult<Vec<AuthorizationRow>> {
-        sqlx::query_as::<_, RawAuthorizationRow>(&format!(
-            "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE status = 'exchanging' AND updated_at < $1"
-        ))
-        .bind(before)
-        .fetch_all_in(self.read())
-        .await?
-        .into_iter()
-        .map(AuthorizationRow::try_from)
-        .collect()
-    }
-
-    /// Deletes rows that ended or expired before `cutoff` (housekeeping).
-    pub async fn purge_authorizations(&self, cutoff: Timestamp) -> StoreResult<u64> {
-        let done = sqlx::query("DELETE FROM authorizations WHERE expires_at < $1")
-            .bind(cutoff)
-            .execute(self.write(CacheEffect::Nothing))
-            .await?;
-        Ok(done.rows_affected())
-    }
-}
-
-/// What the admin authorizations list searches besides the shown status and the user's name
-/// (see `search`).
-const AUTHORIZATION_TEXT: TextIndex = TextIndex {
-    table: "authorizations",
-    text: "LOWER(provider || ' ' || kind || ' ' || COALESCE(client_name, '') || ' ' || client_key || ' ' || scopes || ' ' || COALESCE(failure, '') || ' ' || id)",
-    fts: "authorizations_search",
-    column: "text",
-    partial: None,
-};
-
-/// Each status as the list shows it at `{now}` ([`AuthorizationRow::shown_status`]: an open
-/// attempt past its expiry reads `expired`), as fixed SQL served by the status indexes.
-pub(in crate::store) const SHOWN_STATUSES: [(&str, &str); 7] = [
-    ("pending", "(status = 'pending' AND expires_at > {now})"),
-    ("redirected", "(status = 'redirected' AND expires_at > {now})"),
-    ("exchanging", "(status = 'exchanging' AND expires_at > {now})"),
-    ("completed", "status = 'completed'"),
-    ("declined", "status = 'declined'"),
-    ("failed", "status = 'failed'"),
-    ("expired", "(status IN ('pending', 'redirected', 'exchanging') AND expires_at <= {now})"),
-];
-
-/// `expired` as a filter: the open statuses past their expiry, one condition per status so
-/// each is an ordered read of `authorizations_status_created` (`store::paging::Chosen`).
-pub(in crate::store) const EXPIRED_ARMS: [&str; 3] = [
-    "(status = 'pending' AND expires_at <= {now})",
-    "(status = 'redirected' AND expires_at <= {now})",
-    "(status = 'exchanging' AND expires_at <= {now})",
-];
-
-/// The rows whose shown status contains `term`.
-fn shown_status_matches(term: &str) -> Vec<&'static str> {
-    SHOWN_STATUSES.iter().filter(|(word, _)| word.contains(term)).map(|(_, sql)| *sql).collect()
-}
-
-impl Store {
-    /// One page of authorizations matching `search` at `now`, newest first, of those
-    /// `chosen` admits (a shown status: `store::console_lists`).
-    pub(in crate::store) async fn page_authorizations_with(
-        &self,
-        search: &Search,
-        chosen: Option<Chosen>,
-        now: Timestamp,
-        window: Window,
-    ) -> StoreResult<Paged<AuthorizationRow>> {
-        let extra = shown_status_matches(search.term().unwrap_or_default());
-        let sql = ListSql {
-            columns: AUTHZ_COLUMNS,
-            from: "authorizations",
-            filter: "",
-            indexed: Some(Indexed { own: AUTHORIZATION_TEXT, via: &[BY_USER_NAME], extra }),
-            chosen,
-            order: "created_at DESC, id DESC",
-            after: "(created_at, id) < ({k}, {i})",
-        };
-        let key = |a: &RawAuthorizationRow| Cursor::new(a.created_at, a.id.clone());
-        self.paged(sql, search, Some(now), window, key).await?.try_map(AuthorizationRow::try_from)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,7 +322,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         store.migrate().await.unwrap();
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap().id;
         let scopes = Scopes::parse(["profile", "notes:read"]).unwrap();
         let new = NewAuthorization {
             id: "a1",
@@ -627,17 +337,21 @@ mod tests {
             server_id: Some("srv1"),
             expires_at: 100,
         };
-        store.create_authorization(&new, 10).await.unwrap();
+        store.authorizations().create(&new, 10).await.unwrap();
 
-        let row = store.authorization("a1").await.unwrap().unwrap();
+        let row = store.authorizations().by_id("a1").await.unwrap().unwrap();
         assert_eq!(row.server_id.as_deref(), Some("srv1"));
         let for_another_server = NewAuthorization { server_id: None, ..new.clone() };
-        assert!(store.open_authorization(&for_another_server, 11).await.unwrap().is_none(), "another server asks anew");
+        assert!(
+            store.authorizations().find_open(&for_another_server, 11).await.unwrap().is_none(),
+            "another server asks anew"
+        );
         assert_eq!(
             (row.status, row.kind, &row.scopes),
             (AuthorizationStatus::Pending, AuthorizationKind::Consent, &scopes)
         );
-        let reused = store.open_authorization(&new, 11).await.unwrap().expect("the same ask finds the open row");
+        let reused =
+            store.authorizations().find_open(&new, 11).await.unwrap().expect("the same ask finds the open row");
         assert_eq!(reused.id, "a1");
         let stored: (String, String, String) =
             sqlx::query_as("SELECT scopes, kind, status FROM authorizations WHERE id = 'a1'")
@@ -646,10 +360,10 @@ mod tests {
                 .unwrap();
         assert_eq!(stored, ("notes:read profile".into(), "consent".into(), "pending".into()));
 
-        assert!(store.finish_authorization("a1", AuthorizationStatus::Completed, None, 12).await.unwrap());
-        assert_eq!(store.authorization("a1").await.unwrap().unwrap().status, AuthorizationStatus::Completed);
+        assert!(store.authorizations().finish("a1", AuthorizationStatus::Completed, None, 12).await.unwrap());
+        assert_eq!(store.authorizations().by_id("a1").await.unwrap().unwrap().status, AuthorizationStatus::Completed);
         sqlx::query("UPDATE authorizations SET kind = 'other' WHERE id = 'a1'").execute(store.pool()).await.unwrap();
-        assert!(matches!(store.authorization("a1").await, Err(StoreError::Corrupt(_))));
-        assert!(matches!(store.all_authorizations(10).await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.authorizations().by_id("a1").await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.authorizations().all(10).await, Err(StoreError::Corrupt(_))));
     }
 }

@@ -15,6 +15,12 @@ use crate::store::machinery::kept::Kept;
 use crate::store::machinery::store::Store;
 use crate::store::machinery::write::{On, Write, Written};
 
+/// The handle on the users' approvals of (client, server) pairs: `store.gateway_consents()`.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayConsents<'s> {
+    pub(in crate::store) store: &'s Store,
+}
+
 /// At most this many (user, client) reads are kept; a full cache starts over.
 pub const CAPACITY: usize = 50_000;
 
@@ -50,7 +56,7 @@ pub struct NewGatewayConsent<'a> {
     pub client_name: Option<&'a str>,
 }
 
-/// [`Store::record_gateway_consent`]: false when the server is gone.
+/// [`GatewayConsents::record`]: false when the server is gone.
 ///
 /// Recording an approval again changes nothing. INSERT … SELECT from `gateway_servers`, so
 /// nothing is written for a server removed meanwhile (the WHERE clause also keeps SQLite from
@@ -84,107 +90,83 @@ impl Write for RecordGatewayConsent<'_> {
 
 const COLUMNS: &str = "c.user_id, c.client_key, c.server_id, s.name AS server_name, c.client_name, c.created_at";
 
-impl Store {
+impl<'s> GatewayConsents<'s> {
     /// Whether the user approved `client_key` for server `server_id`: from the kept read of
     /// this (user, client) while nothing was written about the user since.
-    pub async fn gateway_pair_approved(&self, user_id: &str, client_key: &str, server_id: &str) -> StoreResult<bool> {
+    pub async fn approved(self, user_id: &str, client_key: &str, server_id: &str) -> StoreResult<bool> {
         let key = (user_id.to_owned(), client_key.to_owned());
-        let cache = self.kept::<ApprovalCache>();
-        if let Some(generation) = self.cache_generation(user_id)
+        let cache = self.store.kept::<ApprovalCache>();
+        if let Some(generation) = self.store.cache_generation(user_id)
             && let Some(servers) = cache.0.get(&key, |_| Some(generation))
         {
             return Ok(servers.iter().any(|s| s == server_id));
         }
-        let before = self.cache_tick();
+        let before = self.store.cache_tick();
         let servers: Vec<(String,)> =
             sqlx::query_as("SELECT server_id FROM gateway_consents WHERE user_id = $1 AND client_key = $2")
                 .bind(user_id)
                 .bind(client_key)
-                .fetch_all_in(self.read())
+                .fetch_all_in(self.store.read())
                 .await?;
         let servers: Arc<Vec<String>> = Arc::new(servers.into_iter().map(|(s,)| s).collect());
         let approved = servers.iter().any(|s| s == server_id);
         if let Some(before) = before {
-            cache.0.insert(before, self.cache_generation(user_id), key, servers);
+            cache.0.insert(before, self.store.cache_generation(user_id), key, servers);
         }
         Ok(approved)
     }
 
     /// Records an approval (with an authorization's completion, or outside any: tests, tools);
     /// false if the server is gone.
-    pub fn record_gateway_consent<'a>(
-        &'a self,
-        new: &NewGatewayConsent<'a>,
-        now: Timestamp,
-    ) -> Written<'a, RecordGatewayConsent<'a>> {
-        Written::new(self, RecordGatewayConsent { new: *new, now })
+    pub fn record(self, new: &NewGatewayConsent<'s>, now: Timestamp) -> Written<'s, RecordGatewayConsent<'s>> {
+        Written::new(self.store, RecordGatewayConsent { new: *new, now })
     }
 
     /// The user's approvals, by server name then client.
-    pub async fn gateway_consents_for_user(&self, user_id: &str) -> StoreResult<Vec<GatewayConsentRow>> {
+    pub async fn for_user(self, user_id: &str) -> StoreResult<Vec<GatewayConsentRow>> {
         Ok(sqlx::query_as::<_, GatewayConsentRow>(&format!(
             "SELECT {COLUMNS} FROM gateway_consents c JOIN gateway_servers s ON s.id = c.server_id \
              WHERE c.user_id = $1 ORDER BY s.name, c.client_key"
         ))
         .bind(user_id)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?)
     }
 
     /// The newest `limit` approvals of server `server_id` (its admin page), newest first; read
     /// from the end of the (server, time) index (migration 0035), at any number of approvals.
-    pub async fn gateway_consents_for_server(
-        &self,
-        server_id: &str,
-        limit: i64,
-    ) -> StoreResult<Vec<GatewayConsentRow>> {
+    pub async fn for_server(self, server_id: &str, limit: i64) -> StoreResult<Vec<GatewayConsentRow>> {
         Ok(sqlx::query_as::<_, GatewayConsentRow>(&format!(
             "SELECT {COLUMNS} FROM gateway_consents c JOIN gateway_servers s ON s.id = c.server_id \
              WHERE c.server_id = $1 ORDER BY c.created_at DESC LIMIT $2"
         ))
         .bind(server_id)
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?)
     }
 
     /// Withdraws one approval of this user; false if there was none.
-    pub async fn withdraw_gateway_consent(
-        &self,
-        user_id: &str,
-        client_key: &str,
-        server_id: &str,
-    ) -> StoreResult<bool> {
+    pub async fn withdraw(self, user_id: &str, client_key: &str, server_id: &str) -> StoreResult<bool> {
         let done =
             sqlx::query("DELETE FROM gateway_consents WHERE user_id = $1 AND client_key = $2 AND server_id = $3")
                 .bind(user_id)
                 .bind(client_key)
                 .bind(server_id)
-                .execute(self.write(CacheEffect::User(user_id)))
+                .execute(self.store.write(CacheEffect::User(user_id)))
                 .await?;
         Ok(done.rows_affected() == 1)
     }
 }
 
-impl Store {
-    /// The registered name of server `server_id`, if it is still registered.
-    pub async fn gateway_server_name(&self, server_id: &str) -> StoreResult<Option<String>> {
-        let row: Option<(String,)> = sqlx::query_as("SELECT name FROM gateway_servers WHERE id = $1")
-            .bind(server_id)
-            .fetch_optional_in(self.read())
-            .await?;
-        Ok(row.map(|(name,)| name))
-    }
-}
-
-impl Store {
+impl GatewayConsents<'_> {
     /// Withdraws every approval of this user for one client (the client was signed out);
     /// returns how many there were.
-    pub async fn withdraw_client_gateway_consents(&self, user_id: &str, client_key: &str) -> StoreResult<u64> {
+    pub async fn withdraw_client(self, user_id: &str, client_key: &str) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM gateway_consents WHERE user_id = $1 AND client_key = $2")
             .bind(user_id)
             .bind(client_key)
-            .execute(self.write(CacheEffect::User(user_id)))
+            .execute(self.store.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected())
     }

@@ -9,6 +9,12 @@ use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::placeholders::numbered_values;
 use crate::store::machinery::store::Store;
 
+/// The handle on the servers' stored lists: `store.gateway_lists()`.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayLists<'s> {
+    pub(in crate::store) store: &'s Store,
+}
+
 /// Which of a server's lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
@@ -111,30 +117,30 @@ impl RawList {
 
 const COLUMNS: &str = "server_id, kind, listed, version, stored_at";
 
-impl Store {
+impl GatewayLists<'_> {
     /// Every server's stored lists (a few rows per registered server).
-    pub async fn gateway_lists(&self) -> StoreResult<Vec<StoredList>> {
+    pub async fn all(self) -> StoreResult<Vec<StoredList>> {
         let rows = sqlx::query_as::<_, RawList>(&format!(
             "SELECT {COLUMNS} FROM gateway_server_lists ORDER BY server_id, kind"
         ))
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?;
         Ok(rows.into_iter().filter_map(RawList::typed).collect())
     }
 
     /// One server's stored lists.
-    pub async fn gateway_lists_of(&self, server_id: &str) -> StoreResult<Vec<StoredList>> {
+    pub async fn of(self, server_id: &str) -> StoreResult<Vec<StoredList>> {
         let rows = sqlx::query_as::<_, RawList>(&format!(
             "SELECT {COLUMNS} FROM gateway_server_lists WHERE server_id = $1 ORDER BY kind"
         ))
         .bind(server_id)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?;
         Ok(rows.into_iter().filter_map(RawList::typed).collect())
     }
 
     /// The stored lists of these servers (a page of the admin list), in one read.
-    pub async fn gateway_lists_for(&self, server_ids: &[&str]) -> StoreResult<Vec<StoredList>> {
+    pub async fn for_servers(self, server_ids: &[&str]) -> StoreResult<Vec<StoredList>> {
         if server_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -146,18 +152,12 @@ impl Store {
         for id in server_ids {
             query = query.bind(*id);
         }
-        Ok(query.fetch_all_in(self.read()).await?.into_iter().filter_map(RawList::typed).collect())
+        Ok(query.fetch_all_in(self.store.read()).await?.into_iter().filter_map(RawList::typed).collect())
     }
 
     /// Keeps `listed` as the server's `kind` list, replacing the one before; the row's new
     /// version, or `None` if the server is not registered (any more): nothing is kept for it.
-    pub async fn put_gateway_list(
-        &self,
-        server_id: &str,
-        kind: ListKind,
-        listed: &str,
-        now: Timestamp,
-    ) -> StoreResult<Option<i64>> {
+    pub async fn put(self, server_id: &str, kind: ListKind, listed: &str, now: Timestamp) -> StoreResult<Option<i64>> {
         // The server may be removed between the read and this write: the row is written only
         // while it exists (a removal after deletes it with the server; one that commits while
         // this statement runs fails its foreign key on PostgreSQL, which is the same answer).
@@ -172,7 +172,7 @@ impl Store {
         .bind(kind.as_str())
         .bind(listed)
         .bind(now)
-        .fetch_optional(self.write(CacheEffect::Nothing))
+        .fetch_optional(self.store.write(CacheEffect::Nothing))
         .await;
         match written {
             Ok(row) => Ok(row.map(|(version,)| version)),
@@ -200,7 +200,7 @@ mod tests {
             created_at: 1,
             updated_at: 1,
         };
-        store.create_gateway_server(&row).await.unwrap();
+        store.gateway_servers().create(&row).await.unwrap();
         row.id
     }
 
@@ -210,39 +210,40 @@ mod tests {
         let a = register(&store, "a").await;
         let b = register(&store, "b").await;
 
-        assert_eq!(store.put_gateway_list(&a, ListKind::Tools, "[1]", 10).await.unwrap(), Some(1));
-        assert_eq!(store.put_gateway_list(&a, ListKind::Prompts, "[2]", 10).await.unwrap(), Some(1));
-        assert_eq!(store.put_gateway_list(&b, ListKind::Resources, "{}", 11).await.unwrap(), Some(1));
-        assert_eq!(store.put_gateway_list(&a, ListKind::Tools, "[3]", 12).await.unwrap(), Some(2), "replaced");
+        assert_eq!(store.gateway_lists().put(&a, ListKind::Tools, "[1]", 10).await.unwrap(), Some(1));
+        assert_eq!(store.gateway_lists().put(&a, ListKind::Prompts, "[2]", 10).await.unwrap(), Some(1));
+        assert_eq!(store.gateway_lists().put(&b, ListKind::Resources, "{}", 11).await.unwrap(), Some(1));
+        assert_eq!(store.gateway_lists().put(&a, ListKind::Tools, "[3]", 12).await.unwrap(), Some(2), "replaced");
 
-        let of_a = store.gateway_lists_of(&a).await.unwrap();
+        let of_a = store.gateway_lists().of(&a).await.unwrap();
         let kinds: Vec<(ListKind, &str, i64, i64)> =
             of_a.iter().map(|l| (l.kind, l.listed.as_str(), l.version, l.stored_at)).collect();
         assert_eq!(kinds, [(ListKind::Prompts, "[2]", 1, 10), (ListKind::Tools, "[3]", 2, 12)]);
-        assert_eq!(store.gateway_lists().await.unwrap().len(), 3);
+        assert_eq!(store.gateway_lists().all().await.unwrap().len(), 3);
         let of_b: Vec<String> = store
-            .gateway_lists_for(&[b.as_str(), "id-nobody"])
+            .gateway_lists()
+            .for_servers(&[b.as_str(), "id-nobody"])
             .await
             .unwrap()
             .into_iter()
             .map(|l| l.server_id)
             .collect();
         assert_eq!(of_b, std::slice::from_ref(&b), "only the servers asked for");
-        assert_eq!(store.gateway_lists_for(&[a.as_str(), b.as_str()]).await.unwrap().len(), 3);
-        assert!(store.gateway_lists_for(&[]).await.unwrap().is_empty());
+        assert_eq!(store.gateway_lists().for_servers(&[a.as_str(), b.as_str()]).await.unwrap().len(), 3);
+        assert!(store.gateway_lists().for_servers(&[]).await.unwrap().is_empty());
 
         // A server that is not registered keeps nothing; a removed one loses its lists.
-        assert_eq!(store.put_gateway_list("id-nobody", ListKind::Tools, "[]", 13).await.unwrap(), None);
-        assert!(store.remove_gateway_server("a").await.unwrap());
-        assert!(store.gateway_lists_of(&a).await.unwrap().is_empty());
-        assert_eq!(store.gateway_lists().await.unwrap().len(), 1, "b's stays");
+        assert_eq!(store.gateway_lists().put("id-nobody", ListKind::Tools, "[]", 13).await.unwrap(), None);
+        assert!(store.gateway_servers().remove("a").await.unwrap());
+        assert!(store.gateway_lists().of(&a).await.unwrap().is_empty());
+        assert_eq!(store.gateway_lists().all().await.unwrap().len(), 1, "b's stays");
     }
 
     #[tokio::test]
     async fn a_kind_this_build_does_not_know_is_skipped() {
         let (_dir, store) = store().await;
         let a = register(&store, "a").await;
-        store.put_gateway_list(&a, ListKind::Tools, "[]", 1).await.unwrap();
+        store.gateway_lists().put(&a, ListKind::Tools, "[]", 1).await.unwrap();
         sqlx::query(
             "INSERT INTO gateway_server_lists (server_id, kind, listed, version, stored_at) VALUES ($1, 'widgets', '[]', 1, 1)",
         )
@@ -250,7 +251,7 @@ mod tests {
         .execute(store.pool())
         .await
         .unwrap();
-        let kinds: Vec<ListKind> = store.gateway_lists_of(&a).await.unwrap().iter().map(|l| l.kind).collect();
+        let kinds: Vec<ListKind> = store.gateway_lists().of(&a).await.unwrap().iter().map(|l| l.kind).collect();
         assert_eq!(kinds, [ListKind::Tools]);
     }
 
@@ -258,10 +259,10 @@ mod tests {
     async fn a_summary_counts_each_list_and_leaves_unread_ones_unknown() {
         let (_dir, store) = store().await;
         let a = register(&store, "a").await;
-        store.put_gateway_list(&a, ListKind::Tools, r#"[{"name":"x"},{"name":"y"}]"#, 7).await.unwrap();
-        store.put_gateway_list(&a, ListKind::Resources, r#"{"resources":[{}],"templates":[]}"#, 8).await.unwrap();
-        store.put_gateway_list(&a, ListKind::Prompts, "not json", 9).await.unwrap();
-        let stored = store.gateway_lists().await.unwrap();
+        store.gateway_lists().put(&a, ListKind::Tools, r#"[{"name":"x"},{"name":"y"}]"#, 7).await.unwrap();
+        store.gateway_lists().put(&a, ListKind::Resources, r#"{"resources":[{}],"templates":[]}"#, 8).await.unwrap();
+        store.gateway_lists().put(&a, ListKind::Prompts, "not json", 9).await.unwrap();
+        let stored = store.gateway_lists().all().await.unwrap();
         let expected = ListSummary {
             tools: Some(2),
             tools_stored_at: Some(7),

@@ -1,186 +1,27 @@
-//! MCP servers behind the broker (gateway mode; migration 0022): registered by
-//! `admin servers add`, read by every instance's gateway (`src/mcp/gateway/`). Each row is
-//! parsed once, here, into a [`GatewayServerRow`] whose [`GatewayAuth`] says what each call
-//! carries; nothing above compares the stored strings. A secret header's value is sealed by the
-//! caller ([`secret_seal_context`]); this module never sees it in plain text.
-
-use url::Url;
+//! Registering, reading and removing the MCP servers behind the broker (`admin servers add`),
+//! each read by every instance's gateway, which reloads its list when everyone's generation
+//! moves; and their sealed secrets, rewrapped or given up with their key.
 
 use crate::clock::Timestamp;
-use crate::crypto::SealContext;
-use crate::domain::gateway::{CredentialHeader, CredentialScheme, ServerName, ToolPrefix};
-use crate::domain::{ProviderId, Scopes};
-use crate::providers::mcp_oauth::McpOauthSettings;
+use crate::store::gateway::server_rows::{COLUMNS, GatewayAuth, GatewayServerRow, RawGatewayServer};
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
 use crate::store::machinery::store::Store;
+use crate::store::machinery::transaction::Transaction;
+use crate::store::machinery::write::On;
+use crate::store::sealing::key_ids::key_id_sql;
 
-/// How a server's calls are authorized.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GatewayAuth {
-    /// The calling user's token for a catalogue provider, with these scopes, in `header` as
-    /// `scheme token`.
-    Provider { provider: ProviderId, scopes: Scopes, header: CredentialHeader, scheme: CredentialScheme },
-    /// Nothing: the server is open (or trusts the network).
-    None,
-    /// The operator's secret, the same for every user, in `header`; sealed.
-    SecretHeader { header: CredentialHeader, secret_sealed: Vec<u8> },
-    /// The server's own MCP authorization: each user's token from its authorization server,
-    /// kept as provider `provider` (`mcp-<name>`), asked with `scopes`, sent as
-    /// `Authorization: Bearer`. The client secret (if the registration has one) is sealed in
-    /// `secret_sealed`, so key rewrap and `keys forget` cover it as the secret header's.
-    McpOauth { provider: ProviderId, scopes: Scopes, settings: Box<McpOauthSettings>, secret_sealed: Option<Vec<u8>> },
-    /// A token the broker mints per user for a registered token-API service (`services.id`),
-    /// for that service's resource, sent as `Authorization: Bearer`; the server exchanges it
-    /// at `/token` with its own service credentials (`crate::mcp::gateway::minted`).
-    TokenExchange { service_id: String },
+/// The handle on the servers behind the broker: `store.gateway_servers()`.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayServers<'s> {
+    pub(in crate::store) store: &'s Store,
 }
 
-impl GatewayAuth {
-    /// As stored in `auth_kind`, and as the admin CLI and pages name it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            GatewayAuth::Provider { .. } => "provider",
-            GatewayAuth::None => "none",
-            GatewayAuth::SecretHeader { .. } => "secret_header",
-            GatewayAuth::McpOauth { .. } => "mcp_oauth",
-            GatewayAuth::TokenExchange { .. } => "token_exchange",
-        }
-    }
-
-    /// Whether each user brings their own credential (so a user's first call may need them to
-    /// connect, and a tool list can only be read with some user's credential).
-    pub fn per_user(&self) -> bool {
-        matches!(self, GatewayAuth::Provider { .. } | GatewayAuth::McpOauth { .. } | GatewayAuth::TokenExchange { .. })
-    }
-
-    /// The provider whose token each user's calls carry, with the scopes it must have, the
-    /// header and the scheme: `provider` servers as registered, `mcp-oauth` ones as a bearer.
-    pub fn user_credential(&self) -> Option<(&ProviderId, &Scopes, CredentialHeader, CredentialScheme)> {
-        match self {
-            GatewayAuth::Provider { provider, scopes, header, scheme } => {
-                Some((provider, scopes, header.clone(), scheme.clone()))
-            }
-            GatewayAuth::McpOauth { provider, scopes, .. } => {
-                Some((provider, scopes, CredentialHeader::authorization(), CredentialScheme::bearer()))
-            }
-            GatewayAuth::None | GatewayAuth::SecretHeader { .. } | GatewayAuth::TokenExchange { .. } => None,
-        }
-    }
-}
-
-/// A server as the rest of the broker sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewayServerRow {
-    /// Random; a server removed and added again under the same name is another server.
-    pub id: String,
-    pub name: ServerName,
-    pub url: Url,
-    pub prefix: ToolPrefix,
-    pub auth: GatewayAuth,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-/// Where a server's secret is sealed: bound to its table, column and row, so a blob copied to
-/// another row does not open.
-pub fn secret_seal_context(server_id: &str) -> SealContext<'_> {
-    SealContext { table: "gateway_servers", column: "secret_sealed", row_id: server_id, owner: "" }
-}
-
-#[derive(sqlx::FromRow)]
-struct RawGatewayServer {
-    id: String,
-    name: String,
-    url: String,
-    prefix: String,
-    auth_kind: String,
-    provider: Option<String>,
-    scopes: String,
-    header_name: Option<String>,
-    header_scheme: Option<String>,
-    secret_sealed: Option<Vec<u8>>,
-    oauth: Option<String>,
-    service_id: Option<String>,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-}
-
-const COLUMNS: &str = "id, name, url, prefix, auth_kind, provider, scopes, header_name, header_scheme, \
-                       secret_sealed, oauth, service_id, created_at, updated_at";
-
-impl TryFrom<RawGatewayServer> for GatewayServerRow {
-    type Error = StoreError;
-
-    fn try_from(raw: RawGatewayServer) -> Result<Self, Self::Error> {
-        let corrupt = |what: &str| StoreError::Corrupt(format!("gateway server {:?} has {what}", raw.id));
-        let name = ServerName::parse(&raw.name).map_err(|_| corrupt("a malformed name"))?;
-        let url = Url::parse(&raw.url).map_err(|_| corrupt("a malformed URL"))?;
-        crate::net::check_upstream_url(&url).map_err(|_| corrupt("a URL the broker may not call"))?;
-        let prefix = ToolPrefix::parse(&raw.prefix).map_err(|_| corrupt("a malformed prefix"))?;
-        let header = || {
-            raw.header_name
-                .as_deref()
-                .map(CredentialHeader::parse)
-                .transpose()
-                .map_err(|_| corrupt("a malformed header"))
-        };
-        let auth = match raw.auth_kind.as_str() {
-            "provider" => GatewayAuth::Provider {
-                provider: raw
-                    .provider
-                    .as_deref()
-                    .map(ProviderId::parse)
-                    .transpose()
-                    .ok()
-                    .flatten()
-                    .ok_or_else(|| corrupt("no provider"))?,
-                scopes: Scopes::from_space_separated(&raw.scopes).map_err(|_| corrupt("malformed scopes"))?,
-                header: header()?.ok_or_else(|| corrupt("no header"))?,
-                scheme: CredentialScheme::parse(raw.header_scheme.as_deref().unwrap_or_default())
-                    .map_err(|_| corrupt("a malformed scheme"))?,
-            },
-            "none" => GatewayAuth::None,
-            "secret_header" => GatewayAuth::SecretHeader {
-                header: header()?.ok_or_else(|| corrupt("no header"))?,
-                secret_sealed: raw.secret_sealed.clone().ok_or_else(|| corrupt("no secret"))?,
-            },
-            "mcp_oauth" => {
-                let settings: McpOauthSettings = raw
-                    .oauth
-                    .as_deref()
-                    .and_then(|json| serde_json::from_str(json).ok())
-                    .ok_or_else(|| corrupt("no readable authorization settings"))?;
-                settings.check().map_err(|_| corrupt("an authorization server URL the broker may not call"))?;
-                GatewayAuth::McpOauth {
-                    provider: crate::providers::mcp_oauth::provider_id(&name),
-                    scopes: Scopes::from_space_separated(&raw.scopes).map_err(|_| corrupt("malformed scopes"))?,
-                    settings: Box::new(settings),
-                    secret_sealed: raw.secret_sealed.clone(),
-                }
-            }
-            "token_exchange" => GatewayAuth::TokenExchange {
-                service_id: raw.service_id.clone().filter(|id| !id.is_empty()).ok_or_else(|| corrupt("no service"))?,
-            },
-            _ => return Err(corrupt("an unknown auth kind")),
-        };
-        Ok(GatewayServerRow {
-            id: raw.id,
-            name,
-            url,
-            prefix,
-            auth,
-            created_at: raw.created_at,
-            updated_at: raw.updated_at,
-        })
-    }
-}
-
-impl Store {
+impl GatewayServers<'_> {
     /// Registers a server. [`StoreError::Conflict`] if its name or prefix is taken (the
     /// caller checks overlapping prefixes first, with the names of both servers).
-    pub async fn create_gateway_server(&self, row: &GatewayServerRow) -> StoreResult<()> {
+    pub async fn create(self, row: &GatewayServerRow) -> StoreResult<()> {
         let mut oauth = None;
         let mut service_id = None;
         let (provider, scopes, header, scheme, secret) = match &row.auth {
@@ -222,35 +63,35 @@ impl Store {
         .bind(row.created_at)
         .bind(row.updated_at)
         // Every instance's gateway reloads its list when everyone's generation moves.
-        .execute(self.write(CacheEffect::Everyone))
+        .execute(self.store.write(CacheEffect::Everyone))
         .await
         .map_err(StoreError::from_write)?;
         Ok(())
     }
 
     /// Every registered server, by name.
-    pub async fn list_gateway_servers(&self) -> StoreResult<Vec<GatewayServerRow>> {
+    pub async fn list(self) -> StoreResult<Vec<GatewayServerRow>> {
         sqlx::query_as::<_, RawGatewayServer>(&format!("SELECT {COLUMNS} FROM gateway_servers ORDER BY name"))
-            .fetch_all_in(self.read())
+            .fetch_all_in(self.store.read())
             .await?
             .into_iter()
             .map(GatewayServerRow::try_from)
             .collect()
     }
 
-    pub async fn gateway_server_by_id(&self, id: &str) -> StoreResult<Option<GatewayServerRow>> {
+    pub async fn by_id(self, id: &str) -> StoreResult<Option<GatewayServerRow>> {
         sqlx::query_as::<_, RawGatewayServer>(&format!("SELECT {COLUMNS} FROM gateway_servers WHERE id = $1"))
             .bind(id)
-            .fetch_optional_in(self.read())
+            .fetch_optional_in(self.store.read())
             .await?
             .map(GatewayServerRow::try_from)
             .transpose()
     }
 
-    pub async fn gateway_server_by_name(&self, name: &str) -> StoreResult<Option<GatewayServerRow>> {
+    pub async fn by_name(self, name: &str) -> StoreResult<Option<GatewayServerRow>> {
         sqlx::query_as::<_, RawGatewayServer>(&format!("SELECT {COLUMNS} FROM gateway_servers WHERE name = $1"))
             .bind(name)
-            .fetch_optional_in(self.read())
+            .fetch_optional_in(self.store.read())
             .await?
             .map(GatewayServerRow::try_from)
             .transpose()
@@ -259,7 +100,7 @@ impl Store {
     /// Replaces an `mcp-oauth` server's settings and sealed client secret (`servers
     /// rediscover`); false if the server is gone. Every instance reloads it (a new
     /// `updated_at`), with its provider.
-    pub async fn update_gateway_server_oauth(&self, id: &str, auth: &GatewayAuth, now: Timestamp) -> StoreResult<bool> {
+    pub async fn update_oauth(self, id: &str, auth: &GatewayAuth, now: Timestamp) -> StoreResult<bool> {
         let GatewayAuth::McpOauth { settings, secret_sealed, .. } = auth else {
             return Err(StoreError::Corrupt("only an mcp-oauth server's settings are replaced".into()));
         };
@@ -270,22 +111,22 @@ impl Store {
                 .bind(secret_sealed)
                 .bind(now)
                 .bind(id)
-                .execute(self.write(CacheEffect::Everyone))
+                .execute(self.store.write(CacheEffect::Everyone))
                 .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Removes the server by name; false if there was none.
-    pub async fn remove_gateway_server(&self, name: &str) -> StoreResult<bool> {
+    pub async fn remove(self, name: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM gateway_servers WHERE name = $1")
             .bind(name)
-            .execute(self.write(CacheEffect::Everyone))
+            .execute(self.store.write(CacheEffect::Everyone))
             .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// One page of servers matching `search`, by name (the admin pages; one query).
-    pub async fn page_gateway_servers(&self, search: &Search, window: Window) -> StoreResult<Paged<GatewayServerRow>> {
+    pub async fn page(self, search: &Search, window: Window) -> StoreResult<Paged<GatewayServerRow>> {
         let sql = ListSql {
             columns: COLUMNS,
             from: "gateway_servers",
@@ -297,7 +138,53 @@ impl Store {
             after: "name > {i}",
         };
         let key = |s: &RawGatewayServer| Cursor::new(0, s.name.clone());
-        self.paged(sql, search, None, window, key).await?.try_map(GatewayServerRow::try_from)
+        self.store.paged(sql, search, None, window, key).await?.try_map(GatewayServerRow::try_from)
+    }
+
+    /// The registered name of server `server_id`, if it is still registered.
+    pub async fn name_of(self, server_id: &str) -> StoreResult<Option<String>> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT name FROM gateway_servers WHERE id = $1")
+            .bind(server_id)
+            .fetch_optional_in(self.store.read())
+            .await?;
+        Ok(row.map(|(name,)| name))
+    }
+
+    /// Gateway servers whose secret is not sealed by `active` (there are few: no paging).
+    pub async fn secrets_to_rewrap(self, active: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
+        let key_id = key_id_sql(self.store.backend(), "secret_sealed");
+        Ok(sqlx::query_as::<_, (String, Vec<u8>)>(&format!(
+            "SELECT id, secret_sealed FROM gateway_servers WHERE secret_sealed IS NOT NULL AND {key_id} <> $1 ORDER BY id"
+        ))
+        .bind(active)
+        .fetch_all_in(self.store.read())
+        .await?)
+    }
+
+    /// Replaces a gateway server's sealed secret if it is still `old`.
+    pub async fn rewrap_secret(self, id: &str, old: &[u8], new: &[u8]) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE gateway_servers SET secret_sealed = $1 WHERE id = $2 AND secret_sealed = $3")
+            .bind(new)
+            .bind(id)
+            .bind(old)
+            // Every instance reloads its servers (and opens the secret again) on the move.
+            .execute(self.store.write(CacheEffect::Everyone))
+            .await
+            .map_err(StoreError::from_write)?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+impl GatewayServers<'_> {
+    /// `admin keys forget`'s step for servers, within its transaction: a server whose secret
+    /// header was sealed with `key_id` is removed (the operator adds it again with the secret).
+    /// How many.
+    pub(in crate::store) async fn forget_sealed_by(self, tx: &mut Transaction<'_>, key_id: &str) -> StoreResult<u64> {
+        let secret = key_id_sql(self.store.backend(), "secret_sealed");
+        let sql = format!("DELETE FROM gateway_servers WHERE secret_sealed IS NOT NULL AND {secret} = $1");
+        let forget = sqlx::query(&sql).bind(key_id);
+        // Every instance reloads its servers.
+        Ok(On::Within(tx).execute(CacheEffect::Everyone, forget).await.map_err(StoreError::from_write)?.rows_affected())
     }
 }
 
@@ -354,17 +241,17 @@ mod tests {
         let exchange = row("f", GatewayAuth::TokenExchange { service_id: "service-1".into() });
         let rows = [row("a", provider), row("b", GatewayAuth::None), row("c", secret), oauth_row, exchange];
         for r in &rows {
-            store.create_gateway_server(r).await.unwrap();
+            store.gateway_servers().create(r).await.unwrap();
         }
-        assert_eq!(store.list_gateway_servers().await.unwrap(), rows.to_vec());
+        assert_eq!(store.gateway_servers().list().await.unwrap(), rows.to_vec());
         let mut again = rows[1].clone();
         again.id = "other".into();
-        assert!(matches!(store.create_gateway_server(&again).await, Err(StoreError::Conflict)), "same name");
+        assert!(matches!(store.gateway_servers().create(&again).await, Err(StoreError::Conflict)), "same name");
         again.name = ServerName::parse("d").unwrap();
-        assert!(matches!(store.create_gateway_server(&again).await, Err(StoreError::Conflict)), "same prefix");
-        assert!(store.remove_gateway_server("b").await.unwrap());
-        assert!(!store.remove_gateway_server("b").await.unwrap());
-        assert!(store.gateway_server_by_name("b").await.unwrap().is_none());
+        assert!(matches!(store.gateway_servers().create(&again).await, Err(StoreError::Conflict)), "same prefix");
+        assert!(store.gateway_servers().remove("b").await.unwrap());
+        assert!(!store.gateway_servers().remove("b").await.unwrap());
+        assert!(store.gateway_servers().by_name("b").await.unwrap().is_none());
     }
 
     #[tokio::test]
@@ -387,7 +274,7 @@ mod tests {
             .execute(store.pool())
             .await
             .unwrap();
-            assert!(matches!(store.gateway_server_by_name(name).await, Err(StoreError::Corrupt(_))), "{name}");
+            assert!(matches!(store.gateway_servers().by_name(name).await, Err(StoreError::Corrupt(_))), "{name}");
             sqlx::query("DELETE FROM gateway_servers").execute(store.pool()).await.unwrap();
         }
     }

@@ -6,14 +6,23 @@
 
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
-use crate::store::grants::row::BY_GRANT_TEXT;
+
+use crate::store::grants::list::BY_GRANT_TEXT;
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::counts::Count;
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
 use crate::store::machinery::search::{Indexed, TextIndex};
 use crate::store::machinery::store::Store;
+use crate::store::machinery::transaction::Transaction;
 use crate::store::machinery::write::{On, Write, Written};
-use crate::store::users::accounts::BY_USER_NAME;
+use crate::store::users::list::BY_USER_NAME;
+
+/// The handle on client consents: `store.consents()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Consents<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 /// A consent as the rest of the broker sees it: scopes parsed once, here.
 #[derive(Debug, Clone)]
@@ -78,7 +87,7 @@ pub struct NewConsent<'a> {
     pub scopes: &'a Scopes,
 }
 
-/// [`Store::record_consent`]: false when the grant is gone or not the user's.
+/// [`Consents::record`]: false when the grant is gone or not the user's.
 ///
 /// INSERT … SELECT from grants, so a consent is never written for a grant that is gone or
 /// belongs to someone else, whatever the caller passed; the statement affects no row then.
@@ -119,40 +128,45 @@ impl Write for RecordConsent<'_> {
 
 const CONSENT_COLUMNS: &str = "grant_id, client_key, user_id, client_name, scopes, created_at, updated_at";
 
-impl Store {
-    /// Records (or replaces) the consent for `client_key` to use `grant_id` with `scopes`.
-    /// False when the grant no longer exists (it was disconnected meanwhile).
-    pub fn record_consent<'a>(
-        &'a self,
-        grant_id: &'a str,
-        user_id: &'a str,
-        client_key: &'a str,
-        client_name: Option<&'a str>,
-        scopes: &'a Scopes,
-        now: Timestamp,
-    ) -> Written<'a, RecordConsent<'a>> {
-        Written::new(self, RecordConsent { grant_id, user_id, client_key, client_name, scopes, now })
+impl<'s> Consents<'s> {
+    /// Every consent, for the dashboard (bounded: [`crate::store::machinery::counts`]).
+    pub(in crate::store) async fn count(self) -> StoreResult<Count> {
+        self.store.capped_count("client_consents", None, 0).await
     }
 
-    pub async fn consent(&self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {
+    /// Records (or replaces) the consent for `client_key` to use `grant_id` with `scopes`.
+    /// False when the grant no longer exists (it was disconnected meanwhile).
+    pub fn record(
+        self,
+        grant_id: &'s str,
+        user_id: &'s str,
+        client_key: &'s str,
+        client_name: Option<&'s str>,
+        scopes: &'s Scopes,
+        now: Timestamp,
+    ) -> Written<'s, RecordConsent<'s>> {
+        Written::new(self.store, RecordConsent { grant_id, user_id, client_key, client_name, scopes, now })
+    }
+
+    pub async fn find(self, grant_id: &str, client_key: &str) -> StoreResult<Option<ConsentRow>> {
         sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE grant_id = $1 AND client_key = $2"
         ))
         .bind(grant_id)
         .bind(client_key)
-        .fetch_optional_in(self.read())
+        .fetch_optional_in(self.store.read())
         .await?
         .map(ConsentRow::try_from)
         .transpose()
     }
 
     /// The user's consents, by grant then client.
-    pub async fn consents_for_user(&self, user_id: &str) -> StoreResult<Vec<ConsentRow>> {
+    pub async fn for_user(self, user_id: &str) -> StoreResult<Vec<ConsentRow>> {
         sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE user_id = $1 ORDER BY grant_id, client_key"
         ))
         .bind(user_id)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -161,13 +175,13 @@ impl Store {
 
     /// The newest consents given to one client (`service:<id>`, …): the
     /// `client_consents_client` index (migration 0028) serves it at any size.
-    pub async fn consents_for_client(&self, client_key: &str, limit: i64) -> StoreResult<Vec<ConsentRow>> {
+    pub async fn for_client(self, client_key: &str, limit: i64) -> StoreResult<Vec<ConsentRow>> {
         sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents WHERE client_key = $1 ORDER BY updated_at DESC LIMIT $2"
         ))
         .bind(client_key)
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -175,12 +189,12 @@ impl Store {
     }
 
     /// Every consent (admin listing), newest first.
-    pub async fn all_consents(&self, limit: i64) -> StoreResult<Vec<ConsentRow>> {
+    pub async fn all(self, limit: i64) -> StoreResult<Vec<ConsentRow>> {
         sqlx::query_as::<_, RawConsentRow>(&format!(
             "SELECT {CONSENT_COLUMNS} FROM client_consents ORDER BY updated_at DESC LIMIT $1"
         ))
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(ConsentRow::try_from)
@@ -188,22 +202,22 @@ impl Store {
     }
 
     /// Withdraws one consent of this user; false if there was none.
-    pub async fn revoke_consent(&self, user_id: &str, grant_id: &str, client_key: &str) -> StoreResult<bool> {
+    pub async fn revoke(self, user_id: &str, grant_id: &str, client_key: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND grant_id = $2 AND client_key = $3")
             .bind(user_id)
             .bind(grant_id)
             .bind(client_key)
-            .execute(self.write(CacheEffect::User(user_id)))
+            .execute(self.store.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Withdraws every consent of this user for one client; returns how many there were.
-    pub async fn revoke_client_consents(&self, user_id: &str, client_key: &str) -> StoreResult<u64> {
+    pub async fn revoke_client(self, user_id: &str, client_key: &str) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM client_consents WHERE user_id = $1 AND client_key = $2")
             .bind(user_id)
             .bind(client_key)
-            .execute(self.write(CacheEffect::User(user_id)))
+            .execute(self.store.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected())
     }
@@ -219,9 +233,9 @@ const CONSENT_TEXT: TextIndex = TextIndex {
     partial: None,
 };
 
-impl Store {
+impl Consents<'_> {
     /// One page of consents matching `search`, most recently changed first.
-    pub async fn page_consents(&self, search: &Search, window: Window) -> StoreResult<Paged<ConsentRow>> {
+    pub async fn page(self, search: &Search, window: Window) -> StoreResult<Paged<ConsentRow>> {
         let sql = ListSql {
             columns: CONSENT_COLUMNS,
             from: "client_consents",
@@ -232,7 +246,21 @@ impl Store {
             after: "(updated_at, grant_id, client_key) < ({k}, {i}, {j})",
         };
         let key = |c: &RawConsentRow| Cursor { key: c.updated_at, id: c.grant_id.clone(), id2: c.client_key.clone() };
-        self.paged(sql, search, None, window, key).await?.try_map(ConsentRow::try_from)
+        self.store.paged(sql, search, None, window, key).await?.try_map(ConsentRow::try_from)
+    }
+}
+
+impl Consents<'_> {
+    /// Deletes every consent given to the client `client_key`, within `tx` (the client is being
+    /// removed); how many there were.
+    pub(in crate::store) async fn delete_for_client(
+        self,
+        tx: &mut Transaction<'_>,
+        client_key: &str,
+    ) -> StoreResult<u64> {
+        let delete = sqlx::query("DELETE FROM client_consents WHERE client_key = $1").bind(client_key);
+        // Any number of users' consents.
+        Ok(On::Within(tx).execute(CacheEffect::Everyone, delete).await?.rows_affected())
     }
 }
 
@@ -266,7 +294,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         store.migrate().await.unwrap();
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap().id;
         let scopes = Scopes::parse(["profile", "notes:read"]).unwrap();
         let tokens = SealedTokens {
             access_token_sealed: vec![1],
@@ -275,17 +303,26 @@ mod tests {
             expires_at: None,
             scopes: scopes.clone(),
         };
-        let grant_id = Store::grant_id_for(&user, "demo", "");
-        assert!(store.upsert_grant(&grant_id, &user, "demo", None, &tokens, 10).await.unwrap());
+        let grant_id = Grants::id_for(&user, "demo", "");
+        assert!(
+            store
+                .grants()
+                .upsert(
+                    &NewGrant { id: &grant_id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    10
+                )
+                .await
+                .unwrap()
+        );
 
-        assert!(store.record_consent(&grant_id, &user, "token:t", None, &scopes, 11).await.unwrap());
-        let consent = store.consent(&grant_id, "token:t").await.unwrap().unwrap();
+        assert!(store.consents().record(&grant_id, &user, "token:t", None, &scopes, 11).await.unwrap());
+        let consent = store.consents().find(&grant_id, "token:t").await.unwrap().unwrap();
         assert_eq!(consent.scopes, scopes);
         let (stored,): (String,) =
             sqlx::query_as("SELECT scopes FROM client_consents").fetch_one(store.pool()).await.unwrap();
         assert_eq!(stored, "notes:read profile");
 
         sqlx::query("UPDATE client_consents SET scopes = 'a\\b'").execute(store.pool()).await.unwrap();
-        assert!(matches!(store.consents_for_user(&user).await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.consents().for_user(&user).await, Err(StoreError::Corrupt(_))));
     }
 }

@@ -12,15 +12,17 @@
 
 use crate::clock::Timestamp;
 use crate::domain::Scopes;
-use crate::store::machinery::cache_effect::{FetchIn, NamesUser};
-use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
-use crate::store::machinery::placeholders::numbered_values;
-use crate::store::machinery::search::{Indexed, TextIndex, Via};
+use crate::store::machinery::cache_effect::NamesUser;
+use crate::store::machinery::error::StoreError;
 use crate::store::machinery::store::Store;
-use crate::store::users::accounts::BY_USER_NAME;
 
 use crate::store::grants::refresh_failure::RefreshFailure;
+
+/// The handle on grants: `store.grants()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grants<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantStatus {
@@ -107,7 +109,7 @@ pub const REFRESH_WINDOW_SECONDS: i64 = 60;
 
 impl RefreshGate {
     /// How long a refresh must wait at `now` with at most `cap` attempts per window, `None`
-    /// when it may go ahead. [`Store::claim_refresh_lease`] applies the same conditions in SQL.
+    /// when it may go ahead. [`Grants::claim_lease`] applies the same conditions in SQL.
     pub fn wait(&self, now: Timestamp, cap: i64) -> Option<i64> {
         let backoff = self.not_before.map(|t| t - now).filter(|w| *w > 0);
         let capped = match self.window_start {
@@ -123,29 +125,29 @@ impl RefreshGate {
 /// The row as stored; read only through [`GrantRow::try_from`].
 #[derive(sqlx::FromRow)]
 pub(in crate::store) struct RawGrantRow {
-    id: String,
-    user_id: String,
-    provider: String,
-    account_label: Option<String>,
-    scopes: String,
-    access_token_sealed: Vec<u8>,
-    refresh_token_sealed: Option<Vec<u8>>,
-    key_id: String,
-    expires_at: Option<i64>,
-    issued_at: Option<i64>,
-    status: String,
-    version: i64,
-    refresh_lease_until: Option<i64>,
-    refresh_not_before: Option<i64>,
-    refresh_failures: i64,
-    refresh_window_start: Option<i64>,
-    refresh_window_count: i64,
-    refresh_error: Option<String>,
-    created_at: i64,
-    updated_at: i64,
+    pub(super) id: String,
+    pub(super) user_id: String,
+    pub(super) provider: String,
+    pub(super) account_label: Option<String>,
+    pub(super) scopes: String,
+    pub(super) access_token_sealed: Vec<u8>,
+    pub(super) refresh_token_sealed: Option<Vec<u8>>,
+    pub(super) key_id: String,
+    pub(super) expires_at: Option<i64>,
+    pub(super) issued_at: Option<i64>,
+    pub(super) status: String,
+    pub(super) version: i64,
+    pub(super) refresh_lease_until: Option<i64>,
+    pub(super) refresh_not_before: Option<i64>,
+    pub(super) refresh_failures: i64,
+    pub(super) refresh_window_start: Option<i64>,
+    pub(super) refresh_window_count: i64,
+    pub(super) refresh_error: Option<String>,
+    pub(super) created_at: i64,
+    pub(super) updated_at: i64,
 }
 
-/// A write that returns the whole row moves its user's caches ([`Store::store_refreshed_tokens`]).
+/// A write that returns the whole row moves its user's caches ([`Grants::store_refreshed_tokens`]).
 impl NamesUser for RawGrantRow {
     fn user_id(&self) -> &str {
         &self.user_id
@@ -223,129 +225,6 @@ pub struct SealedTokens {
     pub scopes: Scopes,
 }
 
-impl Store {
-    /// The user's grant at `provider`; with several accounts there, the most recently updated.
-    /// Tools that must act on one account use [`Store::grant_for_account`].
-    pub async fn grant(&self, user_id: &str, provider: &str) -> StoreResult<Option<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY updated_at DESC, version DESC, id LIMIT 1"
-        ))
-        .bind(user_id)
-        .bind(provider).fetch_optional_in(self.read())
-        .await?
-        .map(GrantRow::try_from)
-        .transpose()
-    }
-
-    /// The grant for one account (`account` '' = the account without a name).
-    pub async fn grant_for_account(
-        &self,
-        user_id: &str,
-        provider: &str,
-        account: &str,
-    ) -> StoreResult<Option<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 AND account_label = $3"
-        ))
-        .bind(user_id)
-        .bind(provider)
-        .bind(account)
-        .fetch_optional_in(self.read())
-        .await?
-        .map(GrantRow::try_from)
-        .transpose()
-    }
-
-    pub async fn grant_by_id(&self, id: &str) -> StoreResult<Option<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id = $1"))
-            .bind(id)
-            .fetch_optional_in(self.read())
-            .await?
-            .map(GrantRow::try_from)
-            .transpose()
-    }
-
-    /// The grants with these ids (those that exist), for a list that names them.
-    pub async fn grants_by_ids(&self, ids: &[&str]) -> StoreResult<Vec<GrantRow>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!("SELECT {GRANT_COLUMNS} FROM grants WHERE id IN ({})", numbered_values(ids.len()));
-        let mut query = sqlx::query_as::<_, RawGrantRow>(&sql);
-        for id in ids {
-            query = query.bind(*id);
-        }
-        query.fetch_all_in(self.read()).await?.into_iter().map(GrantRow::try_from).collect()
-    }
-
-    /// Every account the user holds at `provider`, by account name.
-    pub async fn grants_at(&self, user_id: &str, provider: &str) -> StoreResult<Vec<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY account_label"
-        ))
-        .bind(user_id)
-        .bind(provider)
-        .fetch_all_in(self.read())
-        .await?
-        .into_iter()
-        .map(GrantRow::try_from)
-        .collect()
-    }
-
-    pub async fn grants_for_user(&self, user_id: &str) -> StoreResult<Vec<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 ORDER BY provider, account_label"
-        ))
-        .bind(user_id)
-        .fetch_all_in(self.read())
-        .await?
-        .into_iter()
-        .map(GrantRow::try_from)
-        .collect()
-    }
-
-    pub async fn all_grants(&self) -> StoreResult<Vec<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants ORDER BY user_id, provider, account_label"
-        ))
-        .fetch_all_in(self.read())
-        .await?
-        .into_iter()
-        .map(GrantRow::try_from)
-        .collect()
-    }
-}
-
-/// What the grants list searches (consents also match by their grant's).
-pub const GRANT_TEXT: TextIndex = TextIndex {
-    table: "grants",
-    text: "LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id)",
-    fts: "grants_search",
-    column: "text",
-    partial: None,
-};
-
-/// A row whose `grant_id` names a grant whose text holds the term matches.
-pub const BY_GRANT_TEXT: Via = Via { index: GRANT_TEXT, column: "grant_id", prefix: 'g' };
-
-impl Store {
-    /// One page of grants matching `search`, newest first.
-    pub async fn page_grants(&self, search: &Search, window: Window) -> StoreResult<Paged<GrantRow>> {
-        // Provider, account, status, scopes, id, and the user's name (see `search`).
-        let sql = ListSql {
-            columns: GRANT_COLUMNS,
-            from: "grants",
-            filter: "",
-            indexed: Some(Indexed { own: GRANT_TEXT, via: &[BY_USER_NAME], extra: Vec::new() }),
-            chosen: None,
-            order: "created_at DESC, id DESC",
-            after: "(created_at, id) < ({k}, {i})",
-        };
-        let key = |g: &RawGrantRow| Cursor::new(g.created_at, g.id.clone());
-        self.paged(sql, search, None, window, key).await?.try_map(GrantRow::try_from)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,7 +258,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         store.migrate().await.unwrap();
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap();
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap();
         (dir, store, user.id)
     }
 
@@ -416,10 +295,19 @@ mod tests {
             expires_at: None,
             scopes: Scopes::parse(["repo", "read:user"]).unwrap(),
         };
-        let id = Store::grant_id_for(&user, "demo", "");
-        assert!(store.upsert_grant(&id, &user, "demo", None, &tokens, 10).await.unwrap());
+        let id = Grants::id_for(&user, "demo", "");
+        assert!(
+            store
+                .grants()
+                .upsert(
+                    &NewGrant { id: &id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    10
+                )
+                .await
+                .unwrap()
+        );
 
-        let grant = store.grant(&user, "demo").await.unwrap().unwrap();
+        let grant = store.grants().latest(&user, "demo").await.unwrap().unwrap();
         assert_eq!((grant.status, &grant.scopes), (GrantStatus::Active, &tokens.scopes));
         let stored: (String, String) = sqlx::query_as("SELECT scopes, status FROM grants WHERE id = $1")
             .bind(&id)
@@ -430,17 +318,12 @@ mod tests {
 
         assert!(
             store
-                .set_grant_status(
-                    &id,
-                    grant.version,
-                    GrantStatus::NeedsReconsent,
-                    Some(RefreshFailure::InvalidGrant),
-                    11
-                )
+                .grants()
+                .set_status(&id, grant.version, GrantStatus::NeedsReconsent, Some(RefreshFailure::InvalidGrant), 11)
                 .await
                 .unwrap()
         );
-        assert_eq!(store.grant_by_id(&id).await.unwrap().unwrap().status, GrantStatus::NeedsReconsent);
+        assert_eq!(store.grants().by_id(&id).await.unwrap().unwrap().status, GrantStatus::NeedsReconsent);
     }
 
     #[tokio::test]
@@ -453,11 +336,20 @@ mod tests {
             expires_at: None,
             scopes: Scopes::default(),
         };
-        let id = Store::grant_id_for(&user, "demo", "");
-        assert!(store.upsert_grant(&id, &user, "demo", None, &tokens, 10).await.unwrap());
+        let id = Grants::id_for(&user, "demo", "");
+        assert!(
+            store
+                .grants()
+                .upsert(
+                    &NewGrant { id: &id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    10
+                )
+                .await
+                .unwrap()
+        );
         sqlx::query("UPDATE grants SET status = 'paused' WHERE id = $1").bind(&id).execute(store.pool()).await.unwrap();
 
-        assert!(matches!(store.grant_by_id(&id).await, Err(StoreError::Corrupt(_))));
-        assert!(matches!(store.grants_for_user(&user).await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.grants().by_id(&id).await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.grants().for_user(&user).await, Err(StoreError::Corrupt(_))));
     }
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use crate::domain::Scopes;
 use crate::store::grants::cache::GrantCache;
+use crate::store::grants::row::Grants;
 use crate::store::grants::row::{GRANT_COLUMNS, GrantRow, RawGrantRow};
 use crate::store::machinery::cache_effect::FetchIn;
 use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::machinery::store::Store;
 
 /// A grant and the scopes one client was allowed to use it with (`None`: never allowed).
 #[derive(Debug, Clone)]
@@ -54,12 +54,12 @@ impl TryFrom<RawGrantWithConsent> for GrantWithConsent {
 const CONSENT_SCOPES: &str =
     "(SELECT c.scopes FROM client_consents c WHERE c.grant_id = grants.id AND c.client_key = $1) AS consent_scopes";
 
-impl Store {
-    /// [`Store::grant`] (or [`Store::grant_for_account`] when `account` is named) with the
+impl Grants<'_> {
+    /// [`Grants::latest`] (or [`Grants::for_account`] when `account` is named) with the
     /// consent of the client `client_key`: picked from the user's cached grants
     /// ([`crate::store::grants::cache`]) when they are fresh.
-    pub async fn grant_with_consent(
-        &self,
+    pub async fn with_consent(
+        self,
         user_id: &str,
         provider: &str,
         account: Option<&str>,
@@ -67,7 +67,7 @@ impl Store {
     ) -> StoreResult<Option<GrantWithConsent>> {
         // An empty account name matches the column's '' (read back as no name): asked as is.
         if account != Some("")
-            && let Ok(all) = self.user_grants(user_id, client_key).await
+            && let Ok(all) = self.for_user_seen_by(user_id, client_key).await
         {
             let mut at_provider = all.iter().filter(|r| r.grant.provider == provider);
             let picked = match account {
@@ -84,41 +84,36 @@ impl Store {
         self.read_grant_with_consent(user_id, provider, account, client_key).await
     }
 
-    /// The user's grants at `provider`, by account name, as [`Store::grants_at`], from the
+    /// The user's grants at `provider`, by account name, as [`Grants::at`], from the
     /// cached read of the client `client_key` when fresh.
-    pub async fn grants_at_seen_by(
-        &self,
-        user_id: &str,
-        provider: &str,
-        client_key: &str,
-    ) -> StoreResult<Vec<GrantRow>> {
-        match self.user_grants(user_id, client_key).await {
+    pub async fn at_seen_by(self, user_id: &str, provider: &str, client_key: &str) -> StoreResult<Vec<GrantRow>> {
+        match self.for_user_seen_by(user_id, client_key).await {
             Ok(all) => Ok(all.iter().filter(|r| r.grant.provider == provider).map(|r| r.grant.clone()).collect()),
             // One corrupt row elsewhere must not hide this provider's grants.
-            Err(_) => self.grants_at(user_id, provider).await,
+            Err(_) => self.at(user_id, provider).await,
         }
     }
 
-    /// [`Store::grants_with_consents`] through the cache: no database call while nothing was
+    /// [`Grants::for_user_with_consents`] through the cache: no database call while nothing was
     /// written since the last read ([`crate::store::machinery::generations`]).
-    pub async fn user_grants(&self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
-        let cache = self.kept::<GrantCache>();
-        if let Some(generation) = self.cache_generation(user_id)
+    pub async fn for_user_seen_by(self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
+        let cache = self.store.kept::<GrantCache>();
+        if let Some(generation) = self.store.cache_generation(user_id)
             && let Some(rows) = cache.get(generation, user_id, client_key)
         {
             return Ok(rows);
         }
-        let before = self.cache_tick();
-        let rows = Arc::new(self.grants_with_consents(user_id, client_key).await?);
+        let before = self.store.cache_tick();
+        let rows = Arc::new(self.for_user_with_consents(user_id, client_key).await?);
         if let Some(before) = before {
-            cache.insert(before, self.cache_generation(user_id), user_id, client_key, rows.clone());
+            cache.insert(before, self.store.cache_generation(user_id), user_id, client_key, rows.clone());
         }
         Ok(rows)
     }
 
-    /// [`Store::grant_with_consent`], always from the database.
+    /// [`Grants::with_consent`], always from the database.
     async fn read_grant_with_consent(
-        &self,
+        self,
         user_id: &str,
         provider: &str,
         account: Option<&str>,
@@ -136,18 +131,18 @@ impl Store {
         if let Some(account) = account {
             query = query.bind(account);
         }
-        query.fetch_optional_in(self.read()).await?.map(GrantWithConsent::try_from).transpose()
+        query.fetch_optional_in(self.store.read()).await?.map(GrantWithConsent::try_from).transpose()
     }
 
-    /// [`Store::grants_for_user`], each with the consent of the client `client_key`, from the
-    /// database ([`Store::user_grants`] is the cached read).
-    pub async fn grants_with_consents(&self, user_id: &str, client_key: &str) -> StoreResult<Vec<GrantWithConsent>> {
+    /// [`Grants::for_user`], each with the consent of the client `client_key`, from the
+    /// database ([`Grants::for_user_seen_by`] is the cached read).
+    pub async fn for_user_with_consents(self, user_id: &str, client_key: &str) -> StoreResult<Vec<GrantWithConsent>> {
         sqlx::query_as::<_, RawGrantWithConsent>(&format!(
             "SELECT {GRANT_COLUMNS}, {CONSENT_SCOPES} FROM grants WHERE user_id = $2 ORDER BY provider, account_label"
         ))
         .bind(client_key)
         .bind(user_id)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(GrantWithConsent::try_from)

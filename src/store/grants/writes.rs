@@ -4,23 +4,31 @@
 
 use crate::clock::Timestamp;
 use crate::store::grants::refresh_failure::RefreshFailure;
-use crate::store::grants::row::{GrantStatus, SealedTokens};
+use crate::store::grants::row::{GrantStatus, Grants, SealedTokens};
 use crate::store::machinery::cache_effect::{CacheEffect, ReturnedUser};
 use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::machinery::store::Store;
 use crate::store::machinery::write::{On, Write, Written};
 
-/// Grants one statement of [`Store::delete_grants_at`] deletes: about 65 ms of SQLite's write
+/// Grants one statement of [`Grants::delete_all_at`] deletes: about 65 ms of SQLite's write
 /// lock each (a million grants, found through `grants_provider`, migration 0036).
 const GRANTS_PER_DELETE: i64 = 500;
 
-/// [`Store::upsert_grant`]: true when it applied.
+/// A grant to store: whose account at which provider, and its tokens, already sealed for `id`.
+#[derive(Debug, Clone, Copy)]
+pub struct NewGrant<'a> {
+    /// The id the sealed values were bound to: the existing row's, or [`Grants::id_for`] for a
+    /// new account.
+    pub id: &'a str,
+    pub user_id: &'a str,
+    pub provider: &'a str,
+    /// The provider's name for the account, `None` when it gave none.
+    pub account_label: Option<&'a str>,
+    pub tokens: &'a SealedTokens,
+}
+
+/// [`Grants::upsert`]: true when it applied.
 pub struct UpsertGrant<'a> {
-    id: &'a str,
-    user_id: &'a str,
-    provider: &'a str,
-    account_label: Option<&'a str>,
-    tokens: &'a SealedTokens,
+    new: NewGrant<'a>,
     now: Timestamp,
 }
 
@@ -28,6 +36,7 @@ impl Write for UpsertGrant<'_> {
     type Done = bool;
 
     async fn run(&self, on: On<'_, '_>) -> StoreResult<bool> {
+        let new = &self.new;
         let upsert = sqlx::query(
             "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_lease_holder, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', 1, NULL, NULL, $10, $10) \
@@ -38,17 +47,17 @@ impl Write for UpsertGrant<'_> {
              refresh_window_start = NULL, refresh_window_count = 0, refresh_error = NULL, updated_at = excluded.updated_at \
              WHERE grants.id = excluded.id",
         )
-        .bind(self.id)
-        .bind(self.user_id)
-        .bind(self.provider)
-        .bind(self.account_label.unwrap_or(""))
-        .bind(self.tokens.scopes.to_space_separated())
-        .bind(&self.tokens.access_token_sealed)
-        .bind(&self.tokens.refresh_token_sealed)
-        .bind(&self.tokens.key_id)
-        .bind(self.tokens.expires_at)
+        .bind(new.id)
+        .bind(new.user_id)
+        .bind(new.provider)
+        .bind(new.account_label.unwrap_or(""))
+        .bind(new.tokens.scopes.to_space_separated())
+        .bind(&new.tokens.access_token_sealed)
+        .bind(&new.tokens.refresh_token_sealed)
+        .bind(&new.tokens.key_id)
+        .bind(new.tokens.expires_at)
         .bind(self.now);
-        let done = on.execute(CacheEffect::User(self.user_id), upsert).await.map_err(StoreError::from_write)?;
+        let done = on.execute(CacheEffect::User(new.user_id), upsert).await.map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -57,7 +66,7 @@ impl Write for UpsertGrant<'_> {
     }
 }
 
-/// [`Store::set_grant_status`]: true when the status changed.
+/// [`Grants::set_status`]: true when the status changed.
 pub struct SetGrantStatus<'a> {
     grant_id: &'a str,
     version: i64,
@@ -87,7 +96,7 @@ impl Write for SetGrantStatus<'_> {
     }
 }
 
-/// [`Store::delete_grant_by_id`]: true when the grant was there.
+/// [`Grants::delete`]: true when the grant was there.
 pub struct DeleteGrant<'a> {
     id: &'a str,
 }
@@ -106,22 +115,14 @@ impl Write for DeleteGrant<'_> {
     }
 }
 
-impl Store {
+impl<'s> Grants<'s> {
     /// Inserts the grant for (user, provider, account) or replaces its tokens, in one statement
-    /// so two completions racing cannot leave two rows. `id` is the id the sealed values were
-    /// bound to: the existing row's, or [`Store::grant_id_for`] for a new account. The update
-    /// only applies to a row with that id; false means the row changed identity meanwhile
-    /// (disconnected and connected again), and the caller must seal again for the new id.
-    pub fn upsert_grant<'a>(
-        &'a self,
-        id: &'a str,
-        user_id: &'a str,
-        provider: &'a str,
-        account_label: Option<&'a str>,
-        tokens: &'a SealedTokens,
-        now: Timestamp,
-    ) -> Written<'a, UpsertGrant<'a>> {
-        Written::new(self, UpsertGrant { id, user_id, provider, account_label, tokens, now })
+    /// so two completions racing cannot leave two rows. The update only applies to a row with
+    /// the id the sealed values were bound to ([`NewGrant::id`]); false means the row changed
+    /// identity meanwhile (disconnected and connected again), and the caller must seal again for
+    /// the new id.
+    pub fn upsert(self, new: &NewGrant<'s>, now: Timestamp) -> Written<'s, UpsertGrant<'s>> {
+        Written::new(self.store, UpsertGrant { new: *new, now })
     }
 
     /// The id for a new grant of (user, provider, account). Sealed values are bound to the
@@ -130,7 +131,7 @@ impl Store {
     /// row wins. Rows from before several accounts were allowed keep their ids,
     /// sha256(user\0provider): the input here has one more NUL-separated part, so the two never
     /// meet, and a reconnect finds the existing row (and its id) by its key first.
-    pub fn grant_id_for(user_id: &str, provider: &str, account: &str) -> String {
+    pub fn id_for(user_id: &str, provider: &str, account: &str) -> String {
         let digest = crate::crypto::sha256_hex(&format!("{user_id}\0{provider}\0{account}"));
         format!("g_{}", &digest[..32])
     }
@@ -138,23 +139,23 @@ impl Store {
     /// Changes the status if the row is still at `version` (a refresh that failed must not
     /// mark a grant that a new consent replaced meanwhile), noting why (`None` clears it).
     /// True if it changed.
-    pub fn set_grant_status<'a>(
-        &'a self,
-        grant_id: &'a str,
+    pub fn set_status(
+        self,
+        grant_id: &'s str,
         version: i64,
         status: GrantStatus,
         why: Option<RefreshFailure>,
         now: Timestamp,
-    ) -> Written<'a, SetGrantStatus<'a>> {
-        Written::new(self, SetGrantStatus { grant_id, version, status, why, now })
+    ) -> Written<'s, SetGrantStatus<'s>> {
+        Written::new(self.store, SetGrantStatus { grant_id, version, status, why, now })
     }
 
     /// Deletes every account the user holds at `provider`. True if there was any.
-    pub async fn delete_grant(&self, user_id: &str, provider: &str) -> StoreResult<bool> {
+    pub async fn delete_at(self, user_id: &str, provider: &str) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM grants WHERE user_id = $1 AND provider = $2")
             .bind(user_id)
             .bind(provider)
-            .execute(self.write(CacheEffect::User(user_id)))
+            .execute(self.store.write(CacheEffect::User(user_id)))
             .await?;
         Ok(done.rows_affected() >= 1)
     }
@@ -167,7 +168,7 @@ impl Store {
     /// statement held SQLite's only write lock for 3.5 s on a million-grant table — past the
     /// default `database_timeout` from about 70,000 grants, failing the command and making
     /// every serving instance's writes wait meanwhile. Between statements they write.
-    pub async fn delete_grants_at(&self, provider: &str) -> StoreResult<u64> {
+    pub async fn delete_all_at(self, provider: &str) -> StoreResult<u64> {
         let mut deleted = 0;
         loop {
             let done =
@@ -175,7 +176,7 @@ impl Store {
                     .bind(provider)
                     .bind(GRANTS_PER_DELETE)
                     // Any number of users' grants.
-                    .execute(self.write(CacheEffect::Everyone))
+                    .execute(self.store.write(CacheEffect::Everyone))
                     .await?;
             deleted += done.rows_affected();
             if done.rows_affected() < GRANTS_PER_DELETE as u64 {
@@ -185,8 +186,8 @@ impl Store {
     }
 
     /// Deletes one grant. True if it was there.
-    pub fn delete_grant_by_id<'a>(&'a self, id: &'a str) -> Written<'a, DeleteGrant<'a>> {
-        Written::new(self, DeleteGrant { id })
+    pub fn delete(self, id: &'s str) -> Written<'s, DeleteGrant<'s>> {
+        Written::new(self.store, DeleteGrant { id })
     }
 }
 
@@ -197,7 +198,7 @@ mod tests {
 
     async fn store_with_user() -> (tempfile::TempDir, Store, String) {
         let (dir, store) = migrated_for_tests().await;
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap();
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap();
         (dir, store, user.id)
     }
 
@@ -220,13 +221,13 @@ mod tests {
         seed("kept", 3).execute(store.pool()).await.unwrap();
 
         let queries = store.queries_run();
-        assert_eq!(store.delete_grants_at("moved").await.unwrap(), moved as u64, "counted over every statement");
+        assert_eq!(store.grants().delete_all_at("moved").await.unwrap(), moved as u64, "counted over every statement");
         assert_eq!(store.queries_run() - queries, 3, "500, 500, then the last 7");
         let left: Vec<(String, i64)> = sqlx::query_as("SELECT provider, COUNT(*) FROM grants GROUP BY provider")
             .fetch_all(store.pool())
             .await
             .unwrap();
         assert_eq!(left, [("kept".to_owned(), 3)]);
-        assert_eq!(store.delete_grants_at("moved").await.unwrap(), 0);
+        assert_eq!(store.grants().delete_all_at("moved").await.unwrap(), 0);
     }
 }

@@ -374,13 +374,15 @@ impl Stream for Watched<'_> {
 mod tests {
     use super::*;
     use crate::domain::Scopes;
+    use crate::store::grants::Lease;
+    use crate::store::grants::NewGrant;
     use crate::store::grants::SealedTokens;
 
     async fn store_with_grant() -> (tempfile::TempDir, Store, String, String) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         store.migrate().await.unwrap();
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap().id;
         let tokens = SealedTokens {
             access_token_sealed: vec![1],
             refresh_token_sealed: Some(vec![2]),
@@ -388,8 +390,17 @@ mod tests {
             expires_at: None,
             scopes: Scopes::default(),
         };
-        let grant = Store::grant_id_for(&user, "demo", "");
-        assert!(store.upsert_grant(&grant, &user, "demo", None, &tokens, 10).await.unwrap());
+        let grant = Grants::id_for(&user, "demo", "");
+        assert!(
+            store
+                .grants()
+                .upsert(
+                    &NewGrant { id: &grant, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    10
+                )
+                .await
+                .unwrap()
+        );
         (dir, store, user, grant)
     }
 
@@ -448,15 +459,21 @@ mod tests {
     async fn a_write_by_grant_id_moves_the_user_its_row_names() {
         let (_dir, store, alice, grant) = store_with_grant().await;
         let before = steps(&store, &alice);
-        assert!(store.relabel_grant(&grant, Some("work")).await.unwrap());
+        assert!(store.grants().relabel(&grant, Some("work")).await.unwrap());
         let after = steps(&store, &alice);
         assert!(after.1 > before.1, "alice's moved");
         assert_eq!((after.0, after.2), (before.0, before.2), "nobody else's");
 
-        assert!(!store.relabel_grant("no such grant", Some("x")).await.unwrap());
+        assert!(!store.grants().relabel("no such grant", Some("x")).await.unwrap());
         assert_eq!(steps(&store, &alice), after, "no row, no move");
-        let version = store.grant_by_id(&grant).await.unwrap().unwrap().version;
-        assert!(!store.claim_refresh_lease(&grant, version + 7, "h", 20, 30, 5).await.unwrap());
+        let version = store.grants().by_id(&grant).await.unwrap().unwrap().version;
+        assert!(
+            !store
+                .grants()
+                .claim_lease(&Lease { grant_id: &grant, version: version + 7, holder: "h" }, 20, 30, 5)
+                .await
+                .unwrap()
+        );
         assert_eq!(steps(&store, &alice), after, "a claim that lost moves nothing");
     }
 

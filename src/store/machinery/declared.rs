@@ -118,7 +118,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::connect(&format!("sqlite://{}/t.db?mode=rwc", dir.path().display())).await.unwrap();
         store.migrate().await.unwrap();
-        let user = store.create_local_user("http://issuer", "alice", "hash", 1).await.unwrap().id;
+        let user = store.users().create_local("http://issuer", "alice", "hash", 1).await.unwrap().id;
         (dir, store, user)
     }
 

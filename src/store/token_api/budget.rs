@@ -50,6 +50,12 @@ use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::kept::Kept;
 use crate::store::machinery::store::Store;
 
+/// The handle on the token API's request budgets: `store.request_budgets()`.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestBudgets<'s> {
+    pub(in crate::store) store: &'s Store,
+}
+
 /// The longest a service's account may run ahead of the clock: its burst, one minute's budget.
 pub const WINDOW_NS: i64 = 60_000_000_000;
 /// The most requests one lease takes: a tenth of a second of a budget of six million a minute.
@@ -179,10 +185,10 @@ pub enum Budget {
     },
 }
 
-impl Store {
+impl RequestBudgets<'_> {
     /// Takes one request from `service_id`'s budget of `per_minute` at `now` (Unix seconds).
-    pub async fn request_budget_take(&self, service_id: &str, now: Timestamp, per_minute: u32) -> StoreResult<Budget> {
-        let service = self.kept::<BudgetShares>().of(service_id);
+    pub async fn take(self, service_id: &str, now: Timestamp, per_minute: u32) -> StoreResult<Budget> {
+        let service = self.store.kept::<BudgetShares>().of(service_id);
         let now_ns = now.saturating_mul(1_000_000_000);
         let cost = cost_ns(per_minute);
         let size = share_size(per_minute);
@@ -203,16 +209,16 @@ impl Store {
             }
             share.lapsed()
         };
-        if self.budget_lease(service_id, now_ns, i64::from(size) * cost, i64::from(unused) * cost).await? {
+        if self.lease(service_id, now_ns, i64::from(size) * cost, i64::from(unused) * cost).await? {
             *service.share.lock().unwrap_or_else(|p| p.into_inner()) =
                 Share { left: size - 1, leased_at: Some(Instant::now()), ahead_started: false };
             return Ok(Budget::Taken);
         }
         // Near the edge a whole share may not fit where one request still does.
-        if size > 1 && self.budget_lease(service_id, now_ns, cost, 0).await? {
+        if size > 1 && self.lease(service_id, now_ns, cost, 0).await? {
             return Ok(Budget::Taken);
         }
-        let paid_until = self.budget_paid_until(service_id).await?.unwrap_or(now_ns);
+        let paid_until = self.paid_until(service_id).await?.unwrap_or(now_ns);
         let wait_ns = paid_until + cost - WINDOW_NS - now_ns;
         Ok(Budget::Refused { retry_after: (wait_ns.max(1) as u64).div_ceil(1_000_000_000) })
     }
@@ -220,7 +226,7 @@ impl Store {
     /// Leases the next share of `size` requests (`charge` ns) in the background, holding the
     /// service's lease until it landed: see the module.
     fn lease_ahead(
-        &self,
+        self,
         service: Arc<ServiceShare>,
         leasing: tokio::sync::OwnedMutexGuard<()>,
         service_id: &str,
@@ -228,10 +234,10 @@ impl Store {
         charge: i64,
         size: u32,
     ) {
-        let (store, service_id) = (self.clone(), service_id.to_owned());
+        let (store, service_id) = (self.store.clone(), service_id.to_owned());
         tokio::spawn(async move {
             let _leasing = leasing;
-            match store.budget_lease(&service_id, now_ns, charge, 0).await {
+            match store.request_budgets().lease(&service_id, now_ns, charge, 0).await {
                 Ok(true) => service.share.lock().unwrap_or_else(|p| p.into_inner()).extend(size),
                 // Near the edge: the request that finds the share used up leases what still fits.
                 Ok(false) => {}
@@ -244,14 +250,14 @@ impl Store {
 
     /// Waits for the lease under way for `service_id`, if any (tests).
     #[cfg(test)]
-    async fn budget_leases_settled(&self, service_id: &str) {
-        drop(self.kept::<BudgetShares>().of(service_id).leasing.lock().await);
+    async fn leases_settled(self, service_id: &str) {
+        drop(self.store.kept::<BudgetShares>().of(service_id).leasing.lock().await);
     }
 
     /// Moves the account by `charge` ns (after giving back `give_back` ns of a lapsed share)
     /// if it stays within a minute of `now_ns`; true when it did. One statement.
-    async fn budget_lease(&self, service_id: &str, now_ns: i64, charge: i64, give_back: i64) -> StoreResult<bool> {
-        let _turn = self.hot_write_turn().await;
+    async fn lease(self, service_id: &str, now_ns: i64, charge: i64, give_back: i64) -> StoreResult<bool> {
+        let _turn = self.store.hot_write_turn().await;
         // `from` is max(paid_until - give_back, now): an account paid up in the past starts now.
         let row: Option<(i64,)> = sqlx::query_as(
             "INSERT INTO api_budgets (service_id, paid_until_ns) VALUES ($1, $2 + $3) \
@@ -266,15 +272,15 @@ impl Store {
         .bind(charge)
         .bind(WINDOW_NS)
         .bind(give_back)
-        .fetch_optional(self.write(CacheEffect::Nothing))
+        .fetch_optional(self.store.write(CacheEffect::Nothing))
         .await?;
         Ok(row.is_some())
     }
 
-    async fn budget_paid_until(&self, service_id: &str) -> StoreResult<Option<i64>> {
+    async fn paid_until(self, service_id: &str) -> StoreResult<Option<i64>> {
         let row: Option<(i64,)> = sqlx::query_as("SELECT paid_until_ns FROM api_budgets WHERE service_id = $1")
             .bind(service_id)
-            .fetch_optional_in(self.read())
+            .fetch_optional_in(self.store.read())
             .await?;
         Ok(row.map(|(at,)| at))
     }
@@ -315,14 +321,20 @@ mod tests {
         let (_dir, store) = store().await;
         let now = 1_000_000;
         for i in 0..6 {
-            assert_eq!(store.request_budget_take("svc_a", now, 6).await.unwrap(), Budget::Taken, "request {i}");
+            assert_eq!(store.request_budgets().take("svc_a", now, 6).await.unwrap(), Budget::Taken, "request {i}");
         }
         // Each request costs 10 s: the seventh fits 10 s from now.
-        assert_eq!(store.request_budget_take("svc_a", now, 6).await.unwrap(), Budget::Refused { retry_after: 10 });
-        assert_eq!(store.request_budget_take("svc_b", now, 6).await.unwrap(), Budget::Taken, "per service");
-        assert_eq!(store.request_budget_take("svc_a", now + 9, 6).await.unwrap(), Budget::Refused { retry_after: 1 });
-        assert_eq!(store.request_budget_take("svc_a", now + 10, 6).await.unwrap(), Budget::Taken);
-        assert_eq!(store.request_budget_take("svc_a", now + 10, 6).await.unwrap(), Budget::Refused { retry_after: 10 });
+        assert_eq!(store.request_budgets().take("svc_a", now, 6).await.unwrap(), Budget::Refused { retry_after: 10 });
+        assert_eq!(store.request_budgets().take("svc_b", now, 6).await.unwrap(), Budget::Taken, "per service");
+        assert_eq!(
+            store.request_budgets().take("svc_a", now + 9, 6).await.unwrap(),
+            Budget::Refused { retry_after: 1 }
+        );
+        assert_eq!(store.request_budgets().take("svc_a", now + 10, 6).await.unwrap(), Budget::Taken);
+        assert_eq!(
+            store.request_budgets().take("svc_a", now + 10, 6).await.unwrap(),
+            Budget::Refused { retry_after: 10 }
+        );
     }
 
     #[test]
@@ -345,25 +357,25 @@ mod tests {
         let now_ns = now * 1_000_000_000;
         // The first request leases in the foreground; three more leave six of the ten.
         for _ in 0..4 {
-            assert_eq!(store.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
+            assert_eq!(store.request_budgets().take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
         }
-        store.budget_leases_settled("svc_a").await;
+        store.request_budgets().leases_settled("svc_a").await;
         assert_eq!(left(&store, "svc_a"), 6, "more than half left: nothing leased ahead");
-        assert_eq!(store.budget_paid_until("svc_a").await.unwrap(), Some(now_ns + size * cost));
+        assert_eq!(store.request_budgets().paid_until("svc_a").await.unwrap(), Some(now_ns + size * cost));
         // The fifth leaves half: the next share is leased in the background and joins the rest.
-        assert_eq!(store.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
-        store.budget_leases_settled("svc_a").await;
+        assert_eq!(store.request_budgets().take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
+        store.request_budgets().leases_settled("svc_a").await;
         assert_eq!(left(&store, "svc_a"), 5 + 10);
-        assert_eq!(store.budget_paid_until("svc_a").await.unwrap(), Some(now_ns + 2 * size * cost));
+        assert_eq!(store.request_budgets().paid_until("svc_a").await.unwrap(), Some(now_ns + 2 * size * cost));
         // Its requests are answered from memory, each share leased once, ahead.
         let queries = store.queries_run();
         for _ in 0..10 {
-            assert_eq!(store.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
+            assert_eq!(store.request_budgets().take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
         }
-        store.budget_leases_settled("svc_a").await;
+        store.request_budgets().leases_settled("svc_a").await;
         assert_eq!(store.queries_run() - queries, 1, "one lease for ten requests, made ahead");
         assert_eq!(left(&store, "svc_a"), 5 + 10);
-        assert_eq!(store.budget_paid_until("svc_a").await.unwrap(), Some(now_ns + 3 * size * cost));
+        assert_eq!(store.request_budgets().paid_until("svc_a").await.unwrap(), Some(now_ns + 3 * size * cost));
     }
 
     #[tokio::test]
@@ -373,21 +385,21 @@ mod tests {
         let per_minute = 6_000; // shares of 10
         let cost = cost_ns(per_minute);
         // Another instance spent all of the minute but 15 requests: a share, then half of one.
-        assert!(store.budget_lease("svc_a", now * 1_000_000_000, (6_000 - 15) * cost, 0).await.unwrap());
+        assert!(store.request_budgets().lease("svc_a", now * 1_000_000_000, (6_000 - 15) * cost, 0).await.unwrap());
         for _ in 0..5 {
-            assert_eq!(store.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
+            assert_eq!(store.request_budgets().take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
         }
-        store.budget_leases_settled("svc_a").await;
+        store.request_budgets().leases_settled("svc_a").await;
         assert_eq!(left(&store, "svc_a"), 5, "the lease ahead did not fit");
         let queries = store.queries_run();
         for _ in 0..5 {
-            assert_eq!(store.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
+            assert_eq!(store.request_budgets().take("svc_a", now, per_minute).await.unwrap(), Budget::Taken);
         }
-        store.budget_leases_settled("svc_a").await;
+        store.request_budgets().leases_settled("svc_a").await;
         assert_eq!(store.queries_run(), queries, "a refused lease ahead is not tried on every request");
         // The share used up, requests lease what still fits one by one, to the last.
         let mut taken = 0;
-        while store.request_budget_take("svc_a", now, per_minute).await.unwrap() == Budget::Taken {
+        while store.request_budgets().take("svc_a", now, per_minute).await.unwrap() == Budget::Taken {
             taken += 1;
         }
         assert_eq!(taken, 5);
@@ -399,7 +411,7 @@ mod tests {
         let now = 2_000_000;
         let per_minute = 6_000; // shares of 10
         let mut taken = 0;
-        while store.request_budget_take("svc_a", now, per_minute).await.unwrap() == Budget::Taken {
+        while store.request_budgets().take("svc_a", now, per_minute).await.unwrap() == Budget::Taken {
             taken += 1;
             assert!(taken <= per_minute, "the budget holds");
         }
@@ -407,7 +419,10 @@ mod tests {
         let queries = store.queries_run();
         // A second instance on the same row (its own shares) gets nothing either.
         let other = store.beside_with_own_memory();
-        assert!(matches!(other.request_budget_take("svc_a", now, per_minute).await.unwrap(), Budget::Refused { .. }));
+        assert!(matches!(
+            other.request_budgets().take("svc_a", now, per_minute).await.unwrap(),
+            Budget::Refused { .. }
+        ));
         assert!(store.queries_run() > queries);
     }
 }

@@ -1,12 +1,11 @@
 //! Rows of the token API's limits (`src/api/limits.rs` decides; this stores), shared by
 //! every instance on the database: concurrent waits as leased rows of `api_waits` (migration
-//! 0014), and a sliding-window budget as rows of `throttle_failures` (migration 0010), which the
-//! MCP face's completion budget still uses. The token API's request budget is
-//! [`crate::store::token_api::budget`]'s.
+//! 0014), and the addresses found not locked for failed service authentications, remembered
+//! for a moment. The token API's request budget is [`crate::store::token_api::budget`]'s; the
+//! failures it counts are the throttle's rows ([`crate::store::throttle`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::clock::Timestamp;
@@ -15,10 +14,11 @@ use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::kept::Kept;
 use crate::store::machinery::store::Store;
 
-/// Every this many requests a process takes, it deletes the bucket's rows that left the window
-/// (the statement that takes stays one statement on every other request).
-const PRUNE_EVERY: u64 = 64;
-static TAKEN: AtomicU64 = AtomicU64::new(0);
+/// The handle on the token API's limits: `store.api_limits()`.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiLimits<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 /// How long an address found not locked for failed service authentications is taken as still
 /// not locked without asking the database again: a lock another instance sets is seen here at
@@ -41,15 +41,15 @@ impl UnlockedAddresses {
     }
 }
 
-impl Store {
+impl ApiLimits<'_> {
     /// Whether `bucket` was found not locked less than [`UNLOCKED_FRESH`] ago.
-    pub fn recently_unlocked(&self, bucket: &str) -> bool {
-        self.kept::<UnlockedAddresses>().seen().get(bucket).is_some_and(|at| at.elapsed() < UNLOCKED_FRESH)
+    pub fn recently_unlocked(self, bucket: &str) -> bool {
+        self.store.kept::<UnlockedAddresses>().seen().get(bucket).is_some_and(|at| at.elapsed() < UNLOCKED_FRESH)
     }
 
     /// `bucket` was just found not locked.
-    pub fn found_unlocked(&self, bucket: &str) {
-        let addresses = self.kept::<UnlockedAddresses>();
+    pub fn found_unlocked(self, bucket: &str) {
+        let addresses = self.store.kept::<UnlockedAddresses>();
         let mut seen = addresses.seen();
         if seen.len() >= UNLOCKED_KEPT && !seen.contains_key(bucket) {
             seen.clear();
@@ -58,39 +58,14 @@ impl Store {
     }
 
     /// A failure was counted for `bucket`: ask the database again next time.
-    pub fn forget_unlocked(&self, bucket: &str) {
-        self.kept::<UnlockedAddresses>().seen().remove(bucket);
-    }
-
-    /// Takes one request from `bucket`'s budget of `max` after `since`, in one statement: the
-    /// row is inserted only while fewer than `max` are in the window. True when taken. Two
-    /// instances racing at the very edge of a budget may both pass once, which a rate limit
-    /// tolerates; a refused request is not counted, so refusals do not extend the wait.
-    pub async fn budget_take(&self, bucket: &str, now: Timestamp, since: Timestamp, max: i64) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "INSERT INTO throttle_failures (bucket, at) SELECT $1, $2 \
-             WHERE (SELECT COUNT(*) FROM throttle_failures WHERE bucket = $1 AND at > $3) < $4",
-        )
-        .bind(bucket)
-        .bind(now)
-        .bind(since)
-        .bind(max)
-        .execute(self.write(CacheEffect::Nothing))
-        .await?;
-        if TAKEN.fetch_add(1, Ordering::Relaxed) % PRUNE_EVERY == PRUNE_EVERY - 1 {
-            sqlx::query("DELETE FROM throttle_failures WHERE bucket = $1 AND at <= $2")
-                .bind(bucket)
-                .bind(since)
-                .execute(self.write(CacheEffect::Nothing))
-                .await?;
-        }
-        Ok(done.rows_affected() == 1)
+    pub fn forget_unlocked(self, bucket: &str) {
+        self.store.kept::<UnlockedAddresses>().seen().remove(bucket);
     }
 
     /// Takes a wait slot `id` for `service_id` until `expires_at` if fewer than `max` of its
     /// slots are live at `now`; true when taken. Lapsed slots of the service go first.
     pub async fn wait_slot_take(
-        &self,
+        self,
         id: &str,
         service_id: &str,
         now: Timestamp,
@@ -100,7 +75,7 @@ impl Store {
         sqlx::query("DELETE FROM api_waits WHERE service_id = $1 AND expires_at <= $2")
             .bind(service_id)
             .bind(now)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await?;
         let done = sqlx::query(
             "INSERT INTO api_waits (id, service_id, expires_at) SELECT $1, $2, $3 \
@@ -111,34 +86,37 @@ impl Store {
         .bind(expires_at)
         .bind(now)
         .bind(max)
-        .execute(self.write(CacheEffect::Nothing))
+        .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Extends a live slot's lease.
-    pub async fn wait_slot_renew(&self, id: &str, expires_at: Timestamp) -> StoreResult<()> {
+    pub async fn wait_slot_renew(self, id: &str, expires_at: Timestamp) -> StoreResult<()> {
         sqlx::query("UPDATE api_waits SET expires_at = $2 WHERE id = $1")
             .bind(id)
             .bind(expires_at)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await?;
         Ok(())
     }
 
     /// Frees a slot.
-    pub async fn wait_slot_release(&self, id: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM api_waits WHERE id = $1").bind(id).execute(self.write(CacheEffect::Nothing)).await?;
+    pub async fn wait_slot_release(self, id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM api_waits WHERE id = $1")
+            .bind(id)
+            .execute(self.store.write(CacheEffect::Nothing))
+            .await?;
         Ok(())
     }
 
     /// The service's slots live at `now`, from every instance.
-    pub async fn wait_slots_live(&self, service_id: &str, now: Timestamp) -> StoreResult<i64> {
+    pub async fn wait_slots_live(self, service_id: &str, now: Timestamp) -> StoreResult<i64> {
         let (count,): (i64,) =
             sqlx::query_as("SELECT COUNT(*) FROM api_waits WHERE service_id = $1 AND expires_at > $2")
                 .bind(service_id)
                 .bind(now)
-                .fetch_one_in(self.read())
+                .fetch_one_in(self.store.read())
                 .await?;
         Ok(count)
     }

@@ -12,12 +12,19 @@ use crate::clock::Timestamp;
 use crate::crypto::SecretHash;
 use crate::domain::{ClientIdentity, ProviderId};
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::counts::Count;
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::generation_cache::GenerationCache;
 use crate::store::machinery::kept::Kept;
 use crate::store::machinery::store::Store;
 
-/// At most this many services are kept by [`Store::service_by_id`]; a full cache starts over.
+/// The handle on the token API's services: `store.services()`.
+#[derive(Debug, Clone, Copy)]
+pub struct Services<'s> {
+    pub(in crate::store) store: &'s Store,
+}
+
+/// At most this many services are kept by [`Services::by_id`]; a full cache starts over.
 pub const CACHED: usize = 10_000;
 
 /// Services by client id, as every token-API request reads them.
@@ -151,9 +158,14 @@ fn space_separated(providers: &BTreeSet<ProviderId>) -> String {
     providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(" ")
 }
 
-impl Store {
+impl Services<'_> {
+    /// Every service, for the dashboard (bounded: [`crate::store::machinery::counts`]).
+    pub(in crate::store) async fn count(self) -> StoreResult<Count> {
+        self.store.capped_count("services", None, 0).await
+    }
+
     /// Registers a service; [`StoreError::Conflict`] if the name (hence the id) is taken.
-    pub async fn create_service(&self, new: &NewService<'_>, now: Timestamp) -> StoreResult<ServiceRow> {
+    pub async fn create(self, new: &NewService<'_>, now: Timestamp) -> StoreResult<ServiceRow> {
         let row = ServiceRow {
             id: ServiceRow::client_id_for(new.name),
             name: new.name.to_owned(),
@@ -174,7 +186,7 @@ impl Store {
             .bind(i64::from(row.trusted))
             .bind(row.secret_hash.as_str())
             .bind(now)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await
             .map_err(StoreError::from_write)?;
         Ok(row)
@@ -185,46 +197,46 @@ impl Store {
     /// secret or a removed service moves it at once here (the writes below say so) and within the
     /// watcher's interval on every other instance (migration 0019's triggers). An unknown id is not
     /// kept.
-    pub async fn service_by_id(&self, id: &str) -> StoreResult<Option<ServiceRow>> {
-        let cache = self.kept::<ServiceCache>();
-        if let Some(row) = cache.0.get(id, |_| self.cache_shared_generation()) {
+    pub async fn by_id(self, id: &str) -> StoreResult<Option<ServiceRow>> {
+        let cache = self.store.kept::<ServiceCache>();
+        if let Some(row) = cache.0.get(id, |_| self.store.cache_shared_generation()) {
             return Ok(Some(row));
         }
-        let before = self.cache_tick();
+        let before = self.store.cache_tick();
         let row = self.service_where("id", id).await?;
         if let (Some(before), Some(row)) = (before, &row) {
-            cache.0.insert(before, self.cache_shared_generation(), row.id.clone(), row.clone());
+            cache.0.insert(before, self.store.cache_shared_generation(), row.id.clone(), row.clone());
         }
         Ok(row)
     }
 
-    pub async fn service_by_name(&self, name: &str) -> StoreResult<Option<ServiceRow>> {
+    pub async fn by_name(self, name: &str) -> StoreResult<Option<ServiceRow>> {
         self.service_where("name", name).await
     }
 
     /// The service registered with this resource URL (as stored: [`url::Url`]'s serialisation),
     /// if any: the audience the broker's authorization server may put in a user's token.
-    pub async fn service_by_resource(&self, resource: &str) -> StoreResult<Option<ServiceRow>> {
+    pub async fn by_resource(self, resource: &str) -> StoreResult<Option<ServiceRow>> {
         self.service_where("resource", resource).await
     }
 
     /// `column` is one of the literals above, never input. The first match, by name, so a
     /// resource registered twice (refused by `admin services add`) answers predictably.
-    async fn service_where(&self, column: &'static str, value: &str) -> StoreResult<Option<ServiceRow>> {
+    async fn service_where(self, column: &'static str, value: &str) -> StoreResult<Option<ServiceRow>> {
         sqlx::query_as::<_, RawServiceRow>(&format!(
             "SELECT {SERVICE_COLUMNS} FROM services WHERE {column} = $1 ORDER BY name LIMIT 1"
         ))
         .bind(value)
-        .fetch_optional_in(self.read())
+        .fetch_optional_in(self.store.read())
         .await?
         .map(ServiceRow::try_from)
         .transpose()
     }
 
     /// Every service, by name.
-    pub async fn list_services(&self) -> StoreResult<Vec<ServiceRow>> {
+    pub async fn list(self) -> StoreResult<Vec<ServiceRow>> {
         sqlx::query_as::<_, RawServiceRow>(&format!("SELECT {SERVICE_COLUMNS} FROM services ORDER BY name"))
-            .fetch_all_in(self.read())
+            .fetch_all_in(self.store.read())
             .await?
             .into_iter()
             .map(ServiceRow::try_from)
@@ -233,13 +245,13 @@ impl Store {
 
     /// Replaces the service's secret hash: the old secret stops working at once. False if
     /// there is no service by that name.
-    pub async fn rotate_service_secret(&self, name: &str, new_hash: &SecretHash, now: Timestamp) -> StoreResult<bool> {
+    pub async fn rotate_secret(self, name: &str, new_hash: &SecretHash, now: Timestamp) -> StoreResult<bool> {
         let done = sqlx::query("UPDATE services SET secret_hash = $1, updated_at = $2 WHERE name = $3")
             .bind(new_hash.as_str())
             .bind(now)
             .bind(name)
             // Services are kept under everyone's generation (`service_by_id`).
-            .execute(self.write(CacheEffect::Everyone))
+            .execute(self.store.write(CacheEffect::Everyone))
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -249,34 +261,24 @@ impl Store {
     /// failed in the same transaction: their completion is a compare-and-swap on the status
     /// (`finish_authorization`, `allow_client`), so none can record a consent for the removed
     /// client afterwards, which a service re-added under the same name would inherit.
-    pub async fn remove_service(&self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
-        self.bounded(self.remove_service_unbounded(name, now)).await
+    pub async fn remove(self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
+        self.store.bounded(self.remove_unbounded(name, now)).await
     }
 
-    /// [`Store::remove_service`] without the bound.
-    async fn remove_service_unbounded(&self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
+    /// [`Services::remove`] without the bound.
+    async fn remove_unbounded(self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
         let client_key = ClientIdentity::Service(ServiceRow::client_id_for(name)).key();
         // The removed client's consents are any number of users'.
-        let mut tx = self.begin(CacheEffect::Everyone).await?;
+        let mut tx = self.store.begin(CacheEffect::Everyone).await?;
         let removed = sqlx::query("DELETE FROM services WHERE name = $1").bind(name).execute(&mut *tx).await?;
         if removed.rows_affected() != 1 {
             tx.rollback().await?;
             return Ok(None);
         }
-        sqlx::query(
-            "UPDATE authorizations SET status = 'failed', failure = 'client_removed', pkce_verifier_sealed = NULL, \
-             state_hash = NULL, updated_at = $1 WHERE client_key = $2 AND status NOT IN ('completed', 'declined', 'failed')",
-        )
-        .bind(now)
-        .bind(&client_key)
-        .execute(&mut *tx)
-        .await?;
-        let consents = sqlx::query("DELETE FROM client_consents WHERE client_key = $1")
-            .bind(&client_key)
-            .execute(&mut *tx)
-            .await?;
+        self.store.authorizations().fail_open_of_client(&mut tx, &client_key, "client_removed", now).await?;
+        let consents = self.store.consents().delete_for_client(&mut tx, &client_key).await?;
         tx.commit().await?;
-        Ok(Some(consents.rows_affected()))
+        Ok(Some(consents))
     }
 }
 
@@ -284,9 +286,9 @@ impl Store {
 const SEARCH_SERVICES: &str =
     "LOWER(name || ' ' || id || ' ' || providers || ' ' || COALESCE(resource, '')) LIKE {q} ESCAPE '\\'";
 
-impl Store {
+impl Services<'_> {
     /// One page of tool-server services matching `search`, by name.
-    pub async fn page_services(&self, search: &Search, window: Window) -> StoreResult<Paged<ServiceRow>> {
+    pub async fn page(self, search: &Search, window: Window) -> StoreResult<Paged<ServiceRow>> {
         let sql = ListSql {
             columns: SERVICE_COLUMNS,
             from: "services",
@@ -297,7 +299,7 @@ impl Store {
             after: "name > {i}",
         };
         let key = |s: &RawServiceRow| Cursor::new(0, s.name.clone());
-        self.paged(sql, search, None, window, key).await?.try_map(ServiceRow::try_from)
+        self.store.paged(sql, search, None, window, key).await?.try_map(ServiceRow::try_from)
     }
 }
 
@@ -324,15 +326,15 @@ mod tests {
             trusted: false,
             secret_hash: &hash,
         };
-        let created = store.create_service(&new, 100).await.unwrap();
+        let created = store.services().create(&new, 100).await.unwrap();
         assert_eq!(created.id, "svc_notes");
-        assert_eq!(store.service_by_id("svc_notes").await.unwrap().as_ref(), Some(&created));
-        assert_eq!(store.service_by_name("notes").await.unwrap().as_ref(), Some(&created));
+        assert_eq!(store.services().by_id("svc_notes").await.unwrap().as_ref(), Some(&created));
+        assert_eq!(store.services().by_name("notes").await.unwrap().as_ref(), Some(&created));
         assert!(created.allows(&ProviderId::parse("demo").unwrap()));
         assert!(!created.allows(&ProviderId::parse("slack").unwrap()));
-        assert!(matches!(store.create_service(&new, 101).await, Err(StoreError::Conflict)));
-        assert_eq!(store.list_services().await.unwrap(), vec![created]);
-        assert!(store.service_by_id("notes").await.unwrap().is_none(), "the name is not the id");
+        assert!(matches!(store.services().create(&new, 101).await, Err(StoreError::Conflict)));
+        assert_eq!(store.services().list().await.unwrap(), vec![created]);
+        assert!(store.services().by_id("notes").await.unwrap().is_none(), "the name is not the id");
     }
 
     #[tokio::test]
@@ -357,9 +359,9 @@ mod tests {
                 .execute(store.pool())
                 .await
                 .unwrap();
-            assert!(matches!(store.service_by_name(name).await, Err(StoreError::Corrupt(_))), "{name}");
+            assert!(matches!(store.services().by_name(name).await, Err(StoreError::Corrupt(_))), "{name}");
         }
-        assert!(matches!(store.list_services().await, Err(StoreError::Corrupt(_))));
+        assert!(matches!(store.services().list().await, Err(StoreError::Corrupt(_))));
     }
 
     #[tokio::test]
@@ -375,14 +377,14 @@ mod tests {
             trusted: true,
             secret_hash: &old,
         };
-        store.create_service(&new, 1).await.unwrap();
-        assert!(store.rotate_service_secret("n", &SecretHash::of("new"), 2).await.unwrap());
-        let row = store.service_by_name("n").await.unwrap().unwrap();
+        store.services().create(&new, 1).await.unwrap();
+        assert!(store.services().rotate_secret("n", &SecretHash::of("new"), 2).await.unwrap());
+        let row = store.services().by_name("n").await.unwrap().unwrap();
         assert!(row.secret_hash.verify("new") && !row.secret_hash.verify("old"));
         assert_eq!((row.created_at, row.updated_at), (1, 2));
-        assert!(!store.rotate_service_secret("missing", &old, 3).await.unwrap());
-        assert_eq!(store.remove_service("n", 4).await.unwrap(), Some(0));
-        assert_eq!(store.remove_service("n", 5).await.unwrap(), None);
-        assert!(store.service_by_name("n").await.unwrap().is_none());
+        assert!(!store.services().rotate_secret("missing", &old, 3).await.unwrap());
+        assert_eq!(store.services().remove("n", 4).await.unwrap(), Some(0));
+        assert_eq!(store.services().remove("n", 5).await.unwrap(), None);
+        assert!(store.services().by_name("n").await.unwrap().is_none());
     }
 }

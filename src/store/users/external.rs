@@ -6,15 +6,15 @@
 use crate::clock::Timestamp;
 use crate::store::machinery::cache_effect::CacheEffect;
 use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::machinery::store::Store;
 use crate::store::users::User;
+use crate::store::users::accounts::Users;
 
-impl Store {
+impl Users<'_> {
     /// The user (issuer, subject), created on first sight. Safe under concurrency: two first
     /// requests racing both end up with the same row (`ON CONFLICT DO NOTHING`, then read back),
     /// on SQLite and PostgreSQL alike.
-    pub async fn upsert_external_user(&self, issuer: &str, subject: &str, now: Timestamp) -> StoreResult<User> {
-        if let Some(user) = self.user_by_identity(issuer, subject).await? {
+    pub async fn upsert_external(self, issuer: &str, subject: &str, now: Timestamp) -> StoreResult<User> {
+        if let Some(user) = self.by_identity(issuer, subject).await? {
             return Ok(user);
         }
         let id = uuid::Uuid::new_v4().to_string();
@@ -26,19 +26,19 @@ impl Store {
         .bind(issuer)
         .bind(subject)
         .bind(now)
-        .execute(self.write(CacheEffect::User(&id)))
+        .execute(self.store.write(CacheEffect::User(&id)))
         .await
         .map_err(StoreError::from_write)?;
-        self.user_by_identity(issuer, subject).await?.ok_or(StoreError::Corrupt("user vanished after upsert".into()))
+        self.by_identity(issuer, subject).await?.ok_or(StoreError::Corrupt("user vanished after upsert".into()))
     }
 
     /// Records the issuer's current display name for a user (at browser sign-in; the caller
     /// writes only when it changed).
-    pub async fn set_display_name(&self, user_id: &str, display_name: Option<&str>) -> StoreResult<()> {
+    pub async fn set_display_name(self, user_id: &str, display_name: Option<&str>) -> StoreResult<()> {
         sqlx::query("UPDATE users SET display_name = $1 WHERE id = $2")
             .bind(display_name)
             .bind(user_id)
-            .execute(self.write(CacheEffect::User(user_id)))
+            .execute(self.store.write(CacheEffect::User(user_id)))
             .await?;
         Ok(())
     }

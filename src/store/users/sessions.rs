@@ -3,8 +3,16 @@
 
 use crate::clock::Timestamp;
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
+use crate::store::machinery::counts::COUNT_CAP;
+use crate::store::machinery::counts::Count;
 use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::store::Store;
+
+/// The handle on browser sessions: `store.browser_sessions()`.
+#[derive(Debug, Clone, Copy)]
+pub struct BrowserSessions<'s> {
+    pub(in crate::store) store: &'s Store,
+}
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct BrowserSession {
@@ -16,9 +24,9 @@ pub struct BrowserSession {
     pub expires_at: i64,
 }
 
-impl Store {
-    pub async fn create_browser_session(
-        &self,
+impl BrowserSessions<'_> {
+    pub async fn create(
+        self,
         id_hash: &str,
         user_id: &str,
         csrf_token: &str,
@@ -31,43 +39,56 @@ impl Store {
             .bind(csrf_token)
             .bind(now)
             .bind(expires_at)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await?;
         Ok(())
     }
 
     /// The live session with this hash, if any (expired ones are treated as absent).
-    pub async fn browser_session(&self, id_hash: &str, now: Timestamp) -> StoreResult<Option<BrowserSession>> {
+    pub async fn live(self, id_hash: &str, now: Timestamp) -> StoreResult<Option<BrowserSession>> {
         Ok(sqlx::query_as::<_, BrowserSession>(
             "SELECT id_hash, user_id, csrf_token, created_at, expires_at FROM browser_sessions WHERE id_hash = $1 AND expires_at > $2",
         )
         .bind(id_hash)
-        .bind(now).fetch_optional_in(self.read())
+        .bind(now).fetch_optional_in(self.store.read())
         .await?)
     }
 
-    pub async fn delete_browser_session(&self, id_hash: &str) -> StoreResult<()> {
+    pub async fn delete(self, id_hash: &str) -> StoreResult<()> {
         sqlx::query("DELETE FROM browser_sessions WHERE id_hash = $1")
             .bind(id_hash)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await?;
         Ok(())
     }
 
     /// Signs a user out everywhere (after a password change).
-    pub async fn delete_browser_sessions_for_user(&self, user_id: &str) -> StoreResult<u64> {
+    pub async fn delete_for_user(self, user_id: &str) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM browser_sessions WHERE user_id = $1")
             .bind(user_id)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await?;
         Ok(done.rows_affected())
     }
 
-    pub async fn delete_expired_browser_sessions(&self, now: Timestamp) -> StoreResult<u64> {
+    pub async fn delete_expired(self, now: Timestamp) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM browser_sessions WHERE expires_at <= $1")
             .bind(now)
-            .execute(self.write(CacheEffect::Nothing))
+            .execute(self.store.write(CacheEffect::Nothing))
             .await?;
         Ok(done.rows_affected())
+    }
+
+    /// Browser sessions that have not expired at `now`: exact up to [`COUNT_CAP`], then
+    /// "more than" (reading at most that many index entries).
+    pub async fn count_live(self, now: Timestamp) -> StoreResult<Count> {
+        let (n,): (i64,) = sqlx::query_as(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM browser_sessions WHERE expires_at > $1 LIMIT $2) capped",
+        )
+        .bind(now)
+        .bind(COUNT_CAP + 1)
+        .fetch_one_in(self.store.read())
+        .await?;
+        Ok(if n <= COUNT_CAP { Count::Exact(n) } else { Count::AtLeast(COUNT_CAP) })
     }
 }

@@ -161,7 +161,7 @@ impl Write for InsertEvent<'_> {
 /// hear of it.
 impl Note for NewEvent {
     async fn wanted(&self, store: &Store) -> StoreResult<bool> {
-        let targets = store.webhook_targets().await?;
+        let targets = store.webhooks().targets().await?;
         Ok(match &self.service_id {
             Some(service) => targets.services.contains(service),
             None => targets.providers.contains(&self.provider),
@@ -175,7 +175,7 @@ impl Note for NewEvent {
     }
 
     fn written(&self, store: &Store) {
-        store.wake_webhooks();
+        store.webhooks().wake();
     }
 }
 

@@ -14,6 +14,12 @@ use crate::store::machinery::store::Store;
 use crate::store::machinery::write::{On, Write};
 use crate::store::webhooks::events::{EventType, InsertEvent, NewEvent, new_event_id};
 
+/// The handle on the webhook outbox: `store.webhook_events()`.
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookEvents<'s> {
+    pub(in crate::store) store: &'s Store,
+}
+
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,7 +109,7 @@ impl TryFrom<RawDeliveryRow> for DeliveryRow {
 
 const DELIVERY_COLUMNS: &str = "seq, event_id, service_id, event_type, payload, status, attempts, next_attempt_at, last_error, created_at, finished_at, version";
 
-/// How an attempt ended, for [`Store::finish_delivery`].
+/// How an attempt ended, for [`WebhookEvents::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AttemptOutcome {
     Delivered,
@@ -118,10 +124,10 @@ pub enum AttemptOutcome {
     },
 }
 
-impl Store {
+impl WebhookEvents<'_> {
     /// Events that may be attempted now, oldest first, at most `limit`, at most one per
     /// (service, connection): the oldest still pending there.
-    pub async fn due_deliveries(&self, now: Timestamp, limit: i64) -> StoreResult<Vec<DeliveryRow>> {
+    pub async fn due(self, now: Timestamp, limit: i64) -> StoreResult<Vec<DeliveryRow>> {
         sqlx::query_as::<_, RawDeliveryRow>(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_events e WHERE e.status = 'pending' AND e.next_attempt_at <= $1 \
              AND (e.lease_until IS NULL OR e.lease_until <= $1) \
@@ -131,7 +137,7 @@ impl Store {
         ))
         .bind(now)
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(DeliveryRow::try_from)
@@ -140,8 +146,8 @@ impl Store {
 
     /// Claims one attempt for `holder` until `lease_until`, if the row is still as read and
     /// nobody holds a live lease. The claimed version on success.
-    pub async fn claim_delivery(
-        &self,
+    pub async fn claim(
+        self,
         row: &DeliveryRow,
         holder: &str,
         now: Timestamp,
@@ -156,14 +162,14 @@ impl Store {
         .bind(row.seq)
         .bind(row.version)
         .bind(now)
-        .execute(self.write(CacheEffect::Nothing))
+        .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         Ok((done.rows_affected() == 1).then_some(row.version + 1))
     }
 
     /// Records how a claimed attempt ended, if `holder` still holds the claim at `version`.
-    pub async fn finish_delivery(
-        &self,
+    pub async fn finish(
+        self,
         seq: i64,
         version: i64,
         holder: &str,
@@ -187,14 +193,14 @@ impl Store {
         .bind(seq)
         .bind(version)
         .bind(holder)
-        .execute(self.write(CacheEffect::Nothing))
+        .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// The newest deliveries, optionally of one service and in one status.
-    pub async fn list_deliveries(
-        &self,
+    pub async fn list(
+        self,
         service_id: Option<&str>,
         status: Option<DeliveryStatus>,
         limit: i64,
@@ -206,7 +212,7 @@ impl Store {
         .bind(service_id)
         .bind(status.map(DeliveryStatus::as_str))
         .bind(limit)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?
         .into_iter()
         .map(DeliveryRow::try_from)
@@ -215,7 +221,7 @@ impl Store {
 
     /// Puts every delivery of `event_id` (optionally for one service) back in the queue, due
     /// now, with a fresh retry window. How many.
-    pub async fn resend_event(&self, event_id: &str, service_id: Option<&str>, now: Timestamp) -> StoreResult<u64> {
+    pub async fn resend(self, event_id: &str, service_id: Option<&str>, now: Timestamp) -> StoreResult<u64> {
         let done = sqlx::query(
             "UPDATE webhook_events SET status = 'pending', next_attempt_at = $1, created_at = $1, finished_at = NULL, \
              lease_holder = NULL, lease_until = NULL, version = version + 1 \
@@ -224,17 +230,17 @@ impl Store {
         .bind(now)
         .bind(event_id)
         .bind(service_id)
-        .execute(self.write(CacheEffect::Nothing))
+        .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         if done.rows_affected() > 0 {
-            self.wake_webhooks();
+            self.store.webhooks().wake();
         }
         Ok(done.rows_affected())
     }
 
     /// Writes `authorization.expired` once for every authorization a service with a webhook
     /// caused that ran out of time unfinished (expired at or before `now`, after `since`).
-    pub async fn note_expired_authorizations(&self, since: Timestamp, now: Timestamp) -> StoreResult<u64> {
+    pub async fn note_expired_authorizations(self, since: Timestamp, now: Timestamp) -> StoreResult<u64> {
         let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
             "SELECT a.id, a.user_id, a.provider, a.scopes, s.id FROM authorizations a \
              JOIN services s ON a.client_key = 'service:' || s.id \
@@ -244,7 +250,7 @@ impl Store {
         )
         .bind(now)
         .bind(since)
-        .fetch_all_in(self.read())
+        .fetch_all_in(self.store.read())
         .await?;
         let mut written = 0;
         for (id, user_id, provider, scopes, service_id) in rows {
@@ -258,15 +264,28 @@ impl Store {
             // key) index: that event is already written.
             let dedupe_key = format!("expired:{id}");
             let insert = InsertEvent { event: &event, event_id: &event_id, dedupe_key: Some(&dedupe_key), now };
-            match insert.run(On::Alone(self)).await {
+            match insert.run(On::Alone(self.store)).await {
                 Ok(n) => written += n,
                 Err(StoreError::Conflict) => {}
                 Err(error) => return Err(error),
             }
         }
         if written > 0 {
-            self.wake_webhooks();
+            self.store.webhooks().wake();
         }
         Ok(written)
+    }
+
+    pub(in crate::store) async fn bury_pending(self, service_id: &str, why: &str, now: Timestamp) -> StoreResult<u64> {
+        let done = sqlx::query(
+            "UPDATE webhook_events SET status = 'dead', last_error = $1, finished_at = $2, lease_holder = NULL, \
+             lease_until = NULL, version = version + 1 WHERE service_id = $3 AND status = 'pending'",
+        )
+        .bind(why)
+        .bind(now)
+        .bind(service_id)
+        .execute(self.store.write(CacheEffect::Nothing))
+        .await?;
+        Ok(done.rows_affected())
     }
 }
