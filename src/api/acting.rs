@@ -9,7 +9,7 @@
 use crate::config::ProviderConfig;
 use crate::identity::bearer::{self, Rejection};
 use crate::state::AppState;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 use super::problem::Problem;
 
@@ -68,7 +68,7 @@ pub async fn user_for(state: &AppState, service: &ServiceRow, subject: Subject<'
                     "only a trusted service may name a user; present the user's access token instead",
                 ));
             }
-            match state.core.store.user_by_id(user_id).await? {
+            match state.core.store.users().by_id(user_id).await? {
                 Some(user) if user.is_disabled() => Err(Problem::invalid_request("user_id names a disabled user")),
                 Some(user) => Ok(user.id),
                 None => Err(Problem::invalid_request("user_id names no user")),

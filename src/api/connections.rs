@@ -22,7 +22,7 @@ use super::service_auth::AuthenticatedService;
 use crate::broker::connections;
 use crate::domain::Scopes;
 use crate::state::AppState;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

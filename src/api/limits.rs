@@ -2,7 +2,7 @@
 //!
 //! - a **request budget** per service: `requests_per_minute` authenticated requests, at most a
 //!   minute's worth at once, held by GCRA on one row per service with shares leased by each
-//!   instance ([`crate::store::request_budget`]): constant time per request, most requests
+//!   instance ([`crate::store::token_api`]): constant time per request, most requests
 //!   touching no row;
 //! - a **cap on open waits** per service: long polls (`?wait=N`) and event streams each hold a
 //!   slot, a leased row renewed while open and deleted when it ends, so the slot of an instance
@@ -24,9 +24,9 @@ use crate::clock::SharedClock;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
-use crate::store::request_budget::Budget;
-use crate::store::services::ServiceRow;
 use crate::store::throttle::ThrottleLock;
+use crate::store::token_api::Budget;
+use crate::store::token_api::ServiceRow;
 
 /// Failed authentications an address may make in [`AUTH_WINDOW_SECONDS`] before it is locked.
 pub const AUTH_FAILURES: i64 = 20;
@@ -39,7 +39,7 @@ const WAIT_RETRY_SECONDS: u64 = 2;
 /// Takes one request from the service's budget, or refuses with 429 and when to retry.
 pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), Problem> {
     let per_minute = state.core.config.token_api.of(&service.id).requests_per_minute;
-    match state.core.store.request_budget_take(&service.id, state.core.now(), per_minute).await? {
+    match state.core.store.request_budgets().take(&service.id, state.core.now(), per_minute).await? {
         Budget::Taken => Ok(()),
         Budget::Refused { retry_after } => {
             refused(state, Actor::Service(&service.id), "requests").await;
@@ -50,21 +50,21 @@ pub async fn take_request(state: &AppState, service: &ServiceRow) -> Result<(), 
 
 /// Refuses an address locked for failed authentications (before its credentials are checked).
 /// An address found not locked is not asked about again for
-/// [`crate::store::api_limits::UNLOCKED_FRESH`]: a lock set on another instance is seen that
+/// [`crate::store::token_api::UNLOCKED_FRESH`]: a lock set on another instance is seen that
 /// much later; one set here at once (a counted failure forgets the address).
 pub async fn check_address(state: &AppState, address: &str) -> Result<(), Problem> {
     let bucket = auth_bucket(address);
-    if state.core.store.recently_unlocked(&bucket) {
+    if state.core.store.api_limits().recently_unlocked(&bucket) {
         return Ok(());
     }
     let now = state.core.now();
-    match state.core.store.throttle_lock(&bucket).await? {
+    match state.core.store.throttle().lock(&bucket).await? {
         Some(lock) if lock.locked_until > now => {
             refused(state, Actor::Visitor, "failed_authentication").await;
             Err(Problem::rate_limited((lock.locked_until - now) as u64, "failed_authentication"))
         }
         _ => {
-            state.core.store.found_unlocked(&bucket);
+            state.core.store.api_limits().found_unlocked(&bucket);
             Ok(())
         }
     }
@@ -75,17 +75,18 @@ pub async fn check_address(state: &AppState, address: &str) -> Result<(), Proble
 pub async fn count_failed_authentication(state: &AppState, address: &str) -> Result<(), Problem> {
     let now = state.core.now();
     let bucket = auth_bucket(address);
-    state.core.store.forget_unlocked(&bucket);
-    let failures = state.core.store.throttle_count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
+    state.core.store.api_limits().forget_unlocked(&bucket);
+    let failures = state.core.store.throttle().count_failure(&bucket, now, now - AUTH_WINDOW_SECONDS).await?;
     if failures >= AUTH_FAILURES {
         tracing::warn!(%address, "token API: too many failed service authentications; address locked");
         state
             .core
             .store
-            .throttle_set_lock(&bucket, ThrottleLock { locked_until: now + AUTH_WINDOW_SECONDS, strikes: 1 })
+            .throttle()
+            .set_lock(&bucket, ThrottleLock { locked_until: now + AUTH_WINDOW_SECONDS, strikes: 1 })
             .await?;
         // A request that found the address unlocked meanwhile must not keep that answer.
-        state.core.store.forget_unlocked(&bucket);
+        state.core.store.api_limits().forget_unlocked(&bucket);
     }
     Ok(())
 }
@@ -98,7 +99,7 @@ fn auth_bucket(address: &str) -> String {
 async fn refused(state: &AppState, actor: Actor<'_>, limit: &'static str) {
     let detail = format!("limit={limit}");
     let event = AuditEvent::new(actor, "token_api.limited", None).detail(Some(&detail)).outcome(Outcome::Refused);
-    if let Err(error) = state.core.store.record(state.core.now(), event).await {
+    if let Err(error) = state.core.store.audit().record(state.core.now(), event).await {
         tracing::warn!(%error, "token API: could not audit a rate-limited request");
     }
     crate::telemetry::token_api_answer("rate_limited");
@@ -121,7 +122,13 @@ impl WaitSlot {
         let lease = limits.wait_lease;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let now = state.core.now();
-        if !state.core.store.wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max).await? {
+        if !state
+            .core
+            .store
+            .api_limits()
+            .wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max)
+            .await?
+        {
             refused(state, Actor::Service(&service.id), "open_waits").await;
             return Err(Problem::rate_limited(WAIT_RETRY_SECONDS, "open_waits"));
         }
@@ -138,7 +145,7 @@ async fn renew(store: Store, clock: SharedClock, id: String, lease: Duration, ca
             _ = cancelled.cancelled() => return,
             _ = tokio::time::sleep(lease / 3) => {}
         }
-        if let Err(error) = store.wait_slot_renew(&id, clock.now() + lease.as_secs() as i64).await {
+        if let Err(error) = store.api_limits().wait_slot_renew(&id, clock.now() + lease.as_secs() as i64).await {
             tracing::debug!(%error, "token API: could not renew a wait slot; it lapses at its lease");
         }
     }
@@ -150,7 +157,7 @@ impl Drop for WaitSlot {
         let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(error) = store.wait_slot_release(&id).await {
+                if let Err(error) = store.api_limits().wait_slot_release(&id).await {
                     tracing::debug!(%error, "token API: could not free a wait slot; it lapses at its lease");
                 }
             });

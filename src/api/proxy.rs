@@ -80,7 +80,7 @@ pub async fn forward(
 #[allow(clippy::too_many_arguments)]
 async fn call(
     state: &AppState,
-    service: &crate::store::services::ServiceRow,
+    service: &crate::store::token_api::ServiceRow,
     method: Method,
     provider_id: &str,
     path: &str,

@@ -14,7 +14,7 @@ use super::limits;
 use super::problem::Problem;
 use crate::crypto::SecretHash;
 use crate::state::AppState;
-use crate::store::services::{CLIENT_ID_PREFIX, ServiceRow};
+use crate::store::token_api::{CLIENT_ID_PREFIX, ServiceRow};
 
 /// The service whose credentials `headers` carry, with one request taken from its budget;
 /// `invalid_client` (counted against `address`), or 429 when the address is locked for failed
@@ -47,7 +47,8 @@ async fn check_credentials(state: &AppState, headers: &HeaderMap) -> Result<Serv
         tracing::info!("service authentication failed: no single valid Basic Authorization header");
         return Err(Problem::invalid_client());
     };
-    let row = if looks_like_client_id(&client_id) { state.core.store.service_by_id(&client_id).await? } else { None };
+    let row =
+        if looks_like_client_id(&client_id) { state.core.store.services().by_id(&client_id).await? } else { None };
     match row {
         Some(row) if row.secret_hash.verify(secret.expose_secret()) => Ok(row),
         Some(row) => {

@@ -22,7 +22,7 @@ use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
 use crate::store::authorizations::AuthorizationRow;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -136,8 +136,8 @@ async fn used_by_service(
         .provider(Some(provider))
         .detail(Some(&detail))
         .outcome(outcome);
-    // Batched: the request waits only for room on the queue (`store::audit_queue`).
-    state.core.store.record_queued(state.core.now(), event).await?;
+    // Batched: the request waits only for room on the queue (`store::token_api::audit_queue`).
+    state.core.store.audit_queue().record(state.core.now(), event).await?;
     crate::telemetry::token_api_answer(answer);
     Ok(())
 }

@@ -36,7 +36,7 @@ use crate::display::{ClientName, safe_text};
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::pkce;
 use crate::state::AppState;
-use crate::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};
+use crate::store::authorization_server::{NewOAuthCode, NewOAuthGrant};
 use crate::token_endpoint::params::{Params, is_form};
 use crate::web::csrf;
 use crate::web::error::PageError;
@@ -164,7 +164,7 @@ async fn validate(state: &AppState, documents: &DocumentCache, params: &Params) 
     let resource = match params.get("resource") {
         None => mcp_url,
         Some(resource) if resource == mcp_url => mcp_url,
-        Some(resource) => match state.core.store.service_by_resource(resource).await {
+        Some(resource) => match state.core.store.services().by_resource(resource).await {
             Ok(Some(_)) => resource.to_owned(),
             Ok(None) => {
                 return Err(fail(
@@ -286,11 +286,12 @@ async fn approve(
         code_challenge: &request.code_challenge,
         expires_at: now + CODE_TTL_SECS,
     };
-    state.core.store.create_oauth_grant_with_code(&grant, &new_code, now).await?;
+    state.core.store.oauth_grants().create_with_code(&grant, &new_code, now).await?;
     state
         .core
         .store
-        .audit(now, Some(&session.user.id), "oauth_client.authorized", None, Some(&request.client.client_id))
+        .audit()
+        .record_implied(now, Some(&session.user.id), "oauth_client.authorized", None, Some(&request.client.client_id))
         .await?;
     tracing::info!(client_id = %request.client.client_id, user_id = %session.user.id, "MCP client authorized");
     let issuer = state.core.config.issuer();
@@ -373,13 +374,13 @@ async fn connections_allowed(
     let key = if request.resource == state.core.config.mcp_url().as_str() {
         crate::identity::ClientIdentity::OAuthClient(request.client.client_id.clone()).key()
     } else {
-        match state.core.store.service_by_resource(&request.resource).await? {
+        match state.core.store.services().by_resource(&request.resource).await? {
             Some(service) => service.client().key(),
             None => return Ok(Vec::new()),
         }
     };
-    let consents = state.core.store.consents_for_user(&session.user.id).await?;
-    let grants = state.core.store.grants_for_user(&session.user.id).await?;
+    let consents = state.core.store.consents().for_user(&session.user.id).await?;
+    let grants = state.core.store.grants().for_user(&session.user.id).await?;
     Ok(consents
         .iter()
         .filter(|c| c.client_key == key)
@@ -400,7 +401,7 @@ async fn resource_name(state: &AppState, resource: &str) -> String {
     if resource == state.core.config.mcp_url().as_str() {
         return "this broker's MCP server".into();
     }
-    match state.core.store.service_by_resource(resource).await {
+    match state.core.store.services().by_resource(resource).await {
         Ok(Some(service)) => service.client().name().to_string(),
         _ => "a tool server".into(),
     }

@@ -42,20 +42,20 @@ async fn revoke_grant(state: &AppState, request: RevocationRequest) -> Result<()
         None => access_token_grant(state, token, client_id),
     };
     let Some(grant_id) = grant else { return Ok(()) };
-    if state.core.store.revoke_oauth_grant(&grant_id, state.core.now()).await? {
+    if state.core.store.oauth_grants().revoke(&grant_id, state.core.now()).await? {
         tracing::info!(%client_id, "a client revoked its tokens");
-        let user_id = state.core.store.oauth_grant_user(&grant_id).await?;
+        let user_id = state.core.store.oauth_grants().user_of(&grant_id).await?;
         let detail = format!("client={client_id}");
         let event = AuditEvent::new(Actor::Client(client_id), "oauth_grant.revoked_by_client", user_id.as_deref())
             .detail(Some(&detail));
-        state.core.store.record(state.core.now(), event).await?;
+        state.core.store.audit().record(state.core.now(), event).await?;
     }
     Ok(())
 }
 
 /// The grant of one of this client's refresh tokens.
 async fn refresh_token_grant(state: &AppState, token: &str, client_id: &str) -> Result<Option<String>, OAuthError> {
-    let row = state.core.store.oauth_refresh_token(&sha256_hex(token)).await?;
+    let row = state.core.store.oauth_grants().refresh_token(&sha256_hex(token)).await?;
     Ok(row.filter(|r| r.grant.client_id == client_id).map(|r| r.grant.grant_id))
 }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::crypto::{SealContext, Sealer};
 use crate::store::Store;
-use crate::store::keys::SigningKeyRow;
+use crate::store::sealing::SigningKeyRow;
 
 pub const LEEWAY_SECONDS: u64 = 30;
 
@@ -120,9 +120,9 @@ impl TokenKeys {
         audience: String,
         now: Timestamp,
     ) -> Result<Self, JwtError> {
-        if !store.signing_keys().await?.iter().any(|r| r.retired_at.is_none()) {
+        if !store.signing_keys().all().await?.iter().any(|r| r.retired_at.is_none()) {
             let row = generate_key_row(sealer, now)?;
-            store.insert_signing_key(&row).await?;
+            store.signing_keys().insert(&row).await?;
         }
         let set = load_set(store, sealer, now).await?;
         Ok(Self { issuer, audience, set: std::sync::RwLock::new(Arc::new(set)) })
@@ -145,7 +145,7 @@ impl TokenKeys {
     /// keep verifying until they expire. The new key's id.
     pub async fn rotate(store: &Store, sealer: &Sealer, now: Timestamp) -> Result<String, JwtError> {
         let row = generate_key_row(sealer, now)?;
-        store.rotate_signing_key(&row, now, now - MAX_TOKEN_LIFETIME_SECONDS).await?;
+        store.signing_keys().rotate(&row, now, now - MAX_TOKEN_LIFETIME_SECONDS).await?;
         Ok(row.kid)
     }
 
@@ -285,7 +285,7 @@ fn jwk(kid: &str, public_raw: &[u8; 32]) -> serde_json::Value {
 /// The keys in the database as of `now`: the newest active one signs; every key verifies
 /// unless it was retired more than [`MAX_TOKEN_LIFETIME_SECONDS`] ago.
 async fn load_set(store: &Store, sealer: &Sealer, now: Timestamp) -> Result<KeySet, JwtError> {
-    let rows = store.signing_keys().await?;
+    let rows = store.signing_keys().all().await?;
     let mut verifying = HashMap::new();
     let mut active = None;
     for row in &rows {
@@ -335,7 +335,7 @@ pub struct ClientAccessClaims {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scope: String,
     /// The authorization server's grant (`oauth_grants.id`), so a bearer check can refuse
-    /// tokens of a revoked grant ([`crate::store::Store::oauth_grant_is_active`]).
+    /// tokens of a revoked grant ([`crate::store::authorization_server::OAuthGrants::is_active`]).
     pub grant_id: String,
 }
 

@@ -71,7 +71,7 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
     let empty =
         refused(app, &["add", "x", "--url", url, "--auth", "secret-header", "--header", "X-Key"], Some("")).await;
     assert!(empty.contains("the secret is empty"), "{empty}");
-    assert!(app.state.core.store.list_gateway_servers().await.unwrap().is_empty(), "nothing was written");
+    assert!(app.state.core.store.gateway_servers().list().await.unwrap().is_empty(), "nothing was written");
 
     // A good one is written and audited; its name and an overlapping prefix are then taken.
     servers_ok(
@@ -101,7 +101,7 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
     let missing = refused(app, &["remove", "nope"], None).await;
     assert!(missing.contains("no server named nope"), "{missing}");
     servers_ok(app, &["remove", "my-notes"]).await;
-    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
     assert!(actions.contains(&"gateway_server.added") && actions.contains(&"gateway_server.removed"), "{actions:?}");
     let added = audit.iter().find(|e| e.action == "gateway_server.added").unwrap();

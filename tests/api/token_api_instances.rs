@@ -222,7 +222,7 @@ async fn csrf_on(browser: &reqwest::Client, url: &str) -> String {
 
 /// Alice's demo connection.
 async fn demo_grant_id(app: &TestApp) -> String {
-    let grants = app.state.core.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap();
+    let grants = app.state.core.store.grants().for_user(&app.user_id(ALICE).await).await.unwrap();
     grants.into_iter().find(|g| g.provider == "demo").expect("alice's demo connection").id
 }
 

@@ -1,6 +1,6 @@
 //! Delivering webhook events to services, after the Standard Webhooks convention.
 //!
-//! Events are rows of the outbox (`crate::store::webhook_events`), written in the transaction
+//! Events are rows of the outbox (`crate::store::webhooks`), written in the transaction
 //! of the change they report. A background task on every instance ([`start`]) delivers them:
 //! - **promptly**: the store wakes it after a commit on this instance; a poll every
 //!   `[webhooks] poll_interval` is the backstop (other instances' events, retries);
@@ -28,7 +28,7 @@ use crate::clock::SharedClock;
 use crate::config::webhooks::WebhookSettings;
 use crate::crypto::Sealer;
 use crate::store::Store;
-use crate::store::webhook_events::DeliveryRow;
+use crate::store::webhooks::DeliveryRow;
 
 pub use deliver::{RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, retry_delay};
 
@@ -59,7 +59,7 @@ impl Deliveries {
     async fn note_expired_authorizations(&self) {
         let now = self.clock.now();
         let window = i64::try_from(self.settings.retry_window.as_secs()).unwrap_or(i64::MAX / 4);
-        if let Err(error) = self.store.note_expired_authorizations(now - window, now).await {
+        if let Err(error) = self.store.webhook_events().note_expired_authorizations(now - window, now).await {
             tracing::warn!(%error, "could not note expired authorizations for webhooks");
         }
     }
@@ -68,7 +68,7 @@ impl Deliveries {
     /// the oldest event still pending there), each with its claimed version.
     async fn claim_due(&self, limit: usize) -> Vec<(DeliveryRow, i64)> {
         let now = self.clock.now();
-        let due = match self.store.due_deliveries(now, i64::try_from(limit).unwrap_or(64)).await {
+        let due = match self.store.webhook_events().due(now, i64::try_from(limit).unwrap_or(64)).await {
             Ok(due) => due,
             Err(error) => {
                 tracing::warn!(%error, "could not read due webhook deliveries");
@@ -78,7 +78,7 @@ impl Deliveries {
         let lease_until = now + self.lease_seconds();
         let mut claimed = Vec::new();
         for row in due {
-            match self.store.claim_delivery(&row, &self.holder, now, lease_until).await {
+            match self.store.webhook_events().claim(&row, &self.holder, now, lease_until).await {
                 Ok(Some(version)) => claimed.push((row, version)),
                 Ok(None) => {}
                 Err(error) => tracing::warn!(%error, "could not claim a webhook delivery"),
@@ -101,7 +101,7 @@ impl Deliveries {
 /// at once. On shutdown the task stops claiming; attempts in flight finish while the process
 /// is still stopping, or their leases lapse and another instance makes them again (same id).
 pub fn start(deliveries: Deliveries, shutdown: CancellationToken) {
-    let wake = deliveries.store.webhook_wake();
+    let wake = deliveries.store.webhooks().waker();
     tokio::spawn(async move {
         let mut running = tokio::task::JoinSet::new();
         let mut swept_at: Option<tokio::time::Instant> = None;

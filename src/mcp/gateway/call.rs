@@ -54,7 +54,7 @@ use crate::mcp::handler::{BrokerServer, Caller};
 use crate::mcp::results::{Unfinished, error_result};
 use crate::mcp::tools::failure::tool_failed;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 /// How long a client is told to wait before calling a server that did not answer again.
 const RETRY_AFTER_SECONDS: u64 = 5;
@@ -506,7 +506,7 @@ impl BrokerServer {
             .provider(provider)
             .detail(Some(&detail))
             .outcome(result);
-        if let Err(error) = self.state.app.core.store.record_queued(self.state.app.core.now(), event).await {
+        if let Err(error) = self.state.app.core.store.audit_queue().record(self.state.app.core.now(), event).await {
             tracing::warn!(error = %crate::error_chain::Chain(&error), "a forwarded call could not be audited");
         }
     }

@@ -82,7 +82,7 @@ use rmcp::model::{ErrorData, JsonObject, Tool};
 
 use crate::events::Signal;
 use crate::state::AppState;
-use crate::store::gateway_lists::ListKind;
+use crate::store::gateway::ListKind;
 use registry::{READ_ANYWAY_EVERY, ServerEntry, Servers, Target, WATCH_EVERY};
 
 /// The servers behind the broker, their tools and this instance's connections to them.
@@ -191,7 +191,7 @@ impl Gateway {
     /// connections, changed ones get a new entry (and provider) with the lists read so far and
     /// new connections; listening clients hear of a changed tool list.
     pub async fn reload(self: &Arc<Self>) -> anyhow::Result<()> {
-        let rows = self.app.core.store.list_gateway_servers().await?;
+        let rows = self.app.core.store.gateway_servers().list().await?;
         let current = self.servers();
         let mut entries = Vec::new();
         let mut added = Vec::new();

@@ -41,7 +41,7 @@ use crate::broker::access::{Standing, standing};
 use crate::broker::gateway_consent;
 use crate::events::Signal;
 use crate::mcp::handler::{BrokerServer, Caller};
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 /// The longest one server's part of a list takes (or `gateway.call_timeout`, if shorter).
 pub const LIST_WAIT: Duration = Duration::from_secs(5);

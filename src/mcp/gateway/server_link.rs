@@ -28,7 +28,7 @@ use crate::mcp::tools::failure::tool_failed;
 use crate::state::AppState;
 use crate::store::StoreResult;
 use crate::store::authorizations::AuthorizationRow;
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 impl BrokerServer {
     /// The answer to a `token-exchange` server's `-32042`, and the call's outcome label.
@@ -110,7 +110,7 @@ async fn own_link(
         if url != connect_url(&state.core, id).as_str() {
             return Ok(None);
         }
-        let Some(row) = state.core.store.authorization(id).await? else { return Ok(None) };
+        let Some(row) = state.core.store.authorizations().by_id(id).await? else { return Ok(None) };
         if row.user_id != caller.user.user_id || row.is_expired(now) {
             return Ok(None);
         }

@@ -39,6 +39,7 @@ pub async fn take_budget(state: &McpState, user_id: &str) -> Result<(), ErrorDat
         .app
         .core
         .store
+        .throttle()
         .budget_take(&bucket, now, now - WINDOW_SECONDS, PER_WINDOW)
         .await
         .map_err(|error| crate::mcp::tools::failure::internal(&error, "counting a completion failed"))?;
@@ -144,7 +145,7 @@ async fn known_values(
 /// The caller's own account labels (for one provider when it is known).
 async fn accounts(state: &McpState, ctx: &ExtensionContext, provider: Option<&str>) -> Result<Vec<String>, ErrorData> {
     let grants =
-        state.app.core.store.grants_for_user(&ctx.user.user_id).await.map_err(|error| {
+        state.app.core.store.grants().for_user(&ctx.user.user_id).await.map_err(|error| {
             crate::mcp::tools::failure::internal(&error, "reading connections for completion failed")
         })?;
     Ok(grants

@@ -294,7 +294,8 @@ impl BrokerServer {
             .app
             .core
             .store
-            .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
+            .authorizations()
+            .finish(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
             .await;
         error_result(declined_text(row, provider))
     }
@@ -315,7 +316,7 @@ impl BrokerServer {
         let Some(id) = round.authorization() else { return Ok(None) };
         // Subscribe before the first read, so a browser finishing in between is not missed.
         let mut events = self.state.app.core.events.subscribe();
-        let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
         // The state is bound to this user already; a row of anyone else is never described.
         let Some(row) = row.filter(|r| r.user_id == caller.user.user_id) else {
             return Err(refused().into());
@@ -338,7 +339,7 @@ impl BrokerServer {
             // A stopping server answers at once: the client retries, to another instance.
             Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
         }
-        let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
         if tool != CONNECT_ACCOUNT && row.as_ref().is_some_and(|r| r.status == AuthorizationStatus::Completed) {
             return Ok(None);
         }
@@ -368,7 +369,8 @@ impl BrokerServer {
                     .app
                     .core
                     .store
-                    .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
+                    .authorizations()
+                    .finish(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
                     .await;
                 return Ok(Some(error_result(format!("You declined to let this client call the server {server}."))));
             }
@@ -382,7 +384,7 @@ impl BrokerServer {
             Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
             Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
         }
-        let row = self.state.app.core.store.authorization(&row.id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorizations().by_id(&row.id).await.map_err(tool_failed)?;
         Ok(match row.map(|r| r.status) {
             Some(AuthorizationStatus::Completed) => None,
             Some(AuthorizationStatus::Declined) => {
@@ -406,7 +408,7 @@ impl BrokerServer {
         let progress_token = ctx.meta.get_progress_token();
         let mut ticks = 0u32;
         loop {
-            let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
+            let row = self.state.app.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
             let open = row.as_ref().is_some_and(|row| {
                 !matches!(
                     row.status,
@@ -443,7 +445,7 @@ impl BrokerServer {
         id: &str,
         before: &Snapshot,
     ) -> Result<Option<CallToolResult>, ErrorData> {
-        let row = self.state.app.core.store.authorization(id).await.map_err(tool_failed)?;
+        let row = self.state.app.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
         let Some(row) = row else {
             return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
         };
