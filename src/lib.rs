@@ -21,7 +21,8 @@
 //! share ([`state::AppState`] for the faces, around the core's [`broker::Core`]); [`clock`] the
 //! injected time; [`domain`] identifiers parsed at the edge; [`error_chain`] errors that keep
 //! their cause, logged whole; [`display`] names others chose, made safe to show; [`events`] the signal that an
-//! authorization finished; [`store`] SQLite/PostgreSQL; [`crypto`] sealing secrets; [`pkce`]
+//! authorization finished; [`store`] SQLite/PostgreSQL: its machinery, and rooms of tables each read
+//! and written through a handle (`store.grants()`); [`crypto`] sealing secrets; [`pkce`]
 //! RFC 7636 S256; [`startup`] opening the database and the sealing key without stranding data; [`identity`] bearer tokens, browser sessions, sign-in (local and OIDC),
 //! passwords; [`providers`] the client side of third-party OAuth (provider catalogue, token
 //! endpoint calls); [`broker`] the core: access decisions, authorizations, consent,

@@ -16,7 +16,7 @@
 //! the public URL, `aud` = the MCP endpoint URL (RFC 8707 `resource`, which must be exactly that),
 //! `sub` = the user, plus `client_id`, `scope` and `grant_id`, so the /mcp bearer check accepts
 //! them unchanged. Codes, client secrets and refresh tokens are stored only as hashes
-//! ([`crate::store::authorization_server`], [`crate::store::authorization_server`]) and never logged.
+//! ([`crate::store::authorization_server`]) and never logged.
 //!
 //! Form parsing, client credentials, RFC 6749 §5.2 errors and the token/revocation request
 //! checks are shared with the demo provider ([`crate::token_endpoint`]).

@@ -1,6 +1,6 @@
-//! What the services with a webhook are told about a connection change: the core
-//! decides which event a change is, and what it carries — ids, the account's name, scopes,
-//! times, never a token. The store writes it beside the change ([`crate::store::machinery::write`]);
+//! What the services with a webhook are told about a connection change: the core decides which
+//! event a change is, and what it carries — ids, the account's name, scopes, times, never a token.
+//! The store writes it beside the change ([`crate::store::machinery::write`]);
 //! `src/events/webhooks` delivers it.
 
 use crate::clock::iso_time;

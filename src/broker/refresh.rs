@@ -13,13 +13,12 @@
 //! - **The refresh runs detached** from the request that started it (a spawned task): a client
 //!   that disconnects, or a shutdown that ends requests, does not drop an answer in flight.
 //!   Shutdown waits for running refreshes with [`RefreshLocks::wait_idle`].
-//! - **The answer is made durable first**: the write is retried while the database is
-//!   unavailable, for three `database_timeout`s; if it still fails, the sealed tokens stay in
-//!   this process's memory and the next attempt stores them before it would call the provider
-//!   again. The write is
+//! - **The answer is made durable first**: the write is retried while the database is unavailable,
+//!   for three `database_timeout`s; if it still fails, the sealed tokens stay in this process's
+//!   memory and the next attempt stores them before it would call the provider again. The write is
 //!   conditioned on the redeemed refresh token still being the stored one, not on the lease (see
-//!   [`crate::store::grants::Grants::store_refreshed_tokens`]), so a lease that lapsed during an outage
-//!   cannot make the rotated token lose against a stale one.
+//!   [`crate::store::grants::Grants::store_refreshed_tokens`]), so a lease that lapsed during an
+//!   outage cannot make the rotated token lose against a stale one.
 //!
 //! - **A provider that fails is left alone for a while**: after a 429, 5xx,
 //!   timeout or connection failure the grant is not refreshed again before its

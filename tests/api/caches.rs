@@ -523,7 +523,7 @@ async fn a_closed_store_leaves_no_writer_row_behind(app: &TestApp) {
     let own = writer_rows(app).await;
     assert_eq!(own.len(), 1, "this server's own row: {own:?}");
     let other = oauth_broker::store::Store::connect(&app.database_url).await.unwrap();
-    other.set_disabled(&alice, None).await.unwrap();
+    other.users().set_disabled(&alice, None).await.unwrap();
     assert_eq!(writer_rows(app).await.len(), 2, "the other process's row too");
 
     // Act

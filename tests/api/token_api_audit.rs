@@ -1,6 +1,6 @@
 //! The token API's audit events are written in batches from a bounded queue
-//! (`src/store/token_api/audit_queue.rs`): a graceful stop — SIGTERM's path, `App::run` ending — writes
-//! every one, so the rows equal the requests answered, even with requests still arriving.
+//! (`src/store/token_api/audit_queue.rs`): a graceful stop — SIGTERM's path, `App::run` ending —
+//! writes every one, so the rows equal the requests answered, even with requests still arriving.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

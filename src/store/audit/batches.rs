@@ -217,6 +217,7 @@ fn token_api_counts(batch: &[QueuedEvent]) -> BTreeMap<(i64, &str, &str), i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::token_api::audit_queue::BATCH;
 
     #[test]
     fn a_batch_of_any_size_is_written_in_statements_of_a_few_shapes_covering_every_row() {

@@ -31,11 +31,11 @@ pub(in crate::store) const AUDIT_TEXT: TextIndex = TextIndex {
 
 /// The distinct texts of audit rows written in batches (token-API answers, migration 0032):
 /// such a row names its text by `text_id` and is not in the audit log's own text index.
-pub const AUDIT_TEXTS: TextIndex =
+pub(in crate::store) const AUDIT_TEXTS: TextIndex =
     TextIndex { table: "audit_texts", text: "text", fts: "audit_texts_search", column: "text", partial: None };
 
 /// An audit row whose `text_id` names a shared text that holds the term matches.
-pub const BY_SHARED_TEXT: Via = Via { index: AUDIT_TEXTS, column: "text_id", prefix: 't' };
+pub(in crate::store) const BY_SHARED_TEXT: Via = Via { index: AUDIT_TEXTS, column: "text_id", prefix: 't' };
 
 /// How the audit log is narrowed and ordered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,11 +1,12 @@
 //! An append-only record of security events: who acted ([`Actor`]), on whose behalf
 //! (`user_id`, the target user) and at which provider, what happened (`action`), how it ended
 //! ([`Outcome`]) and when. Never holds a secret. Text a visitor chose (a username typed at
-//! sign-in) goes in only through [`quoted`].
+//! sign-in) goes in only through [`quoted`](crate::store::audit::quoted()).
 //!
-//! New code records through [`Audit::record`] with an explicit actor. [`Audit::record_implied`] (the
-//! older five-argument form, still used across the code) derives the actor and outcome from the
-//! action the same way migration 0009 backfilled the rows written before the columns existed.
+//! New code records through [`Audit::record`] with an explicit actor.
+//! [`Audit::record_implied`] (the older five-argument form, still used across the code) derives
+//! the actor and outcome from the action the same way migration 0009 backfilled the rows
+//! written before the columns existed.
 
 use crate::clock::Timestamp;
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};

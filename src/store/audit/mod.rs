@@ -2,7 +2,7 @@
 //! of the rest (hourly counts, providers' health, bounded counts).
 //!
 //! - [`log`]: the append-only log: who acted, on whose behalf, what, how it ended ([`Audit`]);
-//! - [`quoted`]: text a visitor chose, made safe for an entry's detail;
+//! - [`quoted`](mod@quoted): text a visitor chose, made safe for an entry's detail;
 //! - [`batches`]: entries written in batches (the token API's answers);
 //! - [`lists`]: the admin audit list, searched and filtered by outcome;
 //! - [`console`]: the dashboard's counts and charts ([`Console`]).

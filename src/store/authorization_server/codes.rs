@@ -160,8 +160,9 @@ impl OAuthGrants<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+
     use crate::store::authorization_server::grants::{NewOAuthCode, NewOAuthGrant};
+    use crate::store::machinery::store::Store;
 
     async fn store_with_user() -> (tempfile::TempDir, Store, String) {
         let dir = tempfile::tempdir().unwrap();

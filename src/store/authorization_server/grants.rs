@@ -13,7 +13,8 @@ use crate::store::machinery::cache_effect::{CacheEffect, FetchIn, ReturnedUser};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::store::Store;
 
-/// The handle on the authorization server's grants, codes and refresh tokens: `store.oauth_grants()`.
+/// The handle on the authorization server's grants, codes and refresh tokens:
+/// `store.oauth_grants()`.
 #[derive(Debug, Clone, Copy)]
 pub struct OAuthGrants<'s> {
     pub(in crate::store) store: &'s Store,

@@ -174,7 +174,7 @@ impl<'s> Authorizations<'s> {
     /// service's authorization completes beside its `authorization.completed` event
     /// ([`Written::noting`]). With `pair`, the (client, server) approval the row carries is
     /// recorded with them.
-    pub fn allow_client_written(
+    pub fn allow_client(
         self,
         new: &'s NewConsent<'s>,
         pair: Option<&'s NewGatewayConsent<'s>>,
@@ -192,7 +192,7 @@ impl<'s> Authorizations<'s> {
     /// completes the row, as nothing of the client's can use it. With `pair`, the (client,
     /// server) approval the row carries is recorded with them (one visit approves the pair and
     /// connects).
-    pub fn complete_connect_written(
+    pub fn complete_connect(
         self,
         authorization_id: &'s str,
         user_id: &'s str,

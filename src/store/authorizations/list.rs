@@ -52,8 +52,8 @@ fn shown_status_matches(term: &str) -> Vec<&'static str> {
 
 impl Authorizations<'_> {
     /// One page of authorizations matching `search` at `now`, newest first, of those
-    /// `chosen` admits (a shown status: `store::console_lists`).
-    pub(in crate::store) async fn page_authorizations_with(
+    /// `chosen` admits (a shown status, [`Authorizations::page_filtered`]).
+    async fn page_with(
         self,
         search: &Search,
         chosen: Option<Chosen>,
@@ -145,7 +145,7 @@ impl Authorizations<'_> {
                 None => return Ok(Paged { rows: Vec::new(), next: None }),
             },
         };
-        self.page_authorizations_with(search, chosen, now, window).await
+        self.page_with(search, chosen, now, window).await
     }
 }
 

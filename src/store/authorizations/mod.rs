@@ -17,4 +17,5 @@ pub(in crate::store) mod steps;
 pub use approvals::{AllowClient, AllowOutcome, ApproveGatewayPair, CompleteConnect, ConnectCompleted, PairOutcome};
 pub use list::AUTHORIZATION_STATUSES;
 pub use row::{AuthorizationKind, AuthorizationRow, AuthorizationStatus, Authorizations, NewAuthorization};
+pub use sealed::SealedVerifier;
 pub use steps::DeclineAuthorization;

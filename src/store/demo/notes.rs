@@ -40,7 +40,7 @@ impl Demo<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+
     use crate::store::migrated_for_tests as store;
 
     #[tokio::test]

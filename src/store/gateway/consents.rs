@@ -22,7 +22,7 @@ pub struct GatewayConsents<'s> {
 }
 
 /// At most this many (user, client) reads are kept; a full cache starts over.
-pub const CAPACITY: usize = 50_000;
+pub(in crate::store) const CAPACITY: usize = 50_000;
 
 /// The approved servers of each (user, client key), by server id.
 struct ApprovalCache(GenerationCache<(String, String), Arc<Vec<String>>>);

@@ -186,7 +186,7 @@ impl GatewayLists<'_> {
 mod tests {
     use super::*;
     use crate::domain::gateway::ServerName;
-    use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow};
+    use crate::store::gateway::server_rows::{GatewayAuth, GatewayServerRow};
     use crate::store::migrated_for_tests as store;
 
     async fn register(store: &Store, name: &str) -> String {

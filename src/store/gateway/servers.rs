@@ -191,7 +191,12 @@ impl GatewayServers<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::gateway::{CredentialHeader, CredentialScheme, ServerName};
+    use crate::domain::{ProviderId, Scopes};
+    use crate::providers::mcp_oauth::McpOauthSettings;
+    use crate::store::gateway::server_rows::GatewayAuth;
     use crate::store::migrated_for_tests as store;
+    use url::Url;
 
     fn row(name: &str, auth: GatewayAuth) -> GatewayServerRow {
         let name = ServerName::parse(name).unwrap();

@@ -16,10 +16,10 @@ use crate::store::machinery::generation_cache::GenerationCache;
 use crate::store::machinery::kept::Kept;
 
 /// At most this many (user, client) reads are kept; a full cache starts over.
-pub const CAPACITY: usize = 50_000;
+pub(in crate::store) const CAPACITY: usize = 50_000;
 
 #[derive(Debug)]
-pub struct GrantCache {
+pub(in crate::store) struct GrantCache {
     /// By (user, client key).
     entries: GenerationCache<(String, String), Arc<Vec<GrantWithConsent>>>,
 }

@@ -267,7 +267,7 @@ impl Consents<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::grants::SealedTokens;
+    use crate::store::grants::{Grants, NewGrant, SealedTokens};
 
     fn raw(scopes: &str) -> RawConsentRow {
         RawConsentRow {

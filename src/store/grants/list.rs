@@ -13,7 +13,7 @@ use crate::store::machinery::counts::Count;
 use crate::store::users::list::BY_USER_NAME;
 
 /// What the grants list searches (consents also match by their grant's).
-pub const GRANT_TEXT: TextIndex = TextIndex {
+pub(in crate::store) const GRANT_TEXT: TextIndex = TextIndex {
     table: "grants",
     text: "LOWER(provider || ' ' || COALESCE(account_label, '') || ' ' || status || ' ' || scopes || ' ' || id)",
     fts: "grants_search",
@@ -22,7 +22,7 @@ pub const GRANT_TEXT: TextIndex = TextIndex {
 };
 
 /// A row whose `grant_id` names a grant whose text holds the term matches.
-pub const BY_GRANT_TEXT: Via = Via { index: GRANT_TEXT, column: "grant_id", prefix: 'g' };
+pub(in crate::store) const BY_GRANT_TEXT: Via = Via { index: GRANT_TEXT, column: "grant_id", prefix: 'g' };
 
 impl Grants<'_> {
     /// Every grant, for the dashboard (bounded: [`crate::store::machinery::counts`]).

@@ -30,5 +30,6 @@ pub use consents::{ConsentRow, Consents, NewConsent, RecordConsent};
 pub use refresh::{Lease, RecordRefreshFailure, StoreRefreshedTokens};
 pub use refresh_failure::RefreshFailure;
 pub use row::{GrantRow, GrantStatus, Grants, REFRESH_WINDOW_SECONDS, RefreshGate, SealedTokens};
+pub use sealed::SealedGrant;
 pub use with_consent::GrantWithConsent;
 pub use writes::{DeleteGrant, NewGrant, SetGrantStatus, UpsertGrant};

@@ -233,7 +233,9 @@ impl<'s> Grants<'s> {
 mod tests {
     use super::*;
     use crate::domain::Scopes;
+    use crate::store::grants::NewGrant;
     use crate::store::grants::row::RefreshGate;
+    use crate::store::machinery::store::Store;
     use crate::store::migrated_for_tests;
 
     async fn store_with_user() -> (tempfile::TempDir, Store, String) {

@@ -228,6 +228,7 @@ pub struct SealedTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::grants::NewGrant;
 
     fn raw(status: &str, scopes: &str) -> RawGrantRow {
         RawGrantRow {

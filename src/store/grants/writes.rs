@@ -194,6 +194,7 @@ impl<'s> Grants<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::machinery::store::Store;
     use crate::store::migrated_for_tests;
 
     async fn store_with_user() -> (tempfile::TempDir, Store, String) {

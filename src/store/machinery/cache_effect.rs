@@ -3,12 +3,12 @@
 //!
 //! - A read goes through [`Reads`] (`Store::read`), which only fetches:
 //!   `query.bind(x).fetch_optional_in(self.read())` ([`FetchIn`]).
-//! - A write goes through a handle obtained by naming its [`CacheEffect`]:
-//!   [`Writes`] (`self.write(CacheEffect::User(&user_id))`, `CacheEffect::Everyone`,
-//!   `CacheEffect::Nothing`) for a single statement, [`Transaction`](super::transaction::Transaction) (`self.begin(effect)`) for
-//!   several, or [`WriteReturningUser`] for a statement about one user's row that returns the
-//!   row's `user_id` — the grant writes that know a grant by id alone name its owner that way,
-//!   with no look-up before.
+//! - A write goes through a handle obtained by naming its [`CacheEffect`]: [`Writes`]
+//!   (`self.write(CacheEffect::User(&user_id))`, `CacheEffect::Everyone`, `CacheEffect::Nothing`)
+//!   for a single statement, [`Transaction`](super::transaction::Transaction)
+//!   (`self.begin(effect)`) for several, or [`WriteReturningUser`] for a statement about one user's
+//!   row that returns the row's `user_id` — the grant writes that know a grant by id alone name its
+//!   owner that way, with no look-up before.
 //!
 //! The generation moves when the write is done: after its last row was read, after its
 //! transaction committed, or when the call was given up on (its future dropped, a deadline
@@ -16,9 +16,9 @@
 //! row moves nothing (the store runs no data-modifying `WITH`, whose count would be the outer
 //! `SELECT`'s), nor does a transaction that was rolled back or never committed.
 //!
-//! Only [`Writes`] and [`Transaction`](super::transaction::Transaction) run statements the way sqlx writes (`execute`, or any
-//! `Executor`), and [`WriteReturningUser`] fetches only rows that name their user, so a write
-//! that forgets to declare its effect does not compile:
+//! Only [`Writes`] and [`Transaction`](super::transaction::Transaction) run statements the way sqlx
+//! writes (`execute`, or any `Executor`), and [`WriteReturningUser`] fetches only rows that name
+//! their user, so a write that forgets to declare its effect does not compile:
 //!
 //! ```compile_fail,E0277
 //! async fn undeclared(reads: oauth_broker::store::Reads<'_>) -> Result<(), sqlx::Error> {
@@ -374,9 +374,7 @@ impl Stream for Watched<'_> {
 mod tests {
     use super::*;
     use crate::domain::Scopes;
-    use crate::store::grants::Lease;
-    use crate::store::grants::NewGrant;
-    use crate::store::grants::SealedTokens;
+    use crate::store::grants::{Grants, Lease, NewGrant, SealedTokens};
 
     async fn store_with_grant() -> (tempfile::TempDir, Store, String, String) {
         let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,8 @@
-//! Debug builds check on SQLite what the types of [`super::cache_effect`] cannot: that a
-//! statement fetched through `Reads` changed no row at all, and that one declared
-//! [`CacheEffect::Nothing`](super::cache_effect::CacheEffect::Nothing) changed no row a cache reads. Neither looks at SQL text; both ask
-//! the connection the statement ran on, before and after it:
+//! Debug builds check on SQLite what the types of [`super::cache_effect`] cannot: that a statement
+//! fetched through `Reads` changed no row at all, and that one declared
+//! [`CacheEffect::Nothing`](super::cache_effect::CacheEffect::Nothing) changed no row a cache
+//! reads. Neither looks at SQL text; both ask the connection the statement ran on, before and after
+//! it:
 //! - every row change: SQLite's `total_changes()`;
 //! - a change the caches rest on: a TEMP counter of the connection, moved by TEMP triggers
 //!   made beside each `auth_epoch_*` trigger of the schema (the list [`super::own_moves`]
@@ -34,7 +35,8 @@ pub(super) async fn watch_cached_tables(conn: &mut AnyConnection) -> Result<(), 
     for EpochTrigger { name, table, event } in epoch_triggers(conn).await? {
         conn.execute(
             format!(
-                // SQLite allows no schema name in a trigger's body: `cached_changes` is the TEMP one.
+                // SQLite allows no schema name in a trigger's body: `cached_changes` is the
+                // TEMP one.
                 "CREATE TEMP TRIGGER IF NOT EXISTS seen_{name} AFTER {event} ON main.{table} \
                  BEGIN UPDATE cached_changes SET n = n + 1; END"
             )

@@ -30,8 +30,6 @@ use crate::store::machinery::placeholders::numbered;
 use crate::store::machinery::search::{Indexed, MAX_VIA_IDS, MIN_INDEXED_CHARS, PROBE_ROWS, Via, fts_phrase};
 use crate::store::machinery::store::{Backend, Store};
 
-pub use crate::store::machinery::counts::{COUNT_CAP, Count};
-
 /// A search: the term (trimmed, lowercased) and the `LIKE` pattern a list binds as `{q}`;
 /// none for an empty search.
 #[derive(Debug, Clone, PartialEq, Eq)]

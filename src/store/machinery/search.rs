@@ -19,8 +19,8 @@
 //!    until a page of matches (as before these indexes; slow only for a short rare term).
 //!
 //! The term is always bound, never spliced: as a `LIKE` pattern with `%`, `_` and `\` escaped
-//! ([`super::paging::Search`]), and for FTS5 as one quoted phrase with `"` doubled, so FTS5 query syntax
-//! typed in a search (`OR`, `*`, `NEAR`, `:`) is text to find.
+//! ([`super::paging::Search`]), and for FTS5 as one quoted phrase with `"` doubled, so FTS5 query
+//! syntax typed in a search (`OR`, `*`, `NEAR`, `:`) is text to find.
 
 use crate::store::machinery::store::Backend;
 

@@ -38,7 +38,8 @@ pub struct Store {
     pub(super) queries: Arc<std::sync::atomic::AtomicU64>,
     /// Whether what was read earlier may still be used ([`super::generations`]).
     pub(super) generations: Arc<Generations>,
-    /// Turns of the writes the token API makes at its own rate, on SQLite ([`Store::hot_write_turn`]).
+    /// Turns of the writes the token API makes at its own rate, on SQLite
+    /// ([`Store::hot_write_turn`]).
     hot_writes: Arc<tokio::sync::Mutex<()>>,
     /// This store's id among the writers that move `auth_epoch` ([`super::own_moves`]).
     pub(super) writer: Arc<str>,

@@ -58,7 +58,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// The queue and its writer; absent until [`AuditQueue::start_writer`] (admin commands write
 /// directly).
 #[derive(Debug, Default)]
-pub struct Queue {
+pub(in crate::store) struct Queue {
     sender: Mutex<Option<mpsc::Sender<QueuedEvent>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The most events seen waiting at once since start.

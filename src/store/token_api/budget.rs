@@ -86,7 +86,7 @@ fn cost_ns(per_minute: u32) -> i64 {
 
 /// This instance's leased shares, by service id.
 #[derive(Debug, Default)]
-pub struct BudgetShares {
+pub(in crate::store) struct BudgetShares {
     shares: Mutex<HashMap<String, Arc<ServiceShare>>>,
 }
 

@@ -29,7 +29,7 @@ const UNLOCKED_KEPT: usize = 100_000;
 
 /// Addresses found not locked, and when (see [`UNLOCKED_FRESH`]).
 #[derive(Debug, Default)]
-pub struct UnlockedAddresses {
+pub(in crate::store) struct UnlockedAddresses {
     seen: Mutex<HashMap<String, Instant>>,
 }
 

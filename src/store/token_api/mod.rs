@@ -15,7 +15,7 @@ pub(in crate::store) mod budget;
 pub(in crate::store) mod limits;
 pub(in crate::store) mod services;
 
-pub use audit_queue::AuditQueue;
+pub use audit_queue::{AuditQueue, BATCH, CAPACITY, GATHER};
 pub use budget::{Budget, MAX_SHARE, RequestBudgets, SHARE_LIFE, WINDOW_NS, most_unused, share_size};
 pub use limits::{ApiLimits, UNLOCKED_FRESH};
-pub use services::{CLIENT_ID_PREFIX, NewService, ServiceRow, Services};
+pub use services::{CACHED, CLIENT_ID_PREFIX, NewService, ServiceRow, Services};

@@ -6,7 +6,7 @@
 use crate::clock::Timestamp;
 use crate::store::machinery::cache_effect::CacheEffect;
 use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::users::User;
+use crate::store::users::accounts::User;
 use crate::store::users::accounts::Users;
 
 impl Users<'_> {

@@ -10,7 +10,7 @@ use crate::store::users::accounts::User;
 use crate::store::users::accounts::Users;
 
 /// A user's name: username, display name, subject (other lists match rows by it).
-pub const USER_NAMES: TextIndex = TextIndex {
+pub(in crate::store) const USER_NAMES: TextIndex = TextIndex {
     table: "users",
     text: "LOWER(COALESCE(username, '') || ' ' || COALESCE(display_name, '') || ' ' || subject)",
     fts: "users_search",
@@ -19,7 +19,7 @@ pub const USER_NAMES: TextIndex = TextIndex {
 };
 
 /// A row whose `user_id` names a user whose name holds the term matches.
-pub const BY_USER_NAME: Via = Via { index: USER_NAMES, column: "user_id", prefix: 'u' };
+pub(in crate::store) const BY_USER_NAME: Via = Via { index: USER_NAMES, column: "user_id", prefix: 'u' };
 
 /// What the admin users list searches: names, ids, issuer, role, status, kind (see `paging`).
 const USER_TEXT: TextIndex = TextIndex {

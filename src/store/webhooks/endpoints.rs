@@ -1,7 +1,7 @@
 //! Services' webhooks (migration 0024): the endpoint, its sealed signing secrets, and which
 //! providers and services have a live webhook at all.
 //!
-//! That last answer is read by every grant change ([`crate::store::grants::events`]) to know
+//! That last answer is read by every grant change ([`crate::store::webhooks::events`]) to know
 //! whether it must write an event, so it is cached under everyone's generation like the services
 //! themselves: setting, rotating or removing a webhook is an UPDATE of `services`, which moves
 //! `auth_epoch` (migration 0019) here at once and on every other instance within its watcher's

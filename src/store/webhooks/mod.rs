@@ -11,6 +11,6 @@ pub(in crate::store) mod endpoints;
 pub(in crate::store) mod events;
 pub(in crate::store) mod outbox;
 
-pub use endpoints::{WebhookRow, WebhookTargets, WebhookWake, Webhooks};
+pub use endpoints::{SealedWebhookSecrets, WebhookRow, WebhookTargets, WebhookWake, Webhooks};
 pub use events::{EventType, NewEvent};
 pub use outbox::{AttemptOutcome, DeliveryRow, DeliveryStatus, WebhookEvents};

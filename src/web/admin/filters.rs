@@ -1,6 +1,6 @@
 //! The form controls above a list that filter it or change its order, each mapped
-//! to an indexed predicate in the store (`store::audit::lists`): the audit log by outcome,
-//! newest or oldest first; authorizations by status as shown. A filter combines with the
+//! to an indexed predicate in the store: the audit log by outcome, newest or oldest first
+//! (`store::audit::lists`); authorizations by status as shown (`store::authorizations::list`). A filter combines with the
 //! search (`q`): the search narrows by its index, the filter keeps the rows it admits.
 
 use crate::store::audit::Outcome;
