@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 
+use crate::store::grants::row::Grants;
 use crate::store::grants::with_consent::GrantWithConsent;
+use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::generation_cache::GenerationCache;
 use crate::store::machinery::kept::Kept;
 
@@ -52,6 +54,25 @@ impl GrantCache {
         rows: Arc<Vec<GrantWithConsent>>,
     ) {
         self.entries.insert(before, generation, (user_id.to_owned(), client_key.to_owned()), rows);
+    }
+}
+
+impl Grants<'_> {
+    /// [`Grants::for_user_with_consents`] through the cache: no database call while nothing was
+    /// written since the last read ([`crate::store::machinery::generations`]).
+    pub async fn for_user_seen_by(self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
+        let cache = self.store.kept::<GrantCache>();
+        if let Some(generation) = self.store.cache_generation(user_id)
+            && let Some(rows) = cache.get(generation, user_id, client_key)
+        {
+            return Ok(rows);
+        }
+        let before = self.store.cache_tick();
+        let rows = Arc::new(self.for_user_with_consents(user_id, client_key).await?);
+        if let Some(before) = before {
+            cache.insert(before, self.store.cache_generation(user_id), user_id, client_key, rows.clone());
+        }
+        Ok(rows)
     }
 }
 

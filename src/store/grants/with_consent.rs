@@ -5,12 +5,8 @@
 //! The consent comes as a correlated subquery on the grants query, so the grant's own columns
 //! and its conversion stay those of [`crate::store::grants`].
 
-use std::sync::Arc;
-
 use crate::domain::Scopes;
-use crate::store::grants::cache::GrantCache;
-use crate::store::grants::row::Grants;
-use crate::store::grants::row::{GRANT_COLUMNS, GrantRow, RawGrantRow};
+use crate::store::grants::row::{GRANT_COLUMNS, GrantRow, Grants, RawGrantRow};
 use crate::store::machinery::cache_effect::FetchIn;
 use crate::store::machinery::error::{StoreError, StoreResult};
 
@@ -92,23 +88,6 @@ impl Grants<'_> {
             // One corrupt row elsewhere must not hide this provider's grants.
             Err(_) => self.at(user_id, provider).await,
         }
-    }
-
-    /// [`Grants::for_user_with_consents`] through the cache: no database call while nothing was
-    /// written since the last read ([`crate::store::machinery::generations`]).
-    pub async fn for_user_seen_by(self, user_id: &str, client_key: &str) -> StoreResult<Arc<Vec<GrantWithConsent>>> {
-        let cache = self.store.kept::<GrantCache>();
-        if let Some(generation) = self.store.cache_generation(user_id)
-            && let Some(rows) = cache.get(generation, user_id, client_key)
-        {
-            return Ok(rows);
-        }
-        let before = self.store.cache_tick();
-        let rows = Arc::new(self.for_user_with_consents(user_id, client_key).await?);
-        if let Some(before) = before {
-            cache.insert(before, self.store.cache_generation(user_id), user_id, client_key, rows.clone());
-        }
-        Ok(rows)
     }
 
     /// [`Grants::with_consent`], always from the database.

@@ -1,7 +1,7 @@
 //! What a store call can fail with, and the one place a database error becomes
-//! [`StoreError::Unavailable`] ([`super::unavailable`] classifies it).
+//! [`StoreError::Unavailable`] ([`super::transient`] classifies it).
 
-use crate::store::machinery::unavailable;
+use crate::store::machinery::transient;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -37,7 +37,7 @@ impl StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
-        if unavailable::sqlx_unavailable(&error) { StoreError::Unavailable(error) } else { StoreError::Database(error) }
+        if transient::sqlx_unavailable(&error) { StoreError::Unavailable(error) } else { StoreError::Database(error) }
     }
 }
 

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Connection, Executor};
 
-use crate::store::machinery::cache_effect::CacheEffect;
 use crate::store::machinery::deadlines::{self, DatabaseTimeouts};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::generations::Generations;
@@ -189,24 +188,6 @@ impl Store {
             own_moves::forget_writer(&self.pool, &self.writer, self.timeouts.query).await;
         }
         self.pool.close().await;
-    }
-
-    /// SQLite: moves everything in the write-ahead log into the database file and truncates the
-    /// log. Nothing to do on PostgreSQL.
-    pub async fn checkpoint(&self) -> StoreResult<()> {
-        if self.backend == Backend::Sqlite {
-            // Moves pages between files; no row changes.
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(self.write(CacheEffect::Nothing)).await?;
-        }
-        Ok(())
-    }
-
-    /// SQLite: a consistent copy of the whole database at `path` while others keep using it
-    /// (`VACUUM INTO`, which reads one snapshot). The file must not exist.
-    pub async fn backup_to(&self, path: &std::path::Path) -> StoreResult<()> {
-        let target = path.to_str().ok_or_else(|| StoreError::Corrupt("the backup path is not UTF-8".into()))?;
-        sqlx::query("VACUUM INTO $1").bind(target).execute(self.pool()).await?;
-        Ok(())
     }
 
     /// The same database and caches' generations as another instance would see them, with its
