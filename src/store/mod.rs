@@ -4,6 +4,8 @@
 //! - [`machinery`]: what every room runs on and which knows no table: the handle, its errors,
 //!   migrations, the caches' generations and what each statement does to them, deadlines,
 //!   pages, searches and counts;
+//! - `handles`: the accessors (`store.grants()`, …), one per table handle: every table is read
+//!   and written through its room's handle, never through `Store` itself;
 //! - [`users`]: users, local and external, and their browser sessions;
 //! - [`grants`]: what a user connected (grants with their accounts, the reads every tool call
 //!   makes of them and their cache, refresh failures) and the clients allowed to use each one;
@@ -18,7 +20,7 @@
 //! - [`demo`]: the demo provider's codes, tokens, notes and API keys;
 //! - [`signals`]: what one instance tells the others, as rows;
 //! - [`request_states`]: single use of MCP `requestState` values;
-//! - [`throttle`]: the sign-in throttle's rows.
+//! - [`throttle`]: attempts counted in a window: the sign-in throttle's and other budgets'.
 
 pub mod audit;
 pub mod authorization_server;

@@ -250,17 +250,17 @@ impl Services<'_> {
             .bind(new_hash.as_str())
             .bind(now)
             .bind(name)
-            // Services are kept under everyone's generation (`service_by_id`).
+            // Services are kept under everyone's generation (`Services::by_id`).
             .execute(self.store.write(CacheEffect::Everyone))
             .await?;
         Ok(done.rows_affected() == 1)
     }
 
-    /// Removes the service with its consents, in one transaction; `None` if there was no
-    /// such service, else how many consents went with it. Its unfinished authorizations are
-    /// failed in the same transaction: their completion is a compare-and-swap on the status
-    /// (`finish_authorization`, `allow_client`), so none can record a consent for the removed
-    /// client afterwards, which a service re-added under the same name would inherit.
+    /// Removes the service with its consents, in one transaction; `None` if there was no such
+    /// service, else how many consents went with it. Its unfinished authorizations are failed in
+    /// the same transaction: their completion is a compare-and-swap on the status
+    /// (`Authorizations::finish`, `Authorizations::allow_client`), so none can record a consent for
+    /// the removed client afterwards, which a service re-added under the same name would inherit.
     pub async fn remove(self, name: &str, now: Timestamp) -> StoreResult<Option<u64>> {
         self.store.bounded(self.remove_unbounded(name, now)).await
     }
