@@ -42,7 +42,7 @@ use helpers::{ALICE, Backend, ClientKind, McpClient, PASSWORD, TestApp, mcp_clie
 use oauth_broker::domain::gateway::{CredentialHeader, CredentialScheme, ServerName};
 use oauth_broker::domain::{ProviderId, Scopes};
 use oauth_broker::identity::password;
-use oauth_broker::store::gateway_servers::{GatewayAuth, GatewayServerRow};
+use oauth_broker::store::gateway::{GatewayAuth, GatewayServerRow};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorData, ServerCapabilities, ServerConfig};
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -204,7 +204,7 @@ async fn register(app: &TestApp, url: &str) {
         created_at: now,
         updated_at: now,
     };
-    app.state.core.store.create_gateway_server(&row).await.unwrap();
+    app.state.core.store.gateway_servers().create(&row).await.unwrap();
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -248,7 +248,13 @@ async fn main() {
     let mut names = vec![ALICE.to_owned()];
     for i in 1..most {
         let name = format!("user{i:02}");
-        app.state.core.store.create_local_user(&app.state.core.config.issuer(), &name, &hash, app.now()).await.unwrap();
+        app.state
+            .core
+            .store
+            .users()
+            .create_local(&app.state.core.config.issuer(), &name, &hash, app.now())
+            .await
+            .unwrap();
         names.push(name);
     }
     let proxy_url = start_bare_proxy(&upstream_url).await;
@@ -311,7 +317,7 @@ async fn main() {
             b_rate / c_rate
         );
     }
-    println!("\naudit queue high-water mark: {} events", app.state.core.store.audit_queue_peak());
+    println!("\naudit queue high-water mark: {} events", app.state.core.store.audit_queue().peak());
     for client in direct.into_iter().chain(brokered).chain(proxied) {
         if let Ok(client) = Arc::try_unwrap(client) {
             client.close().await;

@@ -43,7 +43,7 @@ use axum::routing::post;
 use helpers::{ALICE, Backend, SpawnOptions, spawn_app_opts};
 use oauth_broker::crypto::OneTimeSecret;
 use oauth_broker::domain::ProviderId;
-use oauth_broker::store::services::NewService;
+use oauth_broker::store::token_api::NewService;
 use serde_json::{Value, json};
 
 const CONNECTIONS: [usize; 2] = [16, 64];
@@ -247,8 +247,8 @@ async fn main() {
         trusted: false,
         secret_hash: secret.hash(),
     };
-    app.state.core.store.create_service(&new, app.now()).await.unwrap();
-    let user = app.state.core.store.user_by_username(ALICE).await.unwrap().unwrap();
+    app.state.core.store.services().create(&new, app.now()).await.unwrap();
+    let user = app.state.core.store.users().by_username(ALICE).await.unwrap().unwrap();
     let token =
         app.state.identity.keys.issue_for_audience(&user.subject, None, None, RESOURCE, app.now(), 3600).unwrap();
     let http = reqwest::Client::new();
@@ -361,7 +361,7 @@ async fn main() {
             }
         }
     }
-    println!("\naudit queue high-water mark: {} events", app.state.core.store.audit_queue_peak());
+    println!("\naudit queue high-water mark: {} events", app.state.core.store.audit_queue().peak());
     if let Some(seconds) = std::env::var("TOKEN_BENCH_SUSTAIN").ok().and_then(|s| s.parse::<u64>().ok()) {
         println!("\n(b) alone at 16 connections for {seconds}s, 10-second rounds:");
         for round in 0..seconds.div_ceil(10) {

@@ -70,7 +70,7 @@ impl AppBuilder {
         // `store::generations`); started before the first request is served.
         state.core.store.watch_other_writers(state.shutdown.clone()).await;
         // The token API's audit events go to the database in batches; flushed as `run` ends.
-        state.core.store.start_audit_writer();
+        state.core.store.audit_queue().start_writer();
         if state.core.store.backend() == crate::store::Backend::Postgres {
             let (store, clock, shutdown) = (state.core.store.clone(), state.core.clock.clone(), state.shutdown.clone());
             state
@@ -139,10 +139,10 @@ fn settle_abandoned_exchanges(state: &AppState) {
 }
 
 async fn ensure_local_user(state: &AppState, name: &str) -> anyhow::Result<()> {
-    if state.core.store.user_by_username(name).await?.is_none() {
+    if state.core.store.users().by_username(name).await?.is_none() {
         let password = crate::identity::password::generate_password();
         let hash = crate::identity::password::hash_password(&password)?;
-        state.core.store.create_local_user(&state.core.config.issuer(), name, &hash, state.core.now()).await?;
+        state.core.store.users().create_local(&state.core.config.issuer(), name, &hash, state.core.now()).await?;
     }
     Ok(())
 }
@@ -255,7 +255,7 @@ impl App {
         cancel.cancel();
         finish_refreshes(&core, grace_ends.get().copied().unwrap_or_else(|| tokio::time::Instant::now() + grace)).await;
         // Every answered token request's audit event is on the queue: write them all.
-        core.store.flush_audit_queue().await;
+        core.store.audit_queue().flush().await;
         result
     }
 }
@@ -273,7 +273,7 @@ async fn finish_refreshes(core: &Core, grace_ends: tokio::time::Instant) {
     if tokio::time::timeout_at(grace_ends, core.refresh_locks.wait_idle()).await.is_err() {
         tracing::warn!("a token refresh was still running when the grace period ended");
     }
-    match core.store.release_refresh_leases_of(core.refresh_locks.holder()).await {
+    match core.store.grants().release_leases_of(core.refresh_locks.holder()).await {
         Ok(0) => {}
         Ok(released) => tracing::info!(released, "released this process's refresh leases"),
         Err(error) => {

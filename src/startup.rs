@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::config::redact_database_url;
 use crate::crypto::Sealer;
 use crate::store::Store;
-use crate::store::sealed::SealedColumn;
+use crate::store::sealing::SealedColumn;
 
 /// Whether a command may create what is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub async fn open_store(config: &Config, opening: Opening) -> anyhow::Result<Sto
         );
     }
     let store = connect(config).await?;
-    if opening == Opening::Existing && store.signing_keys().await.is_err() {
+    if opening == Opening::Existing && store.signing_keys().all().await.is_err() {
         store.close().await;
         bail!(
             "the database {shown} holds no oauth-broker schema — run `oauth-broker migrate` first, or check --database-url"
@@ -151,7 +151,7 @@ pub async fn load_sealer(config: &Config, store: &Store, opening: Opening) -> an
     let sealer = Sealer::with_loader(loader).map_err(|e| anyhow::anyhow!(e))?;
     // Which keys seal values, from the key-id indexes (not a read of every value, which took
     // seconds at a million grants); counted only for a key that is missing, for the message.
-    let present = store.sealed_key_ids().await.context("listing the keys the database's values are sealed with")?;
+    let present = store.sealed().key_ids().await.context("listing the keys the database's values are sealed with")?;
     // After a rotation, or with a key that opens some values but not others, a retired key is
     // missing (say which and what it seals). Otherwise it is the wrong key altogether (below).
     let rotated = sealer.key_ids().len() > 1 || config.data_dir.join(RETIRED_KEYS_DIR).exists();
@@ -235,7 +235,8 @@ async fn every_value_opens(
         // consent when it is read (`broker::tokens::broken`), so it must not stop start-up.
         let names_a_key = key_id.len() == 16;
         if names_a_key && !sealer.knows_key(key_id) {
-            let count = store.sealed_count(*column, key_id).await.context("counting the values a missing key seals")?;
+            let count =
+                store.sealed().count(*column, key_id).await.context("counting the values a missing key seals")?;
             missing.entry(key_id).or_default().push(format!("{count} {}", column.label()));
         }
     }
@@ -258,7 +259,7 @@ async fn every_value_opens(
 /// The id of the key the database's newest sealed value (its newest signing key) was sealed
 /// with, if it holds any.
 async fn sealed_with(store: &Store) -> anyhow::Result<Option<String>> {
-    let keys = store.signing_keys().await.context("reading the database's signing keys")?;
+    let keys = store.signing_keys().all().await.context("reading the database's signing keys")?;
     Ok(keys
         .iter()
         .find(|k| k.retired_at.is_none())

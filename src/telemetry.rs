@@ -7,14 +7,14 @@
 //! | `oauth_broker_mcp_requests_total` | `method`, `tool` | [`mcp_message`], from the /mcp JSON-RPC guard |
 //! | `oauth_broker_mcp_sessions_active` | – | [`session_opened`] / [`session_closed`] |
 //! | `oauth_broker_mcp_sessions_parked` | – | [`session_parked`] / [`session_unparked`] |
-//! | `oauth_broker_authorizations_total` | `outcome` | [`Store::record`], every audit entry: completed, declined, failed, expired by an admin |
+//! | `oauth_broker_authorizations_total` | `outcome` | [`Audit::record`], every audit entry: completed, declined, failed, expired by an admin |
 //! | `oauth_broker_refreshes_total` | `provider`, `outcome` | [`provider_call`] for `call = refresh` |
 //! | `oauth_broker_upstream_requests_total`, `oauth_broker_upstream_duration_seconds` | `provider`, `call`, `result` | [`provider_call`], [`api_call`] |
 //! | `oauth_broker_gateway_calls_total`, `oauth_broker_gateway_call_duration_seconds` | `server`, `outcome` | [`gateway_call`] |
 //! | `oauth_broker_gateway_connections_open` | – | [`gateway_connection_opened`] / [`gateway_connection_closed`] |
 //! | `oauth_broker_gateway_retries_passed_on_total` | `outcome` | [`gateway_retry_passed_on`] |
 //! | `oauth_broker_token_api_answers_total` | `answer` | [`token_api_answer`] |
-//! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`Store::record`], every audit entry |
+//! | `oauth_broker_audit_events_total` | `action`, `outcome` | [`Audit::record`], every audit entry |
 //!
 //! Label values come from closed sets (route templates, the broker's own action names and
 //! tools, known MCP methods, configured provider ids), never from a user id, an account, a
@@ -23,7 +23,7 @@
 //! and an atomic add: [`handles`]); the recorder is process-wide ([`recorder`]), so several apps
 //! in one process (tests) share it.
 //!
-//! [`Store::record`]: crate::store::Store::record
+//! [`Audit::record`]: crate::store::audit::Audit::record
 
 #[cfg(test)]
 pub(crate) mod captured;

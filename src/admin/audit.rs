@@ -25,7 +25,7 @@ pub async fn run_audit(
     // Before the first window, and before anything is printed: once the first lines are out, a
     // database that goes away only pauses the tail.
     let before = if follow { Some(follow::Before::read(state, user_id.as_deref()).await?) } else { None };
-    let entries = state.core.store.audit_entries(user_id.as_deref(), limit).await?;
+    let entries = state.core.store.audit().entries(user_id.as_deref(), limit).await?;
     let mut names = UserNames::of_ids(&state.core.store, entry_user_ids(&entries)).await?;
     let Some(before) = before else {
         if json {

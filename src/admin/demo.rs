@@ -39,12 +39,17 @@ pub async fn print_demo_setup(state: &AppState) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let created_password = match state.core.store.user_by_username(DEMO_USER).await? {
+    let created_password = match state.core.store.users().by_username(DEMO_USER).await? {
         Some(_) => None,
         None => {
             let secret = password::generate_password();
             let hash = password::hash_password(&secret)?;
-            state.core.store.create_local_user(&state.core.config.issuer(), DEMO_USER, &hash, state.core.now()).await?;
+            state
+                .core
+                .store
+                .users()
+                .create_local(&state.core.config.issuer(), DEMO_USER, &hash, state.core.now())
+                .await?;
             Some(secret)
         }
     };

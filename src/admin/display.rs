@@ -31,7 +31,7 @@ impl UserNames {
         wanted.sort_unstable();
         wanted.dedup();
         for chunk in wanted.chunks(NAMES_PER_QUERY) {
-            self.0.extend(store.users_by_ids(chunk).await?.iter().map(|u| (u.id.clone(), user_name(u))));
+            self.0.extend(store.users().by_ids(chunk).await?.iter().map(|u| (u.id.clone(), user_name(u))));
         }
         Ok(())
     }

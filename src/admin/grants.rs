@@ -9,7 +9,7 @@ use crate::broker::connection_status::Status;
 use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
-use crate::store::consents::ConsentRow;
+use crate::store::grants::ConsentRow;
 use crate::store::grants::GrantRow;
 use crate::store::paging::{Search, Window};
 
@@ -83,7 +83,7 @@ pub enum AuthorizationsCommand {
 }
 
 pub(super) async fn user_id(state: &AppState, name: &str) -> anyhow::Result<String> {
-    Ok(state.core.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?.id)
+    Ok(state.core.store.users().by_username(name).await?.with_context(|| format!("no user named {name}"))?.id)
 }
 
 pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Result<()> {
@@ -100,9 +100,9 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             let mut window = Some(Window::first(BATCH));
             while let Some(this) = window.take() {
                 let grants = match &user_id {
-                    Some(id) => state.core.store.grants_for_user(id).await?,
+                    Some(id) => state.core.store.grants().for_user(id).await?,
                     None => {
-                        let page = state.core.store.page_grants(&Search::new(""), this).await?;
+                        let page = state.core.store.grants().page(&Search::new(""), this).await?;
                         window = page.next.map(|next| Window::after(BATCH, next));
                         page.rows
                     }
@@ -148,12 +148,12 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             })?;
             let grants = match &account {
                 Some(account) => {
-                    state.core.store.grant_for_account(&id, &provider, account).await?.into_iter().collect()
+                    state.core.store.grants().for_account(&id, &provider, account).await?.into_iter().collect()
                 }
-                None => state.core.store.grants_at(&id, &provider).await?,
+                None => state.core.store.grants().at(&id, &provider).await?,
             };
             if grants.is_empty() {
-                let held = state.core.store.grants_for_user(&id).await?;
+                let held = state.core.store.grants().for_user(&id).await?;
                 let matching: Vec<String> = held
                     .iter()
                     .filter(|g| g.provider == provider)
@@ -181,7 +181,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
                     .provider(Some(&grant.provider))
                     .detail(Some(&detail))
                     .outcome(if failed { Outcome::Failure } else { Outcome::Success });
-                state.core.store.record(state.core.now(), event).await?;
+                state.core.store.audit().record(state.core.now(), event).await?;
                 println!("{}: {}", account_of(Some(grant)), revocation_said(outcome));
             }
             Ok(())
@@ -194,11 +194,11 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
         ConsentsCommand::List { user, limit, json } => {
             let consents = match user {
                 Some(name) => {
-                    let mut consents = state.core.store.consents_for_user(&user_id(state, &name).await?).await?;
+                    let mut consents = state.core.store.consents().for_user(&user_id(state, &name).await?).await?;
                     consents.truncate(usize::try_from(limit).unwrap_or(0));
                     consents
                 }
-                None => state.core.store.all_consents(limit).await?,
+                None => state.core.store.consents().all(limit).await?,
             };
             // Only the grants and users these consents name.
             let mut grant_ids: Vec<&str> = consents.iter().map(|c| c.grant_id.as_str()).collect();
@@ -206,7 +206,7 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
             grant_ids.dedup();
             let mut grants = Vec::new();
             for chunk in grant_ids.chunks(BATCH) {
-                grants.extend(state.core.store.grants_by_ids(chunk).await?);
+                grants.extend(state.core.store.grants().by_ids(chunk).await?);
             }
             let grant_of = |id: &str| grants.iter().find(|g| g.id == id);
             let names = UserNames::of_ids(&state.core.store, consents.iter().map(|c| c.user_id.as_str())).await?;
@@ -240,8 +240,8 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
         }
         ConsentsCommand::Revoke { user, client, provider, account } => {
             let id = user_id(state, &user).await?;
-            let grants = state.core.store.grants_for_user(&id).await?;
-            let consents = state.core.store.consents_for_user(&id).await?;
+            let grants = state.core.store.grants().for_user(&id).await?;
+            let consents = state.core.store.consents().for_user(&id).await?;
             let grant_of = |consent: &ConsentRow| grants.iter().find(|g| g.id == consent.grant_id);
             let matching: Vec<(&ConsentRow, &GrantRow)> = consents
                 .iter()
@@ -260,13 +260,13 @@ pub async fn run_consents(state: &AppState, command: ConsentsCommand) -> anyhow:
             }
             let mut removed = 0;
             for (_, grant) in matching {
-                if state.core.store.revoke_consent(&id, &grant.id, &client).await? {
+                if state.core.store.consents().revoke(&id, &grant.id, &client).await? {
                     removed += 1;
                     let detail = format!("grant={} client={client}", grant.id);
                     let event = AuditEvent::new(Actor::Cli, "consent.revoked", Some(&id))
                         .provider(Some(&grant.provider))
                         .detail(Some(&detail));
-                    state.core.store.record(state.core.now(), event).await?;
+                    state.core.store.audit().record(state.core.now(), event).await?;
                 }
             }
             println!("withdrew {removed} consent(s)");
@@ -319,7 +319,7 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
     match command {
         AuthorizationsCommand::List { limit, json } => {
             let now = state.core.now();
-            let rows = state.core.store.all_authorizations(limit).await?;
+            let rows = state.core.store.authorizations().all(limit).await?;
             let names = UserNames::of_ids(&state.core.store, rows.iter().map(|r| r.user_id.as_str())).await?;
             // Named by what the broker knows (the client key: client id, token label,
             // service); the name a client reports for itself only beside it, marked.
@@ -373,7 +373,7 @@ pub async fn run_authorizations(state: &AppState, command: AuthorizationsCommand
             Ok(())
         }
         AuthorizationsCommand::Purge => {
-            let removed = state.core.store.purge_authorizations(state.core.now()).await?;
+            let removed = state.core.store.authorizations().purge(state.core.now()).await?;
             println!("removed {removed} expired authorizations");
             Ok(())
         }

@@ -90,7 +90,7 @@ pub async fn forget(config: &crate::config::Config, key_id: &str, yes: bool) -> 
 }
 
 async fn forget_in(store: &crate::store::Store, key_id: &str, yes: bool) -> anyhow::Result<()> {
-    let sealed: Vec<_> = store.sealed_counts().await?.into_iter().filter(|c| c.key_id == key_id).collect();
+    let sealed: Vec<_> = store.sealed().counts().await?.into_iter().filter(|c| c.key_id == key_id).collect();
     if sealed.is_empty() {
         bail!(
             "no stored value is sealed with key {key_id}; nothing to forget (`oauth-broker admin keys status` lists the keys in use)"
@@ -110,13 +110,13 @@ async fn forget_in(store: &crate::store::Store, key_id: &str, yes: bool) -> anyh
         bail!("not confirmed; nothing was changed (type yes, or pass --yes)");
     }
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
-    let gone = store.forget_sealed_by(key_id, crate::broker::flow::INTERRUPTED, now).await?;
+    let gone = store.sealed().forget(key_id, crate::broker::flow::INTERRUPTED, now).await?;
     let detail = format!(
         "key_id={key_id} grants={} authorizations={} signing_keys={} gateway_servers={} webhooks={}",
         gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers, gone.webhooks
     );
     let event = crate::store::audit::AuditEvent::new(crate::store::audit::Actor::Cli, "key.forgotten", None);
-    store.record(now, event.detail(Some(&detail))).await?;
+    store.audit().record(now, event.detail(Some(&detail))).await?;
     println!(
         "forgot key {key_id}: {} grant(s) need a new consent, {} authorization(s) ended, {} signing key(s) deleted, \
          {} server(s) behind the broker removed (add them again with their secret), \
@@ -176,7 +176,7 @@ fn key_id(encoded: &SecretString) -> anyhow::Result<String> {
 
 async fn status(state: &AppState, as_json: bool) -> anyhow::Result<()> {
     let keys = known_keys(state)?;
-    let counts = state.core.store.sealed_counts().await?;
+    let counts = state.core.store.sealed().counts().await?;
     let mut ids: Vec<String> = keys.iter().map(|k| k.id.clone()).collect();
     for count in &counts {
         if !ids.contains(&count.key_id) {
@@ -184,7 +184,7 @@ async fn status(state: &AppState, as_json: bool) -> anyhow::Result<()> {
         }
     }
     ids.dedup();
-    let signing = state.core.store.signing_keys().await?;
+    let signing = state.core.store.signing_keys().all().await?;
     if as_json {
         let keys: Vec<_> = ids
             .iter()
@@ -320,7 +320,7 @@ async fn rewrap(state: &AppState, batch: i64) -> anyhow::Result<()> {
         }
     }
     let left: i64 =
-        state.core.store.sealed_counts().await?.iter().filter(|c| c.key_id != active).map(|c| c.count).sum();
+        state.core.store.sealed().counts().await?.iter().filter(|c| c.key_id != active).map(|c| c.count).sum();
     println!("{moved} sealed values moved to the active key {active}");
     for what in &unreadable {
         eprintln!("could not open {what}; left as it is");
@@ -345,7 +345,8 @@ async fn drop_key(state: &AppState, id: &str) -> anyhow::Result<()> {
     if matching.iter().any(|k| k.active) {
         bail!("{id} is the active key; rotate first (`oauth-broker admin keys rotate`)");
     }
-    let needed: i64 = state.core.store.sealed_counts().await?.iter().filter(|c| c.key_id == id).map(|c| c.count).sum();
+    let needed: i64 =
+        state.core.store.sealed().counts().await?.iter().filter(|c| c.key_id == id).map(|c| c.count).sum();
     if needed > 0 {
         bail!(
             "key {id} still seals {needed} stored values; run `oauth-broker admin keys rewrap` first (nothing was deleted)"

@@ -17,8 +17,8 @@ use crate::domain::Scopes;
 use crate::domain::gateway::{CredentialHeader, CredentialScheme, ServerName, ToolPrefix};
 use crate::state::AppState;
 use crate::store::StoreError;
-use crate::store::gateway_lists::ListSummary;
-use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
+use crate::store::gateway::ListSummary;
+use crate::store::gateway::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
 /// The longest secret accepted (a header value, not a file).
 const SECRET_MAX: usize = 4096;
@@ -278,9 +278,9 @@ async fn token_exchange(state: &AppState, service: Option<&str>) -> anyhow::Resu
     let Some(name) = service else {
         bail!("--auth token-exchange needs --service NAME (a service registered with `admin services add`)")
     };
-    let name = crate::store::services::ServiceRow::name_of_client_id(name);
-    let Some(service) = state.core.store.service_by_name(name).await? else {
-        let known: Vec<String> = state.core.store.list_services().await?.into_iter().map(|s| s.name).collect();
+    let name = crate::store::token_api::ServiceRow::name_of_client_id(name);
+    let Some(service) = state.core.store.services().by_name(name).await? else {
+        let known: Vec<String> = state.core.store.services().list().await?.into_iter().map(|s| s.name).collect();
         if known.is_empty() {
             bail!("--service {name}: no such service, and none is registered (add one with `admin services add`)");
         }
@@ -303,7 +303,7 @@ async fn token_exchange(state: &AppState, service: Option<&str>) -> anyhow::Resu
 
 /// Refuses a name that is taken or a prefix that overlaps another server's.
 async fn check_free(state: &AppState, name: &ServerName, prefix: &ToolPrefix) -> anyhow::Result<()> {
-    for other in state.core.store.list_gateway_servers().await? {
+    for other in state.core.store.gateway_servers().list().await? {
         if other.name == *name {
             bail!("a server named {name} already exists (remove it first to change it)");
         }
@@ -364,7 +364,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 client_secret_stdin,
             };
             let row = build_row(state, args, read_secret).await?;
-            match state.core.store.create_gateway_server(&row).await {
+            match state.core.store.gateway_servers().create(&row).await {
                 Ok(()) => {}
                 Err(StoreError::Conflict) => {
                     bail!("a server named {name} or with prefix {} already exists", row.prefix)
@@ -377,7 +377,12 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
                 detail.push_str(&format!(" service_id={service_id}"));
             }
             let provider = row.auth.user_credential().map(|(provider, ..)| provider.as_str());
-            state.core.store.audit(row.created_at, None, "gateway_server.added", provider, Some(&detail)).await?;
+            state
+                .core
+                .store
+                .audit()
+                .record_implied(row.created_at, None, "gateway_server.added", provider, Some(&detail))
+                .await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&describe(&row))?);
             } else {
@@ -386,8 +391,8 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             Ok(())
         }
         ServersCommand::List { json } => {
-            let servers = state.core.store.list_gateway_servers().await?;
-            let stored = state.core.store.gateway_lists().await?;
+            let servers = state.core.store.gateway_servers().list().await?;
+            let stored = state.core.store.gateway_lists().all().await?;
             if json {
                 let described: Vec<Value> = servers
                     .iter()
@@ -421,7 +426,7 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             Ok(())
         }
         ServersCommand::Rediscover { name, client_id, client_secret_env, client_secret_stdin } => {
-            let Some(server) = state.core.store.gateway_server_by_name(&name).await? else {
+            let Some(server) = state.core.store.gateway_servers().by_name(&name).await? else {
                 bail!("no server named {name}");
             };
             if client_id.is_none() && (client_secret_env.is_some() || client_secret_stdin) {
@@ -436,11 +441,16 @@ pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::R
             rediscover(state, &server, args).await
         }
         ServersCommand::Remove { name } => {
-            if !state.core.store.remove_gateway_server(&name).await? {
+            if !state.core.store.gateway_servers().remove(&name).await? {
                 bail!("no server named {name}");
             }
             let detail = format!("server={name}");
-            state.core.store.audit(state.core.now(), None, "gateway_server.removed", None, Some(&detail)).await?;
+            state
+                .core
+                .store
+                .audit()
+                .record_implied(state.core.now(), None, "gateway_server.removed", None, Some(&detail))
+                .await?;
             println!("removed server {name}; running brokers close its connections within a second");
             Ok(())
         }
@@ -489,20 +499,20 @@ async fn rediscover(
         }
     };
     let now = state.core.now();
-    if !state.core.store.update_gateway_server_oauth(&server.id, &auth, now).await? {
+    if !state.core.store.gateway_servers().update_oauth(&server.id, &auth, now).await? {
         bail!("the server {name} was removed meanwhile");
     }
     let provider = auth.user_credential().map(|(provider, ..)| provider.as_str());
     if moved && let Some(provider) = provider {
         // Tokens of the old authorization server: no use at the new one, and no longer trusted.
-        let deleted = state.core.store.delete_grants_at(provider).await?;
+        let deleted = state.core.store.grants().delete_all_at(provider).await?;
         detail.push_str(&format!(" connections_deleted={deleted}"));
         said.push_str(&format!(
             "; {deleted} user connection(s) made through the old one were deleted, and each user connects again on \
              their next call"
         ));
     }
-    state.core.store.audit(now, None, "gateway_server.rediscovered", provider, Some(&detail)).await?;
+    state.core.store.audit().record_implied(now, None, "gateway_server.rediscovered", provider, Some(&detail)).await?;
     println!("{said}; running brokers use it within a second");
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::providers::mcp_oauth::discovery::Discovered;
 use crate::providers::mcp_oauth::registration::{self, BrokerClient};
 use crate::providers::mcp_oauth::{McpOauthSettings, client_name, discovery, metadata_document_path, provider_id};
 use crate::state::AppState;
-use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
+use crate::store::gateway::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
 /// What `add` was given for an `mcp-oauth` server.
 pub struct OauthArgs<'a> {

@@ -16,7 +16,7 @@ use crate::domain::ProviderId;
 use crate::providers::registry::Providers;
 use crate::state::AppState;
 use crate::store::StoreError;
-use crate::store::services::{NewService, ServiceRow};
+use crate::store::token_api::{NewService, ServiceRow};
 
 /// Client secrets: `obs_` and 32 random bytes, URL-safe base64.
 const SECRET_PREFIX: &str = "obs_";
@@ -165,7 +165,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 if crate::identity::bearer::is_own_audience(&state.identity, resource.as_str()) {
                     bail!("--resource {resource} is the broker's own audience; give the tool server's MCP URL");
                 }
-                if let Some(other) = state.core.store.service_by_resource(resource.as_str()).await? {
+                if let Some(other) = state.core.store.services().by_resource(resource.as_str()).await? {
                     bail!("--resource {resource} is already registered for service {}", other.name);
                 }
             }
@@ -179,7 +179,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 secret_hash: secret.hash(),
             };
             let now = state.core.now();
-            let row = match state.core.store.create_service(&new, now).await {
+            let row = match state.core.store.services().create(&new, now).await {
                 Ok(row) => row,
                 Err(StoreError::Conflict) => bail!("a service named {name} already exists"),
                 Err(e) => return Err(e.into()),
@@ -190,11 +190,11 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 row.providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(","),
                 row.resource.as_ref().map_or("-", Url::as_str),
             );
-            state.core.store.audit(now, None, "service.added", None, Some(&detail)).await?;
+            state.core.store.audit().record_implied(now, None, "service.added", None, Some(&detail)).await?;
             print_credentials(&row, &secret, json)
         }
         ServicesCommand::List { json } => {
-            let services = state.core.store.list_services().await?;
+            let services = state.core.store.services().list().await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&services.iter().map(describe).collect::<Vec<_>>())?);
             } else {
@@ -217,24 +217,29 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
         ServicesCommand::RotateSecret { name, json } => {
             let secret = OneTimeSecret::generate(SECRET_PREFIX, SECRET_BYTES);
             let now = state.core.now();
-            if !state.core.store.rotate_service_secret(&name, secret.hash(), now).await? {
+            if !state.core.store.services().rotate_secret(&name, secret.hash(), now).await? {
                 bail!("no service named {name}");
             }
-            let row =
-                state.core.store.service_by_name(&name).await?.with_context(|| format!("no service named {name}"))?;
+            let row = state
+                .core
+                .store
+                .services()
+                .by_name(&name)
+                .await?
+                .with_context(|| format!("no service named {name}"))?;
             let detail = format!("client_id={}", row.id);
-            state.core.store.audit(now, None, "service.secret_rotated", None, Some(&detail)).await?;
+            state.core.store.audit().record_implied(now, None, "service.secret_rotated", None, Some(&detail)).await?;
             print_credentials(&row, &secret, json)
         }
         ServicesCommand::Webhook(command) => super::webhooks::run_service_webhook(state, command).await,
         ServicesCommand::Remove { name } => {
             let now = state.core.now();
-            let Some(consents) = state.core.store.remove_service(&name, now).await? else {
+            let Some(consents) = state.core.store.services().remove(&name, now).await? else {
                 bail!("no service named {name}");
             };
             let client_id = ServiceRow::client_id_for(&name);
             let detail = format!("client_id={client_id} consents_removed={consents}");
-            state.core.store.audit(now, None, "service.removed", None, Some(&detail)).await?;
+            state.core.store.audit().record_implied(now, None, "service.removed", None, Some(&detail)).await?;
             println!("removed service {name} ({client_id}) and {consents} consent(s)");
             Ok(())
         }

@@ -121,17 +121,22 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             let (secret, generated) =
                 if password_stdin { (read_password_stdin()?, false) } else { (password::generate_password(), true) };
             let hash = password::hash_password(&secret)?;
-            match state.core.store.create_local_user(&state.core.config.issuer(), &name, &hash, state.core.now()).await
+            match state
+                .core
+                .store
+                .users()
+                .create_local(&state.core.config.issuer(), &name, &hash, state.core.now())
+                .await
             {
                 Ok(user) => {
                     let detail = format!("username={}", crate::store::audit::quoted(&name, 64));
                     let event = AuditEvent::new(Actor::Cli, "admin.user_added", Some(&user.id)).detail(Some(&detail));
-                    state.core.store.record(state.core.now(), event).await?;
+                    state.core.store.audit().record(state.core.now(), event).await?;
                     if admin {
-                        state.core.store.set_admin(&user.id, true).await?;
+                        state.core.store.users().set_admin(&user.id, true).await?;
                         let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id))
                             .detail(Some("admin=true"));
-                        state.core.store.record(state.core.now(), event).await?;
+                        state.core.store.audit().record(state.core.now(), event).await?;
                     }
                     let role = if admin { " as an admin" } else { "" };
                     println!("created user {name}{role} (id {})", user.id);
@@ -146,12 +151,12 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
         }
         UsersCommand::SetAdmin { name, admin, force } => {
             let user =
-                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+                state.core.store.users().by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             if admin {
-                state.core.store.set_admin(&user.id, true).await?;
+                state.core.store.users().set_admin(&user.id, true).await?;
             } else {
                 let guard = if force { AdminGuard::Force } else { AdminGuard::KeepOne };
-                match state.core.store.disable_or_demote(&user.id, AdminChange::Demote, guard).await? {
+                match state.core.store.users().disable_or_demote(&user.id, AdminChange::Demote, guard).await? {
                     Guarded::Done => {}
                     Guarded::LastAdmin => bail!(last_admin(&name, "unmake")),
                     Guarded::NoSuchUser => bail!("no user named {name}"),
@@ -159,7 +164,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             }
             let detail = format!("admin={admin}");
             let event = AuditEvent::new(Actor::Cli, "admin.user_admin_set", Some(&user.id)).detail(Some(&detail));
-            state.core.store.record(state.core.now(), event).await?;
+            state.core.store.audit().record(state.core.now(), event).await?;
             if admin {
                 println!("{name} is now an admin (may open /admin)");
             } else {
@@ -169,7 +174,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
         }
         UsersCommand::Disable { name, force } => {
             let user =
-                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+                state.core.store.users().by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let guard = if force { AdminGuard::Force } else { AdminGuard::KeepOne };
             match crate::identity::accounts::disable(&state.identity, &user.id, guard, Actor::Cli).await? {
                 Disabled::Done(ended) => {
@@ -183,10 +188,10 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
         UsersCommand::Enable { name } => enable(state, &name).await,
         UsersCommand::Passwd { name } => {
             let user =
-                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+                state.core.store.users().by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let hash = password::hash_password(&read_password_stdin()?)?;
-            state.core.store.set_password_hash(&user.id, &hash).await?;
-            let ended = state.core.store.delete_browser_sessions_for_user(&user.id).await?;
+            state.core.store.users().set_password_hash(&user.id, &hash).await?;
+            let ended = state.core.store.browser_sessions().delete_for_user(&user.id).await?;
             println!("password changed for {name}; {ended} browser session(s) signed out");
             Ok(())
         }
@@ -199,7 +204,7 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
             let mut array = StreamJson::default();
             let mut window = Some(Window::first(BATCH));
             while let Some(this) = window.take() {
-                let page = state.core.store.page_users(&Search::new(""), this).await?;
+                let page = state.core.store.users().page(&Search::new(""), this).await?;
                 window = page.next.map(|next| Window::after(BATCH, next));
                 if json {
                     let rows: Vec<_> = page
@@ -252,7 +257,7 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
             // Audited like every admin action: for whom, which client and audience, how long;
             // never the token.
             let user =
-                state.core.store.user_by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
+                state.core.store.users().by_username(&name).await?.with_context(|| format!("no user named {name}"))?;
             let detail = format!(
                 "client={} service={} ttl={}s",
                 client.as_deref().map_or("-".into(), |c| crate::store::audit::quoted(c, 64)),
@@ -260,7 +265,7 @@ pub async fn run_tokens(state: &AppState, command: TokensCommand) -> anyhow::Res
                 ttl.as_secs()
             );
             let event = AuditEvent::new(Actor::Cli, "admin.token_issued", Some(&user.id)).detail(Some(&detail));
-            state.core.store.record(state.core.now(), event).await?;
+            state.core.store.audit().record(state.core.now(), event).await?;
             println!("{token}");
             Ok(())
         }
@@ -272,7 +277,8 @@ async fn service_audience(state: &AppState, service: &str) -> anyhow::Result<Str
     let row = state
         .core
         .store
-        .service_by_name(service)
+        .services()
+        .by_name(service)
         .await?
         .with_context(|| format!("no service named {service} (see `oauth-broker admin services list`)"))?;
     let resource = row.resource.with_context(|| {
@@ -309,7 +315,7 @@ pub async fn issue_token_for_audience(
     if ttl_seconds <= 0 || ttl_seconds > 366 * 24 * 3600 {
         bail!("--ttl must be between 1s and 366d");
     }
-    let user = state.core.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
+    let user = state.core.store.users().by_username(name).await?.with_context(|| format!("no user named {name}"))?;
     // A local account's identity is its id: it keeps working when the public URL changes. The
     // token names this broker's public URL, so it must be the one the server runs with.
     if !user.is_local() {
@@ -335,7 +341,7 @@ fn last_admin(name: &str, verb: &str) -> String {
 }
 
 async fn enable(state: &AppState, name: &str) -> anyhow::Result<()> {
-    let user = state.core.store.user_by_username(name).await?.with_context(|| format!("no user named {name}"))?;
+    let user = state.core.store.users().by_username(name).await?.with_context(|| format!("no user named {name}"))?;
     crate::identity::accounts::set_disabled(&state.identity, &user.id, false, Actor::Cli).await?;
     println!("{name} is enabled again");
     Ok(())

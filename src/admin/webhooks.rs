@@ -10,8 +10,8 @@ use crate::clock::iso_time;
 use crate::events::webhooks::endpoint;
 use crate::events::webhooks::signing::WebhookSecret;
 use crate::state::AppState;
-use crate::store::services::ServiceRow;
-use crate::store::webhook_events::DeliveryStatus;
+use crate::store::token_api::ServiceRow;
+use crate::store::webhooks::DeliveryStatus;
 
 #[derive(Subcommand, Debug)]
 pub enum ServiceWebhookCommand {
@@ -75,7 +75,8 @@ async fn service(state: &AppState, name: &str) -> anyhow::Result<ServiceRow> {
     state
         .core
         .store
-        .service_by_name(name)
+        .services()
+        .by_name(name)
         .await?
         .with_context(|| format!("no service named {name}; see `admin services list`"))
 }
@@ -102,39 +103,50 @@ pub async fn run_service_webhook(state: &AppState, command: ServiceWebhookComman
             if !state
                 .core
                 .store
-                .set_webhook(&service.id, url.as_str(), &secret.seal(&state.core.sealer, &service.id), now)
+                .webhooks()
+                .set(&service.id, url.as_str(), &secret.seal(&state.core.sealer, &service.id), now)
                 .await?
             {
                 bail!("no service named {name}");
             }
             let detail = format!("client_id={} url={url}", service.id);
-            state.core.store.audit(now, None, "admin.webhook_set", None, Some(&format!("{detail} actor=cli"))).await?;
+            state
+                .core
+                .store
+                .audit()
+                .record_implied(now, None, "admin.webhook_set", None, Some(&format!("{detail} actor=cli")))
+                .await?;
             print_secret(&service, url.as_str(), &secret, json)
         }
         ServiceWebhookCommand::RotateWebhookSecret { name, json } => {
             let service = service(state, &name).await?;
             let webhook =
-                state.core.store.webhook(&service.id).await?.with_context(|| {
+                state.core.store.webhooks().by_service(&service.id).await?.with_context(|| {
                     format!("service {name} has no webhook; set one with `admin services set-webhook`")
                 })?;
             let secret = WebhookSecret::generate();
             let overlap = i64::try_from(state.core.config.webhooks.secret_overlap.as_secs()).unwrap_or(0);
             let sealed = secret.seal(&state.core.sealer, &service.id);
-            if !state.core.store.rotate_webhook_secret(&service.id, &sealed, now + overlap, now).await? {
+            if !state.core.store.webhooks().rotate_secret(&service.id, &sealed, now + overlap, now).await? {
                 bail!("service {name} has no webhook");
             }
             let detail = format!("client_id={} previous_valid_until={} actor=cli", service.id, iso_time(now + overlap));
-            state.core.store.audit(now, None, "admin.webhook_secret_rotated", None, Some(&detail)).await?;
+            state
+                .core
+                .store
+                .audit()
+                .record_implied(now, None, "admin.webhook_secret_rotated", None, Some(&detail))
+                .await?;
             eprintln!("the previous secret keeps signing until {}", iso_time(now + overlap));
             print_secret(&service, &webhook.url, &secret, json)
         }
         ServiceWebhookCommand::RemoveWebhook { name } => {
             let service = service(state, &name).await?;
-            if !state.core.store.remove_webhook(&service.id, now).await? {
+            if !state.core.store.webhooks().remove(&service.id, now).await? {
                 bail!("service {name} has no webhook");
             }
             let detail = format!("client_id={} actor=cli", service.id);
-            state.core.store.audit(now, None, "admin.webhook_removed", None, Some(&detail)).await?;
+            state.core.store.audit().record_implied(now, None, "admin.webhook_removed", None, Some(&detail)).await?;
             println!("removed the webhook of service {name}; its undelivered events are dead letters");
             Ok(())
         }
@@ -155,7 +167,7 @@ pub async fn run_webhooks(state: &AppState, command: WebhooksCommand) -> anyhow:
                         .with_context(|| format!("--status must be pending, delivered or dead, got {text:?}"))?,
                 ),
             };
-            let rows = state.core.store.list_deliveries(service_id.as_deref(), status, limit).await?;
+            let rows = state.core.store.webhook_events().list(service_id.as_deref(), status, limit).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
                 return Ok(());
@@ -185,7 +197,7 @@ pub async fn run_webhooks(state: &AppState, command: WebhooksCommand) -> anyhow:
             };
             let event_id = event_id.trim();
             let now = state.core.now();
-            let resent = state.core.store.resend_event(event_id, service_id.as_deref(), now).await?;
+            let resent = state.core.store.webhook_events().resend(event_id, service_id.as_deref(), now).await?;
             if resent == 0 {
                 bail!(
                     "no delivered or dead event {event_id:?}{}; see `admin webhooks list` (a pending one is still being tried)",
@@ -193,7 +205,7 @@ pub async fn run_webhooks(state: &AppState, command: WebhooksCommand) -> anyhow:
                 );
             }
             let detail = format!("event_id={event_id} deliveries={resent} actor=cli");
-            state.core.store.audit(now, None, "admin.webhook_resent", None, Some(&detail)).await?;
+            state.core.store.audit().record_implied(now, None, "admin.webhook_resent", None, Some(&detail)).await?;
             println!("queued {resent} delivery(ies) of {event_id} again");
             Ok(())
         }

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use crate::identity::service_auth;
 use crate::problem::Problem;
 use crate::state::AppState;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 /// The service whose credentials `headers` carry, with one request taken from its budget;
 /// `invalid_client` (counted against `address`), or 429 when the address is locked for failed

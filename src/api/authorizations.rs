@@ -24,7 +24,7 @@ use crate::domain::ElicitationId;
 use crate::problem::Problem;
 use crate::state::AppState;
 use crate::store::authorizations::AuthorizationRow;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 /// Longest long-poll a caller may ask for.
 pub const MAX_WAIT_SECONDS: u64 = 60;
@@ -199,7 +199,7 @@ async fn owned_row(state: &AppState, service: &ServiceRow, id: &str) -> Result<A
     if ElicitationId::parse(id).is_err() {
         return Err(Problem::unknown_authorization());
     }
-    match state.core.store.authorization(id).await? {
+    match state.core.store.authorizations().by_id(id).await? {
         Some(row) if row.client_key == service.client().key() => Ok(row),
         _ => Err(Problem::unknown_authorization()),
     }

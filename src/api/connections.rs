@@ -22,7 +22,7 @@ use crate::broker::service_acting::{Subject, provider_for, user_for};
 use crate::domain::Scopes;
 use crate::problem::Problem;
 use crate::state::AppState;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -21,13 +21,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::{IntoResponse, Response};
 
 use super::authenticated_service::AuthenticatedService;
-use crate::broker::provider_call::{self, ApiMethod, Body, CallError, ProviderAnswer, ApiRequest, Query};
+use crate::broker::provider_call::{self, ApiMethod, ApiRequest, Body, CallError, ProviderAnswer, Query};
 use crate::broker::service_access::{self, Purpose, TokenAsk};
 use crate::broker::service_acting::{Subject, provider_for};
 use crate::config::ProviderConfig;
 use crate::problem::Problem;
 use crate::state::AppState;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 pub const SUBJECT_TOKEN_HEADER: &str = "x-subject-token";
 pub const USER_ID_HEADER: &str = "x-user-id";

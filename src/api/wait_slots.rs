@@ -15,7 +15,7 @@ use crate::problem::Problem;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::store::audit::Actor;
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 /// `Retry-After` when every wait slot is taken: a slot frees when any wait ends.
 const WAIT_RETRY_SECONDS: u64 = 2;
@@ -37,7 +37,13 @@ impl WaitSlot {
         let lease = limits.wait_lease;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let now = state.core.now();
-        if !state.core.store.wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max).await? {
+        if !state
+            .core
+            .store
+            .api_limits()
+            .wait_slot_take(&id, &service.id, now, now + lease.as_secs() as i64, max)
+            .await?
+        {
             refused(&state.identity, Actor::Service(&service.id), Limit::OpenWaits).await;
             return Err(Problem::rate_limited(WAIT_RETRY_SECONDS, Limit::OpenWaits.as_str()));
         }
@@ -54,7 +60,7 @@ async fn renew(store: Store, clock: SharedClock, id: String, lease: Duration, ca
             _ = cancelled.cancelled() => return,
             _ = tokio::time::sleep(lease / 3) => {}
         }
-        if let Err(error) = store.wait_slot_renew(&id, clock.now() + lease.as_secs() as i64).await {
+        if let Err(error) = store.api_limits().wait_slot_renew(&id, clock.now() + lease.as_secs() as i64).await {
             tracing::debug!(%error, "token API: could not renew a wait slot; it lapses at its lease");
         }
     }
@@ -66,7 +72,7 @@ impl Drop for WaitSlot {
         let (store, id) = (self.store.clone(), std::mem::take(&mut self.id));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(error) = store.wait_slot_release(&id).await {
+                if let Err(error) = store.api_limits().wait_slot_release(&id).await {
                     tracing::debug!(%error, "token API: could not free a wait slot; it lapses at its lease");
                 }
             });

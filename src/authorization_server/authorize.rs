@@ -35,7 +35,7 @@ use crate::crypto::{random_token, sha256_hex};
 use crate::html::{PageError, csrf};
 use crate::identity::browser::{BrowserSession, OptionalBrowserSession};
 use crate::state::AppState;
-use crate::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};
+use crate::store::authorization_server::{NewOAuthCode, NewOAuthGrant};
 use crate::token_endpoint::params::{Params, is_form};
 
 /// RFC 6749 §4.1.2 recommends at most 10 minutes; a short life makes replays obvious.
@@ -136,11 +136,12 @@ async fn approve(
         code_challenge: &request.code_challenge,
         expires_at: now + CODE_TTL_SECS,
     };
-    state.core.store.create_oauth_grant_with_code(&delegation, &new_code, now).await?;
+    state.core.store.oauth_grants().create_with_code(&delegation, &new_code, now).await?;
     state
         .core
         .store
-        .audit(now, Some(&session.user.id), "oauth_client.authorized", None, Some(&request.client.client_id))
+        .audit()
+        .record_implied(now, Some(&session.user.id), "oauth_client.authorized", None, Some(&request.client.client_id))
         .await?;
     tracing::info!(client_id = %request.client.client_id, user_id = %session.user.id, "MCP client authorized");
     let issuer = state.core.config.issuer();

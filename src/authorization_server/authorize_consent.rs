@@ -57,13 +57,13 @@ pub(super) async fn connections_allowed(
     let key = if request.resource == state.core.config.mcp_url().as_str() {
         crate::identity::ClientIdentity::OAuthClient(request.client.client_id.clone()).key()
     } else {
-        match state.core.store.service_by_resource(&request.resource).await? {
+        match state.core.store.services().by_resource(&request.resource).await? {
             Some(service) => service.client().key(),
             None => return Ok(Vec::new()),
         }
     };
-    let consents = state.core.store.consents_for_user(&session.user.id).await?;
-    let grants = state.core.store.grants_for_user(&session.user.id).await?;
+    let consents = state.core.store.consents().for_user(&session.user.id).await?;
+    let grants = state.core.store.grants().for_user(&session.user.id).await?;
     Ok(consents
         .iter()
         .filter(|c| c.client_key == key)
@@ -84,7 +84,7 @@ async fn resource_name(state: &AppState, resource: &str) -> String {
     if resource == state.core.config.mcp_url().as_str() {
         return "this broker's MCP server".into();
     }
-    match state.core.store.service_by_resource(resource).await {
+    match state.core.store.services().by_resource(resource).await {
         Ok(Some(service)) => service.client().name().to_string(),
         _ => "a tool server".into(),
     }

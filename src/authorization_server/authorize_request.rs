@@ -143,7 +143,7 @@ pub(super) async fn validate(
     let resource = match params.get("resource") {
         None => mcp_url,
         Some(resource) if resource == mcp_url => mcp_url,
-        Some(resource) => match state.core.store.service_by_resource(resource).await {
+        Some(resource) => match state.core.store.services().by_resource(resource).await {
             Ok(Some(_)) => resource.to_owned(),
             Ok(None) => {
                 return Err(fail(

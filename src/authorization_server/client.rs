@@ -1,5 +1,5 @@
 //! An MCP client as the authorization server knows it: registered through RFC 7591 (stored in
-//! [`crate::store::oauth_clients`]) or identified by a client ID metadata document (its
+//! [`crate::store::authorization_server`]) or identified by a client ID metadata document (its
 //! `client_id` is an https URL, fetched on demand by [`super::client_metadata_document`]; [`super::lookup`] finds either).
 //!
 //! Both carry RFC 7591 §2 client metadata, checked here by one function so the same rules hold
@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::domain::Scopes;
 use crate::state::AppState;
 use crate::store::StoreError;
-use crate::store::oauth_clients::OAuthClientRow;
+use crate::store::authorization_server::OAuthClientRow;
 pub use crate::token_endpoint::presented_client::AuthMethod;
 
 /// Longer names are refused (they are shown on the consent page).
@@ -72,7 +72,7 @@ impl Client {
 
     /// The registered client with this id, if any.
     pub async fn registered(state: &AppState, client_id: &str) -> Result<Option<Self>, StoreError> {
-        Ok(state.core.store.oauth_client(client_id).await?.map(Self::from_row))
+        Ok(state.core.store.oauth_clients().by_id(client_id).await?.map(Self::from_row))
     }
 }
 

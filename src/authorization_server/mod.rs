@@ -17,7 +17,7 @@
 //! the public URL, `aud` = the MCP endpoint URL (RFC 8707 `resource`, which must be exactly that),
 //! `sub` = the user, plus `client_id`, `scope` and `grant_id` (the delegation), so the /mcp
 //! bearer check accepts them unchanged. Codes, client secrets and refresh tokens are stored only
-//! as hashes ([`crate::store::oauth_clients`], [`crate::store::oauth_codes`]) and never logged.
+//! as hashes ([`crate::store::authorization_server`], [`crate::store::authorization_server`]) and never logged.
 //!
 //! A user's approval of a client here is a **delegation** (a row of `oauth_grants`): the codes
 //! and refresh tokens it issues hang off it, its access tokens name it, and revoking it (a

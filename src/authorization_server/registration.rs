@@ -23,7 +23,7 @@ use crate::net::ClientIp;
 use crate::state::AppState;
 use crate::store::Store;
 use crate::store::audit::{Actor, AuditEvent};
-use crate::store::oauth_clients::OAuthClientRow;
+use crate::store::authorization_server::OAuthClientRow;
 use crate::token_endpoint::oauth_error::no_store;
 use crate::token_endpoint::params::has_content_type;
 
@@ -37,7 +37,7 @@ pub const WINDOW_SECONDS: i64 = crate::store::throttle::LONGEST_WINDOW_SECONDS;
 /// as [`ClientIp`] resolves it, through the configured trusted proxies.
 pub async fn take_budget(store: &Store, ip: &str, now: Timestamp) -> Result<(), RegistrationError> {
     let bucket = format!("register\n{ip}");
-    match store.throttle_take(&bucket, now, now - WINDOW_SECONDS, MAX_PER_WINDOW).await? {
+    match store.throttle().take(&bucket, now, now - WINDOW_SECONDS, MAX_PER_WINDOW).await? {
         Ok(()) => Ok(()),
         Err(oldest) => Err(RegistrationError::TooMany { retry_after: (oldest + WINDOW_SECONDS - now).max(1) }),
     }
@@ -93,9 +93,9 @@ async fn handle(
         scope: metadata.scope.clone(),
         created_at: now,
     };
-    state.core.store.insert_oauth_client(&row).await?;
+    state.core.store.oauth_clients().insert(&row).await?;
     let event = AuditEvent::new(Actor::Client(&client_id), "oauth_client.registered", None).detail(Some(&client_id));
-    state.core.store.record(now, event).await?;
+    state.core.store.audit().record(now, event).await?;
     tracing::info!(%client_id, method = metadata.auth_method.as_str(), "MCP client registered");
 
     let mut body = json!({
@@ -169,7 +169,7 @@ mod tests {
         }
         // The sign-in throttle sweeps as it goes; six minutes on, registrations still count.
         let now = 1_000 + 6 * 60;
-        store.throttle_sweep(now - crate::web::throttle::WINDOW_SECONDS.max(WINDOW_SECONDS), now, now).await.unwrap();
+        store.throttle().sweep(now - crate::web::throttle::WINDOW_SECONDS.max(WINDOW_SECONDS), now, now).await.unwrap();
         assert!(refused_for(take_budget(&store, "a", now).await).is_some());
     }
 }

@@ -42,13 +42,13 @@ async fn revoke_delegation(state: &AppState, request: RevocationRequest) -> Resu
         None => access_token_delegation(state, token, client_id),
     };
     let Some(delegation_id) = delegation else { return Ok(()) };
-    if state.core.store.revoke_oauth_grant(&delegation_id, state.core.now()).await? {
+    if state.core.store.oauth_grants().revoke(&delegation_id, state.core.now()).await? {
         tracing::info!(%client_id, "a client revoked its tokens");
-        let user_id = state.core.store.oauth_grant_user(&delegation_id).await?;
+        let user_id = state.core.store.oauth_grants().user_of(&delegation_id).await?;
         let detail = format!("client={client_id}");
         let event = AuditEvent::new(Actor::Client(client_id), "oauth_grant.revoked_by_client", user_id.as_deref())
             .detail(Some(&detail));
-        state.core.store.record(state.core.now(), event).await?;
+        state.core.store.audit().record(state.core.now(), event).await?;
     }
     Ok(())
 }
@@ -59,7 +59,7 @@ async fn refresh_token_delegation(
     token: &str,
     client_id: &str,
 ) -> Result<Option<String>, OAuthError> {
-    let row = state.core.store.oauth_refresh_token(&sha256_hex(token)).await?;
+    let row = state.core.store.oauth_grants().refresh_token(&sha256_hex(token)).await?;
     Ok(row.filter(|r| r.grant.client_id == client_id).map(|r| r.grant.grant_id))
 }
 

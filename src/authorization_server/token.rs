@@ -15,7 +15,7 @@
 //! token API checks — never both), so /mcp verifies them without a
 //! database lookup — and so a revoked delegation's access tokens stay valid until they expire (at
 //! most [`ACCESS_TOKEN_TTL_SECS`]) unless the bearer check also asks
-//! [`crate::store::Store::oauth_grant_is_active`] about their `grant_id` claim.
+//! [`crate::store::authorization_server::OAuthGrants::is_active`] about their `grant_id` claim.
 
 use std::collections::BTreeSet;
 
@@ -30,7 +30,7 @@ use super::{scopes, token_exchange};
 use crate::clock::Timestamp;
 use crate::crypto::{random_token, sha256_hex};
 use crate::state::AppState;
-use crate::store::oauth_codes::OAuthGrantFields;
+use crate::store::authorization_server::OAuthGrantFields;
 use crate::token_endpoint::endpoint::{self, TokenRequest, check_code_binding};
 use crate::token_endpoint::oauth_error::OAuthError;
 use crate::token_endpoint::params::{Params, is_form};
@@ -96,12 +96,13 @@ fn check_resource(params: &Params, delegation: &OAuthGrantFields) -> Result<(), 
 
 /// Revokes the delegation after a replay and says so in the log (never the code or token itself).
 async fn revoke_after_replay(state: &AppState, delegation: &OAuthGrantFields, what: &str) -> Result<(), OAuthError> {
-    state.core.store.revoke_oauth_grant(&delegation.grant_id, state.core.now()).await?;
+    state.core.store.oauth_grants().revoke(&delegation.grant_id, state.core.now()).await?;
     tracing::warn!(client_id = %delegation.client_id, user_id = %delegation.user_id, "{what} reused; the grant was revoked");
     state
         .core
         .store
-        .audit(
+        .audit()
+        .record_implied(
             state.core.now(),
             Some(&delegation.user_id),
             "oauth_grant.revoked_on_reuse",
@@ -116,7 +117,7 @@ async fn revoke_after_replay(state: &AppState, delegation: &OAuthGrantFields, wh
 async fn authorization_code(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
     let code = params.get("code").ok_or(OAuthError::InvalidRequest("code is required"))?;
     let code_hash = sha256_hex(code);
-    let row = state.core.store.oauth_code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    let row = state.core.store.oauth_grants().code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
     // Another client's code: refused without touching it (the rightful client may still use it).
     if row.grant.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
@@ -132,7 +133,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
     }
     check_code_binding(params, &row.redirect_uri, &row.code_challenge)?;
     check_resource(params, &row.grant)?;
-    if !state.core.store.consume_oauth_code(&code_hash, now).await? {
+    if !state.core.store.oauth_grants().consume_code(&code_hash, now).await? {
         // Lost the race to a concurrent redemption of the same code: treat it as a replay.
         revoke_after_replay(state, &row.grant, "authorization code").await?;
         return Err(OAuthError::InvalidGrant);
@@ -144,7 +145,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
 async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
     let presented = params.get("refresh_token").ok_or(OAuthError::InvalidRequest("refresh_token is required"))?;
     let token_hash = sha256_hex(presented);
-    let row = state.core.store.oauth_refresh_token(&token_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    let row = state.core.store.oauth_grants().refresh_token(&token_hash).await?.ok_or(OAuthError::InvalidGrant)?;
     if row.grant.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
     }
@@ -174,7 +175,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
             scopes::join(&requested)
         }
     };
-    if !state.core.store.rotate_oauth_refresh_token(&token_hash, now).await? {
+    if !state.core.store.oauth_grants().rotate_refresh_token(&token_hash, now).await? {
         revoke_after_replay(state, &row.grant, "refresh token").await?;
         return Err(OAuthError::InvalidGrant);
     }
@@ -188,7 +189,7 @@ async fn issue(
     access_scope: &str,
     now: Timestamp,
 ) -> Result<TokenResponse, OAuthError> {
-    let user = state.core.store.user_by_id(&delegation.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
+    let user = state.core.store.users().by_id(&delegation.user_id).await?.ok_or(OAuthError::InvalidGrant)?;
     // A disabled user's clients get no new tokens (their current ones fail at /mcp already).
     if user.is_disabled() {
         return Err(OAuthError::InvalidGrant);
@@ -203,7 +204,7 @@ async fn issue(
     // The audience: our MCP endpoint, or a tool server that is still registered (a removed
     // one's delegations issue nothing more).
     if delegation.resource != state.identity.keys.audience()
-        && state.core.store.service_by_resource(&delegation.resource).await?.is_none()
+        && state.core.store.services().by_resource(&delegation.resource).await?.is_none()
     {
         tracing::warn!(user_id = %user.id, "grant's resource is no longer a registered tool server");
         return Err(OAuthError::InvalidGrant);
@@ -231,7 +232,8 @@ async fn issue(
         state
             .core
             .store
-            .insert_oauth_refresh_token(&sha256_hex(&token), &delegation.grant_id, now, now + REFRESH_TOKEN_TTL_SECS)
+            .oauth_grants()
+            .insert_refresh_token(&sha256_hex(&token), &delegation.grant_id, now, now + REFRESH_TOKEN_TTL_SECS)
             .await?;
         Some(token)
     } else {

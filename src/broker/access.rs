@@ -196,7 +196,7 @@ async fn consent_gate(
     required: &Scopes,
 ) -> Result<Gate, AccessError> {
     // The grant and this client's consent in one read (one query per decision).
-    let read = core.store.grant_with_consent(user_id, provider.id.as_str(), account, &client.key()).await?;
+    let read = core.store.grants().with_consent(user_id, provider.id.as_str(), account, &client.key()).await?;
     let Some(read) = read else { return Ok(Gate::Unsettled) };
     let allowed = read.allowed();
     let grant = read.grant;

@@ -25,8 +25,8 @@ use crate::identity::browser::BrowserSession;
 use crate::providers::api_key::{self, KeyFormatError};
 use crate::providers::client::TokenSet;
 use crate::providers::token_response::{self, AccountRef};
+use crate::store::authorizations::ConnectCompleted;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow};
-use crate::store::consents::ConnectCompleted;
 use crate::store::grants::{GrantRow, RefreshFailure};
 
 /// The most of a validation answer read (for the account's id and label).
@@ -79,7 +79,8 @@ pub async fn connect(
     let now = core.now();
     let detail = format!("id={} credential=api_key", row.id);
     core.store
-        .audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail))
+        .audit()
+        .record_implied(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail))
         .await
         .map_err(TokenError::from)?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization completed with an API key");
@@ -108,7 +109,8 @@ pub async fn replace(core: &Core, user_id: &str, grant: &GrantRow, raw_key: &str
     }
     let detail = format!("grant={} credential=api_key", stored.grant_id);
     core.store
-        .audit(core.now(), Some(user_id), "grant.key_replaced", Some(&grant.provider), Some(&detail))
+        .audit()
+        .record_implied(core.now(), Some(user_id), "grant.key_replaced", Some(&grant.provider), Some(&detail))
         .await
         .map_err(TokenError::from)?;
     Ok(())

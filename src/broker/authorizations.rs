@@ -85,13 +85,16 @@ pub(super) async fn reuse_or_create(
     now: Timestamp,
     extra: &str,
 ) -> Result<AuthorizationRow, StoreError> {
-    if let Some(row) = core.store.open_authorization(new, now).await? {
+    if let Some(row) = core.store.authorizations().find_open(new, now).await? {
         return Ok(row);
     }
-    core.store.create_authorization(new, now).await?;
+    core.store.authorizations().create(new, now).await?;
     let detail = format!("id={} kind={} client={}{extra}", new.id, new.kind.as_str(), new.client_key);
-    core.store.audit(now, Some(new.user_id), "authorization.created", Some(new.provider), Some(&detail)).await?;
-    core.store.authorization(new.id).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
+    core.store
+        .audit()
+        .record_implied(now, Some(new.user_id), "authorization.created", Some(new.provider), Some(&detail))
+        .await?;
+    core.store.authorizations().by_id(new.id).await?.ok_or(StoreError::Corrupt("authorization vanished".into()))
 }
 
 /// The broker's own page for an authorization: the only link ever handed out. It carries just

@@ -1,13 +1,13 @@
-//! What the services with a webhook are told about a connection change: the core
-//! decides which event a change is, and what it carries — ids, the account's name, scopes,
-//! times, never a token. The store writes it beside the change ([`crate::store::grant_events`]);
+//! What the services with a webhook are told about a connection change: the core decides which
+//! event a change is, and what it carries — ids, the account's name, scopes, times, never a token.
+//! The store writes it beside the change ([`crate::store::machinery::write`]);
 //! `src/events/webhooks` delivers it.
 
 use crate::clock::iso_time;
 use crate::domain::Scopes;
 use crate::store::authorizations::AuthorizationRow;
 use crate::store::grants::{GrantRow, GrantStatus};
-use crate::store::webhook_events::{EventType, NewEvent};
+use crate::store::webhooks::{EventType, NewEvent};
 
 /// Who ended a connection (`connection.revoked`'s `by`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -61,11 +61,11 @@ pub async fn connections_requiring(
     // With a client: each grant and that client's consent in one read.
     let (grants, allowed): (Vec<GrantRow>, HashSet<String>) = match client {
         Some(client) => {
-            let read = core.store.user_grants(user_id, &client.key()).await?;
+            let read = core.store.grants().for_user_seen_by(user_id, &client.key()).await?;
             let allowed = read.iter().filter(|r| r.allowed()).map(|r| r.grant.id.clone()).collect();
             (read.iter().map(|r| r.grant.clone()).collect(), allowed)
         }
-        None => (core.store.grants_for_user(user_id).await?, HashSet::new()),
+        None => (core.store.grants().for_user(user_id).await?, HashSet::new()),
     };
     let mut by_provider: Vec<(String, Vec<GrantRow>)> = Vec::new();
     for grant in grants {
@@ -113,7 +113,7 @@ pub async fn reconnect(
     provider: &ProviderConfig,
     grant: &GrantRow,
 ) -> Result<Option<crate::store::authorizations::AuthorizationRow>, StoreError> {
-    let consents = core.store.consents_for_user(&grant.user_id).await?;
+    let consents = core.store.consents().for_user(&grant.user_id).await?;
     let Some(latest) = consents.iter().filter(|c| c.grant_id == grant.id).max_by_key(|c| c.updated_at) else {
         return Ok(None);
     };
@@ -131,7 +131,7 @@ pub async fn reconnect(
 
 /// Every account the user holds at `provider`, by account name.
 pub async fn accounts(core: &Core, user_id: &str, provider: &ProviderConfig) -> Result<Vec<GrantRow>, StoreError> {
-    core.store.grants_at(user_id, provider.id.as_str()).await
+    core.store.grants().at(user_id, provider.id.as_str()).await
 }
 
 /// [`accounts`] as `client` reads them: through that client's cached read of the user's grants,
@@ -142,12 +142,12 @@ pub async fn accounts_seen_by(
     provider: &ProviderConfig,
     client: &ClientIdentity,
 ) -> Result<Vec<GrantRow>, StoreError> {
-    core.store.grants_at_seen_by(user_id, provider.id.as_str(), &client.key()).await
+    core.store.grants().at_seen_by(user_id, provider.id.as_str(), &client.key()).await
 }
 
 /// Every account the user holds, at any provider.
 pub async fn all_accounts(core: &Core, user_id: &str) -> Result<Vec<GrantRow>, StoreError> {
-    core.store.grants_for_user(user_id).await
+    core.store.grants().for_user(user_id).await
 }
 
 /// The user's most recently updated account at `provider`.
@@ -156,5 +156,5 @@ pub async fn latest_account(
     user_id: &str,
     provider: &ProviderConfig,
 ) -> Result<Option<GrantRow>, StoreError> {
-    core.store.grant(user_id, provider.id.as_str()).await
+    core.store.grants().latest(user_id, provider.id.as_str()).await
 }

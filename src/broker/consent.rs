@@ -13,13 +13,13 @@ use crate::display::ClientName;
 use crate::identity::ClientIdentity;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
-use crate::store::consents::{ConnectCompleted, NewConsent};
 use crate::store::grants::GrantRow;
-use crate::store::webhook_events::EventType;
+use crate::store::webhooks::EventType;
+use crate::store::{authorizations::ConnectCompleted, grants::NewConsent};
 
 /// Whether `client` may use `grant` as it stands (its current scopes).
 pub async fn client_may_use(core: &Core, client: &ClientIdentity, grant: &GrantRow) -> Result<bool, StoreError> {
-    let Some(consent) = core.store.consent(&grant.id, &client.key()).await? else { return Ok(false) };
+    let Some(consent) = core.store.consents().find(&grant.id, &client.key()).await? else { return Ok(false) };
     Ok(consent.covers(&grant.scopes))
 }
 
@@ -30,7 +30,7 @@ pub async fn client_name(core: &Core, client: &ClientIdentity) -> ClientName {
     if let ClientIdentity::OAuthClient(id) = client
         && core.config.identity.mode == crate::config::IdentityMode::Local
     {
-        match core.store.oauth_client(id).await {
+        match core.store.oauth_clients().by_id(id).await {
             Ok(Some(row)) => return registered_client_name(row.client_name.as_deref(), id),
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, "could not look up a client's registered name"),
@@ -50,14 +50,14 @@ pub async fn client_names<'a>(
     keys.dedup();
     let local = core.config.identity.mode == crate::config::IdentityMode::Local;
     let ids: Vec<&str> = keys.iter().filter_map(|k| k.strip_prefix("client:")).filter(|_| local).collect();
-    let registered: std::collections::HashMap<String, Option<String>> = match core.store.oauth_client_names(&ids).await
-    {
-        Ok(rows) => rows.into_iter().collect(),
-        Err(error) => {
-            tracing::warn!(%error, "could not look up clients' registered names");
-            Default::default()
-        }
-    };
+    let registered: std::collections::HashMap<String, Option<String>> =
+        match core.store.oauth_clients().names(&ids).await {
+            Ok(rows) => rows.into_iter().collect(),
+            Err(error) => {
+                tracing::warn!(%error, "could not look up clients' registered names");
+                Default::default()
+            }
+        };
     keys.into_iter()
         .map(|key| {
             let client = ClientIdentity::from_key(key);
@@ -110,7 +110,9 @@ pub async fn complete_connect(
     let pair = super::pair_approval::pair_of(row, name.as_deref());
     let outcome = core
         .store
-        .complete_connect(&row.id, &row.user_id, consent.as_ref(), pair.as_ref(), now, event.as_ref())
+        .authorizations()
+        .complete_connect(&row.id, &row.user_id, consent.as_ref(), pair.as_ref(), now)
+        .noting(event.as_ref(), now)
         .await?;
     if matches!(outcome, ConnectCompleted::Completed { .. }) {
         super::pair_approval::audit_granted(core, row).await?;
@@ -118,7 +120,10 @@ pub async fn complete_connect(
     match outcome {
         ConnectCompleted::Completed { consent_recorded: true } => {
             let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
-            core.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+            core.store
+                .audit()
+                .record_implied(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail))
+                .await?;
         }
         ConnectCompleted::Completed { consent_recorded: false } if consent.is_some() => {
             tracing::warn!(authorization_id = %row.id, "the connection disappeared before its consent was recorded");

@@ -11,7 +11,7 @@
 //! The web handlers only translate HTTP to these calls and [`FlowError`]s to pages. Nothing
 //! here logs or returns a state, code, verifier or token.
 
-use crate::store::webhook_events::EventType;
+use crate::store::webhooks::EventType;
 use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
@@ -25,8 +25,11 @@ use crate::identity::browser::BrowserSession;
 use crate::providers::client::{self, ProviderError};
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
-use crate::store::consents::{AllowOutcome, ConnectCompleted, NewConsent};
 use crate::store::grants::GrantRow;
+use crate::store::{
+    authorizations::{AllowOutcome, ConnectCompleted},
+    grants::NewConsent,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
@@ -165,13 +168,17 @@ pub async fn begin(core: &Core, row: &AuthorizationRow, session: &BrowserSession
     let now = core.now();
     let stored = core
         .store
+        .authorizations()
         .mark_redirected(&row.id, &sha256_hex(&oauth_state), &session.id_hash, &sealed, redirect_uri.as_str(), now)
         .await?;
     if !stored {
         return Err(FlowError::NotActionable);
     }
     let detail = format!("id={}", row.id);
-    core.store.audit(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail)).await?;
+    core.store
+        .audit()
+        .record_implied(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail))
+        .await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization approved, redirecting to provider");
     Ok(url)
 }
@@ -181,7 +188,7 @@ pub async fn begin(core: &Core, row: &AuthorizationRow, session: &BrowserSession
 /// waiting on it stops waiting — and the error says why.
 pub async fn consent_target(core: &Core, row: &AuthorizationRow) -> Result<GrantRow, FlowError> {
     let grant_id = row.grant_id.as_deref().ok_or(FlowError::NotActionable)?;
-    let grants = core.store.grants_at(&row.user_id, &row.provider).await?;
+    let grants = core.store.grants().at(&row.user_id, &row.provider).await?;
     let Some(grant) = grants.into_iter().find(|g| g.id == grant_id) else {
         fail(core, row, "grant_gone").await;
         return Err(FlowError::GrantGone);
@@ -218,7 +225,7 @@ pub async fn allow(core: &Core, row: &AuthorizationRow, session: &BrowserSession
     let now = core.now();
     let event = super::connection_events::authorization(row, EventType::AuthorizationCompleted);
     let pair = super::pair_approval::pair_of(row, Some(&name));
-    match core.store.allow_client(&new, pair.as_ref(), now, event.as_ref()).await? {
+    match core.store.authorizations().allow_client(&new, pair.as_ref(), now).noting(event.as_ref(), now).await? {
         AllowOutcome::Allowed => {}
         AllowOutcome::NotPending => return Err(FlowError::NotActionable),
         AllowOutcome::GrantGone => {
@@ -227,7 +234,10 @@ pub async fn allow(core: &Core, row: &AuthorizationRow, session: &BrowserSession
         }
     }
     let detail = format!("id={} client={} scopes={}", row.id, row.client_key, row.scopes.to_space_separated());
-    core.store.audit(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail)).await?;
+    core.store
+        .audit()
+        .record_implied(now, Some(&row.user_id), "consent.granted", Some(&row.provider), Some(&detail))
+        .await?;
     super::pair_approval::audit_granted(core, row).await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "client allowed to use a connection");
     publish(core, row, "completed");
@@ -239,11 +249,14 @@ pub async fn decline(core: &Core, row: &AuthorizationRow, session: &BrowserSessi
     check_consent(core, row, session)?;
     let now = core.now();
     let event = super::connection_events::authorization(row, EventType::AuthorizationDeclined);
-    if !core.store.decline_authorization_noting(&row.id, now, event.as_ref()).await? {
+    if !core.store.authorizations().decline(&row.id, now).noting(event.as_ref(), now).await? {
         return Err(FlowError::NotActionable);
     }
     let detail = format!("id={}", row.id);
-    core.store.audit(now, Some(&row.user_id), "authorization.declined", Some(&row.provider), Some(&detail)).await?;
+    core.store
+        .audit()
+        .record_implied(now, Some(&row.user_id), "authorization.declined", Some(&row.provider), Some(&detail))
+        .await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization declined");
     publish(core, row, "declined");
     Ok(())
@@ -321,7 +334,7 @@ async fn own_row(
     // RFC 6749 §10.12, RFC 9700 §2.1: a missing or unknown state is rejected outright.
     let oauth_state = params.state.as_deref().filter(|s| !s.is_empty()).ok_or(FlowError::UnknownState)?;
     let state_hash = sha256_hex(oauth_state);
-    let row = core.store.authorization_by_state_hash(&state_hash).await?.ok_or(FlowError::UnknownState)?;
+    let row = core.store.authorizations().by_state_hash(&state_hash).await?.ok_or(FlowError::UnknownState)?;
     // RFC 9700 §2.1 / §4.5: the state is bound to the browser session that approved, so a code
     // injected into another browser (or a signed-out one) goes nowhere.
     let same_browser = match (session, row.browser_session_hash.as_deref()) {
@@ -368,7 +381,7 @@ async fn finish(
         return Err(FlowError::IssuerMismatch);
     }
     // MCP 2025-11-25 security best practices: state is single-use (compare-and-swap).
-    if !core.store.consume_state(&row.id, state_hash, now).await? {
+    if !core.store.authorizations().consume_state(&row.id, state_hash, now).await? {
         return Err(FlowError::AlreadyUsed);
     }
     // RFC 6749 §4.1.2.1: the provider refused (the user denied, or a bad request).
@@ -421,7 +434,10 @@ async fn finish(
         tracing::warn!(authorization_id = %row.id, "authorization was finished by someone else during the exchange");
     }
     let detail = format!("id={}", row.id);
-    core.store.audit(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail)).await?;
+    core.store
+        .audit()
+        .record_implied(now, Some(&row.user_id), "authorization.completed", Some(&row.provider), Some(&detail))
+        .await?;
     tracing::info!(authorization_id = %row.id, provider = %row.provider, "authorization completed");
     publish(core, row, "completed");
     Ok(Connected {
@@ -446,7 +462,7 @@ pub fn exchange_interrupted(row: &AuthorizationRow, now: i64) -> bool {
 /// Marks every abandoned exchange failed (and tells whoever waits on it), so a row never
 /// stays `exchanging` until an operator purges it. Returns how many were settled.
 pub async fn settle_interrupted_exchanges(core: &Core) -> Result<usize, StoreError> {
-    let rows = core.store.stale_exchanges(core.now() - EXCHANGE_TIMEOUT_SECONDS).await?;
+    let rows = core.store.authorizations().stale_exchanges(core.now() - EXCHANGE_TIMEOUT_SECONDS).await?;
     for row in &rows {
         fail(core, row, INTERRUPTED).await;
     }
@@ -486,14 +502,17 @@ fn open_verifier(core: &Core, row: &AuthorizationRow) -> Result<SecretString, Fl
 /// already reporting a failure to the browser.
 async fn fail(core: &Core, row: &AuthorizationRow, reason: &str) {
     let now = core.now();
-    match core.store.finish_authorization(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
+    match core.store.authorizations().finish(&row.id, AuthorizationStatus::Failed, Some(reason), now).await {
         Ok(true) => {}
         Ok(false) => tracing::warn!(authorization_id = %row.id, "authorization already finished"),
         Err(error) => tracing::error!(authorization_id = %row.id, %error, "could not mark authorization failed"),
     }
     let detail = format!("id={} reason={reason}", row.id);
-    if let Err(error) =
-        core.store.audit(now, Some(&row.user_id), "authorization.failed", Some(&row.provider), Some(&detail)).await
+    if let Err(error) = core
+        .store
+        .audit()
+        .record_implied(now, Some(&row.user_id), "authorization.failed", Some(&row.provider), Some(&detail))
+        .await
     {
         tracing::error!(authorization_id = %row.id, %error, "could not audit failed authorization");
     }

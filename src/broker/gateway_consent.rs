@@ -18,8 +18,8 @@ use crate::domain::{ElicitationId, Scopes};
 use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
 use crate::store::StoreError;
+use crate::store::authorizations::PairOutcome;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, NewAuthorization};
-use crate::store::gateway_consents::PairOutcome;
 
 /// Whether the user approved `client` for server `server_id`.
 pub async fn approved(
@@ -28,7 +28,7 @@ pub async fn approved(
     client: &ClientIdentity,
     server_id: &str,
 ) -> Result<bool, StoreError> {
-    core.store.gateway_pair_approved(user_id, &client.key(), server_id).await
+    core.store.gateway_consents().approved(user_id, &client.key(), server_id).await
 }
 
 /// An open `server` authorization asking the user to approve the requester's client for the
@@ -69,7 +69,7 @@ pub async fn approve(core: &Core, row: &AuthorizationRow, session: &BrowserSessi
     let client = ClientIdentity::from_key(&row.client_key);
     let name = super::consent::client_name(core, &client).await.to_string();
     let pair = pair_of(row, Some(&name)).ok_or(FlowError::NotActionable)?;
-    match core.store.approve_gateway_pair(&row.id, &pair, core.now()).await? {
+    match core.store.authorizations().approve_gateway_pair(&row.id, &pair, core.now()).await? {
         PairOutcome::Approved => {}
         PairOutcome::NotPending => return Err(FlowError::NotActionable),
         PairOutcome::ServerGone => return Err(FlowError::ServerGone),
@@ -83,10 +83,13 @@ pub async fn approve(core: &Core, row: &AuthorizationRow, session: &BrowserSessi
 /// The user withdrew an approval (on `/connections`): the client's next call asks again.
 /// False if there was none.
 pub async fn withdraw(core: &Core, user_id: &str, client_key: &str, server_id: &str) -> Result<bool, StoreError> {
-    let withdrawn = core.store.withdraw_gateway_consent(user_id, client_key, server_id).await?;
+    let withdrawn = core.store.gateway_consents().withdraw(user_id, client_key, server_id).await?;
     if withdrawn {
         let detail = format!("client={client_key} server_id={server_id}");
-        core.store.audit(core.now(), Some(user_id), "gateway.consent.withdrawn", None, Some(&detail)).await?;
+        core.store
+            .audit()
+            .record_implied(core.now(), Some(user_id), "gateway.consent.withdrawn", None, Some(&detail))
+            .await?;
     }
     Ok(withdrawn)
 }

@@ -6,7 +6,7 @@
 use super::core::Core;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
-use crate::store::gateway_consents::NewGatewayConsent;
+use crate::store::gateway::NewGatewayConsent;
 
 /// What a `server` row holds in its `provider` column: `server:` and the server's registered
 /// name (no provider id has a colon, so it is never mistaken for one).
@@ -30,5 +30,8 @@ pub fn pair_of<'a>(row: &'a AuthorizationRow, client_name: Option<&'a str>) -> O
 pub async fn audit_granted(core: &Core, row: &AuthorizationRow) -> Result<(), StoreError> {
     let Some(server_id) = row.server_id.as_deref() else { return Ok(()) };
     let detail = format!("id={} client={} server_id={server_id}", row.id, row.client_key);
-    core.store.audit(core.now(), Some(&row.user_id), "gateway.consent.granted", None, Some(&detail)).await
+    core.store
+        .audit()
+        .record_implied(core.now(), Some(&row.user_id), "gateway.consent.granted", None, Some(&detail))
+        .await
 }

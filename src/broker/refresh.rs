@@ -13,13 +13,12 @@
 //! - **The refresh runs detached** from the request that started it (a spawned task): a client
 //!   that disconnects, or a shutdown that ends requests, does not drop an answer in flight.
 //!   Shutdown waits for running refreshes with [`RefreshLocks::wait_idle`].
-//! - **The answer is made durable first**: the write is retried while the database is
-//!   unavailable, for three `database_timeout`s; if it still fails, the sealed tokens stay in
-//!   this process's memory and the next attempt stores them before it would call the provider
-//!   again. The write is
+//! - **The answer is made durable first**: the write is retried while the database is unavailable,
+//!   for three `database_timeout`s; if it still fails, the sealed tokens stay in this process's
+//!   memory and the next attempt stores them before it would call the provider again. The write is
 //!   conditioned on the redeemed refresh token still being the stored one, not on the lease (see
-//!   [`crate::store::Store::store_refreshed_tokens`]), so a lease that lapsed during an outage
-//!   cannot make the rotated token lose against a stale one.
+//!   [`crate::store::grants::Grants::store_refreshed_tokens`]), so a lease that lapsed during an
+//!   outage cannot make the rotated token lose against a stale one.
 //!
 //! - **A provider that fails is left alone for a while**: after a 429, 5xx,
 //!   timeout or connection failure the grant is not refreshed again before its
@@ -43,6 +42,7 @@ use super::sealed_grant::{
 use super::{backoff, connection_events, refresh_margin};
 use crate::config::ProviderConfig;
 use crate::providers::client::{self, ProviderError, TokenSet, TransientKind};
+use crate::store::grants::Lease;
 use crate::store::grants::{GrantRow, GrantStatus, RefreshFailure, SealedTokens};
 
 /// How often a caller waiting for another holder's refresh re-reads the row.
@@ -89,7 +89,7 @@ pub(super) async fn refresh_grant(
         let guard = lock.clone().lock_owned().await;
         store_pending(core, grant_id).await?;
         // Re-read under the lock: someone may have refreshed while we waited.
-        let current = core.store.grant_by_id(grant_id).await?.ok_or(TokenError::NotConnected)?;
+        let current = core.store.grants().by_id(grant_id).await?.ok_or(TokenError::NotConnected)?;
         if current.status != GrantStatus::Active {
             return Err(TokenError::NeedsReconsent);
         }
@@ -116,7 +116,13 @@ pub(super) async fn refresh_grant(
         let holder = core.refresh_locks.holder();
         if core
             .store
-            .claim_refresh_lease(&current.id, current.version, holder, now, lease_until(core, now), cap)
+            .grants()
+            .claim_lease(
+                &Lease { grant_id: &current.id, version: current.version, holder },
+                now,
+                lease_until(core, now),
+                cap,
+            )
             .await?
         {
             // The claim moved the row to the next version; only we expect it.
@@ -167,7 +173,12 @@ fn lease_until(core: &Core, now: i64) -> i64 {
 /// succeeds nothing may call the provider: the stored refresh token is already spent.
 async fn store_pending(core: &Core, grant_id: &str) -> Result<(), TokenError> {
     let Some(pending) = core.refresh_locks.pending(grant_id) else { return Ok(()) };
-    match core.store.store_refreshed_tokens(grant_id, &pending.redeemed, &pending.tokens, pending.issued_at).await {
+    match core
+        .store
+        .grants()
+        .store_refreshed_tokens(grant_id, &pending.redeemed, &pending.tokens, pending.issued_at)
+        .await
+    {
         Ok(stored) => {
             core.refresh_locks.forget_pending(grant_id);
             if let Some(row) = stored {
@@ -235,16 +246,13 @@ async fn run_refresh(core: &Core, provider: &ProviderConfig, grant: GrantRow, se
             let kind = failure_kind(transient.kind);
             let event = connection_events::refresh_failed(&grant, kind.as_str(), now + wait);
             core.store
-                .record_refresh_failure_noting(
-                    &grant.id,
-                    &grant.user_id,
-                    grant.version,
-                    holder,
+                .grants()
+                .record_refresh_failure(
+                    &Lease { grant_id: &grant.id, version: grant.version, holder },
                     now + wait,
-                    now,
                     kind,
-                    event.as_ref(),
                 )
+                .noting(event.as_ref(), now)
                 .await?;
             if serve_valid && refresh_margin::still_valid(&grant, now) {
                 return open_access(core, grant).await.map(Some);
@@ -253,7 +261,10 @@ async fn run_refresh(core: &Core, provider: &ProviderConfig, grant: GrantRow, se
         }
         Err(other) => {
             tracing::warn!(grant = %grant.id, provider = %grant.provider, error = %other, "refresh refused");
-            core.store.record_refresh_refusal(&grant.id, grant.version, holder).await?;
+            core.store
+                .grants()
+                .record_refresh_refusal(&Lease { grant_id: &grant.id, version: grant.version, holder })
+                .await?;
             Err(TokenError::ProviderRefused(other.to_string()))
         }
     }
@@ -280,7 +291,15 @@ async fn with_renewed_lease<T>(core: &Core, grant: &GrantRow, call: impl std::fu
             ticks.tick().await;
             let now = core.now();
             let until = lease_until(core, now);
-            match core.store.renew_refresh_lease(&grant.id, grant.version, core.refresh_locks.holder(), until).await {
+            match core
+                .store
+                .grants()
+                .renew_lease(
+                    &Lease { grant_id: &grant.id, version: grant.version, holder: core.refresh_locks.holder() },
+                    until,
+                )
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::warn!(grant = %grant.id, "the refresh lease was taken over while the provider answered")
@@ -331,14 +350,9 @@ async fn commit(
     let stored = loop {
         match core
             .store
-            .store_refreshed_tokens_noting(
-                &grant.id,
-                &grant.user_id,
-                &pending.redeemed,
-                &pending.tokens,
-                issued_at,
-                event.as_ref(),
-            )
+            .grants()
+            .store_refreshed_tokens(&grant.id, &pending.redeemed, &pending.tokens, issued_at)
+            .noting(event.as_ref(), issued_at)
             .await
         {
             Ok(stored) => break stored,
@@ -362,7 +376,7 @@ async fn commit(
     // against `api_base_domains`) replaces the stored one. The tokens are durable already: a
     // failure here is logged and the old base kept until the next refresh.
     if let Some(base) = &tokens.api_base_url
-        && let Err(error) = core.store.set_grant_api_base(&row.id, base.as_str()).await
+        && let Err(error) = core.store.grants().set_api_base(&row.id, base.as_str()).await
     {
         tracing::warn!(grant = %row.id, %error, "could not store the API base a refresh named");
     }
@@ -373,8 +387,11 @@ async fn commit(
 /// Audits a stored refresh and tells the faces. The tokens are already durable, so a failure
 /// here is logged, not returned: the caller gets its token.
 async fn refreshed(core: &Core, row: &GrantRow) {
-    if let Err(error) =
-        core.store.audit(core.now(), Some(&row.user_id), "grant.refreshed", Some(&row.provider), None).await
+    if let Err(error) = core
+        .store
+        .audit()
+        .record_implied(core.now(), Some(&row.user_id), "grant.refreshed", Some(&row.provider), None)
+        .await
     {
         tracing::warn!(grant = %row.id, %error, "the refresh is stored but its audit entry could not be written");
     }

@@ -1,7 +1,7 @@
 //! Moving every sealed value to the active encryption key (`admin keys rewrap`), online.
 //!
 //! Each value is opened with the key that sealed it and sealed again with the active key in
-//! memory; only sealed bytes are written, by compare-and-swap ([`crate::store::sealed`]), so a
+//! memory; only sealed bytes are written, by compare-and-swap ([`crate::store::sealing`]), so a
 //! server serving meanwhile keeps working: it still opens the old value if it read it before,
 //! and a value it changed meanwhile (a refresh, a new consent) is simply left — it was sealed
 //! by then with whichever key that server seals with, and a later pass takes it. Work goes in
@@ -51,7 +51,7 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
 
     let mut after = String::new();
     loop {
-        let rows = core.store.grants_to_rewrap(&active, &after, batch).await?;
+        let rows = core.store.grants().to_rewrap(&active, &after, batch).await?;
         let Some(last) = rows.last() else { break };
         after = last.id.clone();
         for grant in rows {
@@ -64,7 +64,7 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
                 .transpose();
             match (access, refresh) {
                 (Ok(access), Ok(refresh)) => {
-                    if core.store.rewrap_grant(&grant, &access, refresh.as_deref(), &active).await? {
+                    if core.store.grants().rewrap(&grant, &access, refresh.as_deref(), &active).await? {
                         report.grants += 1;
                     } else {
                         report.skipped += 1;
@@ -77,14 +77,14 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
 
     let mut after = String::new();
     loop {
-        let rows = core.store.verifiers_to_rewrap(&active, &after, batch).await?;
+        let rows = core.store.authorizations().verifiers_to_rewrap(&active, &after, batch).await?;
         let Some(last) = rows.last() else { break };
         after = last.id.clone();
         for row in rows {
             let ctx = verifier_ctx_of(&row.id, &row.user_id);
             match reseal(sealer, &row.pkce_verifier_sealed, ctx) {
                 Ok(new) => {
-                    if core.store.rewrap_verifier(&row.id, &row.pkce_verifier_sealed, &new).await? {
+                    if core.store.authorizations().rewrap_verifier(&row.id, &row.pkce_verifier_sealed, &new).await? {
                         report.verifiers += 1;
                     } else {
                         report.skipped += 1;
@@ -95,10 +95,10 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
         }
     }
 
-    for row in core.store.signing_keys_to_rewrap(&active).await? {
+    for row in core.store.signing_keys().to_rewrap(&active).await? {
         match reseal(sealer, &row.private_key_sealed, key_context(&row.kid)) {
             Ok(new) => {
-                if core.store.rewrap_signing_key(&row.kid, &row.private_key_sealed, &new).await? {
+                if core.store.signing_keys().rewrap(&row.kid, &row.private_key_sealed, &new).await? {
                     report.signing_keys += 1;
                 } else {
                     report.skipped += 1;
@@ -108,11 +108,11 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
         }
     }
 
-    for (id, sealed) in core.store.gateway_secrets_to_rewrap(&active).await? {
-        let ctx = crate::store::gateway_servers::secret_seal_context(&id);
+    for (id, sealed) in core.store.gateway_servers().secrets_to_rewrap(&active).await? {
+        let ctx = crate::store::gateway::secret_seal_context(&id);
         match reseal(sealer, &sealed, ctx) {
             Ok(new) => {
-                if core.store.rewrap_gateway_secret(&id, &sealed, &new).await? {
+                if core.store.gateway_servers().rewrap_secret(&id, &sealed, &new).await? {
                     report.gateway_secrets += 1;
                 } else {
                     report.skipped += 1;
@@ -121,12 +121,12 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
             Err(why) => report.unreadable.push(format!("gateway server {id}: {why}")),
         }
     }
-    for row in core.store.webhook_secrets_to_rewrap(&active).await? {
+    for row in core.store.webhooks().secrets_to_rewrap(&active).await? {
         let ctx = crate::events::webhooks::signing::seal_context(&row.service_id);
         let moved = |sealed: &Option<Vec<u8>>| sealed.as_deref().map(|sealed| reseal(sealer, sealed, ctx)).transpose();
         match (moved(&row.current), moved(&row.previous)) {
             (Ok(current), Ok(previous)) => {
-                if core.store.rewrap_webhook_secrets(&row, current.as_deref(), previous.as_deref()).await? {
+                if core.store.webhooks().rewrap_secrets(&row, current.as_deref(), previous.as_deref()).await? {
                     report.webhook_secrets += u64::from(current.is_some()) + u64::from(previous.is_some());
                 } else {
                     report.skipped += 1;

@@ -100,8 +100,17 @@ pub(super) async fn mark_needs_reconsent(
     let now = core.now();
     // Version-checked: a new consent that replaced this grant meanwhile stays active.
     let event = super::connection_events::needs_reauthorization(grant, why);
-    if core.store.set_grant_status_noting(grant, GrantStatus::NeedsReconsent, Some(kind), now, Some(&event)).await? {
-        core.store.audit(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why)).await?;
+    if core
+        .store
+        .grants()
+        .set_status(&grant.id, grant.version, GrantStatus::NeedsReconsent, Some(kind), now)
+        .noting(Some(&event), now)
+        .await?
+    {
+        core.store
+            .audit()
+            .record_implied(now, Some(&grant.user_id), "grant.needs_reconsent", Some(&grant.provider), Some(why))
+            .await?;
         core.events.connections_changed(&grant.user_id, &grant.provider);
         return Ok(true);
     }

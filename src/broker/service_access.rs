@@ -17,7 +17,7 @@ use super::tokens::AccessToken;
 use crate::domain::Scopes;
 use crate::identity::IdentityContext;
 use crate::store::audit::{Actor, AuditEvent, Outcome};
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 /// What a service asks for.
 #[derive(Clone, Copy)]
@@ -109,7 +109,7 @@ struct Answered<'a> {
 
 impl Answered<'_> {
     /// Audits the answer (batched: the request waits only for room on the queue,
-    /// `store::audit_queue`) and counts it in the metrics.
+    /// `store::token_api::audit_queue`) and counts it in the metrics.
     async fn record(&self, answer: &'static str, outcome: Outcome) -> Result<(), ServiceRefusal> {
         let action = match self.purpose {
             Purpose::RawToken => "token_api.token",
@@ -120,7 +120,7 @@ impl Answered<'_> {
             .provider(Some(self.provider))
             .detail(Some(&detail))
             .outcome(outcome);
-        self.core.store.record_queued(self.core.now(), event).await?;
+        self.core.store.audit_queue().record(self.core.now(), event).await?;
         crate::telemetry::token_api_answer(answer);
         Ok(())
     }

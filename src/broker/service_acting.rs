@@ -13,7 +13,7 @@ use super::service_refusal::ServiceRefusal;
 use crate::config::ProviderConfig;
 use crate::identity::IdentityContext;
 use crate::identity::bearer::{self, Rejection};
-use crate::store::services::ServiceRow;
+use crate::store::token_api::ServiceRow;
 
 /// How the request names the user.
 #[derive(Clone, Copy)]
@@ -65,7 +65,7 @@ pub async fn user_for(
             if !service.trusted {
                 return Err(ServiceRefusal::NotTrusted);
             }
-            match core.store.user_by_id(user_id).await? {
+            match core.store.users().by_id(user_id).await? {
                 Some(user) if user.is_disabled() => Err(ServiceRefusal::DisabledUser),
                 Some(user) => Ok(user.id),
                 None => Err(ServiceRefusal::UnknownUser),

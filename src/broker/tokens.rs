@@ -18,6 +18,7 @@ use crate::domain::Scopes;
 use crate::providers::client::{self, AccountRef, TokenSet};
 use crate::providers::token_response;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
+use crate::store::grants::{Grants, NewGrant};
 
 /// What [`store_grant`] wrote: the grant's id and the scopes it now carries.
 #[derive(Debug, Clone)]
@@ -61,25 +62,21 @@ pub async fn store_grant(
         let now = core.now();
         let same_account = match account_id {
             "" => None,
-            id => core.store.grant_for_account_id(user_id, provider_id, id).await?,
+            id => core.store.grants().for_account_id(user_id, provider_id, id).await?,
         };
         // The row as it was, for the event services with a webhook hear of.
         let before = match same_account {
             Some(existing) => {
                 if existing.account_label.as_deref() != account_label.as_deref() {
-                    core.store.relabel_grant(&existing.id, account_label.as_deref()).await?;
+                    core.store.grants().relabel(&existing.id, account_label.as_deref()).await?;
                 }
                 Some(existing)
             }
-            None => core.store.grant_for_account(user_id, provider_id, account).await?,
+            None => core.store.grants().for_account(user_id, provider_id, account).await?,
         };
         let grant_id = match &before {
             Some(existing) => existing.id.clone(),
-            None => crate::store::Store::grant_id_for(
-                user_id,
-                provider_id,
-                if account_id.is_empty() { account } else { account_id },
-            ),
+            None => Grants::id_for(user_id, provider_id, if account_id.is_empty() { account } else { account_id }),
         };
         let sealed = SealedTokens {
             access_token_sealed: core
@@ -103,26 +100,29 @@ pub async fn store_grant(
         );
         if !core
             .store
-            .upsert_grant_noting(
-                &grant_id,
-                user_id,
-                provider_id,
-                account_label.as_deref(),
-                &sealed,
+            .grants()
+            .upsert(
+                &NewGrant {
+                    id: &grant_id,
+                    user_id,
+                    provider: provider_id,
+                    account_label: account_label.as_deref(),
+                    tokens: &sealed,
+                },
                 now,
-                event.as_ref(),
             )
+            .noting(event.as_ref(), now)
             .await?
         {
             continue;
         }
         let api_base = tokens.api_base_url.as_ref().map(url::Url::as_str);
-        core.store.set_grant_account(&grant_id, account_id, api_base).await?;
+        core.store.grants().set_account(&grant_id, account_id, api_base).await?;
         let detail = match &account_label {
             Some(label) => format!("account={label} scopes={}", scopes.to_space_separated()),
             None => format!("scopes={}", scopes.to_space_separated()),
         };
-        core.store.audit(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
+        core.store.audit().record_implied(now, Some(user_id), "grant.stored", Some(provider_id), Some(&detail)).await?;
         core.events.connections_changed(user_id, provider_id);
         return Ok(StoredGrant { grant_id, scopes });
     }
@@ -145,8 +145,8 @@ pub(crate) async fn access_token_for(
 ) -> Result<AccessToken, TokenError> {
     let provider_id = provider.id.as_str();
     let grant = match account {
-        Some(account) => core.store.grant_for_account(user_id, provider_id, account).await?,
-        None => core.store.grant(user_id, provider_id).await?,
+        Some(account) => core.store.grants().for_account(user_id, provider_id, account).await?,
+        None => core.store.grants().latest(user_id, provider_id).await?,
     };
     let grant = grant.ok_or(TokenError::NotConnected)?;
     access_token_from(core, provider, grant, required).await
@@ -180,7 +180,7 @@ fn check_usable(grant: &GrantRow, required: &Scopes) -> Result<(), TokenError> {
 /// Revokes every account the user holds at `provider` and deletes them. True if there was one.
 pub async fn disconnect(core: &Core, user_id: &str, provider: &ProviderConfig) -> Result<bool, TokenError> {
     let mut any = false;
-    for grant in core.store.grants_at(user_id, provider.id.as_str()).await? {
+    for grant in core.store.grants().at(user_id, provider.id.as_str()).await? {
         any |= disconnect_grant(core, provider, &grant).await?.deleted;
     }
     Ok(any)
@@ -273,7 +273,7 @@ pub async fn disconnect_grant_by(
         }
     };
     let revoked = connection_events::revoked(grant, by);
-    let deleted = core.store.delete_grant_noting(grant, core.now(), Some(&revoked)).await?;
+    let deleted = core.store.grants().delete(&grant.id).noting(Some(&revoked), core.now()).await?;
     // The audit entry says what the provider answered, with its outcome.
     let detail = match &grant.account_label {
         Some(label) => format!("account={label} revocation={outcome}"),
@@ -290,6 +290,7 @@ pub async fn disconnect_grant_by(
         Some(&grant.user_id),
     );
     core.store
+        .audit()
         .record(core.now(), event.provider(Some(provider_id)).detail(Some(&detail)).outcome(audit_outcome))
         .await?;
     core.events.connections_changed(&grant.user_id, provider_id);

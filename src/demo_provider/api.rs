@@ -87,7 +87,8 @@ async fn live_token(
     let Some(row) = state
         .core
         .store
-        .demo_token(token_hash)
+        .demo()
+        .token(token_hash)
         .await?
         .filter(|row| row.kind == DemoTokenKind::Access && row.revoked_at.is_none())
     else {
@@ -122,7 +123,7 @@ pub async fn list_notes(
 ) -> Result<Json<Value>, ApiError> {
     let caller = authenticate(&state, &cache, &headers, &uri).await?;
     caller.require(DemoScope::NotesRead)?;
-    let notes = state.core.store.demo_notes(&caller.account).await?;
+    let notes = state.core.store.demo().notes(&caller.account).await?;
     Ok(Json(json!({ "notes": notes })))
 }
 
@@ -155,7 +156,7 @@ pub async fn create_note(
     if !(1..=MAX_NOTE_CHARS).contains(&note.text.chars().count()) {
         return Err(ApiError::InvalidRequest("text must be 1-1000 characters"));
     }
-    let row = state.core.store.demo_insert_note(&caller.account, &note.text, state.core.now()).await?;
+    let row = state.core.store.demo().insert_note(&caller.account, &note.text, state.core.now()).await?;
     Ok((StatusCode::CREATED, Json(row)))
 }
 

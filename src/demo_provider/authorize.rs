@@ -179,7 +179,7 @@ async fn issue_code(
         expires_at: state.core.now() + CODE_TTL_SECS,
         used_at: None,
     };
-    state.core.store.demo_insert_code(&row).await?;
+    state.core.store.demo().insert_code(&row).await?;
     Ok(code)
 }
 

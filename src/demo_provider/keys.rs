@@ -83,7 +83,8 @@ pub async fn create(State(state): State<AppState>, Form(form): Form<CreateForm>)
         return page(&state, StatusCode::BAD_REQUEST, &form.account, None, Some(message), false);
     }
     let key = format!("{KEY_PREFIX}{}", random_token(32));
-    if let Err(error) = state.core.store.demo_insert_api_key(&sha256_hex(&key), &form.account, state.core.now()).await {
+    if let Err(error) = state.core.store.demo().insert_api_key(&sha256_hex(&key), &form.account, state.core.now()).await
+    {
         tracing::error!(%error, "demo provider: storing a key failed");
         return page(
             &state,
@@ -99,7 +100,7 @@ pub async fn create(State(state): State<AppState>, Form(form): Form<CreateForm>)
 
 /// `POST /demo-provider/keys/revoke`.
 pub async fn revoke(State(state): State<AppState>, Form(form): Form<RevokeForm>) -> Response {
-    match state.core.store.demo_revoke_api_key(&sha256_hex(form.key.trim()), state.core.now()).await {
+    match state.core.store.demo().revoke_api_key(&sha256_hex(form.key.trim()), state.core.now()).await {
         Ok(true) => page(&state, StatusCode::OK, "", None, None, true),
         Ok(false) => page(&state, StatusCode::NOT_FOUND, "", None, Some("No live key is that one."), false),
         Err(error) => {
@@ -141,7 +142,7 @@ pub async fn account_for_key(
     let Some(key) = value.to_str().ok().map(str::trim).filter(|k| k.starts_with(KEY_PREFIX)) else {
         return Ok(Some(Err(KeyRefusal::Malformed)));
     };
-    Ok(Some(match state.core.store.demo_api_key(&sha256_hex(key)).await? {
+    Ok(Some(match state.core.store.demo().api_key(&sha256_hex(key)).await? {
         None => Err(KeyRefusal::Unknown),
         Some(row) if row.revoked_at.is_some() => Err(KeyRefusal::Revoked),
         Some(row) => Ok(row.account),

@@ -24,7 +24,7 @@ pub async fn revoke(
 }
 
 async fn revoke_token(state: &AppState, request: RevocationRequest) -> Result<(), OAuthError> {
-    let Some(row) = state.core.store.demo_token(&sha256_hex(&request.token)).await? else {
+    let Some(row) = state.core.store.demo().token(&sha256_hex(&request.token)).await? else {
         // §2.2: an unknown token is answered with 200, so the endpoint reveals nothing.
         return Ok(());
     };
@@ -35,9 +35,9 @@ async fn revoke_token(state: &AppState, request: RevocationRequest) -> Result<()
     let now = state.core.now();
     if row.kind == DemoTokenKind::Refresh {
         // §2.1: revoking a refresh token also invalidates the access tokens of the same grant.
-        state.core.store.demo_revoke_family(&row.family_id, now).await?;
+        state.core.store.demo().revoke_family(&row.family_id, now).await?;
     } else {
-        state.core.store.demo_revoke_token(&row.token_hash, now).await?;
+        state.core.store.demo().revoke_token(&row.token_hash, now).await?;
     }
     Ok(())
 }

@@ -398,8 +398,8 @@ async fn a_revocation_made_by_another_process_reaches_a_kept_access_token() {
     // the database. It revokes the family (as its /revoke would for the refresh token).
     let other = crate::store::Store::connect(&demo.state.core.config.database_url).await.unwrap();
     let family =
-        demo.state.core.store.demo_token(&crate::crypto::sha256_hex(&refresh)).await.unwrap().unwrap().family_id;
-    assert_eq!(other.demo_revoke_family(&family, demo.state.core.now()).await.unwrap(), 2);
+        demo.state.core.store.demo().token(&crate::crypto::sha256_hex(&refresh)).await.unwrap().unwrap().family_id;
+    assert_eq!(other.demo().revoke_family(&family, demo.state.core.now()).await.unwrap(), 2);
 
     assert!(until_refused(&demo, &access).await, "another process's revocation was never seen");
 }

@@ -63,7 +63,7 @@ pub fn family_of(code_hash: &str) -> String {
 async fn authorization_code(state: &AppState, client_id: &str, params: &Params) -> Result<TokenResponse, OAuthError> {
     let code = params.get("code").ok_or(OAuthError::InvalidRequest("code is required"))?;
     let code_hash = sha256_hex(code);
-    let row = state.core.store.demo_code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
+    let row = state.core.store.demo().code(&code_hash).await?.ok_or(OAuthError::InvalidGrant)?;
     if row.client_id != client_id {
         return Err(OAuthError::InvalidGrant);
     }
@@ -71,7 +71,7 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
     let now = state.core.now();
     if row.used_at.is_some() {
         // RFC 6749 §4.1.2: a code used more than once revokes the tokens issued from it.
-        let revoked = state.core.store.demo_revoke_family(&family_id, now).await?;
+        let revoked = state.core.store.demo().revoke_family(&family_id, now).await?;
         tracing::warn!(revoked, "demo provider: authorization code reused; its tokens were revoked");
         return Err(OAuthError::InvalidGrant);
     }
@@ -80,8 +80,8 @@ async fn authorization_code(state: &AppState, client_id: &str, params: &Params) 
     }
     check_code_binding(params, &row.redirect_uri, &row.code_challenge)?;
     let tokens = issue_pair(state, &family_id, client_id, &row.account, &row.scopes, &row.scopes, now).await?;
-    if !state.core.store.demo_consume_code(&code_hash, now).await? {
-        let revoked = state.core.store.demo_revoke_family(&family_id, now).await?;
+    if !state.core.store.demo().consume_code(&code_hash, now).await? {
+        let revoked = state.core.store.demo().revoke_family(&family_id, now).await?;
         tracing::warn!(revoked, "demo provider: authorization code redeemed concurrently; its tokens were revoked");
         return Err(OAuthError::InvalidGrant);
     }
@@ -95,7 +95,8 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
     let row = state
         .core
         .store
-        .demo_token(&token_hash)
+        .demo()
+        .token(&token_hash)
         .await?
         .filter(|row| row.kind == DemoTokenKind::Refresh)
         .ok_or(OAuthError::InvalidGrant)?;
@@ -106,7 +107,7 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
     if row.revoked_at.is_some() {
         // Already rotated (or revoked): whoever holds it now may be an attacker, so the whole
         // family goes, the legitimate client included, and the user must consent again.
-        let revoked = state.core.store.demo_revoke_family(&row.family_id, now).await?;
+        let revoked = state.core.store.demo().revoke_family(&row.family_id, now).await?;
         tracing::warn!(revoked, "demo provider: refresh token reused; its family was revoked");
         return Err(OAuthError::InvalidGrant);
     }
@@ -127,8 +128,8 @@ async fn refresh_token(state: &AppState, client_id: &str, params: &Params) -> Re
         }
     };
     let tokens = issue_pair(state, &row.family_id, client_id, &row.account, &access_scopes, granted, now).await?;
-    if !state.core.store.demo_revoke_token(&token_hash, now).await? {
-        let revoked = state.core.store.demo_revoke_family(&row.family_id, now).await?;
+    if !state.core.store.demo().revoke_token(&token_hash, now).await? {
+        let revoked = state.core.store.demo().revoke_family(&row.family_id, now).await?;
         tracing::warn!(revoked, "demo provider: refresh token used concurrently; its family was revoked");
         return Err(OAuthError::InvalidGrant);
     }
@@ -153,7 +154,7 @@ async fn issue_pair(
         (&refresh_hash, DemoTokenKind::Refresh, refresh_scopes, now + REFRESH_TTL_SECS),
     ] {
         let token = NewDemoToken { token_hash, kind, family_id, client_id, account, scopes, expires_at };
-        state.core.store.demo_insert_token(&token).await?;
+        state.core.store.demo().insert_token(&token).await?;
     }
     Ok(TokenResponse {
         access_token,

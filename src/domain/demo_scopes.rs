@@ -60,7 +60,7 @@ impl ScopeSet {
         Ok(Self(set))
     }
 
-    /// Parses scopes as stored in our own tables (`src/store/demo.rs`); anything unknown
+    /// Parses scopes as stored in our own tables (`src/store/demo/`); anything unknown
     /// fails the whole list, which the store reports as a corrupt row.
     pub fn from_stored(value: &str) -> Result<Self, UnknownScope> {
         let scopes = value.split(' ').filter(|s| !s.is_empty()).map(|s| DemoScope::parse(s).ok_or(UnknownScope));

@@ -90,7 +90,7 @@ impl Events {
     ) -> anyhow::Result<()> {
         let options = PgConnectOptions::from_str(database_url)?
             .application_name(&format!("{LISTENER_APPLICATION_NAME} {}", self.origin));
-        let floor = store.latest_signal_id().await?;
+        let floor = store.signals().latest_id().await?;
         let mut position = Position { floor, newest: floor, seen: Seen::default() };
         let mut listener = match connect(&options).await {
             Ok(listener) => listener,
@@ -159,7 +159,7 @@ impl Events {
                     let now = clock.now();
                     if pruned_at.is_none_or(|at| now - at > KEEP_SECONDS / 4) {
                         pruned_at = Some(now);
-                        if let Err(error) = store.prune_signals(now - KEEP_SECONDS).await {
+                        if let Err(error) = store.signals().prune(now - KEEP_SECONDS).await {
                             tracing::debug!(%error, "could not prune old signals");
                         }
                     }
@@ -187,7 +187,7 @@ impl Events {
         match parts.next() {
             Some(payload) => self.handle(id, origin, payload, position, Via::Announcement),
             // Too large to announce whole: read it.
-            None => match store.signals_after(id - 1, 1).await {
+            None => match store.signals().after(id - 1, 1).await {
                 Ok(rows) => {
                     for row in rows.into_iter().filter(|row| row.id == id) {
                         self.handle(row.id, &row.origin, &row.payload, position, Via::Announcement);
@@ -202,7 +202,7 @@ impl Events {
     async fn catch_up(&self, store: &Store, position: &mut Position) {
         let mut after = (position.newest - CATCH_UP_SLACK).max(position.floor);
         loop {
-            match store.signals_after(after, PAGE).await {
+            match store.signals().after(after, PAGE).await {
                 Ok(rows) => {
                     let full = rows.len() as i64 == PAGE;
                     for row in rows {

@@ -45,7 +45,7 @@ pub(super) fn start_writer(store: Store, clock: SharedClock, origin: Arc<str>) -
             };
             let mut wait = RETRY_WAIT;
             for attempt in 1..=3 {
-                match store.append_signal(&origin, &payload, clock.now()).await {
+                match store.signals().append(&origin, &payload, clock.now()).await {
                     Ok(_) => break,
                     Err(error) if attempt < 3 && error.is_unavailable() => {
                         tokio::time::sleep(wait).await;

@@ -38,7 +38,7 @@ pub enum Signal {
     /// connection are here, and another instance hears its own connections.
     ServerResourcesUpdated { user_id: String, uris: Vec<String> },
     /// An instance read one of a server's lists, found it changed and stored it
-    /// (`store::gateway_lists`): every instance reads it back, and its sessions hear the
+    /// (`store::gateway::lists`): every instance reads it back, and its sessions hear the
     /// matching `list_changed` if their list changed too. Ids only; the list is in the table.
     GatewayListsStored { server_id: String },
     /// The resources a server that acts as the user lists to `user_id` (to every user if

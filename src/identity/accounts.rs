@@ -13,11 +13,11 @@ use crate::store::users::{AdminChange, AdminGuard, Guarded};
 /// CLI). Returns how many browser sessions were ended.
 pub async fn set_disabled(core: &IdentityContext, user_id: &str, disable: bool, actor: Actor<'_>) -> StoreResult<u64> {
     let now = core.now();
-    core.store.set_disabled(user_id, disable.then_some(now)).await?;
-    let ended = if disable { core.store.delete_browser_sessions_for_user(user_id).await? } else { 0 };
+    core.store.users().set_disabled(user_id, disable.then_some(now)).await?;
+    let ended = if disable { core.store.browser_sessions().delete_for_user(user_id).await? } else { 0 };
     let action = if disable { "admin.user_disabled" } else { "admin.user_enabled" };
     let detail = format!("sessions_ended={ended}");
-    core.store.record(now, AuditEvent::new(actor, action, Some(user_id)).detail(Some(&detail))).await?;
+    core.store.audit().record(now, AuditEvent::new(actor, action, Some(user_id)).detail(Some(&detail))).await?;
     Ok(ended)
 }
 
@@ -33,7 +33,7 @@ pub enum Disabled {
 
 /// Disables `user_id`, audited with `actor`, unless `guard` keeps the last enabled admin: the
 /// check and the change are one statement, so two admins disabling each other at the same
-/// instant cannot both succeed (`Store::disable_or_demote`).
+/// instant cannot both succeed (`Users::disable_or_demote`).
 pub async fn disable(
     core: &IdentityContext,
     user_id: &str,
@@ -41,13 +41,16 @@ pub async fn disable(
     actor: Actor<'_>,
 ) -> StoreResult<Disabled> {
     let now = core.now();
-    match core.store.disable_or_demote(user_id, AdminChange::Disable(now), guard).await? {
+    match core.store.users().disable_or_demote(user_id, AdminChange::Disable(now), guard).await? {
         Guarded::Done => {}
         Guarded::LastAdmin => return Ok(Disabled::LastAdmin),
         Guarded::NoSuchUser => return Ok(Disabled::NoSuchUser),
     }
-    let ended = core.store.delete_browser_sessions_for_user(user_id).await?;
+    let ended = core.store.browser_sessions().delete_for_user(user_id).await?;
     let detail = format!("sessions_ended={ended}");
-    core.store.record(now, AuditEvent::new(actor, "admin.user_disabled", Some(user_id)).detail(Some(&detail))).await?;
+    core.store
+        .audit()
+        .record(now, AuditEvent::new(actor, "admin.user_disabled", Some(user_id)).detail(Some(&detail)))
+        .await?;
     Ok(Disabled::Done(ended))
 }

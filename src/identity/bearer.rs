@@ -124,7 +124,7 @@ impl Rejection {
 /// The test harness's fixed user (see `AppBuilder::fixed_identity_for_tests`).
 async fn fixed_identity(state: &IdentityContext) -> Option<AuthenticatedUser> {
     let name = state.fixed_identity.as_deref()?;
-    let user = state.store.user_by_username(name).await.ok().flatten()?;
+    let user = state.store.users().by_username(name).await.ok().flatten()?;
     Some(AuthenticatedUser {
         user_id: user.id,
         issuer: user.issuer,
@@ -189,7 +189,7 @@ pub async fn authenticate_for_audience(
 /// An issuer's token for a user an admin disabled stops working at once (local tokens are
 /// checked in [`authenticate_local`], which reads the user anyway).
 async fn refuse_disabled(state: &IdentityContext, user: AuthenticatedUser) -> Result<AuthenticatedUser, Rejection> {
-    match state.store.user_by_id(&user.user_id).await {
+    match state.store.users().by_id(&user.user_id).await {
         Ok(Some(row)) if row.is_disabled() => Err(Rejection::Invalid("the token's user is disabled")),
         Ok(_) => Ok(user),
         Err(e) => {
@@ -238,7 +238,7 @@ async fn verify_local(
         }
     })?;
     if let Some(delegation_id) = &claims.delegation_id {
-        let active = state.store.oauth_grant_is_active(delegation_id).await.map_err(|e| {
+        let active = state.store.oauth_grants().is_active(delegation_id).await.map_err(|e| {
             tracing::error!(error = %e, "grant lookup failed");
             Rejection::Unavailable
         })?;
@@ -250,14 +250,15 @@ async fn verify_local(
         tracing::error!(error = %e, "user lookup failed");
         Rejection::Unavailable
     };
-    let user = match state.store.user_by_identity(&claims.iss, &claims.sub).await.map_err(lookup_failed)? {
+    let user = match state.store.users().by_identity(&claims.iss, &claims.sub).await.map_err(lookup_failed)? {
         Some(user) => user,
         // A local account keeps its identity when the broker's public URL changes: its row
         // still records the URL it was created under, but the token was signed by this broker's
         // own key for its current issuer, and a local account's subject is its id.
         None => state
             .store
-            .user_by_id(&claims.sub)
+            .users()
+            .by_id(&claims.sub)
             .await
             .map_err(lookup_failed)?
             .filter(crate::store::users::User::is_local)

@@ -92,14 +92,14 @@ pub async fn sign_in(state: &IdentityContext, user: User) -> StoreResult<(Browse
     let id_hash = sha256_hex(&value);
     let csrf_token = random_token(32);
     let now = state.now();
-    state.store.create_browser_session(&id_hash, &user.id, &csrf_token, now, now + SESSION_TTL_SECONDS).await?;
+    state.store.browser_sessions().create(&id_hash, &user.id, &csrf_token, now, now + SESSION_TTL_SECONDS).await?;
     let cookie = set_cookie(SESSION_COOKIE, &value, SESSION_TTL_SECONDS, state.config.secure_cookies());
     Ok((BrowserSession { user, id_hash, csrf_token }, cookie))
 }
 
 /// Ends a session server-side; returns the `Set-Cookie` header that clears the cookie.
 pub async fn sign_out(state: &IdentityContext, id_hash: &str) -> StoreResult<HeaderValue> {
-    state.store.delete_browser_session(id_hash).await?;
+    state.store.browser_sessions().delete(id_hash).await?;
     Ok(clear_cookie(state))
 }
 
@@ -116,8 +116,8 @@ pub fn presented_session_hash(state: &IdentityContext, headers: &HeaderMap) -> O
 /// The live session named by the cookie in `headers`, with its user.
 pub async fn current(state: &IdentityContext, headers: &HeaderMap) -> StoreResult<Option<BrowserSession>> {
     let Some(id_hash) = presented_session_hash(state, headers) else { return Ok(None) };
-    let Some(row) = state.store.browser_session(&id_hash, state.now()).await? else { return Ok(None) };
-    let Some(user) = state.store.user_by_id(&row.user_id).await? else { return Ok(None) };
+    let Some(row) = state.store.browser_sessions().live(&id_hash, state.now()).await? else { return Ok(None) };
+    let Some(user) = state.store.users().by_id(&row.user_id).await? else { return Ok(None) };
     // A disabled user's sessions are also deleted when disabled; this covers any that race it.
     if user.is_disabled() {
         return Ok(None);

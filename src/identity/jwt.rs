@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::crypto::{SealContext, Sealer};
 use crate::store::Store;
-use crate::store::keys::SigningKeyRow;
+use crate::store::sealing::SigningKeyRow;
 
 pub const LEEWAY_SECONDS: u64 = 30;
 
@@ -121,9 +121,9 @@ impl TokenKeys {
         audience: String,
         now: Timestamp,
     ) -> Result<Self, JwtError> {
-        if !store.signing_keys().await?.iter().any(|r| r.retired_at.is_none()) {
+        if !store.signing_keys().all().await?.iter().any(|r| r.retired_at.is_none()) {
             let row = generate_key_row(sealer, now)?;
-            store.insert_signing_key(&row).await?;
+            store.signing_keys().insert(&row).await?;
         }
         let set = load_set(store, sealer, now).await?;
         Ok(Self { issuer, audience, set: std::sync::RwLock::new(Arc::new(set)) })
@@ -146,7 +146,7 @@ impl TokenKeys {
     /// keep verifying until they expire. The new key's id.
     pub async fn rotate(store: &Store, sealer: &Sealer, now: Timestamp) -> Result<String, JwtError> {
         let row = generate_key_row(sealer, now)?;
-        store.rotate_signing_key(&row, now, now - MAX_TOKEN_LIFETIME_SECONDS).await?;
+        store.signing_keys().rotate(&row, now, now - MAX_TOKEN_LIFETIME_SECONDS).await?;
         Ok(row.kid)
     }
 
@@ -286,7 +286,7 @@ fn jwk(kid: &str, public_raw: &[u8; 32]) -> serde_json::Value {
 /// The keys in the database as of `now`: the newest active one signs; every key verifies
 /// unless it was retired more than [`MAX_TOKEN_LIFETIME_SECONDS`] ago.
 async fn load_set(store: &Store, sealer: &Sealer, now: Timestamp) -> Result<KeySet, JwtError> {
-    let rows = store.signing_keys().await?;
+    let rows = store.signing_keys().all().await?;
     let mut verifying = HashMap::new();
     let mut active = None;
     for row in &rows {
@@ -336,7 +336,7 @@ pub struct ClientAccessClaims {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scope: String,
     /// The delegation (`oauth_grants.id`, claim `grant_id`), so a bearer check can refuse tokens
-    /// of a revoked one ([`crate::store::Store::oauth_grant_is_active`]).
+    /// of a revoked one ([`crate::store::authorization_server::OAuthGrants::is_active`]).
     #[serde(rename = "grant_id")]
     pub delegation_id: String,
 }

@@ -14,7 +14,7 @@ use super::context::IdentityContext;
 use super::service_auth_refusal::ServiceAuthRefusal;
 use super::service_limits;
 use crate::crypto::SecretHash;
-use crate::store::services::{CLIENT_ID_PREFIX, ServiceRow};
+use crate::store::token_api::{CLIENT_ID_PREFIX, ServiceRow};
 
 /// The service whose credentials `headers` carry, with one request taken from its budget;
 /// [`ServiceAuthRefusal::InvalidClient`] (counted against `address`), or
@@ -51,7 +51,7 @@ async fn check_credentials(identity: &IdentityContext, headers: &HeaderMap) -> R
         tracing::info!("service authentication failed: no single valid Basic Authorization header");
         return Err(ServiceAuthRefusal::InvalidClient);
     };
-    let row = if looks_like_client_id(&client_id) { identity.store.service_by_id(&client_id).await? } else { None };
+    let row = if looks_like_client_id(&client_id) { identity.store.services().by_id(&client_id).await? } else { None };
     match row {
         Some(row) if row.secret_hash.verify(secret.expose_secret()) => Ok(row),
         Some(row) => {

@@ -50,7 +50,7 @@ pub async fn after_browser(cx: Context<'_>, tool: &str) -> Result<Option<CallToo
     let Some(id) = round.authorization() else { return Ok(None) };
     // Subscribe before the first read, so a browser finishing in between is not missed.
     let mut events = cx.core.events.subscribe();
-    let row = cx.core.store.authorization(id).await.map_err(tool_failed)?;
+    let row = cx.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
     // The state is bound to this user already; a row of anyone else is never described.
     let Some(row) = row.filter(|r| r.user_id == cx.caller.user.user_id) else {
         return Err(refused().into());
@@ -73,7 +73,7 @@ pub async fn after_browser(cx: Context<'_>, tool: &str) -> Result<Option<CallToo
         // A stopping server answers at once: the client retries, to another instance.
         Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
     }
-    let row = cx.core.store.authorization(id).await.map_err(tool_failed)?;
+    let row = cx.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
     if tool != CONNECT_ACCOUNT && row.as_ref().is_some_and(|r| r.status == AuthorizationStatus::Completed) {
         return Ok(None);
     }
@@ -99,7 +99,8 @@ async fn after_server_approval(
             let _ = cx
                 .core
                 .store
-                .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
+                .authorizations()
+                .finish(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
                 .await;
             return Ok(Some(error_result(format!("You declined to let this client call the server {server}."))));
         }
@@ -113,7 +114,7 @@ async fn after_server_approval(
         Waited::Cancelled => return Ok(Some(error_result("Cancelled."))),
         Waited::Stopping | Waited::TimedOut => return Err(round.still_waiting().into()),
     }
-    let row = cx.core.store.authorization(&row.id).await.map_err(tool_failed)?;
+    let row = cx.core.store.authorizations().by_id(&row.id).await.map_err(tool_failed)?;
     Ok(match row.map(|r| r.status) {
         Some(AuthorizationStatus::Completed) => None,
         Some(AuthorizationStatus::Declined) => {
@@ -136,7 +137,7 @@ pub async fn wait_for_row(
     let progress_token = cx.request.meta.get_progress_token();
     let mut ticks = 0u32;
     loop {
-        let row = cx.core.store.authorization(id).await.map_err(tool_failed)?;
+        let row = cx.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
         let open = row.as_ref().is_some_and(|row| {
             !matches!(
                 row.status,
@@ -172,7 +173,7 @@ pub async fn final_outcome(
     id: &str,
     before: &Snapshot,
 ) -> Result<Option<CallToolResult>, ErrorData> {
-    let row = cx.core.store.authorization(id).await.map_err(tool_failed)?;
+    let row = cx.core.store.authorizations().by_id(id).await.map_err(tool_failed)?;
     let Some(row) = row else {
         return Ok(Some(error_result("The connect link disappeared; call connect_account again.")));
     };
@@ -230,7 +231,8 @@ pub async fn declined_in_client(cx: Context<'_>, row: &AuthorizationRow, provide
     let _ = cx
         .core
         .store
-        .finish_authorization(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
+        .authorizations()
+        .finish(&row.id, AuthorizationStatus::Declined, Some("declined_in_client"), now)
         .await;
     error_result(declined_text(row, provider))
 }

@@ -39,6 +39,7 @@ pub async fn take_budget(state: &McpState, user_id: &str) -> Result<(), ErrorDat
         .app
         .core
         .store
+        .throttle()
         .budget_take(&bucket, now, now - WINDOW_SECONDS, PER_WINDOW)
         .await
         .map_err(|error| crate::mcp::failure::internal(&error, "counting a completion failed"))?;
@@ -147,7 +148,8 @@ async fn accounts(state: &McpState, ctx: &ExtensionContext, provider: Option<&st
         .app
         .core
         .store
-        .grants_for_user(&ctx.user.user_id)
+        .grants()
+        .for_user(&ctx.user.user_id)
         .await
         .map_err(|error| crate::mcp::failure::internal(&error, "reading connections for completion failed"))?;
     Ok(grants

@@ -151,7 +151,7 @@ pub async fn replace(
         return Err(PageError::csrf());
     }
     // Looked up among this user's own connections: another user's id replaces nothing.
-    let grants = state.core.store.grants_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants().for_user(&session.user.id).await?;
     let found = grants.iter().find(|g| g.id == form.grant_id);
     let (Some(grant), Some(provider)) = (found, found.and_then(|g| state.core.providers.find(&g.provider))) else {
         return Err(PageError::page(

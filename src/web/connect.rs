@@ -61,7 +61,7 @@ async fn actionable_row(
     id: &ElicitationId,
     session: &BrowserSession,
 ) -> Result<AuthorizationRow, PageError> {
-    let row = state.core.store.authorization(id.as_str()).await?.ok_or_else(PageError::not_found)?;
+    let row = state.core.store.authorizations().by_id(id.as_str()).await?.ok_or_else(PageError::not_found)?;
     // MCP 2025-11-25 client/elicitation §Phishing: the user who opens the URL must be the user
     // the elicitation was created for; a forwarded link must not bind another account's tokens.
     if row.user_id != session.user.id {
@@ -231,7 +231,7 @@ async fn allow_page(
     session: &BrowserSession,
 ) -> Result<Response, PageError> {
     let grant = flow::consent_target(&state.core, row).await?;
-    let previously_allowed = match state.core.store.consent(&grant.id, &row.client_key).await? {
+    let previously_allowed = match state.core.store.consents().find(&grant.id, &row.client_key).await? {
         Some(consent) => consent.scopes.iter().map(str::to_owned).collect(),
         None => Vec::new(),
     };
@@ -264,7 +264,7 @@ async fn client_of(state: &AppState, row: &AuthorizationRow) -> ClientName {
 /// the page refuses a row whose server was removed meanwhile.
 async fn server_of(state: &AppState, row: &AuthorizationRow) -> Result<Option<String>, PageError> {
     let Some(server_id) = row.server_id.as_deref() else { return Ok(None) };
-    match state.core.store.gateway_server_name(server_id).await? {
+    match state.core.store.gateway_servers().name_of(server_id).await? {
         Some(name) => Ok(Some(safe_text(&name))),
         None => Err(PageError::from(flow::FlowError::ServerGone)),
     }

@@ -24,7 +24,7 @@ use crate::html::{self, PageError, SignedIn};
 use crate::identity::ClientIdentity;
 use crate::identity::browser::{self, BrowserSession, OptionalBrowserSession};
 use crate::state::AppState;
-use crate::store::consents::ConsentRow;
+use crate::store::grants::ConsentRow;
 use crate::store::grants::GrantRow;
 
 /// `?revocation=…&provider=…`, where a revocation redirects: what to tell the user.
@@ -43,7 +43,7 @@ pub async fn show(
     // The core's listing; this page shows the accounts the user holds (not the providers they
     // have not connected), each with every client allowed to use it.
     let listing = connections::connections(&state.core, &session.user.id, None).await?;
-    let consents = state.core.store.consents_for_user(&session.user.id).await?;
+    let consents = state.core.store.consents().for_user(&session.user.id).await?;
     let mut names = Vec::with_capacity(consents.len());
     for consent in &consents {
         names.push(consent::client_name(&state.core, &ClientIdentity::from_key(&consent.client_key)).await);
@@ -103,7 +103,7 @@ fn notice_text(state: &AppState, notice: &Notice) -> Option<String> {
 
 /// The MCP clients with a live delegation at the broker's authorization server, one row each.
 async fn app_rows(state: &AppState, user_id: &str) -> Result<Vec<AppRow>, PageError> {
-    let delegations = state.core.store.active_oauth_grants_for_user(user_id).await?;
+    let delegations = state.core.store.oauth_grants().active_for_user(user_id).await?;
     // Scopes gathered per client first, then written once: the page shows text.
     let mut apps: Vec<(AppRow, Scopes)> = Vec::new();
     for delegation in delegations {
@@ -146,7 +146,7 @@ pub async fn revoke_app(
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
     let now = state.core.now();
-    let revoked = state.core.store.revoke_oauth_grants_of_client(&session.user.id, &form.client_id, now).await?;
+    let revoked = state.core.store.oauth_grants().revoke_of_client(&session.user.id, &form.client_id, now).await?;
     if revoked == 0 {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
@@ -156,10 +156,15 @@ pub async fn revoke_app(
         ));
     }
     let client_key = ClientIdentity::OAuthClient(form.client_id.clone()).key();
-    let consents = state.core.store.revoke_client_consents(&session.user.id, &client_key).await?;
-    let servers = state.core.store.withdraw_client_gateway_consents(&session.user.id, &client_key).await?;
+    let consents = state.core.store.consents().revoke_client(&session.user.id, &client_key).await?;
+    let servers = state.core.store.gateway_consents().withdraw_client(&session.user.id, &client_key).await?;
     let detail = format!("client={} grants={revoked} consents={consents} servers={servers}", form.client_id);
-    state.core.store.audit(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail)).await?;
+    state
+        .core
+        .store
+        .audit()
+        .record_implied(now, Some(&session.user.id), "oauth_client.revoked", None, Some(&detail))
+        .await?;
     tracing::info!(user_id = %session.user.id, "an MCP client was signed out of the broker");
     Ok(html::see_other("/connections"))
 }
@@ -182,7 +187,7 @@ pub async fn revoke(
     form: Result<Form<RevokeForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
-    let grants = state.core.store.grants_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants().for_user(&session.user.id).await?;
     let Some(grant) = grants.iter().find(|g| g.id == form.grant_id) else {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
@@ -249,7 +254,7 @@ fn client_rows(grant: &GrantRow, consents: &[ConsentRow], names: &[ClientName]) 
 
 /// The user's (client, server) approvals for servers behind the broker, by server then client, each client named as every page names it.
 async fn server_rows(state: &AppState, user_id: &str) -> Result<Vec<ServerApprovalRow>, PageError> {
-    let approvals = state.core.store.gateway_consents_for_user(user_id).await?;
+    let approvals = state.core.store.gateway_consents().for_user(user_id).await?;
     let names = consent::client_names(&state.core, approvals.iter().map(|a| a.client_key.as_str())).await;
     Ok(approvals
         .into_iter()
@@ -290,7 +295,7 @@ pub async fn revoke_client(
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
     // Scoped to this user in the query itself: another user's grant id deletes nothing.
-    if !state.core.store.revoke_consent(&session.user.id, &form.grant_id, &form.client_key).await? {
+    if !state.core.store.consents().revoke(&session.user.id, &form.grant_id, &form.client_key).await? {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,
             "Not found",
@@ -298,13 +303,14 @@ pub async fn revoke_client(
             BACK,
         ));
     }
-    let grant = state.core.store.grants_for_user(&session.user.id).await?.into_iter().find(|g| g.id == form.grant_id);
+    let grant = state.core.store.grants().for_user(&session.user.id).await?.into_iter().find(|g| g.id == form.grant_id);
     let provider = grant.as_ref().map(|g| g.provider.as_str());
     let detail = format!("grant={} client={}", form.grant_id, form.client_key);
     state
         .core
         .store
-        .audit(state.core.now(), Some(&session.user.id), "consent.revoked", provider, Some(&detail))
+        .audit()
+        .record_implied(state.core.now(), Some(&session.user.id), "consent.revoked", provider, Some(&detail))
         .await?;
     tracing::info!(user_id = %session.user.id, "a client's access to a connection was withdrawn");
     Ok(html::see_other("/connections"))
@@ -326,11 +332,12 @@ pub async fn logout_everywhere(
     if !crate::html::csrf::session_token_matches(&session, &form.csrf_token) {
         return Err(PageError::csrf());
     }
-    let ended = state.core.store.delete_browser_sessions_for_user(&session.user.id).await?;
+    let ended = state.core.store.browser_sessions().delete_for_user(&session.user.id).await?;
     state
         .core
         .store
-        .audit(
+        .audit()
+        .record_implied(
             state.core.now(),
             Some(&session.user.id),
             "browser.signed_out_everywhere",

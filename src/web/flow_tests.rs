@@ -42,7 +42,13 @@ async fn spawn() -> TestApp {
     tokio::spawn(app.run(listener, std::future::pending()));
     for name in ["alice", "bob"] {
         let hash = hash_password(&SecretString::from(PASSWORD.to_owned())).unwrap();
-        state.core.store.create_local_user(&state.core.config.issuer(), name, &hash, state.core.now()).await.unwrap();
+        state
+            .core
+            .store
+            .users()
+            .create_local(&state.core.config.issuer(), name, &hash, state.core.now())
+            .await
+            .unwrap();
     }
     TestApp { base: format!("http://{addr}"), state, clock, _dir: dir }
 }
@@ -87,7 +93,7 @@ impl TestApp {
     }
 
     async fn authorization(&self, user: &str) -> String {
-        let user = self.state.core.store.user_by_username(user).await.unwrap().unwrap();
+        let user = self.state.core.store.users().by_username(user).await.unwrap().unwrap();
         let id = ElicitationId::generate();
         let now = self.state.core.now();
         let new = NewAuthorization {
@@ -103,12 +109,12 @@ impl TestApp {
             server_id: None,
             expires_at: now + 600,
         };
-        self.state.core.store.create_authorization(&new, now).await.unwrap();
+        self.state.core.store.authorizations().create(&new, now).await.unwrap();
         id.to_string()
     }
 
     async fn status(&self, id: &str) -> AuthorizationStatus {
-        self.state.core.store.authorization(id).await.unwrap().unwrap().status
+        self.state.core.store.authorizations().by_id(id).await.unwrap().unwrap().status
     }
 
     /// Consent page → Approve → the provider URL.
@@ -169,12 +175,13 @@ async fn the_owner_connects_and_the_callback_works_once() {
     assert_eq!(app.status(&id).await, AuthorizationStatus::Completed);
     let event = events.try_recv().unwrap();
     assert_eq!((event.authorization_id.as_str(), event.status.as_str()), (id.as_str(), "completed"));
-    let alice_id = app.state.core.store.user_by_username("alice").await.unwrap().unwrap().id;
-    let grant = app.state.core.store.grant(&alice_id, "demo").await.unwrap().unwrap();
+    let alice_id = app.state.core.store.users().by_username("alice").await.unwrap().unwrap().id;
+    let grant = app.state.core.store.grants().latest(&alice_id, "demo").await.unwrap().unwrap();
     // The client that asked may use the new connection; no other client may.
-    let consent = app.state.core.store.consent(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");
+    let consent =
+        app.state.core.store.consents().find(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");
     assert!(consent.covers(&grant.scopes));
-    assert!(app.state.core.store.consent(&grant.id, "token:").await.unwrap().is_none());
+    assert!(app.state.core.store.consents().find(&grant.id, "token:").await.unwrap().is_none());
 
     let replay = app.land(&alice, &callback).await;
     assert_eq!(replay.status(), StatusCode::BAD_REQUEST);
@@ -288,7 +295,7 @@ async fn a_provider_refusal_fails_the_row_and_signing_out_ends_the_session() {
     let page = app.land(&alice, &location(&denied)).await;
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
     assert!(page.text().await.unwrap().contains("access_denied"));
-    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     assert_eq!(
         (row.status, row.failure.as_deref()),
         (AuthorizationStatus::Failed, Some("provider_error:access_denied"))
@@ -312,7 +319,7 @@ async fn a_verifier_that_no_longer_opens_ends_the_attempt_with_a_way_forward_not
     let alice = browser();
     app.login(&alice, "alice", PASSWORD, &format!("/connect/{id}")).await;
     let authorize_url = app.approve(&alice, &id).await;
-    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     let mut tampered = row.pkce_verifier_sealed.clone().unwrap();
     let last = tampered.len() - 1;
     tampered[last] ^= 0x01;
@@ -328,6 +335,6 @@ async fn a_verifier_that_no_longer_opens_ends_the_attempt_with_a_way_forward_not
     assert_eq!(page.status(), StatusCode::BAD_REQUEST);
     assert!(page.text().await.unwrap().contains("Start again from your MCP client"));
     assert_eq!(app.status(&id).await, AuthorizationStatus::Failed);
-    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     assert_eq!(row.failure.as_deref(), Some("verifier_unreadable"));
 }

@@ -143,16 +143,21 @@ pub async fn submit(
     };
     throttle::record_success(&state.core.store, &attempt, now).await?;
     if user.is_disabled() {
-        state.core.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
+        state
+            .core
+            .store
+            .audit()
+            .record_implied(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled"))
+            .await?;
         tracing::info!(user_id = %user.id, "browser sign-in refused: the user is disabled");
         return Ok(form_page(StatusCode::FORBIDDEN, &form.next, &form.username, Some(DISABLED), token));
     }
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
     if let Some(old) = browser::presented_session_hash(&state.identity, &headers) {
-        state.core.store.delete_browser_session(&old).await?;
+        state.core.store.browser_sessions().delete(&old).await?;
     }
     let (session, cookie) = browser::sign_in(&state.identity, user).await?;
-    state.core.store.audit(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
+    state.core.store.audit().record_implied(now, Some(&session.user.id), "browser.signed_in", None, None).await?;
     tracing::info!(user_id = %session.user.id, "browser signed in");
     let mut response = html::see_other(safe_next(&form.next));
     response.headers_mut().append(header::SET_COOKIE, cookie);
@@ -175,7 +180,7 @@ async fn audit_failure(
     reason: &str,
 ) -> Result<(), PageError> {
     let detail = format!("username={} address={ip} reason={reason}", quoted(username, AUDITED_USERNAME_CHARS));
-    state.core.store.audit(now, user_id, "browser.sign_in_failed", None, Some(&detail)).await?;
+    state.core.store.audit().record_implied(now, user_id, "browser.sign_in_failed", None, Some(&detail)).await?;
     Ok(())
 }
 
@@ -184,7 +189,7 @@ async fn known_user_id(state: &AppState, username: &str) -> Result<Option<String
     if username.is_empty() || username.len() > MAX_USERNAME_LEN {
         return Ok(None);
     }
-    Ok(state.core.store.user_by_username(username).await?.map(|u| u.id))
+    Ok(state.core.store.users().by_username(username).await?.map(|u| u.id))
 }
 
 /// What the password check found.
@@ -209,7 +214,7 @@ async fn check_credentials(state: &AppState, username: &str, password: SecretStr
     let Ok(_permit) = argon2_permits().try_acquire() else {
         return Err(PageError::busy());
     };
-    let user = state.core.store.user_by_username(username).await?;
+    let user = state.core.store.users().by_username(username).await?;
     let hash = user.as_ref().and_then(|u| u.password_hash.clone());
     let verified = tokio::task::spawn_blocking(move || match hash {
         Some(hash) => verify_password(&password, &hash),

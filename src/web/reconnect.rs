@@ -36,7 +36,7 @@ pub async fn reconnect(
     form: Result<Form<ReconnectForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let (session, form) = checked(session, form)?;
-    let grants = state.core.store.grants_for_user(&session.user.id).await?;
+    let grants = state.core.store.grants().for_user(&session.user.id).await?;
     let Some(grant) = grants.iter().find(|g| g.id == form.grant_id) else {
         return Err(PageError::page(
             StatusCode::NOT_FOUND,

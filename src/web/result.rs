@@ -30,7 +30,8 @@ pub async fn show(
     let row = state
         .core
         .store
-        .authorization(id.as_str())
+        .authorizations()
+        .by_id(id.as_str())
         .await?
         .filter(|row| row.user_id == session.user.id)
         .ok_or_else(PageError::not_found)?;

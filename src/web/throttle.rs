@@ -123,7 +123,7 @@ fn account(username: &str) -> String {
 
 /// The bucket's lock end, if it is locked at `now`.
 async fn lock_of(store: &Store, bucket: &Bucket, now: Timestamp) -> StoreResult<Option<Timestamp>> {
-    Ok(store.throttle_lock(&bucket.key()).await?.map(|lock| lock.locked_until).filter(|&until| until > now))
+    Ok(store.throttle().lock(&bucket.key()).await?.map(|lock| lock.locked_until).filter(|&until| until > now))
 }
 
 /// Whether the browser proves a past successful sign-in to the account.
@@ -133,18 +133,18 @@ async fn recognised(store: &Store, account: &str, attempt: &Attempt<'_>, now: Ti
     {
         return Ok(true);
     }
-    store.throttle_address_known(account, attempt.ip, now - KNOWN_ADDRESS_SECONDS).await
+    store.throttle().address_known(account, attempt.ip, now - KNOWN_ADDRESS_SECONDS).await
 }
 
 /// Counts a failure; reaching `limit` starts a lock (doubling: twice the last one, if recent).
 async fn fail(store: &Store, bucket: &Bucket, now: Timestamp, limit: usize, doubling: bool) -> StoreResult<()> {
     let key = bucket.key();
-    let count = store.throttle_count_failure(&key, now, now - WINDOW_SECONDS).await?;
+    let count = store.throttle().count_failure(&key, now, now - WINDOW_SECONDS).await?;
     if count < limit as i64 {
         return Ok(());
     }
     let lock = if doubling {
-        let previous = store.throttle_lock(&key).await?;
+        let previous = store.throttle().lock(&key).await?;
         let recent = previous.filter(|lock| lock.locked_until + MAX_ACCOUNT_LOCK_SECONDS > now);
         let strikes = recent.map_or(1, |lock| lock.strikes.saturating_add(1));
         let doublings = (strikes - 1).clamp(0, 16);
@@ -152,7 +152,7 @@ async fn fail(store: &Store, bucket: &Bucket, now: Timestamp, limit: usize, doub
     } else {
         ThrottleLock { locked_until: now + WINDOW_SECONDS, strikes: 0 }
     };
-    store.throttle_set_lock(&key, lock).await
+    store.throttle().set_lock(&key, lock).await
 }
 
 /// Failures this process counted, for the occasional sweep.
@@ -179,7 +179,8 @@ pub async fn record_failure(store: &Store, attempt: &Attempt<'_>, now: Timestamp
     if FAILURES_COUNTED.fetch_add(1, Ordering::Relaxed).is_multiple_of(SWEEP_EVERY) {
         // A lock is kept a day past its end so the next one can double.
         store
-            .throttle_sweep(
+            .throttle()
+            .sweep(
                 now - WINDOW_SECONDS.max(crate::store::throttle::LONGEST_WINDOW_SECONDS),
                 now - MAX_ACCOUNT_LOCK_SECONDS,
                 now - KNOWN_ADDRESS_SECONDS,
@@ -209,11 +210,11 @@ pub async fn record_failure(store: &Store, attempt: &Attempt<'_>, now: Timestamp
 /// valid sign-in must not reset a spray from the same address or a siege of the account.
 pub async fn record_success(store: &Store, attempt: &Attempt<'_>, now: Timestamp) -> StoreResult<()> {
     let account = account(attempt.username);
-    store.throttle_clear(&Bucket::Pair(account.clone(), attempt.ip.into()).key()).await?;
+    store.throttle().clear(&Bucket::Pair(account.clone(), attempt.ip.into()).key()).await?;
     if let Some(id) = attempt.device {
-        store.throttle_clear(&Bucket::Device(account.clone(), id.into()).key()).await?;
+        store.throttle().clear(&Bucket::Device(account.clone(), id.into()).key()).await?;
     }
-    store.throttle_remember_address(&account, attempt.ip, now, KNOWN_ADDRESSES_PER_ACCOUNT).await
+    store.throttle().remember_address(&account, attempt.ip, now, KNOWN_ADDRESSES_PER_ACCOUNT).await
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub const ADMIN_POSTS: &[&str] = &[
 /// Bob made admin and signed in; returns his browser.
 pub async fn admin_browser(app: &TestApp) -> reqwest::Client {
     let bob = app.user_id(BOB).await;
-    assert!(app.state.core.store.set_admin(&bob, true).await.unwrap());
+    assert!(app.state.core.store.users().set_admin(&bob, true).await.unwrap());
     let browser = app.browser();
     assert_eq!(app.sign_in(&browser, BOB, "/admin").await.status(), 303);
     browser
@@ -47,13 +47,13 @@ async fn page(app: &TestApp, browser: &reqwest::Client, path: &str) -> (String, 
 }
 
 async fn audit_actions(app: &TestApp) -> Vec<(String, String)> {
-    let entries = app.state.core.store.audit_entries(None, 100).await.unwrap();
+    let entries = app.state.core.store.audit().entries(None, 100).await.unwrap();
     entries.into_iter().map(|e| (e.action, e.detail.unwrap_or_default())).collect()
 }
 
 /// (action, actor, outcome) of every audit entry, newest first.
 pub async fn audit_actors(app: &TestApp) -> Vec<(String, String, String)> {
-    let entries = app.state.core.store.audit_entries(None, 500).await.unwrap();
+    let entries = app.state.core.store.audit().entries(None, 500).await.unwrap();
     entries.into_iter().map(|e| (e.action, e.actor.unwrap_or_default(), e.outcome.unwrap_or_default())).collect()
 }
 
@@ -87,7 +87,7 @@ async fn non_admins_get_403_on_every_admin_url_and_signed_out_browsers_are_sent_
         assert_eq!(response.status(), 403, "{path}");
         assert_eq!(signed_out.post(app.url(path)).form(&form).send().await.unwrap().status(), 303, "{path}");
     }
-    assert!(!app.state.core.store.user_by_id(&bob).await.unwrap().unwrap().is_disabled());
+    assert!(!app.state.core.store.users().by_id(&bob).await.unwrap().unwrap().is_disabled());
     app.stop().await;
 }
 
@@ -95,7 +95,7 @@ async fn non_admins_get_403_on_every_admin_url_and_signed_out_browsers_are_sent_
 // provider answered, the grant is gone, and the audit log names the admin.
 async fn an_admin_finds_a_grant_by_search_and_revokes_it_and_a_forged_post_changes_nothing(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
-    let grant = app.state.core.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap().remove(0);
+    let grant = app.state.core.store.grants().for_user(&app.user_id(ALICE).await).await.unwrap().remove(0);
     let admin = admin_browser(app).await;
 
     let (html, csrf) = page(app, &admin, "/admin/grants?q=ALICE").await;
@@ -109,7 +109,7 @@ async fn an_admin_finds_a_grant_by_search_and_revokes_it_and_a_forged_post_chang
         let response = admin.post(app.url("/admin/grants/revoke")).form(&forged).send().await.unwrap();
         assert_eq!(response.status(), 403);
     }
-    assert!(app.state.core.store.grant_by_id(&grant.id).await.unwrap().is_some(), "nothing changed");
+    assert!(app.state.core.store.grants().by_id(&grant.id).await.unwrap().is_some(), "nothing changed");
 
     let revoked = admin
         .post(app.url("/admin/grants/revoke"))
@@ -122,7 +122,7 @@ async fn an_admin_finds_a_grant_by_search_and_revokes_it_and_a_forged_post_chang
     assert_eq!(back, "/admin/grants?notice=revoked", "the demo provider accepted the revocation");
     let (html, _) = page(app, &admin, &back).await;
     assert!(html.contains("revoked at the provider and deleted") && !html.contains(&grant.id), "{html}");
-    assert!(app.state.core.store.grant_by_id(&grant.id).await.unwrap().is_none());
+    assert!(app.state.core.store.grants().by_id(&grant.id).await.unwrap().is_none());
     let bob = app.user_id(BOB).await;
     assert!(
         audit_actions(app)
@@ -162,7 +162,7 @@ async fn an_admin_withdraws_a_consent_and_the_client_must_ask_again() {
     let app = crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await.unwrap();
     let client = app.connected_client(ALICE).await;
     let alice = app.user_id(ALICE).await;
-    let consent = app.state.core.store.consents_for_user(&alice).await.unwrap().remove(0);
+    let consent = app.state.core.store.consents().for_user(&alice).await.unwrap().remove(0);
     let admin = admin_browser(&app).await;
     let (html, csrf) = page(&app, &admin, "/admin/consents?q=alice").await;
     assert!(html.contains("1 shown"), "{html}");
@@ -174,7 +174,7 @@ async fn an_admin_withdraws_a_consent_and_the_client_must_ask_again() {
         .await
         .unwrap();
     assert_eq!(unknown.status(), 404, "an unknown client key withdraws nothing");
-    assert_eq!(app.state.core.store.consents_for_user(&alice).await.unwrap().len(), 1);
+    assert_eq!(app.state.core.store.consents().for_user(&alice).await.unwrap().len(), 1);
 
     let withdrawn = admin
         .post(app.url("/admin/consents/withdraw"))
@@ -187,12 +187,12 @@ async fn an_admin_withdraws_a_consent_and_the_client_must_ask_again() {
         .await
         .unwrap();
     assert_eq!(location(&withdrawn), "/admin/consents?notice=withdrawn");
-    assert!(app.state.core.store.consents_for_user(&alice).await.unwrap().is_empty());
+    assert!(app.state.core.store.consents().for_user(&alice).await.unwrap().is_empty());
     assert!(audit_actions(&app).await.iter().any(|(a, _)| a == "admin.consent_withdrawn"));
     // The client is asked again (-32042), the connection itself is still there.
     let me = json!({"provider": "demo", "method": "GET", "path": "/me"});
     assert!(matches!(client.call("provider_request", me).await, Err(rmcp::ServiceError::McpError(_))));
-    assert_eq!(app.state.core.store.grants_for_user(&alice).await.unwrap().len(), 1);
+    assert_eq!(app.state.core.store.grants().for_user(&alice).await.unwrap().len(), 1);
     client.close().await;
     app.stop().await;
 }
@@ -259,7 +259,7 @@ async fn a_disabled_user_cannot_sign_in_or_use_a_token_until_enabled(app: &TestA
         }
     };
     assert_eq!(set("maybe").await.status(), 400, "a bad value changes nothing");
-    assert!(!app.state.core.store.user_by_id(&alice).await.unwrap().unwrap().is_disabled());
+    assert!(!app.state.core.store.users().by_id(&alice).await.unwrap().unwrap().is_disabled());
 
     assert_eq!(location(&set("true").await), "/admin/users?notice=disabled");
     assert_eq!(alice_browser.get(app.url("/connections")).send().await.unwrap().status(), 303, "signed out");
@@ -308,7 +308,7 @@ on_both_backends!(admin_disables_a_user, a_disabled_user_cannot_sign_in_or_use_a
 async fn two_admins_disabling_each_other_at_once_leave_exactly_one_enabled(app: &TestApp) {
     let alice = app.user_id(ALICE).await;
     let bob = app.user_id(BOB).await;
-    assert!(app.state.core.store.set_admin(&alice, true).await.unwrap());
+    assert!(app.state.core.store.users().set_admin(&alice, true).await.unwrap());
     for round in 0..8 {
         let bobs = admin_browser(app).await;
         let alices = app.browser();
@@ -328,8 +328,8 @@ async fn two_admins_disabling_each_other_at_once_leave_exactly_one_enabled(app: 
             disable(bobs.clone(), bob_csrf, alice.clone()),
             disable(alices.clone(), alice_csrf, bob.clone())
         );
-        let alice_row = app.state.core.store.user_by_id(&alice).await.unwrap().unwrap();
-        let bob_row = app.state.core.store.user_by_id(&bob).await.unwrap().unwrap();
+        let alice_row = app.state.core.store.users().by_id(&alice).await.unwrap().unwrap();
+        let bob_row = app.state.core.store.users().by_id(&bob).await.unwrap().unwrap();
         assert!(
             alice_row.is_disabled() != bob_row.is_disabled(),
             "round {round}: exactly one is disabled (bob's request {by_bob}, alice's {by_alice})"
@@ -338,8 +338,8 @@ async fn two_admins_disabling_each_other_at_once_leave_exactly_one_enabled(app: 
         // its session first, sent to sign in.
         let done = [&by_bob, &by_alice].iter().filter(|s| s.ends_with("notice=disabled")).count();
         assert_eq!(done, 1, "round {round}: bob's request {by_bob}, alice's {by_alice}");
-        app.state.core.store.set_disabled(&alice, None).await.unwrap();
-        app.state.core.store.set_disabled(&bob, None).await.unwrap();
+        app.state.core.store.users().set_disabled(&alice, None).await.unwrap();
+        app.state.core.store.users().set_disabled(&bob, None).await.unwrap();
     }
 }
 
@@ -369,7 +369,7 @@ async fn bad_page_positions_over_long_searches_and_unknown_ids_get_a_clear_messa
     assert!(headers["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
     assert!(dashboard.text().await.unwrap().contains("href=\"/admin\">Admin</a>"), "the top bar links here");
     let (_, csrf) = page(&app, &admin, "/admin").await;
-    let before = app.state.core.store.audit_entries(None, 1000).await.unwrap().len();
+    let before = app.state.core.store.audit().entries(None, 1000).await.unwrap().len();
     for (path, field) in [
         ("/admin/grants/revoke", "grant_id"),
         ("/admin/authorizations/expire", "id"),
@@ -384,13 +384,14 @@ async fn bad_page_positions_over_long_searches_and_unknown_ids_get_a_clear_messa
         assert_eq!(response.status(), 404, "{path}");
         assert!(response.text().await.unwrap().contains("nothing changed"), "{path}");
     }
-    assert_eq!(app.state.core.store.audit_entries(None, 1000).await.unwrap().len(), before, "nothing audited");
+    assert_eq!(app.state.core.store.audit().entries(None, 1000).await.unwrap().len(), before, "nothing audited");
     // Pagination: 25 users over two pages.
     for n in 0..23 {
         app.state
             .core
             .store
-            .create_local_user(&app.state.core.config.issuer(), &format!("user{n:02}"), "x", app.now())
+            .users()
+            .create_local(&app.state.core.config.issuer(), &format!("user{n:02}"), "x", app.now())
             .await
             .unwrap();
     }
@@ -431,7 +432,7 @@ async fn admin_forms_from_another_site_are_refused_and_bad_input_gets_admin_advi
         assert_eq!(response.status(), 403, "{headers:?}");
         let text = response.text().await.unwrap();
         assert!(text.contains("came from another site") && text.contains(why), "{headers:?}: {text}");
-        assert!(!app.state.core.store.user_by_id(&alice).await.unwrap().unwrap().is_disabled(), "{headers:?}");
+        assert!(!app.state.core.store.users().by_id(&alice).await.unwrap().unwrap().is_disabled(), "{headers:?}");
     }
     // What a browser sends from the broker's own page is accepted: its own origin, or (under
     // the pages' no-referrer policy) `Origin: null` with `Sec-Fetch-Site: same-origin`.
@@ -441,8 +442,8 @@ async fn admin_forms_from_another_site_are_refused_and_bad_input_gets_admin_advi
             request = request.header(*name, *value);
         }
         assert_eq!(request.send().await.unwrap().status(), 303, "{headers:?}");
-        assert!(app.state.core.store.user_by_id(&alice).await.unwrap().unwrap().is_disabled());
-        assert!(app.state.core.store.set_disabled(&alice, None).await.is_ok());
+        assert!(app.state.core.store.users().by_id(&alice).await.unwrap().unwrap().is_disabled());
+        assert!(app.state.core.store.users().set_disabled(&alice, None).await.is_ok());
     }
 
     // A malformed admin form: advice for an admin, not for an MCP user.

@@ -2,7 +2,10 @@
 //! same answers on SQLite and PostgreSQL, `%` and `_` typed in a search match themselves, rows
 //! older than any fixed window are still found, and the dashboard's counts stop at 10,000.
 
-use oauth_broker::store::paging::{COUNT_CAP, Count, Cursor, Search, Window};
+use oauth_broker::store::{
+    counts::{COUNT_CAP, Count},
+    paging::{Cursor, Search, Window},
+};
 
 use crate::admin::admin_browser;
 use crate::helpers::TestApp;
@@ -28,13 +31,13 @@ async fn admin_lists_search_and_page_by_keyset_in_sql_with_like_wildcards_taken_
     let store = &app.state.core.store;
     let issuer = app.state.core.config.issuer();
     for name in ["pct%name", "under_score", "underXscore", "UPPER-Case"] {
-        store.create_local_user(&issuer, name, "x", app.now()).await.unwrap();
+        store.users().create_local(&issuer, name, "x", app.now()).await.unwrap();
     }
     for n in 0..41 {
         app.clock.advance(1);
-        store.create_local_user(&issuer, &format!("bulk{n:02}"), "x", app.now()).await.unwrap();
+        store.users().create_local(&issuer, &format!("bulk{n:02}"), "x", app.now()).await.unwrap();
     }
-    let first = |q: &'static str| async move { store.page_users(&Search::new(q), Window::first(20)).await.unwrap() };
+    let first = |q: &'static str| async move { store.users().page(&Search::new(q), Window::first(20)).await.unwrap() };
     let names = |page: &oauth_broker::store::paging::Paged<oauth_broker::store::users::User>| {
         page.rows.iter().map(|u| u.username.clone().unwrap_or_default()).collect::<Vec<_>>()
     };
@@ -44,11 +47,12 @@ async fn admin_lists_search_and_page_by_keyset_in_sql_with_like_wildcards_taken_
     assert_eq!(names(&first("Under").await).len(), 2);
     let bulk = first("bulk").await;
     assert_eq!(bulk.rows.len(), 20);
-    let second = store.page_users(&Search::new("bulk"), Window::after(20, bulk.next.clone().unwrap())).await.unwrap();
+    let second = store.users().page(&Search::new("bulk"), Window::after(20, bulk.next.clone().unwrap())).await.unwrap();
     assert_eq!(names(&second).first().map(String::as_str), Some("bulk20"), "the next page starts after the last row");
-    let third = store.page_users(&Search::new("bulk"), Window::after(20, second.next.clone().unwrap())).await.unwrap();
+    let third =
+        store.users().page(&Search::new("bulk"), Window::after(20, second.next.clone().unwrap())).await.unwrap();
     assert_eq!((names(&third), third.next), (vec!["bulk40".to_owned()], None), "oldest first, last page");
-    let everyone = store.page_users(&Search::new(""), Window::first(100)).await.unwrap();
+    let everyone = store.users().page(&Search::new(""), Window::first(100)).await.unwrap();
     assert!(everyone.next.is_none() && everyone.rows.len() >= 47, "alice, bob and the 45 above");
 
     // The pages show what the store found and link to the next page, which starts where the
@@ -76,14 +80,17 @@ async fn admin_lists_search_and_page_by_keyset_in_sql_with_like_wildcards_taken_
     .execute(store.pool())
     .await
     .unwrap();
-    let oldest = store.page_audit(&Search::new("row-1-end"), Window::first(20)).await.unwrap();
+    let oldest = store.audit().page(&Search::new("row-1-end"), Window::first(20)).await.unwrap();
     assert_eq!(oldest.rows.len(), 1);
     assert_eq!(oldest.rows[0].detail.as_deref(), Some("row-1-end"));
     let html = found(app, &admin, "/admin/audit?q=row-1-end").await;
     assert!(html.contains("1 shown") && html.contains("row-1-end"), "{html}");
     let oldest_id = oldest.rows[0].id;
-    let deep =
-        store.page_audit(&Search::new("test.bulk"), Window::after(20, Cursor::new(oldest_id + 20, ""))).await.unwrap();
+    let deep = store
+        .audit()
+        .page(&Search::new("test.bulk"), Window::after(20, Cursor::new(oldest_id + 20, "")))
+        .await
+        .unwrap();
     let details: Vec<_> = deep.rows.iter().filter_map(|e| e.detail.as_deref()).collect();
     assert_eq!(
         (details.len(), details.first().copied(), details.last().copied()),
@@ -94,7 +101,7 @@ async fn admin_lists_search_and_page_by_keyset_in_sql_with_like_wildcards_taken_
     assert!(html.contains("5 more shown") && html.contains("row-5-end") && !html.contains("row-6-end"), "{html}");
 
     // The dashboard counts exactly while that is cheap.
-    let counts = store.admin_counts(app.now()).await.unwrap();
+    let counts = store.console().admin_counts(app.now()).await.unwrap();
     assert_eq!(counts.users, Count::Exact(everyone.rows.len() as i64));
     assert_eq!(counts.admins, Count::Exact(1), "bob");
     let html = found(app, &admin, "/admin").await;
@@ -111,7 +118,7 @@ async fn admin_lists_search_and_page_by_keyset_in_sql_with_like_wildcards_taken_
     .execute(store.pool())
     .await
     .unwrap();
-    let counts = store.admin_counts(app.now()).await.unwrap();
+    let counts = store.console().admin_counts(app.now()).await.unwrap();
     assert!(matches!(counts.users, Count::About(n) if n > COUNT_CAP), "{:?}", counts.users);
     assert_eq!(counts.disabled_users, Count::AtLeast(COUNT_CAP));
     assert_eq!(counts.admins, Count::Exact(1));
@@ -129,15 +136,16 @@ async fn searches_find_rows_by_their_users_name_and_their_shown_status(app: &Tes
     let client = app.connected_client(crate::helpers::ALICE).await;
     let store = &app.state.core.store;
     let window = || Window::first(20);
-    assert_eq!(store.page_grants(&Search::new("ALIC"), window()).await.unwrap().rows.len(), 1);
-    assert_eq!(store.page_grants(&Search::new("bob"), window()).await.unwrap().rows.len(), 0);
-    assert_eq!(store.page_consents(&Search::new("alice"), window()).await.unwrap().rows.len(), 1);
-    assert_eq!(store.page_consents(&Search::new("demo"), window()).await.unwrap().rows.len(), 1);
+    assert_eq!(store.grants().page(&Search::new("ALIC"), window()).await.unwrap().rows.len(), 1);
+    assert_eq!(store.grants().page(&Search::new("bob"), window()).await.unwrap().rows.len(), 0);
+    assert_eq!(store.consents().page(&Search::new("alice"), window()).await.unwrap().rows.len(), 1);
+    assert_eq!(store.consents().page(&Search::new("demo"), window()).await.unwrap().rows.len(), 1);
     let now = app.now();
-    assert_eq!(store.page_authorizations(&Search::new("completed"), now, window()).await.unwrap().rows.len(), 1);
+    assert_eq!(store.authorizations().page(&Search::new("completed"), now, window()).await.unwrap().rows.len(), 1);
     assert_eq!(
         store
-            .page_audit(&Search::new("alice"), window())
+            .audit()
+            .page(&Search::new("alice"), window())
             .await
             .unwrap()
             .rows
@@ -179,8 +187,8 @@ async fn any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_i
         .unwrap();
     }
     let issuer = app.state.core.config.issuer();
-    store.create_local_user(&issuer, "Quentin Quux", "x", app.now()).await.unwrap();
-    let quentin = store.user_by_username("Quentin Quux").await.unwrap().unwrap();
+    store.users().create_local(&issuer, "Quentin Quux", "x", app.now()).await.unwrap();
+    let quentin = store.users().by_username("Quentin Quux").await.unwrap().unwrap();
     sqlx::query("INSERT INTO audit_log (at, user_id, action, provider, detail, actor, outcome) VALUES (20, $1, 'test.byuser', NULL, 'nothing here', 'broker', 'success')")
         .bind(&quentin.id)
         .execute(store.pool())
@@ -199,7 +207,7 @@ async fn any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_i
     let details = |q: &str| {
         let search = Search::new(q);
         async move {
-            let page = store.page_audit(&search, Window::first(20)).await.unwrap();
+            let page = store.audit().page(&search, Window::first(20)).await.unwrap();
             let mut found: Vec<String> = page.rows.into_iter().filter_map(|e| e.detail).collect();
             found.sort();
             found
@@ -237,16 +245,16 @@ async fn any_search_term_finds_exactly_the_rows_holding_it_as_text_through_the_i
     // A row found by its user's name, through the users' index.
     assert_eq!(details("quentin q").await, vec!["nothing here"]);
     // A common term fills a page from the newest rows; the next page goes on from there.
-    let page = store.page_audit(&Search::new("row-"), Window::first(20)).await.unwrap();
+    let page = store.audit().page(&Search::new("row-"), Window::first(20)).await.unwrap();
     assert_eq!(page.rows.first().and_then(|e| e.detail.as_deref()), Some(format!("row-{bulk}").as_str()));
-    let next = store.page_audit(&Search::new("row-"), Window::after(20, page.next.unwrap())).await.unwrap();
+    let next = store.audit().page(&Search::new("row-"), Window::after(20, page.next.unwrap())).await.unwrap();
     assert_eq!(next.rows.first().and_then(|e| e.detail.as_deref()), Some(format!("row-{}", bulk - 20).as_str()));
     // A term only older rows hold (row-4, row-40…, row-400…: behind the first step's rows)
     // pages by keyset through the index.
-    let rare = store.page_audit(&Search::new("row-4"), Window::first(5)).await.unwrap();
+    let rare = store.audit().page(&Search::new("row-4"), Window::first(5)).await.unwrap();
     let shown: Vec<_> = rare.rows.iter().filter_map(|e| e.detail.clone()).collect();
     assert_eq!(shown, ["row-499", "row-498", "row-497", "row-496", "row-495"]);
-    let after = store.page_audit(&Search::new("row-4"), Window::after(5, rare.next.unwrap())).await.unwrap();
+    let after = store.audit().page(&Search::new("row-4"), Window::after(5, rare.next.unwrap())).await.unwrap();
     assert_eq!(after.rows.first().and_then(|e| e.detail.as_deref()), Some("row-494"));
     assert!(after.rows.iter().all(|e| !shown.contains(e.detail.as_ref().unwrap())));
     assert!(after.rows.iter().all(|e| e.id < rare.rows.last().unwrap().id), "older than the cursor");

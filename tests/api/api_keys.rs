@@ -127,7 +127,7 @@ async fn database_text(app: &TestApp) -> String {
 }
 
 async fn grant_count(app: &TestApp) -> usize {
-    app.state.core.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap().len()
+    app.state.core.store.grants().for_user(&app.user_id(ALICE).await).await.unwrap().len()
 }
 
 with_keys_on_both_backends!(
@@ -260,7 +260,7 @@ async fn other_browser_refused(app: &TestApp) {
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     assert!(refused.text().await.unwrap().contains("Wrong account"));
     assert_eq!(grant_count(app).await, 0);
-    assert!(app.state.core.store.grants_for_user(&app.user_id(BOB).await).await.unwrap().is_empty());
+    assert!(app.state.core.store.grants().for_user(&app.user_id(BOB).await).await.unwrap().is_empty());
     client.close().await;
 }
 
@@ -341,7 +341,7 @@ async fn rejected_key_needs_new_one(app: &TestApp) {
     // The call that meets the 401 marks the connection and gets the link itself (not the
     // provider's raw 401); the next one gets it too.
     let first = connect_link(&client).await;
-    let grants = app.state.core.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap();
+    let grants = app.state.core.store.grants().for_user(&app.user_id(ALICE).await).await.unwrap();
     assert_eq!(grants[0].status, oauth_broker::store::grants::GrantStatus::NeedsReconsent);
     assert!(first.contains("/connect/"), "{first}");
     let url = connect_link(&client).await;

@@ -13,7 +13,8 @@ async fn entries(app: &TestApp) -> Vec<(String, String, String, String)> {
         .state
         .core
         .store
-        .audit_entries(None, 1000)
+        .audit()
+        .entries(None, 1000)
         .await
         .unwrap()
         .into_iter()
@@ -122,7 +123,7 @@ async fn migration_0009_names_the_actor_of_entries_written_before_it(backend: Ba
             .unwrap();
     }
     store.migrate().await.unwrap();
-    let mut got = store.audit_entries(None, 100).await.unwrap();
+    let mut got = store.audit().entries(None, 100).await.unwrap();
     got.reverse();
     let said: Vec<(&str, &str, &str)> = got
         .iter()

@@ -224,7 +224,8 @@ async fn registration_accepts_https_and_loopback_redirects_and_refuses_the_rest(
     assert_eq!(body["token_endpoint_auth_method"], "client_secret_basic");
     assert!(body["client_secret"].as_str().is_some_and(|s| s.len() >= 43));
     assert_eq!(body["client_secret_expires_at"], 0);
-    let stored = app.state.core.store.oauth_client(body["client_id"].as_str().unwrap()).await.unwrap().unwrap();
+    let stored =
+        app.state.core.store.oauth_clients().by_id(body["client_id"].as_str().unwrap()).await.unwrap().unwrap();
     assert_ne!(stored.client_secret_hash.as_deref(), body["client_secret"].as_str(), "only a hash is stored");
 
     for (metadata, expected) in [
@@ -296,7 +297,7 @@ async fn full_flow(app: &TestApp) {
     let access = tokens["access_token"].as_str().unwrap().to_owned();
     let refresh_1 = tokens["refresh_token"].as_str().unwrap().to_owned();
     let claims = jwt_claims(&access);
-    let alice = app.state.core.store.user_by_username(ALICE).await.unwrap().unwrap();
+    let alice = app.state.core.store.users().by_username(ALICE).await.unwrap().unwrap();
     assert_eq!(claims["iss"], app.address);
     assert_eq!(claims["aud"], app.mcp_url(), "RFC 8707: the audience is the MCP endpoint");
     assert_eq!(claims["sub"], alice.subject);
@@ -341,7 +342,7 @@ async fn full_flow(app: &TestApp) {
     // Replaying the retired token fails and kills the family: the current one dies too.
     assert_eq!(oauth_error(refresh(app, &client_id, &refresh_1).await).await, (400, "invalid_grant".into()));
     assert_eq!(oauth_error(refresh(app, &client_id, &refresh_2).await).await, (400, "invalid_grant".into()));
-    assert!(!app.state.core.store.oauth_grant_is_active(&grant_id).await.unwrap());
+    assert!(!app.state.core.store.oauth_grants().is_active(&grant_id).await.unwrap());
 }
 on_both_backends!(register_authorize_exchange_use_and_rotate, full_flow);
 
@@ -387,14 +388,14 @@ async fn signing_an_app_out_ends_its_tokens_and_consents(app: &TestApp) {
     let bob_csrf = crate::helpers::hidden_field(&bob_page, "csrf_token").unwrap();
     assert_eq!(sign_out(&bob, bob_csrf, client_id.clone()).await, 404, "Bob cannot sign Alice's app out");
     assert_eq!(sign_out(&browser, "forged".into(), client_id.clone()).await, 403);
-    assert!(app.state.core.store.oauth_grant_is_active(&grant_id).await.unwrap());
+    assert!(app.state.core.store.oauth_grants().is_active(&grant_id).await.unwrap());
     let alice_id = app.user_id(ALICE).await;
     let client_key = format!("client:{client_id}");
-    let consents = app.state.core.store.consents_for_user(&alice_id).await.unwrap();
+    let consents = app.state.core.store.consents().for_user(&alice_id).await.unwrap();
     assert!(consents.iter().any(|c| c.client_key == client_key));
     assert_eq!(sign_out(&browser, csrf, client_id.clone()).await, 303);
-    assert!(!app.state.core.store.oauth_grant_is_active(&grant_id).await.unwrap());
-    let consents = app.state.core.store.consents_for_user(&alice_id).await.unwrap();
+    assert!(!app.state.core.store.oauth_grants().is_active(&grant_id).await.unwrap());
+    let consents = app.state.core.store.consents().for_user(&alice_id).await.unwrap();
     assert!(!consents.iter().any(|c| c.client_key == client_key), "its consents went with it");
     assert!(app.mcp_client_with_token(&access, ClientKind::Url).await.is_err(), "its access token stopped working");
     assert_eq!(oauth_error(refresh(app, &client_id, &refresh_1).await).await, (400, "invalid_grant".into()));
@@ -538,7 +539,7 @@ async fn code_reuse(app: &TestApp) {
     // RFC 6749 §4.1.2: what the code issued is revoked.
     assert_eq!(oauth_error(refresh(app, &client_id, &refresh_token).await).await, (400, "invalid_grant".into()));
     let grant_id = jwt_claims(first["access_token"].as_str().unwrap())["grant_id"].as_str().unwrap().to_owned();
-    assert!(!app.state.core.store.oauth_grant_is_active(&grant_id).await.unwrap());
+    assert!(!app.state.core.store.oauth_grants().is_active(&grant_id).await.unwrap());
     // The access token already issued stops working on /mcp at once, not at its expiry.
     let refused =
         app.mcp_client_with_token(first["access_token"].as_str().unwrap(), crate::helpers::ClientKind::Url).await;
@@ -713,7 +714,7 @@ async fn a_client_revokes_its_own_tokens_and_nobody_elses(app: &TestApp) {
     let (client_a, access_a, refresh_a) = tokens_for_new_client(app, "Tool A").await;
     let (client_b, access_b, refresh_b) = tokens_for_new_client(app, "Tool B").await;
     let grant_of = |token: &str| jwt_claims(token)["grant_id"].as_str().unwrap().to_owned();
-    let active = |grant: String| async move { app.state.core.store.oauth_grant_is_active(&grant).await.unwrap() };
+    let active = |grant: String| async move { app.state.core.store.oauth_grants().is_active(&grant).await.unwrap() };
 
     // Without client authentication: 401, nothing revoked.
     let anonymous = app.http().post(app.url("/revoke")).form(&[("token", refresh_a.as_str())]).send().await.unwrap();
@@ -786,7 +787,10 @@ async fn a_client_revokes_its_grant_with_an_access_token_meant_for_a_tool_server
     let revoked = revoke(&app, &[("client_id", &client_id), ("token", &access)]).await;
 
     assert_eq!(revoked.status(), 200);
-    assert!(!app.state.core.store.oauth_grant_is_active(&grant).await.unwrap(), "the grant ends with its access token");
+    assert!(
+        !app.state.core.store.oauth_grants().is_active(&grant).await.unwrap(),
+        "the grant ends with its access token"
+    );
     assert_eq!(oauth_error(refresh(&app, &client_id, &refresh_token).await).await, (400, "invalid_grant".into()));
     app.stop().await;
 }

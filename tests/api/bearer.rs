@@ -53,7 +53,7 @@ async fn a_request_without_a_token_gets_401_with_the_resource_metadata_challenge
 #[tokio::test]
 async fn forged_expired_and_misdirected_tokens_are_all_rejected_with_invalid_token() {
     let app = spawn_app(Backend::Sqlite).await.unwrap();
-    let alice = app.state.core.store.user_by_username(ALICE).await.unwrap().unwrap();
+    let alice = app.state.core.store.users().by_username(ALICE).await.unwrap().unwrap();
     let kid = active_kid(&app);
     let mut header = Header::new(Algorithm::EdDSA);
     header.kid = Some(kid.clone());

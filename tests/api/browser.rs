@@ -290,8 +290,8 @@ async fn an_admin_revokes_a_grant_found_by_search_and_a_forged_form_changes_noth
     let app = spawn_app(Backend::Sqlite).await.unwrap();
     let client = app.connected_client(ALICE).await;
     let alice = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
-    app.state.core.store.set_admin(&app.user_id(crate::helpers::BOB).await, true).await.unwrap();
+    let grant = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0);
+    app.state.core.store.users().set_admin(&app.user_id(crate::helpers::BOB).await, true).await.unwrap();
 
     browser.sign_in(&app, crate::helpers::BOB, "/admin").await;
     assert!(browser.text().await.contains("Recent failures"));
@@ -332,7 +332,7 @@ async fn an_admin_revokes_a_grant_found_by_search_and_a_forged_form_changes_noth
         .await;
     browser.wait_for_url(&app.url("/admin/users/disable")).await;
     assert!(browser.text().await.contains("Form expired"));
-    assert!(!app.state.core.store.user_by_id(&alice).await.unwrap().unwrap().is_disabled(), "nothing changed");
+    assert!(!app.state.core.store.users().by_id(&alice).await.unwrap().unwrap().is_disabled(), "nothing changed");
 
     client.close().await;
     browser.close().await;

@@ -136,7 +136,7 @@ async fn the_caches_filled_right_after_this_servers_write_survive_the_watchers_n
     let alice = app.user_id(ALICE).await;
     let seen = with_a_punctual_watcher(app, || async {
         // A write of this server to a table the caches rest on, then the caches filled at once.
-        app.state.core.store.set_display_name(&alice, Some("Alice")).await.unwrap();
+        app.state.core.store.users().set_display_name(&alice, Some("Alice")).await.unwrap();
         warm_pair(app, &client).await;
         watcher_polls(app, 2).await;
         warm_pair(app, &client).await
@@ -198,9 +198,9 @@ async fn service_token(app: &TestApp, client_id: &str, secret: &str, user_token:
 
 /// A token the broker's authorization server issued (it names its grant), for `user`.
 async fn authorization_server_token(app: &TestApp, user: &str) -> (String, String) {
-    use oauth_broker::store::oauth_clients::OAuthClientRow;
-    use oauth_broker::store::oauth_codes::{NewOAuthCode, NewOAuthGrant};
-    let row = app.state.core.store.user_by_username(user).await.unwrap().unwrap();
+    use oauth_broker::store::authorization_server::OAuthClientRow;
+    use oauth_broker::store::authorization_server::{NewOAuthCode, NewOAuthGrant};
+    let row = app.state.core.store.users().by_username(user).await.unwrap().unwrap();
     let client_id = format!("cache-test-{}", uuid::Uuid::new_v4());
     let client = OAuthClientRow {
         client_id: client_id.clone(),
@@ -212,7 +212,7 @@ async fn authorization_server_token(app: &TestApp, user: &str) -> (String, Strin
         scope: None,
         created_at: app.now(),
     };
-    app.state.core.store.insert_oauth_client(&client).await.unwrap();
+    app.state.core.store.oauth_clients().insert(&client).await.unwrap();
     let grant_id = uuid::Uuid::new_v4().to_string();
     let mcp = app.mcp_url();
     let grant = NewOAuthGrant {
@@ -229,7 +229,7 @@ async fn authorization_server_token(app: &TestApp, user: &str) -> (String, Strin
         code_challenge: "unused",
         expires_at: app.now() + 60,
     };
-    app.state.core.store.create_oauth_grant_with_code(&grant, &code, app.now()).await.unwrap();
+    app.state.core.store.oauth_grants().create_with_code(&grant, &code, app.now()).await.unwrap();
     let claims = oauth_broker::identity::jwt::ClientDelegation {
         client_id: &client_id,
         scope: "",
@@ -246,7 +246,7 @@ async fn a_revoked_token_is_refused_at_the_next_request_though_it_was_cached(app
     client.call("list_connections", json!({})).await.unwrap();
 
     // What `POST /revoke` and a replayed refresh token do.
-    assert!(app.state.core.store.revoke_oauth_grant(&grant_id, app.now()).await.unwrap());
+    assert!(app.state.core.store.oauth_grants().revoke(&grant_id, app.now()).await.unwrap());
 
     let refused = client.call("list_connections", json!({})).await;
     assert!(refused.is_err(), "the revoked token still worked: {refused:?}");
@@ -320,7 +320,7 @@ async fn a_rotated_secret_and_a_removed_service_reach_the_cached_token_api(app: 
 
     // Through this server: the next request.
     let rotated = oauth_broker::crypto::OneTimeSecret::generate("obs_", 32);
-    assert!(app.state.core.store.rotate_service_secret("notes", rotated.hash(), app.now()).await.unwrap());
+    assert!(app.state.core.store.services().rotate_secret("notes", rotated.hash(), app.now()).await.unwrap());
     assert_eq!(authenticate(app, &client_id, &secret).await, Err(401), "the old secret, cached, is refused");
     let secret = rotated.expose_plaintext().to_owned();
     assert_eq!(authenticate(app, &client_id, &secret).await, Ok(client_id.clone()));
@@ -346,10 +346,10 @@ async fn a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_tok
     let client = app.connected_client(ALICE).await;
     assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
     let alice = app.user_id(ALICE).await;
-    let consents = app.state.core.store.consents_for_user(&alice).await.unwrap();
+    let consents = app.state.core.store.consents().for_user(&alice).await.unwrap();
     let consent = consents.first().expect("connecting recorded the client's consent");
 
-    assert!(app.state.core.store.revoke_consent(&alice, &consent.grant_id, &consent.client_key).await.unwrap());
+    assert!(app.state.core.store.consents().revoke(&alice, &consent.grant_id, &consent.client_key).await.unwrap());
 
     match me(&client).await {
         Err(rmcp::ServiceError::McpError(e)) => assert_eq!(e.code.0, -32042, "asks the user again: {e:?}"),
@@ -369,7 +369,7 @@ async fn a_withdrawn_consent_takes_effect_at_the_next_request_on_mcp_and_the_tok
     app.allow_in_browser(&app.browser(), &link, ALICE).await;
     let (status, body) = service_token(app, &service.client_id, &service.secret, &token).await;
     assert_eq!(status, StatusCode::OK, "allowed: {body}");
-    assert!(app.state.core.store.revoke_consent(&alice, &consent.grant_id, "service:svc_notes").await.unwrap());
+    assert!(app.state.core.store.consents().revoke(&alice, &consent.grant_id, "service:svc_notes").await.unwrap());
     let (status, body) = service_token(app, &service.client_id, &service.secret, &token).await;
     assert_eq!(status, StatusCode::CONFLICT, "withdrawn: asks again: {body}");
     client.close().await;
@@ -423,16 +423,16 @@ async fn a_refreshed_grant_is_used_by_the_next_call_though_the_old_one_was_cache
     let client = app.connected_client(ALICE).await;
     assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
     let alice = app.user_id(ALICE).await;
-    let before = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
+    let before = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0);
 
     // Past the access token's expiry: the next call refreshes, then the one after uses the
     // refreshed grant from the cache (the old token has expired at the demo provider too).
     app.clock.advance(2 * 3600);
     assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200, "refreshed");
-    let after = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
+    let after = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0);
     assert!(after.version > before.version && after.access_token_sealed != before.access_token_sealed);
     assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200, "the refreshed token is used");
-    let last = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
+    let last = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0);
     assert_eq!(
         (last.version, &last.access_token_sealed),
         (after.version, &after.access_token_sealed),
@@ -448,7 +448,7 @@ async fn grant_and_consent_changes_made_by_another_process_reach_the_cached_serv
     let client = app.connected_client(ALICE).await;
     assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
     let alice = app.user_id(ALICE).await;
-    let consent = app.state.core.store.consents_for_user(&alice).await.unwrap().remove(0);
+    let consent = app.state.core.store.consents().for_user(&alice).await.unwrap().remove(0);
 
     admin_elsewhere(app, &["consents", "revoke", ALICE, "--client", &consent.client_key]).await;
     eventually("the consent withdrawn in another process is seen", std::time::Duration::from_secs(5), || async {
@@ -483,7 +483,7 @@ async fn a_provider_token_revoked_by_hand_written_sql_is_refused_though_it_was_c
     });
     assert!(warm.await, "the demo provider never kept the token");
     let alice = app.user_id(ALICE).await;
-    let before = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0).version;
+    let before = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0).version;
 
     let mut conn = sqlx::AnyConnection::connect(&app.state.core.config.database_url).await.unwrap();
     let revoked = sqlx::query("UPDATE demo_tokens SET revoked_at = $1 WHERE kind = 'access' AND revoked_at IS NULL")
@@ -496,7 +496,7 @@ async fn a_provider_token_revoked_by_hand_written_sql_is_refused_though_it_was_c
 
     eventually("the demo provider refuses the revoked token", std::time::Duration::from_secs(5), || async {
         assert_eq!(me(&client).await.unwrap().structured_content.unwrap()["status"], 200);
-        app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0).version > before
+        app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0).version > before
     })
     .await;
     client.close().await;
@@ -519,11 +519,11 @@ async fn writer_rows(app: &TestApp) -> Vec<(String, i64)> {
 async fn a_closed_store_leaves_no_writer_row_behind(app: &TestApp) {
     // Arrange: this server writes (its row), then a second process's store writes (another).
     let alice = app.user_id(ALICE).await;
-    app.state.core.store.set_disabled(&alice, Some(app.now())).await.unwrap();
+    app.state.core.store.users().set_disabled(&alice, Some(app.now())).await.unwrap();
     let own = writer_rows(app).await;
     assert_eq!(own.len(), 1, "this server's own row: {own:?}");
     let other = oauth_broker::store::Store::connect(&app.database_url).await.unwrap();
-    other.set_disabled(&alice, None).await.unwrap();
+    other.users().set_disabled(&alice, None).await.unwrap();
     assert_eq!(writer_rows(app).await.len(), 2, "the other process's row too");
 
     // Act

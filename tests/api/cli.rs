@@ -612,7 +612,7 @@ async fn users_add_admin_and_set_admin_change_who_may_open_the_admin_pages(app: 
 
     // Issue 29: `users add` and `tokens issue` from the CLI are audited (never the token).
     let token = admin_ok(app, &["tokens", "issue", "dora", "--client", "ci"]).await;
-    let audited = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    let audited = app.state.core.store.audit().entries(None, 50).await.unwrap();
     let cli_did = |action: &str| {
         audited.iter().find(|e| e.action == action && e.actor.as_deref() == Some("cli")).map(|e| e.detail.clone())
     };
@@ -1081,8 +1081,8 @@ fn version_names_the_release() {
 // admin page and in `authorizations list`.
 async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they_call_themselves(app: &TestApp) {
     use oauth_broker::domain::Scopes;
+    use oauth_broker::store::authorization_server::OAuthClientRow;
     use oauth_broker::store::authorizations::{AuthorizationKind, NewAuthorization};
-    use oauth_broker::store::oauth_clients::OAuthClientRow;
     let store = &app.state.core.store;
     let alice = app.user_id(crate::helpers::ALICE).await;
     for id in ["app-one", "app-two"] {
@@ -1096,7 +1096,7 @@ async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they
             scope: None,
             created_at: app.now(),
         };
-        store.insert_oauth_client(&row).await.unwrap();
+        store.oauth_clients().insert(&row).await.unwrap();
     }
     let scopes = Scopes::parse(["profile"]).unwrap();
     for (id, key) in [("az-one", "client:app-one"), ("az-two", "client:app-two"), ("az-token", "token:nightly-job")] {
@@ -1113,7 +1113,7 @@ async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they
             server_id: None,
             expires_at: app.now() + 600,
         };
-        store.create_authorization(&new, app.now()).await.unwrap();
+        store.authorizations().create(&new, app.now()).await.unwrap();
     }
 
     let admin = crate::admin::admin_browser(app).await;

@@ -202,7 +202,7 @@ async fn a_callback_handled_by_instance_b_notifies_only_the_session_on_instance_
     assert_eq!(same_user_on_b.next_completion(Duration::from_millis(500)).await, None);
     assert_eq!(bob_on_a.next_completion(Duration::from_millis(200)).await, None);
     assert!(!bob_watcher.heard_within(Duration::from_millis(200)).await, "Bob's subscriber hears nothing");
-    let row = a.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = a.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Completed);
     let retried =
         starter.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await.unwrap();
@@ -412,7 +412,7 @@ async fn a_spoofed_forwarded_for_from_a_peer_that_is_not_a_trusted_proxy_is_igno
     }
     // Assert: they were all counted for the real peer, which is now locked whatever it claims.
     assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.99")).await, 429);
-    let audit = app.state.core.store.audit_entries(None, 20).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 20).await.unwrap();
     let failures: Vec<_> = audit.iter().filter(|e| e.action == "browser.sign_in_failed").collect();
     assert!(!failures.is_empty());
     for entry in failures {
@@ -431,7 +431,7 @@ async fn behind_a_listed_proxy_each_client_address_has_its_own_budget() {
     }
     assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.1")).await, 429);
     assert_eq!(sign_in_at(&app.address, ALICE, crate::helpers::PASSWORD, Some("198.51.100.2")).await, 303);
-    let audit = app.state.core.store.audit_entries(None, 20).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 20).await.unwrap();
     assert!(
         audit.iter().any(|e| e.detail.as_deref().is_some_and(|d| d.contains("address=198.51.100.1"))),
         "the client's address is audited"
@@ -479,7 +479,7 @@ async fn an_instance_killed_mid_flow_the_user_finishes_on_the_other_and_the_clie
         on_a.call("provider_request", json!({"provider": "demo", "method": "GET", "path": "/me"})).await.unwrap();
     assert_eq!(retried.structured_content.unwrap()["status"], 200);
     // Nothing lost in the database: the authorization is completed, one active grant.
-    let row = a.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = a.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Completed);
     let (grants,): (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM grants WHERE user_id = $1 AND provider = 'demo' AND status = 'active'")
@@ -679,7 +679,7 @@ async fn a_services_request_budget_is_used_up_across_both_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_services_budget_holds_across_both_instances_within_a_share_and_a_half_each() {
     use crate::token_api_limits::{notes_service, poll_with};
-    use oauth_broker::store::request_budget::most_unused;
+    use oauth_broker::store::token_api::most_unused;
     use std::sync::atomic::{AtomicU64, Ordering};
     let per_minute = 1_200;
     let toml = format!("[token_api]\nrequests_per_minute = {per_minute}\n");
@@ -805,7 +805,7 @@ async fn a_completion_sent_while_the_listener_is_away_arrives_through_the_outbox
     callback_on(&b, &a, &browser, &callback).await;
     eventually("B's signal is in the outbox", Duration::from_secs(20), || {
         let (store, id) = (a.state.core.store.clone(), id.clone());
-        async move { store.signals_after(0, 1000).await.unwrap().iter().any(|row| row.payload.contains(&id)) }
+        async move { store.signals().after(0, 1000).await.unwrap().iter().any(|row| row.payload.contains(&id)) }
     })
     .await;
     // Nothing has reached A so far (looked at, not waited for: that the completion did not come

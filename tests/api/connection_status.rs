@@ -149,7 +149,7 @@ async fn the_status_api_tells_a_service_where_each_connection_stands(backend: Ba
     assert!(page.contains("data-status=\"refresh_failing\""));
     assert!(page.contains("action=\"/connections/reconnect\""), "a Reconnect button");
     let csrf = crate::helpers::hidden_field(&page, "csrf_token").unwrap();
-    let grant = app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap();
     let reconnect = browser
         .post(app.url("/connections/reconnect"))
         .form(&[("csrf_token", csrf.as_str()), ("grant_id", grant.id.as_str())])
@@ -261,7 +261,7 @@ async fn the_calls_in_flight_when_the_provider_revokes_everything_get_the_reconn
         }
     }
     assert_eq!(provider.invalid_grants(), 1, "one refresh reached the provider");
-    let grant = app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap();
     assert_eq!(
         (grant.status, grant.refresh_gate.last_error),
         (GrantStatus::NeedsReconsent, Some(RefreshFailure::InvalidGrant))

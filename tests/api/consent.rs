@@ -61,12 +61,12 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
     assert!(works(&first).await, "the client that connected may use the connection");
     assert!(allowed_flag(&first).await);
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
 
     let second = other_client(app, ALICE, OTHER_TOOL, ClientKind::Url).await;
     assert!(!allowed_flag(&second).await, "list_connections tells the second client it is not allowed yet");
     let (url, id) = consent_link(&second).await;
-    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     assert_eq!((row.kind, row.grant_id.as_deref()), (AuthorizationKind::Consent, Some(grant.id.as_str())));
     assert_eq!(row.client_key, format!("token:{OTHER_TOOL}"));
     // Asking again while the link is open reuses it.
@@ -83,9 +83,9 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
     assert!(works(&second).await, "allowed now");
     assert!(allowed_flag(&second).await);
     // Allowing changed no token: nothing went to the provider.
-    let after = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
+    let after = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
     assert_eq!((after.version, after.updated_at), (grant.version, grant.updated_at));
-    let audit = app.state.core.store.audit_entries(Some(&user), 50).await.unwrap();
+    let audit = app.state.core.store.audit().entries(Some(&user), 50).await.unwrap();
     assert!(
         audit.iter().any(|e| e.action == "consent.granted" && e.detail.as_deref().unwrap_or("").contains(OTHER_TOOL))
     );
@@ -152,8 +152,9 @@ async fn a_consent_link_needs_its_owner_and_csrf_and_a_decline_allows_nothing(ap
     let second = other_client(app, ALICE, OTHER_TOOL, ClientKind::Url).await;
     let (url, id) = consent_link(&second).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
-    let consent_of_second = || async { app.state.core.store.consent(&grant.id, "token:other-tool").await.unwrap() };
+    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let consent_of_second =
+        || async { app.state.core.store.consents().find(&grant.id, "token:other-tool").await.unwrap() };
 
     // Bob, signed in, cannot see or act on Alice's link.
     let bob = app.browser();
@@ -180,7 +181,10 @@ async fn a_consent_link_needs_its_owner_and_csrf_and_a_decline_allows_nothing(ap
     let csrf = hidden_field(&page, "csrf_token").unwrap();
     let declined = alice.post(&url).form(&[("csrf_token", csrf.as_str()), ("action", "deny")]).send().await.unwrap();
     assert_eq!(declined.status(), 200);
-    assert_eq!(app.state.core.store.authorization(&id).await.unwrap().unwrap().status, AuthorizationStatus::Declined);
+    assert_eq!(
+        app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap().status,
+        AuthorizationStatus::Declined
+    );
     assert!(consent_of_second().await.is_none());
     let (_, next) = consent_link(&second).await;
     assert_ne!(next, id);
@@ -245,7 +249,7 @@ async fn the_connections_page_lists_clients_and_withdraws_one(app: &TestApp) {
     assert!(works(&first).await, "the other client keeps its consent");
     let (_, _) = consent_link(&second).await;
     let user = app.user_id(ALICE).await;
-    assert!(app.state.core.store.grant(&user, "demo").await.unwrap().is_some(), "the connection stays");
+    assert!(app.state.core.store.grants().latest(&user, "demo").await.unwrap().is_some(), "the connection stays");
     assert_eq!(withdraw(&browser, &csrf, &grant_id, "token:other-tool").await, 404, "nothing left to withdraw");
 }
 on_both_backends!(connections_page_clients, the_connections_page_lists_clients_and_withdraws_one);
@@ -256,7 +260,7 @@ async fn disconnecting_removes_every_clients_consent(app: &TestApp) {
     let (url, _) = consent_link(&second).await;
     app.allow_in_browser(&app.browser(), &url, ALICE).await;
     let user = app.user_id(ALICE).await;
-    assert_eq!(app.state.core.store.consents_for_user(&user).await.unwrap().len(), 2);
+    assert_eq!(app.state.core.store.consents().for_user(&user).await.unwrap().len(), 2);
 
     // Revoked on the connections page.
     let browser = app.browser();
@@ -267,7 +271,7 @@ async fn disconnecting_removes_every_clients_consent(app: &TestApp) {
         ("grant_id", hidden_field(&page, "grant_id").unwrap()),
     ];
     assert_eq!(browser.post(app.url("/connections/revoke")).form(&form).send().await.unwrap().status(), 303);
-    assert!(app.state.core.store.consents_for_user(&user).await.unwrap().is_empty());
+    assert!(app.state.core.store.consents().for_user(&user).await.unwrap().is_empty());
 
     // Connecting again through the first client allows that client only.
     let (url, _) = match call_me(&first).await {
@@ -312,12 +316,12 @@ on_both_backends!(session_per_client, a_session_opened_by_one_client_refuses_ano
 async fn an_unallowed_client_makes_the_broker_touch_nothing(app: &TestApp) {
     let first = app.connected_client(ALICE).await;
     let user = app.user_id(ALICE).await;
-    let before = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
+    let before = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
     // Long after the access token expired: using it would mean a refresh at the provider.
     app.clock.advance(3 * 3600);
     let stranger = other_client(app, ALICE, OTHER_TOOL, ClientKind::NoElicitation).await;
     assert!(call_me(&stranger).await.unwrap().is_error == Some(true), "asked to be allowed");
-    let after = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
+    let after = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
     assert_eq!(after.version, before.version, "no refresh was made for a client the user has not allowed");
 
     // Nor may it disconnect (revoking at the provider is a use of the tokens).
@@ -325,7 +329,7 @@ async fn an_unallowed_client_makes_the_broker_touch_nothing(app: &TestApp) {
     assert_eq!(refused.is_error, Some(true));
     let text = refused.content[0].as_text().unwrap().text.clone();
     assert!(text.contains("not allowed") && text.contains("/connections"), "{text}");
-    assert!(app.state.core.store.grant(&user, "demo").await.unwrap().is_some(), "still connected");
+    assert!(app.state.core.store.grants().latest(&user, "demo").await.unwrap().is_some(), "still connected");
     assert!(works(&first).await, "the allowed client refreshes and goes on");
 }
 on_both_backends!(unallowed_touches_nothing, an_unallowed_client_makes_the_broker_touch_nothing);
@@ -353,7 +357,7 @@ async fn an_allow_page_for_a_connection_that_gained_scopes_allows_nothing(app: &
     assert_eq!(page.status(), 409);
     assert!(page.text().await.unwrap().contains("Connection changed"));
     assert_eq!(
-        app.state.core.store.authorization(&stale_id).await.unwrap().unwrap().status,
+        app.state.core.store.authorizations().by_id(&stale_id).await.unwrap().unwrap().status,
         AuthorizationStatus::Failed
     );
     // The next call asks with the current list.

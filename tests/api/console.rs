@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use oauth_broker::store::audit::{Actor, AuditEvent, Outcome};
-use oauth_broker::store::gateway_consents::NewGatewayConsent;
-use oauth_broker::store::gateway_lists::ListKind;
+use oauth_broker::store::gateway::ListKind;
+use oauth_broker::store::gateway::NewGatewayConsent;
 use serde_json::json;
 
 use crate::admin::{ADMIN_GETS, admin_browser};
@@ -31,19 +31,19 @@ async fn a_broker_in_use(app: &TestApp) -> (String, String, String) {
                 .provider(Some("demo"))
                 .detail(Some("answer=token"))
                 .outcome(outcome);
-            app.state.core.store.record(app.now(), event).await.unwrap();
+            app.state.core.store.audit().record(app.now(), event).await.unwrap();
         }
     }
     // Nothing answers at its URL: the page shows what is registered, not what the server says.
     crate::gateway::servers_ok(app, &["add", "crm", "--url", "http://127.0.0.1:9/mcp", "--auth", "none"]).await;
-    let server = app.state.core.store.gateway_server_by_name("crm").await.unwrap().expect("registered").id;
+    let server = app.state.core.store.gateway_servers().by_name("crm").await.unwrap().expect("registered").id;
     let approval = NewGatewayConsent {
         user_id: &alice,
         client_key: "oauth:console-client",
         server_id: &server,
         client_name: Some("Console Client"),
     };
-    assert!(app.state.core.store.record_gateway_consent(&approval, app.now()).await.unwrap());
+    assert!(app.state.core.store.gateway_consents().record(&approval, app.now()).await.unwrap());
     (alice, service.client_id, server)
 }
 
@@ -154,8 +154,8 @@ async fn on_a_desktop_every_admin_page_is_a_table_and_the_dashboard_draws_charts
         .provider(Some("demo"))
         .detail(Some("error=\"invalid_grant\" description=\"the refresh token was revoked by the resource owner\""))
         .outcome(Outcome::Failure);
-    app.state.core.store.record(app.now(), event).await.unwrap();
-    app.state.core.store.set_admin(&app.user_id(BOB).await, true).await.unwrap();
+    app.state.core.store.audit().record(app.now(), event).await.unwrap();
+    app.state.core.store.users().set_admin(&app.user_id(BOB).await, true).await.unwrap();
     browser.sign_in(&app, BOB, "/admin").await;
 
     for path in pages(&in_use) {
@@ -206,7 +206,7 @@ async fn on_a_phone_every_admin_page_shows_cards_and_nothing_overflows() {
     let Some(browser) = Browser::start(PHONE).await else { return };
     let app = spawn_app(Backend::Sqlite).await.unwrap();
     let in_use = a_broker_in_use(&app).await;
-    app.state.core.store.set_admin(&app.user_id(BOB).await, true).await.unwrap();
+    app.state.core.store.users().set_admin(&app.user_id(BOB).await, true).await.unwrap();
     browser.sign_in(&app, BOB, "/admin").await;
 
     for path in pages(&in_use) {
@@ -229,7 +229,7 @@ async fn on_a_phone_every_admin_page_shows_cards_and_nothing_overflows() {
 async fn the_dashboard_counts_what_happened(app: &TestApp) {
     let (alice, service, server) = a_broker_in_use(app).await;
     let admin = admin_browser(app).await;
-    let counts = app.state.core.store.console_counts(app.now() - 3600).await.unwrap();
+    let counts = app.state.core.store.console().hourly_counts(app.now() - 3600).await.unwrap();
     let at = |series: &str, label: &str, sub: &str| {
         counts.iter().filter(|c| c.series == series && c.label == label && c.sub == sub).map(|c| c.n).sum::<i64>()
     };
@@ -261,7 +261,7 @@ async fn the_dashboard_counts_what_happened(app: &TestApp) {
     assert!(html.contains("not read yet: no user has connected it"), "nothing answers at its URL: {html}");
     // Once an instance has read its lists, the page says how many it listed.
     let tools = r#"[{"name":"a","inputSchema":{"type":"object"}},{"name":"b","inputSchema":{"type":"object"}}]"#;
-    app.state.core.store.put_gateway_list(&server, ListKind::Tools, tools, app.now()).await.unwrap();
+    app.state.core.store.gateway_lists().put(&server, ListKind::Tools, tools, app.now()).await.unwrap();
     let html = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
     assert!(html.contains("2 (the list last changed ") && html.contains("not read (templates: not read)"), "{html}");
     // The list of servers counts them too.

@@ -25,7 +25,7 @@ async fn a_frozen_database_connection_gives_a_retryable_error_not_a_hang() {
 
     // Act / Assert: the store says "unavailable" (retryable) instead of waiting on the socket,
     // and a tool call ends with an error instead of being kept alive.
-    let error = app.state.core.store.grants_for_user(&user).await.expect_err("the database is frozen");
+    let error = app.state.core.store.grants().for_user(&user).await.expect_err("the database is frozen");
     assert!(error.is_unavailable(), "{error}");
     let listed = client.call("list_connections", serde_json::json!({})).await;
     assert!(listed.is_err() || listed.as_ref().is_ok_and(|r| r.is_error == Some(true)), "{listed:?}");
@@ -33,7 +33,7 @@ async fn a_frozen_database_connection_gives_a_retryable_error_not_a_hang() {
     // Once the path thaws, calls work again without a restart.
     proxy.set(Mode::Forward);
     crate::helpers::eventually("the store recovers", std::time::Duration::from_secs(10), || async {
-        app.state.core.store.grants_for_user(&user).await.is_ok()
+        app.state.core.store.grants().for_user(&user).await.is_ok()
     })
     .await;
     app.stop().await;
@@ -51,11 +51,11 @@ async fn a_row_lock_held_by_someone_else_gives_a_retryable_error_within_the_boun
     sqlx::Executor::execute(&mut other, "LOCK TABLE grants IN ACCESS EXCLUSIVE MODE").await.unwrap();
 
     // Act / Assert: the read gives up (PostgreSQL's lock_timeout) with a retryable error.
-    let error = app.state.core.store.grants_for_user(&user).await.expect_err("the table is locked");
+    let error = app.state.core.store.grants().for_user(&user).await.expect_err("the table is locked");
     assert!(error.is_unavailable(), "{error}");
 
     sqlx::Executor::execute(&mut other, "ROLLBACK").await.unwrap();
-    assert!(app.state.core.store.grants_for_user(&user).await.is_ok(), "works again once the lock is gone");
+    assert!(app.state.core.store.grants().for_user(&user).await.is_ok(), "works again once the lock is gone");
     drop(other);
     app.stop().await;
 }

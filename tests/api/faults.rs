@@ -169,13 +169,24 @@ async fn a_callback_reloaded_after_an_interrupted_exchange_says_to_start_again(a
     let (url, id) = (elicitation["url"].as_str().unwrap().to_owned(), elicitation["elicitationId"].as_str().unwrap());
     let browser = app.browser();
     let callback = callback_url_for(app, &browser, &url).await;
-    assert!(app.state.core.store.consume_state(id, &sha256_hex(&state_of(&callback)), app.now()).await.unwrap());
+    assert!(
+        app.state
+            .core
+            .store
+            .authorizations()
+            .consume_state(id, &sha256_hex(&state_of(&callback)), app.now())
+            .await
+            .unwrap()
+    );
 
     // While an exchange could still be running, a reload does not start a second one.
     let (status, page) = page_text(&browser, app, &callback).await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("Connecting"), "the result page says the exchange is running: {page}");
-    assert_eq!(app.state.core.store.authorization(id).await.unwrap().unwrap().status, AuthorizationStatus::Exchanging);
+    assert_eq!(
+        app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap().status,
+        AuthorizationStatus::Exchanging
+    );
 
     // Act: the user reloads the callback after any exchange would have ended.
     app.clock.advance(EXCHANGE_TIMEOUT_SECONDS + 1);
@@ -185,7 +196,7 @@ async fn a_callback_reloaded_after_an_interrupted_exchange_says_to_start_again(a
     assert_eq!(status, 410, "{page}");
     assert!(page.contains("interrupted") && page.contains("Start again from your MCP client"), "{page}");
     assert!(!page.contains("already used"), "{page}");
-    let row = app.state.core.store.authorization(id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Failed);
     assert_eq!(row.failure.as_deref(), Some("interrupted"));
     // Starting again gives a fresh link.
@@ -206,7 +217,15 @@ async fn abandoned_exchanges_are_settled_and_the_waiting_session_is_told(app: &T
     let elicitation = &error.data.unwrap()["elicitations"][0];
     let (url, id) = (elicitation["url"].as_str().unwrap().to_owned(), elicitation["elicitationId"].as_str().unwrap());
     let callback = callback_url_for(app, &app.browser(), &url).await;
-    assert!(app.state.core.store.consume_state(id, &sha256_hex(&state_of(&callback)), app.now()).await.unwrap());
+    assert!(
+        app.state
+            .core
+            .store
+            .authorizations()
+            .consume_state(id, &sha256_hex(&state_of(&callback)), app.now())
+            .await
+            .unwrap()
+    );
 
     // A sweep while the exchange may still run leaves it alone.
     assert_eq!(flow::settle_interrupted_exchanges(&app.state.core).await.unwrap(), 0);
@@ -216,7 +235,7 @@ async fn abandoned_exchanges_are_settled_and_the_waiting_session_is_told(app: &T
     assert_eq!(flow::settle_interrupted_exchanges(&app.state.core).await.unwrap(), 1);
 
     // Assert: failed as interrupted, and the session hears the elicitation is over.
-    let row = app.state.core.store.authorization(id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap();
     assert_eq!((row.status, row.failure.as_deref()), (AuthorizationStatus::Failed, Some("interrupted")));
     assert_eq!(client.next_completion(Duration::from_secs(10)).await.as_deref(), Some(id));
 }

@@ -49,7 +49,7 @@ async fn inline_url_elicitation_connects_and_notifies_the_session(app: &TestApp)
     let structured = me.structured_content.clone().expect("structured content");
     assert_eq!(structured["status"], 200, "{structured}");
     assert_eq!(structured["body"]["account"], "demo-user");
-    let row = app.state.core.store.authorization(&elicitation_id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(&elicitation_id).await.unwrap().unwrap();
     assert_eq!(row.status, AuthorizationStatus::Completed);
     assert!(row.pkce_verifier_sealed.is_none(), "the verifier is wiped after use");
     let connections = client.call("list_connections", json!({})).await.unwrap();
@@ -122,7 +122,10 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
     assert_eq!(result.is_error, Some(true));
     assert!(text_of(&result).contains("declined"));
     let (_, id) = declining.next_url_elicitation().await;
-    assert_eq!(app.state.core.store.authorization(&id).await.unwrap().unwrap().status, AuthorizationStatus::Declined);
+    assert_eq!(
+        app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap().status,
+        AuthorizationStatus::Declined
+    );
 
     // Declined on the consent page: the waiting call reports it.
     let client = std::sync::Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
@@ -141,8 +144,11 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
     let result = call.await.unwrap().unwrap();
     assert_eq!(result.is_error, Some(true));
     assert!(text_of(&result).contains("declined"), "{}", text_of(&result));
-    assert_eq!(app.state.core.store.authorization(&id).await.unwrap().unwrap().status, AuthorizationStatus::Declined);
-    assert!(app.state.core.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().is_none());
+    assert_eq!(
+        app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap().status,
+        AuthorizationStatus::Declined
+    );
+    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().is_none());
 }
 on_both_backends!(declines, declining_at_the_client_or_on_the_consent_page_is_reported);
 

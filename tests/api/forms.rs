@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{ALICE, Backend, ClientKind, EmptyDatabase, McpClient, TestApp};
 use crate::on_both_backends;
+use oauth_broker::store::grants::{Grants, NewGrant};
 
 fn text_of(result: &CallToolResult) -> String {
     result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
@@ -40,7 +41,7 @@ async fn connect_demo_account(app: &TestApp, account: &str) {
 
 async fn accounts(app: &TestApp) -> Vec<(String, String)> {
     let user = app.user_id(ALICE).await;
-    let grants = app.state.core.store.grants_at(&user, "demo").await.unwrap();
+    let grants = app.state.core.store.grants().at(&user, "demo").await.unwrap();
     grants.into_iter().map(|g| (g.account_label.unwrap_or_default(), g.scopes.to_space_separated())).collect()
 }
 
@@ -48,7 +49,7 @@ async fn connecting_again_asks_which_scopes_and_honours_accept_decline_and_cance
     // Arrange: connected once with the default scopes, as "work".
     connect_demo_account(app, "work").await;
     let client = std::sync::Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
-    let authorizations_before = app.state.core.store.all_authorizations(100).await.unwrap().len();
+    let authorizations_before = app.state.core.store.authorizations().all(100).await.unwrap().len();
 
     // Decline: nothing connected, no link, nothing changed.
     client.answer_forms([answer(ElicitationAction::Decline)]);
@@ -80,7 +81,7 @@ async fn connecting_again_asks_which_scopes_and_honours_accept_decline_and_cance
         assert!(text_of(&invalid).contains("could not be used"), "{}", text_of(&invalid));
         assert!(client.no_elicitation_was_sent().await, "no link for an invalid answer");
     }
-    let authorizations_after = app.state.core.store.all_authorizations(100).await.unwrap().len();
+    let authorizations_after = app.state.core.store.authorizations().all(100).await.unwrap().len();
     assert_eq!(authorizations_before, authorizations_after, "no connect attempt was opened");
     assert_eq!(accounts(app).await, [("work".to_owned(), "notes:read profile".to_owned())]);
 
@@ -317,7 +318,7 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
     store.migrate().await.unwrap();
 
     // Assert: same rows, same ids; an account without a name reads as None.
-    let alices = store.grants_for_user(&alice).await.unwrap();
+    let alices = store.grants().for_user(&alice).await.unwrap();
     assert_eq!(alices.len(), 1);
     assert_eq!(alices[0].id, legacy_grant_id(&alice, "demo"));
     assert_eq!(
@@ -325,7 +326,7 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
         (None, 3, "profile")
     );
     assert_eq!(alices[0].access_token_sealed, vec![1u8, 2, 3]);
-    let bobs = store.grants_for_user(&bob).await.unwrap();
+    let bobs = store.grants().for_user(&bob).await.unwrap();
     assert_eq!(
         (bobs[0].id.clone(), bobs[0].account_label.as_deref()),
         (legacy_grant_id(&bob, "demo"), Some("bob-at-demo"))
@@ -339,12 +340,51 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
         expires_at: None,
         scopes: Scopes::parse(["profile"]).unwrap(),
     };
-    let second = Store::grant_id_for(&alice, "demo", "second");
-    assert!(store.upsert_grant(&second, &alice, "demo", Some("second"), &tokens, 30).await.unwrap());
-    assert_eq!(store.grants_at(&alice, "demo").await.unwrap().len(), 2);
-    assert!(store.upsert_grant(&legacy_grant_id(&alice, "demo"), &alice, "demo", None, &tokens, 31).await.unwrap());
-    assert!(!store.upsert_grant("g_other", &alice, "demo", None, &tokens, 32).await.unwrap());
-    let unnamed = store.grant_for_account(&alice, "demo", "").await.unwrap().unwrap();
+    let second = Grants::id_for(&alice, "demo", "second");
+    assert!(
+        store
+            .grants()
+            .upsert(
+                &NewGrant {
+                    id: &second,
+                    user_id: &alice,
+                    provider: "demo",
+                    account_label: Some("second"),
+                    tokens: &tokens
+                },
+                30
+            )
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.grants().at(&alice, "demo").await.unwrap().len(), 2);
+    assert!(
+        store
+            .grants()
+            .upsert(
+                &NewGrant {
+                    id: &legacy_grant_id(&alice, "demo"),
+                    user_id: &alice,
+                    provider: "demo",
+                    account_label: None,
+                    tokens: &tokens
+                },
+                31
+            )
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .grants()
+            .upsert(
+                &NewGrant { id: "g_other", user_id: &alice, provider: "demo", account_label: None, tokens: &tokens },
+                32
+            )
+            .await
+            .unwrap()
+    );
+    let unnamed = store.grants().for_account(&alice, "demo", "").await.unwrap().unwrap();
     assert_eq!(
         (unnamed.id, unnamed.version, unnamed.access_token_sealed),
         (legacy_grant_id(&alice, "demo"), 4, vec![9])
@@ -371,7 +411,7 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     connect_demo_account(app, "demo-user").await;
     let user = app.user_id(ALICE).await;
     let owner = format!("{user}/demo");
-    let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
     let ctx = |row_id| SealContext { table: "grants", column: "access_token", row_id, owner: &owner };
     let refresh_ctx = |row_id| SealContext { table: "grants", column: "refresh_token", row_id, owner: &owner };
     let access = app.state.core.sealer.open(&grant.access_token_sealed, ctx(&grant.id)).unwrap();
@@ -403,7 +443,7 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     assert_eq!(app.approve_in_browser_as(&app.browser(), &url, ALICE, "demo-user").await.status(), 200);
 
     // Assert: one row, the old id, the new scope, and its token opens.
-    let grants = app.state.core.store.grants_at(&user, "demo").await.unwrap();
+    let grants = app.state.core.store.grants().at(&user, "demo").await.unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].id, legacy);
     assert!(grants[0].scopes.iter().any(|s| s == "notes:write"));

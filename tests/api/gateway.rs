@@ -107,7 +107,7 @@ pub async fn add_provider_server(app: &TestApp, name: &str, upstream: &Upstream)
     .await;
     let prefix = format!("{}_", name.replace('-', "_"));
     eventually("the broker serves the new server", Duration::from_secs(10), || async {
-        app.state.core.store.gateway_server_by_name(name).await.unwrap().is_some() && served(app, &prefix).await
+        app.state.core.store.gateway_servers().by_name(name).await.unwrap().is_some() && served(app, &prefix).await
     })
     .await;
 }
@@ -201,8 +201,8 @@ async fn a_users_first_call_gets_the_brokers_link_and_the_call_proceeds_after_th
 
     // Every forwarded call is audited without arguments or results.
     let alice = app.user_id(ALICE).await;
-    app.state.core.store.flush_audit_queue().await;
-    let entries = app.state.core.store.audit_entries(Some(&alice), 100).await.unwrap();
+    app.state.core.store.audit_queue().flush().await;
+    let entries = app.state.core.store.audit().entries(Some(&alice), 100).await.unwrap();
     let calls: Vec<_> = entries.iter().filter(|e| e.action == "gateway.call").collect();
     assert!(calls.len() >= 4, "{entries:?}");
     assert!(
@@ -333,7 +333,7 @@ async fn a_token_the_server_refuses_is_refreshed_once_and_the_call_retried(app: 
     let first = client.call("notes_whoami", json!({})).await.unwrap();
     let before = first.structured_content.unwrap()["credential_sha256"].as_str().unwrap().to_owned();
     let alice = app.user_id(ALICE).await;
-    let version = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0).version;
+    let version = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0).version;
 
     // Act: the access token is revoked at the provider behind everyone's back (another
     // process's SQL), so the server answers the next call 401.
@@ -353,7 +353,7 @@ async fn a_token_the_server_refuses_is_refreshed_once_and_the_call_retried(app: 
     })
     .await;
     assert_eq!(after.0, "alice-demo");
-    let grant = app.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
+    let grant = app.state.core.store.grants().for_user(&alice).await.unwrap().remove(0);
     assert!(grant.version > version, "the grant was refreshed");
     client.close().await;
     upstream.stop().await;

@@ -27,8 +27,8 @@ async fn connections_page(app: &TestApp, browser: &reqwest::Client) -> String {
 
 async fn audited(app: &TestApp, user: &str, action: &str) -> usize {
     let user_id = app.user_id(user).await;
-    app.state.core.store.flush_audit_queue().await;
-    let entries = app.state.core.store.audit_entries(Some(&user_id), 200).await.unwrap();
+    app.state.core.store.audit_queue().flush().await;
+    let entries = app.state.core.store.audit().entries(Some(&user_id), 200).await.unwrap();
     entries.iter().filter(|e| e.action == action).count()
 }
 

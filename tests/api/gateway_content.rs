@@ -114,8 +114,8 @@ async fn a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_a
     assert!(templates.iter().any(|t| t.uri_template == "gateway://notes/note://echo/{text}"), "{templates:?}");
     assert!(prompt_names(&bob).await.contains(&"notes_greeting".to_owned()));
     // Nor does the database keep alice's list for anyone.
-    let server = app.state.core.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
-    let stored = app.state.core.store.gateway_lists_of(&server).await.unwrap();
+    let server = app.state.core.store.gateway_servers().by_name("notes").await.unwrap().unwrap().id;
+    let stored = app.state.core.store.gateway_lists().of(&server).await.unwrap();
     assert!(stored.iter().any(|l| l.listed.contains("note://echo/{text}")), "the templates are stored");
     assert!(stored.iter().all(|l| !l.listed.contains("inbox") && !l.listed.contains("alice")), "{stored:?}");
 
@@ -142,8 +142,8 @@ async fn a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_a
     assert!(page.contains("each user&#39;s own, read when they list (templates: 1)"), "{page}");
 
     // Audited and counted per server, without arguments or URIs.
-    app.state.core.store.flush_audit_queue().await;
-    let entries = app.state.core.store.audit_entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
+    app.state.core.store.audit_queue().flush().await;
+    let entries = app.state.core.store.audit().entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
     let details: Vec<String> =
         entries.iter().filter(|e| e.action == "gateway.call").filter_map(|e| e.detail.clone()).collect();
     assert!(details.iter().any(|d| d.contains("server=notes prompt=greeting outcome=ok")), "{details:?}");

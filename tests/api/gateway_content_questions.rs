@@ -113,8 +113,8 @@ async fn a_servers_question_while_a_prompt_is_got_or_a_resource_read_reaches_a_2
     upstream.printed("elicitation answered: decline").await;
 
     // Audited as any prompt or read, without the answers.
-    app.state.core.store.flush_audit_queue().await;
-    let entries = app.state.core.store.audit_entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
+    app.state.core.store.audit_queue().flush().await;
+    let entries = app.state.core.store.audit().entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
     let details: Vec<String> = entries.iter().filter_map(|e| e.detail.clone()).collect();
     assert!(details.iter().any(|d| d.contains("server=crm prompt=introduce outcome=ok")), "{details:?}");
     assert!(details.iter().all(|d| !d.contains("Ada") && !d.contains("Lin")), "{details:?}");

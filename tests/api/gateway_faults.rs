@@ -71,7 +71,7 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
     let empty =
         refused(app, &["add", "x", "--url", url, "--auth", "secret-header", "--header", "X-Key"], Some("")).await;
     assert!(empty.contains("the secret is empty"), "{empty}");
-    assert!(app.state.core.store.list_gateway_servers().await.unwrap().is_empty(), "nothing was written");
+    assert!(app.state.core.store.gateway_servers().list().await.unwrap().is_empty(), "nothing was written");
 
     // A good one is written and audited; its name and an overlapping prefix are then taken.
     servers_ok(
@@ -101,7 +101,7 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
     let missing = refused(app, &["remove", "nope"], None).await;
     assert!(missing.contains("no server named nope"), "{missing}");
     servers_ok(app, &["remove", "my-notes"]).await;
-    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();
     assert!(actions.contains(&"gateway_server.added") && actions.contains(&"gateway_server.removed"), "{actions:?}");
     let added = audit.iter().find(|e| e.action == "gateway_server.added").unwrap();
@@ -242,7 +242,7 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
 
     // Alice withdraws the client's approval for the server on a's page: b, which had it in
     // memory, asks for it again from its caches' next poll of the database on (another
-    // process's change, src/store/generations.rs).
+    // process's change, src/store/machinery/generations.rs).
     withdraw_on_connections_page(&a, ALICE).await;
     eventually("b asks for the withdrawn approval again", Duration::from_secs(5), || async {
         matches!(on_b.call("notes_whoami", json!({})).await, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32042)

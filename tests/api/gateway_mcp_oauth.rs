@@ -101,7 +101,7 @@ async fn a_server_behind_its_own_authorization_server_is_discovered_connected_ca
     let (account, credential) = whoami(&client.call("secure_whoami", json!({})).await.unwrap());
     assert_eq!(account, authorization.user_id(ALICE).await);
     let alice = front.user_id(ALICE).await;
-    let grants = front.state.core.store.grants_for_user(&alice).await.unwrap();
+    let grants = front.state.core.store.grants().for_user(&alice).await.unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].provider, "mcp-secure", "kept like any provider's grant");
 
@@ -127,7 +127,7 @@ async fn a_server_behind_its_own_authorization_server_is_discovered_connected_ca
     let (again, refreshed) = whoami(&client.call("secure_whoami", json!({})).await.unwrap());
     assert_eq!(again, account);
     assert_ne!(refreshed, credential, "a new access token from the authorization server");
-    let grant = front.state.core.store.grants_for_user(&alice).await.unwrap().remove(0);
+    let grant = front.state.core.store.grants().for_user(&alice).await.unwrap().remove(0);
     assert!(grant.version > grants[0].version, "the grant was refreshed");
 
     client.close().await;
@@ -213,7 +213,7 @@ async fn a_server_that_is_not_protected_or_names_another_resource_is_refused_at_
     let output =
         servers_cli(&front, &["add", "open", "--url", &open.mcp_url, "--auth", "none", "--client-id", "x"], None).await;
     assert!(String::from_utf8_lossy(&output.stderr).contains("--client-id goes only with --auth mcp-oauth"));
-    assert!(front.state.core.store.list_gateway_servers().await.unwrap().is_empty(), "nothing written");
+    assert!(front.state.core.store.gateway_servers().list().await.unwrap().is_empty(), "nothing written");
     open.stop().await;
     front.stop().await;
 }
@@ -265,9 +265,9 @@ async fn a_server_whose_authorization_server_knows_the_broker_by_its_metadata_do
     // Assert: the authorization server issued alice's token to the document's URL as client,
     // without any registration of it.
     assert_eq!(account, authorization.user_id(ALICE).await);
-    let grant = front.state.core.store.grants_for_user(&front.user_id(ALICE).await).await.unwrap().remove(0);
+    let grant = front.state.core.store.grants().for_user(&front.user_id(ALICE).await).await.unwrap().remove(0);
     assert_eq!(grant.provider, "mcp-docs");
-    let registered = authorization.state.core.store.oauth_client(&document).await.unwrap();
+    let registered = authorization.state.core.store.oauth_clients().by_id(&document).await.unwrap();
     assert!(registered.is_none(), "the authorization server holds no registration of it");
 
     client.close().await;
@@ -311,7 +311,7 @@ async fn a_server_that_moves_to_another_authorization_server_is_found_again_and_
     assert!(said.contains(&format!("moved from {}", first.address)), "{said}");
     assert!(said.contains(&second.address) && said.contains("1 user connection(s)"), "{said}");
     let alice = front.user_id(ALICE).await;
-    assert!(front.state.core.store.grants_for_user(&alice).await.unwrap().is_empty(), "the old tokens are gone");
+    assert!(front.state.core.store.grants().for_user(&alice).await.unwrap().is_empty(), "the old tokens are gone");
     eventually("the front broker uses the new authorization server", Duration::from_secs(10), || async {
         front
             .state
@@ -330,8 +330,8 @@ async fn a_server_that_moves_to_another_authorization_server_is_found_again_and_
     // Assert: the server now knows alice as the second authorization server does.
     assert_eq!(at_second, second.user_id(ALICE).await);
     assert_ne!(at_second, at_first);
-    front.state.core.store.flush_audit_queue().await;
-    let audit = front.state.core.store.audit_entries(None, 200).await.unwrap();
+    front.state.core.store.audit_queue().flush().await;
+    let audit = front.state.core.store.audit().entries(None, 200).await.unwrap();
     let entry = audit.iter().find(|e| e.action == "gateway_server.rediscovered").expect("audited");
     let detail = entry.detail.clone().unwrap();
     assert!(detail.contains("connections_deleted=1") && detail.contains("registration=dynamic"), "{detail}");

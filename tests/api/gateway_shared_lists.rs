@@ -18,7 +18,7 @@ use crate::gateway_content::Counting;
 use crate::helpers::*;
 use crate::on_both_backends;
 use crate::token_api::url_elicitation_required;
-use oauth_broker::store::gateway_lists::{ListKind, ListSummary};
+use oauth_broker::store::gateway::{ListKind, ListSummary};
 
 /// Alice connects the server through A's connect tool: A reads its lists.
 async fn alice_connects_on(a: &TestApp) -> McpClient {
@@ -44,9 +44,9 @@ async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connec
     let alice = alice_connects_on(a).await;
     // An instance of an older build, still running in a rolling upgrade, stores the resources
     // it read with Alice's credential, as builds before migration 0038 did.
-    let server = a.state.core.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
+    let server = a.state.core.store.gateway_servers().by_name("notes").await.unwrap().unwrap().id;
     let older = r#"{"resources":[{"uri":"note://inbox/alice-demo","name":"alice-demo's inbox"}],"templates":[{"uriTemplate":"note://echo/{text}","name":"echo"}]}"#;
-    a.state.core.store.put_gateway_list(&server, ListKind::Resources, older, a.now()).await.unwrap();
+    a.state.core.store.gateway_lists().put(&server, ListKind::Resources, older, a.now()).await.unwrap();
 
     // Act: instance B starts (as after a deploy or a restart); Bob, who never connected the
     // server anywhere, lists on B.
@@ -74,7 +74,7 @@ async fn a_later_instance_lists_what_another_read_before_any_of_its_users_connec
     alice_on_b.close().await;
     // B's first read of the server (over that connection) writes over the older build's row.
     eventually("the older build's row is written over", Duration::from_secs(10), || async {
-        let stored = a.state.core.store.gateway_lists_of(&server).await.unwrap();
+        let stored = a.state.core.store.gateway_lists().of(&server).await.unwrap();
         stored.iter().all(|l| !l.listed.contains("inbox"))
     })
     .await;
@@ -151,8 +151,8 @@ async fn a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replace
     // hand, or by a build that stored something else).
     let upstream = Upstream::bearer(a).await;
     add_provider_server(a, "notes", &upstream).await;
-    let server = a.state.core.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
-    a.state.core.store.put_gateway_list(&server, ListKind::Tools, "not json", a.now()).await.unwrap();
+    let server = a.state.core.store.gateway_servers().by_name("notes").await.unwrap().unwrap().id;
+    a.state.core.store.gateway_lists().put(&server, ListKind::Tools, "not json", a.now()).await.unwrap();
 
     // Act: B starts and reads what is stored.
     let b = OtherInstance::start(a, "").await;
@@ -167,7 +167,7 @@ async fn a_stored_list_that_does_not_parse_is_left_out_and_the_next_read_replace
         bob.call("notes_connect", json!({})).await.is_ok_and(|r| r.is_error != Some(true))
     })
     .await;
-    let stored = a.state.core.store.gateway_lists_of(&server).await.unwrap();
+    let stored = a.state.core.store.gateway_lists().of(&server).await.unwrap();
     let tools = ListSummary::of(&server, &stored).tools.expect("the stored list parses");
     assert_eq!(tools, tool_names(&bob).await.iter().filter(|n| n.starts_with("notes_")).count());
     bob.close().await;
@@ -184,9 +184,9 @@ async fn an_instance_reads_stored_lists_again_over_its_first_connection_and_shar
     add_provider_server(a, "notes", &upstream).await;
     let alice = alice_connects_on(a).await;
     assert_ne!(alice.call("notes_add_note", json!({"title": "n1"})).await.unwrap().is_error, Some(true));
-    let server = a.state.core.store.gateway_server_by_name("notes").await.unwrap().unwrap().id;
+    let server = a.state.core.store.gateway_servers().by_name("notes").await.unwrap().unwrap().id;
     let noted = || async {
-        let stored = a.state.core.store.gateway_lists_of(&server).await.unwrap();
+        let stored = a.state.core.store.gateway_lists().of(&server).await.unwrap();
         stored.iter().any(|l| l.kind == ListKind::Prompts && l.listed.contains("note_n1"))
     };
     eventually("A stored the prompts with the note's", Duration::from_secs(10), noted).await;
@@ -233,7 +233,7 @@ async fn upgrading_removes_the_resources_an_older_build_stored_for_a_server_that
     use oauth_broker::domain::gateway::{CredentialHeader, CredentialScheme, ServerName};
     use oauth_broker::domain::{ProviderId, Scopes};
     use oauth_broker::store::Store;
-    use oauth_broker::store::gateway_servers::{GatewayAuth, GatewayServerRow};
+    use oauth_broker::store::gateway::{GatewayAuth, GatewayServerRow};
 
     // Arrange: the schema as the build before, three servers, and the lists it stored.
     let Some(db) = EmptyDatabase::create(backend).await else { return };
@@ -272,23 +272,27 @@ async fn upgrading_removes_the_resources_an_older_build_stored_for_a_server_that
             created_at: 1,
             updated_at: 1,
         };
-        store.create_gateway_server(&row).await.unwrap();
+        store.gateway_servers().create(&row).await.unwrap();
     }
     let listed = r#"{"resources":[{"uri":"note://inbox/alice-demo","name":"alice-demo's inbox"}],"templates":[{"uriTemplate":"note://echo/{text}","name":"echo"}]}"#;
-    store.put_gateway_list("id-mine", ListKind::Resources, listed, 5).await.unwrap();
-    store.put_gateway_list("id-mine", ListKind::Tools, r#"[{"name":"alice-demo"}]"#, 5).await.unwrap();
-    store.put_gateway_list("id-open", ListKind::Resources, listed, 5).await.unwrap();
-    store.put_gateway_list("id-broken", ListKind::Resources, "not json", 5).await.unwrap();
-    store.put_gateway_list("id-listy", ListKind::Resources, r#"[{"uri":"note://inbox/alice-demo"}]"#, 5).await.unwrap();
+    store.gateway_lists().put("id-mine", ListKind::Resources, listed, 5).await.unwrap();
+    store.gateway_lists().put("id-mine", ListKind::Tools, r#"[{"name":"alice-demo"}]"#, 5).await.unwrap();
+    store.gateway_lists().put("id-open", ListKind::Resources, listed, 5).await.unwrap();
+    store.gateway_lists().put("id-broken", ListKind::Resources, "not json", 5).await.unwrap();
+    store
+        .gateway_lists()
+        .put("id-listy", ListKind::Resources, r#"[{"uri":"note://inbox/alice-demo"}]"#, 5)
+        .await
+        .unwrap();
     // JSON that PostgreSQL's jsonb cannot hold (a NUL escape, from a server's resource name).
     let nul = r#"{"resources":[{"uri":"note://inbox/alice-demo","name":"a\u0000"}],"templates":[]}"#;
-    store.put_gateway_list("id-nul", ListKind::Resources, nul, 5).await.unwrap();
+    store.gateway_lists().put("id-nul", ListKind::Resources, nul, 5).await.unwrap();
 
     // Act: this build's migrations.
     store.migrate().await.unwrap();
 
     // Assert
-    let stored = store.gateway_lists().await.unwrap();
+    let stored = store.gateway_lists().all().await.unwrap();
     let of = |id: &str, kind: ListKind| stored.iter().find(|l| l.server_id == id && l.kind == kind);
     let mine = of("id-mine", ListKind::Resources).expect("the templates are kept");
     let value: serde_json::Value = serde_json::from_str(&mine.listed).unwrap();

@@ -290,8 +290,8 @@ async fn a_2026_servers_question_on_a_prompt_or_a_read_reaches_a_2025_session_as
     assert_eq!(read_text(&read), "desk: Lin (python-state-read)");
 
     // Audited as any prompt or read, without the answers.
-    app.state.core.store.flush_audit_queue().await;
-    let entries = app.state.core.store.audit_entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
+    app.state.core.store.audit_queue().flush().await;
+    let entries = app.state.core.store.audit().entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
     let details: Vec<String> = entries.iter().filter_map(|e| e.detail.clone()).collect();
     assert!(details.iter().any(|d| d.contains("server=pyecho prompt=ask_greeting outcome=ok")), "{details:?}");
     assert!(details.iter().all(|d| !d.contains("Ada") && !d.contains("Lin")), "{details:?}");

@@ -67,8 +67,8 @@ async fn a_subscription_to_a_servers_resource_is_held_on_the_users_connection_an
     // Unknown servers are not found; the audit names the subscription, not the URI.
     let unknown = alice.peer().subscribe(SubscribeRequestParams::new("gateway://nobody/note://whoami")).await;
     assert!(matches!(&unknown, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32002), "{unknown:?}");
-    app.state.core.store.flush_audit_queue().await;
-    let entries = app.state.core.store.audit_entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
+    app.state.core.store.audit_queue().flush().await;
+    let entries = app.state.core.store.audit().entries(Some(&app.user_id(ALICE).await), 100).await.unwrap();
     let details: Vec<String> = entries.iter().filter_map(|e| e.detail.clone()).collect();
     assert!(details.iter().any(|d| d.contains("server=crm resource=subscribe outcome=ok")), "{details:?}");
     assert!(details.iter().all(|d| !d.contains("whoami")), "{details:?}");

@@ -34,7 +34,7 @@ async fn tool_server_behind_the_broker(app: &TestApp) -> ToolServer {
 }
 
 async fn server_id(app: &TestApp) -> String {
-    app.state.core.store.gateway_server_by_name("tools").await.unwrap().unwrap().id
+    app.state.core.store.gateway_servers().by_name("tools").await.unwrap().unwrap().id
 }
 
 /// The claims of a JWT, unverified (the test reads what the broker put in).
@@ -93,14 +93,14 @@ async fn a_call_reaches_the_provider_through_the_tool_servers_own_exchange(app: 
     // Assert: the provider's answer for alice's account; the consent is the service's.
     assert!(shown(&result).contains("alice-demo"), "{result:?}");
     let alice = app.user_id(ALICE).await;
-    let consents = app.state.core.store.consents_for_user(&alice).await.unwrap();
+    let consents = app.state.core.store.consents().for_user(&alice).await.unwrap();
     assert!(consents.iter().any(|c| c.client_key == "service:svc_tools"), "{consents:?}");
 
     // The token the broker sent is for the service's resource and alice, short-lived.
     let token = app.gateway.minted.cached(&alice, &server_id(app).await).expect("a token was minted");
     let claims = claims(&token);
     assert_eq!(claims["aud"], tool_server.mcp_url.as_str());
-    assert_eq!(claims["sub"], app.state.core.store.user_by_id(&alice).await.unwrap().unwrap().subject.as_str());
+    assert_eq!(claims["sub"], app.state.core.store.users().by_id(&alice).await.unwrap().unwrap().subject.as_str());
     assert!(claims["client_label"].as_str().unwrap().starts_with("token:"), "bound to the calling client: {claims}");
     assert!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap() <= 300);
 
@@ -109,7 +109,7 @@ async fn a_call_reaches_the_provider_through_the_tool_servers_own_exchange(app: 
     assert_eq!(app.gateway.minted.cached(&alice, &server_id(app).await).as_deref(), Some(token.as_str()));
 
     // The registration was audited, with the service.
-    let entries = app.state.core.store.audit_entries(None, 200).await.unwrap();
+    let entries = app.state.core.store.audit().entries(None, 200).await.unwrap();
     let added = entries.iter().find(|e| e.action == "gateway_server.added").expect("audited");
     assert!(added.detail.as_deref().unwrap().contains("auth=token_exchange service_id="), "{added:?}");
 
@@ -220,7 +220,7 @@ async fn withdrawing_the_services_consent_or_removing_the_service_stops_the_next
     let alice = app.user_id(ALICE).await;
 
     // Withdrawn consent: the next call gets the broker's link again, not the provider's answer.
-    assert!(app.state.core.store.revoke_client_consents(&alice, "service:svc_tools").await.unwrap() > 0);
+    assert!(app.state.core.store.consents().revoke_client(&alice, "service:svc_tools").await.unwrap() > 0);
     let (_, url) = url_elicitation_required(client.call(TOOL, json!({})).await);
     assert!(url.starts_with(&app.url("/connect/")), "{url}");
     let html = app.allow_in_browser(&app.browser(), &url, ALICE).await;
@@ -229,11 +229,11 @@ async fn withdrawing_the_services_consent_or_removing_the_service_stops_the_next
 
     // Removed service (by the operator's CLI, another process): once the broker has heard of
     // it, the next call is refused, saying why.
-    let service = app.state.core.store.service_by_name("tools").await.unwrap().unwrap();
+    let service = app.state.core.store.services().by_name("tools").await.unwrap().unwrap();
     let removed = crate::cli::broker_for(app).args(["admin", "services", "remove", "tools"]).output().await.unwrap();
     assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
     eventually("the broker hears of the removal", Duration::from_secs(10), || async {
-        app.state.core.store.service_by_id(&service.id).await.unwrap().is_none()
+        app.state.core.store.services().by_id(&service.id).await.unwrap().is_none()
     })
     .await;
     let refused = client.call(TOOL, json!({})).await.unwrap();
@@ -277,6 +277,6 @@ async fn registering_names_an_existing_service_with_a_resource_and_says_what_is_
         .await,
     );
     assert!(wrong_kind.contains("--service goes only with --auth token-exchange"), "{wrong_kind}");
-    assert!(app.state.core.store.list_gateway_servers().await.unwrap().is_empty(), "nothing written");
+    assert!(app.state.core.store.gateway_servers().list().await.unwrap().is_empty(), "nothing written");
     app.stop().await;
 }

@@ -42,7 +42,7 @@ async fn try_sign_in(app: &TestApp, browser: &reqwest::Client, username: &str, p
 }
 
 async fn failed_sign_ins(app: &TestApp) -> Vec<oauth_broker::store::audit::AuditEntry> {
-    let entries = app.state.core.store.audit_entries(None, 1000).await.unwrap();
+    let entries = app.state.core.store.audit().entries(None, 1000).await.unwrap();
     entries.into_iter().filter(|e| e.action == "browser.sign_in_failed").collect()
 }
 
@@ -113,7 +113,7 @@ async fn failed_sign_ins_are_audited_with_username_address_and_reason_but_never_
     }
     assert_eq!(detail(6), "username=\"alice\" address=127.0.0.1 reason=throttled:account_address");
     assert_eq!(entries[6].user_id.as_deref(), Some(alice.as_str()));
-    let everything = serde_json::to_string(&app.state.core.store.audit_entries(None, 1000).await.unwrap()).unwrap();
+    let everything = serde_json::to_string(&app.state.core.store.audit().entries(None, 1000).await.unwrap()).unwrap();
     assert!(!everything.contains("secret-guess"), "no password in the audit log");
 }
 on_both_backends!(
@@ -187,7 +187,7 @@ async fn tool_arguments_are_checked_against_the_advertised_schema(backend: crate
         assert_eq!(error.message, message, "{tool} {arguments}");
     }
     assert!(
-        app.state.core.store.authorizations_for_user(&app.user_id(ALICE).await, 10).await.unwrap().is_empty(),
+        app.state.core.store.authorizations().for_user(&app.user_id(ALICE).await, 10).await.unwrap().is_empty(),
         "nothing ran"
     );
 

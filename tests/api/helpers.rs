@@ -198,7 +198,8 @@ pub async fn spawn_app_opts(
             state
                 .core
                 .store
-                .create_local_user(&state.core.config.issuer(), name, &hash, clock.now_secs())
+                .users()
+                .create_local(&state.core.config.issuer(), name, &hash, clock.now_secs())
                 .await
                 .unwrap();
         }
@@ -285,12 +286,12 @@ impl TestApp {
     }
 
     pub async fn user_id(&self, name: &str) -> String {
-        self.state.core.store.user_by_username(name).await.unwrap().unwrap().id
+        self.state.core.store.users().by_username(name).await.unwrap().unwrap().id
     }
 
     /// A bearer token for a test user, signed by the broker's own key.
     pub async fn token_for(&self, name: &str) -> String {
-        let user = self.state.core.store.user_by_username(name).await.unwrap().unwrap();
+        let user = self.state.core.store.users().by_username(name).await.unwrap().unwrap();
         self.state.identity.keys.issue(&user.subject, Some(name), self.now(), 400 * 24 * 3600).unwrap()
     }
 
@@ -298,7 +299,7 @@ impl TestApp {
     /// to the broker, a different client from [`Self::token_for`]'s.
     #[allow(dead_code, reason = "used by the consent tests")]
     pub async fn token_for_client(&self, name: &str, client: &str) -> String {
-        let user = self.state.core.store.user_by_username(name).await.unwrap().unwrap();
+        let user = self.state.core.store.users().by_username(name).await.unwrap().unwrap();
         self.state
             .identity
             .keys

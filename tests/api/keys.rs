@@ -120,7 +120,7 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
         .unwrap();
     assert!(raw.iter().all(|(blob,)| oauth_broker::crypto::Sealer::key_id_of(blob).as_deref() == Some(&new)));
     // The webhook signs with the same two secrets, now sealed with the new key.
-    let webhook = app.state.core.store.webhook(&service).await.unwrap().unwrap();
+    let webhook = app.state.core.store.webhooks().by_service(&service).await.unwrap().unwrap();
     let previous = webhook.previous_secret_sealed.as_deref().unwrap();
     for (sealed, secret) in [(webhook.secret_sealed.as_slice(), &second_secret), (previous, &first_secret)] {
         assert_eq!(oauth_broker::crypto::Sealer::key_id_of(sealed).as_deref(), Some(new.as_str()));
@@ -147,7 +147,7 @@ async fn webhook_in_rotation(app: &TestApp) -> (String, String, String) {
     let second = WebhookSecret::generate();
     let sealed = second.seal(&app.state.core.sealer, &service);
     let store = &app.state.core.store;
-    assert!(store.rotate_webhook_secret(&service, &sealed, app.now() + 86_400, app.now()).await.unwrap());
+    assert!(store.webhooks().rotate_secret(&service, &sealed, app.now() + 86_400, app.now()).await.unwrap());
     (service, first, second.expose().to_owned())
 }
 
@@ -374,7 +374,7 @@ async fn a_key_lost_for_good_is_forgotten_and_the_broker_starts(app: &TestApp) {
     assert!(text(&forgotten.stdout).contains("1 grant(s) need a new consent"), "{}", text(&forgotten.stdout));
     assert!(text(&forgotten.stdout).contains("1 webhook(s) removed"), "{}", text(&forgotten.stdout));
     assert!(
-        app.state.core.store.webhook(&service).await.unwrap().is_none(),
+        app.state.core.store.webhooks().by_service(&service).await.unwrap().is_none(),
         "the webhook it could not sign for is gone"
     );
     let grants = run(app, &["admin", "grants", "list", "--json"]);

@@ -9,7 +9,7 @@ use crate::refresh_faults::{connect_strict, me, spawn, status_of};
 use crate::strict_provider::StrictProvider;
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
 }
 
 /// RFC 6749 §6: a refresh answer without `refresh_token` means "keep using the one you have".
@@ -49,7 +49,7 @@ async fn a_refresh_answer_without_a_new_refresh_token_keeps_the_old_one_postgres
 
 /// The newest `grant.disconnected` audit entry's detail for ALICE.
 async fn disconnected_detail(app: &TestApp) -> String {
-    let entries = app.state.core.store.audit_entries(Some(&app.user_id(ALICE).await), 50).await.unwrap();
+    let entries = app.state.core.store.audit().entries(Some(&app.user_id(ALICE).await), 50).await.unwrap();
     let entry = entries.iter().find(|e| e.action == "grant.disconnected").expect("a disconnect is audited");
     entry.detail.clone().unwrap_or_default()
 }
@@ -103,7 +103,7 @@ async fn disconnecting_reports_the_revocation_outcome_truthfully(backend: Backen
 }
 
 async fn strict_grant_gone(app: &TestApp) -> bool {
-    app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().is_none()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().is_none()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

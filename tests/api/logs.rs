@@ -186,7 +186,7 @@ async fn full_flow_leaves_no_secret(log_format: &str) {
     let store = oauth_broker::store::Store::connect(&format!("sqlite://{}/oauth-broker.db", dir.path().display()))
         .await
         .unwrap();
-    let grant = store.all_grants().await.unwrap().pop().unwrap();
+    let grant = store.grants().all().await.unwrap().pop().unwrap();
     let owner = format!("{}/demo", grant.user_id);
     let open = |blob: &[u8], column: &str| {
         let ctx = oauth_broker::crypto::SealContext { table: "grants", column, row_id: &grant.id, owner: &owner };

@@ -75,7 +75,7 @@ async fn a_scrape_after_a_full_connect_flow_shows_the_counters_moving() {
 
     // Labels never carry a user, an authorization id from a path, or a token.
     let alice = app.user_id(ALICE).await;
-    let authorization = app.state.core.store.all_authorizations(10).await.unwrap().remove(0).id;
+    let authorization = app.state.core.store.authorizations().all(10).await.unwrap().remove(0).id;
     for secret in [alice.as_str(), authorization.as_str(), TOKEN, "alice"] {
         assert!(!after.contains(secret), "{secret} appears in the metrics");
     }

@@ -18,7 +18,7 @@ async fn a_broker_that_moved_keeps_its_local_accounts_working(first: &TestApp) {
     .await
     .unwrap();
     assert_ne!(moved.state.core.config.issuer(), old_url.trim_end_matches('/'), "the public URL changed");
-    let alice = moved.state.core.store.user_by_username(ALICE).await.unwrap().unwrap();
+    let alice = moved.state.core.store.users().by_username(ALICE).await.unwrap().unwrap();
     assert_eq!(alice.issuer, old_url.trim_end_matches('/'), "the account was made under the old URL");
 
     // A token from the moved broker opens /mcp, and a connect flow runs at the new address.
@@ -63,6 +63,6 @@ async fn admin_commands_refuse_to_guess_the_public_url(app: &TestApp) {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("--public-url") && stderr.contains("http://127.0.0.1:8080"), "{args:?}: {stderr}");
     }
-    assert!(app.state.core.store.user_by_username("erin").await.unwrap().is_none(), "nothing was written");
+    assert!(app.state.core.store.users().by_username("erin").await.unwrap().is_none(), "nothing was written");
 }
 on_both_backends!(public_url_not_guessed, admin_commands_refuse_to_guess_the_public_url);

@@ -471,7 +471,7 @@ impl Setup {
     }
 
     async fn users_of_the_issuer(&self) -> Vec<oauth_broker::store::users::User> {
-        let users = self.state.core.store.list_users().await.unwrap();
+        let users = self.state.core.store.users().list().await.unwrap();
         users.into_iter().filter(|u| u.issuer == self.issuer.url).collect()
     }
 
@@ -966,7 +966,7 @@ async fn a_tool_server_exchanges_the_issuers_token_for_its_resource_only() {
     let secret = oauth_broker::crypto::OneTimeSecret::generate("obs_", 32);
     let providers = [oauth_broker::domain::ProviderId::parse("files").unwrap()].into();
     let resource = url::Url::parse("https://tools.example/mcp").unwrap();
-    let new = oauth_broker::store::services::NewService {
+    let new = oauth_broker::store::token_api::NewService {
         name: "notes",
         providers: &providers,
         resource: Some(&resource),
@@ -974,7 +974,7 @@ async fn a_tool_server_exchanges_the_issuers_token_for_its_resource_only() {
         trusted: false,
         secret_hash: secret.hash(),
     };
-    setup.state.core.store.create_service(&new, setup.now()).await.unwrap();
+    setup.state.core.store.services().create(&new, setup.now()).await.unwrap();
     let ask = |token: String| {
         http()
             .post(setup.url("/v1/tokens"))
@@ -1040,7 +1040,7 @@ async fn the_configured_group_claim_makes_an_admin_at_sign_in_and_losing_it_unma
     assert_eq!(sign_in(json!(["staff", "broker-admins"])).await, 200, "in the group: an admin");
     assert_eq!(sign_in(json!("broker-admins")).await, 200, "a single string counts too");
     assert_eq!(sign_in(json!(["staff"])).await, 403, "removed from the group at the issuer: no longer");
-    let changes = setup.state.core.store.audit_entries(None, 100).await.unwrap();
+    let changes = setup.state.core.store.audit().entries(None, 100).await.unwrap();
     assert_eq!(changes.iter().filter(|e| e.action == "user.admin_from_claim").count(), 2, "each change audited");
     setup.stop().await;
 }
@@ -1053,7 +1053,7 @@ async fn a_disabled_users_issuer_tokens_and_sign_in_are_refused_until_enabled() 
     let token = setup.token(&setup.claims());
     assert_eq!(setup.post_mcp(&token).await.status(), 200);
     let user = setup.users_of_the_issuer().await.remove(0);
-    setup.state.core.store.set_disabled(&user.id, Some(setup.clock.now())).await.unwrap();
+    setup.state.core.store.users().set_disabled(&user.id, Some(setup.clock.now())).await.unwrap();
     assert_invalid_token(&setup, "a disabled user's token", &token).await;
     let browser = browser();
     let (authorize_url, _) = setup.start_sign_in(&browser, "/").await;
@@ -1062,7 +1062,7 @@ async fn a_disabled_users_issuer_tokens_and_sign_in_are_refused_until_enabled() 
     assert_eq!(refused.status(), 403);
     assert!(refused.text().await.unwrap().contains("Account disabled"));
     assert_eq!(setup.signed_in_as(&browser).await, None);
-    setup.state.core.store.set_disabled(&user.id, None).await.unwrap();
+    setup.state.core.store.users().set_disabled(&user.id, None).await.unwrap();
     assert_eq!(setup.post_mcp(&token).await.status(), 200);
     setup.stop().await;
 }

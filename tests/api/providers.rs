@@ -96,10 +96,11 @@ async fn a_github_style_answer_connects_once_with_both_scopes_and_does_not_loop(
     // Assert: one grant with the two scopes, for the numeric id, labelled with the login.
     assert_eq!(landed.status(), 303, "the callback lands on a clean page");
     assert!(location(&landed).ends_with("/result"), "{}", location(&landed));
-    let grant = app.state.core.store.grant(&app.user_id(ALICE).await, "github").await.unwrap().expect("connected");
+    let grant =
+        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github").await.unwrap().expect("connected");
     assert_eq!(grant.scopes, scopes(&["repo", "gist"]));
     assert_eq!(grant.account_label.as_deref(), Some("octocat"));
-    let (account_id, _) = app.state.core.store.grant_account(&grant.id).await.unwrap().unwrap();
+    let (account_id, _) = app.state.core.store.grants().account(&grant.id).await.unwrap().unwrap();
     assert_eq!(account_id, "4242");
     // The client that connected may use it, and list_connections says so.
     let listed = call(&client, "list_connections", json!({})).await.unwrap().structured_content.unwrap();
@@ -149,7 +150,7 @@ async fn a_response_at_another_providers_callback_is_refused_before_any_token_re
     let landed = browser.get(&callback).send().await.unwrap();
     assert!(location(&landed).ends_with("/result"), "{}", location(&landed));
     assert_eq!(github.token_requests(), 1);
-    assert!(app.state.core.store.grant(&app.user_id(ALICE).await, "github").await.unwrap().is_some());
+    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github").await.unwrap().is_some());
     app.stop().await;
 }
 both!(a_response_at_another_providers_callback_is_refused_before_any_token_request);
@@ -160,7 +161,7 @@ async fn scopes_the_provider_does_not_offer_are_refused_with_invalid_params_befo
     let github = QuirkyProvider::start(Answer::GithubForm).await;
     let Some(app) = spawn(backend, github.toml("github", "")).await else { return };
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
-    let before = app.state.core.store.all_authorizations(100).await.unwrap().len();
+    let before = app.state.core.store.authorizations().all(100).await.unwrap().len();
     let made_up: Vec<String> = (0..1000).map(|i| format!("made-up:{i}")).collect();
     for asked in
         [json!(["repo", "read&redirect_uri=https://evil.example/cb"]), json!(["admin:everything"]), json!(made_up)]
@@ -176,7 +177,7 @@ async fn scopes_the_provider_does_not_offer_are_refused_with_invalid_params_befo
     let demo = call(&client, "connect_account", json!({"provider": "demo", "scopes": ["repo"]})).await;
     assert!(matches!(demo, Err(ServiceError::McpError(ref e)) if e.code.0 == -32602), "{demo:?}");
     assert_eq!(
-        app.state.core.store.all_authorizations(100).await.unwrap().len(),
+        app.state.core.store.authorizations().all(100).await.unwrap().len(),
         before,
         "no authorization was opened"
     );
@@ -192,7 +193,7 @@ async fn an_operator_may_open_a_providers_scopes(backend: Backend) {
     let answer =
         call(&client, "connect_account", json!({"provider": "github", "scopes": ["admin:org"]})).await.unwrap();
     assert_eq!(answer.is_error, Some(true), "not connected yet: the link as text");
-    let rows = app.state.core.store.all_authorizations(100).await.unwrap();
+    let rows = app.state.core.store.authorizations().all(100).await.unwrap();
     assert!(rows.iter().any(|r| r.scopes.contains("admin:org")), "the open scope was asked for");
     app.stop().await;
 }
@@ -206,7 +207,7 @@ async fn a_renamed_login_keeps_its_grant_and_the_label_follows(backend: Backend)
     let client = Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
     connect(&app, &client, "github").await;
     let user = app.user_id(ALICE).await;
-    let first = app.state.core.store.grant(&user, "github").await.unwrap().unwrap();
+    let first = app.state.core.store.grants().latest(&user, "github").await.unwrap().unwrap();
 
     // Act: the account is renamed at GitHub, and the user connects "another" account — which
     // the provider says is the same one.
@@ -228,7 +229,7 @@ async fn a_renamed_login_keeps_its_grant_and_the_label_follows(backend: Backend)
     pending.await.unwrap().unwrap();
 
     // Assert: still one grant, the same row, under the new name.
-    let grants = app.state.core.store.grants_at(&user, "github").await.unwrap();
+    let grants = app.state.core.store.grants().at(&user, "github").await.unwrap();
     assert_eq!(grants.len(), 1, "{:?}", grants.iter().map(|g| &g.account_label).collect::<Vec<_>>());
     assert_eq!(grants[0].id, first.id);
     assert_eq!(grants[0].account_label.as_deref(), Some("octocat-renamed"));
@@ -243,11 +244,14 @@ async fn a_failed_identity_lookup_is_reported_not_stored_as_an_empty_account(bac
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
     let landed = connect(&app, &client, "github").await;
     assert!(location(&landed).ends_with("/result"), "the owner is told on the result page");
-    let rows = app.state.core.store.all_authorizations(100).await.unwrap();
+    let rows = app.state.core.store.authorizations().all(100).await.unwrap();
     let row = rows.iter().find(|r| r.provider == "github").unwrap();
     assert_eq!(row.status, AuthorizationStatus::Failed);
     assert_eq!(row.failure.as_deref(), Some("exchange_failed:identity_lookup_failed"));
-    assert!(app.state.core.store.grant(&app.user_id(ALICE).await, "github").await.unwrap().is_none(), "nothing stored");
+    assert!(
+        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github").await.unwrap().is_none(),
+        "nothing stored"
+    );
     app.stop().await;
 }
 both!(a_failed_identity_lookup_is_reported_not_stored_as_an_empty_account);
@@ -269,14 +273,14 @@ async fn slack_v2_nested_user_tokens_and_errors_with_http_200(backend: Backend) 
     let (callback, browser) = to_callback(&app, &link).await;
     browser.get(&callback).send().await.unwrap();
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grant(&user, "slack").await.unwrap().expect("connected");
+    let grant = app.state.core.store.grants().latest(&user, "slack").await.unwrap().expect("connected");
     assert_eq!(grant.scopes, scopes(&["repo", "gist"]));
     // An error with HTTP 200 fails the attempt with its code.
     connect(&app, &client, "broken").await;
-    let rows = app.state.core.store.all_authorizations(100).await.unwrap();
+    let rows = app.state.core.store.authorizations().all(100).await.unwrap();
     let row = rows.iter().find(|r| r.provider == "broken").unwrap();
     assert_eq!(row.failure.as_deref(), Some("exchange_failed:invalid_grant"));
-    assert!(app.state.core.store.grant(&user, "broken").await.unwrap().is_none());
+    assert!(app.state.core.store.grants().latest(&user, "broken").await.unwrap().is_none());
     app.stop().await;
 }
 both!(slack_v2_nested_user_tokens_and_errors_with_http_200);

@@ -142,7 +142,7 @@ fn text_of(result: &Value) -> String {
 
 async fn authorization_status(app: &TestApp, url: &str) -> String {
     let id = url.rsplit('/').next().unwrap();
-    app.state.core.store.authorization(id).await.unwrap().unwrap().status.as_str().to_owned()
+    app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap().status.as_str().to_owned()
 }
 
 /// The script's first line: the revision its `auto` mode settled on with the broker.
@@ -198,7 +198,7 @@ async fn the_python_sdk_answers_the_scopes_form_then_connects(app: &TestApp) {
     let result = &answer["result"];
     assert_ne!(result["isError"], true, "connected: {}", text_of(result));
     let user = app.user_id(ALICE).await;
-    let grants = app.state.core.store.grants_at(&user, "demo").await.unwrap();
+    let grants = app.state.core.store.grants().at(&user, "demo").await.unwrap();
     assert_eq!(grants.len(), 1, "one connection");
     assert_eq!(grants[0].scopes.to_space_separated(), "notes:write profile", "the scopes the user chose");
     client.finish().await;
@@ -219,7 +219,7 @@ async fn a_decline_from_the_python_sdk_ends_the_call_and_spends_the_link(app: &T
     assert!(text_of(result).contains("declined"), "says so: {answer}");
     assert_eq!(authorization_status(app, &url).await, "declined");
     let user = app.user_id(ALICE).await;
-    assert!(app.state.core.store.grants_at(&user, "demo").await.unwrap().is_empty(), "nothing connected");
+    assert!(app.state.core.store.grants().at(&user, "demo").await.unwrap().is_empty(), "nothing connected");
     client.finish().await;
 }
 on_both_backends!(decline, a_decline_from_the_python_sdk_ends_the_call_and_spends_the_link);

@@ -42,7 +42,7 @@ fn retry_after_of(result: &CallToolResult) -> u64 {
 }
 
 async fn grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
 }
 
 // ---- backoff honouring Retry-After ----
@@ -304,7 +304,7 @@ async fn a_refresh_naming_a_new_instance_moves_the_grants_calls_there_with_the_p
     let moved = me(&client).await.unwrap();
     assert_eq!(status_of(&moved), 200);
     assert_eq!(host(&moved), provider.instance.trim_start_matches("http://"));
-    let stored = app.state.core.store.grant_account(&grant(&app).await.id).await.unwrap().unwrap().1;
+    let stored = app.state.core.store.grants().account(&grant(&app).await.id).await.unwrap().unwrap().1;
     assert_eq!(stored.as_deref(), Some(format!("{}/api/", provider.instance).as_str()));
 
     // The proxy calls the grant's instance too.

@@ -54,14 +54,14 @@ pub(crate) async fn connect_strict(app: &TestApp) -> McpClient {
     let at_provider = browser.get(crate::helpers::location(&approved)).send().await.unwrap();
     let callback = browser.get(crate::helpers::location(&at_provider)).send().await.unwrap();
     assert!(callback.status().is_success() || callback.status().is_redirection(), "callback: {}", callback.status());
-    let grant = app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap();
     assert!(grant.is_some_and(|g| g.status == GrantStatus::Active), "connected");
     assert_eq!(status_of(&me(&client).await.unwrap()), 200, "the connection works");
     client
 }
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.core.store.grant(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
 }
 
 // ---- 50 concurrent calls on a 30-second token: one refresh ----

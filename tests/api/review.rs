@@ -100,7 +100,7 @@ async fn concurrent_first_connections_must_not_leave_an_unopenable_grant(app: &T
         let (a, b) = tokio::join!(browser.get(&cb_a).send(), browser.get(&cb_b).send());
         let (a, b) = (a.unwrap().status(), b.unwrap().status());
 
-        let grant = app.state.core.store.grant(&user, "demo").await.unwrap().unwrap();
+        let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
         let owner = format!("{user}/demo");
         let ctx = oauth_broker::crypto::SealContext {
             table: "grants",
@@ -116,7 +116,7 @@ async fn concurrent_first_connections_must_not_leave_an_unopenable_grant(app: &T
             grant.status
         );
         // Start over from no grant.
-        app.state.core.store.delete_grant(&user, "demo").await.unwrap();
+        app.state.core.store.grants().delete_at(&user, "demo").await.unwrap();
     }
 }
 on_both_backends!(grant_upsert_race, concurrent_first_connections_must_not_leave_an_unopenable_grant);

@@ -1,10 +1,10 @@
 //! A 2026-07-28 retry that wakes while the provider callback records the asking client's consent.
 //! The callback used to mark the authorization `completed` before it recorded the consent, so a
-//! retry that read the row in between found a connection its client could not use yet and
-//! answered a second, consent-only link instead of the provider's answer (seen first with the
-//! Python SDK's client on PostgreSQL). Both now commit together (`Store::complete_connect`).
-//! Here the window is held open on purpose, by locking the consents table against writes while
-//! the callback runs: the retry must still get the provider's answer.
+//! retry that read the row in between found a connection its client could not use yet and answered
+//! a second, consent-only link instead of the provider's answer (seen first with the Python SDK's
+//! client on PostgreSQL). Both now commit together (`Authorizations::complete_connect`). Here the
+//! window is held open on purpose, by locking the consents table against writes while the callback
+//! runs: the retry must still get the provider's answer.
 
 use std::time::Duration;
 

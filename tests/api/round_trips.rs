@@ -108,7 +108,7 @@ fn assert_refused(answer: &Value, what: &str) {
 
 async fn authorization_status(app: &TestApp, url: &str) -> String {
     let id = url.rsplit('/').next().unwrap();
-    app.state.core.store.authorization(id).await.unwrap().unwrap().status.as_str().to_owned()
+    app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap().status.as_str().to_owned()
 }
 
 async fn rmcp_client_gets_the_providers_answer_after_the_browser(app: &TestApp) {
@@ -152,7 +152,7 @@ async fn connect_account_asks_its_scopes_form_by_round_trip(app: &TestApp) {
     let connected = call.await.unwrap().unwrap();
     assert_ne!(connected.is_error, Some(true), "{}", text_of(&connected));
     let user = app.user_id(ALICE).await;
-    let grants = app.state.core.store.grants_at(&user, "demo").await.unwrap();
+    let grants = app.state.core.store.grants().at(&user, "demo").await.unwrap();
     assert_eq!(grants.len(), 1);
     assert_eq!(grants[0].scopes.to_space_separated(), "notes:write profile", "the scopes the user chose");
 }
@@ -172,7 +172,7 @@ async fn a_bad_form_answer_is_asked_again_with_the_reason(app: &TestApp) {
     let asked = &again["result"]["inputRequests"]["question"]["params"];
     assert_eq!(asked["mode"], "form", "asked again: {again}");
     assert!(asked["message"].as_str().unwrap().contains("could not be used"), "with the reason: {again}");
-    let authorizations = app.state.core.store.all_authorizations(100).await.unwrap();
+    let authorizations = app.state.core.store.authorizations().all(100).await.unwrap();
     assert!(authorizations.is_empty(), "nothing was opened for a bad answer");
     // The good answer, under the new state: now the link.
     let state = again["result"]["requestState"].as_str().unwrap();

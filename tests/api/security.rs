@@ -33,11 +33,11 @@ async fn approve_consent(app: &TestApp, browser: &reqwest::Client, url: &str, na
 }
 
 async fn status_of(app: &TestApp, id: &str) -> AuthorizationStatus {
-    app.state.core.store.authorization(id).await.unwrap().unwrap().status
+    app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap().status
 }
 
 async fn alice_has_grant(app: &TestApp) -> bool {
-    app.state.core.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().is_some()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().is_some()
 }
 
 async fn a_forwarded_link_opened_by_another_user_is_refused_and_changes_nothing(app: &TestApp) {
@@ -84,7 +84,7 @@ async fn consent_requires_a_signed_in_owner_and_a_valid_csrf_token(app: &TestApp
         assert_eq!(posted.status(), 403, "csrf {forged:?}");
     }
     assert_eq!(status_of(app, &id).await, AuthorizationStatus::Pending);
-    let row = app.state.core.store.authorization(&id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap();
     assert!(row.state_hash.is_none(), "no state is stored before consent");
 }
 on_both_backends!(consent_csrf, consent_requires_a_signed_in_owner_and_a_valid_csrf_token);
@@ -103,7 +103,7 @@ async fn the_provider_redirect_uses_pkce_s256_exact_redirect_uri_and_no_secrets(
         assert!(!q.contains_key(forbidden), "{forbidden} must not be in the authorize URL");
     }
     // The state is stored hashed, never in clear.
-    let rows = app.state.core.store.authorizations_for_user(&app.user_id(ALICE).await, 10).await.unwrap();
+    let rows = app.state.core.store.authorizations().for_user(&app.user_id(ALICE).await, 10).await.unwrap();
     assert!(rows.iter().all(|r| r.state_hash.as_deref() != Some(q["state"].as_str())));
 }
 on_both_backends!(authorize_request, the_provider_redirect_uses_pkce_s256_exact_redirect_uri_and_no_secrets);
@@ -128,9 +128,9 @@ async fn a_callback_state_works_once_and_only_in_the_browser_that_approved(app: 
     // The approving browser completes; a replay of the same callback is refused.
     assert_eq!(app.land(&browser, &callback).await.status(), 200);
     assert_eq!(status_of(app, &id).await, AuthorizationStatus::Completed);
-    let grant_before = app.state.core.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant_before = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
     assert_eq!(app.land(&browser, &callback).await.status(), 400);
-    let grant_after = app.state.core.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant_after = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
     assert_eq!(grant_before.version, grant_after.version, "a replay stores nothing");
 }
 on_both_backends!(callback_state, a_callback_state_works_once_and_only_in_the_browser_that_approved);
@@ -177,7 +177,7 @@ async fn tokens_are_sealed_at_rest_and_bound_to_their_row(app: &TestApp) {
     let (url, _) = pending_link(app, ALICE).await;
     let browser = app.browser();
     assert_eq!(app.approve_in_browser(&browser, &url, ALICE).await.status(), 200);
-    let grant = app.state.core.store.grant(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
     let owner = format!("{}/demo", grant.user_id);
     let ctx =
         oauth_broker::crypto::SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };

@@ -11,12 +11,13 @@ use oauth_broker::api::authenticated_service::authenticate_service;
 use oauth_broker::crypto::sha256_hex;
 use oauth_broker::domain::Scopes;
 use oauth_broker::store::grants::SealedTokens;
-use oauth_broker::store::services::ServiceRow;
+use oauth_broker::store::token_api::ServiceRow;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use crate::helpers::{ALICE, TestApp, urlencode};
 use crate::on_both_backends;
+use oauth_broker::store::grants::{Grants, NewGrant};
 
 /// The binary, pointed at `app`'s database and key, with the demo provider configured.
 fn admin(app: &TestApp, args: &[&str]) -> Output {
@@ -138,7 +139,7 @@ async fn a_service_is_added_listed_rotated_and_authenticates(app: &TestApp) {
     refused(&admin(app, &["services", "rotate-secret", "nobody"]), "no service named nobody");
 
     // Every change is audited, never with a secret.
-    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
     let actions: Vec<_> = audit.iter().map(|e| e.action.as_str()).collect();
     assert!(actions.contains(&"service.added") && actions.contains(&"service.secret_rotated"), "{actions:?}");
     for entry in &audit {
@@ -152,7 +153,7 @@ on_both_backends!(add_list_rotate_authenticate, a_service_is_added_listed_rotate
 
 async fn bad_registrations_are_refused_and_change_nothing(app: &TestApp) {
     succeeded(&admin(app, &["services", "add", "notes", "--providers", "demo", "--json"]));
-    let before = app.state.core.store.service_by_name("notes").await.unwrap().unwrap();
+    let before = app.state.core.store.services().by_name("notes").await.unwrap().unwrap();
 
     refused(&admin(app, &["services", "add", "notes", "--providers", "demo"]), "already exists");
     refused(&admin(app, &["services", "add", "other", "--providers", "demo,github"]), "configured providers: demo");
@@ -170,9 +171,9 @@ async fn bad_registrations_are_refused_and_change_nothing(app: &TestApp) {
         );
     }
 
-    assert!(app.state.core.store.service_by_name("other").await.unwrap().is_none(), "nothing was created");
-    assert_eq!(app.state.core.store.list_services().await.unwrap(), vec![before], "the first service is unchanged");
-    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    assert!(app.state.core.store.services().by_name("other").await.unwrap().is_none(), "nothing was created");
+    assert_eq!(app.state.core.store.services().list().await.unwrap(), vec![before], "the first service is unchanged");
+    let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
     assert_eq!(audit.iter().filter(|e| e.action.starts_with("service.")).count(), 1, "only the first add");
 }
 
@@ -184,7 +185,7 @@ async fn removing_a_service_removes_its_consents_only(app: &TestApp) {
     let secret = credentials["client_secret"].as_str().unwrap().to_owned();
     let alice = app.user_id(ALICE).await;
     let store = &app.state.core.store;
-    let grant_id = oauth_broker::store::Store::grant_id_for(&alice, "demo", "");
+    let grant_id = Grants::id_for(&alice, "demo", "");
     let tokens = SealedTokens {
         access_token_sealed: vec![1],
         refresh_token_sealed: None,
@@ -192,9 +193,18 @@ async fn removing_a_service_removes_its_consents_only(app: &TestApp) {
         expires_at: None,
         scopes: Scopes::parse(["profile"]).unwrap(),
     };
-    assert!(store.upsert_grant(&grant_id, &alice, "demo", None, &tokens, app.now()).await.unwrap());
+    assert!(
+        store
+            .grants()
+            .upsert(
+                &NewGrant { id: &grant_id, user_id: &alice, provider: "demo", account_label: None, tokens: &tokens },
+                app.now()
+            )
+            .await
+            .unwrap()
+    );
     for key in ["service:svc_notes", "client:other"] {
-        assert!(store.record_consent(&grant_id, &alice, key, None, &tokens.scopes, app.now()).await.unwrap());
+        assert!(store.consents().record(&grant_id, &alice, key, None, &tokens.scopes, app.now()).await.unwrap());
     }
 
     // Act
@@ -203,12 +213,12 @@ async fn removing_a_service_removes_its_consents_only(app: &TestApp) {
     // Assert
     assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
     assert!(String::from_utf8_lossy(&removed.stdout).contains("1 consent(s)"));
-    assert!(store.consent(&grant_id, "service:svc_notes").await.unwrap().is_none());
-    assert!(store.consent(&grant_id, "client:other").await.unwrap().is_some(), "other clients keep theirs");
-    assert!(store.service_by_name("notes").await.unwrap().is_none());
+    assert!(store.consents().find(&grant_id, "service:svc_notes").await.unwrap().is_none());
+    assert!(store.consents().find(&grant_id, "client:other").await.unwrap().is_some(), "other clients keep theirs");
+    assert!(store.services().by_name("notes").await.unwrap().is_none());
     is_invalid_client(app, &basic("svc_notes", &secret)).await;
     refused(&admin(app, &["services", "remove", "notes"]), "no service named notes");
-    let audit = store.audit_entries(None, 10).await.unwrap();
+    let audit = store.audit().entries(None, 10).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "service.removed"));
 }
 

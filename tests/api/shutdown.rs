@@ -232,7 +232,7 @@ async fn a_stop_answers_a_call_whose_link_the_client_still_shows(app: &crate::he
     assert_eq!(result.is_error, Some(true), "{text}");
     assert!(text.contains("Still waiting") && text.contains(&url), "the link, to finish and call again: {text}");
     let id = url.rsplit('/').next().unwrap();
-    let row = app.state.core.store.authorization(id).await.unwrap().unwrap();
+    let row = app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap();
     assert_eq!(row.status.as_str(), "pending", "the link stays valid");
 }
 crate::on_both_backends!(stop_during_link, a_stop_answers_a_call_whose_link_the_client_still_shows);
@@ -253,7 +253,7 @@ async fn a_stop_withdraws_an_open_question_and_changes_nothing(app: &crate::help
     assert_eq!(result.is_error, Some(true), "{text}");
     assert!(text.contains("restarting") && text.contains("Nothing was disconnected"), "{text}");
     let user = app.user_id(ALICE).await;
-    assert_eq!(app.state.core.store.grants_at(&user, "demo").await.unwrap().len(), 1, "still connected");
+    assert_eq!(app.state.core.store.grants().at(&user, "demo").await.unwrap().len(), 1, "still connected");
 }
 crate::on_both_backends!(stop_during_question, a_stop_withdraws_an_open_question_and_changes_nothing);
 

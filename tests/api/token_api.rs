@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use oauth_broker::crypto::OneTimeSecret;
 use oauth_broker::domain::ProviderId;
-use oauth_broker::store::services::NewService;
+use oauth_broker::store::token_api::NewService;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
@@ -65,12 +65,12 @@ pub async fn register_service_with(
         trusted: options.trusted,
         secret_hash: secret.hash(),
     };
-    app.state.core.store.create_service(&new, app.now()).await.unwrap();
+    app.state.core.store.services().create(&new, app.now()).await.unwrap();
 }
 
 /// A user's access token meant for `audience` (what `admin tokens issue NAME --service S` prints).
 pub async fn user_token_for(app: &TestApp, name: &str, audience: &str) -> String {
-    let user = app.state.core.store.user_by_username(name).await.unwrap().unwrap();
+    let user = app.state.core.store.users().by_username(name).await.unwrap().unwrap();
     app.state.identity.keys.issue_for_audience(&user.subject, Some(name), None, audience, app.now(), 3600).unwrap()
 }
 
@@ -196,7 +196,7 @@ async fn a_client_of_a_tool_server_connects_through_the_broker_and_retries(app: 
     assert!(shown.contains("demo-user"), "the provider's answer: {shown}");
     // The consent was recorded for the tool server, not for any MCP client of the broker.
     let user = app.user_id(ALICE).await;
-    let consents = app.state.core.store.consents_for_user(&user).await.unwrap();
+    let consents = app.state.core.store.consents().for_user(&user).await.unwrap();
     assert!(consents.iter().any(|c| c.client_key == "service:svc_whoami"), "{consents:?}");
 
     client.close().await;
@@ -302,7 +302,7 @@ async fn a_connect_asks_for_what_was_asked_and_what_the_provider_needs(app: &Tes
         assert_eq!(status, StatusCode::CONFLICT, "{problem}");
         let id = problem["authorization"]["id"].as_str().unwrap();
         let url = problem["authorization"]["url"].as_str().unwrap().to_owned();
-        let row = app.state.core.store.authorization(id).await.unwrap().unwrap();
+        let row = app.state.core.store.authorizations().by_id(id).await.unwrap().unwrap();
         assert_eq!(row.scopes.to_space_separated(), asks_provider, "{user} asked for {asked}");
 
         let browser = app.browser();
@@ -316,9 +316,9 @@ async fn a_connect_asks_for_what_was_asked_and_what_the_provider_needs(app: &Tes
         assert_eq!(status, StatusCode::OK, "{issued}");
         let expected: Vec<&str> = asks_provider.split(' ').collect();
         assert_eq!(issued["scopes"], json!(expected), "{issued}");
-        let owner = app.state.core.store.user_by_username(user).await.unwrap().unwrap();
+        let owner = app.state.core.store.users().by_username(user).await.unwrap().unwrap();
         let grant =
-            app.state.core.store.all_grants().await.unwrap().into_iter().find(|g| g.user_id == owner.id).unwrap();
+            app.state.core.store.grants().all().await.unwrap().into_iter().find(|g| g.user_id == owner.id).unwrap();
         assert_eq!(grant.scopes.to_space_separated(), asks_provider, "the stored grant holds what was asked");
     }
 }
@@ -483,9 +483,9 @@ async fn the_openapi_document_describes_the_token_api() {
 /// What a refusal must leave alone.
 async fn snapshot(app: &TestApp) -> (usize, usize, usize) {
     let user = app.user_id(ALICE).await;
-    let consents = app.state.core.store.consents_for_user(&user).await.unwrap().len();
-    let grants = app.state.core.store.grants_for_user(&user).await.unwrap().len();
-    let authorizations = app.state.core.store.authorizations_for_user(&user, 1000).await.unwrap().len();
+    let consents = app.state.core.store.consents().for_user(&user).await.unwrap().len();
+    let grants = app.state.core.store.grants().for_user(&user).await.unwrap().len();
+    let authorizations = app.state.core.store.authorizations().for_user(&user, 1000).await.unwrap().len();
     (consents, grants, authorizations)
 }
 
@@ -528,7 +528,7 @@ async fn refusals_change_nothing(app: &TestApp) {
     let unknown = ServiceCredentials { client_id: "svc_nobody".into(), ..service.clone_for_test() };
     assert_eq!(unknown.token(app, ask.clone()).await.0, StatusCode::UNAUTHORIZED);
     let rotated = OneTimeSecret::generate("obs_", 32);
-    assert!(app.state.core.store.rotate_service_secret("notes", rotated.hash(), app.now()).await.unwrap());
+    assert!(app.state.core.store.services().rotate_secret("notes", rotated.hash(), app.now()).await.unwrap());
     let (status, _) = service.token(app, ask.clone()).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "the old secret stops working at once");
     let service = ServiceCredentials { secret: rotated.expose_plaintext().to_owned(), ..service.clone_for_test() };
@@ -572,14 +572,14 @@ async fn refusals_change_nothing(app: &TestApp) {
         service.token(app, json!({"subject_token": token, "provider": "demo", "scopes": ["a b"]})).await;
     assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_scope")));
     // Scopes the provider does not offer (issue 12): refused before any authorization or provider.
-    let opened = app.state.core.store.all_authorizations(100).await.unwrap().len();
+    let opened = app.state.core.store.authorizations().all(100).await.unwrap().len();
     for unoffered in [json!(["admin:everything"]), json!(["profile", "read&redirect_uri=https://evil.example/cb"])] {
         let (status, body) =
             service.token(app, json!({"subject_token": token, "provider": "demo", "scopes": unoffered})).await;
         assert_eq!((status, body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_scope")), "{body}");
         assert!(body["detail"].as_str().unwrap_or_default().contains("does not offer"), "{body}");
     }
-    assert_eq!(app.state.core.store.all_authorizations(100).await.unwrap().len(), opened, "nothing was opened");
+    assert_eq!(app.state.core.store.authorizations().all(100).await.unwrap().len(), opened, "nothing was opened");
 
     // A proxy-only service asking for a raw token, here or by token exchange.
     let proxied_token = user_token_for(app, ALICE, "https://proxied.example/mcp").await;

@@ -1,6 +1,6 @@
 //! The token API's audit events are written in batches from a bounded queue
-//! (`src/store/audit_queue.rs`): a graceful stop — SIGTERM's path, `App::run` ending — writes
-//! every one, so the rows equal the requests answered, even with requests still arriving.
+//! (`src/store/token_api/audit_queue.rs`): a graceful stop — SIGTERM's path, `App::run` ending —
+//! writes every one, so the rows equal the requests answered, even with requests still arriving.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -105,16 +105,16 @@ async fn batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(bac
         let event = AuditEvent::new(Actor::Service("svc_rarely"), "token_api.token", None)
             .provider(Some("demo"))
             .detail(Some("answer=token"));
-        store.record_queued(now, event).await.unwrap();
+        store.audit_queue().record(now, event).await.unwrap();
     }
     let event = AuditEvent::new(Actor::Service("svc_rarely"), "token_api.limited", None)
         .detail(Some("limit=requests"))
         .outcome(Outcome::Refused);
-    store.record(now, event).await.unwrap();
+    store.audit().record(now, event).await.unwrap();
     // A queued row whose text names its user and a latency is indexed by itself.
     let event = AuditEvent::new(Actor::User("u-rarely"), "gateway.call", Some("u-rarely"))
         .detail(Some("server=rarely tool=echo outcome=ok latency_ms=3"));
-    store.record_queued(now, event).await.unwrap();
+    store.audit_queue().record(now, event).await.unwrap();
     let written = "SELECT (SELECT COUNT(*) FROM audit_log WHERE actor = 'service:svc_rarely' AND text_id IS NOT NULL), \
                    (SELECT COUNT(*) FROM audit_log WHERE action = 'gateway.call' AND text_id IS NULL)";
     eventually("the batch writer wrote the queued rows", std::time::Duration::from_secs(10), || async {
@@ -142,7 +142,7 @@ async fn batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(bac
     for (term, expected) in
         [("svc_rarely", 6), ("RARELY", 7), ("rarely token_api.token", 0), ("answer=token", 5), ("latency_ms=3", 1)]
     {
-        let found = store.page_audit(&Search::new(term), Window::first(20)).await.unwrap();
+        let found = store.audit().page(&Search::new(term), Window::first(20)).await.unwrap();
         let (n,): (i64,) = sqlx::query_as(
             "SELECT COUNT(*) FROM audit_log WHERE LOWER(action || ' ' || COALESCE(actor, '') || ' ' || \
              COALESCE(outcome, '') || ' ' || COALESCE(provider, '') || ' ' || COALESCE(detail, '')) LIKE $1",
@@ -153,11 +153,11 @@ async fn batched_token_rows_are_found_and_counted_as_rows_written_one_by_one(bac
         .unwrap();
         assert_eq!((found.rows.len() as i64, n), (expected, expected), "{term}");
     }
-    let found = store.page_audit(&Search::new("svc_rarely"), Window::first(20)).await.unwrap();
+    let found = store.audit().page(&Search::new("svc_rarely"), Window::first(20)).await.unwrap();
     assert!(found.rows.iter().all(|row| row.actor.as_deref() == Some("service:svc_rarely")), "{:?}", found.rows);
 
     // Counted once each: the batch's five per group, the direct refusal by its trigger.
-    let counts = store.console_counts(now - 3600).await.unwrap();
+    let counts = store.console().hourly_counts(now - 3600).await.unwrap();
     let at = |sub: &str| {
         counts
             .iter()

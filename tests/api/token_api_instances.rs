@@ -26,8 +26,8 @@ use crate::token_api::{ServiceCredentials, ServiceOptions, register_service};
 
 /// How long the instance that did not make a change may take to see it. Its watcher reads the
 /// database's counter every 50 ms and its caches are not used once a read is 500 ms late
-/// (`src/store/generations.rs`), so a change is seen within about half a second even when the
-/// watcher is starved; this bounds a broken test and is not waited when things work.
+/// (`src/store/machinery/generations.rs`), so a change is seen within about half a second even
+/// when the watcher is starved; this bounds a broken test and is not waited when things work.
 const OTHER_INSTANCE_WITHIN: Duration = Duration::from_secs(2);
 
 /// The two ways a service asks for a user's provider token.
@@ -222,7 +222,7 @@ async fn csrf_on(browser: &reqwest::Client, url: &str) -> String {
 
 /// Alice's demo connection.
 async fn demo_grant_id(app: &TestApp) -> String {
-    let grants = app.state.core.store.grants_for_user(&app.user_id(ALICE).await).await.unwrap();
+    let grants = app.state.core.store.grants().for_user(&app.user_id(ALICE).await).await.unwrap();
     grants.into_iter().find(|g| g.provider == "demo").expect("alice's demo connection").id
 }
 

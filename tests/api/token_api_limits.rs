@@ -89,7 +89,7 @@ pub fn assert_rate_limited(answer: &Answer, limit: &str, retry_after: u64) {
 }
 
 async fn limited_audits(app: &TestApp, actor: &str, limit: &str) -> usize {
-    let entries = app.state.core.store.audit_entries(None, 1000).await.unwrap();
+    let entries = app.state.core.store.audit().entries(None, 1000).await.unwrap();
     entries
         .iter()
         .filter(|e| e.action == "token_api.limited")
@@ -144,7 +144,7 @@ async fn the_request_budget_is_per_service_and_refills_at_its_rate(backend: Back
     assert_eq!((exchange.body["error"].as_str(), exchange.retry_after), (Some("rate_limited"), Some(6)));
     // Nothing was opened by the refused token request.
     let alice = app.user_id(ALICE).await;
-    assert!(app.state.core.store.authorizations_for_user(&alice, 10).await.unwrap().is_empty());
+    assert!(app.state.core.store.authorizations().for_user(&alice, 10).await.unwrap().is_empty());
 
     // Another service has its own budget; one with its own limit gets that many.
     assert_eq!(poll(base, &other, NO_SUCH_AUTHORIZATION, 0).await.status, 404);
@@ -175,7 +175,7 @@ async fn request_budget_postgres() {
 pub async fn slots_become(app: &TestApp, service: &ServiceCredentials, count: i64) {
     // A closed stream is noticed at the latest at its next keep-alive (15 s).
     crate::helpers::eventually(&format!("{count} wait slot(s) live"), Duration::from_secs(40), || async {
-        let live = app.state.core.store.wait_slots_live(&service.client_id, app.now()).await.unwrap();
+        let live = app.state.core.store.api_limits().wait_slots_live(&service.client_id, app.now()).await.unwrap();
         if live == count { Ok(()) } else { Err(format!("{live} live")) }
     })
     .await;
@@ -226,7 +226,13 @@ async fn open_waits_are_capped_and_a_slot_frees_when_its_wait_ends_or_lapses(bac
     // A slot whose instance died (never renewed, never released) counts until its lease ends.
     let lease = app.state.core.config.token_api.wait_lease.as_secs() as i64;
     assert!(
-        app.state.core.store.wait_slot_take("dead", &notes.client_id, app.now(), app.now() + lease, 1).await.unwrap()
+        app.state
+            .core
+            .store
+            .api_limits()
+            .wait_slot_take("dead", &notes.client_id, app.now(), app.now() + lease, 1)
+            .await
+            .unwrap()
     );
     assert_rate_limited(&poll(base, &notes, &id, 1).await, "open_waits", 2);
     app.clock.advance(lease);

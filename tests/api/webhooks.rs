@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use oauth_broker::events::webhooks::signing::WebhookSecret;
-use oauth_broker::store::webhook_events::{DeliveryRow, DeliveryStatus};
+use oauth_broker::store::webhooks::{DeliveryRow, DeliveryStatus};
 use reqwest::StatusCode;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::helpers::*;
 use crate::token_api::{ServiceCredentials, ServiceOptions, register_service};
 use crate::webhooks_receiver::{Receiver, verify, verify_any};
+use oauth_broker::store::grants::{Grants, NewGrant};
 
 /// Loopback receivers are private targets: the tests allow them, as an operator must.
 pub const WEBHOOK_TOML: &str =
@@ -49,7 +50,7 @@ macro_rules! on_both_with_webhooks {
 pub async fn set_webhook(app: &TestApp, service_id: &str, url: &str) -> String {
     let secret = WebhookSecret::generate();
     let sealed = secret.seal(&app.state.core.sealer, service_id);
-    assert!(app.state.core.store.set_webhook(service_id, url, &sealed, app.now()).await.unwrap());
+    assert!(app.state.core.store.webhooks().set(service_id, url, &sealed, app.now()).await.unwrap());
     secret.expose().to_owned()
 }
 
@@ -107,14 +108,15 @@ fn refused(output: &Output, message: &str) {
 }
 
 async fn deliveries(app: &TestApp) -> Vec<DeliveryRow> {
-    let mut rows = app.state.core.store.list_deliveries(None, None, 1000).await.unwrap();
+    let mut rows = app.state.core.store.webhook_events().list(None, None, 1000).await.unwrap();
     rows.reverse();
     rows
 }
 
 async fn all_settled(app: &TestApp) {
     eventually("no delivery is pending", Duration::from_secs(30), || async {
-        let pending = app.state.core.store.list_deliveries(None, Some(DeliveryStatus::Pending), 10).await.unwrap();
+        let pending =
+            app.state.core.store.webhook_events().list(None, Some(DeliveryStatus::Pending), 10).await.unwrap();
         pending.is_empty()
     })
     .await;
@@ -379,11 +381,11 @@ async fn a_receiver_answering_410_disables_its_webhook_and_the_operator_sees_why
     })
     .await;
     assert!(dead.last_error.unwrap().contains("410"));
-    let webhook = app.state.core.store.webhook("svc_notes").await.unwrap().unwrap();
+    let webhook = app.state.core.store.webhooks().by_service("svc_notes").await.unwrap().unwrap();
     assert!(webhook.disabled_at.is_some());
     // The delivery task audits it; waited for, not assumed to be there with the dead row.
     eventually("the disabled webhook is audited", Duration::from_secs(10), || async {
-        let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+        let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
         let actions: Vec<String> = audit.iter().map(|e| e.action.clone()).collect();
         if actions.iter().any(|a| a == "webhook.disabled") { Ok(()) } else { Err(format!("{actions:?}")) }
     })
@@ -433,7 +435,7 @@ async fn the_webhook_commands_refuse_bad_values_in_the_operators_words_and_show_
         "no service named nope",
     );
     refused(&admin(&app, &["services", "rotate-webhook-secret", "notes"]), "has no webhook");
-    assert!(app.state.core.store.webhook("svc_notes").await.unwrap().is_none(), "nothing was written");
+    assert!(app.state.core.store.webhooks().by_service("svc_notes").await.unwrap().is_none(), "nothing was written");
 
     let printed = succeeded(&admin(
         &app,
@@ -441,9 +443,9 @@ async fn the_webhook_commands_refuse_bad_values_in_the_operators_words_and_show_
     ));
     let secret = serde_json::from_str::<Value>(&printed).unwrap()["signing_secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("whsec_"));
-    let stored = app.state.core.store.webhook("svc_notes").await.unwrap().unwrap();
+    let stored = app.state.core.store.webhooks().by_service("svc_notes").await.unwrap().unwrap();
     assert!(!String::from_utf8_lossy(&stored.secret_sealed).contains(&secret[6..]), "stored sealed");
-    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
     let set = audit.iter().find(|e| e.action == "admin.webhook_set").expect("audited");
     assert!(!set.detail.as_deref().unwrap_or_default().contains(&secret[6..]), "never the secret");
 
@@ -527,7 +529,7 @@ async fn webhook_latency(backend: Backend) {
         let mut started = Vec::with_capacity(N);
         for i in 0..N {
             let account = format!("account-{i}");
-            let id = oauth_broker::store::Store::grant_id_for(&user, "demo", &account);
+            let id = Grants::id_for(&user, "demo", &account);
             let event =
                 oauth_broker::broker::connection_events::stored(None, &id, &user, "demo", Some(&account), &scopes);
             let at = std::time::Instant::now();
@@ -535,7 +537,18 @@ async fn webhook_latency(backend: Backend) {
                 app.state
                     .core
                     .store
-                    .upsert_grant_noting(&id, &user, "demo", Some(&account), &tokens, app.now(), event.as_ref())
+                    .grants()
+                    .upsert(
+                        &NewGrant {
+                            id: &id,
+                            user_id: &user,
+                            provider: "demo",
+                            account_label: Some(&account),
+                            tokens: &tokens
+                        },
+                        app.now()
+                    )
+                    .noting(event.as_ref(), app.now())
                     .await
                     .unwrap()
             );
@@ -604,7 +617,7 @@ async fn the_admin_page_lists_dead_letters_and_sends_one_again_with_its_csrf_tok
         .unwrap();
     assert_eq!(location(&resend), "/admin/webhooks?notice=resent");
     assert_eq!(receiver.wait_for(1).await[0].id, dead.event_id);
-    let audit = app.state.core.store.audit_entries(None, 50).await.unwrap();
+    let audit = app.state.core.store.audit().entries(None, 50).await.unwrap();
     assert!(audit.iter().any(|e| e.action == "admin.webhook_resent"));
     client.close().await;
     receiver.stop();

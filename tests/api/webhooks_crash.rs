@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use oauth_broker::store::webhook_events::DeliveryStatus;
+use oauth_broker::store::webhooks::DeliveryStatus;
 use serde_json::json;
 
 use crate::cluster::OtherInstance;
@@ -58,7 +58,7 @@ async fn an_instance_killed_mid_delivery_loses_no_event_and_a_repeat_carries_the
     eventually("B's two deliveries reached the receiver", Duration::from_secs(30), || async { receiver.held() == 2 })
         .await;
     let in_flight: HashSet<String> = ids(&receiver.received()[2..]).into_iter().collect();
-    let outbox = a.state.core.store.list_deliveries(None, None, 100).await.unwrap();
+    let outbox = a.state.core.store.webhook_events().list(None, None, 100).await.unwrap();
     for row in outbox.iter().filter(|row| in_flight.contains(&row.event_id)) {
         assert_eq!((row.status, row.attempts), (DeliveryStatus::Pending, 0), "B's attempt is unfinished: {row:?}");
     }
@@ -70,14 +70,14 @@ async fn an_instance_killed_mid_delivery_loses_no_event_and_a_repeat_carries_the
     let alice_again = a.connected_client(ALICE).await;
     let got = receiver.wait_for(7).await;
     eventually("every event is delivered", Duration::from_secs(30), || async {
-        let rows = a.state.core.store.list_deliveries(None, None, 100).await.unwrap();
+        let rows = a.state.core.store.webhook_events().list(None, None, 100).await.unwrap();
         rows.iter().all(|row| row.status == DeliveryStatus::Delivered)
     })
     .await;
 
     // Assert: every event of the outbox reached the receiver; only the two in flight twice,
     // each time with the same id and the same signed body.
-    let outbox = a.state.core.store.list_deliveries(None, None, 100).await.unwrap();
+    let outbox = a.state.core.store.webhook_events().list(None, None, 100).await.unwrap();
     assert_eq!(outbox.len(), 5, "{outbox:?}");
     let delivered: HashSet<String> = outbox.iter().map(|row| row.event_id.clone()).collect();
     assert_eq!(ids(&got).into_iter().collect::<HashSet<_>>(), delivered, "nothing lost, nothing invented");

@@ -53,7 +53,8 @@ async fn a_failing_refresh_its_recovery_and_a_lost_grant_reach_the_webhook(backe
         app.state
             .core
             .store
-            .grant(&user, "strict")
+            .grants()
+            .latest(&user, "strict")
             .await
             .unwrap()
             .is_some_and(|g| g.status == GrantStatus::NeedsReconsent)
@@ -68,7 +69,8 @@ async fn a_failing_refresh_its_recovery_and_a_lost_grant_reach_the_webhook(backe
         app.state
             .core
             .store
-            .list_deliveries(None, Some(oauth_broker::store::webhook_events::DeliveryStatus::Pending), 10)
+            .webhook_events()
+            .list(None, Some(oauth_broker::store::webhooks::DeliveryStatus::Pending), 10)
             .await
             .unwrap()
             .is_empty()

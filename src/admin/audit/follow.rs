@@ -90,9 +90,9 @@ async fn print_new(
     names: &mut UserNames,
     json: bool,
 ) -> anyhow::Result<()> {
-    let newest = if tail.in_order { i64::MAX } else { state.core.store.newest_audit_id().await? };
+    let newest = if tail.in_order { i64::MAX } else { state.core.store.audit().newest_id().await? };
     let up_to = tail.up_to(Instant::now(), newest);
-    let read = state.core.store.audit_entries_after(tail.after, user_id, FOLLOW_BATCH).await?;
+    let read = state.core.store.audit().entries_after(tail.after, user_id, FOLLOW_BATCH).await?;
     let new = tail.take(read, up_to);
     if new.is_empty() {
         return Ok(());
@@ -112,8 +112,8 @@ impl Before {
     /// Read before the first window: a row committed in between is then in the window (printed
     /// there, and passed over by the tail), and one committed after it is printed by the tail.
     pub(super) async fn read(state: &AppState, user_id: Option<&str>) -> anyhow::Result<Self> {
-        let newest = state.core.store.newest_audit_id().await?;
-        let near = state.core.store.audit_entries_after(furthest_back(newest), user_id, FOLLOW_BATCH).await?;
+        let newest = state.core.store.audit().newest_id().await?;
+        let near = state.core.store.audit().entries_after(furthest_back(newest), user_id, FOLLOW_BATCH).await?;
         Ok(Self { newest, visible: near.iter().map(|entry| entry.id).collect() })
     }
 

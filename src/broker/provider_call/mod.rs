@@ -117,7 +117,7 @@ async fn grant_api_base(
     if provider.api_base_from_token.is_none() {
         return Ok(None);
     }
-    let stored = core.store.grant_account(&token.grant.id).await?;
+    let stored = core.store.grants().account(&token.grant.id).await?;
     Ok(stored.and_then(|(_, base)| base).and_then(|base| url::Url::parse(&base).ok()))
 }
 

@@ -111,7 +111,8 @@ async fn setup() -> Setup {
     let user = state
         .core
         .store
-        .create_local_user(&state.core.config.issuer(), "alice", "no password", state.core.now())
+        .users()
+        .create_local(&state.core.config.issuer(), "alice", "no password", state.core.now())
         .await
         .unwrap();
     let tokens = TokenSet {

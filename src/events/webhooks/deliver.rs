@@ -4,8 +4,8 @@ use super::deliveries::Deliveries;
 use super::endpoint;
 use super::signing::{WebhookSecret, signature_header};
 use crate::store::audit::{Actor, AuditEvent, Outcome};
-use crate::store::webhook_events::{AttemptOutcome, DeliveryRow};
 use crate::store::webhooks::WebhookRow;
+use crate::store::webhooks::{AttemptOutcome, DeliveryRow};
 
 /// The first retry waits this long; each next one twice as long, up to [`RETRY_MAX_SECONDS`].
 pub const RETRY_BASE_SECONDS: i64 = 5;
@@ -30,7 +30,7 @@ enum Answer {
 
 pub(super) async fn attempt(deliveries: &Deliveries, row: DeliveryRow, version: i64) {
     let store = &deliveries.store;
-    let webhook = match store.webhook(&row.service_id).await {
+    let webhook = match store.webhooks().by_service(&row.service_id).await {
         Ok(webhook) => webhook,
         Err(error) => {
             tracing::warn!(%error, "could not read a webhook; the attempt waits for its lease to lapse");
@@ -63,7 +63,7 @@ pub(super) async fn attempt(deliveries: &Deliveries, row: DeliveryRow, version: 
     if let AttemptOutcome::Dead { error } = &outcome {
         tracing::warn!(event = %row.event_id, service = %row.service_id, %error, "webhook event dead-lettered");
     }
-    if let Err(error) = store.finish_delivery(row.seq, version, &deliveries.holder, &outcome, now).await {
+    if let Err(error) = store.webhook_events().finish(row.seq, version, &deliveries.holder, &outcome, now).await {
         // The lease lapses and the attempt is made again: at least once.
         tracing::warn!(%error, event = %row.event_id, "could not record a webhook attempt");
     }
@@ -110,14 +110,14 @@ async fn post(deliveries: &Deliveries, webhook: &WebhookRow, row: &DeliveryRow) 
 }
 
 async fn disable(deliveries: &Deliveries, service_id: &str, now: i64) {
-    match deliveries.store.disable_webhook(service_id, now).await {
+    match deliveries.store.webhooks().disable(service_id, now).await {
         Ok(true) => {
             tracing::warn!(service = service_id, "the webhook receiver answered 410 Gone; the webhook is disabled");
             let detail = format!("service={service_id} reason=receiver_answered_410");
             let event = AuditEvent::new(Actor::Broker, "webhook.disabled", None)
                 .detail(Some(&detail))
                 .outcome(Outcome::Failure);
-            if let Err(error) = deliveries.store.record(now, event).await {
+            if let Err(error) = deliveries.store.audit().record(now, event).await {
                 tracing::warn!(%error, "could not audit a disabled webhook");
             }
         }

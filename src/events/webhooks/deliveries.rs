@@ -8,7 +8,7 @@ use crate::clock::SharedClock;
 use crate::config::webhooks::WebhookSettings;
 use crate::crypto::Sealer;
 use crate::store::Store;
-use crate::store::webhook_events::DeliveryRow;
+use crate::store::webhooks::DeliveryRow;
 
 use super::endpoint;
 
@@ -36,7 +36,7 @@ impl Deliveries {
     pub(super) async fn note_expired_authorizations(&self) {
         let now = self.clock.now();
         let window = i64::try_from(self.settings.retry_window.as_secs()).unwrap_or(i64::MAX / 4);
-        if let Err(error) = self.store.note_expired_authorizations(now - window, now).await {
+        if let Err(error) = self.store.webhook_events().note_expired_authorizations(now - window, now).await {
             tracing::warn!(%error, "could not note expired authorizations for webhooks");
         }
     }
@@ -45,7 +45,7 @@ impl Deliveries {
     /// the oldest event still pending there), each with its claimed version.
     pub(super) async fn claim_due(&self, limit: usize) -> Vec<(DeliveryRow, i64)> {
         let now = self.clock.now();
-        let due = match self.store.due_deliveries(now, i64::try_from(limit).unwrap_or(64)).await {
+        let due = match self.store.webhook_events().due(now, i64::try_from(limit).unwrap_or(64)).await {
             Ok(due) => due,
             Err(error) => {
                 tracing::warn!(%error, "could not read due webhook deliveries");
@@ -55,7 +55,7 @@ impl Deliveries {
         let lease_until = now + self.lease_seconds();
         let mut claimed = Vec::new();
         for row in due {
-            match self.store.claim_delivery(&row, &self.holder, now, lease_until).await {
+            match self.store.webhook_events().claim(&row, &self.holder, now, lease_until).await {
                 Ok(Some(version)) => claimed.push((row, version)),
                 Ok(None) => {}
                 Err(error) => tracing::warn!(%error, "could not claim a webhook delivery"),

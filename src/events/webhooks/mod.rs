@@ -1,6 +1,6 @@
 //! Delivering webhook events to services, after the Standard Webhooks convention.
 //!
-//! Events are rows of the outbox (`crate::store::webhook_events`), written in the transaction
+//! Events are rows of the outbox (`crate::store::webhooks`), written in the transaction
 //! of the change they report. A background task on every instance ([`start`]) delivers them:
 //! - **promptly**: the store wakes it after a commit on this instance; a poll every
 //!   `[webhooks] poll_interval` is the backstop (other instances' events, retries);

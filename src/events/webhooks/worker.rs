@@ -19,7 +19,7 @@ const IN_FLIGHT: usize = 64;
 /// at once. On shutdown the task stops claiming; attempts in flight finish while the process
 /// is still stopping, or their leases lapse and another instance makes them again (same id).
 pub fn start(deliveries: Deliveries, shutdown: CancellationToken) {
-    let wake = deliveries.store.webhook_wake();
+    let wake = deliveries.store.webhooks().waker();
     tokio::spawn(async move {
         let mut running = tokio::task::JoinSet::new();
         let mut swept_at: Option<tokio::time::Instant> = None;

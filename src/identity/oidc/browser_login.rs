@@ -225,31 +225,39 @@ pub async fn finish(
         tracing::warn!(%error, "OIDC sign-in refused: the ID token did not verify");
         SignInError::IdTokenNotVerified
     })?;
-    let mut user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await?;
+    let mut user = state.store.users().upsert_external(&claims.issuer, &claims.subject, now).await?;
     if user.is_disabled() {
-        state.store.audit(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled")).await?;
+        state
+            .store
+            .audit()
+            .record_implied(now, Some(&user.id), "browser.sign_in_refused", None, Some("disabled"))
+            .await?;
         return Err(SignInError::Disabled);
     }
     // `[identity] admin_claim`: the issuer decides who is an admin, at every sign-in.
     if let Some((claim, value)) = &state.config.identity.admin_claim {
         let admin = claims.claim_has(claim, value);
         if admin != user.is_admin() {
-            state.store.set_admin(&user.id, admin).await?;
+            state.store.users().set_admin(&user.id, admin).await?;
             let detail = format!("admin={admin} actor=issuer claim={claim}");
-            state.store.audit(now, Some(&user.id), "user.admin_from_claim", None, Some(&detail)).await?;
+            state
+                .store
+                .audit()
+                .record_implied(now, Some(&user.id), "user.admin_from_claim", None, Some(&detail))
+                .await?;
             user.admin = i64::from(admin);
         }
     }
     if user.display_name != claims.display_name {
-        state.store.set_display_name(&user.id, claims.display_name.as_deref()).await?;
+        state.store.users().set_display_name(&user.id, claims.display_name.as_deref()).await?;
         user.display_name = claims.display_name.clone();
     }
     // Session fixation: whatever session the browser presented is ended, and a new one minted.
     if let Some(old) = browser::presented_session_hash(state, headers) {
-        state.store.delete_browser_session(&old).await?;
+        state.store.browser_sessions().delete(&old).await?;
     }
     let (session, cookie) = browser::sign_in(state, user).await?;
-    state.store.audit(now, Some(&session.user.id), "browser.signed_in", None, Some("oidc")).await?;
+    state.store.audit().record_implied(now, Some(&session.user.id), "browser.signed_in", None, Some("oidc")).await?;
     tracing::info!(user_id = %session.user.id, "browser signed in with the OIDC issuer");
     Ok(SignedIn { cookie, next: safe_next(&pending.next).to_owned() })
 }

@@ -304,7 +304,7 @@ async fn user_of(
             return Err(error);
         }
     };
-    let user = state.store.upsert_external_user(&claims.issuer, &claims.subject, now).await.map_err(|error| {
+    let user = state.store.users().upsert_external(&claims.issuer, &claims.subject, now).await.map_err(|error| {
         tracing::error!(%error, "user lookup failed");
         OidcError::Store(error)
     })?;

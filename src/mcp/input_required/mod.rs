@@ -21,7 +21,7 @@
 //! ([`Round::ask_for_server`], `crate::mcp::gateway::forward::rounds`).
 //!
 //! A state that asked a question (the broker's or a server's) is spent when the answer to it is used, on every instance
-//! (`store::request_state_uses`): replaying it is refused. A state that only waits on the browser
+//! (`store::request_states`): replaying it is refused. A state that only waits on the browser
 //! is sent back unchanged while the user is still there ("no new link while the old one is
 //! open"), and replaying it only waits again: the row decides.
 
@@ -115,7 +115,8 @@ impl Round {
             let spent = state
                 .core
                 .store
-                .spend_request_state(&carried.nonce, carried.expires_at, now)
+                .request_states()
+                .spend(&carried.nonce, carried.expires_at, now)
                 .await
                 .map_err(crate::mcp::failure::tool_failed)?;
             if !spent {

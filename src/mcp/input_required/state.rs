@@ -54,7 +54,8 @@ pub(crate) fn home_of(state: &str) -> Option<&str> {
 /// What a state carries from one round to the next.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Carried {
-    /// Random; names the state for single use ([`crate::store::Store::spend_request_state`]).
+    /// Random; names the state for single use
+    /// ([`crate::store::request_states::RequestStates::spend`]).
     pub nonce: String,
     /// Broker clock, seconds: after this the state is refused.
     pub expires_at: Timestamp,

@@ -183,7 +183,8 @@ async fn grants(state: &AppState, user: &AuthenticatedUser) -> Result<Vec<GrantR
     state
         .core
         .store
-        .grants_for_user(&user.user_id)
+        .grants()
+        .for_user(&user.user_id)
         .await
         .map_err(|error| crate::mcp::failure::internal(&error, "reading connections for a prompt failed"))
 }

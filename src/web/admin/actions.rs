@@ -119,7 +119,7 @@ pub async fn revoke_grant(
     form: Result<Form<RevokeGrantForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let form = checked(&state, &admin, &headers, form)?;
-    let Some(grant) = state.core.store.grant_by_id(&form.grant_id).await? else {
+    let Some(grant) = state.core.store.grants().by_id(&form.grant_id).await? else {
         return Err(not_found("grant", "Grants"));
     };
     let Some(provider) = state.core.providers.find(&grant.provider) else {
@@ -146,7 +146,7 @@ pub async fn revoke_grant(
         .provider(Some(&grant.provider))
         .detail(Some(&detail))
         .outcome(outcome);
-    state.core.store.record(state.core.now(), event).await?;
+    state.core.store.audit().record(state.core.now(), event).await?;
     tracing::info!(admin = %admin.0.user.id, grant = %grant.id, outcome = notice, "an admin revoked a grant");
     Ok(html::see_other(&format!("/admin/grants?notice={notice}")))
 }
@@ -159,18 +159,18 @@ pub async fn withdraw_consent(
     form: Result<Form<WithdrawConsentForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let form = checked(&state, &admin, &headers, form)?;
-    let Some(consent) = state.core.store.consent(&form.grant_id, &form.client_key).await? else {
+    let Some(consent) = state.core.store.consents().find(&form.grant_id, &form.client_key).await? else {
         return Err(not_found("consent", "Consents"));
     };
-    if !state.core.store.revoke_consent(&consent.user_id, &consent.grant_id, &consent.client_key).await? {
+    if !state.core.store.consents().revoke(&consent.user_id, &consent.grant_id, &consent.client_key).await? {
         return Err(not_found("consent", "Consents"));
     }
-    let provider = state.core.store.grant_by_id(&consent.grant_id).await?.map(|g| g.provider);
+    let provider = state.core.store.grants().by_id(&consent.grant_id).await?.map(|g| g.provider);
     let detail = format!("grant={} client={}", consent.grant_id, consent.client_key);
     let event = AuditEvent::new(admin.actor(), "admin.consent_withdrawn", Some(&consent.user_id))
         .provider(provider.as_deref())
         .detail(Some(&detail));
-    state.core.store.record(state.core.now(), event).await?;
+    state.core.store.audit().record(state.core.now(), event).await?;
     Ok(html::see_other("/admin/consents?notice=withdrawn"))
 }
 
@@ -182,11 +182,11 @@ pub async fn expire_authorization(
     form: Result<Form<ExpireForm>, FormRejection>,
 ) -> Result<Response, PageError> {
     let form = checked(&state, &admin, &headers, form)?;
-    let Some(row) = state.core.store.authorization(&form.id).await? else {
+    let Some(row) = state.core.store.authorizations().by_id(&form.id).await? else {
         return Err(not_found("authorization", "Authorizations"));
     };
     let now = state.core.now();
-    if !state.core.store.expire_authorization(&row.id, now).await? {
+    if !state.core.store.authorizations().expire(&row.id, now).await? {
         return Err(PageError::page(
             StatusCode::CONFLICT,
             "Not open",
@@ -201,7 +201,7 @@ pub async fn expire_authorization(
     let event = AuditEvent::new(admin.actor(), "admin.authorization_expired", Some(&row.user_id))
         .provider(Some(&row.provider))
         .detail(Some(&detail));
-    state.core.store.record(now, event).await?;
+    state.core.store.audit().record(now, event).await?;
     Ok(html::see_other("/admin/authorizations?notice=expired"))
 }
 
@@ -220,7 +220,7 @@ pub async fn disable_user(
         "false" => false,
         _ => return Err(bad_form()),
     };
-    let Some(user) = state.core.store.user_by_id(&form.user_id).await? else {
+    let Some(user) = state.core.store.users().by_id(&form.user_id).await? else {
         return Err(not_found("user", "Users"));
     };
     if disable && user.id == admin.0.user.id {
@@ -262,7 +262,7 @@ pub async fn resend_webhook(
 ) -> Result<Response, PageError> {
     let form = checked(&state, &admin, &headers, form)?;
     let now = state.core.now();
-    let resent = state.core.store.resend_event(form.event_id.trim(), None, now).await?;
+    let resent = state.core.store.webhook_events().resend(form.event_id.trim(), None, now).await?;
     if resent == 0 {
         return Err(PageError::page(
             StatusCode::CONFLICT,
@@ -273,6 +273,6 @@ pub async fn resend_webhook(
     }
     let detail = format!("event_id={} deliveries={resent}", form.event_id.trim());
     let event = AuditEvent::new(admin.actor(), "admin.webhook_resent", None).detail(Some(&detail));
-    state.core.store.record(now, event).await?;
+    state.core.store.audit().record(now, event).await?;
     Ok(html::see_other("/admin/webhooks?notice=resent"))
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::clock::iso_time;
 use crate::display::safe_text;
-use crate::store::console::HourCount;
+use crate::store::audit::HourCount;
 
 /// The drawing's size in SVG units (it scales to the width it is given).
 pub const WIDTH: u32 = 640;

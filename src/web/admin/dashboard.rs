@@ -21,7 +21,7 @@ use super::signed_in_admin::Admin;
 use super::tables::{audit_card, audit_user_ids, user_labels};
 use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
-use crate::store::paging::Count;
+use crate::store::counts::Count;
 
 /// Recent failures shown.
 const RECENT: i64 = 10;
@@ -86,8 +86,8 @@ pub async fn show(
         )
     })?;
     let now = state.core.now();
-    let c = state.core.store.admin_counts(now).await?;
-    let sessions = state.core.store.active_browser_sessions(now).await?;
+    let c = state.core.store.console().admin_counts(now).await?;
+    let sessions = state.core.store.browser_sessions().count_live(now).await?;
     let mcp_sessions = i64::try_from(mcp_sessions.now()).unwrap_or(i64::MAX);
     let n = |count: Count| count.shown();
     let counts = vec![
@@ -116,7 +116,7 @@ pub async fn show(
         ("tool-server services".into(), n(c.services), "/admin/services".into()),
     ];
     let window = range.window(now);
-    let hourly = state.core.store.console_counts(window.start).await?;
+    let hourly = state.core.store.console().hourly_counts(window.start).await?;
     let charts = vec![
         charts::stacked(
             "authorizations",
@@ -155,7 +155,7 @@ pub async fn show(
             "Nobody signed in in this time.",
         ),
     ];
-    let recent = state.core.store.audit_failures(RECENT).await?;
+    let recent = state.core.store.audit().failures(RECENT).await?;
     let names = user_labels(&state, audit_user_ids(&recent)).await?;
     let failures = recent.iter().map(|e| audit_card(e, &names)).collect();
     let page = DashboardPage {

@@ -1,10 +1,10 @@
 //! The form controls above a list that filter it or change its order, each mapped
-//! to an indexed predicate in the store (`store::console_lists`): the audit log by outcome,
-//! newest or oldest first; authorizations by status as shown. A filter combines with the
+//! to an indexed predicate in the store: the audit log by outcome, newest or oldest first
+//! (`store::audit::lists`); authorizations by status as shown (`store::authorizations::list`). A filter combines with the
 //! search (`q`): the search narrows by its index, the filter keeps the rows it admits.
 
 use crate::store::audit::Outcome;
-use crate::store::console_lists::{AUTHORIZATION_STATUSES, AuditFilter};
+use crate::store::{audit::AuditFilter, authorizations::AUTHORIZATION_STATUSES};
 
 /// A checked filter choice, from the list's query parameters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

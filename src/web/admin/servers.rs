@@ -18,8 +18,8 @@ use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::html::PageError;
 use crate::state::AppState;
-use crate::store::gateway_lists::ListSummary;
-use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow};
+use crate::store::gateway::ListSummary;
+use crate::store::gateway::{GatewayAuth, GatewayServerRow};
 
 /// Approvals shown on a server's page.
 const APPROVALS_SHOWN: i64 = 20;
@@ -86,9 +86,9 @@ fn listed(lists: &ListSummary, per_user: bool) -> Vec<super::listing::Field> {
 
 pub async fn servers(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_gateway_servers(&query.search(), query.window()).await?;
+    let found = state.core.store.gateway_servers().page(&query.search(), query.window()).await?;
     let ids: Vec<&str> = found.rows.iter().map(|s| s.id.as_str()).collect();
-    let stored = state.core.store.gateway_lists_for(&ids).await?;
+    let stored = state.core.store.gateway_lists().for_servers(&ids).await?;
     let cards = found
         .rows
         .iter()
@@ -114,11 +114,11 @@ pub async fn server(
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let Some(server) = state.core.store.gateway_server_by_id(&id).await? else {
+    let Some(server) = state.core.store.gateway_servers().by_id(&id).await? else {
         return Err(super::views::not_found("server"));
     };
-    let approvals = state.core.store.gateway_consents_for_server(&server.id, APPROVALS_SHOWN).await?;
-    let lists = ListSummary::of(&server.id, &state.core.store.gateway_lists_of(&server.id).await?);
+    let approvals = state.core.store.gateway_consents().for_server(&server.id, APPROVALS_SHOWN).await?;
+    let lists = ListSummary::of(&server.id, &state.core.store.gateway_lists().of(&server.id).await?);
     let names = user_labels(&state, approvals.iter().map(|a| a.user_id.as_str())).await?;
     let cards = approvals
         .iter()

@@ -63,7 +63,7 @@ pub async fn user_labels<'a>(
     let mut ids: Vec<&str> = ids.into_iter().collect();
     ids.sort_unstable();
     ids.dedup();
-    Ok(state.core.store.users_by_ids(&ids).await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
+    Ok(state.core.store.users().by_ids(&ids).await?.iter().map(|u| (u.id.clone(), user_label(u))).collect())
 }
 
 /// A user's own page ([`super::views::user`]).
@@ -87,7 +87,7 @@ fn name_of(names: &HashMap<String, String>, id: &str) -> String {
 
 pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_users(&query.search(), query.window()).await?;
+    let found = state.core.store.users().page(&query.search(), query.window()).await?;
     let cards = found
         .rows
         .iter()
@@ -124,12 +124,12 @@ pub async fn users(State(state): State<AppState>, admin: Admin, query: Q) -> Res
 
 pub async fn grants(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_grants(&query.search(), query.window()).await?;
+    let found = state.core.store.grants().page(&query.search(), query.window()).await?;
     let names = user_labels(&state, found.rows.iter().map(|g| g.user_id.as_str())).await?;
     let now = state.core.now();
     let mut cards = Vec::with_capacity(found.rows.len());
     for g in &found.rows {
-        let audit = state.core.store.audit_refreshes_and_failures(&g.user_id, &g.provider, 20).await?;
+        let audit = state.core.store.audit().refreshes_and_failures(&g.user_id, &g.provider, 20).await?;
         let last = last_refresh(&audit, &g.user_id, &g.provider);
         // The core's status: the same words as the user's connections page.
         let status = Status::of(Some(g), now, &Scopes::default(), None);
@@ -225,7 +225,8 @@ pub async fn authorizations(State(state): State<AppState>, admin: Admin, query: 
     let found = state
         .core
         .store
-        .page_authorizations_filtered(&query.search(), query.filters.status, now, query.window())
+        .authorizations()
+        .page_filtered(&query.search(), query.filters.status, now, query.window())
         .await?;
     let names = user_labels(&state, found.rows.iter().map(|a| a.user_id.as_str())).await?;
     // Named by what the broker knows (registered name and client id, token label, service),
@@ -290,11 +291,11 @@ pub fn shown_status(a: &crate::store::authorizations::AuthorizationRow, now: i64
 
 pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_consents(&query.search(), query.window()).await?;
+    let found = state.core.store.consents().page(&query.search(), query.window()).await?;
     let names = user_labels(&state, found.rows.iter().map(|c| c.user_id.as_str())).await?;
     let mut grants = HashMap::new();
     for c in &found.rows {
-        if let Some(g) = state.core.store.grant_by_id(&c.grant_id).await? {
+        if let Some(g) = state.core.store.grants().by_id(&c.grant_id).await? {
             let label =
                 format!("{} · {}", safe_text(&g.provider), g.account_label.as_deref().map_or("—".into(), safe_text));
             grants.insert(g.id, label);
@@ -334,7 +335,7 @@ pub async fn consents(State(state): State<AppState>, admin: Admin, query: Q) -> 
 
 pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_oauth_clients(&query.search(), query.window()).await?;
+    let found = state.core.store.oauth_clients().page(&query.search(), query.window()).await?;
     let cards = found
         .rows
         .iter()
@@ -365,7 +366,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
 
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_services(&query.search(), query.window()).await?;
+    let found = state.core.store.services().page(&query.search(), query.window()).await?;
     let cards = found
         .rows
         .iter()
@@ -395,7 +396,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
 
 pub async fn audit(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let found = state.core.store.page_audit_filtered(&query.search(), query.filters.audit(), query.window()).await?;
+    let found = state.core.store.audit().page_filtered(&query.search(), query.filters.audit(), query.window()).await?;
     let names = user_labels(&state, audit_user_ids(&found.rows)).await?;
     let cards = found.rows.iter().map(|e| audit_card(e, &names)).collect();
     let intro = "What happened, newest first: who acted, about whom, and how it ended. Never holds a secret.";

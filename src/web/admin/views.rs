@@ -90,10 +90,17 @@ fn when(at: Option<i64>) -> String {
 pub async fn providers(State(state): State<AppState>, admin: Admin) -> Result<Response, PageError> {
     let now = state.core.now();
     let health: BTreeMap<String, _> =
-        state.core.store.provider_health().await?.into_iter().map(|h| (h.provider.clone(), h)).collect();
+        state.core.store.console().provider_health().await?.into_iter().map(|h| (h.provider.clone(), h)).collect();
     let window = Range::Week.window(now);
     let mut failures: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for c in state.core.store.console_counts(window.start).await?.into_iter().filter(|c| c.series == "refresh_failures")
+    for c in state
+        .core
+        .store
+        .console()
+        .hourly_counts(window.start)
+        .await?
+        .into_iter()
+        .filter(|c| c.series == "refresh_failures")
     {
         *failures.entry(c.label).or_default().entry(c.sub).or_default() += c.n;
     }
@@ -106,7 +113,7 @@ pub async fn providers(State(state): State<AppState>, admin: Admin) -> Result<Re
             || "none".into(),
             |k| k.iter().map(|(kind, n)| format!("{} {n}", safe_text(kind))).collect::<Vec<_>>().join(", "),
         );
-        let backoff = state.core.store.grants_in_backoff(&id, now).await?;
+        let backoff = state.core.store.grants().in_backoff(&id, now).await?;
         let name = state.core.providers.find(&id).map_or_else(
             || format!("{} (not configured)", safe_text(&id)),
             |p| format!("{} ({})", safe_text(&p.display_name), p.id.as_str()),
@@ -143,10 +150,10 @@ pub async fn service(
     admin: Admin,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let Some(service) = state.core.store.service_by_id(&id).await? else { return Err(not_found("service")) };
+    let Some(service) = state.core.store.services().by_id(&id).await? else { return Err(not_found("service")) };
     let key = format!("service:{}", service.id);
-    let consents = state.core.store.consents_for_client(&key, SHOWN).await?;
-    let answers = state.core.store.audit_by_actor(&key, SHOWN).await?;
+    let consents = state.core.store.consents().for_client(&key, SHOWN).await?;
+    let answers = state.core.store.audit().by_actor(&key, SHOWN).await?;
     let mut ids: Vec<&str> = consents.iter().map(|c| c.user_id.as_str()).collect();
     ids.extend(audit_user_ids(&answers));
     let names = user_labels(&state, ids).await?;
@@ -185,12 +192,12 @@ pub async fn service(
 }
 
 pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<String>) -> Result<Response, PageError> {
-    let Some(user) = state.core.store.user_by_id(&id).await? else { return Err(not_found("user")) };
+    let Some(user) = state.core.store.users().by_id(&id).await? else { return Err(not_found("user")) };
     let now = state.core.now();
-    let grants = state.core.store.grants_for_user(&user.id).await?;
-    let consents = state.core.store.consents_for_user(&user.id).await?;
-    let authorizations = state.core.store.authorizations_for_user(&user.id, SHOWN).await?;
-    let audit = state.core.store.audit_entries(Some(&user.id), SHOWN).await?;
+    let grants = state.core.store.grants().for_user(&user.id).await?;
+    let consents = state.core.store.consents().for_user(&user.id).await?;
+    let authorizations = state.core.store.authorizations().for_user(&user.id, SHOWN).await?;
+    let audit = state.core.store.audit().entries(Some(&user.id), SHOWN).await?;
     let names = user_labels(&state, audit_user_ids(&audit)).await?;
     let grant_cards = grants
         .iter()
@@ -226,7 +233,7 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
         .collect::<Vec<_>>();
     // The (client, server) pairs the user approved for servers behind the broker, beside the
     // clients' consents to use connections.
-    let approvals = state.core.store.gateway_consents_for_user(&user.id).await?;
+    let approvals = state.core.store.gateway_consents().for_user(&user.id).await?;
     let consent_cards = consent_cards
         .into_iter()
         .chain(approvals.iter().map(|a| Card {

@@ -13,7 +13,7 @@ use crate::clock::iso_time;
 use crate::display::safe_text;
 use crate::html::PageError;
 use crate::state::AppState;
-use crate::store::webhook_events::DeliveryStatus;
+use crate::store::webhooks::DeliveryStatus;
 
 /// How many deliveries the page shows.
 const SHOWN: i64 = 200;
@@ -24,12 +24,13 @@ pub async fn list(
     query: Result<Query<RawListQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
-    let mut rows = state.core.store.list_deliveries(None, Some(DeliveryStatus::Dead), SHOWN).await?;
+    let mut rows = state.core.store.webhook_events().list(None, Some(DeliveryStatus::Dead), SHOWN).await?;
     rows.extend(
         state
             .core
             .store
-            .list_deliveries(None, None, SHOWN)
+            .webhook_events()
+            .list(None, None, SHOWN)
             .await?
             .into_iter()
             .filter(|r| r.status != DeliveryStatus::Dead),

@@ -1,9 +1,9 @@
-//! Which stored version of each of a server's lists (`store::gateway_lists`) the entry's cached
+//! Which stored version of each of a server's lists (`store::gateway::lists`) the entry's cached
 //! list is, so `super::shared_lists` takes a stored row only if it is newer.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::store::gateway_lists::ListKind;
+use crate::store::gateway::ListKind;
 
 /// Per list kind, the stored version the cached list is: 0 for none, [`NOT_STORED`] when this
 /// process's list could not be stored.

@@ -28,7 +28,7 @@ use super::registry::ServerEntry;
 use super::shared_lists::ResourcesAnswer;
 use crate::events::Signal;
 use crate::mcp::gateway::state::Gateway;
-use crate::store::gateway_lists::ListKind;
+use crate::store::gateway::ListKind;
 
 impl Gateway {
     /// What `prompts/list` adds after the broker's own: each server's prompts, leaving out any

@@ -15,7 +15,7 @@ use super::uri::wrap;
 use crate::events::Signal;
 use crate::mcp::gateway::state::Gateway;
 use crate::mcp::gateway::upstream::client::ServerNews;
-use crate::store::gateway_lists::ListKind;
+use crate::store::gateway::ListKind;
 
 impl ServerNews for Gateway {
     fn server_name(&self, server_id: &str) -> Option<String> {

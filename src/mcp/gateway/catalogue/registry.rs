@@ -22,7 +22,7 @@ use secrecy::SecretString;
 
 use super::listed::{ServerPrompts, ServerResources};
 use crate::mcp::tools::schema::ToolCatalogue;
-use crate::store::gateway_servers::{GatewayAuth, GatewayServerRow, secret_seal_context};
+use crate::store::gateway::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
 /// How often the generation is compared (an atomic read; the database is read only on a move).
 pub const WATCH_EVERY: Duration = Duration::from_millis(100);

@@ -9,7 +9,7 @@ use super::registry::{READ_ANYWAY_EVERY, ServerEntry, Servers, WATCH_EVERY};
 use super::shared_lists::Changed;
 use crate::mcp::gateway::state::Gateway;
 use crate::mcp::gateway::upstream::credential::{Credential, CredentialCell};
-use crate::store::gateway_lists::ListKind;
+use crate::store::gateway::ListKind;
 
 impl Gateway {
     /// Reads the registered servers and applies the difference: new ones get an entry (and
@@ -17,7 +17,7 @@ impl Gateway {
     /// connections, changed ones get a new entry (and provider) with the lists read so far and
     /// new connections; listening clients hear of a changed tool list.
     pub async fn reload(self: &Arc<Self>) -> anyhow::Result<()> {
-        let rows = self.app.core.store.list_gateway_servers().await?;
+        let rows = self.app.core.store.gateway_servers().list().await?;
         let current = self.servers();
         let mut entries = Vec::new();
         let mut added = Vec::new();

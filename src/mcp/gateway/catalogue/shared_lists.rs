@@ -6,7 +6,7 @@
 //! so a client behind a load balancer saw the server's tools on one instance and not on the
 //! next, and every instance forgot them on restart. So:
 //! - a read that changes what this instance lists keeps the server's answer in the database
-//!   (`store::gateway_lists`) and signals the other instances ([`Signal::GatewayListsStored`]);
+//!   (`store::gateway::lists`) and signals the other instances ([`Signal::GatewayListsStored`]);
 //! - an instance that hears the signal reads the answer back and lists it, telling its own
 //!   clients `list_changed` where their list changed;
 //! - an instance that starts, or loads a server it did not serve before, lists what is stored
@@ -35,7 +35,7 @@ use super::listed::{ServerPrompts, ServerResources};
 use super::registry::ServerEntry;
 use crate::events::Signal;
 use crate::mcp::gateway::state::Gateway;
-use crate::store::gateway_lists::{ListKind, StoredList};
+use crate::store::gateway::{ListKind, StoredList};
 
 /// A server's resources and templates, read together, as stored.
 #[derive(Serialize, Deserialize)]
@@ -75,7 +75,7 @@ impl Gateway {
             }
         };
         let now = self.app.core.clock.now();
-        match self.app.core.store.put_gateway_list(&entry.row.id, kind, &answer, now).await {
+        match self.app.core.store.gateway_lists().put(&entry.row.id, kind, &answer, now).await {
             Ok(Some(version)) => {
                 entry.shared.set(kind, version);
                 self.app.core.events.signal(Signal::GatewayListsStored { server_id: entry.row.id.clone() });
@@ -97,7 +97,7 @@ impl Gateway {
         if entries.is_empty() {
             return changed;
         }
-        let stored = match self.app.core.store.gateway_lists().await {
+        let stored = match self.app.core.store.gateway_lists().all().await {
             Ok(stored) => stored,
             Err(error) => {
                 tracing::warn!(%error, "could not read the servers' stored lists; they are read from the servers");
@@ -114,8 +114,8 @@ impl Gateway {
     /// this one) stored them; this instance's clients hear of what changed.
     async fn reread_stored_lists(&self, server_id: Option<&str>) {
         let stored = match server_id {
-            Some(id) => self.app.core.store.gateway_lists_of(id).await,
-            None => self.app.core.store.gateway_lists().await,
+            Some(id) => self.app.core.store.gateway_lists().of(id).await,
+            None => self.app.core.store.gateway_lists().all().await,
         };
         let stored = match stored {
             Ok(stored) => stored,

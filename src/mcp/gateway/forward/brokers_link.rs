@@ -29,7 +29,7 @@ use crate::mcp::gateway::catalogue::registry::ServerEntry;
 use crate::mcp::gateway::upstream::questions::Questions;
 use crate::store::StoreResult;
 use crate::store::authorizations::AuthorizationRow;
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 /// The answer to a `token-exchange` server's `-32042`, and the call's outcome label.
 pub(crate) async fn brokers_link_from_server(
@@ -103,7 +103,7 @@ async fn own_link(cx: Context<'_>, error: &ErrorData) -> StoreResult<Option<(Aut
         if url != connect_url(cx.core, id).as_str() {
             return Ok(None);
         }
-        let Some(row) = cx.core.store.authorization(id).await? else { return Ok(None) };
+        let Some(row) = cx.core.store.authorizations().by_id(id).await? else { return Ok(None) };
         if row.user_id != cx.caller.user.user_id || row.is_expired(now) {
             return Ok(None);
         }

@@ -31,7 +31,7 @@ use crate::mcp::gateway::state::Gateway;
 use crate::mcp::gateway::upstream::credential::Credential;
 use crate::mcp::gateway::upstream::minted::MintError;
 use crate::mcp::results::{Unfinished, error_result};
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 /// What a forwarded request answers instead of reaching the server.
 pub(crate) type Instead = Result<CallToolResponse, Unfinished>;

@@ -32,7 +32,7 @@ use crate::broker::provider_call::retry_token_after_401;
 use crate::mcp::failure::tool_failed;
 use crate::mcp::gateway::upstream::credential::Credential;
 use crate::mcp::results::Unfinished;
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 /// `forward` through every gate (steps 0–5 above): the answer, and the outcome label audited
 /// and counted.

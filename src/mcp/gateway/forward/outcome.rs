@@ -85,7 +85,7 @@ pub(crate) async fn audit(cx: Context<'_>, entry: &ServerEntry, what: &str, outc
         .provider(provider)
         .detail(Some(&detail))
         .outcome(result);
-    if let Err(error) = cx.core.store.record_queued(cx.core.now(), event).await {
+    if let Err(error) = cx.core.store.audit_queue().record(cx.core.now(), event).await {
         tracing::warn!(error = %crate::error_chain::Chain(&error), "a forwarded call could not be audited");
     }
 }

@@ -48,7 +48,7 @@ use super::transport::LogTally;
 use crate::mcp::elicitation;
 use crate::mcp::gateway::catalogue::registry::ServerEntry;
 use crate::mcp::logging::LogWanted;
-use crate::store::gateway_lists::ListKind;
+use crate::store::gateway::ListKind;
 
 /// What a connection tells the catalogue of servers about its server, which keeps the lists and
 /// knows the servers' names (implemented by the gateway): a trait, so that a connection knows

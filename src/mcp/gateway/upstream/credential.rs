@@ -12,7 +12,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::broker::tokens::AccessToken;
 use crate::mcp::gateway::catalogue::registry::ServerEntry;
-use crate::store::gateway_servers::GatewayAuth;
+use crate::store::gateway::GatewayAuth;
 
 /// A credential as it goes on the wire: one header, its value marked sensitive (kept out of
 /// `http`'s `Debug` output).

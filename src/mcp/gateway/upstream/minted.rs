@@ -86,7 +86,7 @@ impl MintedTokens {
         if identity.oidc.is_some() {
             return Err(MintError::NotLocal);
         }
-        let service = store.service_by_id(service_id).await?.ok_or(MintError::ServiceGone)?;
+        let service = store.services().by_id(service_id).await?.ok_or(MintError::ServiceGone)?;
         let audience = service.resource.as_ref().ok_or(MintError::NoResource)?.to_string();
         let now = identity.now();
         let key = MintKey {
