@@ -1,7 +1,8 @@
 //! # oauth-broker
 //!
-//! An MCP server (Streamable HTTP, protocol 2025-11-25) that lets AI tools act on a user's
-//! behalf at third-party services without ever seeing the user's credentials.
+//! An MCP server (Streamable HTTP: 2025-11-25 sessions and 2026-07-28 stateless requests on one
+//! endpoint) that lets AI tools act on a user's behalf at third-party services without ever
+//! seeing the user's credentials.
 //!
 //! ```text
 //! MCP client ─ tools/call ─▶ /mcp (mcp)     tool server ─ Basic + user token ─▶ /v1 (api), /token (authorization_server)
@@ -14,7 +15,7 @@
 //! Browser ─ /connect/{id} ─▶ login → same user? → consent (web) → provider /authorize (broker::flow)
 //! Provider ─ /oauth/callback ─▶ state + PKCE + iss checks → code exchange (providers::client)
 //!                              → tokens sealed (crypto) into grants → events
-//! MCP session ◀─ notifications/elicitation/complete (mcp::handler) · tool server ◀─ /v1/authorizations/{id}
+//! MCP session ◀─ notifications/elicitation/complete (mcp::notifications) · tool server ◀─ /v1/authorizations/{id}
 //! ```
 //!
 //! # Layout
@@ -33,7 +34,9 @@
 //! - [`telemetry`]: metrics, request ids, trace spans.
 //! - [`providers`]: the client side of third-party OAuth (provider catalogue, token endpoint calls).
 //! - [`config`]: settings, from flags, environment, file and defaults.
-//! - [`store`]: the database, SQLite or PostgreSQL.
+//! - [`store`]: the database, SQLite or PostgreSQL: its machinery (caches, deadlines, paging,
+//!   search, writes with their event) apart from its tables, each room reached by its handle
+//!   (`store.grants()…`).
 //! - [`events`]: the signal that something happened, on every instance; webhooks to services.
 //! - [`token_endpoint`]: the token and revocation endpoints' plumbing both authorization servers share.
 //! - [`identity`]: bearer tokens, browser sessions, sign-in (local and OIDC), passwords, services' Basic.
@@ -45,7 +48,9 @@
 //! - [`html`]: what every face's pages share — rendering, message and error pages, CSRF, security headers.
 //! - [`problem`]: a registered service's refusals, worded once (problem JSON, RFC 6749 errors).
 //! - Faces, side by side:
-//!   [`mcp`] the MCP server (transport, session, tools, prompts, resources, forms, gateway) ·
+//!   [`mcp`] the MCP server (the protocol's handlers, tools as types with one request context,
+//!   the access decisions they share, prompts, resources, asking the user, transport and
+//!   sessions, and the gateway: forwarding, the upstream link, the catalogue of servers) ·
 //!   [`web`] the hosted pages ·
 //!   [`api`] the token API for registered tool servers ·
 //!   [`authorization_server`] the broker's own OAuth 2.1 authorization server, and the token exchange ·
@@ -53,6 +58,24 @@
 //! - [`startup`]: opening the database and the sealing key without stranding data.
 //! - [`app`]: builds the router from each face's `router()` and runs it.
 //! - [`admin`]: the command line (`serve`, `migrate`, `admin …`), the composition root.
+//!
+//! # Where a new thing goes
+//!
+//! - **A tool of the broker's**: a file in `mcp/tools/` with its type (its arguments, parsed
+//!   once) and its `run(cx)`, its entry in `mcp/tools/catalogue.rs` and an arm in each match of
+//!   `mcp::tools::call::BrokerTool`; a decision it needs is the core's (`broker/`), and asking
+//!   for a token goes through `mcp::access`.
+//! - **A table**: a migration in both `migrations/sqlite` and `migrations/postgres` (same
+//!   number), its rows and statements in the `store/` room of what they hold (a new room gets a
+//!   handle accessor in `store/handles.rs`), each statement saying its cache effect; a write that
+//!   services hear of goes through `store::machinery::write` with its event.
+//! - **A page**: its handler in `web/` (or `web/admin/`) with its askama struct and a template in
+//!   `templates/`, routed in that room's `router()`; it renders through `html::render` and fails
+//!   with an `html::PageError`.
+//! - **An endpoint of the token API**: a file in `api/` that authenticates the service
+//!   (`identity::service_auth`), asks the core, and answers problem JSON (`problem`).
+//! - **Something two faces need**: below both — in the core if it decides, in `html` or
+//!   `problem` if it words an answer — never one face importing another (the layer test fails).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
