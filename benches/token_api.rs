@@ -32,7 +32,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 // helpers.rs is the test harness; a bench uses only part of it.
 #[allow(dead_code, unused_macros, unused_imports)]
-#[path = "../tests/api/helpers.rs"]
+#[path = "../tests/api/helpers/mod.rs"]
 mod helpers;
 
 use std::collections::BTreeSet;

@@ -4,38 +4,9 @@
 
 use serde_json::json;
 
+use crate::helpers::admin::{ADMIN_GETS, ADMIN_POSTS, admin_browser};
 use crate::helpers::{ALICE, BOB, ClientKind, TestApp, hidden_field, location};
 use crate::on_both_backends;
-
-pub const ADMIN_GETS: &[&str] = &[
-    "/admin",
-    "/admin/users",
-    "/admin/grants",
-    "/admin/authorizations",
-    "/admin/consents",
-    "/admin/clients",
-    "/admin/services",
-    "/admin/servers",
-    "/admin/providers",
-    "/admin/audit",
-    "/admin/webhooks",
-];
-pub const ADMIN_POSTS: &[&str] = &[
-    "/admin/grants/revoke",
-    "/admin/consents/withdraw",
-    "/admin/authorizations/expire",
-    "/admin/users/disable",
-    "/admin/webhooks/resend",
-];
-
-/// Bob made admin and signed in; returns his browser.
-pub async fn admin_browser(app: &TestApp) -> reqwest::Client {
-    let bob = app.user_id(BOB).await;
-    assert!(app.state.core.store.users().set_admin(&bob, true).await.unwrap());
-    let browser = app.browser();
-    assert_eq!(app.sign_in(&browser, BOB, "/admin").await.status(), 303);
-    browser
-}
 
 /// The page at `path` (200) and the session's CSRF token on it.
 async fn page(app: &TestApp, browser: &reqwest::Client, path: &str) -> (String, String) {

@@ -7,8 +7,8 @@ use oauth_broker::store::{
     paging::{Cursor, Search, Window},
 };
 
-use crate::admin::admin_browser;
 use crate::helpers::TestApp;
+use crate::helpers::admin::admin_browser;
 use crate::on_both_backends;
 
 async fn found(app: &TestApp, browser: &reqwest::Client, path: &str) -> String {

@@ -11,8 +11,8 @@ use fantoccini::Locator;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::helpers::token_api::{ServiceOptions, register_service, user_token_for};
 use crate::helpers::*;
-use crate::token_api::{ServiceOptions, register_service, user_token_for};
 
 const PROVIDER: &str = "demo-key";
 const RESOURCE: &str = "https://keys-tool.example/mcp";
@@ -404,7 +404,7 @@ async fn the_key_never_appears_in_a_log_line_even_at_trace_level() {
 }
 
 async fn key_connection_in_a_real_browser(backend: Backend) {
-    let Some(browser) = crate::browser::Browser::start(crate::browser::PHONE).await else { return };
+    let Some(browser) = crate::helpers::browser::Browser::start(crate::helpers::browser::PHONE).await else { return };
     let Some(app) = spawn(backend).await else { return browser.close().await };
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
     let url = connect_link(&client).await;

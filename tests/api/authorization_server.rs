@@ -6,112 +6,16 @@
 
 use std::collections::HashMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use oauth_broker::authorization_server::client_metadata_document;
 use oauth_broker::identity::ClientIdentity;
-use oauth_broker::pkce;
 use serde_json::{Value, json};
 
-use crate::helpers::{ALICE, Backend, ClientKind, TestApp, hidden_fields, location, spawn_app};
+use crate::helpers::authorization_server::{
+    REDIRECT_URI, STATE, TOOL_SERVER, authorize_params, authorize_url, callback_params, consent_page, jwt_claims,
+    new_pkce, register, register_public_client, submit_consent, token_request, tool_server_tokens, with,
+};
+use crate::helpers::{ALICE, Backend, ClientKind, TestApp, location, spawn_app};
 use crate::on_both_backends;
-
-const REDIRECT_URI: &str = "http://127.0.0.1:33418/callback";
-const STATE: &str = "client-state-123";
-
-fn new_pkce() -> (String, String) {
-    let verifier = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-    let challenge = pkce::s256(&verifier);
-    (verifier, challenge)
-}
-
-async fn register(app: &TestApp, metadata: Value) -> reqwest::Response {
-    app.http().post(app.url("/register")).json(&metadata).send().await.unwrap()
-}
-
-/// A public client (PKCE only) that may refresh; returns its client_id.
-pub(crate) async fn register_public_client(app: &TestApp, name: &str) -> String {
-    let response = register(
-        app,
-        json!({"client_name": name, "redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "none",
-               "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]}),
-    )
-    .await;
-    assert_eq!(response.status(), 201);
-    response.json::<Value>().await.unwrap()["client_id"].as_str().unwrap().to_owned()
-}
-
-/// A well-formed authorization request's parameters, for tests to change.
-fn authorize_params(app: &TestApp, client_id: &str, challenge: &str) -> Vec<(String, String)> {
-    [
-        ("response_type", "code"),
-        ("client_id", client_id),
-        ("redirect_uri", REDIRECT_URI),
-        ("code_challenge", challenge),
-        ("code_challenge_method", "S256"),
-        ("state", STATE),
-        ("resource", &app.mcp_url()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
-}
-
-/// `params` with `key` set to `value`, or removed when `value` is `None`.
-fn with(mut params: Vec<(String, String)>, key: &str, value: Option<&str>) -> Vec<(String, String)> {
-    params.retain(|(k, _)| k != key);
-    if let Some(value) = value {
-        params.push((key.to_owned(), value.to_owned()));
-    }
-    params
-}
-
-fn authorize_url(app: &TestApp, params: &[(String, String)]) -> String {
-    let query: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params).finish();
-    app.url(&format!("/authorize?{query}"))
-}
-
-/// Opens `url`, signing alice in on the way if needed, and returns the consent page.
-async fn consent_page(app: &TestApp, browser: &reqwest::Client, url: &str) -> String {
-    let first = browser.get(url).send().await.unwrap();
-    if first.status() == 303 {
-        let login = location(&first);
-        assert!(login.starts_with("/login?next="), "{login}");
-        let login_url = url::Url::parse(&app.url(&login)).unwrap();
-        let next = login_url.query_pairs().find(|(k, _)| k == "next").unwrap().1.into_owned();
-        assert!(next.starts_with("/authorize?"), "{next}");
-        let signed_in = app.sign_in(browser, ALICE, &next).await;
-        assert_eq!(signed_in.status(), 303);
-        assert_eq!(location(&signed_in), next, "sign-in returns to the authorization request");
-        let again = browser.get(app.url(&next)).send().await.unwrap();
-        assert_eq!(again.status(), 200, "consent page after sign-in");
-        return again.text().await.unwrap();
-    }
-    assert_eq!(first.status(), 200, "consent page");
-    first.text().await.unwrap()
-}
-
-/// Posts the consent form (its hidden fields, changed by `tweak`) with `action`.
-async fn submit_consent(
-    app: &TestApp,
-    browser: &reqwest::Client,
-    html: &str,
-    action: &str,
-    tweak: impl FnOnce(&mut Vec<(String, String)>),
-) -> reqwest::Response {
-    let mut form = hidden_fields(html);
-    tweak(&mut form);
-    form.push(("action".into(), action.into()));
-    browser.post(app.url("/authorize")).form(&form).send().await.unwrap()
-}
-
-/// The query of a 302 back to the client's redirect URI.
-fn callback_params(response: &reqwest::Response) -> HashMap<String, String> {
-    assert_eq!(response.status(), 302, "a redirect back to the client");
-    let target = location(response);
-    assert!(target.starts_with(REDIRECT_URI), "{target}");
-    url::Url::parse(&target).unwrap().query_pairs().into_owned().collect()
-}
 
 /// The whole browser leg as alice, approving: returns the code.
 async fn authorize_code(app: &TestApp, client_id: &str, challenge: &str) -> String {
@@ -122,10 +26,6 @@ async fn authorize_code(app: &TestApp, client_id: &str, challenge: &str) -> Stri
     assert_eq!(params["state"], STATE);
     assert_eq!(params["iss"], app.address, "RFC 9207 iss");
     params["code"].clone()
-}
-
-async fn token_request<T: serde::Serialize + ?Sized>(app: &TestApp, form: &T) -> reqwest::Response {
-    app.http().post(app.url("/token")).form(form).send().await.unwrap()
 }
 
 async fn exchange(app: &TestApp, client_id: &str, code: &str, verifier: &str) -> reqwest::Response {
@@ -154,11 +54,6 @@ async fn oauth_error(response: reqwest::Response) -> (u16, String) {
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
     (status, body["error"].as_str().unwrap_or_default().to_owned())
-}
-
-fn jwt_claims(token: &str) -> Value {
-    let payload = token.split('.').nth(1).unwrap();
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
 }
 
 #[tokio::test]
@@ -747,32 +642,9 @@ async fn a_client_revokes_its_own_tokens_and_nobody_elses(app: &TestApp) {
 }
 on_both_backends!(revocation_endpoint, a_client_revokes_its_own_tokens_and_nobody_elses);
 
-pub(crate) const TOOL_SERVER: &str = "https://tools.example/mcp";
-
-/// Alice approves `client_id` for the tool server's resource: (access, refresh) tokens whose
-/// `aud` is the tool server.
-pub(crate) async fn tool_server_tokens(app: &TestApp, client_id: &str) -> (String, String) {
-    let (verifier, challenge) = new_pkce();
-    let browser = app.browser();
-    let url = authorize_url(app, &with(authorize_params(app, client_id, &challenge), "resource", Some(TOOL_SERVER)));
-    let html = consent_page(app, &browser, &url).await;
-    let code = callback_params(&submit_consent(app, &browser, &html, "approve", |_| {}).await)["code"].clone();
-    let form = [
-        ("grant_type", "authorization_code"),
-        ("client_id", client_id),
-        ("code", &code),
-        ("redirect_uri", REDIRECT_URI),
-        ("code_verifier", &verifier),
-        ("resource", TOOL_SERVER),
-    ];
-    let tokens: Value = token_request(app, &form).await.json().await.unwrap();
-    assert_eq!(jwt_claims(tokens["access_token"].as_str().unwrap())["aud"], TOOL_SERVER);
-    (tokens["access_token"].as_str().unwrap().to_owned(), tokens["refresh_token"].as_str().unwrap().to_owned())
-}
-
-async fn register_tool_server(app: &TestApp) -> crate::token_api::ServiceCredentials {
-    let options = crate::token_api::ServiceOptions { resource: Some(TOOL_SERVER), ..Default::default() };
-    crate::token_api::register_service(app, "notes", &["demo"], options).await
+async fn register_tool_server(app: &TestApp) -> crate::helpers::token_api::ServiceCredentials {
+    let options = crate::helpers::token_api::ServiceOptions { resource: Some(TOOL_SERVER), ..Default::default() };
+    crate::helpers::token_api::register_service(app, "notes", &["demo"], options).await
 }
 
 // RFC 7009 §2.1: an access token for a tool server is as much the client's as one for /mcp.
@@ -802,7 +674,7 @@ async fn the_consent_page_for_a_tool_server_names_the_connections_that_tool_serv
     let app = spawn_app(Backend::Sqlite).await.unwrap();
     let service = register_tool_server(&app).await;
     // Alice let the tool server use her demo connection (through the token API).
-    let subject = crate::token_api::user_token_for(&app, ALICE, TOOL_SERVER).await;
+    let subject = crate::helpers::token_api::user_token_for(&app, ALICE, TOOL_SERVER).await;
     let ask = || {
         app.http()
             .post(app.url("/v1/tokens"))

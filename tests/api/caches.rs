@@ -6,9 +6,10 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::helpers::cli::admin_elsewhere;
+use crate::helpers::token_api::{ServiceOptions, register_service, user_token_for};
 use crate::helpers::*;
 use crate::on_both_backends;
-use crate::token_api::{ServiceOptions, register_service, user_token_for};
 
 const RESOURCE: &str = "https://tools.example/mcp";
 
@@ -101,7 +102,7 @@ on_both_backends!(queries_per_tool_call, a_warm_tool_call_costs_one_query_per_de
 /// audit row goes on the queue, written later in batches. A database call that crept onto this
 /// path would show in the gateway benchmark only as added latency, among the machine's noise.
 async fn a_warm_forwarded_call_makes_no_database_call(app: &TestApp) {
-    use crate::gateway::{Upstream, add_provider_server, connect_through_link};
+    use crate::helpers::gateway::{Upstream, add_provider_server, connect_through_link};
     // An open server: what is measured is the broker's side of the call, not a token check
     // the server would make at this process's demo provider.
     let upstream = Upstream::start(&[], None).await;
@@ -383,13 +384,6 @@ on_both_backends!(
 async fn demo_status(client: &McpClient) -> Value {
     let listed = client.call("list_connections", json!({})).await.unwrap().structured_content.unwrap();
     listed["connections"][0]["status"].clone()
-}
-
-/// Runs `admin …` in a process of its own against the app's database; must succeed.
-pub(crate) async fn admin_elsewhere(app: &TestApp, args: &[&str]) -> String {
-    let output = crate::cli::broker_for(app).arg("admin").args(args).output().await.unwrap();
-    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 // Changes made through this server: seen by the very next call, with the cache warm.

@@ -5,14 +5,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use crate::helpers::TestApp;
+use crate::helpers::cli::{broker, broker_for};
 use crate::on_both_backends;
-
-fn broker(data_dir: &std::path::Path, public_url: &str) -> Command {
-    let mut command = Command::new(crate::helpers::binary());
-    command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
-    command.env("OAUTH_BROKER_DATA_DIR", data_dir).env("OAUTH_BROKER_PUBLIC_URL", public_url);
-    command
-}
 
 #[tokio::test]
 async fn the_cli_creates_a_user_and_issues_a_token_the_server_accepts() {
@@ -479,18 +473,6 @@ async fn applied_versions_are_read_from_the_database(app: &TestApp) {
 }
 on_both_backends!(migrate_status_reads_the_migration_table, applied_versions_are_read_from_the_database);
 
-/// The binary with `app`'s database and key (given by environment, as an operator would).
-pub(crate) fn broker_for(app: &TestApp) -> tokio::process::Command {
-    use secrecy::ExposeSecret;
-    let key = app.state.core.config.encryption_key.as_ref().unwrap().expose_secret().to_owned();
-    let mut command = broker(&app.state.core.config.data_dir, &app.address);
-    command
-        .env("OAUTH_BROKER_DATABASE_URL", &app.state.core.config.database_url)
-        .env("OAUTH_BROKER_ENCRYPTION_KEY", key)
-        .env("OAUTH_BROKER_DEMO", "true");
-    tokio::process::Command::from(command)
-}
-
 async fn admin(app: &TestApp, args: &[&str]) -> std::process::Output {
     broker_for(app).arg("admin").args(args).output().await.unwrap()
 }
@@ -790,7 +772,7 @@ impl Following {
 // once the database answers again, with nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_follow_waits_out_a_database_outage_and_prints_what_was_written_meanwhile() {
-    use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+    use crate::helpers::db_proxy::{DbProxy, Mode, postgres_upstream};
     let Some(app) = crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await else { return };
     let proxy = DbProxy::start(postgres_upstream()).await;
     let config = tempfile::NamedTempFile::new().unwrap();
@@ -1116,7 +1098,7 @@ async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they
         store.authorizations().create(&new, app.now()).await.unwrap();
     }
 
-    let admin = crate::admin::admin_browser(app).await;
+    let admin = crate::helpers::admin::admin_browser(app).await;
     let html = admin.get(app.url("/admin/authorizations")).send().await.unwrap().text().await.unwrap();
     for known in [
         "Registered app-one (name chosen by the app itself; client id app-one)",

@@ -6,7 +6,7 @@
 // `resources/subscribe` is deprecated for 2026-07-28 but is part of 2025-11-25.
 #![allow(deprecated)]
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use oauth_broker::store::authorizations::AuthorizationStatus;
@@ -20,70 +20,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::json;
 use tokio::sync::{Mutex, mpsc};
 
-use crate::helpers::{
-    ALICE, BOB, Backend, ClientKind, McpClient, TestApp, binary, eventually, location, mcp_client_at, spawn_app,
-};
-
-/// Instance B: the real binary, in its own process, on A's database.
-pub struct OtherInstance {
-    pub process: Child,
-    /// `http://127.0.0.1:PORT`
-    pub address: String,
-    _config_dir: tempfile::TempDir,
-}
-
-impl OtherInstance {
-    /// Starts the binary as another instance of `first` (same database, key and public URL)
-    /// and waits until it is ready.
-    pub async fn start(first: &TestApp, toml: &str) -> Self {
-        let config_dir = tempfile::tempdir().unwrap();
-        let config_file = config_dir.path().join("broker.toml");
-        std::fs::write(&config_file, toml).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let instance = first.instance();
-        let process = Command::new(binary())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("OAUTH_BROKER_ENCRYPTION_KEY", secrecy::ExposeSecret::expose_secret(&instance.encryption_key))
-            .env("OAUTH_BROKER_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .args(["serve", "--demo", "--listen", &format!("127.0.0.1:{port}"), "--public-url", &instance.public_url])
-            .args(["--database-url", &instance.database_url, "--data-dir"])
-            .arg(config_dir.path())
-            .arg("--config")
-            .arg(&config_file)
-            .spawn()
-            .unwrap();
-        let address = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
-        eventually("instance B becomes ready", Duration::from_secs(30), || async {
-            http.get(format!("{address}/readyz")).send().await.is_ok_and(|r| r.status() == 200)
-        })
-        .await;
-        Self { process, address, _config_dir: config_dir }
-    }
-
-    pub fn mcp_url(&self) -> String {
-        format!("{}/mcp", self.address)
-    }
-
-    /// A real rmcp client of this instance, as `name` (a token A issued: keys are shared).
-    pub async fn mcp_client(&self, first: &TestApp, name: &str, kind: ClientKind) -> McpClient {
-        mcp_client_at(&self.mcp_url(), &first.token_for(name).await, kind).await.unwrap()
-    }
-
-    pub fn kill(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-impl Drop for OtherInstance {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+use crate::helpers::cluster::OtherInstance;
+use crate::helpers::{ALICE, BOB, Backend, ClientKind, McpClient, TestApp, binary, eventually, location, spawn_app};
 
 /// A client that records every `notifications/resources/updated` it receives.
 struct UpdateRecorder {
@@ -347,7 +285,7 @@ async fn the_client_registration_budget_counts_registrations_made_on_both_instan
 async fn sigterm_on_one_instance_finishes_its_call_in_flight_while_new_calls_go_to_the_other() {
     // Arrange: two instances on one database with a provider that holds its API answer; Alice
     // connected (through A's pages) and a tool call of hers waiting at the provider through B.
-    let mut provider = crate::shutdown::holding_provider().await;
+    let mut provider = crate::helpers::holding_provider::holding_provider().await;
     let toml = provider.toml();
     let options = crate::helpers::SpawnOptions { toml: toml.clone(), ..Default::default() };
     let Some(a) = crate::helpers::spawn_app_opts(Backend::Postgres, options, |builder| builder).await else { return };
@@ -358,7 +296,7 @@ async fn sigterm_on_one_instance_finishes_its_call_in_flight_while_new_calls_go_
         Err(ServiceError::McpError(e)) => e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned(),
         other => panic!("expected -32042, got {other:?}"),
     };
-    crate::shutdown::connect_in_browser(&a.url(""), &url, ALICE, crate::helpers::PASSWORD).await;
+    crate::helpers::holding_provider::connect_in_browser(&a.url(""), &url, ALICE, crate::helpers::PASSWORD).await;
     let in_flight = tokio::spawn({
         let on_b = on_b.clone();
         async move { on_b.call("provider_request", hold).await }
@@ -447,7 +385,7 @@ async fn an_instance_killed_mid_flow_the_user_finishes_on_the_other_and_the_clie
     let alice = a.token_for(ALICE).await;
     // Arrange: Alice's client is on B (sticky routing sent it there) and needs to connect.
     let on_b = b.mcp_client(&a, ALICE, ClientKind::Url).await;
-    let raw_on_b = crate::streams::RawSession::open(&b.mcp_url(), &alice).await;
+    let raw_on_b = crate::helpers::streams::RawSession::open(&b.mcp_url(), &alice).await;
     let (url, id) = needs_connecting(&on_b).await;
     let browser = a.browser();
     let callback = approve_up_to_the_callback(&a, &browser, &url).await;
@@ -639,14 +577,14 @@ async fn bench_callback_to_completion_across_instances_against_within_one() {
 
 /// A (in this process) and B (the binary) on one PostgreSQL database, both with `toml`.
 async fn two_instances_with(toml: &str) -> Option<(TestApp, OtherInstance)> {
-    let first = crate::token_api_limits::app_with(Backend::Postgres, toml).await?;
+    let first = crate::helpers::token_api::app_with(Backend::Postgres, toml).await?;
     let second = OtherInstance::start(&first, toml).await;
     Some((first, second))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_services_request_budget_is_used_up_across_both_instances() {
-    use crate::token_api_limits::{notes_service, poll};
+    use crate::helpers::token_api::{notes_service, poll};
     let Some((a, b)) = two_instances_with("[token_api]\nrequests_per_minute = 6\n").await else { return };
     let notes = notes_service(&a, "notes").await;
     let other = notes_service(&a, "other").await;
@@ -678,7 +616,7 @@ async fn a_services_request_budget_is_used_up_across_both_instances() {
 /// a half) per instance, plus what the budget refilled on B's moving clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_services_budget_holds_across_both_instances_within_a_share_and_a_half_each() {
-    use crate::token_api_limits::{notes_service, poll_with};
+    use crate::helpers::token_api::{notes_service, poll_with};
     use oauth_broker::store::token_api::most_unused;
     use std::sync::atomic::{AtomicU64, Ordering};
     let per_minute = 1_200;
@@ -729,7 +667,7 @@ async fn a_busy_services_budget_holds_across_both_instances_within_a_share_and_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_slot_held_by_a_killed_instance_is_freed_after_its_lease() {
-    use crate::token_api_limits::{assert_rate_limited, notes_service, pending_authorization, poll, slots_become};
+    use crate::helpers::token_api::{assert_rate_limited, notes_service, pending_authorization, poll, slots_become};
     let Some((a, mut b)) = two_instances_with("[token_api]\nopen_waits = 1\n").await else { return };
     let notes = notes_service(&a, "notes").await;
     let id = pending_authorization(&a, &notes).await;
@@ -777,7 +715,7 @@ async fn listeners_of(app: &TestApp) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_sent_while_the_listener_is_away_arrives_through_the_outbox_catch_up() {
-    use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+    use crate::helpers::db_proxy::{DbProxy, Mode, postgres_upstream};
     // Arrange: A's listener (only) connects through a proxy the test can cut; its pool does not.
     let proxy = DbProxy::start(postgres_upstream()).await;
     let port = proxy.addr.port();

@@ -14,10 +14,9 @@ use serde_json::{Value, json};
 
 use oauth_broker::store::grants::{GrantStatus, RefreshFailure};
 
+use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn};
+use crate::helpers::token_api::{ServiceCredentials, ServiceOptions, register_service, user_token_for};
 use crate::helpers::{ALICE, Backend, TestApp};
-use crate::refresh_faults::{connect_strict, me, spawn};
-use crate::strict_provider::StrictProvider;
-use crate::token_api::{ServiceCredentials, ServiceOptions, register_service, user_token_for};
 
 const RESOURCE: &str = "https://status-tool.example/mcp";
 
@@ -472,12 +471,12 @@ async fn a_2026_call_in_flight_when_the_provider_revokes_everything_gets_an_inpu
     provider.hold_next_refresh();
     let calls: Vec<_> = (0..3)
         .map(|_| {
-            let request = crate::round_trips::request_2026(
+            let request = crate::helpers::round_trips::request_2026(
                 &app,
                 &token,
                 "provider_request",
                 me.clone(),
-                crate::round_trips::URL_AND_FORMS(),
+                crate::helpers::round_trips::URL_AND_FORMS(),
                 None,
                 None,
             );
@@ -488,8 +487,8 @@ async fn a_2026_call_in_flight_when_the_provider_revokes_everything_gets_an_inpu
     provider.release();
     for call in calls {
         let text = call.await.unwrap();
-        let answer = crate::round_trips::answer_in(&text).expect("an answer");
-        let (url, _state) = crate::round_trips::link_and_state(&answer);
+        let answer = crate::helpers::round_trips::answer_in(&text).expect("an answer");
+        let (url, _state) = crate::helpers::round_trips::link_and_state(&answer);
         assert!(url.starts_with(&app.url("/connect/")), "the reconnect link, not the provider's 401: {url}");
     }
     app.stop().await;

@@ -11,11 +11,11 @@ use oauth_broker::store::gateway::ListKind;
 use oauth_broker::store::gateway::NewGatewayConsent;
 use serde_json::json;
 
-use crate::admin::{ADMIN_GETS, admin_browser};
-use crate::browser::{Browser, DESKTOP, PHONE};
+use crate::helpers::admin::{ADMIN_GETS, admin_browser};
+use crate::helpers::browser::{Browser, DESKTOP, PHONE};
+use crate::helpers::token_api::{ServiceOptions, register_service};
 use crate::helpers::{ALICE, BOB, Backend, TestApp, spawn_app};
 use crate::on_both_backends;
-use crate::token_api::{ServiceOptions, register_service};
 
 /// Alice connected through an MCP client (a grant, a consent, a completed authorization, audit
 /// rows), a service with a consent-free history of token-API answers, and a server behind the
@@ -35,7 +35,8 @@ async fn a_broker_in_use(app: &TestApp) -> (String, String, String) {
         }
     }
     // Nothing answers at its URL: the page shows what is registered, not what the server says.
-    crate::gateway::servers_ok(app, &["add", "crm", "--url", "http://127.0.0.1:9/mcp", "--auth", "none"]).await;
+    crate::helpers::gateway::servers_ok(app, &["add", "crm", "--url", "http://127.0.0.1:9/mcp", "--auth", "none"])
+        .await;
     let server = app.state.core.store.gateway_servers().by_name("crm").await.unwrap().expect("registered").id;
     let approval = NewGatewayConsent {
         user_id: &alice,

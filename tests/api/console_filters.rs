@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::admin::admin_browser;
+use crate::helpers::admin::admin_browser;
 use crate::helpers::{ALICE, BOB, ClientKind, TestApp, eventually};
 use crate::on_both_backends;
 

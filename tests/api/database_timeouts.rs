@@ -3,7 +3,7 @@
 
 use sqlx::Connection;
 
-use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+use crate::helpers::db_proxy::{DbProxy, Mode, postgres_upstream};
 use crate::helpers::{ALICE, Backend, ClientKind, SpawnOptions, TestApp, spawn_app_opts};
 
 async fn spawn_behind_proxy() -> Option<(TestApp, DbProxy)> {

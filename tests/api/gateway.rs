@@ -7,146 +7,13 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
+use crate::helpers::gateway::{
+    Upstream, account_of, add_provider_server, approve_pair_from_text, connect_through_link, served, servers_cli,
+    servers_ok, tool_names,
+};
 use crate::helpers::*;
 use crate::on_both_backends;
-use crate::token_api::url_elicitation_required;
-
-/// `examples/upstream_server.rs`, running.
-pub struct Upstream {
-    child: tokio::process::Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    pub mcp_url: String,
-}
-
-impl Upstream {
-    /// Checks every request's bearer token at the demo provider of `app`.
-    pub async fn bearer(app: &TestApp) -> Self {
-        Self::start(&["--require-bearer", &app.url("/demo-provider")], None).await
-    }
-
-    pub async fn start(args: &[&str], secret: Option<&str>) -> Self {
-        let binary = crate::token_api::example_binary("upstream_server");
-        let mut command = tokio::process::Command::new(&binary);
-        if !args.contains(&"--listen") {
-            command.args(["--listen", "127.0.0.1:0"]);
-        }
-        command.args(args).env("RUST_LOG", "warn");
-        if let Some(secret) = secret {
-            command.env("UPSTREAM_SECRET", secret);
-        }
-        Self::spawn(command).await
-    }
-
-    /// Runs `command`, a server that prints `listening on http://ADDR` first and serves `/mcp`.
-    pub async fn spawn(mut command: tokio::process::Command) -> Self {
-        let mut child = command
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {:?}: {e}", command.as_std().get_program()));
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("the upstream server prints its address")
-            .unwrap()
-            .expect("a first line");
-        let base = first.strip_prefix("listening on ").expect("`listening on http://ADDR`").to_owned();
-        Self { child, lines, mcp_url: format!("{base}/mcp") }
-    }
-
-    /// Waits for the server to print `line` (it says when a `slow` call started).
-    pub async fn printed(&mut self, line: &str) {
-        loop {
-            let next = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line()).await;
-            match next.expect("the upstream server printed it").unwrap() {
-                Some(printed) if printed == line => return,
-                Some(_) => continue,
-                None => panic!("the upstream server ended before printing {line:?}"),
-            }
-        }
-    }
-
-    pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
-/// `admin servers …` as the operator runs it, with `stdin` fed to the command.
-pub async fn servers_cli(app: &TestApp, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-    let mut command = crate::cli::broker_for(app);
-    command.arg("admin").arg("servers").args(args);
-    command
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).await.unwrap();
-    }
-    drop(input);
-    child.wait_with_output().await.unwrap()
-}
-
-pub async fn servers_ok(app: &TestApp, args: &[&str]) -> String {
-    let output = servers_cli(app, args, None).await;
-    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// Registers `upstream` as `name` with the user's demo token (scope `profile`), and waits
-/// until this app serves it.
-pub async fn add_provider_server(app: &TestApp, name: &str, upstream: &Upstream) {
-    servers_ok(
-        app,
-        &["add", name, "--url", &upstream.mcp_url, "--auth", "provider", "--provider", "demo", "--scopes", "profile"],
-    )
-    .await;
-    let prefix = format!("{}_", name.replace('-', "_"));
-    eventually("the broker serves the new server", Duration::from_secs(10), || async {
-        app.state.core.store.gateway_servers().by_name(name).await.unwrap().is_some() && served(app, &prefix).await
-    })
-    .await;
-}
-
-/// Whether this app lists a tool starting with `prefix` (asked as a fresh client would).
-pub async fn served(app: &TestApp, prefix: &str) -> bool {
-    let client = app.mcp_client(ALICE, ClientKind::Url).await;
-    let names = tool_names(&client).await;
-    client.close().await;
-    names.iter().any(|n| n.starts_with(prefix))
-}
-
-pub async fn tool_names(client: &McpClient) -> Vec<String> {
-    client.peer().list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect()
-}
-
-/// `client` (URL mode, 2025-11-25) connects the server through its connect tool as `name`,
-/// approving at the demo provider as `account`.
-pub async fn connect_through_link(app: &TestApp, client: &McpClient, tool: &str, name: &str, account: &str) {
-    let (_, url) = url_elicitation_required(client.call(tool, json!({})).await);
-    assert!(url.starts_with(&app.url("/connect/")), "the broker's own page: {url}");
-    let browser = app.browser();
-    assert_eq!(app.approve_in_browser_as(&browser, &url, name, account).await.status(), 200);
-}
-
-/// A client without URL mode was told the broker's link as text (the first call to a server
-/// whose pair the user has not approved): `name` approves the pair there.
-pub async fn approve_pair_from_text(app: &TestApp, result: &rmcp::model::CallToolResult, name: &str) {
-    assert_eq!(result.is_error, Some(true), "{result:?}");
-    let text = serde_json::to_string(&result.content).unwrap();
-    let start = text.find(&app.url("/connect/")).expect("the broker's link in the text");
-    let url: String = text[start..].chars().take_while(|c| !c.is_whitespace() && *c != '"').collect();
-    app.allow_in_browser(&app.browser(), &url, name).await;
-}
-
-pub fn account_of(result: &rmcp::model::CallToolResult) -> String {
-    assert_ne!(result.is_error, Some(true), "{result:?}");
-    result.structured_content.as_ref().unwrap()["account"].as_str().unwrap_or_default().to_owned()
-}
 
 async fn a_users_first_call_gets_the_brokers_link_and_the_call_proceeds_after_the_browser(app: &TestApp) {
     // Arrange: a server that takes a demo-provider token, behind the broker.
@@ -418,7 +285,7 @@ async fn a_secret_header_reaches_the_server_and_is_never_shown(app: &TestApp) {
     assert!(!String::from_utf8_lossy(&stored.0).contains(SECRET), "sealed at rest");
 
     // The admin page lists the server, its header, and never the secret.
-    let browser = crate::admin::admin_browser(app).await;
+    let browser = crate::helpers::admin::admin_browser(app).await;
     let page = browser.get(app.url("/admin/servers")).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("vendor") && page.contains("X-Api-Key") && page.contains("vendor_"), "{page}");
     assert!(!page.contains(SECRET), "the admin page shows the secret");

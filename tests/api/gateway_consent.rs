@@ -6,23 +6,18 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::gateway::{Upstream, account_of, add_provider_server, served, servers_ok};
+use crate::helpers::gateway::{
+    Upstream, account_of, add_provider_server, connections_page, listed_approval, post_withdraw, served, servers_ok,
+};
+use crate::helpers::token_api::url_elicitation_required;
 use crate::helpers::*;
 use crate::on_both_backends;
-use crate::token_api::url_elicitation_required;
 
 /// Registers an open (`--auth none`) server as `name` and waits until this app lists its tools.
 async fn add_open_server(app: &TestApp, name: &str, upstream: &Upstream) {
     servers_ok(app, &["add", name, "--url", &upstream.mcp_url, "--auth", "none"]).await;
     let echo = format!("{}_echo", name.replace('-', "_"));
     eventually("the server's tools are listed", Duration::from_secs(10), || served(app, &echo)).await;
-}
-
-/// The user's `/connections` page in `browser` (signed in already).
-async fn connections_page(app: &TestApp, browser: &reqwest::Client) -> String {
-    let page = browser.get(app.url("/connections")).send().await.unwrap();
-    assert_eq!(page.status(), 200);
-    page.text().await.unwrap()
 }
 
 async fn audited(app: &TestApp, user: &str, action: &str) -> usize {
@@ -38,7 +33,7 @@ async fn an_open_server_is_called_only_by_clients_the_user_approved_until_withdr
     let upstream = Upstream::start(&[], None).await;
     add_open_server(app, "tools", &upstream).await;
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
-    assert!(crate::gateway::tool_names(&client).await.contains(&"tools_echo".to_owned()));
+    assert!(crate::helpers::gateway::tool_names(&client).await.contains(&"tools_echo".to_owned()));
 
     // Act: the first call gets the broker's own link (-32042), not the server's answer.
     let (_, url) = url_elicitation_required(client.call("tools_echo", json!({"text": "x"})).await);
@@ -86,36 +81,6 @@ async fn an_open_server_is_called_only_by_clients_the_user_approved_until_withdr
     upstream.stop().await;
 }
 on_both_backends!(open_server_pair, an_open_server_is_called_only_by_clients_the_user_approved_until_withdrawn);
-
-/// The (server, client) pair of the first approval the connections page lists, as its withdraw
-/// form carries it.
-pub(crate) fn listed_approval(page: &str) -> (String, String) {
-    let form = page.find("/connections/servers/withdraw").expect("an approval is listed");
-    let fields = hidden_fields(&page[form..]);
-    let value = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap();
-    (value("server_id"), value("client_key"))
-}
-
-/// Posts the withdraw form of `approval` from `browser`'s signed-in session; the answer's status.
-pub(crate) async fn post_withdraw(
-    app: &TestApp,
-    browser: &reqwest::Client,
-    csrf: &str,
-    (server_id, client_key): &(String, String),
-) -> u16 {
-    let form = [("csrf_token", csrf), ("server_id", server_id.as_str()), ("client_key", client_key.as_str())];
-    let answer = browser.post(app.url("/connections/servers/withdraw")).form(&form).send().await.unwrap();
-    answer.status().as_u16()
-}
-
-/// `user` withdraws the first (client, server) approval listed on `app`'s connections page.
-pub(crate) async fn withdraw_on_connections_page(app: &TestApp, user: &str) {
-    let browser = app.browser();
-    assert_eq!(app.sign_in(&browser, user, "/connections").await.status(), 303);
-    let page = connections_page(app, &browser).await;
-    let csrf = hidden_field(&page, "csrf_token").unwrap();
-    assert_eq!(post_withdraw(app, &browser, &csrf, &listed_approval(&page)).await, 303);
-}
 
 async fn a_2026_client_is_asked_for_the_pair_by_round_trip_and_its_retry_reaches_the_server(app: &TestApp) {
     let upstream = Upstream::start(&[], None).await;

@@ -3,21 +3,19 @@
 //! own credential. The server is `examples/upstream_server.rs` in its own process.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientConfig, GetPromptRequestParams, GetPromptResult, Implementation, ReadResourceRequestParams,
-    ReadResourceResult, ResourceContents,
+    GetPromptRequestParams, GetPromptResult, ReadResourceRequestParams, ReadResourceResult, ResourceContents,
 };
+use rmcp::service::ClientLifecycleMode;
 use rmcp::service::ClientServiceExt;
-use rmcp::service::{ClientLifecycleMode, NotificationContext};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 
-use crate::gateway::{Upstream, add_provider_server, connect_through_link, tool_names};
+use crate::helpers::gateway::{ListChangeCounter, Upstream, add_provider_server, connect_through_link, tool_names};
 use crate::helpers::*;
 use crate::on_both_backends;
 
@@ -137,7 +135,7 @@ async fn a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_a
     assert!(alices.contains(&"gateway://notes/note://inbox/alice-demo".to_owned()), "{alices:?}");
     assert!(!alices.iter().any(|u| u.contains("bob")), "{alices:?}");
     // The operator's page of the server says so rather than counting one user's.
-    let admin = crate::admin::admin_browser(app).await;
+    let admin = crate::helpers::admin::admin_browser(app).await;
     let page = admin.get(app.url(&format!("/admin/servers/{server}"))).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("each user&#39;s own, read when they list (templates: 1)"), "{page}");
 
@@ -167,34 +165,6 @@ on_both_backends!(
     a_servers_prompts_and_resources_are_listed_beside_the_brokers_own_and_answered_with_each_users_credential
 );
 
-/// A client that counts the list-changed notifications it hears.
-#[derive(Clone, Default)]
-pub(crate) struct Counting {
-    pub(crate) tools: Arc<AtomicUsize>,
-    pub(crate) prompts: Arc<AtomicUsize>,
-    pub(crate) resources: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Counting {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools.fetch_add(1, Ordering::SeqCst);
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.prompts.fetch_add(1, Ordering::SeqCst);
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.resources.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        info.client_info = Implementation::new("counting", "1");
-        info
-    }
-}
-
 async fn a_servers_list_change_is_read_again_and_passed_on_to_listening_clients(app: &TestApp) {
     // Arrange: the server behind the broker, alice connected; another client of hers listening.
     let upstream = Upstream::bearer(app).await;
@@ -202,7 +172,7 @@ async fn a_servers_list_change_is_read_again_and_passed_on_to_listening_clients(
     let alice = app.mcp_client(ALICE, ClientKind::Url).await;
     connect_through_link(app, &alice, "notes_connect", ALICE, "alice-demo").await;
     assert_ne!(alice.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
-    let counting = Counting::default();
+    let counting = ListChangeCounter::default();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(app.token_for(ALICE).await),
     );
@@ -237,7 +207,8 @@ async fn the_merged_lists_are_paginated_as_the_brokers_own(backend: Backend) {
     let Some(owned) = spawn_app_opts(backend, options, |builder| builder).await else { return };
     let app = &owned;
     let upstream = Upstream::start(&[], None).await;
-    crate::gateway::servers_ok(app, &["add", "open-notes", "--url", &upstream.mcp_url, "--auth", "none"]).await;
+    crate::helpers::gateway::servers_ok(app, &["add", "open-notes", "--url", &upstream.mcp_url, "--auth", "none"])
+        .await;
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
     eventually("the server's resources are listed", Duration::from_secs(10), || async {
         resource_uris(&client).await.contains(&"gateway://open-notes/note://whoami".to_owned())
@@ -312,7 +283,7 @@ on_both_backends!(round_trip_2026, a_2026_client_gets_a_servers_prompt_after_the
 /// broker's own resources are still listed), and left out for a while rather than waited for
 /// on every list.
 async fn a_server_that_stops_answering_is_left_out_of_users_lists_not_waited_for(backend: Backend) {
-    use crate::db_proxy::{DbProxy, Mode};
+    use crate::helpers::db_proxy::{DbProxy, Mode};
 
     // Arrange: the server behind a proxy the test can freeze; the shortest call timeout; alice
     // connected, her own resources listed.
@@ -323,12 +294,15 @@ async fn a_server_that_stops_answering_is_left_out_of_users_lists_not_waited_for
     let address = upstream.mcp_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     let proxy = DbProxy::start(address).await;
     let url = format!("http://{}/mcp", proxy.addr);
-    crate::gateway::servers_ok(
+    crate::helpers::gateway::servers_ok(
         app,
         &["add", "notes", "--url", &url, "--auth", "provider", "--provider", "demo", "--scopes", "profile"],
     )
     .await;
-    eventually("the broker serves the server", Duration::from_secs(10), || crate::gateway::served(app, "notes_")).await;
+    eventually("the broker serves the server", Duration::from_secs(10), || {
+        crate::helpers::gateway::served(app, "notes_")
+    })
+    .await;
     let alice = app.mcp_client(ALICE, ClientKind::Url).await;
     connect_through_link(app, &alice, "notes_connect", ALICE, "alice-demo").await;
     assert_ne!(alice.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));

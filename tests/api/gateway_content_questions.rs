@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::gateway_elicitation::asking_server;
+use crate::helpers::gateway::asking_server;
 use crate::helpers::*;
 use crate::on_both_backends;
 

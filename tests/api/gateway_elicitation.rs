@@ -4,36 +4,12 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction};
-use serde_json::{Value, json};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use serde_json::json;
 
-use crate::gateway::{Upstream, approve_pair_from_text, served, servers_ok};
+use crate::helpers::gateway::{approve_pair, asking_server, server_saw};
 use crate::helpers::*;
 use crate::on_both_backends;
-
-/// An open server (no credential) registered as `crm`; its tools are listed as `crm_…`.
-pub async fn asking_server(app: &TestApp) -> Upstream {
-    let upstream = Upstream::start(&[], None).await;
-    servers_ok(app, &["add", "crm", "--url", &upstream.mcp_url, "--auth", "none"]).await;
-    eventually("the server's tools are listed", Duration::from_secs(10), || served(app, "crm_ask_name")).await;
-    approve_pair(app, ALICE).await;
-    upstream
-}
-
-/// `name` allows their client (the same token client as the tests' clients) to call `crm`:
-/// the first call answers with the broker's link as text; the pages approve the pair.
-pub async fn approve_pair(app: &TestApp, name: &str) {
-    let client = app.mcp_client(name, ClientKind::NoElicitation).await;
-    let first = client.call("crm_ask_name", json!({})).await.unwrap();
-    approve_pair_from_text(app, &first, name).await;
-    client.close().await;
-}
-
-/// What the server answered: what the user did, or the error it got instead.
-pub fn server_saw(result: &CallToolResult) -> Value {
-    assert_ne!(result.is_error, Some(true), "{result:?}");
-    result.structured_content.clone().expect("the server's structured answer")
-}
 
 async fn a_servers_form_question_reaches_the_client_and_each_answer_goes_back(app: &TestApp) {
     // Arrange

@@ -2,18 +2,18 @@
 //! words, audited), a server removed while clients listen, a server that goes down mid-call.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rmcp::model::{ClientConfig, Implementation};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient};
 use serde_json::json;
 
-use crate::gateway::{Upstream, add_provider_server, servers_cli, servers_ok, tool_names};
-use crate::gateway_consent::withdraw_on_connections_page;
+use crate::helpers::gateway::{
+    ToolListChangeCounter, Upstream, add_provider_server, servers_cli, servers_ok, tool_names,
+    withdraw_on_connections_page,
+};
 use crate::helpers::*;
 use crate::on_both_backends;
 
@@ -110,22 +110,6 @@ async fn every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_aud
 }
 on_both_backends!(registering, every_bad_value_is_refused_in_the_operators_words_and_a_good_one_is_audited);
 
-/// A client that counts `notifications/tools/list_changed`.
-#[derive(Clone, Default)]
-pub(crate) struct Counting(pub(crate) Arc<AtomicUsize>);
-
-impl ClientHandler for Counting {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        info.client_info = Implementation::new("counting", "1");
-        info
-    }
-}
-
 async fn a_removed_servers_tools_disappear_and_listening_clients_are_told(app: &TestApp) {
     // Arrange: an open server behind the broker, its tools listed; a client listening.
     let upstream = Upstream::start(&[], None).await;
@@ -135,12 +119,12 @@ async fn a_removed_servers_tools_disappear_and_listening_clients_are_told(app: &
     // the removal's.
     eventually("the broker has fetched the server's tools", Duration::from_secs(10), || async {
         let probe = app.mcp_client(ALICE, ClientKind::Url).await;
-        let listed = crate::gateway::tool_names(&probe).await.iter().any(|n| n == "gone_echo");
+        let listed = crate::helpers::gateway::tool_names(&probe).await.iter().any(|n| n == "gone_echo");
         probe.close().await;
         listed
     })
     .await;
-    let counting = Counting::default();
+    let counting = ToolListChangeCounter::default();
     let token = app.token_for(ALICE).await;
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(token),
@@ -178,7 +162,7 @@ async fn a_server_that_goes_down_mid_call_gets_a_retryable_error_and_is_reconnec
     let address = upstream.mcp_url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     add_provider_server(app, "notes", &upstream).await;
     let client = Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
-    crate::gateway::connect_through_link(app, &client, "notes_connect", ALICE, "alice-demo").await;
+    crate::helpers::gateway::connect_through_link(app, &client, "notes_connect", ALICE, "alice-demo").await;
     assert_ne!(client.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
     let slow = tokio::spawn({
         let client = client.clone();
@@ -218,13 +202,13 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
     let upstream = Upstream::bearer(&a).await;
     add_provider_server(&a, "notes", &upstream).await;
     eventually("the other instance serves the server too", Duration::from_secs(10), || {
-        crate::gateway::served(&b, "notes_")
+        crate::helpers::gateway::served(&b, "notes_")
     })
     .await;
 
     // Act: alice connects through instance a, then calls through instance b.
     let on_a = a.mcp_client(ALICE, ClientKind::Url).await;
-    crate::gateway::connect_through_link(&a, &on_a, "notes_connect", ALICE, "alice-demo").await;
+    crate::helpers::gateway::connect_through_link(&a, &on_a, "notes_connect", ALICE, "alice-demo").await;
     assert_ne!(on_a.call("notes_connect", json!({})).await.unwrap().is_error, Some(true));
     let on_b = b.mcp_client(ALICE, ClientKind::Url).await;
 
@@ -232,13 +216,13 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
     // (the grant is shared); the call goes over alice's own connection of b's and answers as
     // her.
     eventually("b lists the tools a read", Duration::from_secs(10), || async {
-        crate::gateway::tool_names(&on_b).await.contains(&"notes_whoami".to_owned())
+        crate::helpers::gateway::tool_names(&on_b).await.contains(&"notes_whoami".to_owned())
     })
     .await;
     let result = on_b.call("notes_whoami", json!({})).await.unwrap();
-    assert_eq!(crate::gateway::account_of(&result), "alice-demo");
+    assert_eq!(crate::helpers::gateway::account_of(&result), "alice-demo");
     // Twice: b's answer now comes from what it holds in memory.
-    assert_eq!(crate::gateway::account_of(&on_b.call("notes_whoami", json!({})).await.unwrap()), "alice-demo");
+    assert_eq!(crate::helpers::gateway::account_of(&on_b.call("notes_whoami", json!({})).await.unwrap()), "alice-demo");
 
     // Alice withdraws the client's approval for the server on a's page: b, which had it in
     // memory, asks for it again from its caches' next poll of the database on (another
@@ -252,7 +236,7 @@ async fn two_instances_on_postgres_serve_the_same_servers_and_either_answers_a_c
     // A removal reaches both instances.
     servers_ok(&a, &["remove", "notes"]).await;
     eventually("b no longer serves the server", Duration::from_secs(10), || async {
-        !crate::gateway::served(&b, "notes_").await
+        !crate::helpers::gateway::served(&b, "notes_").await
     })
     .await;
     on_a.close().await;

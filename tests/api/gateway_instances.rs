@@ -13,10 +13,10 @@ use rmcp::model::{
 use rmcp::service::ClientLifecycleMode;
 use serde_json::{Value, json};
 
-use crate::cluster::OtherInstance;
-use crate::gateway_elicitation::{asking_server, server_saw};
+use crate::helpers::cluster::OtherInstance;
+use crate::helpers::gateway::{asking_server, server_saw};
+use crate::helpers::round_trips::answer_in;
 use crate::helpers::*;
-use crate::round_trips::answer_in;
 
 fn params(state: Option<&str>, responses: Option<Value>) -> CallToolRequestParams {
     let mut params = CallToolRequestParams::new("crm_ask_name");

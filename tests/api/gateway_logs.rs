@@ -16,9 +16,8 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, Request
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 
-use crate::gateway::add_provider_server;
-use crate::gateway_elicitation::{asking_server, server_saw};
-use crate::gateway_python::python_server;
+use crate::helpers::gateway::{add_provider_server, asking_server, server_saw};
+use crate::helpers::python::python_server;
 use crate::helpers::*;
 use crate::on_both_backends;
 
@@ -85,9 +84,9 @@ async fn chatty_2026(client: &McpClient, tag: &str, level: Option<rmcp::model::L
 /// (`pyecho`, provider auth) through the broker's link in its era.
 async fn connected(app: &TestApp, name: &str, era_2026: bool) -> Arc<McpClient> {
     if era_2026 {
-        crate::gateway_stateless::connected_2026(app, "pyecho_connect", name, "alice-demo").await
+        crate::helpers::gateway::connected_2026(app, "pyecho_connect", name, "alice-demo").await
     } else {
-        Arc::new(crate::gateway_stateless::connected_2025(app, "pyecho", name, "alice-demo").await)
+        Arc::new(crate::helpers::gateway::connected_2025(app, "pyecho", name, "alice-demo").await)
     }
 }
 

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::gateway::{Upstream, served, servers_cli, servers_ok};
+use crate::helpers::gateway::{Upstream, served, servers_cli, servers_ok};
+use crate::helpers::token_api::{ServiceOptions, register_service, url_elicitation_required};
 use crate::helpers::*;
-use crate::token_api::{ServiceOptions, register_service, url_elicitation_required};
 
 /// The server, with `authorization`'s broker as its authorization server (which learns it
 /// as a resource), registered in front of `front` as `name`.
@@ -160,7 +160,7 @@ async fn mcp_oauth_postgres() {
 async fn serve_in_own_process(authorization: &mut TestApp) -> tokio::process::Child {
     authorization.stop_serving().await;
     let listen = authorization.address.strip_prefix("http://").unwrap().to_owned();
-    let child = crate::cli::broker_for(authorization)
+    let child = crate::helpers::cli::broker_for(authorization)
         .args(["serve", "--listen", &listen])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -10,18 +10,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::gateway::{Upstream, account_of, add_provider_server, connect_through_link, tool_names};
+use crate::helpers::gateway::{account_of, add_provider_server, connect_through_link, tool_names};
+use crate::helpers::python::python_server;
 use crate::helpers::*;
 use crate::on_both_backends;
-
-/// The Python server, checking every request's bearer token at `app`'s demo provider.
-pub async fn python_server(app: &TestApp) -> Option<Upstream> {
-    let python = crate::python_client::python()?;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/echo_server.py");
-    let mut command = tokio::process::Command::new(python);
-    command.arg(script).args(["--require-bearer", &app.url("/demo-provider")]);
-    Some(Upstream::spawn(command).await)
-}
 
 /// The text of the one content `uri` reads as.
 async fn read_text(client: &McpClient, uri: &str) -> String {

@@ -13,8 +13,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::gateway::Upstream;
-use crate::gateway_elicitation::{approve_pair, asking_server, server_saw};
+use crate::helpers::gateway::{Upstream, approve_pair, asking_server, server_saw};
 use crate::helpers::*;
 use crate::on_both_backends;
 

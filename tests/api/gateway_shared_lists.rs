@@ -12,12 +12,11 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{Peer, RoleClient};
 use serde_json::json;
 
-use crate::cluster::OtherInstance;
-use crate::gateway::{Upstream, add_provider_server, connect_through_link, tool_names};
-use crate::gateway_content::Counting;
+use crate::helpers::cluster::OtherInstance;
+use crate::helpers::gateway::{ListChangeCounter, Upstream, add_provider_server, connect_through_link, tool_names};
+use crate::helpers::token_api::url_elicitation_required;
 use crate::helpers::*;
 use crate::on_both_backends;
-use crate::token_api::url_elicitation_required;
 use oauth_broker::store::gateway::{ListKind, ListSummary};
 
 /// Alice connects the server through A's connect tool: A reads its lists.
@@ -102,7 +101,7 @@ async fn a_list_read_on_one_instance_reaches_the_listening_clients_of_another_at
     let upstream = Upstream::bearer(&a).await;
     add_provider_server(&a, "notes", &upstream).await;
     let b = OtherInstance::start(&a, "").await;
-    let counting = Counting::default();
+    let counting = ListChangeCounter::default();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(b.mcp_url()).auth_header(a.token_for(BOB).await),
     );

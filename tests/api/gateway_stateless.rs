@@ -6,45 +6,16 @@
 //! session as nested elicitations followed by the retry upstream — on tool calls, `prompts/get`
 //! and `resources/read` alike.
 
-use std::sync::Arc;
-
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
     GetPromptResult, InputRequest, InputResponses, ReadResourceRequestParams, ReadResourceResult, ResourceContents,
 };
 use serde_json::{Value, json};
 
-use crate::gateway::{Upstream, account_of, add_provider_server, connect_through_link};
-use crate::gateway_python::python_server;
+use crate::helpers::gateway::{Upstream, account_of, add_provider_server, connected_2025, connected_2026};
+use crate::helpers::python::python_server;
 use crate::helpers::*;
 use crate::on_both_backends;
-
-/// A 2025-11-25 session of `name` that has connected `server` (approved at the demo provider
-/// as `account`).
-pub(crate) async fn connected_2025(app: &TestApp, server: &str, name: &str, account: &str) -> McpClient {
-    let client = app.mcp_client(name, ClientKind::Url).await;
-    let connect = format!("{server}_connect");
-    connect_through_link(app, &client, &connect, name, account).await;
-    let connected = client.call(&connect, json!({})).await.unwrap();
-    assert_ne!(connected.is_error, Some(true), "{connected:?}");
-    client
-}
-
-/// A 2026-07-28 client of `name` that has connected through the broker's round trip, calling
-/// `tool` (the server's connect tool while its tools are unknown, else one of them).
-pub(crate) async fn connected_2026(app: &TestApp, tool: &str, name: &str, account: &str) -> Arc<McpClient> {
-    let client = Arc::new(app.mcp_client_2026(name, ClientKind::Url).await);
-    let connect = tool.to_owned();
-    let call = tokio::spawn({
-        let client = client.clone();
-        async move { client.call(&connect, json!({})).await }
-    });
-    let (url, _) = client.next_url_elicitation().await;
-    assert_eq!(app.approve_in_browser_as(&app.browser(), &url, name, account).await.status(), 200);
-    let connected = call.await.unwrap().expect("the server's answer after the browser");
-    assert_ne!(connected.is_error, Some(true), "{connected:?}");
-    client
-}
 
 fn structured(result: &rmcp::model::CallToolResult) -> Value {
     assert_ne!(result.is_error, Some(true), "{result:?}");
@@ -341,7 +312,7 @@ async fn a_stateless_servers_changed_tool_list_is_read_again_and_announced() {
     let Some(upstream) = python_server(&app).await else { return app.stop().await };
     add_provider_server(&app, "pyecho", &upstream).await;
     let alice = connected_2025(&app, "pyecho", ALICE, "alice-demo").await;
-    let counting = crate::gateway_faults::Counting::default();
+    let counting = crate::helpers::gateway::ToolListChangeCounter::default();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(app.mcp_url()).auth_header(app.token_for(ALICE).await),
     );

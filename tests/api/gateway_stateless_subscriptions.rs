@@ -14,9 +14,8 @@ use std::time::Duration;
 use rmcp::model::{ServerNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use serde_json::json;
 
-use crate::gateway::add_provider_server;
-use crate::gateway_python::python_server;
-use crate::gateway_stateless::{connected_2025, connected_2026};
+use crate::helpers::gateway::{add_provider_server, connected_2025, connected_2026};
+use crate::helpers::python::python_server;
 use crate::helpers::*;
 use crate::on_both_backends;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rmcp::model::{ServerNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use serde_json::json;
 
-use crate::gateway_elicitation::{approve_pair, asking_server, server_saw};
+use crate::helpers::gateway::{approve_pair, asking_server, server_saw};
 use crate::helpers::*;
 use crate::on_both_backends;
 

@@ -10,10 +10,12 @@ use base64::Engine;
 use oauth_broker::crypto::OneTimeSecret;
 use serde_json::{Value, json};
 
-use crate::gateway::{servers_cli, servers_ok, tool_names};
+use crate::helpers::gateway::{servers_cli, servers_ok, tool_names};
+use crate::helpers::token_api::{
+    ServiceOptions, ToolServer, register_service, register_service_with, url_elicitation_required,
+};
 use crate::helpers::*;
 use crate::on_both_backends;
-use crate::token_api::{ServiceOptions, ToolServer, register_service, register_service_with, url_elicitation_required};
 
 const TOOL: &str = "tools_whoami_at_demo";
 
@@ -27,7 +29,7 @@ async fn tool_server_behind_the_broker(app: &TestApp) -> ToolServer {
     servers_ok(app, &["add", "tools", "--url", &tool_server.mcp_url, "--auth", "token-exchange", "--service", "tools"])
         .await;
     eventually("the broker serves the new server", Duration::from_secs(10), || async {
-        crate::gateway::served(app, "tools_").await
+        crate::helpers::gateway::served(app, "tools_").await
     })
     .await;
     tool_server
@@ -230,7 +232,8 @@ async fn withdrawing_the_services_consent_or_removing_the_service_stops_the_next
     // Removed service (by the operator's CLI, another process): once the broker has heard of
     // it, the next call is refused, saying why.
     let service = app.state.core.store.services().by_name("tools").await.unwrap().unwrap();
-    let removed = crate::cli::broker_for(app).args(["admin", "services", "remove", "tools"]).output().await.unwrap();
+    let removed =
+        crate::helpers::cli::broker_for(app).args(["admin", "services", "remove", "tools"]).output().await.unwrap();
     assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
     eventually("the broker hears of the removal", Duration::from_secs(10), || async {
         app.state.core.store.services().by_id(&service.id).await.unwrap().is_none()

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+use crate::helpers::db_proxy::{DbProxy, Mode, postgres_upstream};
 use crate::helpers::{Backend, TestApp, eventually, spawn_app_opts};
 use crate::on_both_backends;
 

@@ -141,9 +141,9 @@ async fn rotate_and_rewrap_while_the_server_serves_then_start_up_without_the_old
 /// A service with a webhook whose secret was rotated (the first still in its overlap): the
 /// service id, the first secret and the second.
 async fn webhook_in_rotation(app: &TestApp) -> (String, String, String) {
-    let options = crate::token_api::ServiceOptions { trusted: true, ..Default::default() };
-    let service = crate::token_api::register_service(app, "notes", &["demo"], options).await.client_id;
-    let first = crate::webhooks::set_webhook(app, &service, "https://hooks.example/notes").await;
+    let options = crate::helpers::token_api::ServiceOptions { trusted: true, ..Default::default() };
+    let service = crate::helpers::token_api::register_service(app, "notes", &["demo"], options).await.client_id;
+    let first = crate::helpers::webhooks::set_webhook(app, &service, "https://hooks.example/notes").await;
     let second = WebhookSecret::generate();
     let sealed = second.seal(&app.state.core.sealer, &service);
     let store = &app.state.core.store;

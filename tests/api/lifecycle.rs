@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use oauth_broker::store::grants::GrantStatus;
 
+use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn, status_of};
 use crate::helpers::{ALICE, Backend, TestApp};
-use crate::refresh_faults::{connect_strict, me, spawn, status_of};
-use crate::strict_provider::StrictProvider;
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
     app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()

@@ -2,10 +2,7 @@
 //! PostgreSQL), rmcp's client, a cookie-keeping HTTP client as the browser, and the strict demo
 //! provider as the third party.
 
-mod db_proxy;
 mod helpers;
-mod quirky_provider;
-mod strict_provider;
 
 mod admin;
 mod admin_paging;
@@ -80,5 +77,4 @@ mod tool_server_mrtr;
 mod upgrade;
 mod webhooks;
 mod webhooks_crash;
-mod webhooks_receiver;
 mod webhooks_refresh;

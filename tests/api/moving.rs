@@ -38,7 +38,8 @@ async fn a_broker_that_moved_keeps_its_local_accounts_working(first: &TestApp) {
     std::sync::Arc::into_inner(client).unwrap().close().await;
 
     // `admin tokens issue` with the new settings prints a token the moved broker accepts.
-    let issued = crate::cli::broker_for(&moved).args(["admin", "tokens", "issue", ALICE]).output().await.unwrap();
+    let issued =
+        crate::helpers::cli::broker_for(&moved).args(["admin", "tokens", "issue", ALICE]).output().await.unwrap();
     assert!(issued.status.success(), "{}", String::from_utf8_lossy(&issued.stderr));
     let token = String::from_utf8(issued.stdout).unwrap().trim().to_owned();
     let answered = moved.mcp_client_with_token(&token, ClientKind::Url).await;
@@ -52,7 +53,7 @@ on_both_backends!(moved_broker, a_broker_that_moved_keeps_its_local_accounts_wor
 /// sign `http://127.0.0.1:8080` (made from the default --listen): they refuse and say what to pass.
 async fn admin_commands_refuse_to_guess_the_public_url(app: &TestApp) {
     for args in [&["users", "add", "erin"][..], &["tokens", "issue", ALICE]] {
-        let output = crate::cli::broker_for(app)
+        let output = crate::helpers::cli::broker_for(app)
             .env_remove("OAUTH_BROKER_PUBLIC_URL")
             .arg("admin")
             .args(args)

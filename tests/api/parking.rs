@@ -17,8 +17,8 @@ use oauth_broker::mcp::session::IDLE_SECONDS;
 use rmcp::model::SubscribeRequestParams;
 use serde_json::{Value, json};
 
+use crate::helpers::streams::{Events, RawSession};
 use crate::helpers::{ALICE, Backend, ClientKind, SpawnOptions, TestApp, eventually, spawn_app_opts};
-use crate::streams::{Events, RawSession};
 
 const CONNECTIONS: &str = "broker://connections";
 /// Long enough for a loaded machine; the waits end as soon as the count is reached.
@@ -72,7 +72,7 @@ async fn delete(session: &RawSession) -> u16 {
         .as_u16()
 }
 
-fn message(event: &crate::streams::Event) -> Value {
+fn message(event: &crate::helpers::streams::Event) -> Value {
     serde_json::from_str(&event.data).unwrap()
 }
 

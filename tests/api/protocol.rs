@@ -131,7 +131,7 @@ async fn an_unsupported_protocol_version_header_is_refused_with_400() {
 #[tokio::test]
 async fn a_cancelled_tool_call_stops_its_upstream_request() {
     // Arrange: a provider that holds its answer until released (never, here), connected.
-    let mut provider = crate::shutdown::holding_provider().await;
+    let mut provider = crate::helpers::holding_provider::holding_provider().await;
     let options = SpawnOptions { toml: provider.toml(), ..Default::default() };
     let app = spawn_app_opts(Backend::Sqlite, options, |b| b).await.unwrap();
     let client = app.mcp_client(ALICE, ClientKind::Url).await;
@@ -140,7 +140,7 @@ async fn a_cancelled_tool_call_stops_its_upstream_request() {
         Err(rmcp::ServiceError::McpError(e)) => e.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned(),
         other => panic!("expected -32042, got {other:?}"),
     };
-    crate::shutdown::connect_in_browser(&app.url(""), &url, ALICE, PASSWORD).await;
+    crate::helpers::holding_provider::connect_in_browser(&app.url(""), &url, ALICE, PASSWORD).await;
 
     // Act: the call is cancelled once its upstream request has reached the provider.
     let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params("provider_request", hold)));

@@ -10,8 +10,8 @@ use serde_json::json;
 use oauth_broker::domain::Scopes;
 use oauth_broker::store::authorizations::AuthorizationStatus;
 
+use crate::helpers::quirky_provider::{Answer, QuirkyProvider};
 use crate::helpers::{ALICE, Backend, ClientKind, McpClient, SpawnOptions, TestApp, location, spawn_app_opts};
-use crate::quirky_provider::{Answer, QuirkyProvider};
 
 /// Tests that run once on each backend.
 macro_rules! both {

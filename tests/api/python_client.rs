@@ -16,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
 
+use crate::helpers::python::python;
 use crate::helpers::*;
 use crate::on_both_backends;
 
@@ -24,22 +25,6 @@ const ME: fn() -> Value = || json!({"provider": "demo", "method": "GET", "path":
 /// How long one line of the script may take: Python's start-up and imports on a busy machine,
 /// or the retry's wait after the browser leg (well under the broker's 30 s `mrtr_wait`).
 const LINE_WITHIN: Duration = Duration::from_secs(60);
-
-/// The interpreter that has the SDK, or `None` after printing why the test skips.
-pub(crate) fn python() -> Option<PathBuf> {
-    let path = std::env::var_os("MCP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/python/bin/python"));
-    if path.is_file() {
-        return Some(path);
-    }
-    let reason = format!("no Python with the MCP SDK at {} (run `bash .ci/python.sh` once)", path.display());
-    if std::env::var("REQUIRE_PYTHON_MCP").is_ok_and(|v| v == "1") {
-        panic!("REQUIRE_PYTHON_MCP=1 but {reason}");
-    }
-    eprintln!("SKIPPED python: {reason}");
-    None
-}
 
 /// The script running one tool call; killed if the test ends first.
 struct PythonClient {

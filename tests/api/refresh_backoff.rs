@@ -12,10 +12,9 @@ use serde_json::Value;
 
 use oauth_broker::store::grants::GrantStatus;
 
+use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn, status_of};
+use crate::helpers::token_api::{ServiceOptions, register_service, user_token_for};
 use crate::helpers::{ALICE, Backend, TestApp};
-use crate::refresh_faults::{connect_strict, me, spawn, status_of};
-use crate::strict_provider::StrictProvider;
-use crate::token_api::{ServiceOptions, register_service, user_token_for};
 
 /// Runs `$body(Backend)` as one test per backend.
 macro_rules! on_both {

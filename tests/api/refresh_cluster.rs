@@ -1,15 +1,14 @@
 //! Two real server processes on one PostgreSQL (issue 12): the test process runs instance A,
-//! the real binary runs instance B ([`crate::cluster::OtherInstance`]). Concurrent calls on an
+//! the real binary runs instance B ([`crate::helpers::cluster::OtherInstance`]). Concurrent calls on an
 //! expired grant, split across both, make exactly one refresh at the provider: the in-process
 //! mutex serialises each instance, the lease on the row serialises the two.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster::OtherInstance;
+use crate::helpers::cluster::OtherInstance;
+use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn, status_of};
 use crate::helpers::{ALICE, Backend, ClientKind};
-use crate::refresh_faults::{connect_strict, me, spawn, status_of};
-use crate::strict_provider::StrictProvider;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_calls_on_an_expired_grant_across_two_processes_refresh_it_exactly_once() {

@@ -7,57 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceError;
-use serde_json::json;
 
 use oauth_broker::store::grants::GrantStatus;
 
-use crate::db_proxy::{DbProxy, Mode, postgres_upstream};
+use crate::helpers::db_proxy::{DbProxy, Mode, postgres_upstream};
+use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn, status_of};
 use crate::helpers::{ALICE, Backend, ClientKind, McpClient, SpawnOptions, TestApp, spawn_app_opts};
-use crate::strict_provider::StrictProvider;
 
-pub(crate) async fn me(client: &McpClient) -> Result<rmcp::model::CallToolResult, ServiceError> {
-    client.call("provider_request", json!({"provider": "strict", "method": "GET", "path": "/me"})).await
-}
-
-pub(crate) fn status_of(result: &rmcp::model::CallToolResult) -> serde_json::Value {
-    result.structured_content.as_ref().map(|c| c["status"].clone()).unwrap_or_default()
-}
-
-/// The app with the strict provider configured (and `toml` appended).
-pub(crate) async fn spawn(backend: Backend, provider: &StrictProvider, toml: &str) -> Option<TestApp> {
-    let options = SpawnOptions { toml: format!("{toml}\n{}", provider.toml()), ..Default::default() };
-    spawn_app_opts(backend, options, |b| b).await
-}
-
-/// A URL-mode client for ALICE whose `strict` account is connected through the browser flow.
 fn wall_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
-}
-
-pub(crate) async fn connect_strict(app: &TestApp) -> McpClient {
-    let client = app.mcp_client(ALICE, ClientKind::Url).await;
-    let error = match me(&client).await {
-        Err(ServiceError::McpError(e)) => e,
-        other => panic!("expected -32042, got {other:?}"),
-    };
-    let url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
-    let browser = app.browser();
-    let path = url.strip_prefix(&app.address).expect("connect URL is ours").to_owned();
-    if browser.get(&url).send().await.unwrap().status() == 303 {
-        assert_eq!(app.sign_in(&browser, ALICE, &path).await.status(), 303);
-    }
-    let html = browser.get(&url).send().await.unwrap().text().await.unwrap();
-    let csrf = crate::helpers::hidden_field(&html, "csrf_token").expect("consent form");
-    let approved =
-        browser.post(&url).form(&[("csrf_token", csrf.as_str()), ("action", "approve")]).send().await.unwrap();
-    assert_eq!(approved.status(), 303, "approve redirects to the provider");
-    let at_provider = browser.get(crate::helpers::location(&approved)).send().await.unwrap();
-    let callback = browser.get(crate::helpers::location(&at_provider)).send().await.unwrap();
-    assert!(callback.status().is_success() || callback.status().is_redirection(), "callback: {}", callback.status());
-    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap();
-    assert!(grant.is_some_and(|g| g.status == GrantStatus::Active), "connected");
-    assert_eq!(status_of(&me(&client).await.unwrap()), 200, "the connection works");
-    client
 }
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {

@@ -14,8 +14,8 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
+use crate::helpers::streams::{Events, RawSession};
 use crate::helpers::{ALICE, BOB, Backend, TestApp, spawn_app_with};
-use crate::streams::{Events, RawSession};
 
 const REVISION: &str = "2026-07-28";
 const ASKED: &str = "test://asked";

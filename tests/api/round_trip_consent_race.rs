@@ -12,9 +12,8 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use tokio::sync::{mpsc, watch};
 
+use crate::helpers::round_trips::{ME, URL_AND_FORMS, answer_in, browser_until_callback, link_and_state, request_2026};
 use crate::helpers::*;
-use crate::round_trip_timings::browser_until_callback;
-use crate::round_trips::{ME, URL_AND_FORMS, answer_in, link_and_state, request_2026};
 
 /// The progress count of an SSE chunk's notifications, if any.
 fn progress_in(chunk: &str) -> Option<u64> {

@@ -9,8 +9,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::helpers::round_trips::{ME, URL_AND_FORMS, answer_in, browser_until_callback, link_and_state, request_2026};
 use crate::helpers::*;
-use crate::round_trips::{ME, URL_AND_FORMS, answer_in, link_and_state, request_2026};
 
 const RUNS: usize = 20;
 
@@ -30,21 +30,6 @@ fn millis_between(from: Instant, to: Instant) -> f64 {
         Some(later) => later.as_secs_f64() * 1e3,
         None => -(from.duration_since(to).as_secs_f64() * 1e3),
     }
-}
-
-/// The browser leg up to the provider's redirect back to the broker: sign in, approve at the
-/// broker, approve at the demo provider. Returns the callback URL, not yet opened.
-pub(crate) async fn browser_until_callback(app: &TestApp, browser: &reqwest::Client, connect_url: &str) -> String {
-    let path = connect_url.strip_prefix(&app.address).unwrap();
-    if browser.get(connect_url).send().await.unwrap().status() == 303 {
-        assert_eq!(app.sign_in(browser, ALICE, path).await.status(), 303);
-    }
-    let html = browser.get(connect_url).send().await.unwrap().text().await.unwrap();
-    let csrf = hidden_field(&html, "csrf_token").expect("the consent page");
-    let approved =
-        browser.post(connect_url).form(&[("csrf_token", csrf.as_str()), ("action", "approve")]).send().await.unwrap();
-    assert_eq!(approved.status(), 303, "to the provider");
-    app.demo_provider_redirect(browser, &location(&approved), "demo-user", "approve").await
 }
 
 async fn one_run(backend: Backend) -> Option<Run> {

@@ -7,11 +7,9 @@
 use rmcp::model::{ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
 
+use crate::helpers::round_trips::{ME, URL_AND_FORMS, answer_in, link_and_state, request_2026};
 use crate::helpers::*;
 use crate::on_both_backends;
-
-pub(crate) const ME: fn() -> Value = || json!({"provider": "demo", "method": "GET", "path": "/me"});
-pub(crate) const URL_AND_FORMS: fn() -> Value = || json!({"elicitation": {"url": {}, "form": {}}});
 
 fn text_of(result: &rmcp::model::CallToolResult) -> String {
     result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
@@ -31,69 +29,6 @@ async fn call_2026(
     let response = request_2026(app, token, tool, arguments, capabilities, retry, None).send().await.unwrap();
     assert!(response.headers().get("mcp-session-id").is_none(), "no session in this revision");
     answer_in(&response.text().await.unwrap()).unwrap_or_else(|| panic!("an answer"))
-}
-
-pub(crate) fn request_2026(
-    app: &TestApp,
-    token: &str,
-    tool: &str,
-    arguments: Value,
-    capabilities: Value,
-    retry: Option<(Value, &str)>,
-    progress_token: Option<&str>,
-) -> reqwest::RequestBuilder {
-    let mut params = json!({
-        "name": tool,
-        "arguments": arguments,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "round-trip-test", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        },
-    });
-    if let Some((responses, state)) = retry {
-        params["inputResponses"] = responses;
-        params["requestState"] = json!(state);
-    }
-    if let Some(token) = progress_token {
-        params["_meta"]["progressToken"] = json!(token);
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-    reqwest::Client::new()
-        .post(app.mcp_url())
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .json(&body)
-}
-
-/// The JSON-RPC answer in a response body: JSON, or SSE whose data lines hold it.
-pub(crate) fn answer_in(text: &str) -> Option<Value> {
-    std::iter::once(text)
-        .chain(text.lines().filter_map(|line| line.strip_prefix("data:")))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|message| message.get("id").is_some())
-}
-
-/// The connect link of a first answer that must be an `InputRequiredResult` with one url-mode
-/// request, and its state. Checks nothing of 2025-11-25 leaks in.
-pub(crate) fn link_and_state(answer: &Value) -> (String, String) {
-    let result = &answer["result"];
-    assert_eq!(result["resultType"], "input_required", "{answer}");
-    let text = answer.to_string();
-    assert!(!text.contains("-32042"), "no 2025-11-25 error in this revision: {text}");
-    let request = &result["inputRequests"]["authorize"];
-    assert_eq!(request["method"], "elicitation/create", "{answer}");
-    assert_eq!(request["params"]["mode"], "url", "{answer}");
-    assert!(
-        request["params"].get("elicitationId").is_none_or(|id| id == ""),
-        "no elicitation id in this revision: {answer}"
-    );
-    let url = request["params"]["url"].as_str().unwrap().to_owned();
-    let state = result["requestState"].as_str().unwrap().to_owned();
-    (url, state)
 }
 
 fn accepted() -> Value {
@@ -361,7 +296,9 @@ on_both_backends!(stop_while_waiting, a_stop_answers_a_waiting_retry_at_once_wit
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extension_tool_needing_a_connection_gets_the_round_trip_too() {
-    let app = spawn_app_with(Backend::Sqlite, |builder| builder.extension(crate::consent::DemoTool)).await.unwrap();
+    let app = spawn_app_with(Backend::Sqlite, |builder| builder.extension(crate::helpers::demo_tool::DemoTool))
+        .await
+        .unwrap();
     let client = std::sync::Arc::new(app.mcp_client_2026(ALICE, ClientKind::Url).await);
     let call = tokio::spawn({
         let client = client.clone();

@@ -3,76 +3,18 @@
 //! client and the broker, the browser flow on the broker's pages, the strict demo provider; and
 //! every refusal, each checked to change nothing.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use oauth_broker::crypto::OneTimeSecret;
-use oauth_broker::domain::ProviderId;
-use oauth_broker::store::token_api::NewService;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
+use crate::helpers::token_api::{
+    ServiceCredentials, ServiceOptions, ToolServer, register_service, register_service_with, url_elicitation_required,
+    user_token_for,
+};
 use crate::helpers::*;
 use crate::on_both_backends;
-
-/// A service's credentials, as `admin services add` prints them.
-#[derive(Clone)]
-pub struct ServiceCredentials {
-    pub client_id: String,
-    pub secret: String,
-    pub resource: Option<String>,
-}
-
-/// How a test registers a service.
-#[derive(Clone, Copy, Default)]
-pub struct ServiceOptions<'a> {
-    pub resource: Option<&'a str>,
-    pub proxy_only: bool,
-    pub trusted: bool,
-}
-
-/// Registers a service for `providers` (what `admin services add` does, on the app's database).
-pub async fn register_service(
-    app: &TestApp,
-    name: &str,
-    providers: &[&str],
-    options: ServiceOptions<'_>,
-) -> ServiceCredentials {
-    let secret = OneTimeSecret::generate("obs_", 32);
-    register_service_with(app, name, providers, options, &secret).await;
-    ServiceCredentials {
-        client_id: format!("svc_{name}"),
-        secret: secret.expose_plaintext().to_owned(),
-        resource: options.resource.map(str::to_owned),
-    }
-}
-
-pub async fn register_service_with(
-    app: &TestApp,
-    name: &str,
-    providers: &[&str],
-    options: ServiceOptions<'_>,
-    secret: &OneTimeSecret,
-) {
-    let providers: BTreeSet<ProviderId> = providers.iter().map(|p| ProviderId::parse(p).unwrap()).collect();
-    let resource = options.resource.map(|r| url::Url::parse(r).unwrap());
-    let new = NewService {
-        name,
-        providers: &providers,
-        resource: resource.as_ref(),
-        proxy_only: options.proxy_only,
-        trusted: options.trusted,
-        secret_hash: secret.hash(),
-    };
-    app.state.core.store.services().create(&new, app.now()).await.unwrap();
-}
-
-/// A user's access token meant for `audience` (what `admin tokens issue NAME --service S` prints).
-pub async fn user_token_for(app: &TestApp, name: &str, audience: &str) -> String {
-    let user = app.state.core.store.users().by_username(name).await.unwrap().unwrap();
-    app.state.identity.keys.issue_for_audience(&user.subject, Some(name), None, audience, app.now(), 3600).unwrap()
-}
 
 impl ServiceCredentials {
     fn basic(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -90,75 +32,6 @@ impl ServiceCredentials {
         let response = self.basic(app.http().get(url)).send().await.unwrap();
         let status = response.status();
         (status, response.json().await.unwrap_or(Value::Null))
-    }
-}
-
-/// The example tool server, as its own process.
-pub struct ToolServer {
-    child: tokio::process::Child,
-    /// `http://127.0.0.1:PORT/mcp`
-    pub mcp_url: String,
-}
-
-impl ToolServer {
-    /// Starts `examples/tool_server.rs` (built by `cargo test`, like every example) against the
-    /// broker, with a service secret, in `mode` (`exchange` or `proxy`).
-    pub async fn start(app: &TestApp, client_id: &str, secret: &str, mode: &str) -> Self {
-        Self::start_with(app, client_id, secret, mode, &[]).await
-    }
-
-    /// [`Self::start`] with `extra` command-line arguments.
-    pub async fn start_with(app: &TestApp, client_id: &str, secret: &str, mode: &str, extra: &[&str]) -> Self {
-        let binary = example_binary("tool_server");
-        let mut child = tokio::process::Command::new(&binary)
-            .args(["--listen", "127.0.0.1:0", "--broker", &app.address, "--client-id", client_id, "--mode", mode])
-            .args(extra)
-            .env("TOOL_SERVER_CLIENT_SECRET", secret)
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
-        let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("the tool server prints its address")
-            .unwrap()
-            .expect("a first line");
-        let base = first.strip_prefix("listening on ").expect("`listening on http://ADDR`").to_owned();
-        Self { child, mcp_url: format!("{base}/mcp") }
-    }
-
-    pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
-/// An example binary next to the test binary (`target/<profile>/examples/NAME`).
-pub(crate) fn example_binary(name: &str) -> std::path::PathBuf {
-    let test_binary = std::env::current_exe().unwrap();
-    let profile_dir = test_binary.parent().and_then(|deps| deps.parent()).unwrap();
-    let path = profile_dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: `cargo test` builds the examples (or run `cargo build --example {name}`)",
-        path.display()
-    );
-    path
-}
-
-/// The `-32042` a tool answered: (elicitationId, url).
-pub fn url_elicitation_required(result: Result<rmcp::model::CallToolResult, rmcp::ServiceError>) -> (String, String) {
-    match result {
-        Err(rmcp::ServiceError::McpError(error)) => {
-            assert_eq!(error.code.0, -32042, "{error:?}");
-            let data = error.data.expect("elicitations in data");
-            let elicitation = &data["elicitations"][0];
-            assert_eq!(elicitation["mode"], "url");
-            (elicitation["elicitationId"].as_str().unwrap().to_owned(), elicitation["url"].as_str().unwrap().to_owned())
-        }
-        other => panic!("expected -32042, got {other:?}"),
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::{Value, json};
 
+use crate::helpers::token_api::{ServiceCredentials, ServiceOptions, register_service, user_token_for};
 use crate::helpers::*;
-use crate::token_api::{ServiceCredentials, ServiceOptions, register_service, user_token_for};
 
 const RESOURCE: &str = "https://tools.example/mcp";
 const WORKERS: usize = 16;

@@ -1,7 +1,7 @@
 //! Issue 28: the token API's caches (the service row, the verified subject token, the user, the
 //! grant and the consent) never outlive a change made on another instance. Instance A runs in
 //! this process, instance B is the real binary on A's PostgreSQL database
-//! ([`crate::cluster::OtherInstance`]), as behind a load balancer.
+//! ([`crate::helpers::cluster::OtherInstance`]), as behind a load balancer.
 //!
 //! Each test has both instances answer the same request twice on each face (`/v1/tokens`, the
 //! RFC 8693 exchange at `/token` and a call through `/v1/proxy`), so each answers it from its
@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::authorization_server::{TOOL_SERVER, register_public_client, tool_server_tokens};
-use crate::caches::admin_elsewhere;
-use crate::cluster::OtherInstance;
+use crate::helpers::authorization_server::{TOOL_SERVER, register_public_client, tool_server_tokens};
+use crate::helpers::cli::admin_elsewhere;
+use crate::helpers::cluster::OtherInstance;
+use crate::helpers::token_api::{ServiceCredentials, ServiceOptions, register_service};
 use crate::helpers::{ALICE, Backend, PASSWORD, TestApp, eventually, hidden_field, location, spawn_app, urlencode};
-use crate::token_api::{ServiceCredentials, ServiceOptions, register_service};
 
 /// How long the instance that did not make a change may take to see it. Its watcher reads the
 /// database's counter every 50 ms and its caches are not used once a read is 500 ms late
@@ -249,7 +249,7 @@ async fn a_user_disabled_on_the_admin_pages_of_instance_a_is_refused_by_both_ins
     let Some(setup) = Setup::start().await else { return };
     let Setup { a, b, service, subject, .. } = &setup;
     // Arrange: the admin signed in (making Bob admin writes his user row) before the caches fill.
-    let admin = crate::admin::admin_browser(a).await;
+    let admin = crate::helpers::admin::admin_browser(a).await;
     let csrf = csrf_on(&admin, &a.url("/admin/users?q=alice")).await;
     setup.served_by_both(service).await;
 

@@ -4,89 +4,16 @@
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::helpers::token_api::{
+    RESOURCE, ServiceCredentials, answer, app_with, assert_rate_limited, notes_service, pending_authorization, poll,
+    slots_become, user_token_for,
+};
 use crate::helpers::*;
-use crate::token_api::{ServiceCredentials, ServiceOptions, register_service, user_token_for};
 
-const RESOURCE: &str = "https://tools.example/mcp";
 /// A well-formed authorization id nobody has: every service gets 404 for it.
 const NO_SUCH_AUTHORIZATION: &str = "0123456789abcdef0123456789abcdef";
-
-pub async fn app_with(backend: Backend, toml: &str) -> Option<TestApp> {
-    let options = SpawnOptions { toml: toml.to_owned(), ..Default::default() };
-    spawn_app_opts(backend, options, |builder| builder).await
-}
-
-/// One token-API answer: status, `Retry-After`, content type and body.
-pub struct Answer {
-    pub status: StatusCode,
-    pub retry_after: Option<u64>,
-    pub content_type: String,
-    pub body: Value,
-}
-
-pub async fn answer(response: reqwest::Response) -> Answer {
-    let status = response.status();
-    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let retry_after = header("retry-after").and_then(|v| v.parse().ok());
-    let content_type = header("content-type").unwrap_or_default();
-    Answer { status, retry_after, content_type, body: response.json().await.unwrap_or(Value::Null) }
-}
-
-/// `GET /v1/authorizations/{id}?wait=N` at `base` as `service`.
-pub async fn poll(base: &str, service: &ServiceCredentials, id: &str, wait: u64) -> Answer {
-    poll_with(&reqwest::Client::new(), base, service, id, wait).await
-}
-
-/// [`poll`] over `client`'s kept-alive connections (a test that polls in a loop: a new client
-/// per request builds its TLS settings each time).
-pub async fn poll_with(
-    client: &reqwest::Client,
-    base: &str,
-    service: &ServiceCredentials,
-    id: &str,
-    wait: u64,
-) -> Answer {
-    let response = client
-        .get(format!("{base}/v1/authorizations/{id}?wait={wait}"))
-        .basic_auth(&service.client_id, Some(&service.secret))
-        .send()
-        .await
-        .unwrap();
-    answer(response).await
-}
-
-/// A pending authorization caused by `service` (for ALICE, who has not connected `demo`).
-pub async fn pending_authorization(app: &TestApp, service: &ServiceCredentials) -> String {
-    let token = user_token_for(app, ALICE, RESOURCE).await;
-    let response = app
-        .http()
-        .post(app.url("/v1/tokens"))
-        .basic_auth(&service.client_id, Some(&service.secret))
-        .json(&json!({"subject_token": token, "provider": "demo"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 409);
-    let body: Value = response.json().await.unwrap();
-    body["authorization"]["id"].as_str().unwrap().to_owned()
-}
-
-pub async fn notes_service(app: &TestApp, name: &str) -> ServiceCredentials {
-    register_service(app, name, &["demo"], ServiceOptions { resource: Some(RESOURCE), ..Default::default() }).await
-}
-
-pub fn assert_rate_limited(answer: &Answer, limit: &str, retry_after: u64) {
-    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS, "{}", answer.body);
-    assert_eq!(answer.content_type, "application/problem+json");
-    assert_eq!(answer.body["type"], "urn:oauth-broker:problem:rate_limited");
-    assert_eq!(answer.body["code"], "rate_limited");
-    assert_eq!(answer.body["limit"], limit);
-    assert_eq!(answer.retry_after, Some(retry_after), "Retry-After");
-    assert_eq!(answer.body["retry_after"], retry_after);
-}
 
 async fn limited_audits(app: &TestApp, actor: &str, limit: &str) -> usize {
     let entries = app.state.core.store.audit().entries(None, 1000).await.unwrap();
@@ -169,16 +96,6 @@ async fn request_budget_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_budget_postgres() {
     the_request_budget_is_per_service_and_refills_at_its_rate(Backend::Postgres).await;
-}
-
-/// Waits (bounded) until the service's live wait slots are `count`.
-pub async fn slots_become(app: &TestApp, service: &ServiceCredentials, count: i64) {
-    // A closed stream is noticed at the latest at its next keep-alive (15 s).
-    crate::helpers::eventually(&format!("{count} wait slot(s) live"), Duration::from_secs(40), || async {
-        let live = app.state.core.store.api_limits().wait_slots_live(&service.client_id, app.now()).await.unwrap();
-        if live == count { Ok(()) } else { Err(format!("{live} live")) }
-    })
-    .await;
 }
 
 async fn open_waits_are_capped_and_a_slot_frees_when_its_wait_ends_or_lapses(backend: Backend) {

@@ -18,9 +18,9 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::helpers::token_api::{ServiceOptions, ToolServer, register_service_with, user_token_for};
 use crate::helpers::*;
 use crate::on_both_backends;
-use crate::token_api::{ServiceOptions, ToolServer, register_service_with, user_token_for};
 
 const TOOL: &str = "whoami_at_demo";
 
@@ -318,7 +318,7 @@ async fn a_2025_11_25_client_still_gets_minus_32042_and_the_completion() {
     let negotiated = client.peer().peer_info().unwrap().protocol_version.clone();
     assert_eq!(negotiated, ProtocolVersion::V_2025_11_25);
 
-    let (id, url) = crate::token_api::url_elicitation_required(client.call(TOOL, json!({})).await);
+    let (id, url) = crate::helpers::token_api::url_elicitation_required(client.call(TOOL, json!({})).await);
     let browser = app.browser();
     app.approve_in_browser(&browser, &url, ALICE).await;
 

@@ -7,20 +7,15 @@ use std::collections::HashSet;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use oauth_broker::events::webhooks::signing::WebhookSecret;
 use oauth_broker::store::webhooks::{DeliveryRow, DeliveryStatus};
 use reqwest::StatusCode;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
+use crate::helpers::token_api::{ServiceCredentials, ServiceOptions, register_service};
+use crate::helpers::webhooks::{Receiver, WEBHOOK_TOML, service_with_webhook, verify, verify_any};
 use crate::helpers::*;
-use crate::token_api::{ServiceCredentials, ServiceOptions, register_service};
-use crate::webhooks_receiver::{Receiver, verify, verify_any};
 use oauth_broker::store::grants::{Grants, NewGrant};
-
-/// Loopback receivers are private targets: the tests allow them, as an operator must.
-pub const WEBHOOK_TOML: &str =
-    "[webhooks]\nallow_private_targets = true\npoll_interval = \"100ms\"\nretry_window = \"2h\"\n";
 
 pub async fn spawn(backend: Backend) -> Option<TestApp> {
     spawn_app_opts(backend, SpawnOptions { toml: WEBHOOK_TOML.into(), ..Default::default() }, |b| b).await
@@ -44,27 +39,6 @@ macro_rules! on_both_with_webhooks {
             }
         }
     };
-}
-
-/// What `admin services set-webhook` does, on the app's database: the signing secret.
-pub async fn set_webhook(app: &TestApp, service_id: &str, url: &str) -> String {
-    let secret = WebhookSecret::generate();
-    let sealed = secret.seal(&app.state.core.sealer, service_id);
-    assert!(app.state.core.store.webhooks().set(service_id, url, &sealed, app.now()).await.unwrap());
-    secret.expose().to_owned()
-}
-
-/// A trusted service for `providers` whose webhook is `receiver`, which trusts its secret.
-pub async fn service_with_webhook(
-    app: &TestApp,
-    name: &str,
-    providers: &[&str],
-    receiver: &Receiver,
-) -> (ServiceCredentials, String) {
-    let service = register_service(app, name, providers, ServiceOptions { trusted: true, ..Default::default() }).await;
-    let secret = set_webhook(app, &service.client_id, &receiver.url).await;
-    receiver.trust(&[&secret]);
-    (service, secret)
 }
 
 /// The service asks for `user`'s demo token (`POST /v1/tokens`, naming the user).
@@ -122,7 +96,7 @@ async fn all_settled(app: &TestApp) {
     .await;
 }
 
-fn types(received: &[crate::webhooks_receiver::Received]) -> Vec<String> {
+fn types(received: &[crate::helpers::webhooks::Received]) -> Vec<String> {
     received.iter().map(|r| r.event_type().to_owned()).collect()
 }
 
@@ -596,7 +570,7 @@ async fn the_admin_page_lists_dead_letters_and_sends_one_again_with_its_csrf_tok
     })
     .await;
 
-    let admin = crate::admin::admin_browser(&app).await;
+    let admin = crate::helpers::admin::admin_browser(&app).await;
     let html = admin.get(app.url("/admin/webhooks")).send().await.unwrap().text().await.unwrap();
     assert!(html.contains(&dead.event_id) && html.contains("dead") && html.contains("Send again"), "{html}");
     let csrf = hidden_field(&html, "csrf_token").unwrap();

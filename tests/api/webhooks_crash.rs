@@ -13,10 +13,9 @@ use std::time::Duration;
 use oauth_broker::store::webhooks::DeliveryStatus;
 use serde_json::json;
 
-use crate::cluster::OtherInstance;
+use crate::helpers::cluster::OtherInstance;
+use crate::helpers::webhooks::{Received, Receiver, WEBHOOK_TOML, service_with_webhook};
 use crate::helpers::{ALICE, BOB, Backend, ClientKind, SpawnOptions, eventually, spawn_app_opts};
-use crate::webhooks::{WEBHOOK_TOML, service_with_webhook};
-use crate::webhooks_receiver::{Received, Receiver};
 
 fn ids(received: &[Received]) -> Vec<String> {
     received.iter().map(|r| r.id.clone()).collect()

@@ -7,11 +7,9 @@ use std::time::Duration;
 use oauth_broker::clock::iso_time;
 use oauth_broker::store::grants::GrantStatus;
 
+use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn, status_of};
+use crate::helpers::webhooks::{Receiver, WEBHOOK_TOML, service_with_webhook};
 use crate::helpers::{ALICE, Backend, eventually};
-use crate::refresh_faults::{connect_strict, me, spawn, status_of};
-use crate::strict_provider::StrictProvider;
-use crate::webhooks::{WEBHOOK_TOML, service_with_webhook};
-use crate::webhooks_receiver::Receiver;
 
 async fn a_failing_refresh_its_recovery_and_a_lost_grant_reach_the_webhook(backend: Backend) {
     let provider = StrictProvider::start(Duration::from_secs(30)).await;

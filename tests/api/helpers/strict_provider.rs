@@ -4,7 +4,8 @@
 //! test lets it answer — a request held and never answered rotates nothing (the provider has
 //! not processed it).
 //!
-//! Configured in the broker as provider `strict` ([`StrictProvider::toml`]).
+//! Configured in the broker as provider `strict` ([`StrictProvider::toml`]); [`spawn`] runs an app
+//! with it and [`connect_strict`] connects alice's account there through the browser flow.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,8 +14,12 @@ use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use oauth_broker::store::grants::GrantStatus;
+use rmcp::ServiceError;
 use serde_json::json;
 use tokio::sync::{Notify, watch};
+
+use super::{ALICE, Backend, ClientKind, McpClient, SpawnOptions, TestApp, spawn_app_opts};
 
 #[derive(Default)]
 struct Inner {
@@ -69,8 +74,8 @@ impl StrictProvider {
         let router = axum::Router::new()
             .route("/authorize", get(authorize))
             .route("/token", post(token))
-            .route("/api/me", get(me))
-            .route("/api/echo", get(me).post(me))
+            .route("/api/me", get(api))
+            .route("/api/echo", get(api).post(api))
             .with_state(provider.clone());
         let instance_router = router.clone();
         tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -245,7 +250,7 @@ async fn token(State(provider): State<StrictProvider>, Form(form): Form<TokenFor
 /// `/api/me` and `/api/echo` (any method): who the token is for, which address answered, and
 /// the headers a provider's API may require (so tests see what the broker sent); 401 for a
 /// token not issued, revoked, or refused.
-async fn me(State(provider): State<StrictProvider>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+async fn api(State(provider): State<StrictProvider>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
     let presented = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     let inner = provider.inner.lock().unwrap();
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
@@ -263,4 +268,45 @@ async fn me(State(provider): State<StrictProvider>, headers: HeaderMap, body: ax
         .into_response(),
         _ => StatusCode::UNAUTHORIZED.into_response(),
     }
+}
+
+pub(crate) async fn me(client: &McpClient) -> Result<rmcp::model::CallToolResult, ServiceError> {
+    client.call("provider_request", json!({"provider": "strict", "method": "GET", "path": "/me"})).await
+}
+
+pub(crate) fn status_of(result: &rmcp::model::CallToolResult) -> serde_json::Value {
+    result.structured_content.as_ref().map(|c| c["status"].clone()).unwrap_or_default()
+}
+
+/// The app with the strict provider configured (and `toml` appended).
+pub(crate) async fn spawn(backend: Backend, provider: &StrictProvider, toml: &str) -> Option<TestApp> {
+    let options = SpawnOptions { toml: format!("{toml}\n{}", provider.toml()), ..Default::default() };
+    spawn_app_opts(backend, options, |b| b).await
+}
+
+/// A URL-mode client for ALICE whose `strict` account is connected through the browser flow.
+pub(crate) async fn connect_strict(app: &TestApp) -> McpClient {
+    let client = app.mcp_client(ALICE, ClientKind::Url).await;
+    let error = match me(&client).await {
+        Err(ServiceError::McpError(e)) => e,
+        other => panic!("expected -32042, got {other:?}"),
+    };
+    let url = error.data.unwrap()["elicitations"][0]["url"].as_str().unwrap().to_owned();
+    let browser = app.browser();
+    let path = url.strip_prefix(&app.address).expect("connect URL is ours").to_owned();
+    if browser.get(&url).send().await.unwrap().status() == 303 {
+        assert_eq!(app.sign_in(&browser, ALICE, &path).await.status(), 303);
+    }
+    let html = browser.get(&url).send().await.unwrap().text().await.unwrap();
+    let csrf = crate::helpers::hidden_field(&html, "csrf_token").expect("consent form");
+    let approved =
+        browser.post(&url).form(&[("csrf_token", csrf.as_str()), ("action", "approve")]).send().await.unwrap();
+    assert_eq!(approved.status(), 303, "approve redirects to the provider");
+    let at_provider = browser.get(crate::helpers::location(&approved)).send().await.unwrap();
+    let callback = browser.get(crate::helpers::location(&at_provider)).send().await.unwrap();
+    assert!(callback.status().is_success() || callback.status().is_redirection(), "callback: {}", callback.status());
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap();
+    assert!(grant.is_some_and(|g| g.status == GrantStatus::Active), "connected");
+    assert_eq!(status_of(&me(&client).await.unwrap()), 200, "the connection works");
+    client
 }

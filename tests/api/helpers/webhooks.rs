@@ -4,6 +4,8 @@
 //! Held ([`Receiver::hold`]), it keeps what it accepted but does not answer until released: an
 //! instance killed then is "mid-delivery", with the event received but its outcome never
 //! recorded.
+//!
+//! [`service_with_webhook`] registers a service whose webhook is such a receiver.
 
 use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,11 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
+use oauth_broker::events::webhooks::signing::WebhookSecret;
+
+use crate::helpers::TestApp;
 use crate::helpers::eventually;
+use crate::helpers::token_api::{ServiceCredentials, ServiceOptions, register_service};
 
 /// One delivery the receiver accepted.
 #[derive(Debug, Clone)]
@@ -178,4 +184,29 @@ impl Receiver {
     pub fn stop(self) {
         self.task.abort();
     }
+}
+
+/// Loopback receivers are private targets: the tests allow them, as an operator must.
+pub const WEBHOOK_TOML: &str =
+    "[webhooks]\nallow_private_targets = true\npoll_interval = \"100ms\"\nretry_window = \"2h\"\n";
+
+/// What `admin services set-webhook` does, on the app's database: the signing secret.
+pub async fn set_webhook(app: &TestApp, service_id: &str, url: &str) -> String {
+    let secret = WebhookSecret::generate();
+    let sealed = secret.seal(&app.state.core.sealer, service_id);
+    assert!(app.state.core.store.webhooks().set(service_id, url, &sealed, app.now()).await.unwrap());
+    secret.expose().to_owned()
+}
+
+/// A trusted service for `providers` whose webhook is `receiver`, which trusts its secret.
+pub async fn service_with_webhook(
+    app: &TestApp,
+    name: &str,
+    providers: &[&str],
+    receiver: &Receiver,
+) -> (ServiceCredentials, String) {
+    let service = register_service(app, name, providers, ServiceOptions { trusted: true, ..Default::default() }).await;
+    let secret = set_webhook(app, &service.client_id, &receiver.url).await;
+    receiver.trust(&[&secret]);
+    (service, secret)
 }
