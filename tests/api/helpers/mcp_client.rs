@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::ServiceError;
 use rmcp::model::ProtocolVersion;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomNotification, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -15,6 +16,7 @@ use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, 
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, RoleClient};
+use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
 
 use super::TestApp;
@@ -305,5 +307,13 @@ impl ClientHandler for RecordingClient {
         {
             let _ = self.completions.send(id.to_owned());
         }
+    }
+}
+
+/// The error `tool` answers to `arguments`; a call that succeeds fails the test.
+pub async fn refusal(client: &McpClient, tool: &str, arguments: Value) -> ErrorData {
+    match client.call(tool, arguments.clone()).await {
+        Err(ServiceError::McpError(error)) => error,
+        other => panic!("{tool} {arguments}: expected an error, got {other:?}"),
     }
 }

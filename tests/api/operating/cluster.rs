@@ -551,7 +551,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Benchmark (issue 9), not a check: callback → completion latency when the callback lands on
 /// another instance (through PostgreSQL's outbox and NOTIFY) against the same instance (in
 /// process), p50/p99 and their ratio. Run:
-/// `REQUIRE_POSTGRES=1 cargo test --release --test api cluster::bench -- --ignored --nocapture`
+/// `REQUIRE_POSTGRES=1 cargo test --release --test api operating::cluster::bench -- --ignored --nocapture`
 /// (`BENCH_ROUNDS`, default 50).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: run on purpose"]

@@ -2,7 +2,7 @@
 //! written with the official MCP Python SDK, in its own process, behind the broker with
 //! `provider` auth; the user's rmcp client talks to the broker only, in either protocol era.
 //!
-//! The interpreter is the one `tests/api/python_client.rs` uses (`MCP_PYTHON`, else the venv
+//! The interpreter is the one `tests/api/mcp/python_client.rs` uses (`MCP_PYTHON`, else the venv
 //! `bash .ci/python.sh` makes); without it the tests print `SKIPPED python: …`, unless
 //! `REQUIRE_PYTHON_MCP=1`, where they fail.
 

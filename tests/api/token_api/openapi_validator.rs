@@ -4,7 +4,7 @@
 //! method as operations, every problem code, `GET /v1/connections`.
 //!
 //! The interpreter is `MCP_PYTHON`, else the venv `bash .ci/python.sh` makes under `.ci/python/`
-//! (as `python_client.rs` finds it). Without a validator there the validation prints
+//! (as `crate::helpers::python` finds it). Without a validator there the validation prints
 //! `SKIPPED openapi-validator: …`, unless `REQUIRE_PYTHON_MCP=1` (CI), where it fails instead.
 
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! `InputRequiredResult` with the link) and the retry's wait after the browser comes back (from
 //! the provider callback's 303 to the retry's answer). Plain HTTP, a fresh app per run, on both
 //! backends. A measurement, not a check: ignored by default, run with
-//! `cargo test --test api round_trip_timings -- --ignored --nocapture`.
+//! `cargo test --test api mcp::round_trip_timings -- --ignored --nocapture`.
 
 use std::time::Instant;
 

@@ -1,6 +1,6 @@
 //! The token API's limits (issue 9, `src/identity/service_limits.rs`, `src/api/wait_slots.rs`) on
 //! one instance, on both databases: the request budget per service, the cap on open waits, and
-//! failed authentications by address. The two-process tests are in `cluster.rs`.
+//! failed authentications by address. The two-process tests are in `operating/cluster.rs`.
 
 use std::time::Duration;
 
