@@ -17,7 +17,8 @@
 //! - `eventually`: [`eventually`], the one way a test waits.
 //! - Fixtures, each named by what it gives: `admin`, `authorization_server`, `browser`, `cli`,
 //!   `cluster`, `db_proxy`, `demo_tool`, `gateway`, `holding_provider`, `python`,
-//!   `quirky_provider`, `round_trips`, `streams`, `strict_provider`, `token_api`, `webhooks`.
+//!   `quirky_provider`, `round_trips`, `rust_source`, `streams`, `strict_provider`, `token_api`,
+//!   `webhooks`.
 
 mod app;
 mod database;
@@ -38,6 +39,7 @@ pub mod holding_provider;
 pub mod python;
 pub mod quirky_provider;
 pub mod round_trips;
+pub mod rust_source;
 pub mod streams;
 pub mod strict_provider;
 pub mod token_api;

@@ -2,3 +2,4 @@
 //! another.
 
 mod layers;
+mod test_imports;
