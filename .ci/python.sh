@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The official MCP Python SDK for the end-to-end tests that drive the broker with its client
-# (tests/api/python_client.rs): a venv under .ci/python/ (git-ignored) with the pinned `mcp`
+# (tests/api/mcp/python_client.rs): a venv under .ci/python/ (git-ignored) with the pinned `mcp`
 # from PyPI, and the pinned `openapi-spec-validator` that checks the token API's OpenAPI document
-# (tests/api/openapi_validator.rs). Reused when it already has those versions. Prints the venv's interpreter last, so
+# (tests/api/token_api/openapi_validator.rs). Reused when it already has those versions. Prints the venv's interpreter last, so
 #   export MCP_PYTHON="$(bash .ci/python.sh | tail -n1)"
 # points the tests at it.
 set -euo pipefail

@@ -8,7 +8,7 @@
 //! (b) − (a) is the broker's overhead: MCP framing, bearer check, grant lookup and unsealing,
 //! and the extra HTTP hop. `cargo bench --bench broker_overhead`
 
-// helpers.rs is the test harness; a bench uses only part of it.
+// tests/api/helpers/ is the test harness; a bench uses only part of it.
 #[allow(dead_code, unused_macros, unused_imports)]
 #[path = "../tests/api/helpers/mod.rs"]
 mod helpers;

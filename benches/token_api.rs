@@ -30,7 +30,7 @@
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-// helpers.rs is the test harness; a bench uses only part of it.
+// tests/api/helpers/ is the test harness; a bench uses only part of it.
 #[allow(dead_code, unused_macros, unused_imports)]
 #[path = "../tests/api/helpers/mod.rs"]
 mod helpers;

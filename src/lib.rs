@@ -21,7 +21,7 @@
 //! # Layout
 //!
 //! Lowest first: each module uses only those listed before it, and the faces, side by side, use
-//! none of each other (`tests/api/layers.rs` holds the order and checks it).
+//! none of each other (`tests/api/structure/layers.rs` holds the order and checks it).
 //!
 //! - [`clock`]: the injected time, in Unix seconds.
 //! - [`every`]: the loop of every background sweeper and refresher.

@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     /// The throttle on a fresh SQLite database (the same queries run on PostgreSQL; the
-    /// two-instance test in tests/api/cluster.rs runs them there).
+    /// two-instance test in tests/api/operating/cluster.rs runs them there).
     struct T {
         store: Store,
         _dir: tempfile::TempDir,

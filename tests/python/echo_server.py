@@ -1,5 +1,5 @@
 """An MCP server written with the official MCP Python SDK, to put behind the broker in the
-gateway tests (tests/api/gateway_python.rs): one server behind the broker that is not ours.
+gateway tests (tests/api/gateway/python.rs): one server behind the broker that is not ours.
 
 Streamable HTTP on 127.0.0.1 (a free port, printed first as `listening on http://ADDR`), written
 as if the broker did not exist. With --require-bearer BASE every request needs

@@ -1,5 +1,5 @@
 """One tool call through the official MCP Python SDK's client, for the end-to-end tests in
-tests/api/python_client.rs.
+tests/api/mcp/python_client.rs.
 
 The SDK's `Client(mode="auto")` negotiates the protocol revision itself (`server/discover`, else
 the `initialize` handshake) and, on 2026-07-28, drives multi round-trip requests (SEP-2322) on

@@ -48,9 +48,9 @@
 //!   write declared `Nothing` no row of the tables whose triggers move `auth_epoch`. Every test
 //!   runs a debug build on SQLite, so every path the tests take is checked; release builds read
 //!   nothing more;
-//! - the caches' end-to-end tests (`tests/api/caches.rs`) change every kind of row the caches
-//!   rest on through the store's functions, on both backends, and check the very next request
-//!   sees it.
+//! - the caches' end-to-end tests (`tests/api/operating/caches.rs`) change every kind of row the
+//!   caches rest on through the store's functions, on both backends, and check the very next
+//!   request sees it.
 //!
 //! ([`Store::pool`] remains for migrations, backups and tests that poke rows: it declares
 //! nothing.)
