@@ -246,6 +246,7 @@ async fn main() {
         proxy_only: false,
         trusted: false,
         secret_hash: secret.hash(),
+        organization: &oauth_broker::domain::OrganizationId::default_organization(),
     };
     app.state.core.store.services().create(&new, app.now()).await.unwrap();
     let user = app.state.core.store.users().by_username(ALICE).await.unwrap().unwrap();

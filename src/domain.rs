@@ -5,22 +5,16 @@
 
 mod client;
 pub mod demo_scopes;
+mod error;
 pub mod gateway;
+mod organization;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 pub use client::{AuthMethod, ClientIdentity, SERVICE_CLIENT_ID_PREFIX};
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DomainError {
-    #[error("provider id must be 1-64 characters of a-z, 0-9, '-' or '_', got {0:?}")]
-    BadProviderId(String),
-    #[error("scope {0:?} is not a valid OAuth scope token (RFC 6749 §3.3)")]
-    BadScope(String),
-    #[error("elicitation id is malformed")]
-    BadElicitationId,
-}
+pub use error::DomainError;
+pub use organization::{DEFAULT_ORGANIZATION_ID, DEFAULT_ORGANIZATION_SLUG, OrgRole, OrgSlug, OrganizationId};
 
 /// The built-in demo provider's id (served by the broker itself under `/demo-provider/`).
 pub const DEMO_PROVIDER_ID: &str = "demo";

@@ -68,7 +68,9 @@
 //! - **A table**: a migration in both `migrations/sqlite` and `migrations/postgres` (same
 //!   number), its rows and statements in the `store/` room of what they hold (a new room gets a
 //!   handle accessor in `store/handles.rs`), each statement saying its cache effect; a write that
-//!   services hear of goes through `store::machinery::write` with its event.
+//!   services hear of goes through `store::machinery::write` with its event. A table of an
+//!   organization's rows is reached through `store.in_org(&id)`, whose handle carries the
+//!   organization into every statement.
 //! - **A page**: its handler in `web/` (or `web/admin/`) with its askama struct and a template in
 //!   `templates/`, routed in that room's `router()`; it renders through `html::render` and fails
 //!   with an `html::PageError`.

@@ -11,6 +11,7 @@ pub(crate) mod display;
 mod grants;
 mod keys;
 mod migrate;
+mod orgs;
 mod providers;
 mod serve;
 mod servers;
@@ -121,6 +122,11 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum AdminCommand {
+    /// Organizations and their members (one broker serves many).
+    Orgs {
+        #[command(subcommand)]
+        command: orgs::OrgsCommand,
+    },
     /// Local user accounts.
     Users {
         #[command(subcommand)]
@@ -207,6 +213,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Tokens { command } => users::run_tokens(&state, command).await,
                 AdminCommand::Grants { command } => grants::run_grants(&state, command).await,
                 AdminCommand::Consents { command } => grants::run_consents(&state, command).await,
+                AdminCommand::Orgs { command } => orgs::run_orgs(&state, command).await,
                 AdminCommand::Services { command } => services::run_services(&state, command).await,
                 AdminCommand::Webhooks { command } => webhooks::run_webhooks(&state, command).await,
                 AdminCommand::Servers { command } => servers::run_servers(&state, command).await,

@@ -41,12 +41,19 @@ pub enum ServicesCommand {
         /// It may name a user by id instead of presenting the user's access token.
         #[arg(long)]
         trusted: bool,
+        /// The organization it belongs to (its slug; default: the default organization): it
+        /// gets tokens of that organization's members only.
+        #[arg(long, value_name = "SLUG")]
+        org: Option<String>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
     /// List tool servers (never a secret or its hash).
     List {
+        /// Only this organization's (its slug).
+        #[arg(long, value_name = "SLUG")]
+        org: Option<String>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -127,10 +134,11 @@ pub fn parse_resource(text: &str) -> anyhow::Result<Url> {
 }
 
 /// What `list` and `add` show of a service: never the secret hash.
-fn describe(row: &ServiceRow) -> Value {
+fn describe(row: &ServiceRow, org: &str) -> Value {
     json!({
         "client_id": row.id,
         "name": row.name,
+        "org": org,
         "providers": row.providers,
         "resource": row.resource,
         "proxy_only": row.proxy_only,
@@ -140,9 +148,9 @@ fn describe(row: &ServiceRow) -> Value {
     })
 }
 
-fn print_credentials(row: &ServiceRow, secret: &OneTimeSecret, json: bool) -> anyhow::Result<()> {
+fn print_credentials(row: &ServiceRow, org: &str, secret: &OneTimeSecret, json: bool) -> anyhow::Result<()> {
     if json {
-        let mut out = describe(row);
+        let mut out = describe(row, org);
         out["client_secret"] = secret.expose_plaintext().into();
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -155,8 +163,9 @@ fn print_credentials(row: &ServiceRow, secret: &OneTimeSecret, json: bool) -> an
 
 pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow::Result<()> {
     match command {
-        ServicesCommand::Add { name, providers, resource, proxy_only, trusted, json } => {
+        ServicesCommand::Add { name, providers, resource, proxy_only, trusted, org, json } => {
             validate_service_name(&name)?;
+            let org = super::orgs::resolve(state, org.as_deref()).await?;
             let providers = parse_providers(&providers, &state.core.providers)?;
             let resource = resource.as_deref().map(parse_resource).transpose()?;
             if let Some(resource) = &resource {
@@ -177,6 +186,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 proxy_only,
                 trusted,
                 secret_hash: secret.hash(),
+                organization: &org.id,
             };
             let now = state.core.now();
             let row = match state.core.store.services().create(&new, now).await {
@@ -185,24 +195,33 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 Err(e) => return Err(e.into()),
             };
             let detail = format!(
-                "client_id={} providers={} resource={} proxy_only={proxy_only} trusted={trusted}",
+                "client_id={} org={} providers={} resource={} proxy_only={proxy_only} trusted={trusted}",
                 row.id,
+                org.slug,
                 row.providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(","),
                 row.resource.as_ref().map_or("-", Url::as_str),
             );
             state.core.store.audit().record_implied(now, None, "service.added", None, Some(&detail)).await?;
-            print_credentials(&row, &secret, json)
+            print_credentials(&row, org.slug.as_str(), &secret, json)
         }
-        ServicesCommand::List { json } => {
-            let services = state.core.store.services().list().await?;
+        ServicesCommand::List { org, json } => {
+            let mut services = state.core.store.services().list().await?;
+            if let Some(slug) = org {
+                let org = super::orgs::resolve(state, Some(&slug)).await?;
+                services.retain(|s| s.organization == org.id);
+            }
+            let orgs = super::orgs::slugs(state, services.iter().map(|s| &s.organization)).await?;
+            let org_of = |s: &ServiceRow| orgs.get(&s.organization).cloned().unwrap_or_default();
             if json {
-                println!("{}", serde_json::to_string_pretty(&services.iter().map(describe).collect::<Vec<_>>())?);
+                let all: Vec<_> = services.iter().map(|s| describe(s, &org_of(s))).collect();
+                println!("{}", serde_json::to_string_pretty(&all)?);
             } else {
                 let rows: Vec<Vec<String>> = services
                     .iter()
                     .map(|s| {
                         vec![
                             s.id.clone(),
+                            org_of(s),
                             s.providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(","),
                             s.proxy_only.to_string(),
                             s.trusted.to_string(),
@@ -210,7 +229,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                         ]
                     })
                     .collect();
-                print!("{}", table(&["CLIENT_ID", "PROVIDERS", "PROXY_ONLY", "TRUSTED", "RESOURCE"], &rows));
+                print!("{}", table(&["CLIENT_ID", "ORG", "PROVIDERS", "PROXY_ONLY", "TRUSTED", "RESOURCE"], &rows));
             }
             Ok(())
         }
@@ -229,7 +248,8 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 .with_context(|| format!("no service named {name}"))?;
             let detail = format!("client_id={}", row.id);
             state.core.store.audit().record_implied(now, None, "service.secret_rotated", None, Some(&detail)).await?;
-            print_credentials(&row, &secret, json)
+            let orgs = super::orgs::slugs(state, [&row.organization]).await?;
+            print_credentials(&row, orgs.get(&row.organization).map_or("", String::as_str), &secret, json)
         }
         ServicesCommand::Webhook(command) => super::webhooks::run_service_webhook(state, command).await,
         ServicesCommand::Remove { name } => {

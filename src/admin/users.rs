@@ -25,6 +25,12 @@ pub enum UsersCommand {
         /// Let this user open the admin pages (/admin).
         #[arg(long)]
         admin: bool,
+        /// The organization the user joins (its slug; default: the default organization).
+        #[arg(long, value_name = "SLUG")]
+        org: Option<String>,
+        /// Their role there: `member`, or `admin` (manages the organization's people and services).
+        #[arg(long, default_value = "member", value_parser = |t: &str| crate::domain::OrgRole::parse(t).map_err(|e| e.to_string()))]
+        role: crate::domain::OrgRole,
     },
     /// Let a user open the admin pages (/admin), or stop them.
     SetAdmin {
@@ -115,9 +121,10 @@ fn read_password_stdin() -> anyhow::Result<SecretString> {
 
 pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Result<()> {
     match command {
-        UsersCommand::Add { name, password_stdin, admin } => {
+        UsersCommand::Add { name, password_stdin, admin, org, role } => {
             validate_username(&name)?;
             state.core.config.require_public_url("admin users add")?;
+            let org = super::orgs::resolve(state, org.as_deref()).await?;
             let (secret, generated) =
                 if password_stdin { (read_password_stdin()?, false) } else { (password::generate_password(), true) };
             let hash = password::hash_password(&secret)?;
@@ -125,11 +132,12 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
                 .core
                 .store
                 .users()
-                .create_local(&state.core.config.issuer(), &name, &hash, state.core.now())
+                .create_local_in(&org.id, role, &state.core.config.issuer(), &name, &hash, state.core.now())
                 .await
             {
                 Ok(user) => {
-                    let detail = format!("username={}", crate::store::audit::quoted(&name, 64));
+                    let detail =
+                        format!("username={} org={} role={role}", crate::store::audit::quoted(&name, 64), org.slug);
                     let event = AuditEvent::new(Actor::Cli, "admin.user_added", Some(&user.id)).detail(Some(&detail));
                     state.core.store.audit().record(state.core.now(), event).await?;
                     if admin {
@@ -138,8 +146,8 @@ pub async fn run_users(state: &AppState, command: UsersCommand) -> anyhow::Resul
                             .detail(Some("admin=true"));
                         state.core.store.audit().record(state.core.now(), event).await?;
                     }
-                    let role = if admin { " as an admin" } else { "" };
-                    println!("created user {name}{role} (id {})", user.id);
+                    let operator = if admin { " as an admin" } else { "" };
+                    println!("created user {name}{operator} (id {}), {role} of {}", user.id, org.slug);
                     if generated {
                         println!("password: {}", secret.expose_secret());
                     }

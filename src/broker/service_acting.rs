@@ -36,14 +36,16 @@ impl<'a> Subject<'a> {
     }
 }
 
-/// The user id the service may act for.
+/// The user id the service may act for: a user its request proves, who is a member of the
+/// service's organization. A user of another organization is refused exactly like one who does
+/// not exist (or a token that is not for this service), so nothing about them shows.
 pub async fn user_for(
     core: &Core,
     identity: &IdentityContext,
     service: &ServiceRow,
     subject: Subject<'_>,
 ) -> Result<String, ServiceRefusal> {
-    match subject {
+    let user_id = match subject {
         Subject::Token(token) => {
             let Some(resource) = &service.resource else {
                 return Err(ServiceRefusal::NoResource);
@@ -53,11 +55,11 @@ pub async fn user_for(
                 return Err(ServiceRefusal::OwnAudience);
             }
             match bearer::authenticate_for_audience(identity, token, resource.as_str()).await {
-                Ok(user) => Ok(user.user_id),
-                Err(Rejection::Unavailable) => Err(ServiceRefusal::Failed),
+                Ok(user) => user.user_id,
+                Err(Rejection::Unavailable) => return Err(ServiceRefusal::Failed),
                 Err(rejection) => {
                     tracing::info!(service = %service.id, ?rejection, "token API: subject token refused");
-                    Err(ServiceRefusal::InvalidSubjectToken)
+                    return Err(ServiceRefusal::InvalidSubjectToken);
                 }
             }
         }
@@ -65,13 +67,34 @@ pub async fn user_for(
             if !service.trusted {
                 return Err(ServiceRefusal::NotTrusted);
             }
-            match core.store.users().by_id(user_id).await? {
-                Some(user) if user.is_disabled() => Err(ServiceRefusal::DisabledUser),
-                Some(user) => Ok(user.id),
-                None => Err(ServiceRefusal::UnknownUser),
+            let Some(user) = core.store.users().by_id(user_id).await? else {
+                return Err(ServiceRefusal::UnknownUser);
+            };
+            // Whether another organization's user is disabled is not this service's to know.
+            member_of_service_org(core, service, &user.id, ServiceRefusal::UnknownUser).await?;
+            if user.is_disabled() {
+                return Err(ServiceRefusal::DisabledUser);
             }
+            return Ok(user.id);
         }
+    };
+    // As for a token that is not for this service.
+    member_of_service_org(core, service, &user_id, ServiceRefusal::InvalidSubjectToken).await?;
+    Ok(user_id)
+}
+
+/// `outsider` unless `user_id` is a member of the service's organization.
+async fn member_of_service_org(
+    core: &Core,
+    service: &ServiceRow,
+    user_id: &str,
+    outsider: ServiceRefusal,
+) -> Result<(), ServiceRefusal> {
+    if core.store.in_org(&service.organization).members().role_of(user_id).await?.is_none() {
+        tracing::info!(service = %service.id, "token API: the user is not a member of the service's organization");
+        return Err(outsider);
     }
+    Ok(())
 }
 
 /// The provider, if configured and given to this service.

@@ -3,6 +3,7 @@
 //! the machinery and these accessors. A handle is where a query that must be scoped (to an
 //! organization, say) takes what scopes it, once for the whole table.
 
+use crate::domain::OrganizationId;
 use crate::store::audit::console::Console;
 use crate::store::audit::log::Audit;
 use crate::store::authorization_server::clients::OAuthClients;
@@ -15,6 +16,7 @@ use crate::store::gateway::servers::GatewayServers;
 use crate::store::grants::consents::Consents;
 use crate::store::grants::row::Grants;
 use crate::store::machinery::store::Store;
+use crate::store::organizations::orgs::{InOrg, Organizations};
 use crate::store::request_states::RequestStates;
 use crate::store::sealing::inventory::Sealed;
 use crate::store::sealing::signing_keys::SigningKeys;
@@ -30,6 +32,16 @@ use crate::store::webhooks::endpoints::Webhooks;
 use crate::store::webhooks::outbox::WebhookEvents;
 
 impl Store {
+    pub fn organizations(&self) -> Organizations<'_> {
+        Organizations { store: self }
+    }
+
+    /// One organization's rooms: what is reached through it reads and writes that
+    /// organization's rows only.
+    pub fn in_org<'s>(&'s self, org: &'s OrganizationId) -> InOrg<'s> {
+        InOrg { store: self, org }
+    }
+
     pub fn users(&self) -> Users<'_> {
         Users { store: self }
     }

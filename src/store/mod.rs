@@ -6,6 +6,8 @@
 //!   pages, searches and counts;
 //! - `handles`: the accessors (`store.grants()`, …), one per table handle: every table is read
 //!   and written through its room's handle, never through `Store` itself;
+//! - [`organizations`]: the organizations and who belongs to each (`store.in_org(&id)` reaches
+//!   one organization's rooms);
 //! - [`users`]: users, local and external, and their browser sessions;
 //! - [`grants`]: what a user connected (grants with their accounts, the reads every tool call
 //!   makes of them and their cache, refresh failures) and the clients allowed to use each one;
@@ -30,6 +32,7 @@ pub mod gateway;
 pub mod grants;
 mod handles;
 pub mod machinery;
+pub mod organizations;
 pub mod request_states;
 pub mod sealing;
 pub mod signals;

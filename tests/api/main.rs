@@ -11,6 +11,7 @@ mod authorization_server;
 mod gateway;
 mod mcp;
 mod operating;
+mod organizations;
 mod providers;
 mod refresh;
 mod structure;

@@ -10,7 +10,7 @@ use url::Url;
 
 use crate::clock::Timestamp;
 use crate::crypto::SecretHash;
-use crate::domain::{ClientIdentity, ProviderId};
+use crate::domain::{ClientIdentity, OrganizationId, ProviderId};
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::counts::Count;
 use crate::store::machinery::error::{StoreError, StoreResult};
@@ -57,6 +57,8 @@ pub struct ServiceRow {
     /// May name a user by id instead of presenting the user's access token.
     pub trusted: bool,
     pub secret_hash: SecretHash,
+    /// The organization it belongs to: it acts only for that organization's members.
+    pub organization: OrganizationId,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -93,6 +95,7 @@ struct RawServiceRow {
     proxy_only: i64,
     trusted: i64,
     secret_hash: String,
+    organization_id: String,
     created_at: Timestamp,
     updated_at: Timestamp,
 }
@@ -135,6 +138,7 @@ impl TryFrom<RawServiceRow> for ServiceRow {
             proxy_only,
             trusted,
             secret_hash,
+            organization: OrganizationId::from_stored(raw.organization_id),
             created_at: raw.created_at,
             updated_at: raw.updated_at,
         })
@@ -150,9 +154,12 @@ pub struct NewService<'a> {
     pub proxy_only: bool,
     pub trusted: bool,
     pub secret_hash: &'a SecretHash,
+    /// The organization it joins (the caller found it).
+    pub organization: &'a OrganizationId,
 }
 
-const SERVICE_COLUMNS: &str = "id, name, providers, resource, proxy_only, trusted, secret_hash, created_at, updated_at";
+const SERVICE_COLUMNS: &str =
+    "id, name, providers, resource, proxy_only, trusted, secret_hash, organization_id, created_at, updated_at";
 
 fn space_separated(providers: &BTreeSet<ProviderId>) -> String {
     providers.iter().map(ProviderId::as_str).collect::<Vec<_>>().join(" ")
@@ -174,21 +181,25 @@ impl Services<'_> {
             proxy_only: new.proxy_only,
             trusted: new.trusted,
             secret_hash: new.secret_hash.clone(),
+            organization: new.organization.clone(),
             created_at: now,
             updated_at: now,
         };
-        sqlx::query(&format!("INSERT INTO services ({SERVICE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)"))
-            .bind(&row.id)
-            .bind(&row.name)
-            .bind(space_separated(&row.providers))
-            .bind(row.resource.as_ref().map(Url::as_str))
-            .bind(i64::from(row.proxy_only))
-            .bind(i64::from(row.trusted))
-            .bind(row.secret_hash.as_str())
-            .bind(now)
-            .execute(self.store.write(CacheEffect::Nothing))
-            .await
-            .map_err(StoreError::from_write)?;
+        sqlx::query(&format!(
+            "INSERT INTO services ({SERVICE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)"
+        ))
+        .bind(&row.id)
+        .bind(&row.name)
+        .bind(space_separated(&row.providers))
+        .bind(row.resource.as_ref().map(Url::as_str))
+        .bind(i64::from(row.proxy_only))
+        .bind(i64::from(row.trusted))
+        .bind(row.secret_hash.as_str())
+        .bind(row.organization.as_str())
+        .bind(now)
+        .execute(self.store.write(CacheEffect::Nothing))
+        .await
+        .map_err(StoreError::from_write)?;
         Ok(row)
     }
 
@@ -325,6 +336,7 @@ mod tests {
             proxy_only: true,
             trusted: false,
             secret_hash: &hash,
+            organization: &crate::domain::OrganizationId::default_organization(),
         };
         let created = store.services().create(&new, 100).await.unwrap();
         assert_eq!(created.id, "svc_notes");
@@ -349,16 +361,18 @@ mod tests {
             ("svc_e", "e", "demo", None, 0, "plaintext"),
             ("svc_x", "f", "demo", None, 0, hash.as_str()),
         ] {
-            sqlx::query(&format!("INSERT INTO services ({SERVICE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, 1, 1)"))
-                .bind(id)
-                .bind(name)
-                .bind(providers)
-                .bind(resource)
-                .bind(flag)
-                .bind(secret_hash)
-                .execute(store.pool())
-                .await
-                .unwrap();
+            sqlx::query(&format!(
+                "INSERT INTO services ({SERVICE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, 0, $6, 'org_default', 1, 1)"
+            ))
+            .bind(id)
+            .bind(name)
+            .bind(providers)
+            .bind(resource)
+            .bind(flag)
+            .bind(secret_hash)
+            .execute(store.pool())
+            .await
+            .unwrap();
             assert!(matches!(store.services().by_name(name).await, Err(StoreError::Corrupt(_))), "{name}");
         }
         assert!(matches!(store.services().list().await, Err(StoreError::Corrupt(_))));
@@ -376,6 +390,7 @@ mod tests {
             proxy_only: false,
             trusted: true,
             secret_hash: &old,
+            organization: &crate::domain::OrganizationId::default_organization(),
         };
         store.services().create(&new, 1).await.unwrap();
         assert!(store.services().rotate_secret("n", &SecretHash::of("new"), 2).await.unwrap());

@@ -2,6 +2,7 @@
 //! an argon2 password hash.
 
 use crate::clock::Timestamp;
+use crate::domain::{OrgRole, OrganizationId};
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::placeholders::numbered_values;
@@ -50,7 +51,8 @@ pub(in crate::store) const USER_COLUMNS: &str =
     "id, issuer, subject, username, password_hash, created_at, display_name, is_admin AS admin, disabled_at";
 
 impl Users<'_> {
-    /// Creates a local account; its subject is its new id. `Conflict` if the name is taken.
+    /// Creates a local account in the default organization, as a member; its subject is its
+    /// new id. `Conflict` if the name is taken.
     pub async fn create_local(
         self,
         issuer: &str,
@@ -58,19 +60,41 @@ impl Users<'_> {
         password_hash: &str,
         now: Timestamp,
     ) -> StoreResult<User> {
+        let default = OrganizationId::default_organization();
+        self.create_local_in(&default, OrgRole::Member, issuer, username, password_hash, now).await
+    }
+
+    /// Creates a local account that joins `org` with `role`, in one transaction; its subject is
+    /// its new id. `Conflict` if the name is taken.
+    pub async fn create_local_in(
+        self,
+        org: &OrganizationId,
+        role: OrgRole,
+        issuer: &str,
+        username: &str,
+        password_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<User> {
         let id = uuid::Uuid::new_v4().to_string();
-        sqlx::query(
-            "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&id)
-        .bind(issuer)
-        .bind(&id)
-        .bind(username)
-        .bind(password_hash)
-        .bind(now)
-        .execute(self.store.write(CacheEffect::User(&id)))
-        .await
-        .map_err(StoreError::from_write)?;
+        let created = async {
+            let mut tx = self.store.begin(CacheEffect::User(&id)).await?;
+            sqlx::query(
+                "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&id)
+            .bind(issuer)
+            .bind(&id)
+            .bind(username)
+            .bind(password_hash)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_write)?;
+            join(&mut tx, org, &id, role, now).await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(())
+        };
+        self.store.bounded(created).await?;
         self.by_id(&id).await?.ok_or(StoreError::Corrupt("user vanished after insert".into()))
     }
 
@@ -143,4 +167,23 @@ impl Users<'_> {
         }
         Ok(query.fetch_all_in(self.store.read()).await?)
     }
+}
+
+/// Within a user's creation: the user joins `org` with `role`.
+pub(in crate::store) async fn join(
+    tx: &mut crate::store::machinery::transaction::Transaction<'_>,
+    org: &OrganizationId,
+    user_id: &str,
+    role: OrgRole,
+    now: Timestamp,
+) -> StoreResult<()> {
+    sqlx::query("INSERT INTO memberships (organization_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
+        .bind(org.as_str())
+        .bind(user_id)
+        .bind(role.as_str())
+        .bind(now)
+        .execute(&mut **tx)
+        .await
+        .map_err(StoreError::from_write)?;
+    Ok(())
 }

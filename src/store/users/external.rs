@@ -4,10 +4,11 @@
 //! is not unique and must never shadow one) and no password.
 
 use crate::clock::Timestamp;
+use crate::domain::{OrgRole, OrganizationId};
 use crate::store::machinery::cache_effect::CacheEffect;
 use crate::store::machinery::error::{StoreError, StoreResult};
-use crate::store::users::accounts::User;
 use crate::store::users::accounts::Users;
+use crate::store::users::accounts::{User, join};
 
 impl Users<'_> {
     /// The user (issuer, subject), created on first sight. Safe under concurrency: two first
@@ -18,17 +19,28 @@ impl Users<'_> {
             return Ok(user);
         }
         let id = uuid::Uuid::new_v4().to_string();
-        sqlx::query(
-            "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) VALUES ($1, $2, $3, NULL, NULL, $4) \
-             ON CONFLICT (issuer, subject) DO NOTHING",
-        )
-        .bind(&id)
-        .bind(issuer)
-        .bind(subject)
-        .bind(now)
-        .execute(self.store.write(CacheEffect::User(&id)))
-        .await
-        .map_err(StoreError::from_write)?;
+        let created = async {
+            let mut tx = self.store.begin(CacheEffect::User(&id)).await?;
+            let inserted = sqlx::query(
+                "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) VALUES ($1, $2, $3, NULL, NULL, $4) \
+                 ON CONFLICT (issuer, subject) DO NOTHING",
+            )
+            .bind(&id)
+            .bind(issuer)
+            .bind(subject)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from_write)?;
+            // Only the request that created the user makes them a member: the deployment's own
+            // issuer vouches for people of the default organization.
+            if inserted.rows_affected() == 1 {
+                join(&mut tx, &OrganizationId::default_organization(), &id, OrgRole::Member, now).await?;
+            }
+            tx.commit().await?;
+            Ok::<_, StoreError>(())
+        };
+        self.store.bounded(created).await?;
         self.by_identity(issuer, subject).await?.ok_or(StoreError::Corrupt("user vanished after upsert".into()))
     }
 

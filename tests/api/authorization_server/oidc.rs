@@ -575,6 +575,9 @@ async fn tokens_signed_by_each_published_key_get_in_and_their_user_is_created_on
     assert_eq!(users.len(), 1, "one user per (iss, sub), created on first sight");
     assert_eq!(users[0].subject, SUBJECT);
     assert_eq!(users[0].username, None, "an external user never takes a local username");
+    let orgs = setup.state.core.store.organizations().of_user(&users[0].id).await.unwrap();
+    let orgs: Vec<_> = orgs.iter().map(|(org, role)| (org.slug.as_str(), role.as_str())).collect();
+    assert_eq!(orgs, [("default", "member")], "the deployment's issuer vouches for the default organization's people");
     setup.stop().await;
 }
 
@@ -973,6 +976,7 @@ async fn a_tool_server_exchanges_the_issuers_token_for_its_resource_only() {
         proxy_only: false,
         trusted: false,
         secret_hash: secret.hash(),
+        organization: &oauth_broker::domain::OrganizationId::default_organization(),
     };
     setup.state.core.store.services().create(&new, setup.now()).await.unwrap();
     let ask = |token: String| {

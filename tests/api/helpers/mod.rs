@@ -18,7 +18,7 @@
 //! - Fixtures, each named by what it gives: `admin`, `authorization_server`, `browser`, `cli`,
 //!   `cluster`, `db_proxy`, `demo_tool`, `gateway`, `holding_provider`, `python`,
 //!   `quirky_provider`, `round_trips`, `rust_source`, `streams`, `strict_provider`, `token_api`,
-//!   `webhooks`.
+//!   `upgrade`, `webhooks`.
 
 mod app;
 mod database;
@@ -43,6 +43,7 @@ pub mod rust_source;
 pub mod streams;
 pub mod strict_provider;
 pub mod token_api;
+pub mod upgrade;
 pub mod webhooks;
 
 pub use app::*;

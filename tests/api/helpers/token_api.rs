@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use oauth_broker::crypto::OneTimeSecret;
-use oauth_broker::domain::ProviderId;
+use oauth_broker::domain::{OrganizationId, ProviderId};
 use oauth_broker::store::token_api::NewService;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -29,6 +29,8 @@ pub struct ServiceOptions<'a> {
     pub resource: Option<&'a str>,
     pub proxy_only: bool,
     pub trusted: bool,
+    /// The organization it belongs to (default: the default organization).
+    pub org: Option<&'a OrganizationId>,
 }
 
 /// Registers a service for `providers` (what `admin services add` does, on the app's database).
@@ -56,6 +58,7 @@ pub async fn register_service_with(
 ) {
     let providers: BTreeSet<ProviderId> = providers.iter().map(|p| ProviderId::parse(p).unwrap()).collect();
     let resource = options.resource.map(|r| url::Url::parse(r).unwrap());
+    let default = OrganizationId::default_organization();
     let new = NewService {
         name,
         providers: &providers,
@@ -63,6 +66,7 @@ pub async fn register_service_with(
         proxy_only: options.proxy_only,
         trusted: options.trusted,
         secret_hash: secret.hash(),
+        organization: options.org.unwrap_or(&default),
     };
     app.state.core.store.services().create(&new, app.now()).await.unwrap();
 }

@@ -14,3 +14,4 @@ mod metrics;
 mod moving;
 mod shutdown;
 mod upgrade;
+mod upgrade_organizations;

@@ -13,86 +13,23 @@
 //! - bob's connect, sent with the shared callback before the upgrade, completes there;
 //! - a connect started after the upgrade goes out with `/oauth/callback/demo` and completes.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use secrecy::SecretString;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::helpers::upgrade::Fixture;
 use crate::helpers::*;
 
-const FIXTURES: &str = "tests/fixtures/upgrade";
-
-struct Fixture {
-    facts: Value,
-    dir: PathBuf,
-}
-
-impl Fixture {
-    fn load(backend: &str) -> Self {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURES).join(backend);
-        let facts = serde_json::from_str(&std::fs::read_to_string(dir.join("fixture.json")).unwrap()).unwrap();
-        Self { facts, dir }
-    }
-
-    fn text(&self, key: &str) -> String {
-        self.facts[key].as_str().unwrap_or_else(|| panic!("fixture.json has no {key}")).to_owned()
-    }
-}
-
-/// The old build's database, restored into a fresh one of this backend.
-async fn restore(backend: Backend, fixture: &Fixture) -> Option<EmptyDatabase> {
-    let db = EmptyDatabase::create(backend).await?;
-    match backend {
-        Backend::Sqlite => {
-            let path = db.url.strip_prefix("sqlite://").unwrap().split('?').next().unwrap();
-            std::fs::copy(fixture.dir.join("broker.db"), path).unwrap();
-        }
-        Backend::Postgres => {
-            let loaded = Command::new("psql")
-                .args(["-q", "-v", "ON_ERROR_STOP=1", "-f"])
-                .arg(fixture.dir.join("broker.sql"))
-                .arg(&db.url)
-                .output()
-                .expect("psql (PostgreSQL's client) loads the fixture");
-            assert!(loaded.status.success(), "{}", String::from_utf8_lossy(&loaded.stderr));
-        }
-    }
-    Some(db)
-}
-
-/// `oauth-broker ARGS` against the restored database, as an operator runs it.
-fn operator(fixture: &Fixture, database_url: &str, args: &[&str]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(binary())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("OAUTH_BROKER_DATA_DIR", dir.path())
-        .env("OAUTH_BROKER_DATABASE_URL", database_url)
-        .env("OAUTH_BROKER_PUBLIC_URL", fixture.text("public_url"))
-        .env("OAUTH_BROKER_ENCRYPTION_KEY", fixture.text("encryption_key"))
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(output.status.success(), "{args:?}: {stdout}{}", String::from_utf8_lossy(&output.stderr));
-    stdout
-}
-
 async fn upgrade_from_the_build_before_0_1_0(backend: Backend) {
-    let fixture = Fixture::load(match backend {
-        Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
-    });
-    let Some(db) = restore(backend, &fixture).await else { return };
+    let fixture = Fixture::load("upgrade", backend);
+    let Some(db) = fixture.restore(backend).await else { return };
     let public_url = fixture.text("public_url");
 
     // Upgrade note 2: migrate first. The old build had applied 1 to 8; the per-provider
     // callbacks came with 11.
-    let status = operator(&fixture, &db.url, &["migrate", "--status"]);
+    let status = fixture.operator(&db.url, &["migrate", "--status"]);
     assert!(status.contains("8  applied") && status.contains("11  pending  provider callbacks"), "{status}");
-    operator(&fixture, &db.url, &["migrate"]);
-    let status = operator(&fixture, &db.url, &["migrate", "--status"]);
+    fixture.operator(&db.url, &["migrate"]);
+    let status = fixture.operator(&db.url, &["migrate", "--status"]);
     assert!(status.contains(" 0 pending"), "nothing left pending: {status}");
 
     // Upgrade note 1: the redirect URI to register, per provider.
@@ -100,7 +37,7 @@ async fn upgrade_from_the_build_before_0_1_0(backend: Backend) {
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("broker.toml");
     std::fs::write(&config, "[providers.github]\nclient_id = \"id\"\nclient_secret = \"secret\"\n").unwrap();
-    let providers = operator(&fixture, &db.url, &["--config", config.to_str().unwrap(), "providers", "list"]);
+    let providers = fixture.operator(&db.url, &["--config", config.to_str().unwrap(), "providers", "list"]);
     let github = providers.lines().find(|line| line.starts_with("github ")).unwrap_or_default();
     assert!(github.ends_with(&format!("{public_url}/oauth/callback/github")), "{providers}");
 

@@ -40,7 +40,8 @@ async fn a_client_of_a_tool_server_connects_through_the_broker_and_retries(app: 
     // registered it with its MCP URL as resource; the user's MCP client holds a token for it.
     let secret = OneTimeSecret::generate("obs_", 32);
     let tool_server = ToolServer::start(app, "svc_whoami", secret.expose_plaintext(), mode).await;
-    let options = ServiceOptions { resource: Some(&tool_server.mcp_url), proxy_only: mode == "proxy", trusted: false };
+    let options =
+        ServiceOptions { resource: Some(&tool_server.mcp_url), proxy_only: mode == "proxy", trusted: false, org: None };
     register_service_with(app, "whoami", &["demo"], options, &secret).await;
     let token = user_token_for(app, ALICE, &tool_server.mcp_url).await;
     let client = mcp_client_at(&tool_server.mcp_url, &token, ClientKind::Url).await.unwrap();
@@ -295,7 +296,7 @@ async fn the_proxy_adds_the_token_and_keeps_to_the_api_base() {
         &app,
         "proxied",
         &["demo"],
-        ServiceOptions { resource: Some(RESOURCE), proxy_only: true, trusted: false },
+        ServiceOptions { resource: Some(RESOURCE), proxy_only: true, trusted: false, org: None },
     )
     .await;
     let token = user_token_for(&app, ALICE, RESOURCE).await;
@@ -377,7 +378,7 @@ async fn refusals_change_nothing(app: &TestApp) {
         app,
         "proxied",
         &["demo"],
-        ServiceOptions { resource: Some("https://proxied.example/mcp"), proxy_only: true, trusted: false },
+        ServiceOptions { resource: Some("https://proxied.example/mcp"), proxy_only: true, trusted: false, org: None },
     )
     .await;
     let not_given_demo = register_service(

@@ -1,0 +1,11 @@
+//! Organizations: one broker, many organizations, each with its own people and services.
+//!
+//! - `people`: organizations and memberships through the store and the operator's CLI, on both
+//!   backends — the default organization every upgraded database's users are in, joining,
+//!   roles, leaving, lists that page, and bad input refused with nothing written;
+//! - `isolation`: a service of one organization cannot act for a user of another, on every path
+//!   of the token API (`/v1/tokens`, `/v1/proxy`, `/v1/connections`, the RFC 8693 exchange at
+//!   `/token`), refused exactly as a user who does not exist and at no provider's cost.
+
+mod isolation;
+mod people;
