@@ -1,6 +1,7 @@
 //! The schema: `migrations/sqlite` and `migrations/postgres`, numbered the same (a test checks
 //! the two lists match), run by [`Store::migrate`] and listed for `migrate --status`.
 
+use sqlx::Executor;
 use sqlx::migrate::Migrator;
 
 use crate::store::machinery::error::StoreResult;
@@ -30,7 +31,18 @@ impl Store {
                 let _ = conn.close().await;
                 own_moves::forget_connections_older_than_the_schema(self.pool()).await;
             }
-            Backend::Postgres => POSTGRES_MIGRATIONS.run(self.pool()).await?,
+            Backend::Postgres => {
+                // A migration may read or rewrite a whole table (0023, 0028, 0039: seconds to
+                // minutes on millions of rows), which the per-statement deadline every pooled
+                // connection carries for requests would cancel. It runs on a connection of its
+                // own without that deadline, closed after, so the pool never hands out a
+                // connection without one.
+                let mut conn = self.pool().acquire().await?;
+                conn.execute("SET statement_timeout = 0").await?;
+                let ran = POSTGRES_MIGRATIONS.run(&mut *conn).await;
+                let _ = conn.close().await;
+                ran?;
+            }
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ pub mod charts;
 pub mod dashboard;
 pub mod filters;
 pub mod listing;
+pub mod orgs;
 pub mod sections;
 pub mod servers;
 mod signed_in_admin;
@@ -39,6 +40,8 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/admin", get(dashboard::show))
+        .route("/admin/orgs", get(orgs::list))
+        .route("/admin/orgs/{slug}", get(orgs::members))
         .route("/admin/users", get(tables::users))
         .route("/admin/users/{id}", get(views::user))
         .route("/admin/providers", get(views::providers))

@@ -5,6 +5,7 @@
 /// (path, words) of each section, in the nav's order.
 pub const SECTIONS: &[(&str, &str)] = &[
     ("/admin", "Dashboard"),
+    ("/admin/orgs", "Organizations"),
     ("/admin/users", "Users"),
     ("/admin/grants", "Grants"),
     ("/admin/authorizations", "Authorizations"),

@@ -367,6 +367,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let found = state.core.store.services().page(&query.search(), query.window()).await?;
+    let orgs = super::orgs::slugs_of(&state, found.rows.iter().map(|s| s.organization.clone()).collect()).await?;
     let cards = found
         .rows
         .iter()
@@ -375,6 +376,7 @@ pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> 
             title: s.name.clone(),
             fields: vec![
                 field("client id", s.id.clone()),
+                field("organization", orgs.get(&s.organization).cloned().unwrap_or_default()),
                 field("providers", s.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ")),
                 field("resource", s.resource.as_ref().map_or("none".into(), |r| r.to_string())),
                 field("proxy only", if s.proxy_only { "yes" } else { "no" }),

@@ -167,8 +167,10 @@ pub async fn service(
         })
         .collect();
     let answer_cards = answers.iter().map(|e| audit_card(e, &names)).collect();
+    let orgs = super::orgs::slugs_of(&state, vec![service.organization.clone()]).await?;
     let facts = vec![
         field("client id", service.id.clone()),
+        field("organization", orgs.get(&service.organization).cloned().unwrap_or_default()),
         field("providers", service.providers.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ")),
         field("resource", service.resource.as_ref().map_or("none".into(), |r| r.to_string())),
         field("proxy only", if service.proxy_only { "yes" } else { "no" }),
@@ -258,6 +260,20 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
         })
         .collect();
     let audit_cards = audit.iter().map(|e| audit_card(e, &names)).collect();
+    let org_cards = state
+        .core
+        .store
+        .organizations()
+        .of_user(&user.id)
+        .await?
+        .into_iter()
+        .map(|(org, role)| Card {
+            link: Some(super::orgs::org_page(org.slug.as_str())),
+            title: org.slug.to_string(),
+            fields: vec![field("name", safe_text(&org.name)), field("role", role.as_str())],
+            actions: vec![],
+        })
+        .collect();
     let facts = vec![
         field("id", user.id.clone()),
         field("kind", if user.username.is_some() { "local account" } else { "external (OIDC)" }),
@@ -267,11 +283,12 @@ pub async fn user(State(state): State<AppState>, admin: Admin, Path(id): Path<St
         field("created", iso_time(user.created_at)),
     ];
     let sections = vec![
+        section("Organizations", "In no organization.", "organizations", "organization", org_cards),
         section("Grants", "No connected account.", "grants", "provider · account", grant_cards),
         section("Consents", "No client allowed.", "consents", "client", consent_cards),
         section("Authorizations", "No connect attempt.", "authorizations", "provider · status", authorization_cards),
         section("Recent audit", "Nothing recorded.", "audit", "action", audit_cards),
     ];
-    let intro = "One account: what it connected, which clients it allowed, its connect attempts and what the audit log says (newest 20 of each).";
+    let intro = "One account: its organizations, what it connected, which clients it allowed, its connect attempts and what the audit log says (newest 20 of each).";
     Ok(render(&admin, &user_page(&user.id), format!("User {}", user_label(&user)), intro, facts, sections))
 }

@@ -5,6 +5,8 @@ use super::{BOB, TestApp};
 
 pub const ADMIN_GETS: &[&str] = &[
     "/admin",
+    "/admin/orgs",
+    "/admin/orgs/default",
     "/admin/users",
     "/admin/grants",
     "/admin/authorizations",

@@ -120,3 +120,31 @@ async fn an_sqlite_database_of_the_build_before_organizations_upgrades_into_the_
 async fn a_postgres_database_of_the_build_before_organizations_upgrades_into_the_default_one() {
     upgrade_from_the_build_before_organizations(Backend::Postgres).await;
 }
+
+/// On PostgreSQL a migration that rewrites a large table takes longer than one request's
+/// database deadline (`database_timeout`, which every pooled connection carries as
+/// `statement_timeout`): `migrate` runs the migrations without it. Here 100,000 users make 0039's
+/// copy into `memberships` take several times the shortest deadline allowed (100 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_migration_longer_than_the_request_deadline_runs_to_its_end() {
+    let fixture = Fixture::load("upgrade-organizations", Backend::Postgres);
+    let Some(db) = fixture.restore(Backend::Postgres).await else { return };
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO users (id, issuer, subject, username, password_hash, created_at) \
+         SELECT md5(i::text)::uuid::text, 'http://issuer', md5(i::text)::uuid::text, 'bulk' || i, 'x', 1700000000 + i \
+         FROM generate_series(1, 100000) i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("broker.toml");
+    std::fs::write(&config, "database_timeout = \"100ms\"\n").unwrap();
+    let config = config.to_str().unwrap();
+    fixture.operator(&db.url, &["--config", config, "migrate"]);
+    let shown = fixture.operator(&db.url, &["--config", config, "admin", "orgs", "show", "default"]);
+    assert!(shown.contains("members:  more than 10,000"), "every user is in the default organization: {shown}");
+    db.drop_now().await;
+}

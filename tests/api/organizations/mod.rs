@@ -5,7 +5,9 @@
 //!   roles, leaving, lists that page, and bad input refused with nothing written;
 //! - `isolation`: a service of one organization cannot act for a user of another, on every path
 //!   of the token API (`/v1/tokens`, `/v1/proxy`, `/v1/connections`, the RFC 8693 exchange at
-//!   `/token`), refused exactly as a user who does not exist and at no provider's cost.
+//!   `/token`), refused exactly as a user who does not exist and at no provider's cost;
+//! - `pages`: the operator's admin pages of organizations and their members.
 
 mod isolation;
+mod pages;
 mod people;
