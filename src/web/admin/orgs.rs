@@ -2,8 +2,6 @@
 //! and paged, and one organization's members, oldest first (`oauth-broker admin orgs …` changes
 //! them). Operators see every organization.
 
-use std::collections::HashMap;
-
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -13,7 +11,7 @@ use super::signed_in_admin::Admin;
 use super::tables::{Q, field, page, user_label, user_page};
 use crate::clock::iso_time;
 use crate::display::safe_text;
-use crate::domain::{OrgSlug, OrganizationId};
+use crate::domain::OrgSlug;
 use crate::html::PageError;
 use crate::state::AppState;
 
@@ -103,21 +101,4 @@ pub async fn members(
         cards,
         found.next,
     )
-}
-
-/// The slugs of these organizations (one read each, for a page's rows; a gone one shows its id).
-pub async fn slugs_of(
-    state: &AppState,
-    ids: Vec<OrganizationId>,
-) -> Result<HashMap<OrganizationId, String>, PageError> {
-    let mut slugs = HashMap::new();
-    for id in ids {
-        if slugs.contains_key(&id) {
-            continue;
-        }
-        let shown =
-            state.core.store.organizations().by_id(&id).await?.map_or_else(|| id.to_string(), |o| o.slug.to_string());
-        slugs.insert(id, shown);
-    }
-    Ok(slugs)
 }

@@ -15,7 +15,7 @@ use super::signed_in_admin::Admin;
 use crate::broker::connection_status::Status;
 use crate::clock::iso_time;
 use crate::display::safe_text;
-use crate::domain::Scopes;
+use crate::domain::{OrganizationId, Scopes};
 use crate::html::{self, PageError, SignedIn};
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
@@ -367,7 +367,7 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let found = state.core.store.services().page(&query.search(), query.window()).await?;
-    let orgs = super::orgs::slugs_of(&state, found.rows.iter().map(|s| s.organization.clone()).collect()).await?;
+    let orgs = slugs_of(&state, found.rows.iter().map(|s| s.organization.clone()).collect()).await?;
     let cards = found
         .rows
         .iter()
@@ -442,4 +442,21 @@ pub fn audit_card(e: &AuditEntry, names: &HashMap<String, String>) -> Card {
         ],
         actions: vec![],
     }
+}
+
+/// The slugs of these organizations (one read each, for a page's rows; a gone one shows its id).
+pub async fn slugs_of(
+    state: &AppState,
+    ids: Vec<OrganizationId>,
+) -> Result<HashMap<OrganizationId, String>, PageError> {
+    let mut slugs = HashMap::new();
+    for id in ids {
+        if slugs.contains_key(&id) {
+            continue;
+        }
+        let shown =
+            state.core.store.organizations().by_id(&id).await?.map_or_else(|| id.to_string(), |o| o.slug.to_string());
+        slugs.insert(id, shown);
+    }
+    Ok(slugs)
 }

@@ -6,7 +6,6 @@ use super::{BOB, TestApp};
 pub const ADMIN_GETS: &[&str] = &[
     "/admin",
     "/admin/orgs",
-    "/admin/orgs/default",
     "/admin/users",
     "/admin/grants",
     "/admin/authorizations",

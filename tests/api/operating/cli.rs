@@ -598,7 +598,7 @@ async fn users_add_admin_and_set_admin_change_who_may_open_the_admin_pages(app: 
     let cli_did = |action: &str| {
         audited.iter().find(|e| e.action == action && e.actor.as_deref() == Some("cli")).map(|e| e.detail.clone())
     };
-    assert_eq!(cli_did("admin.user_added"), Some(Some("username=\"dora\"".to_owned())));
+    assert_eq!(cli_did("admin.user_added"), Some(Some("username=\"dora\" org=default role=member".to_owned())));
     let issued = cli_did("admin.token_issued").flatten().expect("tokens issue is audited");
     assert!(issued.contains("client=\"ci\"") && !issued.contains(token.trim()), "{issued}");
 

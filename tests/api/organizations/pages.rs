@@ -76,5 +76,12 @@ async fn an_operator_reads_organizations_and_their_members(app: &TestApp) {
     let (status, page) = get(app, &admin, "/admin/orgs/acme?q=worker").await;
     assert_eq!(status, 400);
     assert!(page.contains("Search people on the Users page"), "{page}");
+
+    // Alice is acme's admin but not the deployment's: the operator's pages are not hers.
+    let browser = app.browser();
+    assert_eq!(app.sign_in(&browser, ALICE, "/").await.status(), 303);
+    for path in ["/admin/orgs", "/admin/orgs/acme", "/admin/orgs/default"] {
+        assert_eq!(get(app, &browser, path).await.0, 403, "{path}");
+    }
 }
 on_both_backends!(pages, an_operator_reads_organizations_and_their_members);
