@@ -14,7 +14,7 @@ use std::fmt;
 
 pub use client::{AuthMethod, ClientIdentity, SERVICE_CLIENT_ID_PREFIX};
 pub use error::DomainError;
-pub use organization::{DEFAULT_ORGANIZATION_ID, DEFAULT_ORGANIZATION_SLUG, OrgRole, OrgSlug, OrganizationId};
+pub use organization::{DEFAULT_ORGANIZATION_ID, OrgRole, OrgSlug, OrganizationId};
 
 /// The built-in demo provider's id (served by the broker itself under `/demo-provider/`).
 pub const DEMO_PROVIDER_ID: &str = "demo";

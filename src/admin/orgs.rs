@@ -90,7 +90,7 @@ pub enum OrgsCommand {
     },
 }
 
-fn parse_role(text: &str) -> Result<OrgRole, String> {
+pub(super) fn parse_role(text: &str) -> Result<OrgRole, String> {
     OrgRole::parse(text).map_err(|e| e.to_string())
 }
 
@@ -309,22 +309,15 @@ fn check_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Which organization a row belongs to, for lists that show it: its slug, or the id if the
+/// Which organization each row belongs to, for lists that show it: its slug, or its id if the
 /// organization is gone.
 pub async fn slugs(
     state: &AppState,
-    ids: impl IntoIterator<Item = &OrganizationId>,
+    ids: &[&OrganizationId],
 ) -> anyhow::Result<std::collections::HashMap<OrganizationId, String>> {
-    let mut out = std::collections::HashMap::new();
-    for id in ids {
-        if out.contains_key(id) {
-            continue;
-        }
-        let shown = match state.core.store.organizations().by_id(id).await? {
-            Some(org) => org.slug.to_string(),
-            None => id.to_string(),
-        };
-        out.insert(id.clone(), shown);
-    }
-    Ok(out)
+    let found = state.core.store.organizations().slugs_of(ids).await?;
+    Ok(ids
+        .iter()
+        .map(|id| ((*id).clone(), found.get(*id).map_or_else(|| id.to_string(), ToString::to_string)))
+        .collect())
 }

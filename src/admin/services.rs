@@ -210,7 +210,8 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 let org = super::orgs::resolve(state, Some(&slug)).await?;
                 services.retain(|s| s.organization == org.id);
             }
-            let orgs = super::orgs::slugs(state, services.iter().map(|s| &s.organization)).await?;
+            let ids: Vec<_> = services.iter().map(|s| &s.organization).collect();
+            let orgs = super::orgs::slugs(state, &ids).await?;
             let org_of = |s: &ServiceRow| orgs.get(&s.organization).cloned().unwrap_or_default();
             if json {
                 let all: Vec<_> = services.iter().map(|s| describe(s, &org_of(s))).collect();
@@ -248,7 +249,7 @@ pub async fn run_services(state: &AppState, command: ServicesCommand) -> anyhow:
                 .with_context(|| format!("no service named {name}"))?;
             let detail = format!("client_id={}", row.id);
             state.core.store.audit().record_implied(now, None, "service.secret_rotated", None, Some(&detail)).await?;
-            let orgs = super::orgs::slugs(state, [&row.organization]).await?;
+            let orgs = super::orgs::slugs(state, &[&row.organization]).await?;
             print_credentials(&row, orgs.get(&row.organization).map_or("", String::as_str), &secret, json)
         }
         ServicesCommand::Webhook(command) => super::webhooks::run_service_webhook(state, command).await,

@@ -29,7 +29,7 @@ pub enum UsersCommand {
         #[arg(long, value_name = "SLUG")]
         org: Option<String>,
         /// Their role there: `member`, or `admin` (manages the organization's people and services).
-        #[arg(long, default_value = "member", value_parser = |t: &str| crate::domain::OrgRole::parse(t).map_err(|e| e.to_string()))]
+        #[arg(long, default_value = "member", value_parser = super::orgs::parse_role)]
         role: crate::domain::OrgRole,
     },
     /// Let a user open the admin pages (/admin), or stop them.

@@ -9,9 +9,6 @@ use crate::domain::error::DomainError;
 /// users join when nothing else says which.
 pub const DEFAULT_ORGANIZATION_ID: &str = "org_default";
 
-/// The default organization's slug, as the upgrade names it.
-pub const DEFAULT_ORGANIZATION_SLUG: &str = "default";
-
 /// An organization's id as rows carry it: `org_` and 32 hex digits, or [`DEFAULT_ORGANIZATION_ID`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(transparent)]

@@ -78,9 +78,6 @@ impl TryFrom<RawMember> for Member {
 impl Members<'_> {
     /// Makes `user_id` a member with `role`; a member already keeps their role.
     pub async fn add(self, user_id: &str, role: OrgRole, now: Timestamp) -> StoreResult<Joined> {
-        if let Some(role) = self.role_of(user_id).await? {
-            return Ok(Joined::Already(role));
-        }
         let done = sqlx::query(
             "INSERT INTO memberships (organization_id, user_id, role, created_at) \
              SELECT $1, id, $2, $3 FROM users WHERE id = $4 ON CONFLICT (organization_id, user_id) DO NOTHING",
@@ -95,7 +92,7 @@ impl Members<'_> {
         if done.rows_affected() == 1 {
             return Ok(Joined::Added);
         }
-        // Raced with another join, or no such user.
+        // A member already, or no such user.
         Ok(match self.role_of(user_id).await? {
             Some(role) => Joined::Already(role),
             None => Joined::NoSuchUser,

@@ -1,10 +1,13 @@
 //! Organizations: an opaque id rows carry, a slug operators type, a name people read.
 
+use std::collections::HashMap;
+
 use crate::clock::Timestamp;
 use crate::domain::{OrgRole, OrgSlug, OrganizationId};
 use crate::store::machinery::cache_effect::{CacheEffect, FetchIn};
 use crate::store::machinery::error::{StoreError, StoreResult};
 use crate::store::machinery::paging::{Cursor, ListSql, Paged, Search, Window};
+use crate::store::machinery::placeholders::numbered_values;
 use crate::store::machinery::store::Store;
 
 /// The handle on organizations: `store.organizations()`.
@@ -125,6 +128,28 @@ impl Organizations<'_> {
         };
         let key = |o: &RawOrganization| Cursor::new(0, o.slug.clone());
         self.store.paged(sql, search, None, window, key).await?.try_map(Organization::try_from)
+    }
+
+    /// The slugs of these organizations, for lists that show whose each row is: one read,
+    /// however many rows name them. An id that names no organization is left out.
+    pub async fn slugs_of(self, ids: &[&OrganizationId]) -> StoreResult<HashMap<OrganizationId, OrgSlug>> {
+        let mut distinct: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!("SELECT {COLUMNS} FROM organizations WHERE id IN ({})", numbered_values(distinct.len()));
+        let mut query = sqlx::query_as::<_, RawOrganization>(&sql);
+        for id in distinct {
+            query = query.bind(id);
+        }
+        query
+            .fetch_all_in(self.store.read())
+            .await?
+            .into_iter()
+            .map(|raw| Organization::try_from(raw).map(|org| (org.id, org.slug)))
+            .collect()
     }
 
     /// The organizations `user_id` belongs to, with the role in each, by slug.

@@ -367,7 +367,8 @@ pub async fn clients(State(state): State<AppState>, admin: Admin, query: Q) -> R
 pub async fn services(State(state): State<AppState>, admin: Admin, query: Q) -> Result<Response, PageError> {
     let query = ListQuery::parse(query)?;
     let found = state.core.store.services().page(&query.search(), query.window()).await?;
-    let orgs = slugs_of(&state, found.rows.iter().map(|s| s.organization.clone()).collect()).await?;
+    let ids: Vec<_> = found.rows.iter().map(|s| &s.organization).collect();
+    let orgs = slugs_of(&state, &ids).await?;
     let cards = found
         .rows
         .iter()
@@ -444,19 +445,11 @@ pub fn audit_card(e: &AuditEntry, names: &HashMap<String, String>) -> Card {
     }
 }
 
-/// The slugs of these organizations (one read each, for a page's rows; a gone one shows its id).
-pub async fn slugs_of(
-    state: &AppState,
-    ids: Vec<OrganizationId>,
-) -> Result<HashMap<OrganizationId, String>, PageError> {
-    let mut slugs = HashMap::new();
-    for id in ids {
-        if slugs.contains_key(&id) {
-            continue;
-        }
-        let shown =
-            state.core.store.organizations().by_id(&id).await?.map_or_else(|| id.to_string(), |o| o.slug.to_string());
-        slugs.insert(id, shown);
-    }
-    Ok(slugs)
+/// The slugs of these organizations (one read for a page's rows; a gone one shows its id).
+pub async fn slugs_of(state: &AppState, ids: &[&OrganizationId]) -> Result<HashMap<OrganizationId, String>, PageError> {
+    let found = state.core.store.organizations().slugs_of(ids).await?;
+    Ok(ids
+        .iter()
+        .map(|id| ((*id).clone(), found.get(*id).map_or_else(|| id.to_string(), ToString::to_string)))
+        .collect())
 }

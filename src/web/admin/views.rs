@@ -167,7 +167,7 @@ pub async fn service(
         })
         .collect();
     let answer_cards = answers.iter().map(|e| audit_card(e, &names)).collect();
-    let orgs = super::tables::slugs_of(&state, vec![service.organization.clone()]).await?;
+    let orgs = super::tables::slugs_of(&state, &[&service.organization]).await?;
     let facts = vec![
         field("client id", service.id.clone()),
         field("organization", orgs.get(&service.organization).cloned().unwrap_or_default()),
