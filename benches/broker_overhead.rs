@@ -172,7 +172,7 @@ async fn main() {
 
     // The provider token the broker holds for alice, so (a) makes the very request (b) makes.
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let ctx = SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };
     let token = String::from_utf8(app.state.core.sealer.open(&grant.access_token_sealed, ctx).unwrap()).unwrap();

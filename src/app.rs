@@ -340,6 +340,7 @@ async fn build_state_with(config: Config, clock: SharedClock, opening: Opening) 
         providers: Arc::new(providers),
         events,
         refresh_locks: Default::default(),
+        apps: Default::default(),
     };
     // Stopping the whole server also stops accepting work; draining alone lets work finish.
     let shutdown = tokio_util::sync::CancellationToken::new();

@@ -148,7 +148,7 @@ pub async fn run_grants(state: &AppState, command: GrantsCommand) -> anyhow::Res
             })?;
             let grants = match &account {
                 Some(account) => {
-                    state.core.store.grants().for_account(&id, &provider, account).await?.into_iter().collect()
+                    state.core.store.grants().for_account(&id, &provider, account, None).await?.into_iter().collect()
                 }
                 None => state.core.store.grants().at(&id, &provider).await?,
             };

@@ -104,7 +104,8 @@ async fn forget_in(store: &crate::store::Store, key_id: &str, yes: bool) -> anyh
         "Forgetting it gives these up for good: those grants need a new consent (their users connect again), \
          those open authorizations end, signing keys it sealed are deleted (tokens they signed stop verifying; \
          a new key is made at the next start), servers behind the broker with a secret header it sealed are removed, \
-         and webhooks whose signing secret it sealed are removed. Do this only if the key is lost and no backup holds it."
+         webhooks whose signing secret it sealed are removed, and organizations' OAuth apps whose secret it sealed \
+         are removed (the grants they issued need a new consent). Do this only if the key is lost and no backup holds it."
     );
     if !yes && !confirmed()? {
         bail!("not confirmed; nothing was changed (type yes, or pass --yes)");
@@ -112,16 +113,17 @@ async fn forget_in(store: &crate::store::Store, key_id: &str, yes: bool) -> anyh
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let gone = store.sealed().forget(key_id, crate::broker::flow::INTERRUPTED, now).await?;
     let detail = format!(
-        "key_id={key_id} grants={} authorizations={} signing_keys={} gateway_servers={} webhooks={}",
-        gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers, gone.webhooks
+        "key_id={key_id} grants={} authorizations={} signing_keys={} gateway_servers={} webhooks={} provider_apps={}",
+        gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers, gone.webhooks, gone.provider_apps
     );
     let event = crate::store::audit::AuditEvent::new(crate::store::audit::Actor::Cli, "key.forgotten", None);
     store.audit().record(now, event.detail(Some(&detail))).await?;
     println!(
         "forgot key {key_id}: {} grant(s) need a new consent, {} authorization(s) ended, {} signing key(s) deleted, \
          {} server(s) behind the broker removed (add them again with their secret), \
-         {} webhook(s) removed (set them again with `admin services set-webhook`)",
-        gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers, gone.webhooks
+         {} webhook(s) removed (set them again with `admin services set-webhook`), \
+         {} organization app version(s) removed (set them again with `admin orgs set-app`)",
+        gone.grants, gone.authorizations, gone.signing_keys, gone.gateway_servers, gone.webhooks, gone.provider_apps
     );
     Ok(())
 }

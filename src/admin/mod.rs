@@ -7,12 +7,16 @@
 mod audit;
 mod backup;
 mod demo;
+mod demo_clients;
 pub(crate) mod display;
 mod grants;
 mod keys;
 mod migrate;
+mod org_apps;
+mod org_lookup;
 mod orgs;
 mod providers;
+mod secret_input;
 mod serve;
 mod servers;
 mod servers_oauth;
@@ -173,6 +177,11 @@ pub enum AdminCommand {
         /// Where to write the copy (must not exist yet).
         file: std::path::PathBuf,
     },
+    /// The demo provider's registered clients (one per organization trying its own app).
+    Demo {
+        #[command(subcommand)]
+        command: demo_clients::DemoCommand,
+    },
     /// Encryption keys (rotate, rewrap every sealed value, drop) and JWT signing keys.
     Keys {
         #[command(subcommand)]
@@ -223,6 +232,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 AdminCommand::Backup { file } => backup::backup(&state, &file).await,
                 AdminCommand::Keys { command } => keys::run_keys(&state, command).await,
+                AdminCommand::Demo { command } => demo_clients::run_demo(&state, command).await,
             };
             // Signals to the running servers (a revoked grant's resources/updated) are written
             // off the command's path: wait for them before the process ends.

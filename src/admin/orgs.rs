@@ -6,10 +6,10 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::display::{BATCH, StreamJson, StreamTable, emit, iso_time, user_name};
-use crate::domain::{OrgRole, OrgSlug, OrganizationId};
+use super::org_lookup::{audit, find, org_detail, parse_slug};
+use crate::domain::{OrgRole, OrganizationId};
 use crate::state::AppState;
 use crate::store::StoreError;
-use crate::store::audit::{Actor, AuditEvent};
 use crate::store::organizations::{Joined, Organization};
 use crate::store::paging::{Search, Window};
 use crate::store::users::User;
@@ -88,14 +88,15 @@ pub enum OrgsCommand {
         /// The user: a username, or a user id.
         user: String,
     },
+    /// The organization's own OAuth apps, per provider (bring your own app).
+    Apps {
+        #[command(subcommand)]
+        command: super::org_apps::AppsCommand,
+    },
 }
 
 pub(super) fn parse_role(text: &str) -> Result<OrgRole, String> {
     OrgRole::parse(text).map_err(|e| e.to_string())
-}
-
-fn parse_slug(text: &str) -> anyhow::Result<OrgSlug> {
-    Ok(OrgSlug::parse(text)?)
 }
 
 /// The organization `--org SLUG` names, or the default one when none is given.
@@ -104,17 +105,6 @@ pub async fn resolve(state: &AppState, slug: Option<&str>) -> anyhow::Result<Org
         None => Ok(state.core.store.organizations().default_organization().await?),
         Some(slug) => find(state, slug).await,
     }
-}
-
-async fn find(state: &AppState, slug: &str) -> anyhow::Result<Organization> {
-    let parsed = parse_slug(slug)?;
-    state
-        .core
-        .store
-        .organizations()
-        .by_slug(&parsed)
-        .await?
-        .with_context(|| format!("no organization {slug} (see `oauth-broker admin orgs list`)"))
 }
 
 /// A user by username, else by id.
@@ -130,19 +120,10 @@ fn describe(org: &Organization) -> serde_json::Value {
     json!({"id": org.id, "slug": org.slug, "name": org.name, "created_at": org.created_at})
 }
 
-async fn audit(state: &AppState, action: &str, user: Option<&str>, detail: String) -> anyhow::Result<()> {
-    let event = AuditEvent::new(Actor::Cli, action, user).detail(Some(&detail));
-    state.core.store.audit().record(state.core.now(), event).await?;
-    Ok(())
-}
-
-fn org_detail(org: &Organization) -> String {
-    format!("org={} org_id={}", org.slug, org.id)
-}
-
 pub async fn run_orgs(state: &AppState, command: OrgsCommand) -> anyhow::Result<()> {
     let store = &state.core.store;
     match command {
+        OrgsCommand::Apps { command } => super::org_apps::run_apps(state, command).await,
         OrgsCommand::Add { slug, name, json } => {
             let parsed = parse_slug(&slug)?;
             let name = name.unwrap_or_else(|| slug.clone());
@@ -286,7 +267,7 @@ pub async fn run_orgs(state: &AppState, command: OrgsCommand) -> anyhow::Result<
         OrgsCommand::Leave { slug, user } => {
             let org = find(state, &slug).await?;
             let found = find_user(state, &user).await?;
-            if !store.in_org(&org.id).members().remove(&found.id).await? {
+            if !store.in_org(&org.id).members().remove(&found.id, state.core.now()).await? {
                 bail!("{} is not a member of {}", user_name(&found), org.slug);
             }
             audit(state, "org.member_removed", Some(&found.id), org_detail(&org)).await?;

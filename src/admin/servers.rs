@@ -6,8 +6,6 @@
 //! generation watcher (migration 0022's triggers), close a removed server's connections and
 //! tell their clients that the tool list changed.
 
-use std::io::Read;
-
 use anyhow::{Context, bail};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{Value, json};
@@ -21,7 +19,7 @@ use crate::store::gateway::ListSummary;
 use crate::store::gateway::{GatewayAuth, GatewayServerRow, secret_seal_context};
 
 /// The longest secret accepted (a header value, not a file).
-const SECRET_MAX: usize = 4096;
+use super::secret_input::SECRET_MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AuthKind {
@@ -319,15 +317,9 @@ async fn check_free(state: &AppState, name: &ServerName, prefix: &ToolPrefix) ->
     Ok(())
 }
 
-/// The secret, from the named variable or standard input (one trailing newline dropped).
+/// The secret header's value, from `--secret-env` or standard input.
 pub fn read_secret(env: Option<&str>) -> anyhow::Result<String> {
-    if let Some(var) = env {
-        return std::env::var(var).with_context(|| format!("--secret-env {var}: no such environment variable"));
-    }
-    let mut text = String::new();
-    std::io::stdin().take(SECRET_MAX as u64 + 2).read_to_string(&mut text).context("reading the secret from stdin")?;
-    let trimmed = text.strip_suffix('\n').unwrap_or(&text);
-    Ok(trimmed.strip_suffix('\r').unwrap_or(trimmed).to_owned())
+    super::secret_input::read(env, "--secret-env")
 }
 
 pub async fn run_servers(state: &AppState, command: ServersCommand) -> anyhow::Result<()> {

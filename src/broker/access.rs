@@ -17,7 +17,7 @@ use crate::broker::authorizations::{self, Ask, Requester};
 use crate::broker::consent;
 use crate::broker::tokens::{self, AccessToken, TokenError};
 use crate::config::ProviderConfig;
-use crate::domain::Scopes;
+use crate::domain::{OrganizationId, Scopes};
 use crate::identity::ClientIdentity;
 use crate::store::StoreError;
 use crate::store::authorizations::AuthorizationRow;
@@ -108,6 +108,8 @@ enum Gate {
 
 /// Where `client` stands with the user's account at `provider` (`account` as the tools name it,
 /// '' for an account without a name; `None` for the most recently updated one) and `required`.
+///
+/// `within` an organization (a service's), grants made in another one are not there.
 pub async fn standing(
     core: &Core,
     user_id: &str,
@@ -115,14 +117,15 @@ pub async fn standing(
     provider: &ProviderConfig,
     account: Option<&str>,
     required: &Scopes,
+    within: Option<&OrganizationId>,
 ) -> Result<Standing, AccessError> {
-    let (token, read) = match consent_gate(core, user_id, client, provider, account, required).await? {
+    let (token, read) = match consent_gate(core, user_id, client, provider, account, required, within).await? {
         Gate::Missing(grant) => return Ok(Standing::AllowClient(grant)),
         Gate::Allowed(grant) => {
             let read = (grant.id.clone(), grant.scopes.clone());
             (tokens::access_token_from(core, provider, *grant, required).await, Some(read))
         }
-        Gate::Unsettled => (tokens::access_token_for(core, user_id, provider, account, required).await, None),
+        Gate::Unsettled => (tokens::access_token_for(core, user_id, provider, account, required, within).await, None),
     };
     match token {
         // The consent covered exactly this grant as it was read: nothing to check again.
@@ -164,7 +167,7 @@ pub async fn access(
     account: Option<&str>,
     required: &Scopes,
 ) -> Result<Access, AccessError> {
-    Ok(match standing(core, who.user_id, who.client, provider, account, required).await? {
+    Ok(match standing(core, who.user_id, who.client, provider, account, required, who.organization).await? {
         Standing::Ready(token) => Access::Ready(token),
         Standing::Unavailable { retry_after } => Access::Unavailable { retry_after },
         Standing::Refused(why) => Access::Refused(why),
@@ -194,9 +197,10 @@ async fn consent_gate(
     provider: &ProviderConfig,
     account: Option<&str>,
     required: &Scopes,
+    within: Option<&OrganizationId>,
 ) -> Result<Gate, AccessError> {
     // The grant and this client's consent in one read (one query per decision).
-    let read = core.store.grants().with_consent(user_id, provider.id.as_str(), account, &client.key()).await?;
+    let read = core.store.grants().with_consent(user_id, provider.id.as_str(), account, &client.key(), within).await?;
     let Some(read) = read else { return Ok(Gate::Unsettled) };
     let allowed = read.allowed();
     let grant = read.grant;

@@ -70,7 +70,9 @@ pub async fn connect(
     let provider = &*provider;
     let key = api_key::check_key(raw_key)?;
     let account = validate(core, provider, &key).await?;
-    let stored = tokens::store_grant(core, &row.user_id, provider, key_tokens(key, account), &row.scopes).await?;
+    let made_in = tokens::MadeIn { organization: &row.organization, app_id: None };
+    let stored =
+        tokens::store_grant(core, &row.user_id, provider, key_tokens(key, account), &row.scopes, made_in).await?;
     if super::consent::complete_connect(core, row, &stored.grant_id).await.map_err(TokenError::from)?
         == ConnectCompleted::FinishedMeanwhile
     {
@@ -103,7 +105,8 @@ pub async fn replace(core: &Core, user_id: &str, grant: &GrantRow, raw_key: &str
     let provider = &*provider;
     let key = api_key::check_key(raw_key)?;
     let account = validate(core, provider, &key).await?;
-    let stored = tokens::store_grant(core, user_id, provider, key_tokens(key, account), &grant.scopes).await?;
+    let made_in = tokens::MadeIn { organization: &grant.organization, app_id: None };
+    let stored = tokens::store_grant(core, user_id, provider, key_tokens(key, account), &grant.scopes, made_in).await?;
     if stored.grant_id != grant.id {
         tokens::disconnect_grant(core, provider, grant).await?;
     }

@@ -8,7 +8,7 @@ use url::Url;
 use super::core::Core;
 use crate::clock::Timestamp;
 use crate::config::ProviderConfig;
-use crate::domain::{ElicitationId, Scopes};
+use crate::domain::{ElicitationId, OrganizationId, Scopes};
 use crate::identity::ClientIdentity;
 use crate::store::StoreError;
 use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus, NewAuthorization};
@@ -28,6 +28,18 @@ pub struct Requester<'a> {
     /// A server behind the broker (its id) whose (client, server) pair the user approves with
     /// this authorization too (`gateway_consent`).
     pub server: Option<&'a str>,
+    /// The organization the request acts in: a service's own. `None` (the user's own MCP
+    /// client): the organization the user joined first ([`acting_organization`]).
+    pub organization: Option<&'a OrganizationId>,
+}
+
+/// The organization an authorization for `who` acts in: whose app its trip to the provider
+/// uses and whose name its consent page shows.
+pub async fn acting_organization(core: &Core, who: &Requester<'_>) -> Result<OrganizationId, StoreError> {
+    if let Some(org) = who.organization {
+        return Ok(org.clone());
+    }
+    Ok(core.store.organizations().home_of(who.user_id).await?.unwrap_or_else(OrganizationId::default_organization))
 }
 
 /// What the user is asked to approve.
@@ -61,9 +73,11 @@ pub async fn open(
         }
         Ask::UseGrant(grant) => (AuthorizationKind::Consent, Some(grant.id.as_str()), scopes),
     };
+    let organization = acting_organization(core, who).await?;
     let new = NewAuthorization {
         id: id.as_str(),
         user_id: who.user_id,
+        organization: &organization,
         provider: provider.id.as_str(),
         scopes,
         client_name: who.client_name,

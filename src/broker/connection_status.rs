@@ -189,6 +189,8 @@ mod tests {
             refresh_gate: gate,
             created_at: 0,
             updated_at: 0,
+            organization: crate::domain::OrganizationId::default_organization(),
+            app_id: None,
         }
     }
 

@@ -124,6 +124,8 @@ pub async fn reconnect(
         client_name: latest.client_name.as_deref(),
         mcp_session: None,
         server: None,
+        // Reconnected where it was made, with that organization's app.
+        organization: Some(&grant.organization),
     };
     let ask = super::authorizations::Ask::Connect;
     super::authorizations::open(core, &who, provider, &grant.scopes, ask).await.map(Some)
@@ -142,7 +144,7 @@ pub async fn accounts_seen_by(
     provider: &ProviderConfig,
     client: &ClientIdentity,
 ) -> Result<Vec<GrantRow>, StoreError> {
-    core.store.grants().at_seen_by(user_id, provider.id.as_str(), &client.key()).await
+    core.store.grants().at_seen_by(user_id, provider.id.as_str(), &client.key(), None).await
 }
 
 /// Every account the user holds, at any provider.
@@ -156,5 +158,5 @@ pub async fn latest_account(
     user_id: &str,
     provider: &ProviderConfig,
 ) -> Result<Option<GrantRow>, StoreError> {
-    core.store.grants().latest(user_id, provider.id.as_str()).await
+    core.store.grants().latest(user_id, provider.id.as_str(), None).await
 }

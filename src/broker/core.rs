@@ -31,6 +31,8 @@ pub struct Core {
     /// Per-grant in-process locks so one refresh runs at a time here; the database lease
     /// does the same across instances.
     pub refresh_locks: Arc<super::refresh_locks::RefreshLocks>,
+    /// Organizations' own OAuth apps, built into provider settings once per version.
+    pub apps: Arc<super::built_apps::BuiltApps>,
 }
 
 impl Core {

@@ -16,6 +16,7 @@ use secrecy::{ExposeSecret, SecretString};
 use url::Url;
 
 use super::core::Core;
+use super::provider_apps::{self, AppError};
 use crate::broker::{consent, tokens};
 use crate::crypto::{SealContext, constant_time_eq, random_token, sha256_hex};
 use crate::error_chain::{BoxError, Chain, because};
@@ -24,7 +25,7 @@ use crate::identity::ClientIdentity;
 use crate::identity::browser::BrowserSession;
 use crate::providers::client::{self, ProviderError};
 use crate::store::StoreError;
-use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus};
+use crate::store::authorizations::{AuthorizationKind, AuthorizationRow, AuthorizationStatus, SentToProvider};
 use crate::store::grants::GrantRow;
 use crate::store::{
     authorizations::{AllowOutcome, ConnectCompleted},
@@ -59,6 +60,10 @@ pub enum FlowError {
     NotActionable,
     #[error("provider {0} is not configured")]
     UnknownProvider(String),
+    /// The organization has no app of its own at this provider and the operator keeps theirs
+    /// to the default organization (`shared_with_organizations = false`).
+    #[error("the organization has no app of its own at {0}")]
+    NoOrganizationApp(String),
     /// A consent-only authorization whose connection was removed meanwhile.
     #[error("the connection was removed")]
     GrantGone,
@@ -162,19 +167,34 @@ pub async fn begin(core: &Core, row: &AuthorizationRow, session: &BrowserSession
     // RFC 9700 §4.4.2: a redirect URI of this provider's own, kept with the row, so the
     // response is taken only there and exchanged with exactly it.
     let redirect_uri = core.config.provider_redirect_uri(&provider.id);
-    let url = client::authorization_url(&provider, &redirect_uri, &row.scopes, &oauth_state, &verifier)
+    // The app of the organization the authorization acts in (or the operator's), kept with the
+    // row so the callback exchanges the code with the very client it was issued to.
+    let chosen = match provider_apps::for_connect(core, &row.organization, &provider).await {
+        Ok(chosen) => chosen,
+        Err(AppError::NoApp { provider_name }) => return Err(FlowError::NoOrganizationApp(provider_name)),
+        Err(AppError::Store(e)) => return Err(FlowError::Store(e)),
+        Err(e) => return Err(FlowError::Internal(because("the organization's app could not be used", e))),
+    };
+    let url = client::authorization_url(&chosen.config, &redirect_uri, &row.scopes, &oauth_state, &verifier)
         .map_err(|e| FlowError::Internal(because("the provider's authorization URL could not be built", e)))?;
     let sealed = core.sealer.seal(verifier.expose_secret().as_bytes(), verifier_ctx(row));
     let now = core.now();
-    let stored = core
-        .store
-        .authorizations()
-        .mark_redirected(&row.id, &sha256_hex(&oauth_state), &session.id_hash, &sealed, redirect_uri.as_str(), now)
-        .await?;
+    let state_hash = sha256_hex(&oauth_state);
+    let sent = SentToProvider {
+        state_hash: &state_hash,
+        browser_session_hash: &session.id_hash,
+        pkce_verifier_sealed: &sealed,
+        redirect_uri: redirect_uri.as_str(),
+        app_id: chosen.app_id.as_deref(),
+    };
+    let stored = core.store.authorizations().mark_redirected(&row.id, &sent, now).await?;
     if !stored {
         return Err(FlowError::NotActionable);
     }
-    let detail = format!("id={}", row.id);
+    let detail = match &chosen.app_id {
+        Some(app) => format!("id={} org_id={} app={app}", row.id, row.organization),
+        None => format!("id={} org_id={}", row.id, row.organization),
+    };
     core.store
         .audit()
         .record_implied(now, Some(&row.user_id), "authorization.approved", Some(&row.provider), Some(&detail))
@@ -370,8 +390,16 @@ async fn finish(
     if row.is_expired(now) {
         return Err(FlowError::Expired);
     }
-    let provider =
+    let operator_app =
         core.providers.find(&row.provider).ok_or_else(|| FlowError::UnknownProvider(row.provider.clone()))?;
+    // The app the browser was sent with (the row names it): its issuer, token endpoint and
+    // client take the code.
+    let app = match provider_apps::of_version(core, &row.organization, row.app_id.as_deref(), &operator_app).await {
+        Ok(app) => app,
+        Err(AppError::Store(e)) => return Err(FlowError::Store(e)),
+        Err(e) => return Err(FlowError::Internal(because("the organization's app could not be used", e))),
+    };
+    let provider = app.unwrap_or(operator_app);
     // RFC 9207 §2.4, RFC 9700 §4.4.2.1 (mix-up): a provider with a known issuer must name it in
     // every response, errors included; compared as plain strings.
     if let Some(expected) = &provider.issuer
@@ -413,7 +441,8 @@ async fn finish(
             return Err(FlowError::ExchangeFailed(reason));
         }
     };
-    let stored = match tokens::store_grant(core, &row.user_id, &provider, tokens, &row.scopes).await {
+    let made_in = tokens::MadeIn { organization: &row.organization, app_id: row.app_id.as_deref() };
+    let stored = match tokens::store_grant(core, &row.user_id, &provider, tokens, &row.scopes, made_in).await {
         Ok(stored) => stored,
         // The provider would not say whose tokens these are: reported, not stored as nobody's.
         Err(tokens::TokenError::IdentityFailed(why)) => {

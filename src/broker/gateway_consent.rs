@@ -43,9 +43,11 @@ pub async fn open(
     let id = ElicitationId::generate();
     let client_key = who.client.key();
     let provider = format!("{SERVER_PREFIX}{server_name}");
+    let organization = super::authorizations::acting_organization(core, who).await?;
     let new = NewAuthorization {
         id: id.as_str(),
         user_id: who.user_id,
+        organization: &organization,
         provider: &provider,
         scopes: &Scopes::default(),
         client_name: who.client_name,

@@ -17,6 +17,8 @@
 //!   the rotated refresh token a provider issued ([`refresh_locks`] is its in-process memory).
 //!   [`refresh_margin`] says when a token is due (within its margin of expiring);
 //!   [`backoff`] how long a refresh waits after a transient failure.
+//! - [`provider_apps`]: which OAuth app a connection uses — its organization's own at that
+//!   provider, or the operator's — and storing an organization's app.
 //! - [`rewrap`]: moving every sealed value to the active encryption key (`admin keys rewrap`).
 //! - [`provider_call`]: a call to a provider's API as the user, for every face: the path kept
 //!   under the API base (the grant's own `instance_url`, or the provider's), the token
@@ -37,6 +39,7 @@ pub mod access;
 pub mod api_key;
 pub mod authorizations;
 pub mod backoff;
+mod built_apps;
 pub mod connection_events;
 pub mod connection_status;
 pub mod connections;
@@ -45,6 +48,7 @@ mod core;
 pub mod flow;
 pub mod gateway_consent;
 mod pair_approval;
+pub mod provider_apps;
 pub mod provider_call;
 pub mod refresh;
 pub mod refresh_locks;

@@ -215,6 +215,9 @@ async fn run_refresh(core: &Core, provider: &ProviderConfig, grant: GrantRow, se
         Ok(token) => SecretString::from(token),
         Err(why) => return Err(broken(core, &grant, "refresh token", &why).await),
     };
+    // Refreshed with the app that issued the tokens (the organization's own, or the operator's).
+    let app = super::sealed_grant::app_or_reconnect(core, &grant, provider).await?;
+    let provider = app.as_deref().unwrap_or(provider);
     let answer = with_renewed_lease(
         core,
         &grant,

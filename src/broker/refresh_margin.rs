@@ -82,6 +82,8 @@ mod tests {
             refresh_gate: Default::default(),
             created_at: 0,
             updated_at: 0,
+            organization: crate::domain::OrganizationId::default_organization(),
+            app_id: None,
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct RewrapReport {
     pub gateway_secrets: u64,
     /// Services' webhook signing secrets (current and previous).
     pub webhook_secrets: u64,
+    /// Organizations' app client secrets.
+    pub app_secrets: u64,
     /// Rows that changed while we worked (or are being refreshed): left for the next run.
     pub skipped: u64,
     /// Values that could not be opened: what and why (ids only, never a value).
@@ -39,7 +41,12 @@ pub struct RewrapReport {
 
 impl RewrapReport {
     pub fn moved(&self) -> u64 {
-        self.grants + self.verifiers + self.signing_keys + self.gateway_secrets + self.webhook_secrets
+        self.grants
+            + self.verifiers
+            + self.signing_keys
+            + self.gateway_secrets
+            + self.webhook_secrets
+            + self.app_secrets
     }
 }
 
@@ -135,6 +142,19 @@ pub async fn rewrap_all(core: &Core, batch: i64) -> StoreResult<RewrapReport> {
             (Err(why), _) | (_, Err(why)) => {
                 report.unreadable.push(format!("webhook of service {}: {why}", row.service_id))
             }
+        }
+    }
+    for row in core.store.sealed().app_secrets_to_rewrap(&active).await? {
+        let ctx = super::provider_apps::secret_context(&row.id, &row.organization_id);
+        match reseal(sealer, &row.sealed, ctx) {
+            Ok(new) => {
+                if core.store.sealed().rewrap_app_secret(&row.id, &row.sealed, &new).await? {
+                    report.app_secrets += 1;
+                } else {
+                    report.skipped += 1;
+                }
+            }
+            Err(why) => report.unreadable.push(format!("provider app {}: {why}", row.id)),
         }
     }
     Ok(report)

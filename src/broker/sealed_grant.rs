@@ -122,3 +122,18 @@ pub(super) fn expiry(now: i64, expires_in: Option<Duration>) -> Option<i64> {
     const TEN_YEARS: u64 = 10 * 365 * 24 * 3600;
     expires_in.map(|d| now.saturating_add(d.as_secs().min(TEN_YEARS) as i64))
 }
+
+/// [`super::provider_apps::for_grant`] for a call that needs the app to go on: an app that can no longer be built
+/// (its version gone with a forgotten key, its secret unreadable) makes the grant need a new
+/// consent, like a token that no longer opens, so the user connects again with the app in use.
+pub(super) async fn app_or_reconnect(
+    core: &Core,
+    grant: &crate::store::grants::GrantRow,
+    provider: &crate::config::ProviderConfig,
+) -> Result<Option<std::sync::Arc<crate::config::ProviderConfig>>, TokenError> {
+    match super::provider_apps::for_grant(core, grant, provider).await {
+        Ok(app) => Ok(app),
+        Err(super::provider_apps::AppError::Store(e)) => Err(TokenError::Store(e)),
+        Err(why) => Err(broken(core, grant, "organization's app", &why.to_string()).await),
+    }
+}

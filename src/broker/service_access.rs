@@ -54,7 +54,14 @@ pub async fn decide(
     crate::providers::scopes::check(provider, &required).map_err(|e| ServiceRefusal::InvalidScope(e.to_string()))?;
     let user_id = user_for(core, identity, service, subject).await?;
     let client = service.client();
-    let who = Requester { user_id: &user_id, client: &client, client_name: None, mcp_session: None, server: None };
+    let who = Requester {
+        user_id: &user_id,
+        client: &client,
+        client_name: None,
+        mcp_session: None,
+        server: None,
+        organization: Some(&service.organization),
+    };
     let answer = access::access(core, &who, provider, asked.account, &required).await.map_err(|error| {
         tracing::error!(error = %crate::error_chain::Chain(&error), service = %service.id, "token API: access decision failed");
         ServiceRefusal::Failed

@@ -67,11 +67,14 @@ pub async fn user_for(
             if !service.trusted {
                 return Err(ServiceRefusal::NotTrusted);
             }
+            // Membership first: a user of another organization and a user who does not exist
+            // then cost the same one read, so not even the time taken tells them apart. (A
+            // membership names an existing user; whether another organization's user is
+            // disabled is not this service's to know.)
+            member_of_service_org(core, service, user_id, ServiceRefusal::UnknownUser).await?;
             let Some(user) = core.store.users().by_id(user_id).await? else {
                 return Err(ServiceRefusal::UnknownUser);
             };
-            // Whether another organization's user is disabled is not this service's to know.
-            member_of_service_org(core, service, &user.id, ServiceRefusal::UnknownUser).await?;
             if user.is_disabled() {
                 return Err(ServiceRefusal::DisabledUser);
             }

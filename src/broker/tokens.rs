@@ -14,7 +14,7 @@ use secrecy::{ExposeSecret, SecretString};
 use super::connection_events::{self, RevokedBy};
 use super::core::Core;
 use crate::config::ProviderConfig;
-use crate::domain::Scopes;
+use crate::domain::{OrganizationId, Scopes};
 use crate::providers::client::{self, AccountRef, TokenSet};
 use crate::providers::token_response;
 use crate::store::grants::{GrantRow, GrantStatus, SealedTokens};
@@ -31,15 +31,25 @@ pub use super::refresh_locks::RefreshLocks;
 pub use super::sealed_grant::{AccessToken, TokenError};
 use super::sealed_grant::{access_ctx, expiry, open_access, owner, refresh_ctx};
 
+/// Where a grant's tokens came from: the organization it was made in and the app that issued
+/// them (`app_id` `None`: the operator's).
+#[derive(Debug, Clone, Copy)]
+pub struct MadeIn<'a> {
+    pub organization: &'a OrganizationId,
+    pub app_id: Option<&'a str>,
+}
+
 /// Seals freshly issued tokens into the user's grant for this provider and account (insert or
 /// replace). The account is the provider's name for it (its userinfo), so connecting the same
 /// account again updates it and a different one adds a grant. Returns the grant and its scopes.
+/// `provider` is the app's settings the tokens were issued with (its userinfo is asked).
 pub async fn store_grant(
     core: &Core,
     user_id: &str,
     provider: &ProviderConfig,
     tokens: TokenSet,
     requested: &Scopes,
+    made_in: MadeIn<'_>,
 ) -> Result<StoredGrant, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(user_id, provider_id);
@@ -72,7 +82,7 @@ pub async fn store_grant(
                 }
                 Some(existing)
             }
-            None => core.store.grants().for_account(user_id, provider_id, account).await?,
+            None => core.store.grants().for_account(user_id, provider_id, account, None).await?,
         };
         let grant_id = match &before {
             Some(existing) => existing.id.clone(),
@@ -108,6 +118,8 @@ pub async fn store_grant(
                     provider: provider_id,
                     account_label: account_label.as_deref(),
                     tokens: &sealed,
+                    organization: made_in.organization,
+                    app_id: made_in.app_id,
                 },
                 now,
             )
@@ -142,11 +154,12 @@ pub(crate) async fn access_token_for(
     provider: &ProviderConfig,
     account: Option<&str>,
     required: &Scopes,
+    within: Option<&OrganizationId>,
 ) -> Result<AccessToken, TokenError> {
     let provider_id = provider.id.as_str();
     let grant = match account {
-        Some(account) => core.store.grants().for_account(user_id, provider_id, account).await?,
-        None => core.store.grants().latest(user_id, provider_id).await?,
+        Some(account) => core.store.grants().for_account(user_id, provider_id, account, within).await?,
+        None => core.store.grants().latest(user_id, provider_id, within).await?,
     };
     let grant = grant.ok_or(TokenError::NotConnected)?;
     access_token_from(core, provider, grant, required).await
@@ -244,6 +257,17 @@ pub async fn disconnect_grant_by(
 ) -> Result<Disconnected, TokenError> {
     let provider_id = provider.id.as_str();
     let owner = owner(&grant.user_id, provider_id);
+    // Revoked with the app that issued the tokens; an app that cannot be built still lets the
+    // grant be deleted (the provider is then not told, and the audit entry says so).
+    let app = match super::provider_apps::for_grant(core, grant, provider).await {
+        Ok(app) => app,
+        Err(super::provider_apps::AppError::Store(e)) => return Err(TokenError::Store(e)),
+        Err(error) => {
+            tracing::warn!(grant = %grant.id, %error, "the organization's app could not be built to revoke with");
+            None
+        }
+    };
+    let provider = app.as_deref().unwrap_or(provider);
     // Revoke the refresh token (which revokes its access tokens at RFC 7009 providers), else
     // the access token.
     let (sealed, ctx, is_refresh) = match &grant.refresh_token_sealed {

@@ -19,7 +19,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use url::Url;
 
-use super::entry::CLIENT_ID as DEMO_CLIENT_ID;
 use super::metadata::issuer;
 use crate::crypto::{random_token, sha256_hex};
 use crate::domain::demo_scopes::ScopeSet;
@@ -39,6 +38,8 @@ const MAX_STATE_LEN: usize = 1024;
 #[derive(Debug)]
 struct AuthorizeRequest {
     client_id: String,
+    /// The registered client's name, as the page shows it.
+    client_name: String,
     redirect_uri: String,
     scopes: ScopeSet,
     state: String,
@@ -56,7 +57,7 @@ enum Refusal {
 // RFC 6749 §4.1.1, OAuth 2.1 §4.1.1, RFC 7636 §4.3.
 pub async fn show(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
     let params = Params::parse(query.unwrap_or_default().as_bytes());
-    match validate(&state, &params) {
+    match validate(&state, &params).await {
         Ok(request) => approve_page(&state, &request, DEFAULT_ACCOUNT, None, StatusCode::OK),
         Err(refusal) => refuse(&state, refusal),
     }
@@ -72,7 +73,7 @@ pub async fn decide(State(state): State<AppState>, headers: HeaderMap, body: Byt
         return error_page(StatusCode::BAD_REQUEST, "The form was not submitted as a form.");
     }
     let params = Params::parse(&body);
-    let request = match validate(&state, &params) {
+    let request = match validate(&state, &params).await {
         Ok(request) => request,
         Err(refusal) => return refuse(&state, refusal),
     };
@@ -104,11 +105,16 @@ pub async fn decide(State(state): State<AppState>, headers: HeaderMap, body: Byt
     }
 }
 
-fn validate(state: &AppState, params: &Params) -> Result<AuthorizeRequest, Refusal> {
+async fn validate(state: &AppState, params: &Params) -> Result<AuthorizeRequest, Refusal> {
     let client_id = params.get("client_id").ok_or(Refusal::Page("The request names no client (client_id)."))?;
-    if client_id != DEMO_CLIENT_ID {
-        return Err(Refusal::Page("The client_id is not registered with the Demo Provider."));
-    }
+    let client_name = match super::demo_client::registered(state, client_id).await {
+        Ok(Some(name)) => name,
+        Ok(None) => return Err(Refusal::Page("The client_id is not registered with the Demo Provider.")),
+        Err(error) => {
+            tracing::error!(%error, "demo provider: reading a registered client failed");
+            return Err(Refusal::Page("Something went wrong. Please try again."));
+        }
+    };
     let redirect_uri = params.get("redirect_uri").ok_or(Refusal::Page("The request has no redirect_uri."))?;
     // OAuth 2.1 §2.3.1 / §4.1.3: exact string comparison, no prefix or normalisation. The
     // broker's registered URIs: its callback for this provider, and the older shared one.
@@ -149,6 +155,7 @@ fn validate(state: &AppState, params: &Params) -> Result<AuthorizeRequest, Refus
         .map_err(|_| fail("invalid_scope", "unknown scope; supported: profile notes:read notes:write"))?;
     Ok(AuthorizeRequest {
         client_id: client_id.to_owned(),
+        client_name,
         redirect_uri: redirect_uri.to_owned(),
         scopes,
         state: request_state,
@@ -259,7 +266,7 @@ fn approve_page(
     let page = AuthorizePage {
         fatal: None,
         action: state.core.config.url("/demo-provider/authorize").path().to_owned(),
-        client_name: "oauth-broker",
+        client_name: &request.client_name,
         scopes: request.scopes.iter().map(|s| ScopeView { name: s.as_str(), description: s.describe() }).collect(),
         hidden,
         account,
@@ -306,7 +313,7 @@ mod tests {
         let page = AuthorizePage {
             fatal: None,
             action: "/demo-provider/authorize".into(),
-            client_name: "oauth-broker",
+            client_name: "",
             scopes: vec![ScopeView { name: "profile", description: "See your account name" }],
             hidden: vec![HiddenField { name: "state", value: "\"><script>x</script>".into() }],
             account: "<b>",

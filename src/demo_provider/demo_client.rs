@@ -1,8 +1,10 @@
 //! Client authentication at the token and revocation endpoints (RFC 6749 §2.3.1).
 //!
-//! Only one confidential client exists here: `client_secret_basic` or `client_secret_post`
-//! (parsed by [`crate::token_endpoint::presented_client`], never both in one request), never neither.
-//! The id and secret are compared in constant time.
+//! The clients are the broker's own (`oauth-broker-demo`, its secret derived from the broker's
+//! key) and those registered with `admin demo add-client` (one per organization that tries its
+//! own app; their secrets kept as SHA-256). All are confidential: `client_secret_basic` or
+//! `client_secret_post` (parsed by [`crate::token_endpoint::presented_client`], never both in
+//! one request), never neither. Secrets are compared in constant time.
 
 use secrecy::ExposeSecret;
 
@@ -24,8 +26,28 @@ pub async fn verify(state: &AppState, presented: PresentedClient) -> Result<Stri
     let PresentedClient { client_id, secret: Some(secret), .. } = presented else {
         return Err(OAuthError::InvalidClient);
     };
-    // Both comparisons always run, so timing does not reveal which one failed.
-    let id_ok = constant_time_eq(client_id.as_bytes(), DEMO_CLIENT_ID.as_bytes());
+    if client_id != DEMO_CLIENT_ID {
+        let registered = state.core.store.demo().client(&client_id).await.map_err(|error| {
+            tracing::error!(%error, "demo provider: reading a registered client failed");
+            OAuthError::Server
+        })?;
+        let Some(registered) = registered else { return Err(OAuthError::InvalidClient) };
+        let presented_hash = crate::crypto::sha256_hex(secret.expose_secret());
+        return if constant_time_eq(presented_hash.as_bytes(), registered.secret_hash.as_bytes()) {
+            Ok(client_id)
+        } else {
+            Err(OAuthError::InvalidClient)
+        };
+    }
     let secret_ok = constant_time_eq(secret.expose_secret().as_bytes(), expected_secret.expose_secret().as_bytes());
-    if id_ok & secret_ok { Ok(client_id) } else { Err(OAuthError::InvalidClient) }
+    if secret_ok { Ok(client_id) } else { Err(OAuthError::InvalidClient) }
+}
+
+/// The name of the registered client `client_id`, as the authorize page shows it; `None` for
+/// a client the provider does not know.
+pub async fn registered(state: &AppState, client_id: &str) -> Result<Option<String>, crate::store::StoreError> {
+    if client_id == DEMO_CLIENT_ID {
+        return Ok(Some("oauth-broker".to_owned()));
+    }
+    Ok(state.core.store.demo().client(client_id).await?.map(|c| c.name))
 }

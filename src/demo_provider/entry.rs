@@ -62,6 +62,8 @@ pub fn provider_entry(config: &Config, secret: SecretString) -> ProviderConfig {
         refresh_margin: None,
         catalogue: None,
         api_key: None,
+        shared_with_organizations: true,
+        source: None,
     }
 }
 

@@ -45,12 +45,22 @@ pub async fn token(State(state): State<AppState>, headers: HeaderMap, body: Resu
 }
 
 /// One arm per grant type this provider issues tokens for.
+/// Each answer is logged with the client it went to (an id, never a secret or a token), so a
+/// newcomer trying an organization's own app sees which client each connection used.
 async fn grant(state: &AppState, request: TokenRequest) -> Result<TokenResponse, OAuthError> {
-    match request.grant_type()? {
+    let grant_type = request.grant_type()?;
+    let answer = match grant_type {
         "authorization_code" => authorization_code(state, &request.client_id, &request.params).await,
         "refresh_token" => refresh_token(state, &request.client_id, &request.params).await,
         _ => Err(OAuthError::UnsupportedGrantType),
+    };
+    match &answer {
+        Ok(_) => tracing::info!(client_id = %request.client_id, grant_type, "demo provider: tokens issued"),
+        Err(error) => {
+            tracing::info!(client_id = %request.client_id, grant_type, error = error.code(), "demo provider: token request refused")
+        }
     }
+    answer
 }
 
 /// The family of every token issued from a code: a hash of the code's hash, so it is stable,

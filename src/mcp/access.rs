@@ -35,7 +35,7 @@ pub async fn standing(
     required: &Scopes,
 ) -> Result<Standing, ErrorData> {
     let user = &cx.caller.user;
-    access::standing(cx.core, &user.user_id, &user.client, provider, account, required).await.map_err(tool_failed)
+    access::standing(cx.core, &user.user_id, &user.client, provider, account, required, None).await.map_err(tool_failed)
 }
 
 /// A token for (provider, account) with `required` scopes that this client may use, or what to

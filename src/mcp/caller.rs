@@ -77,6 +77,7 @@ impl Caller {
             client_name: self.client_name.as_deref(),
             mcp_session: self.session_id.as_deref(),
             server: None,
+            organization: None,
         }
     }
 }

@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 
 use secrecy::SecretString;
-use serde::Deserialize;
 use url::Url;
 
 use super::provider::{MAX_REFRESH_MARGIN, ProviderConfig, TokenAuthMethod};
@@ -25,178 +24,11 @@ use crate::net::is_loopback;
 /// The catalogue's text, compiled in.
 pub const CATALOGUE_TOML: &str = include_str!("catalogue.toml");
 
-/// The template values a URL may hold, filled from the operator's table.
-pub const TEMPLATE_NAMES: [&str; 5] = ["tenant", "domain", "subdomain", "shop", "base_url"];
-
 /// Authorization parameters the broker sets itself; an entry may not override them.
 const RESERVED_AUTHORIZE_PARAMS: [&str; 7] =
     ["response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "scope"];
 
-/// One provider as the catalogue or the operator describes it: every field optional, so an
-/// operator's table can be credentials alone and overlay any field.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderFields {
-    /// Operator only: the catalogue entry to start from [default: the table's id].
-    pub catalogue: Option<String>,
-    pub display_name: Option<String>,
-    pub authorization_url: Option<String>,
-    pub token_url: Option<String>,
-    pub refresh_url: Option<String>,
-    pub revocation_url: Option<String>,
-    pub userinfo_url: Option<String>,
-    pub api_base_url: Option<String>,
-    pub client_id: Option<String>,
-    pub client_secret: Option<String>,
-    pub client_secret_env: Option<String>,
-    /// Default scopes.
-    pub scopes: Option<Vec<String>>,
-    /// Catalogue only: scopes the provider needs to work with the broker (`openid` for the
-    /// identity lookup, `offline_access` for a refresh token), added to whatever a connect
-    /// asks for; the defaults are asked for only when nothing is named.
-    pub required_scopes: Option<Vec<String>>,
-    pub scope_separator: Option<String>,
-    pub scope_param: Option<String>,
-    pub token_auth_method: Option<String>,
-    pub pkce: Option<String>,
-    pub extra_authorize_params: Option<BTreeMap<String, String>>,
-    pub issuer: Option<String>,
-    #[serde(alias = "scope_descriptions")]
-    pub available_scopes: Option<BTreeMap<String, String>>,
-    pub open_scopes: Option<bool>,
-    pub scope_aliases: Option<BTreeMap<String, String>>,
-    pub scopes_not_returned: Option<Vec<String>>,
-    pub account_id_field: Option<String>,
-    pub account_label_field: Option<String>,
-    pub token_path: Option<String>,
-    pub api_base_from_token: Option<String>,
-    pub api_base_domains: Option<Vec<String>>,
-    pub user_agent: Option<String>,
-    /// Headers for every API call (`{client_id}` is filled): Twitch `Client-Id`, Notion
-    /// `Notion-Version`.
-    pub api_headers: Option<BTreeMap<String, String>>,
-    /// How long before expiry this provider's tokens are refreshed (`"2m"`), over the global
-    /// `refresh_margin`.
-    pub refresh_margin: Option<String>,
-    pub notes: Option<String>,
-    pub tenant: Option<String>,
-    pub domain: Option<String>,
-    pub subdomain: Option<String>,
-    pub shop: Option<String>,
-    pub base_url: Option<String>,
-    /// `oauth2` (the default) or `api_key`: the user enters a key on the broker's page
-    /// ([`super::api_key`]); the fields below are for `api_key` only.
-    pub kind: Option<String>,
-    /// The header carrying the key [default: Authorization].
-    pub key_header: Option<String>,
-    /// A word before the key in that header (`Bearer`, `token`).
-    pub key_scheme: Option<String>,
-    /// HTTP Basic instead of a header: the key as the `username` or the `password`.
-    pub key_basic: Option<String>,
-    /// With `key_basic = "password"`: the user name sent with it.
-    pub key_basic_user: Option<String>,
-    /// Where the user creates a key.
-    pub key_url: Option<String>,
-    /// How the provider's keys begin, a hint only.
-    pub key_prefixes: Option<Vec<String>>,
-    /// A test request under the API base, `"GET user"`.
-    pub validate: Option<String>,
-    /// The statuses of the test request that mean the key is good [default: any 2xx].
-    pub validate_statuses: Option<Vec<u16>>,
-}
-
-macro_rules! overlay {
-    ($base:ident, $over:ident, $($field:ident),+) => {
-        ProviderFields { $($field: $over.$field.or($base.$field)),+ }
-    };
-}
-
-impl ProviderFields {
-    /// `self` with every field `over` gives replaced.
-    fn overlay(self, over: ProviderFields) -> ProviderFields {
-        let base = self;
-        overlay!(
-            base,
-            over,
-            catalogue,
-            display_name,
-            authorization_url,
-            token_url,
-            refresh_url,
-            revocation_url,
-            userinfo_url,
-            api_base_url,
-            client_id,
-            client_secret,
-            client_secret_env,
-            scopes,
-            required_scopes,
-            scope_separator,
-            scope_param,
-            token_auth_method,
-            pkce,
-            extra_authorize_params,
-            issuer,
-            available_scopes,
-            open_scopes,
-            scope_aliases,
-            scopes_not_returned,
-            account_id_field,
-            account_label_field,
-            token_path,
-            api_base_from_token,
-            api_base_domains,
-            user_agent,
-            api_headers,
-            refresh_margin,
-            notes,
-            tenant,
-            domain,
-            subdomain,
-            shop,
-            base_url,
-            kind,
-            key_header,
-            key_scheme,
-            key_basic,
-            key_basic_user,
-            key_url,
-            key_prefixes,
-            validate,
-            validate_statuses
-        )
-    }
-
-    /// The template names this entry's URLs use.
-    pub fn templates(&self) -> Vec<&'static str> {
-        let urls = [
-            &self.authorization_url,
-            &self.token_url,
-            &self.refresh_url,
-            &self.revocation_url,
-            &self.userinfo_url,
-            &self.api_base_url,
-        ];
-        TEMPLATE_NAMES
-            .into_iter()
-            .filter(|name| {
-                let placeholder = format!("{{{name}}}");
-                urls.iter().any(|url| url.as_deref().is_some_and(|u| u.contains(&placeholder)))
-            })
-            .collect()
-    }
-
-    fn template_value(&self, name: &str) -> Option<&str> {
-        match name {
-            "tenant" => self.tenant.as_deref(),
-            "domain" => self.domain.as_deref(),
-            "subdomain" => self.subdomain.as_deref(),
-            "shop" => self.shop.as_deref(),
-            "base_url" => self.base_url.as_deref(),
-            _ => None,
-        }
-    }
-}
+pub use super::fields::{ProviderFields, TEMPLATE_NAMES};
 
 /// An inconsistent provider: start-up stops with this message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -255,6 +87,9 @@ pub fn resolve(id: &ProviderId, table: ProviderFields) -> Result<ProviderConfig,
         if secret.is_some() {
             return Err(err("client_secret", "the catalogue never holds credentials".into()));
         }
+    }
+    if base.shared_with_organizations.is_some() {
+        return Err(err("shared_with_organizations", "the operator decides it, never the catalogue".into()));
     }
     if table.required_scopes.is_some() {
         return Err(err(
@@ -435,7 +270,91 @@ fn build(id: &ProviderId, f: ProviderFields, catalogue: Option<String>) -> Resul
         refresh_margin,
         catalogue,
         api_key: None,
+        shared_with_organizations: f.shared_with_organizations.unwrap_or(true),
+        source: Some(std::sync::Arc::new(ProviderFields { client_secret: None, client_secret_env: None, ..f.clone() })),
     })
+}
+
+/// An organization's own app at a provider: its client, and optionally its default scopes and
+/// the template values its URLs need (an Entra tenant, an Okta domain).
+#[derive(Debug, Clone, Copy)]
+pub struct AppSettings<'a> {
+    pub client_id: &'a str,
+    /// `None`: a public client (`token_auth_method = none`).
+    pub client_secret: Option<&'a SecretString>,
+    pub scopes: Option<&'a Scopes>,
+    pub template_values: &'a BTreeMap<String, String>,
+}
+
+/// `base` (the operator's provider) with an organization's own app: the same entry, checked
+/// the same way, with the organization's client, scopes and template values. An error names
+/// the field, as for the operator's table.
+pub fn with_app(base: &ProviderConfig, app: &AppSettings<'_>) -> Result<ProviderConfig, ProviderConfigError> {
+    let err = |field: &str, message: String| ProviderConfigError {
+        provider: base.id.to_string(),
+        field: field.to_owned(),
+        message,
+    };
+    if base.is_api_key() {
+        return Err(err("kind", "users of an api_key provider enter their own key: there is no app to set".into()));
+    }
+    if app.client_id.trim().is_empty() || app.client_id.len() > 512 || app.client_id.chars().any(char::is_control) {
+        return Err(err("client_id", "must be 1-512 characters without control characters".into()));
+    }
+    let method = |base_method: TokenAuthMethod| match (app.client_secret.is_some(), base_method) {
+        (false, _) => TokenAuthMethod::None,
+        (true, TokenAuthMethod::None) => TokenAuthMethod::ClientSecretBasic,
+        (true, method) => method,
+    };
+    let Some(source) = &base.source else {
+        // An entry the broker makes itself (the demo provider, a server's authorization server):
+        // only the client and the scopes are the organization's.
+        if let Some(name) = app.template_values.keys().next() {
+            return Err(err(name, "this provider takes no template values".into()));
+        }
+        let mut config = base.clone();
+        config.client_id = app.client_id.to_owned();
+        config.client_secret = app.client_secret.cloned();
+        config.token_auth_method = method(base.token_auth_method);
+        if let Some(scopes) = app.scopes {
+            config.default_scopes = scopes.clone();
+        }
+        return Ok(config);
+    };
+    let mut fields = (**source).clone();
+    let takes = fields.templates();
+    for (name, value) in app.template_values {
+        if !takes.contains(&name.as_str()) {
+            let known = if takes.is_empty() { "none".to_owned() } else { takes.join(", ") };
+            return Err(err(name, format!("not a template value of this provider (it takes: {known})")));
+        }
+        let slot = match name.as_str() {
+            "tenant" => &mut fields.tenant,
+            "domain" => &mut fields.domain,
+            "subdomain" => &mut fields.subdomain,
+            "shop" => &mut fields.shop,
+            _ => &mut fields.base_url,
+        };
+        *slot = Some(value.clone());
+    }
+    fields.client_id = Some(app.client_id.to_owned());
+    fields.client_secret = app.client_secret.map(|s| secrecy::ExposeSecret::expose_secret(s).to_owned());
+    fields.client_secret_env = None;
+    fields.token_auth_method = Some(
+        match method(base.token_auth_method) {
+            TokenAuthMethod::ClientSecretBasic => "client_secret_basic",
+            TokenAuthMethod::ClientSecretPost => "client_secret_post",
+            TokenAuthMethod::None => "none",
+        }
+        .to_owned(),
+    );
+    if let Some(scopes) = app.scopes {
+        fields.scopes = Some(scopes.iter().map(str::to_owned).collect());
+    }
+    let mut config =
+        build(&base.id, fields, base.catalogue.clone()).map_err(|(field, message)| err(&field, message))?;
+    config.shared_with_organizations = base.shared_with_organizations;
+    Ok(config)
 }
 
 /// An `api_key` entry: the API base, its headers and the key's spec. It has no OAuth endpoints
@@ -516,6 +435,8 @@ fn api_key_provider(
         refresh_margin: None,
         catalogue,
         api_key: Some(api_key),
+        shared_with_organizations: true,
+        source: None,
     })
 }
 

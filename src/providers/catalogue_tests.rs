@@ -357,3 +357,68 @@ fn an_api_key_entry_takes_no_oauth_settings_and_an_oauth_one_no_key_settings() {
     let unknown = ProviderFields { kind: Some("saml".into()), ..Default::default() };
     assert_eq!(error("openai", unknown).field, "kind");
 }
+
+fn app<'a>(
+    client_id: &'a str,
+    secret: Option<&'a SecretString>,
+    templates: &'a BTreeMap<String, String>,
+) -> AppSettings<'a> {
+    AppSettings { client_id, client_secret: secret, scopes: None, template_values: templates }
+}
+
+#[test]
+fn an_organizations_app_is_the_operators_entry_with_its_own_client_and_template_values() {
+    let operator = resolve(&id("microsoft"), creds()).unwrap();
+    assert!(operator.authorization_url.as_str().contains("/common/"), "{}", operator.authorization_url);
+    let secret = SecretString::from("acme-secret");
+    let tenant = BTreeMap::from([("tenant".to_owned(), "acme.onmicrosoft.com".to_owned())]);
+    let acme = with_app(&operator, &app("acme-client", Some(&secret), &tenant)).unwrap();
+    assert_eq!(acme.client_id, "acme-client");
+    assert_eq!(secrecy::ExposeSecret::expose_secret(acme.client_secret.as_ref().unwrap()), "acme-secret");
+    assert!(acme.authorization_url.as_str().contains("/acme.onmicrosoft.com/"), "{}", acme.authorization_url);
+    assert!(acme.token_url.as_str().contains("/acme.onmicrosoft.com/"), "{}", acme.token_url);
+    assert_eq!(acme.default_scopes, operator.default_scopes, "the operator's defaults unless the app names its own");
+    assert!(operator.source.as_ref().unwrap().client_secret.is_none(), "the kept table holds no secret");
+
+    // Without a secret: a public client.
+    let public = with_app(&operator, &app("acme-public", None, &BTreeMap::new())).unwrap();
+    assert_eq!((public.token_auth_method, public.client_secret.is_none()), (TokenAuthMethod::None, true));
+}
+
+#[test]
+fn an_organizations_app_gets_the_checks_the_operators_table_gets() {
+    let operator = resolve(&id("microsoft"), creds()).unwrap();
+    let secret = SecretString::from("s");
+    let cases = [
+        (BTreeMap::from([("domain".to_owned(), "x.okta.com".to_owned())]), "domain", "not a template value"),
+        (BTreeMap::from([("tenant".to_owned(), "evil.example/../x".to_owned())]), "tenant", ""),
+    ];
+    for (templates, field, why) in cases {
+        let error = with_app(&operator, &app("c", Some(&secret), &templates)).unwrap_err();
+        assert_eq!(error.field, field, "{error}");
+        assert!(error.message.contains(why), "{error}");
+    }
+    let error = with_app(&operator, &app(" ", Some(&secret), &BTreeMap::new())).unwrap_err();
+    assert_eq!(error.field, "client_id");
+    let github = resolve(&id("github"), creds()).unwrap();
+    let tenant = BTreeMap::from([("tenant".to_owned(), "t".to_owned())]);
+    let error = with_app(&github, &app("c", Some(&secret), &tenant)).unwrap_err();
+    assert!(error.message.contains("takes: none"), "{error}");
+}
+
+#[test]
+fn an_api_key_provider_has_no_app_to_set() {
+    let catalogue = builtin().unwrap();
+    let (name, _) = catalogue.iter().find(|(_, e)| e.kind.as_deref() == Some("api_key")).unwrap();
+    let provider = resolve(&id(name), ProviderFields::default()).unwrap();
+    let error = with_app(&provider, &app("c", None, &BTreeMap::new())).unwrap_err();
+    assert_eq!(error.field, "kind", "{error}");
+}
+
+#[test]
+fn the_catalogue_never_decides_whether_the_operators_app_is_shared() {
+    let operator = resolve(&id("github"), creds()).unwrap();
+    assert!(operator.shared_with_organizations, "shared unless the operator says otherwise");
+    let kept = resolve(&id("github"), ProviderFields { shared_with_organizations: Some(false), ..creds() }).unwrap();
+    assert!(!kept.shared_with_organizations);
+}

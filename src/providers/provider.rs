@@ -86,6 +86,14 @@ pub struct ProviderConfig {
     /// Set for a provider whose users enter an API key instead of going through OAuth
     /// (`kind = "api_key"`): how the key is sent and checked.
     pub api_key: Option<super::api_key::ApiKeySpec>,
+    /// Whether an organization without its own app here may connect with this (the
+    /// operator's) app (`shared_with_organizations`, default true). The default organization
+    /// always may: it is the operator's own.
+    pub shared_with_organizations: bool,
+    /// The table this was built from (catalogue entry and the operator's fields, no secret):
+    /// what an organization's own app is built over, with its client and template values
+    /// (`catalogue::with_app`). `None` for entries the broker makes itself.
+    pub source: Option<std::sync::Arc<super::fields::ProviderFields>>,
 }
 
 impl ProviderConfig {

@@ -112,6 +112,7 @@ impl Problem {
             FlowError::UnknownProvider(_) => Some(Problem::UnknownProvider),
             FlowError::Store(_) => Some(Problem::Internal),
             FlowError::Internal(_)
+            | FlowError::NoOrganizationApp(_)
             | FlowError::NotActionable
             | FlowError::GrantGone
             | FlowError::ServerGone

@@ -12,9 +12,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::pages::{AllowClientPage, AllowServerPage, ConsentPage, ScopeLine};
+use super::pages::{AllowClientPage, AllowServerPage, ConsentPage, OrgLine, ScopeLine};
 use crate::broker::consent;
 use crate::broker::flow;
+use crate::broker::provider_apps::{self, AppError};
 use crate::config::ProviderConfig;
 use crate::display::{ClientName, safe_text};
 use crate::domain::ElicitationId;
@@ -145,6 +146,19 @@ pub async fn show(
     if provider.is_api_key() {
         return Ok(super::api_keys::page(&row, &provider, client, self_reported_name(&row), &session, None));
     }
+    // The app Approve goes to: the organization's own at this provider, or the operator's (a
+    // refusal now rather than after the click when neither may be used).
+    let chosen =
+        provider_apps::for_connect(&state.core, &row.organization, &provider).await.map_err(|error| match error {
+            AppError::NoApp { provider_name } => PageError::from(flow::FlowError::NoOrganizationApp(provider_name)),
+            AppError::Store(e) => PageError::from(e),
+            other => PageError::Internal(Box::new(other)),
+        })?;
+    let organization = OrgLine {
+        name: organization_name(&state, &row).await?,
+        own_app_client_id: chosen.app_id.as_ref().map(|_| chosen.config.client_id.clone()),
+    };
+    let authorization_url = chosen.config.authorization_url.clone();
     let page = ConsentPage {
         id: row.id.clone(),
         client,
@@ -152,15 +166,22 @@ pub async fn show(
         provider_name: provider.display_name.clone(),
         provider_id: provider.id.to_string(),
         scopes: ScopeLine::list(&provider, &row.scopes),
-        authorization_host: provider.authorization_url.host_str().unwrap_or_default().to_owned(),
+        authorization_host: authorization_url.host_str().unwrap_or_default().to_owned(),
         redirect_uri: state.core.config.provider_redirect_uri(&provider.id).to_string(),
         server,
+        organization,
         nav: SignedIn::of(&session),
     };
     let mut response = html::render(StatusCode::OK, &page);
     // Approving answers the POST with a redirect to the provider (`crate::html::security_headers`).
-    crate::html::security_headers::allow_form_redirects_to(&mut response, [&provider.authorization_url]);
+    crate::html::security_headers::allow_form_redirects_to(&mut response, [&authorization_url]);
     Ok(response)
+}
+
+/// The name of the organization `row` acts in, as its pages show it.
+async fn organization_name(state: &AppState, row: &AuthorizationRow) -> Result<String, PageError> {
+    let org = state.core.store.organizations().by_id(&row.organization).await?;
+    Ok(org.map_or_else(|| row.organization.to_string(), |o| o.name))
 }
 
 /// `POST /connect/{id}` (`csrf_token`, `action=approve|deny`): 303 to the provider, or the

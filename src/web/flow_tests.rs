@@ -99,6 +99,7 @@ impl TestApp {
         let new = NewAuthorization {
             id: id.as_str(),
             user_id: &user.id,
+            organization: &crate::domain::OrganizationId::default_organization(),
             provider: "demo",
             scopes: &Scopes::parse(["notes:read", "profile"]).unwrap(),
             client_name: Some("<b>Test Client</b>"),
@@ -176,7 +177,7 @@ async fn the_owner_connects_and_the_callback_works_once() {
     let event = events.try_recv().unwrap();
     assert_eq!((event.authorization_id.as_str(), event.status.as_str()), (id.as_str(), "completed"));
     let alice_id = app.state.core.store.users().by_username("alice").await.unwrap().unwrap().id;
-    let grant = app.state.core.store.grants().latest(&alice_id, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&alice_id, "demo", None).await.unwrap().unwrap();
     // The client that asked may use the new connection; no other client may.
     let consent =
         app.state.core.store.consents().find(&grant.id, "token:flow-test").await.unwrap().expect("consent recorded");

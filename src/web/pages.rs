@@ -37,7 +37,18 @@ pub struct ConsentPage {
     pub redirect_uri: String,
     /// A server behind the broker this client may call once approved too (its registered name).
     pub server: Option<String>,
+    /// The organization the connection is made in, and whose app it uses.
+    pub organization: OrgLine,
     pub nav: SignedIn,
+}
+
+/// The organization a consent page acts in, by name, and whether the connection goes through
+/// the organization's own app at the provider or the operator's.
+#[derive(Debug, Clone)]
+pub struct OrgLine {
+    pub name: String,
+    /// The client id the provider will see: the organization's own app's, else `None`.
+    pub own_app_client_id: Option<String>,
 }
 
 /// One permission on a consent page: the scope, and what it allows where the provider's

@@ -152,6 +152,14 @@ impl From<FlowError> for PageError {
                 format!("This provider is no longer available on this broker. {nothing}"),
                 "Ask the broker's operator about this provider, or start again from your MCP client.",
             ),
+            FlowError::NoOrganizationApp(provider) => Self::page(
+                S::CONFLICT,
+                "Not available for your organization yet",
+                format!(
+                    "Your organization has not set up its own app at {provider}, and this broker keeps its own app for its default organization. {nothing}"
+                ),
+                "Ask your organization's admin to set the organization's app for this provider, then start again from your MCP client.",
+            ),
             FlowError::ProviderRefused(code) if code == "access_denied" => Self::page(
                 S::BAD_REQUEST,
                 "Not connected",
@@ -223,6 +231,7 @@ mod tests {
             FlowError::WrongUser,
             FlowError::NotActionable,
             FlowError::UnknownProvider("gone".into()),
+            FlowError::NoOrganizationApp("GitHub".into()),
             FlowError::WrongCallback,
             FlowError::GrantGone,
             FlowError::ServerGone,
@@ -247,6 +256,7 @@ mod tests {
                 | FlowError::WrongUser
                 | FlowError::NotActionable
                 | FlowError::UnknownProvider(_)
+                | FlowError::NoOrganizationApp(_)
                 | FlowError::GrantGone
                 | FlowError::ServerGone
                 | FlowError::ConnectionChanged

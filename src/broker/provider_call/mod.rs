@@ -70,6 +70,14 @@ pub async fn call(
     request: &ApiRequest<'_>,
     token: AccessToken,
 ) -> Result<ProviderAnswer, CallError> {
+    // Called with the app that issued the grant's tokens: its API base and headers (an
+    // organization's own tenant or domain, its client id in a header).
+    let app = match super::sealed_grant::app_or_reconnect(core, &token.grant, provider).await {
+        Ok(app) => app,
+        Err(TokenError::Store(e)) => return Err(CallError::Store(e)),
+        Err(_) => return Err(CallError::NeedsReconsent),
+    };
+    let provider = app.as_deref().unwrap_or(provider);
     let answer = send_with(core, provider, request, &token, None).await?;
     if answer.status != 401 {
         return Ok(answer);

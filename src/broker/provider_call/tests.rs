@@ -123,9 +123,19 @@ async fn setup() -> Setup {
         api_base_url: None,
         account: None,
     };
-    crate::broker::tokens::store_grant(&state.core, &user.id, &provider(&state), tokens, &Scopes::default())
-        .await
-        .unwrap();
+    crate::broker::tokens::store_grant(
+        &state.core,
+        &user.id,
+        &provider(&state),
+        tokens,
+        &Scopes::default(),
+        crate::broker::tokens::MadeIn {
+            organization: &crate::domain::OrganizationId::default_organization(),
+            app_id: None,
+        },
+    )
+    .await
+    .unwrap();
     Setup { state, api, user_id: user.id, _dir: dir }
 }
 
@@ -136,9 +146,16 @@ fn provider(state: &AppState) -> std::sync::Arc<ProviderConfig> {
 impl Setup {
     async fn token(&self) -> AccessToken {
         let provider = &*provider(&self.state);
-        crate::broker::tokens::access_token_for(&self.state.core, &self.user_id, provider, None, &Scopes::default())
-            .await
-            .unwrap()
+        crate::broker::tokens::access_token_for(
+            &self.state.core,
+            &self.user_id,
+            provider,
+            None,
+            &Scopes::default(),
+            None,
+        )
+        .await
+        .unwrap()
     }
 
     async fn get(&self, path: &str) -> ProviderAnswer {

@@ -224,6 +224,8 @@ mod tests {
             refresh_margin: None,
             catalogue: None,
             api_key: None,
+            shared_with_organizations: true,
+            source: None,
         }
     }
 
@@ -245,6 +247,8 @@ mod tests {
             refresh_gate: Default::default(),
             created_at: 0,
             updated_at,
+            organization: crate::domain::OrganizationId::default_organization(),
+            app_id: None,
         }
     }
 

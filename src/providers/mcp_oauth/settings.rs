@@ -146,6 +146,8 @@ impl McpOauthSettings {
             refresh_margin: None,
             catalogue: None,
             api_key: None,
+            shared_with_organizations: true,
+            source: None,
         }
     }
 }

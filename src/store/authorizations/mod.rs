@@ -18,4 +18,4 @@ pub use approvals::{AllowClient, AllowOutcome, ApproveGatewayPair, CompleteConne
 pub use list::AUTHORIZATION_STATUSES;
 pub use row::{AuthorizationKind, AuthorizationRow, AuthorizationStatus, Authorizations, NewAuthorization};
 pub use sealed::SealedVerifier;
-pub use steps::DeclineAuthorization;
+pub use steps::{DeclineAuthorization, SentToProvider};

@@ -7,7 +7,7 @@
 //! compare-and-swap so it works once.
 
 use crate::clock::Timestamp;
-use crate::domain::Scopes;
+use crate::domain::{OrganizationId, Scopes};
 use crate::store::machinery::error::StoreError;
 use crate::store::machinery::store::Store;
 
@@ -96,6 +96,11 @@ pub struct AuthorizationRow {
     pub created_at: i64,
     pub expires_at: i64,
     pub updated_at: i64,
+    /// The organization it acts in: whose app the provider trip uses, whose page it is.
+    pub organization: OrganizationId,
+    /// The organization's app version the browser was sent to the provider with (set on
+    /// approval); `None`: the operator's app, or not sent yet.
+    pub app_id: Option<String>,
 }
 
 impl std::fmt::Debug for AuthorizationRow {
@@ -153,6 +158,8 @@ pub(in crate::store) struct RawAuthorizationRow {
     pub(super) created_at: i64,
     pub(super) expires_at: i64,
     pub(super) updated_at: i64,
+    pub(super) organization_id: String,
+    pub(super) app_id: Option<String>,
 }
 
 impl TryFrom<RawAuthorizationRow> for AuthorizationRow {
@@ -185,6 +192,8 @@ impl TryFrom<RawAuthorizationRow> for AuthorizationRow {
             created_at: raw.created_at,
             expires_at: raw.expires_at,
             updated_at: raw.updated_at,
+            organization: OrganizationId::from_stored(raw.organization_id),
+            app_id: raw.app_id,
         })
     }
 }
@@ -235,13 +244,15 @@ impl serde::Serialize for AuthorizationKind {
     }
 }
 
-pub(in crate::store) const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at";
+pub(in crate::store) const AUTHZ_COLUMNS: &str = "id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, state_hash, browser_session_hash, pkce_verifier_sealed, redirect_uri, failure, created_at, expires_at, updated_at, organization_id, app_id";
 
 /// What a tool call knows when it asks for a connection.
 #[derive(Debug, Clone)]
 pub struct NewAuthorization<'a> {
     pub id: &'a str,
     pub user_id: &'a str,
+    /// The organization it acts in ([`AuthorizationRow::organization`]).
+    pub organization: &'a OrganizationId,
     pub provider: &'a str,
     pub scopes: &'a Scopes,
     pub client_name: Option<&'a str>,
@@ -280,6 +291,8 @@ mod tests {
             created_at: 1,
             expires_at: 2,
             updated_at: 1,
+            organization_id: "org_default".into(),
+            app_id: None,
         }
     }
 
@@ -327,6 +340,7 @@ mod tests {
         let new = NewAuthorization {
             id: "a1",
             user_id: &user,
+            organization: &crate::domain::OrganizationId::default_organization(),
             provider: "demo",
             scopes: &scopes,
             client_name: None,

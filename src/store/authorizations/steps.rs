@@ -14,6 +14,17 @@ use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::transaction::Transaction;
 use crate::store::machinery::write::{On, Write, Written};
 
+/// What an approval sent the browser to the provider with ([`Authorizations::mark_redirected`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SentToProvider<'a> {
+    pub state_hash: &'a str,
+    pub browser_session_hash: &'a str,
+    pub pkce_verifier_sealed: &'a [u8],
+    pub redirect_uri: &'a str,
+    /// The organization's app version; `None`: the operator's app.
+    pub app_id: Option<&'a str>,
+}
+
 /// [`Authorizations::decline`].
 pub struct DeclineAuthorization<'a> {
     id: &'a str,
@@ -41,8 +52,8 @@ impl Write for DeclineAuthorization<'_> {
 impl<'s> Authorizations<'s> {
     pub async fn create(self, new: &NewAuthorization<'_>, now: Timestamp) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, created_at, expires_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, 'pending', $10, $11, $10)",
+            "INSERT INTO authorizations (id, user_id, provider, scopes, client_name, mcp_session, client_key, kind, grant_id, server_id, status, created_at, expires_at, updated_at, organization_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $12, 'pending', $10, $11, $10, $13)",
         )
         .bind(new.id)
         .bind(new.user_id)
@@ -56,6 +67,7 @@ impl<'s> Authorizations<'s> {
         .bind(now)
         .bind(new.expires_at)
         .bind(new.server_id)
+        .bind(new.organization.as_str())
         .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         Ok(())
@@ -87,14 +99,17 @@ impl<'s> Authorizations<'s> {
     pub async fn find_open(self, like: &NewAuthorization<'_>, now: Timestamp) -> StoreResult<Option<AuthorizationRow>> {
         let rows = sqlx::query_as::<_, RawAuthorizationRow>(&format!(
             "SELECT {AUTHZ_COLUMNS} FROM authorizations WHERE user_id = $1 AND provider = $2 AND scopes = $3 \
-             AND client_key = $4 AND kind = $5 AND status IN ('pending', 'redirected') AND expires_at > $6 ORDER BY created_at DESC"
+             AND client_key = $4 AND kind = $5 AND status IN ('pending', 'redirected') AND expires_at > $6 AND organization_id = $7 \
+             ORDER BY created_at DESC"
         ))
         .bind(like.user_id)
         .bind(like.provider)
         .bind(like.scopes.to_space_separated())
         .bind(like.client_key)
         .bind(like.kind.as_str())
-        .bind(now).fetch_all_in(self.store.read())
+        .bind(now)
+        .bind(like.organization.as_str())
+        .fetch_all_in(self.store.read())
         .await?;
         rows.into_iter()
             .find(|r| {
@@ -106,27 +121,21 @@ impl<'s> Authorizations<'s> {
             .transpose()
     }
 
-    /// Owner approved: store the state hash, the sealed verifier and the approving browser
-    /// session; only from `pending` or `redirected` (a second click re-issues the redirect).
-    pub async fn mark_redirected(
-        self,
-        id: &str,
-        state_hash: &str,
-        browser_session_hash: &str,
-        pkce_verifier_sealed: &[u8],
-        redirect_uri: &str,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
+    /// Owner approved: store the state hash, the sealed verifier, the approving browser
+    /// session and the app the browser goes to the provider with; only from `pending` or
+    /// `redirected` (a second click re-issues the redirect).
+    pub async fn mark_redirected(self, id: &str, sent: &SentToProvider<'_>, now: Timestamp) -> StoreResult<bool> {
         let done = sqlx::query(
-            "UPDATE authorizations SET status = 'redirected', state_hash = $1, browser_session_hash = $2, pkce_verifier_sealed = $3, updated_at = $4, redirect_uri = $6 \
+            "UPDATE authorizations SET status = 'redirected', state_hash = $1, browser_session_hash = $2, pkce_verifier_sealed = $3, updated_at = $4, redirect_uri = $6, app_id = $7 \
              WHERE id = $5 AND status IN ('pending', 'redirected') AND expires_at > $4",
         )
-        .bind(state_hash)
-        .bind(browser_session_hash)
-        .bind(pkce_verifier_sealed)
+        .bind(sent.state_hash)
+        .bind(sent.browser_session_hash)
+        .bind(sent.pkce_verifier_sealed)
         .bind(now)
         .bind(id)
-        .bind(redirect_uri)
+        .bind(sent.redirect_uri)
+        .bind(sent.app_id)
         .execute(self.store.write(CacheEffect::Nothing))
         .await?;
         Ok(done.rows_affected() == 1)

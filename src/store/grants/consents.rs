@@ -308,7 +308,15 @@ mod tests {
             store
                 .grants()
                 .upsert(
-                    &NewGrant { id: &grant_id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    &NewGrant {
+                        id: &grant_id,
+                        user_id: &user,
+                        provider: "demo",
+                        account_label: None,
+                        tokens: &tokens,
+                        organization: &crate::domain::OrganizationId::default_organization(),
+                        app_id: None
+                    },
                     10
                 )
                 .await

@@ -1,6 +1,7 @@
 //! Reading grants: one by its key or id, a user's, everyone's. A grant with a client's consent,
 //! as every tool call reads it, is [`crate::store::grants::with_consent`].
 
+use crate::domain::OrganizationId;
 use crate::store::machinery::cache_effect::FetchIn;
 use crate::store::machinery::error::StoreResult;
 use crate::store::machinery::placeholders::numbered_values;
@@ -13,20 +14,36 @@ use crate::store::grants::row::RawGrantRow;
 impl Grants<'_> {
     /// The user's grant at `provider`; with several accounts there, the most recently updated.
     /// Tools that must act on one account use [`Grants::for_account`].
-    pub async fn latest(self, user_id: &str, provider: &str) -> StoreResult<Option<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
-            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 ORDER BY updated_at DESC, version DESC, id LIMIT 1"
-        ))
-        .bind(user_id)
-        .bind(provider).fetch_optional_in(self.store.read())
-        .await?
-        .map(GrantRow::try_from)
-        .transpose()
+    ///
+    /// `within` an organization, only the grants made in it count (a service sees only its
+    /// organization's); `None` reads all of the user's.
+    pub async fn latest(
+        self,
+        user_id: &str,
+        provider: &str,
+        within: Option<&OrganizationId>,
+    ) -> StoreResult<Option<GrantRow>> {
+        let org = if within.is_some() { " AND organization_id = $3" } else { "" };
+        let sql = format!(
+            "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2{org} ORDER BY updated_at DESC, version DESC, id LIMIT 1"
+        );
+        let mut query = sqlx::query_as::<_, RawGrantRow>(&sql).bind(user_id).bind(provider);
+        if let Some(org) = within {
+            query = query.bind(org.as_str());
+        }
+        query.fetch_optional_in(self.store.read()).await?.map(GrantRow::try_from).transpose()
     }
 
-    /// The grant for one account (`account` '' = the account without a name).
-    pub async fn for_account(self, user_id: &str, provider: &str, account: &str) -> StoreResult<Option<GrantRow>> {
-        sqlx::query_as::<_, RawGrantRow>(&format!(
+    /// The grant for one account (`account` '' = the account without a name); `within` as
+    /// [`Grants::latest`].
+    pub async fn for_account(
+        self,
+        user_id: &str,
+        provider: &str,
+        account: &str,
+        within: Option<&OrganizationId>,
+    ) -> StoreResult<Option<GrantRow>> {
+        let grant = sqlx::query_as::<_, RawGrantRow>(&format!(
             "SELECT {GRANT_COLUMNS} FROM grants WHERE user_id = $1 AND provider = $2 AND account_label = $3"
         ))
         .bind(user_id)
@@ -35,7 +52,8 @@ impl Grants<'_> {
         .fetch_optional_in(self.store.read())
         .await?
         .map(GrantRow::try_from)
-        .transpose()
+        .transpose()?;
+        Ok(grant.filter(|g| within.is_none_or(|org| g.organization == *org)))
     }
 
     pub async fn by_id(self, id: &str) -> StoreResult<Option<GrantRow>> {

@@ -261,7 +261,15 @@ mod tests {
             store
                 .grants()
                 .upsert(
-                    &NewGrant { id: &id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    &NewGrant {
+                        id: &id,
+                        user_id: &user,
+                        provider: "demo",
+                        account_label: None,
+                        tokens: &tokens,
+                        organization: &crate::domain::OrganizationId::default_organization(),
+                        app_id: None
+                    },
                     10
                 )
                 .await
@@ -318,7 +326,15 @@ mod tests {
             store
                 .grants()
                 .upsert(
-                    &NewGrant { id: &id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    &NewGrant {
+                        id: &id,
+                        user_id: &user,
+                        provider: "demo",
+                        account_label: None,
+                        tokens: &tokens,
+                        organization: &crate::domain::OrganizationId::default_organization(),
+                        app_id: None
+                    },
                     300
                 )
                 .await

@@ -11,7 +11,7 @@
 //! matched no row, moves nothing.
 
 use crate::clock::Timestamp;
-use crate::domain::Scopes;
+use crate::domain::{OrganizationId, Scopes};
 use crate::store::machinery::cache_effect::NamesUser;
 use crate::store::machinery::error::StoreError;
 use crate::store::machinery::store::Store;
@@ -86,6 +86,11 @@ pub struct GrantRow {
     pub refresh_gate: RefreshGate,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The organization the grant was made in (whose app issued it, whose services may use it).
+    pub organization: OrganizationId,
+    /// The organization's app version that issued the tokens ([`crate::store::organizations::ProviderApp`]);
+    /// `None`: the operator's app. Refreshes, revocation and API calls use the same one.
+    pub app_id: Option<String>,
 }
 
 /// What holds a grant's next refresh back (migration 0013): a backoff after transient
@@ -145,6 +150,8 @@ pub(in crate::store) struct RawGrantRow {
     pub(super) refresh_error: Option<String>,
     pub(super) created_at: i64,
     pub(super) updated_at: i64,
+    pub(super) organization_id: String,
+    pub(super) app_id: Option<String>,
 }
 
 /// A write that returns the whole row moves its user's caches ([`Grants::store_refreshed_tokens`]).
@@ -191,6 +198,8 @@ impl TryFrom<RawGrantRow> for GrantRow {
             },
             created_at: raw.created_at,
             updated_at: raw.updated_at,
+            organization: OrganizationId::from_stored(raw.organization_id),
+            app_id: raw.app_id,
         })
     }
 }
@@ -207,12 +216,14 @@ impl std::fmt::Debug for GrantRow {
             .field("status", &self.status)
             .field("expires_at", &self.expires_at)
             .field("version", &self.version)
+            .field("organization", &self.organization)
+            .field("app_id", &self.app_id)
             .finish_non_exhaustive()
     }
 }
 
 /// '' in the column (no name) reads as NULL, so callers see `None`.
-pub(in crate::store) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_not_before, refresh_failures, refresh_window_start, refresh_window_count, refresh_error, created_at, updated_at";
+pub(in crate::store) const GRANT_COLUMNS: &str = "id, user_id, provider, NULLIF(account_label, '') AS account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_not_before, refresh_failures, refresh_window_start, refresh_window_count, refresh_error, created_at, updated_at, organization_id, app_id";
 
 /// New token material for a grant (already sealed by the caller).
 #[derive(Debug, Clone)]
@@ -252,6 +263,8 @@ mod tests {
             refresh_error: None,
             created_at: 1,
             updated_at: 1,
+            organization_id: "org_default".into(),
+            app_id: None,
         }
     }
 
@@ -301,14 +314,22 @@ mod tests {
             store
                 .grants()
                 .upsert(
-                    &NewGrant { id: &id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    &NewGrant {
+                        id: &id,
+                        user_id: &user,
+                        provider: "demo",
+                        account_label: None,
+                        tokens: &tokens,
+                        organization: &crate::domain::OrganizationId::default_organization(),
+                        app_id: None
+                    },
                     10
                 )
                 .await
                 .unwrap()
         );
 
-        let grant = store.grants().latest(&user, "demo").await.unwrap().unwrap();
+        let grant = store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
         assert_eq!((grant.status, &grant.scopes), (GrantStatus::Active, &tokens.scopes));
         let stored: (String, String) = sqlx::query_as("SELECT scopes, status FROM grants WHERE id = $1")
             .bind(&id)
@@ -342,7 +363,15 @@ mod tests {
             store
                 .grants()
                 .upsert(
-                    &NewGrant { id: &id, user_id: &user, provider: "demo", account_label: None, tokens: &tokens },
+                    &NewGrant {
+                        id: &id,
+                        user_id: &user,
+                        provider: "demo",
+                        account_label: None,
+                        tokens: &tokens,
+                        organization: &crate::domain::OrganizationId::default_organization(),
+                        app_id: None
+                    },
                     10
                 )
                 .await

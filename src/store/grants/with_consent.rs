@@ -5,7 +5,7 @@
 //! The consent comes as a correlated subquery on the grants query, so the grant's own columns
 //! and its conversion stay those of [`crate::store::grants`].
 
-use crate::domain::Scopes;
+use crate::domain::{OrganizationId, Scopes};
 use crate::store::grants::row::{GRANT_COLUMNS, GrantRow, Grants, RawGrantRow};
 use crate::store::machinery::cache_effect::FetchIn;
 use crate::store::machinery::error::{StoreError, StoreResult};
@@ -54,18 +54,24 @@ impl Grants<'_> {
     /// [`Grants::latest`] (or [`Grants::for_account`] when `account` is named) with the
     /// consent of the client `client_key`: picked from the user's cached grants
     /// ([`crate::store::grants::cache`]) when they are fresh.
+    ///
+    /// `within` an organization, the grants made in another one are not there (a service sees
+    /// only its organization's); `None` reads all of the user's (their own MCP client).
     pub async fn with_consent(
         self,
         user_id: &str,
         provider: &str,
         account: Option<&str>,
         client_key: &str,
+        within: Option<&OrganizationId>,
     ) -> StoreResult<Option<GrantWithConsent>> {
         // An empty account name matches the column's '' (read back as no name): asked as is.
         if account != Some("")
             && let Ok(all) = self.for_user_seen_by(user_id, client_key).await
         {
-            let mut at_provider = all.iter().filter(|r| r.grant.provider == provider);
+            let mut at_provider = all
+                .iter()
+                .filter(|r| r.grant.provider == provider && within.is_none_or(|org| r.grant.organization == *org));
             let picked = match account {
                 Some(account) => at_provider.find(|r| r.grant.account_label.as_deref() == Some(account)),
                 // As `ORDER BY updated_at DESC, version DESC, id LIMIT 1`.
@@ -77,16 +83,24 @@ impl Grants<'_> {
             };
             return Ok(picked.cloned());
         }
-        self.read_grant_with_consent(user_id, provider, account, client_key).await
+        self.read_grant_with_consent(user_id, provider, account, client_key, within).await
     }
 
     /// The user's grants at `provider`, by account name, as [`Grants::at`], from the
     /// cached read of the client `client_key` when fresh.
-    pub async fn at_seen_by(self, user_id: &str, provider: &str, client_key: &str) -> StoreResult<Vec<GrantRow>> {
+    /// `within` as [`Grants::with_consent`].
+    pub async fn at_seen_by(
+        self,
+        user_id: &str,
+        provider: &str,
+        client_key: &str,
+        within: Option<&OrganizationId>,
+    ) -> StoreResult<Vec<GrantRow>> {
+        let there = |g: &GrantRow| g.provider == provider && within.is_none_or(|org| g.organization == *org);
         match self.for_user_seen_by(user_id, client_key).await {
-            Ok(all) => Ok(all.iter().filter(|r| r.grant.provider == provider).map(|r| r.grant.clone()).collect()),
+            Ok(all) => Ok(all.iter().map(|r| &r.grant).filter(|g| there(g)).cloned().collect()),
             // One corrupt row elsewhere must not hide this provider's grants.
-            Err(_) => self.at(user_id, provider).await,
+            Err(_) => Ok(self.at(user_id, provider).await?.into_iter().filter(there).collect()),
         }
     }
 
@@ -97,16 +111,24 @@ impl Grants<'_> {
         provider: &str,
         account: Option<&str>,
         client_key: &str,
+        within: Option<&OrganizationId>,
     ) -> StoreResult<Option<GrantWithConsent>> {
+        let (org, next) = match within {
+            Some(_) => (" AND organization_id = $4", 5),
+            None => ("", 4),
+        };
         let query = match account {
             Some(_) => format!(
-                "SELECT {GRANT_COLUMNS}, {CONSENT_SCOPES} FROM grants WHERE user_id = $2 AND provider = $3 AND account_label = $4"
+                "SELECT {GRANT_COLUMNS}, {CONSENT_SCOPES} FROM grants WHERE user_id = $2 AND provider = $3{org} AND account_label = ${next}"
             ),
             None => format!(
-                "SELECT {GRANT_COLUMNS}, {CONSENT_SCOPES} FROM grants WHERE user_id = $2 AND provider = $3 ORDER BY updated_at DESC, version DESC, id LIMIT 1"
+                "SELECT {GRANT_COLUMNS}, {CONSENT_SCOPES} FROM grants WHERE user_id = $2 AND provider = $3{org} ORDER BY updated_at DESC, version DESC, id LIMIT 1"
             ),
         };
         let mut query = sqlx::query_as::<_, RawGrantWithConsent>(&query).bind(client_key).bind(user_id).bind(provider);
+        if let Some(org) = within {
+            query = query.bind(org.as_str());
+        }
         if let Some(account) = account {
             query = query.bind(account);
         }

@@ -3,6 +3,7 @@
 //! alone, or in one transaction with its event.
 
 use crate::clock::Timestamp;
+use crate::domain::OrganizationId;
 use crate::store::grants::refresh_failure::RefreshFailure;
 use crate::store::grants::row::{GrantStatus, Grants, SealedTokens};
 use crate::store::machinery::cache_effect::{CacheEffect, ReturnedUser};
@@ -24,6 +25,10 @@ pub struct NewGrant<'a> {
     /// The provider's name for the account, `None` when it gave none.
     pub account_label: Option<&'a str>,
     pub tokens: &'a SealedTokens,
+    /// The organization the connection was made in.
+    pub organization: &'a OrganizationId,
+    /// The organization's app version that issued the tokens; `None`: the operator's.
+    pub app_id: Option<&'a str>,
 }
 
 /// [`Grants::upsert`]: true when it applied.
@@ -38,13 +43,14 @@ impl Write for UpsertGrant<'_> {
     async fn run(&self, on: On<'_, '_>) -> StoreResult<bool> {
         let new = &self.new;
         let upsert = sqlx::query(
-            "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_lease_holder, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', 1, NULL, NULL, $10, $10) \
+            "INSERT INTO grants (id, user_id, provider, account_label, scopes, access_token_sealed, refresh_token_sealed, key_id, expires_at, issued_at, status, version, refresh_lease_until, refresh_lease_holder, created_at, updated_at, organization_id, app_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'active', 1, NULL, NULL, $10, $10, $11, $12) \
              ON CONFLICT (user_id, provider, account_label) DO UPDATE SET scopes = excluded.scopes, \
              access_token_sealed = excluded.access_token_sealed, refresh_token_sealed = excluded.refresh_token_sealed, key_id = excluded.key_id, \
              expires_at = excluded.expires_at, issued_at = excluded.issued_at, status = 'active', version = grants.version + 1, \
              refresh_lease_until = NULL, refresh_lease_holder = NULL, refresh_not_before = NULL, refresh_failures = 0, \
-             refresh_window_start = NULL, refresh_window_count = 0, refresh_error = NULL, updated_at = excluded.updated_at \
+             refresh_window_start = NULL, refresh_window_count = 0, refresh_error = NULL, updated_at = excluded.updated_at, \
+             organization_id = excluded.organization_id, app_id = excluded.app_id \
              WHERE grants.id = excluded.id",
         )
         .bind(new.id)
@@ -56,7 +62,9 @@ impl Write for UpsertGrant<'_> {
         .bind(&new.tokens.refresh_token_sealed)
         .bind(&new.tokens.key_id)
         .bind(new.tokens.expires_at)
-        .bind(self.now);
+        .bind(self.now)
+        .bind(new.organization.as_str())
+        .bind(new.app_id);
         let done = on.execute(CacheEffect::User(new.user_id), upsert).await.map_err(StoreError::from_write)?;
         Ok(done.rows_affected() == 1)
     }

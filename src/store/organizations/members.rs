@@ -110,15 +110,39 @@ impl Members<'_> {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Removes a member (their user stays, and their other organizations). False if `user_id`
-    /// was not a member.
-    pub async fn remove(self, user_id: &str) -> StoreResult<bool> {
+    /// Removes a member (their user stays, and their other organizations). What the
+    /// organization's services had of them goes in the same transaction: the user's open
+    /// authorizations those services caused end (failed, `left_organization`), so a link sent
+    /// before cannot be finished for them afterwards, and the user's consents to those
+    /// services are withdrawn, so rejoining asks again. False if `user_id` was not a member.
+    pub async fn remove(self, user_id: &str, now: Timestamp) -> StoreResult<bool> {
+        let services = "SELECT 'service:' || id FROM services WHERE organization_id = $2";
+        let mut tx = self.store.begin(CacheEffect::Everyone).await?;
         let done = sqlx::query("DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2")
             .bind(self.org.as_str())
             .bind(user_id)
-            .execute(self.store.write(CacheEffect::Everyone))
+            .execute(&mut *tx)
             .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        sqlx::query(&format!(
+            "UPDATE authorizations SET status = 'failed', failure = 'left_organization', pkce_verifier_sealed = NULL, \
+             state_hash = NULL, updated_at = $3 WHERE user_id = $1 AND status IN ('pending', 'redirected') \
+             AND client_key IN ({services})"
+        ))
+        .bind(user_id)
+        .bind(self.org.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!("DELETE FROM client_consents WHERE user_id = $1 AND client_key IN ({services})"))
+            .bind(user_id)
+            .bind(self.org.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// `user_id`'s role here, or `None` if they are not a member. Kept under everyone's cache

@@ -66,6 +66,18 @@ const SEARCH: &str = "LOWER(slug || ' ' || name || ' ' || id) LIKE {q} ESCAPE '\
 pub const MAX_OF_ONE_USER: i64 = 1000;
 
 impl Organizations<'_> {
+    /// The organization `user_id` joined first (by the time of joining, then id): where the
+    /// user's own MCP clients act until they choose another. `None` for a user in none.
+    pub async fn home_of(self, user_id: &str) -> StoreResult<Option<OrganizationId>> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT organization_id FROM memberships WHERE user_id = $1 ORDER BY created_at, organization_id LIMIT 1",
+        )
+        .bind(user_id)
+        .fetch_optional_in(self.store.read())
+        .await?;
+        Ok(row.map(|(id,)| OrganizationId::from_stored(id)))
+    }
+
     /// A new organization. `Conflict` if the slug is taken.
     pub async fn create(self, slug: &OrgSlug, name: &str, now: Timestamp) -> StoreResult<Organization> {
         let id = OrganizationId::generate();

@@ -32,10 +32,12 @@ pub enum SealedColumn {
     WebhookSecret,
     /// The secret a rotation replaced, still signing until its overlap ends.
     WebhookPreviousSecret,
+    /// An organization's own OAuth app's client secret (`admin orgs set-app`).
+    ProviderAppSecret,
 }
 
 impl SealedColumn {
-    pub const ALL: [SealedColumn; 7] = [
+    pub const ALL: [SealedColumn; 8] = [
         SealedColumn::GrantAccessToken,
         SealedColumn::GrantRefreshToken,
         SealedColumn::AuthorizationPkceVerifier,
@@ -43,6 +45,7 @@ impl SealedColumn {
         SealedColumn::GatewaySecret,
         SealedColumn::WebhookSecret,
         SealedColumn::WebhookPreviousSecret,
+        SealedColumn::ProviderAppSecret,
     ];
 
     fn table_column(self) -> (&'static str, &'static str) {
@@ -54,6 +57,7 @@ impl SealedColumn {
             SealedColumn::GatewaySecret => ("gateway_servers", "secret_sealed"),
             SealedColumn::WebhookSecret => ("services", "webhook_secret_sealed"),
             SealedColumn::WebhookPreviousSecret => ("services", "webhook_previous_secret_sealed"),
+            SealedColumn::ProviderAppSecret => ("provider_apps", "client_secret_sealed"),
         }
     }
 
@@ -67,6 +71,7 @@ impl SealedColumn {
             SealedColumn::GatewaySecret => "secret headers of servers behind the broker",
             SealedColumn::WebhookSecret => "webhook signing secrets of services",
             SealedColumn::WebhookPreviousSecret => "webhook signing secrets replaced by a rotation, still in overlap",
+            SealedColumn::ProviderAppSecret => "client secrets of organizations' own OAuth apps",
         }
     }
 }
@@ -141,8 +146,9 @@ impl Sealed<'_> {
         let signing_keys = store.signing_keys().forget_sealed_by(&mut tx, key_id).await?;
         let gateway_servers = store.gateway_servers().forget_sealed_by(&mut tx, key_id).await?;
         let webhooks = store.webhooks().forget_sealed_by(&mut tx, key_id, now).await?;
+        let provider_apps = self.forget_app_secrets(&mut tx, key_id, now).await?;
         tx.commit().await?;
-        Ok(ForgottenValues { grants, authorizations, signing_keys, gateway_servers, webhooks })
+        Ok(ForgottenValues { grants, authorizations, signing_keys, gateway_servers, webhooks, provider_apps })
     }
 }
 
@@ -159,4 +165,7 @@ pub struct ForgottenValues {
     pub gateway_servers: u64,
     /// Services' webhooks removed (their signing secret was sealed with it).
     pub webhooks: u64,
+    /// Organizations' app versions removed (their client secret was sealed with it); the grants
+    /// they issued need a new consent.
+    pub provider_apps: u64,
 }

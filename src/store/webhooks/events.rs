@@ -122,6 +122,8 @@ pub(in crate::store) fn provider_pattern(provider: &str) -> String {
 
 /// Writes one event into the outbox, fanned out to every service with a live webhook that may
 /// use the provider (or the one service named), in one statement: how many services it reached.
+/// Only services of an organization the user belongs to hear of it: a service learns nothing of
+/// people outside its organization, by webhook either.
 /// A `dedupe_key` already written for a service is [`StoreError::Conflict`].
 pub(in crate::store) struct InsertEvent<'a> {
     pub(in crate::store) event: &'a NewEvent,
@@ -138,7 +140,8 @@ impl Write for InsertEvent<'_> {
             "INSERT INTO webhook_events (event_id, service_id, event_type, ordering_key, dedupe_key, payload, status, attempts, next_attempt_at, version, created_at) \
              SELECT $1, id, $2, $3, $4, $5, 'pending', 0, $6, 0, $6 FROM services \
              WHERE webhook_url IS NOT NULL AND webhook_disabled_at IS NULL \
-             AND (' ' || providers || ' ') LIKE $7 ESCAPE '\\' AND ($8 IS NULL OR id = $8)",
+             AND (' ' || providers || ' ') LIKE $7 ESCAPE '\\' AND ($8 IS NULL OR id = $8) \
+             AND EXISTS (SELECT 1 FROM memberships m WHERE m.organization_id = services.organization_id AND m.user_id = $9)",
         )
         .bind(self.event_id)
         .bind(self.event.event_type.as_str())
@@ -147,7 +150,8 @@ impl Write for InsertEvent<'_> {
         .bind(self.event.body(self.event_id, self.now))
         .bind(self.now)
         .bind(provider_pattern(&self.event.provider))
-        .bind(self.event.service_id.as_deref());
+        .bind(self.event.service_id.as_deref())
+        .bind(&self.event.user_id);
         let done = on.execute(CacheEffect::Nothing, insert).await.map_err(StoreError::from_write)?;
         Ok(done.rows_affected())
     }

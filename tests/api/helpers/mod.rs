@@ -25,7 +25,7 @@ mod database;
 mod eventually;
 mod flow;
 mod mcp_client;
-mod pages;
+pub mod pages;
 
 pub mod admin;
 pub mod authorization_server;

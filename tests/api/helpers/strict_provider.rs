@@ -305,7 +305,7 @@ pub(crate) async fn connect_strict(app: &TestApp) -> McpClient {
     let at_provider = browser.get(crate::helpers::location(&approved)).send().await.unwrap();
     let callback = browser.get(crate::helpers::location(&at_provider)).send().await.unwrap();
     assert!(callback.status().is_success() || callback.status().is_redirection(), "callback: {}", callback.status());
-    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap();
     assert!(grant.is_some_and(|g| g.status == GrantStatus::Active), "connected");
     assert_eq!(status_of(&me(&client).await.unwrap()), 200, "the connection works");
     client

@@ -148,7 +148,7 @@ async fn the_status_api_tells_a_service_where_each_connection_stands(backend: Ba
     assert!(page.contains("data-status=\"refresh_failing\""));
     assert!(page.contains("action=\"/connections/reconnect\""), "a Reconnect button");
     let csrf = crate::helpers::hidden_field(&page, "csrf_token").unwrap();
-    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap().unwrap();
     let reconnect = browser
         .post(app.url("/connections/reconnect"))
         .form(&[("csrf_token", csrf.as_str()), ("grant_id", grant.id.as_str())])
@@ -260,7 +260,7 @@ async fn the_calls_in_flight_when_the_provider_revokes_everything_get_the_reconn
         }
     }
     assert_eq!(provider.invalid_grants(), 1, "one refresh reached the provider");
-    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap().unwrap();
     assert_eq!(
         (grant.status, grant.refresh_gate.last_error),
         (GrantStatus::NeedsReconsent, Some(RefreshFailure::InvalidGrant))
@@ -353,9 +353,19 @@ async fn add_zurich_account(app: &TestApp, provider: &StrictProvider) -> u64 {
     };
     let config = app.state.core.providers.find("strict").unwrap().clone();
     let user = app.user_id(ALICE).await;
-    oauth_broker::broker::tokens::store_grant(&app.state.core, &user, &config, tokens, &Default::default())
-        .await
-        .unwrap();
+    oauth_broker::broker::tokens::store_grant(
+        &app.state.core,
+        &user,
+        &config,
+        tokens,
+        &Default::default(),
+        oauth_broker::broker::tokens::MadeIn {
+            organization: &oauth_broker::domain::OrganizationId::default_organization(),
+            app_id: None,
+        },
+    )
+    .await
+    .unwrap();
     sqlx::query("UPDATE grants SET updated_at = updated_at + 100 WHERE user_id = $1 AND account_label <> 'zürich'")
         .bind(&user)
         .execute(app.state.core.store.pool())

@@ -62,7 +62,7 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
     assert!(works(&first).await, "the client that connected may use the connection");
     assert!(allowed_flag(&first).await);
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
 
     let second = other_client(app, ALICE, OTHER_TOOL, ClientKind::Url).await;
     assert!(!allowed_flag(&second).await, "list_connections tells the second client it is not allowed yet");
@@ -84,7 +84,7 @@ async fn first_client_connects_and_a_second_client_must_be_allowed(app: &TestApp
     assert!(works(&second).await, "allowed now");
     assert!(allowed_flag(&second).await);
     // Allowing changed no token: nothing went to the provider.
-    let after = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let after = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     assert_eq!((after.version, after.updated_at), (grant.version, grant.updated_at));
     let audit = app.state.core.store.audit().entries(Some(&user), 50).await.unwrap();
     assert!(
@@ -153,7 +153,7 @@ async fn a_consent_link_needs_its_owner_and_csrf_and_a_decline_allows_nothing(ap
     let second = other_client(app, ALICE, OTHER_TOOL, ClientKind::Url).await;
     let (url, id) = consent_link(&second).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let consent_of_second =
         || async { app.state.core.store.consents().find(&grant.id, "token:other-tool").await.unwrap() };
 
@@ -250,7 +250,7 @@ async fn the_connections_page_lists_clients_and_withdraws_one(app: &TestApp) {
     assert!(works(&first).await, "the other client keeps its consent");
     let (_, _) = consent_link(&second).await;
     let user = app.user_id(ALICE).await;
-    assert!(app.state.core.store.grants().latest(&user, "demo").await.unwrap().is_some(), "the connection stays");
+    assert!(app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().is_some(), "the connection stays");
     assert_eq!(withdraw(&browser, &csrf, &grant_id, "token:other-tool").await, 404, "nothing left to withdraw");
 }
 on_both_backends!(connections_page_clients, the_connections_page_lists_clients_and_withdraws_one);
@@ -317,12 +317,12 @@ on_both_backends!(session_per_client, a_session_opened_by_one_client_refuses_ano
 async fn an_unallowed_client_makes_the_broker_touch_nothing(app: &TestApp) {
     let first = app.connected_client(ALICE).await;
     let user = app.user_id(ALICE).await;
-    let before = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let before = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     // Long after the access token expired: using it would mean a refresh at the provider.
     app.clock.advance(3 * 3600);
     let stranger = other_client(app, ALICE, OTHER_TOOL, ClientKind::NoElicitation).await;
     assert!(call_me(&stranger).await.unwrap().is_error == Some(true), "asked to be allowed");
-    let after = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let after = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     assert_eq!(after.version, before.version, "no refresh was made for a client the user has not allowed");
 
     // Nor may it disconnect (revoking at the provider is a use of the tokens).
@@ -330,7 +330,7 @@ async fn an_unallowed_client_makes_the_broker_touch_nothing(app: &TestApp) {
     assert_eq!(refused.is_error, Some(true));
     let text = refused.content[0].as_text().unwrap().text.clone();
     assert!(text.contains("not allowed") && text.contains("/connections"), "{text}");
-    assert!(app.state.core.store.grants().latest(&user, "demo").await.unwrap().is_some(), "still connected");
+    assert!(app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().is_some(), "still connected");
     assert!(works(&first).await, "the allowed client refreshes and goes on");
 }
 on_both_backends!(unallowed_touches_nothing, an_unallowed_client_makes_the_broker_touch_nothing);

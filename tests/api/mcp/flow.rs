@@ -148,7 +148,7 @@ async fn declining_at_the_client_or_on_the_consent_page_is_reported(app: &TestAp
         app.state.core.store.authorizations().by_id(&id).await.unwrap().unwrap().status,
         AuthorizationStatus::Declined
     );
-    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().is_none());
+    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().is_none());
 }
 on_both_backends!(declines, declining_at_the_client_or_on_the_consent_page_is_reported);
 

@@ -350,7 +350,9 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
                     user_id: &alice,
                     provider: "demo",
                     account_label: Some("second"),
-                    tokens: &tokens
+                    tokens: &tokens,
+                    organization: &oauth_broker::domain::OrganizationId::default_organization(),
+                    app_id: None,
                 },
                 30
             )
@@ -367,7 +369,9 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
                     user_id: &alice,
                     provider: "demo",
                     account_label: None,
-                    tokens: &tokens
+                    tokens: &tokens,
+                    organization: &oauth_broker::domain::OrganizationId::default_organization(),
+                    app_id: None,
                 },
                 31
             )
@@ -378,13 +382,21 @@ async fn migration_0002_keeps_grants_and_their_ids(backend: Backend) {
         !store
             .grants()
             .upsert(
-                &NewGrant { id: "g_other", user_id: &alice, provider: "demo", account_label: None, tokens: &tokens },
+                &NewGrant {
+                    id: "g_other",
+                    user_id: &alice,
+                    provider: "demo",
+                    account_label: None,
+                    tokens: &tokens,
+                    organization: &oauth_broker::domain::OrganizationId::default_organization(),
+                    app_id: None
+                },
                 32
             )
             .await
             .unwrap()
     );
-    let unnamed = store.grants().for_account(&alice, "demo", "").await.unwrap().unwrap();
+    let unnamed = store.grants().for_account(&alice, "demo", "", None).await.unwrap().unwrap();
     assert_eq!(
         (unnamed.id, unnamed.version, unnamed.access_token_sealed),
         (legacy_grant_id(&alice, "demo"), 4, vec![9])
@@ -411,7 +423,7 @@ async fn reconnecting_an_account_from_before_several_accounts_keeps_its_row(app:
     connect_demo_account(app, "demo-user").await;
     let user = app.user_id(ALICE).await;
     let owner = format!("{user}/demo");
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let ctx = |row_id| SealContext { table: "grants", column: "access_token", row_id, owner: &owner };
     let refresh_ctx = |row_id| SealContext { table: "grants", column: "refresh_token", row_id, owner: &owner };
     let access = app.state.core.sealer.open(&grant.access_token_sealed, ctx(&grant.id)).unwrap();

@@ -339,7 +339,7 @@ async fn connections_are_reviewed_and_completed_for_their_owner_only(app: &TestA
     );
     wait_for_prompts(alice.peer(), |names| names.iter().any(|n| n == "switch")).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let open = |sealed: &[u8], column| {
         let ctx = SealContext { table: "grants", column, row_id: &grant.id, owner: &owner };

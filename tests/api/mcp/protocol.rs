@@ -269,7 +269,7 @@ async fn logging_follows_the_sessions_level_and_never_carries_a_secret() {
     assert_eq!(logged[1]["data"]["status"], 200);
     assert_eq!(logged[1]["data"]["path"], "/me");
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let ctx =
         oauth_broker::crypto::SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };

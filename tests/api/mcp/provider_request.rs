@@ -66,7 +66,7 @@ on_both_backends!(forwarding, requests_are_forwarded_and_confined_to_the_provide
 async fn disconnecting_revokes_the_tokens_at_the_provider(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let ctx =
         oauth_broker::crypto::SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };
@@ -74,7 +74,7 @@ async fn disconnecting_revokes_the_tokens_at_the_provider(app: &TestApp) {
 
     let result = client.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
     assert_ne!(result.is_error, Some(true));
-    assert!(app.state.core.store.grants().latest(&user, "demo").await.unwrap().is_none());
+    assert!(app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().is_none());
     // The old access token no longer works at the provider.
     let direct = app.http().get(app.url("/demo-provider/api/me")).bearer_auth(&token).send().await.unwrap();
     assert_eq!(direct.status(), 401);

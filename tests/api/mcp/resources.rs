@@ -202,7 +202,7 @@ async fn unknown_or_malformed_uris_are_not_found_and_cannot_be_subscribed() {
 async fn resources_show_the_connection_and_never_a_secret(app: &TestApp) {
     let alice = app.connected_client(ALICE).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let owner = format!("{user}/demo");
     let open = |sealed: &[u8], column| {
         let ctx = SealContext { table: "grants", column, row_id: &grant.id, owner: &owner };
@@ -314,7 +314,7 @@ async fn subscribers_hear_about_connect_refresh_and_disconnect(app: &TestApp) {
     let disconnecter = app.mcp_client(ALICE, ClientKind::NoElicitation).await;
     let result = disconnecter.call("disconnect_account", json!({"provider": "demo"})).await.unwrap();
     assert_ne!(result.is_error, Some(true), "{result:?}");
-    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().is_none());
+    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().is_none());
     assert_eq!(watcher.next_update(Duration::from_secs(10)).await.as_deref(), Some(CONNECTIONS));
     assert_eq!(per_provider.next_update(Duration::from_secs(10)).await.as_deref(), Some(DEMO));
     let (_, gone) = read(watcher.peer(), DEMO).await.unwrap();

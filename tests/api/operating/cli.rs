@@ -1085,6 +1085,7 @@ async fn authorizations_name_clients_by_what_the_broker_knows_and_mark_what_they
         let new = NewAuthorization {
             id,
             user_id: &alice,
+            organization: &oauth_broker::domain::OrganizationId::default_organization(),
             provider: "demo",
             scopes: &scopes,
             client_name: Some("Claude Desktop"),

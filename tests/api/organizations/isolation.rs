@@ -104,7 +104,7 @@ async fn a_service_acts_only_for_members_of_its_own_organization(app: &TestApp) 
     let (alice, bob) = (app.user_id(ALICE).await, app.user_id(BOB).await);
     for (org, user) in [(&acme, &alice), (&globex, &bob)] {
         store.in_org(&org.id).members().add(user, oauth_broker::domain::OrgRole::Member, now).await.unwrap();
-        assert!(store.in_org(&default.id).members().remove(user).await.unwrap());
+        assert!(store.in_org(&default.id).members().remove(user, app.now()).await.unwrap());
     }
     let in_org = |org, resource: Option<&'static str>, trusted| ServiceOptions {
         resource,
@@ -191,7 +191,7 @@ async fn a_service_acts_only_for_members_of_its_own_organization(app: &TestApp) 
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
     // Alice leaves acme: acme's services stop acting for her at once.
-    assert!(store.in_org(&acme.id).members().remove(&alice).await.unwrap());
+    assert!(store.in_org(&acme.id).members().remove(&alice, app.now()).await.unwrap());
     assert_eq!(
         tokens(app, &acme_back, json!({"user_id": alice, "provider": "demo"})).await,
         tokens(app, &acme_back, json!({"user_id": "no-such-user", "provider": "demo"})).await,

@@ -62,9 +62,9 @@ async fn everyone_starts_in_the_default_organization_and_joins_others(app: &Test
     // A changed role and a removal are seen at once (the cached role goes with them).
     assert!(members.set_role(&alice, OrgRole::Member).await.unwrap());
     assert_eq!(members.role_of(&alice).await.unwrap(), Some(OrgRole::Member));
-    assert!(members.remove(&alice).await.unwrap());
+    assert!(members.remove(&alice, app.now()).await.unwrap());
     assert_eq!(members.role_of(&alice).await.unwrap(), None);
-    assert!(!members.remove(&alice).await.unwrap());
+    assert!(!members.remove(&alice, app.now()).await.unwrap());
     assert!(!members.set_role(&bob, OrgRole::Admin).await.unwrap(), "bob was never a member");
     assert_eq!(store.in_org(&default.id).members().role_of(&alice).await.unwrap(), Some(OrgRole::Member));
 

@@ -8,7 +8,7 @@ use crate::helpers::strict_provider::{StrictProvider, connect_strict, me, spawn,
 use crate::helpers::{ALICE, Backend, TestApp};
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap().unwrap()
 }
 
 /// RFC 6749 §6: a refresh answer without `refresh_token` means "keep using the one you have".
@@ -102,7 +102,7 @@ async fn disconnecting_reports_the_revocation_outcome_truthfully(backend: Backen
 }
 
 async fn strict_grant_gone(app: &TestApp) -> bool {
-    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().is_none()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap().is_none()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

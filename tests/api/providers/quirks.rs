@@ -96,8 +96,15 @@ async fn a_github_style_answer_connects_once_with_both_scopes_and_does_not_loop(
     // Assert: one grant with the two scopes, for the numeric id, labelled with the login.
     assert_eq!(landed.status(), 303, "the callback lands on a clean page");
     assert!(location(&landed).ends_with("/result"), "{}", location(&landed));
-    let grant =
-        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github").await.unwrap().expect("connected");
+    let grant = app
+        .state
+        .core
+        .store
+        .grants()
+        .latest(&app.user_id(ALICE).await, "github", None)
+        .await
+        .unwrap()
+        .expect("connected");
     assert_eq!(grant.scopes, scopes(&["repo", "gist"]));
     assert_eq!(grant.account_label.as_deref(), Some("octocat"));
     let (account_id, _) = app.state.core.store.grants().account(&grant.id).await.unwrap().unwrap();
@@ -150,7 +157,7 @@ async fn a_response_at_another_providers_callback_is_refused_before_any_token_re
     let landed = browser.get(&callback).send().await.unwrap();
     assert!(location(&landed).ends_with("/result"), "{}", location(&landed));
     assert_eq!(github.token_requests(), 1);
-    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github").await.unwrap().is_some());
+    assert!(app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github", None).await.unwrap().is_some());
     app.stop().await;
 }
 both!(a_response_at_another_providers_callback_is_refused_before_any_token_request);
@@ -207,7 +214,7 @@ async fn a_renamed_login_keeps_its_grant_and_the_label_follows(backend: Backend)
     let client = Arc::new(app.mcp_client(ALICE, ClientKind::Url).await);
     connect(&app, &client, "github").await;
     let user = app.user_id(ALICE).await;
-    let first = app.state.core.store.grants().latest(&user, "github").await.unwrap().unwrap();
+    let first = app.state.core.store.grants().latest(&user, "github", None).await.unwrap().unwrap();
 
     // Act: the account is renamed at GitHub, and the user connects "another" account — which
     // the provider says is the same one.
@@ -249,7 +256,7 @@ async fn a_failed_identity_lookup_is_reported_not_stored_as_an_empty_account(bac
     assert_eq!(row.status, AuthorizationStatus::Failed);
     assert_eq!(row.failure.as_deref(), Some("exchange_failed:identity_lookup_failed"));
     assert!(
-        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github").await.unwrap().is_none(),
+        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "github", None).await.unwrap().is_none(),
         "nothing stored"
     );
     app.stop().await;
@@ -273,14 +280,14 @@ async fn slack_v2_nested_user_tokens_and_errors_with_http_200(backend: Backend) 
     let (callback, browser) = to_callback(&app, &link).await;
     browser.get(&callback).send().await.unwrap();
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "slack").await.unwrap().expect("connected");
+    let grant = app.state.core.store.grants().latest(&user, "slack", None).await.unwrap().expect("connected");
     assert_eq!(grant.scopes, scopes(&["repo", "gist"]));
     // An error with HTTP 200 fails the attempt with its code.
     connect(&app, &client, "broken").await;
     let rows = app.state.core.store.authorizations().all(100).await.unwrap();
     let row = rows.iter().find(|r| r.provider == "broken").unwrap();
     assert_eq!(row.failure.as_deref(), Some("exchange_failed:invalid_grant"));
-    assert!(app.state.core.store.grants().latest(&user, "broken").await.unwrap().is_none());
+    assert!(app.state.core.store.grants().latest(&user, "broken", None).await.unwrap().is_none());
     app.stop().await;
 }
 both!(slack_v2_nested_user_tokens_and_errors_with_http_200);

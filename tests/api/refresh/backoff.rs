@@ -41,7 +41,7 @@ fn retry_after_of(result: &CallToolResult) -> u64 {
 }
 
 async fn grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap().unwrap()
 }
 
 // ---- backoff honouring Retry-After ----

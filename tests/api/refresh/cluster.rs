@@ -26,7 +26,7 @@ async fn twenty_calls_on_an_expired_grant_across_two_processes_refresh_it_exactl
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     a.clock.advance((wall - a.now()).max(0));
     let user = a.user_id(ALICE).await;
-    let grant = a.state.core.store.grants().latest(&user, "strict").await.unwrap().unwrap();
+    let grant = a.state.core.store.grants().latest(&user, "strict", None).await.unwrap().unwrap();
     sqlx::query("UPDATE grants SET expires_at = $1 WHERE id = $2")
         .bind(a.now() - 1)
         .bind(&grant.id)
@@ -52,7 +52,7 @@ async fn twenty_calls_on_an_expired_grant_across_two_processes_refresh_it_exactl
     assert_eq!(provider.refresh_requests(), 1, "exactly one refresh across two processes");
     assert_eq!(provider.invalid_grants(), 0);
     assert_eq!(provider.issued(), connected + 1);
-    let after = a.state.core.store.grants().latest(&user, "strict").await.unwrap().unwrap();
+    let after = a.state.core.store.grants().latest(&user, "strict", None).await.unwrap().unwrap();
     assert!(after.expires_at.unwrap() > a.now());
     drop(b);
     a.stop().await;

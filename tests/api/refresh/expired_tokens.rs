@@ -17,7 +17,7 @@ async fn me(client: &crate::helpers::McpClient) -> Result<rmcp::model::CallToolR
 async fn an_expired_access_token_is_refreshed_once_even_under_concurrent_calls(app: &TestApp) {
     let client = std::sync::Arc::new(app.connected_client(ALICE).await);
     let user = app.user_id(ALICE).await;
-    let before = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let before = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
 
     // The demo provider's access tokens live an hour.
     app.clock.advance(2 * 3600);
@@ -31,7 +31,7 @@ async fn an_expired_access_token_is_refreshed_once_even_under_concurrent_calls(a
         let result = call.await.unwrap().unwrap();
         assert_eq!(result.structured_content.unwrap()["status"], 200, "every concurrent call succeeds");
     }
-    let after = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let after = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     assert_eq!(after.status, GrantStatus::Active);
     assert_eq!(after.version, before.version + 2, "one lease claim and one store: exactly one refresh");
     assert!(after.expires_at.unwrap() > app.now());
@@ -49,7 +49,7 @@ async fn a_refused_refresh_token_asks_for_consent_again(app: &TestApp) {
         Err(ServiceError::McpError(e)) => assert_eq!(e.code.0, -32042),
         other => panic!("expected -32042 after invalid_grant, got {other:?}"),
     }
-    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().unwrap();
     assert_eq!(grant.status, GrantStatus::NeedsReconsent);
     let listed = client.call("list_connections", json!({})).await.unwrap();
     assert_eq!(listed.structured_content.unwrap()["connections"][0]["status"], "needs_reconsent");
@@ -62,7 +62,7 @@ on_both_backends!(reconsent, a_refused_refresh_token_asks_for_consent_again);
 async fn a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again(app: &TestApp) {
     let client = app.connected_client(ALICE).await;
     let user = app.user_id(ALICE).await;
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let mut tampered = grant.access_token_sealed.clone();
     let last = tampered.len() - 1;
     tampered[last] ^= 0x01;
@@ -89,7 +89,7 @@ async fn a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again(app
     );
 
     // Disconnecting it deletes it, and says nothing could be revoked rather than claiming so.
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let mut refresh = grant.refresh_token_sealed.clone().expect("the demo provider issues refresh tokens");
     let last = refresh.len() - 1;
     refresh[last] ^= 0x01;
@@ -99,7 +99,7 @@ async fn a_stored_token_that_no_longer_opens_sends_the_user_to_connect_again(app
         .execute(app.state.core.store.pool())
         .await
         .unwrap();
-    let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
     let provider = app.state.core.providers.find("demo").unwrap();
     let outcome = oauth_broker::broker::tokens::disconnect_grant(&app.state.core, &provider, &grant).await.unwrap();
     assert!(outcome.deleted);

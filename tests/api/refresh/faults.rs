@@ -19,7 +19,7 @@ fn wall_now() -> i64 {
 }
 
 async fn strict_grant(app: &TestApp) -> oauth_broker::store::grants::GrantRow {
-    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict").await.unwrap().unwrap()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "strict", None).await.unwrap().unwrap()
 }
 
 // ---- 50 concurrent calls on a 30-second token: one refresh ----
@@ -106,7 +106,8 @@ async fn a_refresh_whose_caller_went_away_still_stores_the_rotated_token(backend
             let client = oauth_broker::identity::ClientIdentity::IssuedToken(None);
             let required = oauth_broker::domain::Scopes::default();
             let _ =
-                oauth_broker::broker::access::standing(&state.core, &user, &client, &provider, None, &required).await;
+                oauth_broker::broker::access::standing(&state.core, &user, &client, &provider, None, &required, None)
+                    .await;
         }
     });
     provider.wait_until_held().await;

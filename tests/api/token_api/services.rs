@@ -197,7 +197,15 @@ async fn removing_a_service_removes_its_consents_only(app: &TestApp) {
         store
             .grants()
             .upsert(
-                &NewGrant { id: &grant_id, user_id: &alice, provider: "demo", account_label: None, tokens: &tokens },
+                &NewGrant {
+                    id: &grant_id,
+                    user_id: &alice,
+                    provider: "demo",
+                    account_label: None,
+                    tokens: &tokens,
+                    organization: &oauth_broker::domain::OrganizationId::default_organization(),
+                    app_id: None
+                },
                 app.now()
             )
             .await

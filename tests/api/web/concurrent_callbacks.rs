@@ -47,7 +47,7 @@ async fn concurrent_first_connections_must_not_leave_an_unopenable_grant(app: &T
         let (a, b) = tokio::join!(browser.get(&cb_a).send(), browser.get(&cb_b).send());
         let (a, b) = (a.unwrap().status(), b.unwrap().status());
 
-        let grant = app.state.core.store.grants().latest(&user, "demo").await.unwrap().unwrap();
+        let grant = app.state.core.store.grants().latest(&user, "demo", None).await.unwrap().unwrap();
         let owner = format!("{user}/demo");
         let ctx = oauth_broker::crypto::SealContext {
             table: "grants",

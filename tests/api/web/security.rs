@@ -37,7 +37,7 @@ async fn status_of(app: &TestApp, id: &str) -> AuthorizationStatus {
 }
 
 async fn alice_has_grant(app: &TestApp) -> bool {
-    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().is_some()
+    app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().is_some()
 }
 
 async fn a_forwarded_link_opened_by_another_user_is_refused_and_changes_nothing(app: &TestApp) {
@@ -128,9 +128,11 @@ async fn a_callback_state_works_once_and_only_in_the_browser_that_approved(app: 
     // The approving browser completes; a replay of the same callback is refused.
     assert_eq!(app.land(&browser, &callback).await.status(), 200);
     assert_eq!(status_of(app, &id).await, AuthorizationStatus::Completed);
-    let grant_before = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant_before =
+        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().unwrap();
     assert_eq!(app.land(&browser, &callback).await.status(), 400);
-    let grant_after = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant_after =
+        app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().unwrap();
     assert_eq!(grant_before.version, grant_after.version, "a replay stores nothing");
 }
 on_both_backends!(callback_state, a_callback_state_works_once_and_only_in_the_browser_that_approved);
@@ -177,7 +179,7 @@ async fn tokens_are_sealed_at_rest_and_bound_to_their_row(app: &TestApp) {
     let (url, _) = pending_link(app, ALICE).await;
     let browser = app.browser();
     assert_eq!(app.approve_in_browser(&browser, &url, ALICE).await.status(), 200);
-    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo").await.unwrap().unwrap();
+    let grant = app.state.core.store.grants().latest(&app.user_id(ALICE).await, "demo", None).await.unwrap().unwrap();
     let owner = format!("{}/demo", grant.user_id);
     let ctx =
         oauth_broker::crypto::SealContext { table: "grants", column: "access_token", row_id: &grant.id, owner: &owner };

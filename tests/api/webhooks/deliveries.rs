@@ -518,7 +518,9 @@ async fn webhook_latency(backend: Backend) {
                             user_id: &user,
                             provider: "demo",
                             account_label: Some(&account),
-                            tokens: &tokens
+                            tokens: &tokens,
+                            organization: &oauth_broker::domain::OrganizationId::default_organization(),
+                            app_id: None,
                         },
                         app.now()
                     )

@@ -52,7 +52,7 @@ async fn a_failing_refresh_its_recovery_and_a_lost_grant_reach_the_webhook(backe
             .core
             .store
             .grants()
-            .latest(&user, "strict")
+            .latest(&user, "strict", None)
             .await
             .unwrap()
             .is_some_and(|g| g.status == GrantStatus::NeedsReconsent)

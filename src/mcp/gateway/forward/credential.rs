@@ -146,7 +146,7 @@ pub(crate) async fn ready_credential(
     }
     if let Some((provider_id, scopes, ..)) = entry.row.auth.user_credential() {
         let provider = cx.core.providers.get(provider_id)?;
-        return match standing(cx.core, &user.user_id, &user.client, &provider, None, scopes).await {
+        return match standing(cx.core, &user.user_id, &user.client, &provider, None, scopes, None).await {
             Ok(Standing::Ready(token)) => Some(Credential::provider(&entry.row.auth, &token)),
             Ok(_) => None,
             Err(error) => {
