@@ -90,8 +90,28 @@ pub async fn members(
         .collect();
     let title = format!("{} — members", safe_text(&org.name));
     let path = org_page(org.slug.as_str());
+    let apps = state.core.store.in_org(&org.id).provider_apps().in_use().await?;
+    let own_apps = if apps.is_empty() {
+        " It has no OAuth app of its own: its members connect with the operator's apps (where shared).".to_owned()
+    } else {
+        let each: Vec<String> = apps
+            .iter()
+            .map(|app| {
+                let redirect = crate::domain::ProviderId::parse(&app.provider)
+                    .map(|p| state.core.config.provider_redirect_uri(&p).to_string())
+                    .unwrap_or_default();
+                format!(
+                    "{} (version {}, client id {}; redirect URI to register there: {redirect})",
+                    app.provider,
+                    app.version,
+                    safe_text(&app.client_id)
+                )
+            })
+            .collect();
+        format!(" Its own OAuth apps: {}.", each.join("; "))
+    };
     let intro = format!(
-        "Organization {} (id {}), oldest member first. Members use its services; admins also manage them.",
+        "Organization {} (id {}), oldest member first. Members use its services; admins also manage them.{own_apps}",
         org.slug, org.id
     );
     page(

@@ -69,6 +69,26 @@ async fn tokens(app: &TestApp, service: &ServiceCredentials, user_id: &str) -> (
     (response.status(), response.json().await.unwrap())
 }
 
+/// The fewest database reads one warm `/v1/proxy` call as `user` costs, over a few calls (a
+/// background read of this process may land inside one).
+async fn fewest_reads(app: &TestApp, service: &ServiceCredentials, user: &str) -> u64 {
+    let mut fewest = u64::MAX;
+    for _ in 0..5 {
+        let before = app.state.core.store.queries_run();
+        let answer = app
+            .http()
+            .get(app.url("/v1/proxy/demo/me"))
+            .basic_auth(&service.client_id, Some(&service.secret))
+            .header("x-user-id", user)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        fewest = fewest.min(app.state.core.store.queries_run() - before);
+    }
+    fewest
+}
+
 /// The client id the demo provider issued `account`'s newest token to.
 async fn demo_client_of(app: &TestApp, account: &str) -> String {
     let (client,): (String,) = sqlx::query_as(
@@ -126,6 +146,10 @@ async fn each_organization_connects_through_its_own_app(app: &TestApp) {
     assert_eq!(acme_v1["public_client"], false);
     assert!(!acme_v1.to_string().contains(&acme_client.1), "the secret is never shown back");
     set_demo_app(app, "globex", &globex_client).await;
+    let operator = crate::helpers::admin::admin_browser(app).await;
+    let page = operator.get(app.url("/admin/orgs/acme")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains(&acme_client.0) && page.contains(&app.url("/oauth/callback/demo")), "{page}");
+    assert!(!page.contains(&globex_client.0) && !page.contains(&acme_client.1), "{page}");
     let listed = admin_elsewhere(app, &["orgs", "apps", "list", "acme"]).await;
     assert!(listed.contains(&acme_client.0) && listed.contains("/oauth/callback/demo"), "{listed}");
     assert!(!listed.contains(&acme_client.1) && !listed.contains(&globex_client.0), "{listed}");
@@ -157,6 +181,19 @@ async fn each_organization_connects_through_its_own_app(app: &TestApp) {
     }
     let (org, app_id) = grant_origin(app, &alice).await;
     assert_eq!((org.as_str(), app_id.as_deref()), (acme.id.as_str(), acme_v1["id"].as_str()));
+
+    // A warm call through the organization's app reads no more than one through the operator's:
+    // the app is built once per version and kept.
+    let operator_back =
+        register_service(app, "default-back", &["demo"], ServiceOptions { trusted: true, ..Default::default() }).await;
+    admin_with_stdin(app, &["users", "add", "dora", "--password-stdin"], &format!("{PASSWORD}\n")).await;
+    let dora = app.user_id("dora").await;
+    let (_, problem) = tokens(app, &operator_back, &dora).await;
+    let url = problem["authorization"]["url"].as_str().unwrap();
+    app.approve_in_browser_as(&app.browser(), url, "dora", "dora-at-default").await;
+    let through_operators = fewest_reads(app, &operator_back, &dora).await;
+    let through_acmes = fewest_reads(app, &acme_back, &alice).await;
+    assert_eq!(through_acmes, through_operators, "reads per warm /v1/proxy call");
 
     // A new version (another client) applies to new connections; Alice's grant keeps refreshing
     // with the client that issued it: the demo provider refuses a refresh token to any other.
