@@ -101,7 +101,6 @@ fn provider(state: &AppState, id: &str) -> anyhow::Result<std::sync::Arc<Provide
 }
 
 fn describe(state: &AppState, app: &ProviderApp, grants: Option<i64>) -> serde_json::Value {
-    let provider = crate::domain::ProviderId::parse(&app.provider).ok();
     json!({
         "id": app.id,
         "provider": app.provider,
@@ -110,7 +109,7 @@ fn describe(state: &AppState, app: &ProviderApp, grants: Option<i64>) -> serde_j
         "public_client": app.client_secret_sealed.is_none(),
         "scopes": app.scopes.as_ref().map(Scopes::to_space_separated),
         "template_values": app.template_values,
-        "redirect_uri": provider.map(|p| state.core.config.provider_redirect_uri(&p).to_string()),
+        "redirect_uri": provider_apps::redirect_uri(&state.core, app).map(|u| u.to_string()),
         "created_at": app.created_at,
         "retired_at": app.retired_at,
         "grants": grants,
@@ -149,9 +148,7 @@ pub async fn run_apps(state: &AppState, command: AppsCommand) -> anyhow::Result<
                 "PROVIDER", "VERSION", "CLIENT ID", "GRANTS", "TEMPLATE VALUES"
             );
             for (app, grants) in rows {
-                let redirect = crate::domain::ProviderId::parse(&app.provider)
-                    .map(|p| state.core.config.provider_redirect_uri(&p).to_string())
-                    .unwrap_or_default();
+                let redirect = provider_apps::redirect_uri(&state.core, app).map(|u| u.to_string()).unwrap_or_default();
                 out.push_str(&format!(
                     "{:<16} {:<8} {:<36} {:<8} {:<24} {redirect}\n",
                     app.provider,

@@ -126,6 +126,12 @@ fn built(core: &Core, provider: &ProviderConfig, app: &ProviderApp) -> Result<Ar
     Ok(config)
 }
 
+/// The redirect URI an organization registers with its app at the provider: the broker's
+/// callback for that provider, the same one the operator's app uses.
+pub fn redirect_uri(core: &Core, app: &ProviderApp) -> Option<url::Url> {
+    crate::domain::ProviderId::parse(&app.provider).ok().map(|p| core.config.provider_redirect_uri(&p))
+}
+
 /// What an organization's admin sets for its app at a provider.
 #[derive(Debug, Clone, Copy)]
 pub struct AppChange<'a> {

@@ -97,8 +97,8 @@ pub async fn members(
         let each: Vec<String> = apps
             .iter()
             .map(|app| {
-                let redirect = crate::domain::ProviderId::parse(&app.provider)
-                    .map(|p| state.core.config.provider_redirect_uri(&p).to_string())
+                let redirect = crate::broker::provider_apps::redirect_uri(&state.core, app)
+                    .map(|u| u.to_string())
                     .unwrap_or_default();
                 format!(
                     "{} (version {}, client id {}; redirect URI to register there: {redirect})",
